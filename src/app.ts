@@ -1,0 +1,174 @@
+import crypto from "node:crypto";
+import { Code, createContextValues, createRouterTransport } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { createValidateInterceptor } from "@connectrpc/validate";
+import formBody from "@fastify/formbody";
+import Fastify, { type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import { deriveKeyMaterial, loadMasterKey, type KeyMaterial } from "./config/key-material.js";
+import type { Config } from "./config/config.js";
+import { ApiUserProvisioning } from "./domain/api-users/api-user-provisioning.js";
+import { OperatorCredential } from "./domain/operator/operator-credential.js";
+import { TenantService } from "./domain/tenants/tenant-service.js";
+import { sendError } from "./gateway/error-reply.js";
+import { restRoutesOf } from "./gateway/http-rules.js";
+import { buildOpenApiDocument } from "./gateway/openapi.js";
+import { registerRestRoutes } from "./gateway/rest-gateway.js";
+import { registerOperationalRoutes } from "./gateway/operational-routes.js";
+import { loggerOptions } from "./observability/logger.js";
+import { createMetrics, type Metrics } from "./observability/metrics.js";
+import { createHealthService, type HealthService } from "./rpc/health.js";
+import { errorInterceptor } from "./rpc/interceptors/error-interceptor.js";
+import { metricsInterceptor } from "./rpc/interceptors/metrics-interceptor.js";
+import { operatorAuthInterceptor } from "./rpc/interceptors/operator-auth-interceptor.js";
+import { requestInfoKey } from "./rpc/request-context.js";
+import { createRoutes, publicServices } from "./rpc/routes.js";
+import { OperatorServiceHandler } from "./rpc/services/operator-service.js";
+import { createDualProtocolServer } from "./server/dual-protocol-server.js";
+import { ownDataDir } from "./store/data-dir-lock.js";
+import { openDatabase, type Database } from "./store/database.js";
+import { openSharedState, type SharedState } from "./store/shared-state.js";
+import { invalidArgument, ServiceError } from "./domain/errors.js";
+
+export interface ServiceOptions {
+  /** Where JSON logs go (stdout by default); tests capture them. */
+  readonly logStream?: NodeJS.WritableStream;
+}
+
+/** A built, migrated service instance; `listen` opens the port, `close` drains and releases everything. */
+export interface Service {
+  readonly app: FastifyInstance;
+  readonly config: Config;
+  readonly database: Database;
+  readonly sharedState: SharedState;
+  readonly metrics: Metrics;
+  readonly keys: KeyMaterial;
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * The composition root: config → storage → domain → RPC core → REST gateway. Everything an
+ * instance must share with its peers lives in Postgres or Redis, never only in this process.
+ */
+export async function createService(config: Config, options: ServiceOptions = {}): Promise<Service> {
+  const releaseDataDir = config.databaseUrl ? () => {} : ownDataDir(config.dataDir);
+  const cleanups: Array<() => Promise<void> | void> = [releaseDataDir];
+  try {
+    const keys = deriveKeyMaterial(loadMasterKey(config.masterKey, config.dataDir));
+    const { credential: operatorCredential } = OperatorCredential.load(config.operatorToken, config.dataDir);
+
+    const app = Fastify({
+      logger: loggerOptions(config.logLevel, options.logStream),
+      genReqId: () => crypto.randomUUID(),
+      requestIdHeader: false,
+      bodyLimit: config.bodyLimitBytes,
+      return503OnClosing: true,
+      serverFactory: (handler) =>
+        createDualProtocolServer(handler, {
+          keepAliveTimeoutMs: 5_000,
+          requestTimeoutMs: 30_000,
+          headersTimeoutMs: 10_000,
+          h2IdleTimeoutMs: 120_000,
+        }) as never,
+    });
+    const logger = app.log as unknown as Logger;
+    cleanups.unshift(() => app.close());
+
+    const database = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, schema: config.databaseSchema });
+    cleanups.unshift(() => database.close());
+    await database.migrate();
+
+    const sharedState = openSharedState(config.redisUrl, logger);
+    cleanups.unshift(() => sharedState.close());
+
+    const metrics = createMetrics();
+    const tenants = new TenantService(database.db);
+    const provisioning = new ApiUserProvisioning(database.db, keys);
+
+    const health: HealthService = createHealthService(
+      async () => (await database.ping()) && (await sharedState.ping()),
+      { services: [...publicServices.map((s) => s.typeName), "travel.operator.v1.OperatorService"] },
+    );
+    const routes = createRoutes(
+      {
+        auth: {},
+        apiUsers: {},
+        users: {},
+        airCredits: {},
+        operator: new OperatorServiceHandler(database, tenants, provisioning),
+      },
+      health,
+    );
+    // Outermost first: errors see every failure, metrics see final codes, validation runs after auth.
+    const interceptors = [
+      errorInterceptor(logger),
+      metricsInterceptor(metrics),
+      operatorAuthInterceptor(operatorCredential),
+      createValidateInterceptor(),
+    ];
+
+    app.addHook("onRequest", async (request, reply) => {
+      reply.header("x-request-id", request.id);
+    });
+    app.addHook("onResponse", async (request, reply) => {
+      const route = request.routeOptions.url ?? "unmatched";
+      metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+      metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    });
+
+    // Set before any plugin registers: encapsulated children inherit the handlers in force then.
+    app.setNotFoundHandler((request, reply) =>
+      sendError(reply, new ServiceError(Code.NotFound, "ROUTE_NOT_FOUND", `No route for ${request.method} ${request.url.split("?")[0]}`)),
+    );
+    app.setErrorHandler((error, request, reply) => {
+      const status = (error as { statusCode?: number }).statusCode ?? 500;
+      if (status === 413) return sendError(reply, new ServiceError(Code.InvalidArgument, "PAYLOAD_TOO_LARGE", "The request body is too large"));
+      if (status === 415) return sendError(reply, new ServiceError(Code.InvalidArgument, "UNSUPPORTED_MEDIA_TYPE", "Unsupported Content-Type"));
+      if (status >= 400 && status < 500) return sendError(reply, invalidArgument(`Malformed request: ${(error as Error).message}`));
+      request.log.error({ err: error }, "request failed");
+      return sendError(reply, error);
+    });
+
+    await app.register(fastifyConnectPlugin, {
+      routes,
+      interceptors,
+      readMaxBytes: config.bodyLimitBytes,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+      contextValues: (request) =>
+        createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip }),
+    });
+
+    const restRoutes = restRoutesOf(publicServices);
+    const transport = createRouterTransport(routes, { router: { interceptors } });
+    const openApi = buildOpenApiDocument(restRoutes);
+    await app.register(async (gateway) => {
+      await gateway.register(formBody);
+      registerRestRoutes(gateway, restRoutes, transport);
+    });
+    registerOperationalRoutes(app, { database, sharedState, metrics, openApi });
+
+    await app.ready();
+    let closed = false;
+    return {
+      app,
+      config,
+      database,
+      sharedState,
+      metrics,
+      keys,
+      async listen() {
+        return app.listen({ host: config.host, port: config.port });
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        health.shutdown();
+        for (const cleanup of cleanups) await cleanup();
+      },
+    };
+  } catch (error) {
+    for (const cleanup of cleanups) await Promise.resolve(cleanup()).catch(() => {});
+    throw error;
+  }
+}

@@ -1,0 +1,80 @@
+import crypto from "node:crypto";
+
+/**
+ * SCIM bearer tokens: Base64 of a JSON envelope, as the platform documents it
+ * ({"scope":"scim","clientId":...,"encryptedSecret":...}), plus a format version and the id of
+ * the encryption key so that key can rotate. The secret inside is AES-256-GCM encrypted with
+ * the clientId as associated data, so an envelope cannot be re-pointed at another client.
+ */
+export interface ScimEnvelope {
+  readonly clientId: string;
+  readonly secret: string;
+}
+
+interface EnvelopeJson {
+  v: number;
+  kid: string;
+  scope: string;
+  clientId: string;
+  encryptedSecret: string;
+}
+
+const VERSION = 1;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+export function sealScimToken(key: Buffer, keyId: string, envelope: ScimEnvelope): string {
+  const iv = crypto.randomBytes(IV_BYTES);
+  const cipher = crypto.createCipheriv("aes-256-gcm", key, iv);
+  cipher.setAAD(Buffer.from(envelope.clientId, "utf8"));
+  const ciphertext = Buffer.concat([cipher.update(envelope.secret, "utf8"), cipher.final()]);
+  const json: EnvelopeJson = {
+    v: VERSION,
+    kid: keyId,
+    scope: "scim",
+    clientId: envelope.clientId,
+    encryptedSecret: Buffer.concat([iv, ciphertext, cipher.getAuthTag()]).toString("base64url"),
+  };
+  return Buffer.from(JSON.stringify(json), "utf8").toString("base64");
+}
+
+/** Strict decode; undefined for anything malformed, forged or sealed under an unknown key. */
+export function openScimToken(keys: ReadonlyMap<string, Buffer>, token: string): ScimEnvelope | undefined {
+  if (token.length > 4096 || !/^[A-Za-z0-9+/]+={0,2}$/.test(token)) return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(token, "base64").toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  if (!isEnvelope(json) || json.v !== VERSION || json.scope !== "scim") return undefined;
+  const key = keys.get(json.kid);
+  const sealed = Buffer.from(json.encryptedSecret, "base64url");
+  if (!key || sealed.length <= IV_BYTES + TAG_BYTES) return undefined;
+  try {
+    const decipher = crypto.createDecipheriv("aes-256-gcm", key, sealed.subarray(0, IV_BYTES));
+    decipher.setAAD(Buffer.from(json.clientId, "utf8"));
+    decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+    const secret = Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
+    return { clientId: json.clientId, secret: secret.toString("utf8") };
+  } catch {
+    return undefined;
+  }
+}
+
+function isEnvelope(value: unknown): value is EnvelopeJson {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
+  const v = value as Record<string, unknown>;
+  const keys = Object.keys(v).sort().join(",");
+  return (
+    keys === "clientId,encryptedSecret,kid,scope,v" &&
+    typeof v.v === "number" &&
+    typeof v.kid === "string" &&
+    typeof v.scope === "string" &&
+    typeof v.clientId === "string" &&
+    v.clientId.length > 0 &&
+    v.clientId.length <= 256 &&
+    typeof v.encryptedSecret === "string" &&
+    /^[A-Za-z0-9_-]+$/.test(v.encryptedSecret)
+  );
+}

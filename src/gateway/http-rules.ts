@@ -1,0 +1,59 @@
+import { getOption, type DescField, type DescMessage, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
+import { http } from "../../gen/google/api/annotations_pb.js";
+import { rest } from "../../gen/travel/common/v1/rest_pb.js";
+
+export type HttpVerb = "GET" | "POST" | "PUT" | "DELETE" | "PATCH";
+
+/** One REST route, read from a method's google.api.http and travel.common.v1.rest options. */
+export interface RestRoute {
+  readonly method: DescMethodUnary<DescMessage, DescMessage>;
+  readonly verb: HttpVerb;
+  /** The template as written in the contract, e.g. /v2/users/{user_id}. */
+  readonly template: string;
+  /** The same path in Fastify's syntax, e.g. /v2/users/:user_id. */
+  readonly fastifyPath: string;
+  /** Path variables and the request fields they fill. */
+  readonly pathFields: ReadonlyArray<{ readonly variable: string; readonly field: DescField }>;
+  /** "*" (the whole body is the request), a field name, or "" (no body). */
+  readonly body: string;
+  readonly operationId: string;
+  readonly formBody: boolean;
+  readonly errorStatuses: readonly number[];
+  /** The response has no fields: REST answers 204 with no content. */
+  readonly noContent: boolean;
+  /** The documented success status: 200, or 204 for operations that answer with no content. */
+  readonly successStatus: number;
+}
+
+export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
+  const routes: RestRoute[] = [];
+  for (const service of services) {
+    for (const method of service.methods) {
+      // REST maps unary calls only; streaming RPCs stay on gRPC/Connect.
+      if (method.methodKind !== "unary") continue;
+      const rule = getOption(method, http);
+      if (rule.pattern.case === undefined || rule.pattern.case === "custom") continue;
+      const template = rule.pattern.value;
+      const pathFields = [...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map(([, variable]) => {
+        const field = method.input.fields.find((f) => f.name === variable);
+        if (!field) throw new Error(`${method.name}: path variable {${variable}} names no request field`);
+        return { variable: variable!, field };
+      });
+      const options = getOption(method, rest);
+      routes.push({
+        method: method as DescMethodUnary<DescMessage, DescMessage>,
+        verb: rule.pattern.case.toUpperCase() as HttpVerb,
+        template,
+        fastifyPath: template.replace(/\{([a-z_][a-z0-9_]*)\}/g, ":$1"),
+        pathFields,
+        body: rule.body,
+        operationId: options.operationId || method.localName,
+        formBody: options.formBody,
+        errorStatuses: options.errorStatuses,
+        noContent: method.output.fields.length === 0,
+        successStatus: options.successStatus || (method.output.fields.length === 0 ? 204 : 200),
+      });
+    }
+  }
+  return routes;
+}

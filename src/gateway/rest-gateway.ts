@@ -1,0 +1,157 @@
+import {
+  fromJson,
+  toJson,
+  type DescField,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+} from "@bufbuild/protobuf";
+import { ScalarType } from "@bufbuild/protobuf";
+import type { Transport } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { invalidArgument } from "../domain/errors.js";
+import { gatewayRequestInfo } from "../rpc/request-context.js";
+import { sendError } from "./error-reply.js";
+import type { RestRoute } from "./http-rules.js";
+import { withRestDefaults } from "./json-shape.js";
+
+/** Request headers the RPC may need; everything else stays at the edge. */
+const FORWARDED_REQUEST_HEADERS = ["authorization", "user-agent"];
+/** Response headers an RPC may set for REST callers. */
+const FORWARDED_RESPONSE_HEADERS = [
+  "cache-control",
+  "pragma",
+  "deprecation",
+  "sunset",
+  "link",
+  "retry-after",
+  "ratelimit",
+  "ratelimit-policy",
+  "www-authenticate",
+];
+
+/**
+ * Registers one Fastify route per google.api.http rule. Each turns the HTTP request into the
+ * RPC's request message and calls the RPC in-process through the same interceptors as the
+ * network face, so authentication, validation and errors are one code path for both.
+ */
+export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRoute[], transport: Transport): void {
+  for (const route of routes) {
+    app.route({
+      method: route.verb,
+      url: route.fastifyPath,
+      handler: (request, reply) => handle(route, transport, request, reply),
+    });
+  }
+}
+
+async function handle(route: RestRoute, transport: Transport, request: FastifyRequest, reply: FastifyReply) {
+  try {
+    const message = decodeRequest(route, request);
+    const headers = new Headers();
+    for (const name of FORWARDED_REQUEST_HEADERS) {
+      const value = request.headers[name];
+      if (typeof value === "string") headers.set(name, value);
+    }
+    const response = await gatewayRequestInfo.run({ requestId: request.id, remoteAddress: request.ip }, () =>
+      transport.unary(route.method, undefined, undefined, headers, message, undefined),
+    );
+    for (const name of FORWARDED_RESPONSE_HEADERS) {
+      const value = response.header.get(name);
+      if (value !== null) reply.header(name, value);
+    }
+    if (route.noContent) return reply.code(route.successStatus).send();
+    const json = withRestDefaults(route.method.output, toJson(route.method.output, response.message) as JsonObject);
+    return reply.code(200).type("application/json; charset=utf-8").send(json);
+  } catch (error) {
+    return sendError(reply, error);
+  }
+}
+
+function decodeRequest(route: RestRoute, request: FastifyRequest) {
+  const json = requestJson(route, request);
+  try {
+    // RFC 6749 3.2: unrecognised form parameters are ignored; JSON bodies are checked strictly.
+    return fromJson(route.method.input, json, { ignoreUnknownFields: isForm(request) });
+  } catch (error) {
+    throw decodeFailure(error, route.method.input);
+  }
+}
+
+/** Assembles the request message's JSON from body, path variables and query parameters. */
+function requestJson(route: RestRoute, request: FastifyRequest): JsonObject {
+  const json: JsonObject = {};
+  const input = route.method.input;
+  if (route.body === "*") {
+    Object.assign(json, bodyObject(request, input));
+  } else if (route.body !== "") {
+    const field = input.fields.find((f) => f.name === route.body);
+    if (field && request.body !== undefined) json[field.jsonName] = bodyValue(request);
+  }
+  // Query parameters fill the remaining fields (GET, or a body rule naming one field).
+  if (route.body !== "*") {
+    const query = (request.query ?? {}) as Record<string, string | string[]>;
+    for (const [name, raw] of Object.entries(query)) {
+      const field = fieldByName(input, name);
+      if (!field) throw invalidArgument(`Unknown query parameter "${name}"`, [{ name, value: "unknown" }]);
+      json[field.jsonName] = fromText(field, raw, name);
+    }
+  }
+  const params = (request.params ?? {}) as Record<string, string>;
+  for (const { variable, field } of route.pathFields) {
+    json[field.jsonName] = fromText(field, params[variable] ?? "", variable);
+  }
+  return json;
+}
+
+function bodyObject(request: FastifyRequest, input: DescMessage): JsonObject {
+  const body = request.body;
+  if (body === undefined || body === null || body === "") return {};
+  if (typeof body !== "object" || Array.isArray(body)) throw invalidArgument("The request body must be a JSON object");
+  if (!isForm(request)) return body as JsonObject;
+  // Form fields are named by their proto (RFC 6749) names; each may appear once (RFC 6749 3.2).
+  const json: JsonObject = {};
+  for (const [name, value] of Object.entries(body as Record<string, string | string[]>)) {
+    if (Array.isArray(value)) throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
+    const field = fieldByName(input, name);
+    if (field) json[field.jsonName] = fromText(field, value, name);
+  }
+  return json;
+}
+
+function bodyValue(request: FastifyRequest): JsonValue {
+  return request.body as JsonValue;
+}
+
+function isForm(request: FastifyRequest): boolean {
+  return (request.headers["content-type"] ?? "").toLowerCase().startsWith("application/x-www-form-urlencoded");
+}
+
+function fieldByName(input: DescMessage, name: string): DescField | undefined {
+  return input.fields.find((f) => f.jsonName === name || f.name === name);
+}
+
+/** Query, path and form values arrive as text; protobuf JSON accepts numbers as strings, not booleans. */
+function fromText(field: DescField, raw: string | string[], name: string): JsonValue {
+  if (Array.isArray(raw)) {
+    if (field.fieldKind !== "list") throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
+    return raw;
+  }
+  if (field.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) {
+    if (raw === "true" || raw === "false") return raw === "true";
+    throw invalidArgument(`Parameter "${name}" must be true or false`, [{ name, value: raw }]);
+  }
+  return field.fieldKind === "list" ? [raw] : raw;
+}
+
+/** protobuf-es decode errors, reworded without internal type names. */
+function decodeFailure(error: unknown, input: DescMessage) {
+  const text = error instanceof Error ? error.message : String(error);
+  const field = /^cannot decode field [\w.]+\.(\w+) from JSON: (.*)$/s.exec(text);
+  if (field) {
+    const name = input.fields.find((f) => f.name === field[1])?.jsonName ?? field[1]!;
+    return invalidArgument(`Invalid value for field "${name}": ${field[2]}`, [{ name, value: "invalid" }]);
+  }
+  const rest = /^cannot decode (?:message )?[\w.]+ from JSON: (.*)$/s.exec(text);
+  return invalidArgument(`The request could not be decoded: ${rest ? rest[1] : "malformed input"}`);
+}

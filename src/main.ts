@@ -1,0 +1,47 @@
+import { createService } from "./app.js";
+import { ConfigError, loadConfig } from "./config/config.js";
+import { DataDirBusyError } from "./store/data-dir-lock.js";
+
+/**
+ * Starts one instance. SIGTERM/SIGINT: stop accepting, let in-flight requests finish (up to
+ * SHUTDOWN_TIMEOUT_MS), close pools, exit 0.
+ */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const service = await createService(config);
+  const address = await service.listen();
+  service.app.log.info(
+    { address, database: service.database.kind, redis: service.sharedState.kind },
+    "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
+  );
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    service.app.log.info({ signal }, "shutting down");
+    const deadline = setTimeout(() => {
+      service.app.log.error("shutdown timed out; exiting");
+      process.exit(1);
+    }, config.shutdownTimeoutMs + 5_000);
+    deadline.unref();
+    service.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        service.app.log.error({ err: error }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || error instanceof DataDirBusyError) {
+    process.stderr.write(`configuration error: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

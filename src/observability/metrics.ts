@@ -1,0 +1,45 @@
+import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+
+/** Prometheus metrics of one service instance (its own registry, so tests can run several). */
+export interface Metrics {
+  readonly registry: Registry;
+  readonly httpRequests: Counter<"method" | "route" | "status">;
+  readonly httpDuration: Histogram<"method" | "route">;
+  readonly rpcRequests: Counter<"service" | "method" | "code">;
+  readonly rpcDuration: Histogram<"service" | "method">;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+  return {
+    registry,
+    httpRequests: new Counter({
+      name: "http_requests_total",
+      help: "HTTP requests by method, route template and status code",
+      labelNames: ["method", "route", "status"],
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: "http_request_duration_seconds",
+      help: "HTTP request latency by method and route template",
+      labelNames: ["method", "route"],
+      buckets,
+      registers: [registry],
+    }),
+    rpcRequests: new Counter({
+      name: "rpc_requests_total",
+      help: "RPCs (from any protocol or the REST gateway) by service, method and Connect code",
+      labelNames: ["service", "method", "code"],
+      registers: [registry],
+    }),
+    rpcDuration: new Histogram({
+      name: "rpc_duration_seconds",
+      help: "RPC latency by service and method",
+      labelNames: ["service", "method"],
+      buckets,
+      registers: [registry],
+    }),
+  };
+}

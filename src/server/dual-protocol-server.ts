@@ -1,0 +1,83 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+
+/** The connection preface every HTTP/2 client sends first (RFC 9113 3.4). */
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+
+export interface DualProtocolOptions {
+  readonly keepAliveTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly headersTimeoutMs: number;
+  /** Idle HTTP/2 sessions are closed after this long. */
+  readonly h2IdleTimeoutMs: number;
+}
+
+/** Fastify's request handler; it serves both protocols' compatibility APIs. */
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+/**
+ * One port for REST (HTTP/1.1) and gRPC (HTTP/2 cleartext, prior knowledge). Fastify with
+ * http2 alone serves only h2c, and Node's allowHTTP1 needs TLS, so each new connection is
+ * sniffed: the HTTP/2 preface goes to an http2 server, anything else to an http server, both
+ * running Fastify's handler. Fastify does not apply its timeouts with a serverFactory, so
+ * they are set on both inner servers here.
+ */
+export function createDualProtocolServer(handler: Handler, options: DualProtocolOptions): net.Server {
+  const http1 = http.createServer(handler as http.RequestListener);
+  http1.keepAliveTimeout = options.keepAliveTimeoutMs;
+  http1.requestTimeout = options.requestTimeoutMs;
+  http1.headersTimeout = options.headersTimeoutMs;
+
+  const h2 = http2.createServer(handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  h2.setTimeout(options.h2IdleTimeoutMs);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+
+  const server = net.createServer((socket) => {
+    let received: Buffer = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
+      const compared = Math.min(received.length, H2_PREFACE.length);
+      const looksLikeH2 = received.subarray(0, compared).equals(H2_PREFACE.subarray(0, compared));
+      // Wait for the whole preface before deciding: a lone "P" may still be "POST".
+      if (looksLikeH2 && received.length < H2_PREFACE.length) return;
+      socket.off("data", onData);
+      socket.off("error", onEarlyError);
+      socket.off("timeout", onSilent);
+      socket.setTimeout(0);
+      socket.pause();
+      socket.unshift(received);
+      if (looksLikeH2) {
+        // The HTTP/2 session reads the buffered preface itself and then consumes the socket's
+        // handle directly; resuming the JS stream here would race it for the same bytes.
+        h2.emit("connection", socket);
+      } else {
+        http1.emit("connection", socket);
+        socket.resume();
+      }
+    };
+    const onEarlyError = () => socket.destroy();
+    // A connection that never says which protocol it speaks is closed; after hand-off the inner servers' timeouts apply.
+    const onSilent = () => socket.destroy();
+    socket.on("data", onData);
+    socket.on("error", onEarlyError);
+    socket.setTimeout(options.headersTimeoutMs, onSilent);
+  });
+
+  // The inner HTTP/1.1 server never listens itself; forwarding "listening" turns on its
+  // idle-connection tracking, which close() relies on.
+  server.on("listening", () => http1.emit("listening"));
+  const closeOuter = server.close.bind(server);
+  server.close = (callback?: (err?: Error) => void) => {
+    closeOuter(callback);
+    http1.close();
+    http1.closeIdleConnections();
+    for (const session of sessions) session.close();
+    return server;
+  };
+  return server;
+}
