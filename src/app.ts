@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import { Code, createContextValues, createRouterTransport } from "@connectrpc/connect";
+import { Code, createContextValues, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { createValidateInterceptor } from "@connectrpc/validate";
 import formBody from "@fastify/formbody";
@@ -33,6 +33,8 @@ import { invalidArgument, ServiceError } from "./domain/errors.js";
 export interface ServiceOptions {
   /** Where JSON logs go (stdout by default); tests capture them. */
   readonly logStream?: NodeJS.WritableStream;
+  /** Skip applying migrations at start (the CLI's offline `migrate` applies them itself). */
+  readonly skipMigrations?: boolean;
 }
 
 /** A built, migrated service instance; `listen` opens the port, `close` drains and releases everything. */
@@ -43,6 +45,8 @@ export interface Service {
   readonly sharedState: SharedState;
   readonly metrics: Metrics;
   readonly keys: KeyMaterial;
+  /** In-process transport to every RPC, through the same interceptors as the network face. */
+  readonly transport: Transport;
   listen(): Promise<string>;
   close(): Promise<void>;
 }
@@ -77,7 +81,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
 
     const database = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, schema: config.databaseSchema });
     cleanups.unshift(() => database.close());
-    await database.migrate();
+    if (!options.skipMigrations) await database.migrate();
 
     const sharedState = openSharedState(config.redisUrl, logger);
     cleanups.unshift(() => sharedState.close());
@@ -157,6 +161,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       sharedState,
       metrics,
       keys,
+      transport,
       async listen() {
         return app.listen({ host: config.host, port: config.port });
       },

@@ -1,0 +1,102 @@
+import { parseArgs } from "node:util";
+
+/** Wrong or missing arguments: reported on stderr with exit code 2, before anything is written. */
+export class UsageError extends Error {}
+
+export const USAGE = `Usage: npm run -s cli -- <command> [options]
+
+Commands (each prints one JSON object on stdout):
+  tmc create --name NAME [--max-api-users N]
+  tmc set-limit --tmc-id ID --max-api-users N
+  company create --tmc-id ID --name NAME
+  user create --org-id ID --email E --given-name G --family-name F [--inactive]
+  api-user create --tmc-id ID [--org-id ID] [--role TMC_ADMIN|COMPANY_ADMIN]
+                  [--credential-type CLIENT_CREDENTIALS|SCIM_TOKEN]
+  seed
+  migrate
+
+Settings come from the same environment as the server: SERVER_URL (or HOST/PORT),
+OPERATOR_TOKEN (or DATA_DIR/operator-token), DATABASE_URL, DATA_DIR, REDIS_URL, MASTER_KEY.
+With no server answering at SERVER_URL the command runs in-process on that storage.`;
+
+type OptionSpec = { type: "string" | "boolean" };
+
+/** One command: its RPC, the options it accepts, and how they become the request's JSON. */
+export interface CommandSpec {
+  readonly rpc: "createTmc" | "setTmcApiUserLimit" | "createCompany" | "createUser" | "createApiUser" | "seed" | "migrate";
+  readonly options: Record<string, OptionSpec>;
+  readonly required: readonly string[];
+  readonly integers?: readonly string[];
+  readonly choices?: Readonly<Record<string, readonly string[]>>;
+  /** Option name → request JSON field (defaults to the camelCase of the option). */
+  readonly rename?: Readonly<Record<string, string>>;
+}
+
+const str: OptionSpec = { type: "string" };
+
+export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
+  "tmc create": { rpc: "createTmc", options: { name: str, "max-api-users": str }, required: ["name"], integers: ["max-api-users"] },
+  "tmc set-limit": {
+    rpc: "setTmcApiUserLimit",
+    options: { "tmc-id": str, "max-api-users": str },
+    required: ["tmc-id", "max-api-users"],
+    integers: ["max-api-users"],
+  },
+  "company create": { rpc: "createCompany", options: { "tmc-id": str, name: str }, required: ["tmc-id", "name"] },
+  "user create": {
+    rpc: "createUser",
+    options: { "org-id": str, email: str, "given-name": str, "family-name": str, inactive: { type: "boolean" } },
+    required: ["org-id", "email", "given-name", "family-name"],
+  },
+  "api-user create": {
+    rpc: "createApiUser",
+    options: { "tmc-id": str, "org-id": str, role: str, "credential-type": str },
+    required: ["tmc-id"],
+    choices: { role: ["TMC_ADMIN", "COMPANY_ADMIN"], "credential-type": ["CLIENT_CREDENTIALS", "SCIM_TOKEN"] },
+  },
+  seed: { rpc: "seed", options: {}, required: [] },
+  migrate: { rpc: "migrate", options: {}, required: [] },
+};
+
+export interface ParsedCommand {
+  readonly name: string;
+  readonly spec: CommandSpec;
+  /** The request message as protobuf JSON. */
+  readonly request: Record<string, string | number | boolean>;
+}
+
+export function parseCommand(argv: readonly string[]): ParsedCommand {
+  const positionals = argv.filter((a) => !a.startsWith("-"));
+  const name = [positionals.slice(0, 2).join(" "), positionals[0] ?? ""].find((candidate) => candidate in COMMANDS);
+  if (!name) throw new UsageError(argv.length === 0 ? "a command is required" : `unknown command "${positionals.slice(0, 2).join(" ")}"`);
+  const spec = COMMANDS[name]!;
+  const rest = [...argv];
+  for (const word of name.split(" ")) rest.splice(rest.indexOf(word), 1);
+
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: rest, options: spec.options, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const request: Record<string, string | number | boolean> = {};
+  for (const option of spec.required) {
+    if (values[option] === undefined || values[option] === "") throw new UsageError(`--${option} is required for "${name}"`);
+  }
+  for (const [option, value] of Object.entries(values)) {
+    if (value === undefined) continue;
+    const field = spec.rename?.[option] ?? option.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (spec.integers?.includes(option)) {
+      if (typeof value !== "string" || !/^\d{1,9}$/.test(value)) throw new UsageError(`--${option} must be a whole number, got "${String(value)}"`);
+      request[field] = Number(value);
+    } else if (spec.choices?.[option]) {
+      if (!spec.choices[option]!.includes(String(value))) {
+        throw new UsageError(`--${option} must be one of ${spec.choices[option]!.join(", ")}, got "${String(value)}"`);
+      }
+      request[field] = value;
+    } else {
+      request[field] = value;
+    }
+  }
+  return { name, spec, request };
+}

@@ -1,0 +1,118 @@
+import fs from "node:fs";
+import { fromJson, toJson, type DescMessage, type DescMethodUnary, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { createValidator } from "@bufbuild/protovalidate";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
+import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
+import { createService, type Service } from "../app.js";
+import { ConfigError, loadConfig, type Config } from "../config/config.js";
+import { operatorTokenFile } from "../domain/operator/operator-credential.js";
+import { withRestDefaults } from "../gateway/json-shape.js";
+import { DataDirBusyError } from "../store/data-dir-lock.js";
+import { parseCommand, USAGE, UsageError } from "./arguments.js";
+
+/**
+ * The operator CLI. Every command is an OperatorService RPC: sent to the running server at
+ * SERVER_URL (the only safe way while a server owns an embedded DATA_DIR), or, when no server
+ * answers, run in-process on the same storage through the same interceptors.
+ */
+async function run(argv: readonly string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stderr.write(USAGE + "\n");
+    return 0;
+  }
+  let config: Config;
+  let method: DescMethodUnary<DescMessage, DescMessage>;
+  let request: Message;
+  try {
+    const command = parseCommand(argv);
+    config = loadConfig();
+    method = OperatorService.method[command.spec.rpc] as DescMethodUnary<DescMessage, DescMessage>;
+    request = fromJson(method.input, command.request);
+    // Checked here too, so wrong arguments fail with exit 2 before anything is sent or written.
+    const result = createValidator().validate(method.input, request);
+    if (result.kind !== "valid") {
+      // Name the option the user typed: "tmc_id: must be a valid UUID" → "--tmc-id: must be a valid UUID".
+      throw new UsageError(result.error.message.replace(/^([a-z_]+):/, (_, field: string) => `--${field.replace(/_/g, "-")}:`));
+    }
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
+      return 2;
+    }
+    throw error;
+  }
+
+  let offline: Service | undefined;
+  try {
+    let response: Message;
+    try {
+      response = await call(createConnectTransport({ baseUrl: config.serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request);
+    } catch (error) {
+      if (!isUnreachable(error)) throw error;
+      offline = await createService(config, {
+        logStream: process.stderr,
+        skipMigrations: method.name === "Migrate",
+      });
+      response = await call(offline.transport, operatorToken(config), method, request);
+    }
+    process.stdout.write(JSON.stringify(withRestDefaults(method.output, toJson(method.output, response) as JsonObject)) + "\n");
+    return 0;
+  } catch (error) {
+    return reportFailure(error);
+  } finally {
+    await offline?.close();
+  }
+}
+
+async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message) {
+  const headers = new Headers();
+  if (token) headers.set("authorization", `Bearer ${token}`);
+  const response = await transport.unary(method, undefined, 30_000, headers, request, undefined);
+  return response.message;
+}
+
+function operatorToken(config: Config): string | undefined {
+  if (config.operatorToken) return config.operatorToken;
+  try {
+    return fs.readFileSync(operatorTokenFile(config.dataDir), "utf8").trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function isUnreachable(error: unknown): boolean {
+  if (!(error instanceof ConnectError) || error.code !== Code.Unavailable) return false;
+  const text = `${error.message} ${String((error.cause as { code?: string } | undefined)?.code ?? "")}`;
+  return /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(text);
+}
+
+function reportFailure(error: unknown): number {
+  if (error instanceof DataDirBusyError) {
+    process.stderr.write(`error: ${error.message}; is the server running at another SERVER_URL?\n`);
+    return 1;
+  }
+  if (error instanceof ConnectError) {
+    const body = error.findDetails(ErrorResponseSchema)[0];
+    const first = body?.errorMessages[0];
+    const parameters = first?.errorParameters.map((p) => `${p.name}=${p.value}`).join(", ");
+    process.stderr.write(
+      `error: ${first?.message ?? error.rawMessage} (${first?.errorCode ?? Code[error.code]}${parameters ? `; ${parameters}` : ""})` +
+        (body?.debugIdentifier ? ` [debugIdentifier ${body.debugIdentifier}]` : "") +
+        "\n",
+    );
+    // Arguments the server found invalid are usage errors too.
+    return error.code === Code.InvalidArgument ? 2 : 1;
+  }
+  process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+  return 1;
+}
+
+run(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);
