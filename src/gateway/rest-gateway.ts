@@ -106,8 +106,9 @@ function requestJson(route: RestRoute, request: FastifyRequest): JsonObject {
 
 function bodyObject(request: FastifyRequest, input: DescMessage): JsonObject {
   const body = request.body;
-  if (body === undefined || body === null || body === "") return {};
-  if (typeof body !== "object" || Array.isArray(body)) throw invalidArgument("The request body must be a JSON object");
+  // No body at all means an empty request; a JSON `null` or any non-object is malformed.
+  if (body === undefined) return {};
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidArgument("The request body must be a JSON object");
   if (!isForm(request)) return body as JsonObject;
   // Form fields are named by their proto (RFC 6749) names; each may appear once (RFC 6749 3.2).
   const json: JsonObject = {};

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Fails when gen/ is not exactly what `buf generate` makes from proto/ (it is committed, never edited).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+npx buf generate
+if ! git diff --quiet -- gen || [ -n "$(git ls-files --others --exclude-standard gen)" ]; then
+  echo "gen/ is stale: run 'npm run generate' and commit the result" >&2
+  git status --short gen >&2
+  exit 1
+fi
+echo "gen/ is up to date"

@@ -1,0 +1,184 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { dropStorage, startService, type RunningService } from "../helpers/service.js";
+
+/** The ErrorResponse shape of spec 2.11, with debugIdentifier = the request id the logs carry. */
+function assertErrorResponse(response: { statusCode: number; headers: Record<string, unknown>; json(): any }, status: number, errorCode: string) {
+  assert.equal(response.statusCode, status);
+  assert.match(String(response.headers["content-type"]), /^application\/json/);
+  const body = response.json();
+  assert.equal(typeof body.debugIdentifier, "string");
+  assert.equal(body.debugIdentifier, response.headers["x-request-id"]);
+  assert.ok(Array.isArray(body.errorMessages) && body.errorMessages.length === 1, JSON.stringify(body));
+  assert.equal(body.errorMessages[0].errorCode, errorCode);
+  assert.equal(typeof body.errorMessages[0].message, "string");
+  return body;
+}
+
+describe("ErrorResponse for every failure", () => {
+  let running: RunningService;
+  before(async () => {
+    running = await startService({ listen: false, env: { BODY_LIMIT_BYTES: "2048" } });
+  });
+  after(async () => {
+    await running.stop();
+    await dropStorage(running.storage);
+  });
+  const inject = (options: Parameters<RunningService["service"]["app"]["inject"]>[0]) => running.service.app.inject(options as never);
+
+  test("unknown path → 404", async () => {
+    const body = assertErrorResponse(await inject({ method: "GET", url: "/v2/nothing-here?x=1" }), 404, "ROUTE_NOT_FOUND");
+    assert.equal(body.errorMessages[0].message, "No route for GET /v2/nothing-here");
+  });
+
+  test("wrong method on a known path → 404", async () => {
+    assertErrorResponse(await inject({ method: "DELETE", url: "/v2/api-users" }), 404, "ROUTE_NOT_FOUND");
+  });
+
+  test("malformed JSON → 400", async () => {
+    assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: "{bad" }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+  });
+
+  test("a JSON body that is not an object → 400", async () => {
+    for (const payload of ["[1,2]", "42", '"text"', "null"]) {
+      assertErrorResponse(
+        await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload }),
+        400,
+        "API_VALIDATION_FAILED",
+      );
+    }
+  });
+
+  test("an unknown JSON field → 400 naming it", async () => {
+    const body = assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"credentialtype":"SCIM_TOKEN"}' }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+    assert.match(body.errorMessages[0].message, /credentialtype/);
+  });
+
+  test("a field of the wrong type → 400 naming the field", async () => {
+    const body = assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"tmcId": 12}' }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+    assert.deepEqual(body.errorMessages[0].errorParameters, [{ name: "tmcId", value: "invalid" }]);
+  });
+
+  test("an unknown enum value → 400", async () => {
+    assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"role":"SUPERUSER"}' }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+  });
+
+  test("malformed form body → 400, repeated parameter → 400 (RFC 6749 3.2)", async () => {
+    const headers = { "content-type": "application/x-www-form-urlencoded" };
+    assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/auth/oauth2-token", headers, payload: "grant_type=client_credentials&grant_type=password" }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+  });
+
+  test("validation failures from buf.validate rules → 400 with one errorParameter per field (JSON names)", async () => {
+    const limit = assertErrorResponse(await inject({ method: "GET", url: "/v2/api-users?limit=101&offset=-1" }), 400, "API_VALIDATION_FAILED");
+    assert.deepEqual(
+      limit.errorMessages[0].errorParameters.map((p: { name: string }) => p.name).sort(),
+      ["limit", "offset"],
+    );
+    const uuid = assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"tmcId":"not-a-uuid","orgId":"x"}' }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+    assert.deepEqual(uuid.errorMessages[0].errorParameters.map((p: { name: string }) => p.name).sort(), ["orgId", "tmcId"]);
+    const nested = assertErrorResponse(
+      await inject({
+        method: "POST",
+        url: "/v3/air/company-transferable-unused-credits/list",
+        headers: { "content-type": "application/json" },
+        payload: '{"companyId":{"id":"nope"}}',
+      }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+    assert.equal(nested.errorMessages[0].errorParameters[0].name, "companyId.id");
+  });
+
+  test("non-numbers and out-of-range numbers in the query → 400", async () => {
+    for (const query of ["limit=abc", "limit=1.5", "offset=", "limit=99999999999", "unknown=1", "limit=1&limit=2"]) {
+      assertErrorResponse(await inject({ method: "GET", url: `/v2/api-users?${query}` }), 400, "API_VALIDATION_FAILED");
+    }
+  });
+
+  test("a path parameter that is not a UUID → 400", async () => {
+    assertErrorResponse(await inject({ method: "GET", url: "/v2/users/not-a-uuid" }), 400, "API_VALIDATION_FAILED");
+  });
+
+  test("a boolean query parameter that is not true/false → 400", async () => {
+    assertErrorResponse(
+      await inject({ method: "GET", url: "/v2/users/6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f?includeInactive=yes" }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+  });
+
+  test("body over the configured size → 413", async () => {
+    assertErrorResponse(
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { "content-type": "application/json" },
+        payload: JSON.stringify({ role: "TMC_ADMIN", pad: "x".repeat(4096) }),
+      }),
+      413,
+      "PAYLOAD_TOO_LARGE",
+    );
+  });
+
+  test("unsupported content type → 415", async () => {
+    assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "text/xml" }, payload: "<a/>" }),
+      415,
+      "UNSUPPORTED_MEDIA_TYPE",
+    );
+  });
+
+  test("an RPC whose issue is not done → 501, never a made-up 200", async () => {
+    assertErrorResponse(
+      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: "{}" }),
+      501,
+      "NOT_IMPLEMENTED",
+    );
+  });
+
+  test("the debugIdentifier finds the request in the logs", async () => {
+    const response = await inject({ method: "GET", url: "/v2/api-users?limit=500" });
+    const id = response.json().debugIdentifier as string;
+    const lines = running
+      .logs()
+      .split("\n")
+      .filter((l) => l.includes(id))
+      .map((l) => JSON.parse(l));
+    assert.ok(lines.length >= 2, "request and response lines carry the id");
+    assert.ok(lines.every((l) => l.reqId === id));
+    assert.ok(lines.some((l) => l.res?.statusCode === 400));
+  });
+
+  test("garbage never yields a 500", async () => {
+    const payloads = ["\u0000", "{\"role\":", "{\"role\":null}", "{\"__proto__\":{\"x\":1}}", "{\"tmcId\":[\"a\"]}", "{\"orgId\":{}}", "1e999", "{\"role\":1e400}"];
+    for (const payload of payloads) {
+      const response = await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload });
+      assert.ok(response.statusCode >= 400 && response.statusCode < 500 || response.statusCode === 501, `${payload} → ${response.statusCode} ${response.body}`);
+      assert.ok(response.json().debugIdentifier);
+    }
+  });
+});

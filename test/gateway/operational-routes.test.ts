@@ -1,0 +1,94 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { isPostgres } from "../helpers/backend.js";
+import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+
+describe("probes, metrics and the API description", () => {
+  let running: RunningService;
+  before(async () => {
+    running = await startService();
+  });
+  after(async () => {
+    await running.stop();
+    await dropStorage(running.storage);
+  });
+
+  test("GET /healthz answers while the process lives", async () => {
+    const response = await fetch(`${running.baseUrl}/healthz`);
+    assert.equal(response.status, 200);
+    assert.deepEqual(await response.json(), { status: "ok" });
+  });
+
+  test("GET /readyz reports the database and Redis reachable, on the backend in use", async () => {
+    const response = await fetch(`${running.baseUrl}/readyz`);
+    assert.equal(response.status, 200);
+    const body = (await response.json()) as { checks: object; storage: { database: string; redis: string } };
+    assert.deepEqual(body.checks, { database: "up", redis: "up" });
+    assert.deepEqual(body.storage, isPostgres ? { database: "postgres", redis: "redis" } : { database: "pglite", redis: "memory" });
+  });
+
+  test("GET /metrics exposes request counts and latencies by route and by RPC", async () => {
+    await fetch(`${running.baseUrl}/v2/api-users?limit=1`);
+    await operatorCall(running.baseUrl, "CreateTmc", { name: "Metrics TMC" });
+    const text = await (await fetch(`${running.baseUrl}/metrics`)).text();
+    assert.match(text, /http_requests_total\{method="GET",route="\/v2\/api-users",status="501"\} [1-9]/);
+    assert.match(text, /http_request_duration_seconds_bucket\{le="[\d.]+",method="GET",route="\/v2\/api-users"\}/);
+    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="Unimplemented"\} [1-9]/);
+    assert.match(text, /rpc_requests_total\{service="travel.operator.v1.OperatorService",method="CreateTmc",code="ok"\} [1-9]/);
+    assert.match(text, /process_cpu_seconds_total/);
+  });
+
+  test("GET /openapi.json is OpenAPI 3.1 derived from the contract, with the documented names", async () => {
+    const doc = (await (await fetch(`${running.baseUrl}/openapi.json`)).json()) as any;
+    assert.equal(doc.openapi, "3.1.0");
+    const op = (path: string, verb: string) => doc.paths[path]?.[verb];
+    assert.equal(op("/v2/auth/oauth2-token", "post").operationId, "fetchOauth2Token");
+    assert.ok(op("/v2/auth/oauth2-token", "post").requestBody.content["application/x-www-form-urlencoded"]);
+    assert.deepEqual(op("/v2/auth/oauth2-token", "post").security, []);
+    assert.equal(op("/v2/api-users", "post").operationId, "createApiUser");
+    assert.ok(op("/v2/api-users", "post").responses["409"]);
+    assert.equal(op("/v2/api-users", "get").operationId, "getApiUsers");
+    const limit = op("/v2/api-users", "get").parameters.find((p: { name: string }) => p.name === "limit");
+    assert.deepEqual({ in: limit.in, minimum: limit.schema.minimum, maximum: limit.schema.maximum }, { in: "query", minimum: 0, maximum: 100 });
+    assert.ok(op("/v2/api-users/revoke", "post").responses["204"]);
+    assert.equal(op("/v2/users/{userId}", "get").operationId, "getUserInfo");
+    assert.equal(op("/v3/air/company-credits/migrations", "post").operationId, "migrateUnusedCreditsInCompanyCredits");
+    const schemas = doc.components.schemas;
+    assert.deepEqual(Object.keys(schemas["travel.auth.v2.FetchOauth2TokenResponse"].properties).sort(), [
+      "access_token",
+      "expires_in",
+      "issued_token_type",
+      "refresh_token",
+      "scope",
+      "token_type",
+    ]);
+    assert.deepEqual(Object.keys(schemas["travel.apiuser.v2.GetApiUsersResponse"].properties).sort(), ["apiUsers", "totalCount"]);
+    assert.deepEqual(schemas["travel.apiuser.v2.ApiUserRole"].enum, ["API_USER_ROLE_UNSPECIFIED", "TMC_ADMIN", "COMPANY_ADMIN"]);
+    assert.ok(schemas["travel.aircredit.v3.ListCompanyTransferableUnusedCreditsResponse"].properties.unusedCreditInfos);
+    assert.equal(schemas["travel.apiuser.v2.CreateApiUserRequest"].properties.tmcId.format, "uuid");
+    // Every $ref resolves.
+    const refs = JSON.stringify(doc).match(/#\/components\/schemas\/[\w.]+/g) ?? [];
+    for (const ref of new Set(refs)) assert.ok(schemas[ref.split("/").pop()!], `${ref} resolves`);
+  });
+});
+
+describe("readiness when a dependency is down", () => {
+  test("GET /readyz → 503 ErrorResponse naming the dependency (Redis unreachable)", async () => {
+    const running = await startService({ env: { REDIS_URL: "redis://127.0.0.1:1" } });
+    try {
+      const response = await fetch(`${running.baseUrl}/readyz`);
+      assert.equal(response.status, 503);
+      const body = (await response.json()) as any;
+      assert.equal(body.errorMessages[0].errorCode, "SERVICE_NOT_READY");
+      assert.deepEqual(body.errorMessages[0].errorParameters, [
+        { name: "database", value: "up" },
+        { name: "redis", value: "down" },
+      ]);
+      // Liveness is independent of dependencies.
+      assert.equal((await fetch(`${running.baseUrl}/healthz`)).status, 200);
+    } finally {
+      await running.stop();
+      await dropStorage(running.storage);
+    }
+  });
+});

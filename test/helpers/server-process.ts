@@ -1,0 +1,155 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+/** The repository root: child processes run there so `--import tsx` and relative paths resolve. */
+export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+
+/**
+ * Settings a test's child must not inherit from the runner's own environment: each child gets
+ * exactly the storage, keys and server address the test chose (serviceEnv + extras).
+ */
+const INHERITED_SETTINGS = [
+  "HOST",
+  "PORT",
+  "DATABASE_URL",
+  "REDIS_URL",
+  "DATA_DIR",
+  "DATABASE_SCHEMA",
+  "OPERATOR_TOKEN",
+  "MASTER_KEY",
+  "SERVER_URL",
+  "LOG_LEVEL",
+  "SHUTDOWN_TIMEOUT_MS",
+  "BODY_LIMIT_BYTES",
+  "NODE_TEST_CONTEXT",
+];
+
+/** process.env without the service's settings, merged with the given ones. */
+export function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of INHERITED_SETTINGS) delete base[name];
+  return { ...base, ...env };
+}
+
+export interface ExitStatus {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** `src/main.ts` running as a child process. */
+export interface ServerProcess {
+  readonly child: ChildProcess;
+  /** The address from the "service listening" log line, e.g. http://127.0.0.1:43543. */
+  readonly address: string;
+  readonly port: number;
+  /** Everything the child has written so far. */
+  stdout(): string;
+  stderr(): string;
+  /** Parsed JSON log lines written so far (non-JSON lines skipped). */
+  logLines(): Array<Record<string, unknown>>;
+  /** Resolves when a log line matching `predicate` has been written. */
+  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Resolves when the child has exited. */
+  readonly exited: Promise<ExitStatus>;
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; resolves with the exit status. */
+  stop(graceMs?: number): Promise<ExitStatus>;
+}
+
+/**
+ * Spawns the server (`node --import tsx src/main.ts`) with the given environment and waits for its
+ * "service listening" log line. Rejects (after killing the child) if it exits or stays silent.
+ */
+export async function spawnServer(env: Record<string, string>, startTimeoutMs = 30_000): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: repoRoot,
+    env: childEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  const listeners = new Set<() => void>();
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    out += chunk;
+    for (const listener of listeners) listener();
+  });
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    err += chunk;
+  });
+  const exited = new Promise<ExitStatus>((resolve) => {
+    child.once("exit", (code, signal) => {
+      resolve({ code, signal });
+      for (const listener of listeners) listener();
+    });
+  });
+  let status: ExitStatus | undefined;
+  void exited.then((s) => (status = s));
+
+  const logLines = () =>
+    out
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .flatMap((line) => {
+        try {
+          return [JSON.parse(line) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      });
+
+  const waitForLog = (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 10_000) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const check = () => {
+        const found = logLines().find(predicate);
+        if (found) {
+          done();
+          resolve(found);
+        } else if (status !== undefined || child.exitCode !== null || child.signalCode !== null) {
+          done();
+          reject(new Error(`server exited (${child.exitCode ?? child.signalCode}) before the expected log line\nstdout:\n${out}\nstderr:\n${err}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no matching server log line within ${timeoutMs} ms\nstdout:\n${out}\nstderr:\n${err}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        listeners.delete(check);
+      };
+      listeners.add(check);
+      check();
+    });
+
+  const stop = async (graceMs = 10_000): Promise<ExitStatus> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      try {
+        return await exited;
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    return exited;
+  };
+
+  let listening: Record<string, unknown>;
+  try {
+    listening = await waitForLog((line) => typeof line.msg === "string" && line.msg.startsWith("service listening"), startTimeoutMs);
+  } catch (error) {
+    await stop(2_000);
+    throw error;
+  }
+  const address = String(listening.address);
+  return {
+    child,
+    address,
+    port: Number(new URL(address).port),
+    stdout: () => out,
+    stderr: () => err,
+    logLines,
+    waitForLog,
+    exited,
+    stop,
+  };
+}

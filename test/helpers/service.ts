@@ -1,0 +1,59 @@
+import { PassThrough } from "node:stream";
+import knexPkg from "knex";
+import { createService, type Service } from "../../src/app.js";
+import { loadConfig } from "../../src/config/config.js";
+import { newStorage, serviceEnv, TEST_DATABASE_URL, TEST_OPERATOR_TOKEN, type Storage } from "./backend.js";
+
+/** A running instance on a real port, with its log lines captured. */
+export interface RunningService {
+  readonly service: Service;
+  readonly baseUrl: string;
+  readonly storage: Storage;
+  /** Every JSON log line written so far. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+export async function startService(
+  options: { storage?: Storage; env?: Record<string, string>; listen?: boolean } = {},
+): Promise<RunningService> {
+  const storage = options.storage ?? newStorage();
+  const config = loadConfig(serviceEnv(storage, options.env));
+  const chunks: string[] = [];
+  const logStream = new PassThrough();
+  logStream.on("data", (chunk: Buffer) => chunks.push(chunk.toString("utf8")));
+  const service = await createService(config, { logStream });
+  const baseUrl = options.listen === false ? "" : await service.listen();
+  return {
+    service,
+    baseUrl,
+    storage,
+    logs: () => chunks.join(""),
+    stop: () => service.close(),
+  };
+}
+
+/** Drops a test's Postgres schema (embedded data dirs live in the OS temp dir). */
+export async function dropStorage(storage: Storage): Promise<void> {
+  if (!storage.schema) return;
+  const db = knexPkg.knex({ client: "pg", connection: TEST_DATABASE_URL });
+  try {
+    await db.raw(`drop schema if exists "${storage.schema}" cascade`);
+  } finally {
+    await db.destroy();
+  }
+}
+
+export const operatorHeaders = { authorization: `Bearer ${TEST_OPERATOR_TOKEN}` };
+
+/** Calls an OperatorService RPC with the Connect protocol's JSON over HTTP/1.1. */
+export async function operatorCall<T = Record<string, unknown>>(baseUrl: string, method: string, body: object): Promise<T> {
+  const response = await fetch(`${baseUrl}/travel.operator.v1.OperatorService/${method}`, {
+    method: "POST",
+    headers: { ...operatorHeaders, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const json = (await response.json()) as T;
+  if (!response.ok) throw new Error(`${method} failed with ${response.status}: ${JSON.stringify(json)}`);
+  return json;
+}
