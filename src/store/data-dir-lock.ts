@@ -3,6 +3,9 @@ import path from "node:path";
 
 export class DataDirBusyError extends Error {}
 
+/** Directories this process holds: a lock file naming our own pid is stale only if we do not hold it. */
+const heldByThisProcess = new Set<string>();
+
 /**
  * Claims DATA_DIR for this process. The embedded database (PGlite) corrupts if two processes
  * open it, so the server and an offline CLI run take this lock; a stale lock whose process is
@@ -10,11 +13,15 @@ export class DataDirBusyError extends Error {}
  */
 export function ownDataDir(dataDir: string): () => void {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const key = fs.realpathSync(dataDir);
+  if (heldByThisProcess.has(key)) throw new DataDirBusyError(`${dataDir} is in use by process ${process.pid} (this process)`);
   const lockFile = path.join(dataDir, "owner.pid");
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       fs.writeFileSync(lockFile, String(process.pid), { flag: "wx", mode: 0o600 });
+      heldByThisProcess.add(key);
       return () => {
+        heldByThisProcess.delete(key);
         try {
           if (fs.readFileSync(lockFile, "utf8") === String(process.pid)) fs.unlinkSync(lockFile);
         } catch {
@@ -24,6 +31,7 @@ export function ownDataDir(dataDir: string): () => void {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
       const owner = Number(fs.readFileSync(lockFile, "utf8"));
+      // Our own pid in the file is a leftover of an earlier run that had the same pid (pid 1 in a container).
       if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) {
         throw new DataDirBusyError(`${dataDir} is in use by process ${owner}`);
       }

@@ -36,6 +36,8 @@ export function openDatabase(options: DatabaseOptions): Database {
 }
 
 function openPostgres(connectionString: string, schema: string, poolMax: number): Database {
+  // migrate() holds one connection for the advisory lock while the migrator uses others.
+  if (poolMax < 2) throw new Error("the Postgres pool needs at least 2 connections");
   const db = knex({
     client: "pg",
     connection: { connectionString, application_name: "auth-api-user-service" },

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import type { InjectOptions } from "fastify";
 import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
 /** The ErrorResponse shape of spec 2.11, with debugIdentifier = the request id the logs carry. */
@@ -24,7 +25,7 @@ describe("ErrorResponse for every failure", () => {
     await running.stop();
     await dropStorage(running.storage);
   });
-  const inject = (options: Parameters<RunningService["service"]["app"]["inject"]>[0]) => running.service.app.inject(options as never);
+  const inject = (options: InjectOptions) => running.service.app.inject(options);
 
   test("unknown path → 404", async () => {
     const body = assertErrorResponse(await inject({ method: "GET", url: "/v2/nothing-here?x=1" }), 404, "ROUTE_NOT_FOUND");
