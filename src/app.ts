@@ -57,7 +57,12 @@ export interface Service {
  */
 export async function createService(config: Config, options: ServiceOptions = {}): Promise<Service> {
   const releaseDataDir = config.databaseUrl ? () => {} : ownDataDir(config.dataDir);
-  const cleanups: Array<() => Promise<void> | void> = [releaseDataDir];
+  // Released in this order on close: drain HTTP first (in-flight requests still need the
+  // pools), then Redis, then the database, then the claim on DATA_DIR.
+  const release = { app: noop, sharedState: noop, database: noop, dataDir: releaseDataDir as () => Promise<void> | void };
+  const releaseAll = async () => {
+    for (const step of [release.app, release.sharedState, release.database, release.dataDir]) await step();
+  };
   try {
     const keys = deriveKeyMaterial(loadMasterKey(config.masterKey, config.dataDir));
     const { credential: operatorCredential } = OperatorCredential.load(config.operatorToken, config.dataDir);
@@ -77,14 +82,14 @@ export async function createService(config: Config, options: ServiceOptions = {}
         }) as never,
     });
     const logger = app.log as unknown as Logger;
-    cleanups.unshift(() => app.close());
+    release.app = () => app.close();
 
     const database = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, schema: config.databaseSchema });
-    cleanups.unshift(() => database.close());
+    release.database = () => database.close();
     if (!options.skipMigrations) await database.migrate();
 
     const sharedState = openSharedState(config.redisUrl, logger);
-    cleanups.unshift(() => sharedState.close());
+    release.sharedState = () => sharedState.close();
 
     const metrics = createMetrics();
     const tenants = new TenantService(database.db);
@@ -169,11 +174,13 @@ export async function createService(config: Config, options: ServiceOptions = {}
         if (closed) return;
         closed = true;
         health.shutdown();
-        for (const cleanup of cleanups) await cleanup();
+        await releaseAll();
       },
     };
   } catch (error) {
-    for (const cleanup of cleanups) await Promise.resolve(cleanup()).catch(() => {});
+    await releaseAll().catch(() => {});
     throw error;
   }
 }
+
+const noop = async (): Promise<void> => {};

@@ -66,12 +66,14 @@ export interface ParsedCommand {
 }
 
 export function parseCommand(argv: readonly string[]): ParsedCommand {
-  const positionals = argv.filter((a) => !a.startsWith("-"));
-  const name = [positionals.slice(0, 2).join(" "), positionals[0] ?? ""].find((candidate) => candidate in COMMANDS);
-  if (!name) throw new UsageError(argv.length === 0 ? "a command is required" : `unknown command "${positionals.slice(0, 2).join(" ")}"`);
+  // The command's words come first ("tmc create"), then its options.
+  const words = argv.slice(0, 2).filter((a, i) => !a.startsWith("-") && (i === 0 || !argv[0]!.startsWith("-")));
+  const name = [words.join(" "), words[0] ?? ""].find((candidate) => candidate in COMMANDS);
+  if (!name) {
+    throw new UsageError(argv.length === 0 || argv[0]!.startsWith("-") ? "a command is required first" : `unknown command "${words.join(" ")}"`);
+  }
   const spec = COMMANDS[name]!;
-  const rest = [...argv];
-  for (const word of name.split(" ")) rest.splice(rest.indexOf(word), 1);
+  const rest = argv.slice(name.split(" ").length);
 
   let values: Record<string, string | boolean | undefined>;
   try {

@@ -89,6 +89,10 @@ function isUnreachable(error: unknown): boolean {
 }
 
 function reportFailure(error: unknown): number {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`error: ${error.message}\n`);
+    return 2;
+  }
   if (error instanceof DataDirBusyError) {
     process.stderr.write(`error: ${error.message}; is the server running at another SERVER_URL?\n`);
     return 1;
