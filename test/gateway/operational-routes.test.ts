@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { isPostgres } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
@@ -25,6 +27,20 @@ describe("probes, metrics and the API description", () => {
     const body = (await response.json()) as { checks: object; storage: { database: string; redis: string } };
     assert.deepEqual(body.checks, { database: "up", redis: "up" });
     assert.deepEqual(body.storage, isPostgres ? { database: "postgres", redis: "redis" } : { database: "pglite", redis: "memory" });
+  });
+
+  test("buf curl lists the five services, reflection and health over gRPC reflection", async () => {
+    const { stdout } = await promisify(execFile)("node_modules/.bin/buf", ["curl", "--http2-prior-knowledge", "--list-services", running.baseUrl]);
+    assert.deepEqual(stdout.trim().split("\n").sort(), [
+      "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection",
+      "grpc.reflection.v1alpha.ServerReflection",
+      "travel.aircredit.v3.AirCreditService",
+      "travel.apiuser.v2.ApiUserService",
+      "travel.auth.v2.AuthService",
+      "travel.operator.v1.OperatorService",
+      "travel.user.v2.UserService",
+    ]);
   });
 
   test("GET /metrics exposes request counts and latencies by route and by RPC", async () => {
