@@ -25,6 +25,18 @@ import { requestInfoKey } from "./rpc/request-context.js";
 import { createRoutes, publicServices } from "./rpc/routes.js";
 import { OperatorServiceHandler } from "./rpc/services/operator-service.js";
 import { createDualProtocolServer } from "./server/dual-protocol-server.js";
+import { AirCreditService } from "../gen/travel/aircredit/v3/air_credit_pb.js";
+import { ApiUserService } from "../gen/travel/apiuser/v2/api_user_pb.js";
+import { UserService } from "../gen/travel/user/v2/user_pb.js";
+import { TokenRateLimiter } from "./domain/rate-limit/token-rate-limiter.js";
+import { AccessTokens } from "./domain/tokens/access-tokens.js";
+import { ClientAuthenticator } from "./domain/tokens/client-authenticator.js";
+import { CredentialState } from "./domain/tokens/credential-state.js";
+import { SigningKeyRing } from "./domain/tokens/signing-key-ring.js";
+import { TokenService } from "./domain/tokens/token-service.js";
+import { TrustedIssuers } from "./domain/tokens/trusted-issuers.js";
+import { accessTokenInterceptor } from "./rpc/interceptors/access-token-interceptor.js";
+import { AuthServiceHandler } from "./rpc/services/auth-service.js";
 import { ownDataDir } from "./store/data-dir-lock.js";
 import { openDatabase, type Database } from "./store/database.js";
 import { openSharedState, type SharedState } from "./store/shared-state.js";
@@ -35,6 +47,8 @@ export interface ServiceOptions {
   readonly logStream?: NodeJS.WritableStream;
   /** Skip applying migrations at start (the CLI's offline `migrate` applies them itself). */
   readonly skipMigrations?: boolean;
+  /** The clock tokens are issued and verified with (tests move it). */
+  readonly now?: () => Date;
 }
 
 /** A built, migrated service instance; `listen` opens the port, `close` drains and releases everything. */
@@ -72,6 +86,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
       genReqId: () => crypto.randomUUID(),
       requestIdHeader: false,
       bodyLimit: config.bodyLimitBytes,
+      // X-Forwarded-For is believed only from the configured proxies.
+      trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
       return503OnClosing: true,
       serverFactory: (handler) =>
         createDualProtocolServer(handler, {
@@ -92,6 +108,41 @@ export async function createService(config: Config, options: ServiceOptions = {}
     release.sharedState = () => sharedState.close();
 
     const metrics = createMetrics();
+    const now = options.now ?? (() => new Date());
+    const signingKeys = new SigningKeyRing(
+      database.db,
+      keys.signingKeyEncryptionKey,
+      Math.max(config.accessTokenTtlSeconds, config.legacyTokenTtlSeconds),
+      now,
+    );
+    // The CLI's offline `migrate` starts without migrations and issues no tokens: no keys to load yet.
+    if (!options.skipMigrations) await signingKeys.start();
+    // Keys rotated by another instance are picked up within a minute (and at once on an unknown kid).
+    const keyReload = setInterval(() => signingKeys.reload().catch((err: unknown) => logger.warn({ err }, "signing key reload failed")), 60_000);
+    keyReload.unref();
+    const previousReleaseApp = release.app;
+    release.app = async () => {
+      clearInterval(keyReload);
+      await previousReleaseApp();
+    };
+    const credentialState = new CredentialState(database.db, sharedState.redis, config.redisKeyPrefix, logger, metrics.redisFallbacks);
+    const accessTokens = new AccessTokens(signingKeys, credentialState, config.issuer, now);
+    const trustedIssuers = new TrustedIssuers(database.db, now);
+    const tokenService = new TokenService(database.db, new ClientAuthenticator(database.db, keys.secretPepper), accessTokens, trustedIssuers, {
+      audience: config.audience,
+      allowedAudiences: config.allowedAudiences,
+      accessTokenTtlSeconds: config.accessTokenTtlSeconds,
+      legacyTokenTtlSeconds: config.legacyTokenTtlSeconds,
+      refreshTokenTtlSeconds: config.refreshTokenTtlSeconds,
+      pepper: keys.secretPepper,
+      now,
+    });
+    const rateLimiter = new TokenRateLimiter({
+      redis: sharedState.redis,
+      keyPrefix: config.redisKeyPrefix,
+      limits: config.rateLimits,
+      onFallback: () => metrics.rateLimiterFallbacks.inc(),
+    });
     const tenants = new TenantService(database.db);
     const provisioning = new ApiUserProvisioning(database.db, keys);
 
@@ -101,11 +152,11 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     const routes = createRoutes(
       {
-        auth: {},
+        auth: new AuthServiceHandler(tokenService, rateLimiter),
         apiUsers: {},
         users: {},
         airCredits: {},
-        operator: new OperatorServiceHandler(database, tenants, provisioning),
+        operator: new OperatorServiceHandler(database, tenants, provisioning, signingKeys, trustedIssuers),
       },
       health,
     );
@@ -114,6 +165,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       errorInterceptor(logger),
       metricsInterceptor(metrics),
       operatorAuthInterceptor(operatorCredential),
+      accessTokenInterceptor(accessTokens, config.audience, new Set([ApiUserService.typeName, UserService.typeName, AirCreditService.typeName])),
       createValidateInterceptor(),
     ];
 
@@ -155,7 +207,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       await gateway.register(formBody);
       registerRestRoutes(gateway, restRoutes, transport);
     });
-    registerOperationalRoutes(app, { database, sharedState, metrics, openApi });
+    registerOperationalRoutes(app, { database, sharedState, metrics, openApi, signingKeys, issuer: config.issuer });
 
     await app.ready();
     let closed = false;

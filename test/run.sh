@@ -9,7 +9,7 @@ log=$(mktemp)
 status=0
 for backend in postgres embedded; do
   echo "## backend: $backend"
-  TEST_BACKEND=$backend node --test --test-concurrency=2 --import tsx $files 2>&1 | tee -a "$log"
+  TEST_BACKEND=$backend node --test --test-concurrency=2 --test-timeout=180000 --import tsx $files 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 passed=$(awk '/^# pass /{s+=$3} END{print s+0}' "$log")

@@ -1,4 +1,5 @@
 import path from "node:path";
+import { rateLimitsFromEnv, type RateLimits } from "../domain/rate-limit/token-rate-limiter.js";
 
 /** Everything the service reads from its environment, parsed once at start. */
 export interface Config {
@@ -20,6 +21,22 @@ export interface Config {
   /** Where the CLI finds a running server. */
   readonly serverUrl: string;
   readonly shutdownTimeoutMs: number;
+  /** `iss` of issued tokens; every instance of a deployment must use the same. */
+  readonly issuer: string;
+  /** The audience this service accepts in access tokens, and the default `aud` of new ones. */
+  readonly audience: string;
+  /** Further audiences clients may request tokens for (other APIs of the platform). */
+  readonly allowedAudiences: readonly string[];
+  readonly accessTokenTtlSeconds: number;
+  /** Lifetime of tokens from the deprecated /get-auth-token (documented as 86400 s). */
+  readonly legacyTokenTtlSeconds: number;
+  readonly refreshTokenTtlSeconds: number;
+  /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
+  readonly trustedProxies: readonly string[];
+  /** Prefix of every Redis key this deployment writes. */
+  readonly redisKeyPrefix: string;
+  /** Token-endpoint budgets (TOKEN_RATE_LIMIT_PER_CLIENT, TOKEN_RATE_LIMIT_PER_ADDRESS, TOKEN_FAILURE_LIMIT). */
+  readonly rateLimits: RateLimits;
 }
 
 export class ConfigError extends Error {}
@@ -31,6 +48,20 @@ function intFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function urlFrom(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  const value = nonEmpty(env[name]) ?? fallback;
+  try {
+    new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute URL, got "${value}"`);
+  }
+  return value.replace(/\/$/, "");
+}
+
+function listFrom(value: string | undefined): string[] {
+  return (value ?? "").split(",").map((v) => v.trim()).filter((v) => v !== "");
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -45,6 +76,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`DATABASE_SCHEMA must be a lower-case SQL identifier, got "${databaseSchema}"`);
   }
   const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  const serverUrl = nonEmpty(env.SERVER_URL) ?? `http://${clientHost.includes(":") ? `[${clientHost}]` : clientHost}:${port}`;
+  const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
+  const audience = urlFrom(env, "TOKEN_AUDIENCE", `${issuer}/v2`);
   return {
     host,
     port,
@@ -56,7 +90,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     masterKey: nonEmpty(env.MASTER_KEY),
     bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
     logLevel: nonEmpty(env.LOG_LEVEL) ?? "info",
-    serverUrl: nonEmpty(env.SERVER_URL) ?? `http://${clientHost.includes(":") ? `[${clientHost}]` : clientHost}:${port}`,
+    serverUrl,
     shutdownTimeoutMs: intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
+    issuer,
+    audience,
+    allowedAudiences: listFrom(env.ALLOWED_AUDIENCES),
+    accessTokenTtlSeconds: intFrom(env, "ACCESS_TOKEN_TTL_SECONDS", 3600, 60, 86_400),
+    legacyTokenTtlSeconds: intFrom(env, "LEGACY_TOKEN_TTL_SECONDS", 86_400, 60, 86_400),
+    refreshTokenTtlSeconds: intFrom(env, "REFRESH_TOKEN_TTL_SECONDS", 30 * 86_400, 300, 365 * 86_400),
+    trustedProxies: listFrom(env.TRUSTED_PROXIES),
+    redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
+    rateLimits: rateLimitsFromEnv(env),
   };
 }

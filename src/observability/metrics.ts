@@ -7,6 +7,10 @@ export interface Metrics {
   readonly httpDuration: Histogram<"method" | "route">;
   readonly rpcRequests: Counter<"service" | "method" | "code">;
   readonly rpcDuration: Histogram<"service" | "method">;
+  /** Credential-state reads or writes that Redis could not serve (Postgres answered instead). */
+  readonly redisFallbacks: Counter<"operation">;
+  /** Rate-limiter calls served by the per-instance in-memory limiter because Redis failed. */
+  readonly rateLimiterFallbacks: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -39,6 +43,17 @@ export function createMetrics(): Metrics {
       help: "RPC latency by service and method",
       labelNames: ["service", "method"],
       buckets,
+      registers: [registry],
+    }),
+    redisFallbacks: new Counter({
+      name: "credential_state_redis_fallbacks_total",
+      help: "Credential-generation checks or updates that fell back to Postgres because Redis failed",
+      labelNames: ["operation"],
+      registers: [registry],
+    }),
+    rateLimiterFallbacks: new Counter({
+      name: "rate_limiter_fallbacks_total",
+      help: "Rate-limit decisions made by the in-memory insurance limiter because Redis failed",
       registers: [registry],
     }),
   };

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { InjectOptions } from "fastify";
-import { dropStorage, startService, type RunningService } from "../helpers/service.js";
+import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
 /** The ErrorResponse shape of spec 2.11, with debugIdentifier = the request id the logs carry. */
 function assertErrorResponse(response: { statusCode: number; headers: Record<string, unknown>; json(): any }, status: number, errorCode: string) {
@@ -18,14 +18,25 @@ function assertErrorResponse(response: { statusCode: number; headers: Record<str
 
 describe("ErrorResponse for every failure", () => {
   let running: RunningService;
+  let authorization: string;
   before(async () => {
-    running = await startService({ listen: false, env: { BODY_LIMIT_BYTES: "2048" } });
+    running = await startService({ env: { BODY_LIMIT_BYTES: "2048" } });
+    const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const token = await running.service.app.inject({
+      method: "POST",
+      url: "/v2/auth/oauth2-token",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      payload: new URLSearchParams({ grant_type: "client_credentials", client_id: seed.clientId, client_secret: seed.clientSecret }).toString(),
+    });
+    authorization = `Bearer ${token.json().access_token}`;
   });
   after(async () => {
     await running.stop();
     await dropStorage(running.storage);
   });
-  const inject = (options: InjectOptions) => running.service.app.inject(options);
+  // Protected routes validate after authentication: a TMC admin's token goes with every request.
+  const inject = (options: InjectOptions) =>
+    running.service.app.inject({ ...options, headers: { authorization, ...(options.headers ?? {}) } });
 
   test("unknown path → 404", async () => {
     const body = assertErrorResponse(await inject({ method: "GET", url: "/v2/nothing-here?x=1" }), 404, "ROUTE_NOT_FOUND");

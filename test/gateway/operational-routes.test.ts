@@ -47,9 +47,9 @@ describe("probes, metrics and the API description", () => {
     await fetch(`${running.baseUrl}/v2/api-users?limit=1`);
     await operatorCall(running.baseUrl, "CreateTmc", { name: "Metrics TMC" });
     const text = await (await fetch(`${running.baseUrl}/metrics`)).text();
-    assert.match(text, /http_requests_total\{method="GET",route="\/v2\/api-users",status="501"\} [1-9]/);
+    assert.match(text, /http_requests_total\{method="GET",route="\/v2\/api-users",status="401"\} [1-9]/);
     assert.match(text, /http_request_duration_seconds_bucket\{le="[\d.]+",method="GET",route="\/v2\/api-users"\}/);
-    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="Unimplemented"\} [1-9]/);
+    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="Unauthenticated"\} [1-9]/);
     assert.match(text, /rpc_requests_total\{service="travel.operator.v1.OperatorService",method="CreateTmc",code="ok"\} [1-9]/);
     assert.match(text, /process_cpu_seconds_total/);
   });

@@ -2,12 +2,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { restRoutesOf } from "../../src/gateway/http-rules.js";
 import { publicServices } from "../../src/rpc/routes.js";
-import { dropStorage, startService, type RunningService } from "../helpers/service.js";
+import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
 /** Every path the public API documents (spec section 4 and the legacy endpoint), with its RPC. */
 const DOCUMENTED = [
   ["POST", "/v2/auth/oauth2-token", "travel.auth.v2.AuthService.FetchOauth2Token", "fetchOauth2Token"],
   ["POST", "/get-auth-token", "travel.auth.v2.AuthService.GetAuthToken", "getAuthToken"],
+  ["POST", "/v2/auth/introspect", "travel.auth.v2.AuthService.IntrospectToken", "introspectToken"],
   ["POST", "/v2/api-users", "travel.apiuser.v2.ApiUserService.CreateApiUser", "createApiUser"],
   ["GET", "/v2/api-users", "travel.apiuser.v2.ApiUserService.GetApiUsers", "getApiUsers"],
   ["POST", "/v2/api-users/revoke", "travel.apiuser.v2.ApiUserService.DeleteApiUser", "deleteApiUser"],
@@ -22,6 +23,7 @@ const DOCUMENTED = [
 const VALID_REQUEST: Record<string, { url: string; payload?: string; contentType?: string }> = {
   "/v2/auth/oauth2-token": { url: "/v2/auth/oauth2-token", payload: "grant_type=client_credentials&client_id=a&client_secret=b", contentType: "application/x-www-form-urlencoded" },
   "/get-auth-token": { url: "/get-auth-token", payload: JSON.stringify({ clientId: "a", clientSecret: "b" }) },
+  "/v2/auth/introspect": { url: "/v2/auth/introspect", payload: "token=abc&client_id=a&client_secret=b", contentType: "application/x-www-form-urlencoded" },
   "POST /v2/api-users": { url: "/v2/api-users", payload: JSON.stringify({ role: "TMC_ADMIN" }) },
   "GET /v2/api-users": { url: "/v2/api-users?limit=10&offset=0" },
   "/v2/api-users/revoke": { url: "/v2/api-users/revoke", payload: JSON.stringify({ clientId: "abc" }) },
@@ -49,8 +51,17 @@ const VALID_REQUEST: Record<string, { url: string; payload?: string; contentType
 
 describe("REST gateway routes", () => {
   let running: RunningService;
+  let authorization: string;
   before(async () => {
-    running = await startService({ listen: false });
+    running = await startService();
+    const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const token = await running.service.app.inject({
+      method: "POST",
+      url: "/v2/auth/oauth2-token",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      payload: new URLSearchParams({ grant_type: "client_credentials", client_id: seed.clientId, client_secret: seed.clientSecret }).toString(),
+    });
+    authorization = `Bearer ${token.json().access_token}`;
   });
   after(async () => {
     await running.stop();
@@ -68,18 +79,28 @@ describe("REST gateway routes", () => {
   for (const [verb, template, rpc] of DOCUMENTED) {
     test(`${verb} ${template} reaches ${rpc}`, async () => {
       const request = VALID_REQUEST[`${verb} ${template}`] ?? VALID_REQUEST[template]!;
+      const isTokenEndpoint = rpc.startsWith("travel.auth.v2.");
       const response = await running.service.app.inject({
         method: verb,
         url: request.url,
         payload: request.payload,
-        headers: request.payload ? { "content-type": request.contentType ?? "application/json" } : {},
+        headers: {
+          ...(request.payload ? { "content-type": request.contentType ?? "application/json" } : {}),
+          ...(isTokenEndpoint ? {} : { authorization }),
+        },
       });
-      // Not implemented yet in this issue: the RPC itself answers UNIMPLEMENTED, naming itself.
-      assert.equal(response.statusCode, 501, response.body);
       const body = response.json();
-      assert.equal(body.errorMessages[0].errorCode, "NOT_IMPLEMENTED");
-      assert.equal(body.errorMessages[0].message, `${rpc} is not implemented`);
       assert.equal(body.debugIdentifier, response.headers["x-request-id"]);
+      if (isTokenEndpoint) {
+        // Only the RPC knows that client "a" does not exist.
+        assert.equal(response.statusCode, 403, response.body);
+        assert.equal(body.errorMessages[0].errorCode, "INVALID_CLIENT");
+      } else {
+        // Not implemented yet: the RPC itself (past authentication) answers UNIMPLEMENTED, naming itself.
+        assert.equal(response.statusCode, 501, response.body);
+        assert.equal(body.errorMessages[0].errorCode, "NOT_IMPLEMENTED");
+        assert.equal(body.errorMessages[0].message, `${rpc} is not implemented`);
+      }
     });
   }
 

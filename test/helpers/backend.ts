@@ -47,6 +47,9 @@ export function serviceEnv(storage: Storage, extra: Record<string, string> = {})
     LOG_LEVEL: "info",
     MASTER_KEY: TEST_MASTER_KEY,
     OPERATOR_TOKEN: TEST_OPERATOR_TOKEN,
+    TOKEN_ISSUER: "http://auth.test",
+    // Each storage gets its own Redis keys, so parallel test files never share budgets or state.
+    REDIS_KEY_PREFIX: `test:${storage.dataDir.split("/").pop()}:`,
     ...storage.env,
     ...extra,
   };

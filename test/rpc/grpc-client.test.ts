@@ -24,7 +24,7 @@ const root = fileURLToPath(new URL("../../", import.meta.url));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 // gRPC status codes (identical to connect's Code values).
-const STATUS = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, UNIMPLEMENTED: 12, UNAUTHENTICATED: 16 } as const;
+const STATUS = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNIMPLEMENTED: 12, UNAUTHENTICATED: 16 } as const;
 
 // ---- a face-independent view of one RPC call ----------------------------------------
 
@@ -94,7 +94,9 @@ function errorResponseOfGrpc(err: grpc.ServiceError): ErrorResponse | undefined 
   assert.ok(Buffer.isBuffer(raw), "grpc-status-details-bin is binary metadata");
   const status = decodeRpcStatus(new Uint8Array(raw));
   assert.equal(status.code, err.code, "google.rpc.Status.code matches the grpc-status");
-  assert.equal(status.message, err.details, "google.rpc.Status.message matches grpc-message");
+  // grpc-message is percent-encoded on the wire; grpc-js's decodeURI leaves reserved characters
+  // such as %3A encoded, so compare with the fully decoded text.
+  assert.equal(status.message, decodeURIComponent(err.details), "google.rpc.Status.message matches grpc-message");
   const detail = status.details.find((d) => d.typeUrl.endsWith("travel.common.v1.ErrorResponse"));
   return detail && fromBinary(ErrorResponseSchema, detail.value);
 }
@@ -115,9 +117,15 @@ function grpcFace(baseUrl: string): Face {
       const client = clients[service];
       assert.equal(typeof client[method], "function", `${service}.${method} exists in the loaded protos`);
       return new Promise((resolve, reject) =>
-        client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: Msg) =>
-          err ? reject(new RpcFailure(err.code, errorResponseOfGrpc(err), err)) : resolve(res),
-        ),
+        client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: Msg) => {
+          // grpc-js swallows exceptions thrown in this callback: settle the promise either way.
+          if (!err) return resolve(res);
+          try {
+            reject(new RpcFailure(err.code, errorResponseOfGrpc(err), err));
+          } catch (decodeFailure) {
+            reject(decodeFailure);
+          }
+        }),
       );
     },
     close: () => Object.values(clients).forEach((c) => c.close()),
@@ -211,6 +219,17 @@ for (const [key, factory] of faceFactories) {
       faces.push(face);
     });
     const op = (method: string, request: Msg, token: Token = TEST_OPERATOR_TOKEN) => face.call("operator", method, request, token);
+    /** A TMC admin's access token, obtained through this face's AuthService.FetchOauth2Token. */
+    const adminToken = async (): Promise<{ accessToken: string; clientId: string; clientSecret: string }> => {
+      const tmc = await op("createTmc", { name: `TMC ${key} ${crypto.randomUUID()}` });
+      const admin = await op("createApiUser", { tmcId: tmc.tmcId });
+      const token = await face.call("auth", "fetchOauth2Token", {
+        grantType: "client_credentials",
+        clientId: admin.clientId,
+        clientSecret: admin.clientSecret,
+      });
+      return { accessToken: token.accessToken, clientId: admin.clientId, clientSecret: admin.clientSecret };
+    };
 
     it("provisions a TMC, company, user and API user with the operator token", async () => {
       const name = `TMC ${key} ${crypto.randomUUID()}`;
@@ -268,7 +287,8 @@ for (const [key, factory] of faceFactories) {
     });
 
     it("answers INVALID_ARGUMENT / API_VALIDATION_FAILED naming the invalid field", async () => {
-      const limit = await failure(face.call("apiUser", "getApiUsers", { limit: 101 }), STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED");
+      const { accessToken } = await adminToken();
+      const limit = await failure(face.call("apiUser", "getApiUsers", { limit: 101 }, accessToken), STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED");
       assert.deepEqual(parameterNames(limit.body), ["limit"]);
 
       const name = await failure(op("createTmc", { name: "" }), STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED");
@@ -286,12 +306,28 @@ for (const [key, factory] of faceFactories) {
       await failure(op("createTmc", { name: "" }, null), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
     });
 
-    it("answers UNIMPLEMENTED / NOT_IMPLEMENTED for AuthService.FetchOauth2Token", async () => {
-      await failure(
-        face.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: "x", clientSecret: "y" }),
-        STATUS.UNIMPLEMENTED,
-        "NOT_IMPLEMENTED",
+    it("issues an access token over this protocol, and refuses bad client credentials with PERMISSION_DENIED", async () => {
+      const { accessToken, clientId } = await adminToken();
+      const [, payload] = accessToken.split(".");
+      const claims = JSON.parse(Buffer.from(payload!, "base64url").toString("utf8"));
+      assert.equal(claims.sub, clientId);
+      assert.equal(claims.gen, 1);
+      const wrong = await failure(
+        face.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId, clientSecret: "wrong" }),
+        STATUS.PERMISSION_DENIED,
+        "INVALID_CLIENT",
       );
+      assert.equal(wrong.body.error, "invalid_client");
+    });
+
+    it("refuses a protected RPC without an access token, and checks it before validating", async () => {
+      await failure(face.call("apiUser", "getApiUsers", { limit: 101 }, null), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+      await failure(face.call("apiUser", "getApiUsers", {}, TEST_OPERATOR_TOKEN), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+    });
+
+    it("answers UNIMPLEMENTED / NOT_IMPLEMENTED for an RPC whose issue is not done (ApiUserService.GetApiUsers)", async () => {
+      const { accessToken } = await adminToken();
+      await failure(face.call("apiUser", "getApiUsers", { limit: 10 }, accessToken), STATUS.UNIMPLEMENTED, "NOT_IMPLEMENTED");
     });
 
     it("answers NOT_FOUND for SetTmcApiUserLimit on an unknown TMC", async () => {

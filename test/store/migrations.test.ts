@@ -21,6 +21,8 @@ const TABLES = [
   "payment_sources",
   "air_credits",
   "service_settings",
+  "refresh_tokens",
+  "trusted_issuers",
 ] as const;
 
 const opened: Database[] = [];

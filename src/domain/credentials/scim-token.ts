@@ -1,4 +1,4 @@
-import crypto from "node:crypto";
+import { open, seal } from "./aead.js";
 
 /**
  * SCIM bearer tokens: Base64 of a JSON envelope, as the platform documents it
@@ -20,20 +20,14 @@ interface EnvelopeJson {
 }
 
 const VERSION = 1;
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 
 export function sealScimToken(key: Buffer, keyId: string, envelope: ScimEnvelope): string {
-  const iv = crypto.randomBytes(IV_BYTES);
-  const cipher = crypto.createCipheriv("aes-256-gcm", key, iv);
-  cipher.setAAD(Buffer.from(envelope.clientId, "utf8"));
-  const ciphertext = Buffer.concat([cipher.update(envelope.secret, "utf8"), cipher.final()]);
   const json: EnvelopeJson = {
     v: VERSION,
     kid: keyId,
     scope: "scim",
     clientId: envelope.clientId,
-    encryptedSecret: Buffer.concat([iv, ciphertext, cipher.getAuthTag()]).toString("base64url"),
+    encryptedSecret: seal(key, Buffer.from(envelope.secret, "utf8"), envelope.clientId).toString("base64url"),
   };
   return Buffer.from(JSON.stringify(json), "utf8").toString("base64");
 }
@@ -49,17 +43,10 @@ export function openScimToken(keys: ReadonlyMap<string, Buffer>, token: string):
   }
   if (!isEnvelope(json) || json.v !== VERSION || json.scope !== "scim") return undefined;
   const key = keys.get(json.kid);
-  const sealed = Buffer.from(json.encryptedSecret, "base64url");
-  if (!key || sealed.length <= IV_BYTES + TAG_BYTES) return undefined;
-  try {
-    const decipher = crypto.createDecipheriv("aes-256-gcm", key, sealed.subarray(0, IV_BYTES));
-    decipher.setAAD(Buffer.from(json.clientId, "utf8"));
-    decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
-    const secret = Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
-    return { clientId: json.clientId, secret: secret.toString("utf8") };
-  } catch {
-    return undefined;
-  }
+  if (!key) return undefined;
+  // The clientId is the associated data: an envelope cannot be re-pointed at another client.
+  const secret = open(key, Buffer.from(json.encryptedSecret, "base64url"), json.clientId);
+  return secret ? { clientId: json.clientId, secret: secret.toString("utf8") } : undefined;
 }
 
 function isEnvelope(value: unknown): value is EnvelopeJson {

@@ -5,6 +5,8 @@ import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provis
 import { seedDemo } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
 import type { Database } from "../../store/database.js";
+import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
+import type { TrustedIssuers } from "../../domain/tokens/trusted-issuers.js";
 import { credentialTypeName, roleName } from "../enum-names.js";
 import { requestInfoOf } from "../request-context.js";
 
@@ -14,6 +16,8 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     private readonly database: Database,
     private readonly tenants: TenantService,
     private readonly provisioning: ApiUserProvisioning,
+    private readonly signingKeys: SigningKeyRing,
+    private readonly trustedIssuers: TrustedIssuers,
   ) {}
 
   async createTmc(req: { name: string; maxApiUsers?: number }) {
@@ -48,6 +52,20 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
       actor: "operator",
       requestId: requestInfoOf(ctx.values).requestId,
     });
+  }
+
+  async rotateSigningKey() {
+    return this.signingKeys.rotate();
+  }
+
+  async addTrustedIssuer(req: { tmcId: string; issuer: string; jwksUri: string; jwks: string; audience: string }) {
+    await this.trustedIssuers.add(req.tmcId, {
+      issuer: req.issuer,
+      jwksUri: req.jwksUri || undefined,
+      jwks: req.jwks || undefined,
+      audience: req.audience || undefined,
+    });
+    return { tmcId: req.tmcId, issuer: req.issuer };
   }
 
   async migrate() {

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import * as initialSchema from "./20261121000100_initial_schema.js";
+import * as tokens from "./20261121000200_tokens.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -7,6 +8,7 @@ import * as initialSchema from "./20261121000100_initial_schema.js";
  */
 const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261121000100_initial_schema", initialSchema],
+  ["20261121000200_tokens", tokens],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

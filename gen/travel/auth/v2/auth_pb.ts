@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/auth/v2/auth.proto.
  */
 export const file_travel_auth_v2_auth: GenFile = /*@__PURE__*/
-  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLrAgoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbiLhAQoYRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlEiIKDGFjY2Vzc190b2tlbhgBIAEoCVIMYWNjZXNzX3Rva2VuEh4KCnRva2VuX3R5cGUYAiABKAlSCnRva2VuX3R5cGUSHgoKZXhwaXJlc19pbhgDIAEoBVIKZXhwaXJlc19pbhIkCg1yZWZyZXNoX3Rva2VuGAQgASgJUg1yZWZyZXNoX3Rva2VuEg0KBXNjb3BlGAUgASgJEiwKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJUhFpc3N1ZWRfdG9rZW5fdHlwZSJTChNHZXRBdXRoVG9rZW5SZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISHwoNY2xpZW50X3NlY3JldBgCIAEoCUIIukgFcgMYgAgiUwoUR2V0QXV0aFRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSHgoWZXhwaXJ5X3RpbWVfaW5fc2Vjb25kcxgCIAEoBRIMCgR0eXBlGAMgASgJMswCCgtBdXRoU2VydmljZRKnAQoQRmV0Y2hPYXV0aDJUb2tlbhInLnRyYXZlbC5hdXRoLnYyLkZldGNoT2F1dGgyVG9rZW5SZXF1ZXN0GigudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlIkCSghkcChBmZXRjaE9hdXRoMlRva2VuEAEaBpADkwOtA4LT5JMCGjoBKiIVL3YyL2F1dGgvb2F1dGgyLXRva2VuEpIBCgxHZXRBdXRoVG9rZW4SIy50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXF1ZXN0GiQudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVzcG9uc2UiN4gCAZKCGRYKDGdldEF1dGhUb2tlbhoGkAOTA60DgtPkkwIUOgEqIg8vZ2V0LWF1dGgtdG9rZW5iBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_rest]);
+  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLrAgoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbiLhAQoYRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlEiIKDGFjY2Vzc190b2tlbhgBIAEoCVIMYWNjZXNzX3Rva2VuEh4KCnRva2VuX3R5cGUYAiABKAlSCnRva2VuX3R5cGUSHgoKZXhwaXJlc19pbhgDIAEoBVIKZXhwaXJlc19pbhIkCg1yZWZyZXNoX3Rva2VuGAQgASgJUg1yZWZyZXNoX3Rva2VuEg0KBXNjb3BlGAUgASgJEiwKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJUhFpc3N1ZWRfdG9rZW5fdHlwZSJTChNHZXRBdXRoVG9rZW5SZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISHwoNY2xpZW50X3NlY3JldBgCIAEoCUIIukgFcgMYgAgiUwoUR2V0QXV0aFRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSHgoWZXhwaXJ5X3RpbWVfaW5fc2Vjb25kcxgCIAEoBRIMCgR0eXBlGAMgASgJIr8BChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhoKBXRva2VuGAEgASgJQgu6SAhyBhABGICAARIxCg90b2tlbl90eXBlX2hpbnQYAiABKAlCB7pIBHICGEBSD3Rva2VuX3R5cGVfaGludBImCgljbGllbnRfaWQYAyABKAlCCLpIBXIDGIACUgljbGllbnRfaWQSLgoNY2xpZW50X3NlY3JldBgEIAEoCUIIukgFcgMYgAhSDWNsaWVudF9zZWNyZXQi6gEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIcCgljbGllbnRfaWQYAyABKAlSCWNsaWVudF9pZBIeCgp0b2tlbl90eXBlGAQgASgJUgp0b2tlbl90eXBlEgsKA2V4cBgFIAEoDRILCgNpYXQYBiABKA0SCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAMoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhYKBnRtY19pZBgLIAEoCVIGdG1jX2lkEgwKBHJvbGUYDCABKAky8AMKC0F1dGhTZXJ2aWNlEqcBChBGZXRjaE9hdXRoMlRva2VuEicudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QaKC50cmF2ZWwuYXV0aC52Mi5GZXRjaE9hdXRoMlRva2VuUmVzcG9uc2UiQJKCGRwKEGZldGNoT2F1dGgyVG9rZW4QARoGkAOTA60DgtPkkwIaOgEqIhUvdjIvYXV0aC9vYXV0aDItdG9rZW4SoQEKD0ludHJvc3BlY3RUb2tlbhImLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlcXVlc3QaJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZSI9koIZGwoPaW50cm9zcGVjdFRva2VuEAEaBpADkwOtA4LT5JMCGDoBKiITL3YyL2F1dGgvaW50cm9zcGVjdBKSAQoMR2V0QXV0aFRva2VuEiMudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVxdWVzdBokLnRyYXZlbC5hdXRoLnYyLkdldEF1dGhUb2tlblJlc3BvbnNlIjeIAgGSghkWCgxnZXRBdXRoVG9rZW4aBpADkwOtA4LT5JMCFDoBKiIPL2dldC1hdXRoLXRva2VuYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_rest]);
 
 /**
  * OAuthTokenRequest (spec 2.9). Field names are the RFC 6749 form field names.
@@ -177,6 +177,118 @@ export const GetAuthTokenResponseSchema: GenMessage<GetAuthTokenResponse> = /*@_
   messageDesc(file_travel_auth_v2_auth, 3);
 
 /**
+ * RFC 7662 section 2.1.
+ *
+ * @generated from message travel.auth.v2.IntrospectTokenRequest
+ */
+export type IntrospectTokenRequest = Message<"travel.auth.v2.IntrospectTokenRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string token_type_hint = 2 [json_name = "token_type_hint"];
+   */
+  tokenTypeHint: string;
+
+  /**
+   * @generated from field: string client_id = 3 [json_name = "client_id"];
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string client_secret = 4 [json_name = "client_secret"];
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message travel.auth.v2.IntrospectTokenRequest.
+ * Use `create(IntrospectTokenRequestSchema)` to create a new message.
+ */
+export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 4);
+
+/**
+ * RFC 7662 section 2.2. Only `active` is set for an inactive token.
+ *
+ * @generated from message travel.auth.v2.IntrospectTokenResponse
+ */
+export type IntrospectTokenResponse = Message<"travel.auth.v2.IntrospectTokenResponse"> & {
+  /**
+   * @generated from field: bool active = 1;
+   */
+  active: boolean;
+
+  /**
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * @generated from field: string client_id = 3 [json_name = "client_id"];
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string token_type = 4 [json_name = "token_type"];
+   */
+  tokenType: string;
+
+  /**
+   * Seconds since the epoch; uint32 keeps it a JSON number (valid until 2106).
+   *
+   * @generated from field: uint32 exp = 5;
+   */
+  exp: number;
+
+  /**
+   * Seconds since the epoch; uint32 keeps it a JSON number (valid until 2106).
+   *
+   * @generated from field: uint32 iat = 6;
+   */
+  iat: number;
+
+  /**
+   * @generated from field: string sub = 7;
+   */
+  sub: string;
+
+  /**
+   * @generated from field: repeated string aud = 8;
+   */
+  aud: string[];
+
+  /**
+   * @generated from field: string iss = 9;
+   */
+  iss: string;
+
+  /**
+   * @generated from field: string jti = 10;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: string tmc_id = 11 [json_name = "tmc_id"];
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string role = 12;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message travel.auth.v2.IntrospectTokenResponse.
+ * Use `create(IntrospectTokenResponseSchema)` to create a new message.
+ */
+export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 5);
+
+/**
  * Issues OAuth 2.0 access tokens to API users (spec 4.1, 5).
  *
  * @generated from service travel.auth.v2.AuthService
@@ -193,6 +305,17 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof FetchOauth2TokenRequestSchema;
     output: typeof FetchOauth2TokenResponseSchema;
+  },
+  /**
+   * Token introspection (RFC 7662) for other services: is this token still active?
+   * Client-authenticated like the token endpoint; answers only for tokens of the caller's TMC.
+   *
+   * @generated from rpc travel.auth.v2.AuthService.IntrospectToken
+   */
+  introspectToken: {
+    methodKind: "unary";
+    input: typeof IntrospectTokenRequestSchema;
+    output: typeof IntrospectTokenResponseSchema;
   },
   /**
    * Deprecated legacy token endpoint; prefer FetchOauth2Token. Shares its rate limit.

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUyqAUKD09wZXJhdG9yU2VydmljZRJYCglDcmVhdGVUbWMSJC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVxdWVzdBolLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXNwb25zZRJzChJTZXRUbWNBcGlVc2VyTGltaXQSLS50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVxdWVzdBouLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRJkCg1DcmVhdGVDb21wYW55EigudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUNvbXBhbnlSZXF1ZXN0GikudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUNvbXBhbnlSZXNwb25zZRJbCgpDcmVhdGVVc2VyEiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GiYudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJkCg1DcmVhdGVBcGlVc2VyEigudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUFwaVVzZXJSZXF1ZXN0GikudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUFwaVVzZXJSZXNwb25zZRJSCgdNaWdyYXRlEiIudHJhdmVsLm9wZXJhdG9yLnYxLk1pZ3JhdGVSZXF1ZXN0GiMudHJhdmVsLm9wZXJhdG9yLnYxLk1pZ3JhdGVSZXNwb25zZRJJCgRTZWVkEh8udHJhdmVsLm9wZXJhdG9yLnYxLlNlZWRSZXF1ZXN0GiAudHJhdmVsLm9wZXJhdG9yLnYxLlNlZWRSZXNwb25zZWIGcHJvdG8z", [file_buf_validate_validate, file_travel_apiuser_v2_api_user]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkyhgcKD09wZXJhdG9yU2VydmljZRJYCglDcmVhdGVUbWMSJC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVxdWVzdBolLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXNwb25zZRJzChJTZXRUbWNBcGlVc2VyTGltaXQSLS50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVxdWVzdBouLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRJkCg1DcmVhdGVDb21wYW55EigudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUNvbXBhbnlSZXF1ZXN0GikudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUNvbXBhbnlSZXNwb25zZRJbCgpDcmVhdGVVc2VyEiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GiYudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJkCg1DcmVhdGVBcGlVc2VyEigudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUFwaVVzZXJSZXF1ZXN0GikudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUFwaVVzZXJSZXNwb25zZRJtChBSb3RhdGVTaWduaW5nS2V5EisudHJhdmVsLm9wZXJhdG9yLnYxLlJvdGF0ZVNpZ25pbmdLZXlSZXF1ZXN0GiwudHJhdmVsLm9wZXJhdG9yLnYxLlJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRJtChBBZGRUcnVzdGVkSXNzdWVyEisudHJhdmVsLm9wZXJhdG9yLnYxLkFkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0GiwudHJhdmVsLm9wZXJhdG9yLnYxLkFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRJSCgdNaWdyYXRlEiIudHJhdmVsLm9wZXJhdG9yLnYxLk1pZ3JhdGVSZXF1ZXN0GiMudHJhdmVsLm9wZXJhdG9yLnYxLk1pZ3JhdGVSZXNwb25zZRJJCgRTZWVkEh8udHJhdmVsLm9wZXJhdG9yLnYxLlNlZWRSZXF1ZXN0GiAudHJhdmVsLm9wZXJhdG9yLnYxLlNlZWRSZXNwb25zZWIGcHJvdG8z", [file_buf_validate_validate, file_travel_apiuser_v2_api_user]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -391,6 +391,112 @@ export const SeedResponseSchema: GenMessage<SeedResponse> = /*@__PURE__*/
   messageDesc(file_travel_operator_v1_operator, 13);
 
 /**
+ * @generated from message travel.operator.v1.RotateSigningKeyRequest
+ */
+export type RotateSigningKeyRequest = Message<"travel.operator.v1.RotateSigningKeyRequest"> & {
+};
+
+/**
+ * Describes the message travel.operator.v1.RotateSigningKeyRequest.
+ * Use `create(RotateSigningKeyRequestSchema)` to create a new message.
+ */
+export const RotateSigningKeyRequestSchema: GenMessage<RotateSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 14);
+
+/**
+ * @generated from message travel.operator.v1.RotateSigningKeyResponse
+ */
+export type RotateSigningKeyResponse = Message<"travel.operator.v1.RotateSigningKeyResponse"> & {
+  /**
+   * The key id of the new signing key.
+   *
+   * @generated from field: string kid = 1;
+   */
+  kid: string;
+
+  /**
+   * Key ids still published for verification, newest first.
+   *
+   * @generated from field: repeated string published_kids = 2;
+   */
+  publishedKids: string[];
+};
+
+/**
+ * Describes the message travel.operator.v1.RotateSigningKeyResponse.
+ * Use `create(RotateSigningKeyResponseSchema)` to create a new message.
+ */
+export const RotateSigningKeyResponseSchema: GenMessage<RotateSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 15);
+
+/**
+ * @generated from message travel.operator.v1.AddTrustedIssuerRequest
+ */
+export type AddTrustedIssuerRequest = Message<"travel.operator.v1.AddTrustedIssuerRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * The `iss` claim of the issuer's JWTs.
+   *
+   * @generated from field: string issuer = 2;
+   */
+  issuer: string;
+
+  /**
+   * Where the issuer publishes its JWKS; or give `jwks` inline.
+   *
+   * @generated from field: string jwks_uri = 3;
+   */
+  jwksUri: string;
+
+  /**
+   * An inline JWKS document (JSON), for issuers without a reachable JWKS URL.
+   *
+   * @generated from field: string jwks = 4;
+   */
+  jwks: string;
+
+  /**
+   * When set, the subject token's `aud` must contain it.
+   *
+   * @generated from field: string audience = 5;
+   */
+  audience: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.AddTrustedIssuerRequest.
+ * Use `create(AddTrustedIssuerRequestSchema)` to create a new message.
+ */
+export const AddTrustedIssuerRequestSchema: GenMessage<AddTrustedIssuerRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 16);
+
+/**
+ * @generated from message travel.operator.v1.AddTrustedIssuerResponse
+ */
+export type AddTrustedIssuerResponse = Message<"travel.operator.v1.AddTrustedIssuerResponse"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string issuer = 2;
+   */
+  issuer: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.AddTrustedIssuerResponse.
+ * Use `create(AddTrustedIssuerResponseSchema)` to create a new message.
+ */
+export const AddTrustedIssuerResponseSchema: GenMessage<AddTrustedIssuerResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 17);
+
+/**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
  * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs.
@@ -447,6 +553,26 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof CreateApiUserRequestSchema;
     output: typeof CreateApiUserResponseSchema;
+  },
+  /**
+   * Starts signing with a new key; the previous keys keep verifying until their tokens have expired.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RotateSigningKey
+   */
+  rotateSigningKey: {
+    methodKind: "unary";
+    input: typeof RotateSigningKeyRequestSchema;
+    output: typeof RotateSigningKeyResponseSchema;
+  },
+  /**
+   * Trusts an external identity provider's JWTs for token exchange by a TMC's API users.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.AddTrustedIssuer
+   */
+  addTrustedIssuer: {
+    methodKind: "unary";
+    input: typeof AddTrustedIssuerRequestSchema;
+    output: typeof AddTrustedIssuerResponseSchema;
   },
   /**
    * Applies pending database migrations (idempotent; safe while other instances run).

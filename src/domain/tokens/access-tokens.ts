@@ -1,0 +1,158 @@
+import crypto from "node:crypto";
+import { errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from "jose";
+import { unauthenticated } from "../errors.js";
+import type { CredentialState } from "./credential-state.js";
+import { SIGNING_ALG, type SigningKeyRing } from "./signing-key-ring.js";
+
+/** A credential a token depends on: the token is valid only while this is the client's generation. */
+export type BoundCredential = readonly [clientId: string, generation: number];
+
+/** What a verified access token says about its bearer. */
+export interface Principal {
+  /** The API user that obtained the token. */
+  readonly clientId: string;
+  readonly tmcId: string;
+  readonly orgId: string | undefined;
+  readonly role: "TMC_ADMIN" | "COMPANY_ADMIN";
+  readonly scopes: readonly string[];
+  /** `sub`: the clientId itself, or the subject of an exchange (another client or a user id). */
+  readonly subject: string;
+  readonly subjectKind: "CLIENT" | "USER";
+  readonly audience: readonly string[];
+  /** RFC 8693 `act`, outermost actor first. */
+  readonly act: Record<string, unknown> | undefined;
+  readonly credentials: readonly BoundCredential[];
+  readonly tokenId: string;
+  readonly issuer: string;
+  readonly issuedAt: number;
+  readonly expiresAt: number;
+}
+
+export interface NewAccessToken {
+  clientId: string;
+  tmcId: string;
+  orgId: string | undefined;
+  role: "TMC_ADMIN" | "COMPANY_ADMIN";
+  scopes: readonly string[];
+  subject: string;
+  subjectKind: "CLIENT" | "USER";
+  audience: readonly string[];
+  act?: Record<string, unknown>;
+  /** First entry: the obtaining client's own credential (the `gen` claim). */
+  credentials: readonly BoundCredential[];
+  ttlSeconds: number;
+}
+
+interface Claims extends JWTPayload {
+  client_id: string;
+  tmc_id: string;
+  org_id?: string;
+  role: "TMC_ADMIN" | "COMPANY_ADMIN";
+  scope: string;
+  sub_kind: "CLIENT" | "USER";
+  gen: number;
+  creds?: Array<[string, number]>;
+  act?: Record<string, unknown>;
+}
+
+/**
+ * Access tokens: JWTs in the RFC 9068 profile (`typ: at+jwt`), signed EdDSA with the shared
+ * key ring. Verification checks signature, algorithm, type, issuer, audience and expiry, then
+ * that every credential the token is bound to still has the generation it was issued under.
+ */
+export class AccessTokens {
+  constructor(
+    private readonly keys: SigningKeyRing,
+    private readonly credentials: CredentialState,
+    private readonly issuer: string,
+    private readonly now: () => Date,
+  ) {}
+
+  async issue(token: NewAccessToken): Promise<{ accessToken: string; expiresIn: number }> {
+    const [own, ...others] = token.credentials;
+    if (!own || own[0] !== token.clientId) throw new Error("the first bound credential must be the client's own");
+    const { kid, key } = this.keys.signingKey;
+    const iat = Math.floor(this.now().getTime() / 1000);
+    const claims: Claims = {
+      client_id: token.clientId,
+      tmc_id: token.tmcId,
+      ...(token.orgId ? { org_id: token.orgId } : {}),
+      role: token.role,
+      scope: token.scopes.join(" "),
+      sub_kind: token.subjectKind,
+      gen: own[1],
+      ...(others.length ? { creds: others.map(([id, g]) => [id, g] as [string, number]) } : {}),
+      ...(token.act ? { act: token.act } : {}),
+    };
+    const accessToken = await new SignJWT(claims)
+      .setProtectedHeader({ alg: SIGNING_ALG, typ: "at+jwt", kid })
+      .setIssuer(this.issuer)
+      .setSubject(token.subject)
+      .setAudience(token.audience.length === 1 ? token.audience[0]! : [...token.audience])
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + token.ttlSeconds)
+      .setJti(crypto.randomBytes(16).toString("base64url"))
+      .sign(key);
+    return { accessToken, expiresIn: token.ttlSeconds };
+  }
+
+  /**
+   * Verifies a token this service issued. `audience` limits the accepted `aud` (this service's
+   * own when it guards its RPCs); omitted, any audience is accepted (exchange, introspection).
+   */
+  async verify(token: string, audience?: string): Promise<Principal> {
+    let payload: Claims;
+    try {
+      ({ payload } = (await jwtVerify(token, this.keys.verificationKey, {
+        issuer: this.issuer,
+        ...(audience ? { audience } : {}),
+        algorithms: [SIGNING_ALG],
+        typ: "at+jwt",
+        currentDate: this.now(),
+        clockTolerance: 5,
+        requiredClaims: ["sub", "exp", "iat", "jti", "aud", "client_id", "tmc_id", "role", "gen"],
+      })) as { payload: Claims });
+    } catch (error) {
+      throw unauthenticated(reasonOf(error));
+    }
+    const principal = toPrincipal(payload);
+    const current = await this.credentials.generations(principal.credentials.map(([id]) => id));
+    for (const [clientId, generation] of principal.credentials) {
+      if (current.get(clientId) !== generation) throw unauthenticated("The access token has been revoked");
+    }
+    return principal;
+  }
+}
+
+function toPrincipal(p: Claims): Principal {
+  const malformed = () => unauthenticated("The access token is malformed");
+  if (typeof p.client_id !== "string" || typeof p.tmc_id !== "string" || typeof p.gen !== "number") throw malformed();
+  if (p.role !== "TMC_ADMIN" && p.role !== "COMPANY_ADMIN") throw malformed();
+  const creds = Array.isArray(p.creds) ? p.creds : [];
+  if (!creds.every((c) => Array.isArray(c) && typeof c[0] === "string" && typeof c[1] === "number")) throw malformed();
+  return {
+    clientId: p.client_id,
+    tmcId: p.tmc_id,
+    orgId: typeof p.org_id === "string" ? p.org_id : undefined,
+    role: p.role,
+    scopes: typeof p.scope === "string" && p.scope !== "" ? p.scope.split(" ") : [],
+    subject: p.sub!,
+    subjectKind: p.sub_kind === "USER" ? "USER" : "CLIENT",
+    audience: Array.isArray(p.aud) ? p.aud : [p.aud!],
+    act: typeof p.act === "object" && p.act !== null ? p.act : undefined,
+    credentials: [[p.client_id, p.gen], ...creds.map(([id, g]) => [id, g] as BoundCredential)],
+    tokenId: p.jti!,
+    issuer: p.iss!,
+    issuedAt: p.iat!,
+    expiresAt: p.exp!,
+  };
+}
+
+/** Says why, in words safe for the caller: never key material or claims. */
+function reasonOf(error: unknown): string {
+  if (error instanceof joseErrors.JWTExpired) return "The access token has expired";
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    return error.claim === "aud" ? "The access token is not meant for this service" : "The access token is not valid";
+  }
+  return "The access token is not valid";
+}

@@ -1,0 +1,34 @@
+import type { ApiUserRole } from "../../store/tables.js";
+import { ServiceError } from "../errors.js";
+import { Code } from "@connectrpc/connect";
+
+/**
+ * The scope vocabulary (spec 5.9 leaves it open). Each role may hold these scopes; a token
+ * request gets what it asks for within them, or all of them when it asks for none.
+ */
+export const SCOPES_BY_ROLE: Readonly<Record<ApiUserRole, readonly string[]>> = {
+  TMC_ADMIN: ["api-users", "users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"],
+  COMPANY_ADMIN: ["users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"],
+};
+
+export const ALL_SCOPES: readonly string[] = [...new Set(Object.values(SCOPES_BY_ROLE).flat())];
+
+/** RFC 6749 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), separated by single spaces. */
+export function parseScope(scope: string): string[] {
+  if (scope === "") return [];
+  if (!/^[\x21\x23-\x5B\x5D-\x7E]+( [\x21\x23-\x5B\x5D-\x7E]+)*$/.test(scope)) throw invalidScope("The scope parameter is malformed");
+  return [...new Set(scope.split(" "))];
+}
+
+/** Grants the requested scopes if every one is within `allowed`; none requested means all of `allowed`. */
+export function grantScopes(requested: string, allowed: readonly string[]): string[] {
+  const asked = parseScope(requested);
+  if (asked.length === 0) return [...allowed];
+  const refused = asked.filter((s) => !allowed.includes(s));
+  if (refused.length > 0) throw invalidScope(`Scope not allowed: ${refused.join(" ")}`);
+  return asked;
+}
+
+export function invalidScope(message: string): ServiceError {
+  return new ServiceError(Code.InvalidArgument, "INVALID_SCOPE", message, [], "", "invalid_scope");
+}
