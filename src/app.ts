@@ -37,6 +37,8 @@ import { TokenService } from "./domain/tokens/token-service.js";
 import { TrustedIssuers } from "./domain/tokens/trusted-issuers.js";
 import { accessTokenInterceptor } from "./rpc/interceptors/access-token-interceptor.js";
 import { AuthServiceHandler } from "./rpc/services/auth-service.js";
+import { ApiUserServiceHandler } from "./rpc/services/api-user-service.js";
+import { ApiUserAdmin } from "./domain/api-users/api-user-admin.js";
 import { ownDataDir } from "./store/data-dir-lock.js";
 import { openDatabase, type Database } from "./store/database.js";
 import { openSharedState, type SharedState } from "./store/shared-state.js";
@@ -126,6 +128,17 @@ export async function createService(config: Config, options: ServiceOptions = {}
       await previousReleaseApp();
     };
     const credentialState = new CredentialState(database.db, sharedState.redis, config.redisKeyPrefix, logger, metrics.redisFallbacks);
+    // Publishes credential changes that committed while Redis was unreachable.
+    const reconcile = setInterval(
+      () => credentialState.reconcile().catch((err: unknown) => logger.warn({ err }, "credential reconcile failed")),
+      2_000,
+    );
+    reconcile.unref();
+    const releaseBeforeReconcile = release.app;
+    release.app = async () => {
+      clearInterval(reconcile);
+      await releaseBeforeReconcile();
+    };
     const accessTokens = new AccessTokens(signingKeys, credentialState, config.issuer, now);
     const trustedIssuers = new TrustedIssuers(database.db, now);
     const tokenService = new TokenService(database.db, new ClientAuthenticator(database.db, keys.secretPepper), accessTokens, trustedIssuers, {
@@ -153,7 +166,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const routes = createRoutes(
       {
         auth: new AuthServiceHandler(tokenService, rateLimiter),
-        apiUsers: {},
+        apiUsers: new ApiUserServiceHandler(new ApiUserAdmin(database.db, keys, provisioning, credentialState)),
         users: {},
         airCredits: {},
         operator: new OperatorServiceHandler(database, tenants, provisioning, signingKeys, trustedIssuers),

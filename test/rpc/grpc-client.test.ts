@@ -325,9 +325,11 @@ for (const [key, factory] of faceFactories) {
       await failure(face.call("apiUser", "getApiUsers", {}, TEST_OPERATOR_TOKEN), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
     });
 
-    it("answers UNIMPLEMENTED / NOT_IMPLEMENTED for an RPC whose issue is not done (ApiUserService.GetApiUsers)", async () => {
-      const { accessToken } = await adminToken();
-      await failure(face.call("apiUser", "getApiUsers", { limit: 10 }, accessToken), STATUS.UNIMPLEMENTED, "NOT_IMPLEMENTED");
+    it("answers a protected RPC for a TMC admin's token (ApiUserService.GetApiUsers lists its own TMC only)", async () => {
+      const { accessToken, clientId } = await adminToken();
+      const page = await face.call("apiUser", "getApiUsers", { limit: 10 }, accessToken);
+      assert.deepEqual(page.apiUsers.map((u: { clientId: string }) => u.clientId), [clientId]);
+      assert.equal(Number(page.totalCount), 1);
     });
 
     it("answers NOT_FOUND for SetTmcApiUserLimit on an unknown TMC", async () => {

@@ -23,6 +23,7 @@ const TABLES = [
   "service_settings",
   "refresh_tokens",
   "trusted_issuers",
+  "credential_outbox",
 ] as const;
 
 const opened: Database[] = [];

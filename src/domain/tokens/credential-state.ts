@@ -19,8 +19,12 @@ export class CredentialState {
     private readonly keyPrefix: string,
     private readonly logger: Logger,
     private readonly redisFallbacks: Counter<"operation">,
-    /** How long a cached generation may live in Redis before it is re-read from Postgres. */
-    private readonly cacheSeconds = 3600,
+    /**
+     * How long a cached generation may live in Redis before it is re-read from Postgres: the
+     * safety net if Redis was partitioned away (not restarted) while a change committed and
+     * answers again with the old value before `reconcile` runs.
+     */
+    private readonly cacheSeconds = 300,
   ) {}
 
   /** Current generation per client id; undefined for a revoked or unknown client. */
@@ -43,18 +47,42 @@ export class CredentialState {
     if (missing.length > 0) {
       const fresh = await this.fromDatabase(missing);
       for (const [id, generation] of fresh) result.set(id, generation);
-      await this.store(fresh);
+      // NX: a fill from a read that raced a change must never overwrite the change's publication.
+      await this.store(fresh, { onlyIfAbsent: true });
     }
     return result;
   }
 
   /**
-   * Tells every instance a client's new generation (undefined: revoked). Callers publish while
-   * the row lock of the change is still held and before it commits, so no instance can read
-   * the old value back in between; a failure here must abort the change (fail closed).
+   * Tells every instance a client's new generation (undefined: revoked), inside the transaction
+   * that changes it: while its row lock is held and before it commits, so no instance can read
+   * the old value back in between. If Redis cannot take it, the change still commits (while
+   * Redis is down every instance reads Postgres) and an outbox row in the same transaction
+   * makes `reconcile` publish it once Redis answers again.
    */
-  async publish(clientId: string, generation: number | undefined): Promise<void> {
-    await this.store(new Map([[clientId, generation]]), true);
+  async publishWithin(trx: Knex.Transaction, clientId: string, generation: number | undefined): Promise<void> {
+    try {
+      await this.store(new Map([[clientId, generation]]), { mustSucceed: true });
+    } catch {
+      await trx("credential_outbox").insert({ client_id: clientId, changed_at: new Date() }).onConflict("client_id").merge();
+    }
+  }
+
+  /** Publishes changes that committed while Redis was unreachable; each instance runs it periodically. */
+  async reconcile(): Promise<number> {
+    if (!this.redis?.isReady) return 0;
+    const pending: Array<{ client_id: string; changed_at: Date }> = await this.db("credential_outbox").select("client_id", "changed_at");
+    if (pending.length === 0) return 0;
+    await this.store(await this.fromDatabase(pending.map((p) => p.client_id)), { mustSucceed: true });
+    // A change that committed meanwhile moved changed_at and stays for the next round.
+    for (const entry of pending) await this.db("credential_outbox").where(entry).delete();
+    this.logger.info({ count: pending.length }, "credential state: published changes made while Redis was unreachable");
+    return pending.length;
+  }
+
+  /** Re-publishes what Postgres says, e.g. after a change published before commit was rolled back. */
+  async refresh(clientId: string): Promise<void> {
+    await this.store(await this.fromDatabase([clientId]));
   }
 
   private async fromDatabase(clientIds: readonly string[]): Promise<Map<string, number | undefined>> {
@@ -66,18 +94,25 @@ export class CredentialState {
     return new Map(clientIds.map((id) => [id, found.get(id)]));
   }
 
-  private async store(values: Map<string, number | undefined>, mustSucceed = false): Promise<void> {
+  private async store(
+    values: Map<string, number | undefined>,
+    options: { onlyIfAbsent?: boolean; mustSucceed?: boolean } = {},
+  ): Promise<void> {
     if (!this.redis) {
-      for (const [id, generation] of values) this.memory.set(this.key(id), encode(generation));
+      for (const [id, generation] of values) {
+        if (!options.onlyIfAbsent || !this.memory.has(this.key(id))) this.memory.set(this.key(id), encode(generation));
+      }
       return;
     }
     try {
       const multi = this.redis.multi();
-      for (const [id, generation] of values) multi.set(this.key(id), encode(generation), { EX: this.cacheSeconds });
+      for (const [id, generation] of values) {
+        multi.set(this.key(id), encode(generation), options.onlyIfAbsent ? { EX: this.cacheSeconds, condition: "NX" } : { EX: this.cacheSeconds });
+      }
       await multi.exec();
     } catch (error) {
       this.fallback("write", error);
-      if (mustSucceed) throw error;
+      if (options.mustSucceed) throw error;
     }
   }
 

@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import * as initialSchema from "./20261121000100_initial_schema.js";
 import * as tokens from "./20261121000200_tokens.js";
+import * as credentialOutbox from "./20261121000300_credential_outbox.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -9,6 +10,7 @@ import * as tokens from "./20261121000200_tokens.js";
 const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261121000100_initial_schema", initialSchema],
   ["20261121000200_tokens", tokens],
+  ["20261121000300_credential_outbox", credentialOutbox],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
