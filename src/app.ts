@@ -134,6 +134,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       2_000,
     );
     reconcile.unref();
+    await credentialState.reconcile().catch(() => {});
     const releaseBeforeReconcile = release.app;
     release.app = async () => {
       clearInterval(reconcile);

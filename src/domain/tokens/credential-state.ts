@@ -12,6 +12,11 @@ import type { Counter } from "prom-client";
  */
 export class CredentialState {
   private readonly memory = new Map<string, string>();
+  /**
+   * False from start-up and from every lost connection until a reconcile has run: values in
+   * Redis may predate changes that committed while this instance could not reach it.
+   */
+  private redisTrusted = false;
 
   constructor(
     private readonly db: Knex,
@@ -25,12 +30,15 @@ export class CredentialState {
      * answers again with the old value before `reconcile` runs.
      */
     private readonly cacheSeconds = 300,
-  ) {}
+  ) {
+    redis?.on("error", () => (this.redisTrusted = false));
+  }
 
   /** Current generation per client id; undefined for a revoked or unknown client. */
   async generations(clientIds: readonly string[]): Promise<Map<string, number | undefined>> {
     const result = new Map<string, number | undefined>();
     const keys = clientIds.map((id) => this.key(id));
+    if (this.redis && !this.redisTrusted) return this.fromDatabase(clientIds);
     let cached: Array<string | null>;
     try {
       cached = this.redis ? await this.redis.mGet(keys) : keys.map((k) => this.memory.get(k) ?? null);
@@ -72,10 +80,14 @@ export class CredentialState {
   async reconcile(): Promise<number> {
     if (!this.redis?.isReady) return 0;
     const pending: Array<{ client_id: string; changed_at: Date }> = await this.db("credential_outbox").select("client_id", "changed_at");
-    if (pending.length === 0) return 0;
+    if (pending.length === 0) {
+      this.redisTrusted = true;
+      return 0;
+    }
     await this.store(await this.fromDatabase(pending.map((p) => p.client_id)), { mustSucceed: true });
     // A change that committed meanwhile moved changed_at and stays for the next round.
     for (const entry of pending) await this.db("credential_outbox").where(entry).delete();
+    this.redisTrusted = true;
     this.logger.info({ count: pending.length }, "credential state: published changes made while Redis was unreachable");
     return pending.length;
   }

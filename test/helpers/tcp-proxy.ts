@@ -1,0 +1,43 @@
+import net from "node:net";
+
+/** A loopback TCP proxy a test can cut and restore, to play a dependency going away. */
+export interface TcpProxy {
+  readonly port: number;
+  /** Drops every connection and refuses new ones. */
+  cut(): Promise<void>;
+  /** Accepts connections again on the same port. */
+  restore(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, targetHost);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => s.destroy());
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  let listening = true;
+  const stop = async () => {
+    if (!listening) return;
+    listening = false;
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return {
+    port,
+    cut: stop,
+    async restore() {
+      if (listening) return;
+      await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+      listening = true;
+    },
+    close: stop,
+  };
+}
