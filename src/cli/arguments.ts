@@ -12,6 +12,8 @@ Commands (each prints one JSON object on stdout):
   user create --org-id ID --email E --given-name G --family-name F [--inactive]
   api-user create --tmc-id ID [--org-id ID] [--role TMC_ADMIN|COMPANY_ADMIN]
                   [--credential-type CLIENT_CREDENTIALS|SCIM_TOKEN]
+  keys rotate
+  trusted-issuer add --tmc-id ID --issuer ISS (--jwks-uri URL | --jwks JSON) [--audience AUD]
   seed
   migrate
 
@@ -23,7 +25,16 @@ type OptionSpec = { type: "string" | "boolean" };
 
 /** One command: its RPC, the options it accepts, and how they become the request's JSON. */
 export interface CommandSpec {
-  readonly rpc: "createTmc" | "setTmcApiUserLimit" | "createCompany" | "createUser" | "createApiUser" | "seed" | "migrate";
+  readonly rpc:
+    | "createTmc"
+    | "setTmcApiUserLimit"
+    | "createCompany"
+    | "createUser"
+    | "createApiUser"
+    | "rotateSigningKey"
+    | "addTrustedIssuer"
+    | "seed"
+    | "migrate";
   readonly options: Record<string, OptionSpec>;
   readonly required: readonly string[];
   readonly integers?: readonly string[];
@@ -53,6 +64,12 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     options: { "tmc-id": str, "org-id": str, role: str, "credential-type": str },
     required: ["tmc-id"],
     choices: { role: ["TMC_ADMIN", "COMPANY_ADMIN"], "credential-type": ["CLIENT_CREDENTIALS", "SCIM_TOKEN"] },
+  },
+  "keys rotate": { rpc: "rotateSigningKey", options: {}, required: [] },
+  "trusted-issuer add": {
+    rpc: "addTrustedIssuer",
+    options: { "tmc-id": str, issuer: str, "jwks-uri": str, jwks: str, audience: str },
+    required: ["tmc-id", "issuer"],
   },
   seed: { rpc: "seed", options: {}, required: [] },
   migrate: { rpc: "migrate", options: {}, required: [] },

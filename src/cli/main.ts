@@ -1,3 +1,4 @@
+import crypto from "node:crypto";
 import fs from "node:fs";
 import { fromJson, toJson, type DescMessage, type DescMethodUnary, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { createValidator } from "@bufbuild/protovalidate";
@@ -10,6 +11,7 @@ import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { operatorTokenFile } from "../domain/operator/operator-credential.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError } from "../store/data-dir-lock.js";
+import { gatewayRequestInfo } from "../rpc/request-context.js";
 import { parseCommand, USAGE, UsageError } from "./arguments.js";
 
 /**
@@ -69,7 +71,9 @@ async function run(argv: readonly string[]): Promise<number> {
 async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message) {
   const headers = new Headers();
   if (token) headers.set("authorization", `Bearer ${token}`);
-  const response = await transport.unary(method, undefined, 30_000, headers, request, undefined);
+  // In-process calls get a request id of their own, as a network request would.
+  const info = { requestId: crypto.randomUUID(), remoteAddress: "cli" };
+  const response = await gatewayRequestInfo.run(info, () => transport.unary(method, undefined, 30_000, headers, request, undefined));
   return response.message;
 }
 

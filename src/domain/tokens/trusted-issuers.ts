@@ -34,6 +34,7 @@ export class TrustedIssuers {
     if (input.jwks) {
       try {
         jwks = JSON.parse(input.jwks) as JSONWebKeySet;
+        if (!Array.isArray(jwks.keys) || jwks.keys.length === 0) throw new Error("no keys");
         createLocalJWKSet(jwks);
       } catch {
         throw invalidArgument("jwks must be a JWKS document", [{ name: "jwks", value: "invalid" }]);
