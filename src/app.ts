@@ -37,6 +37,7 @@ import { TokenService } from "./domain/tokens/token-service.js";
 import { TrustedIssuers } from "./domain/tokens/trusted-issuers.js";
 import { accessTokenInterceptor } from "./rpc/interceptors/access-token-interceptor.js";
 import { AuthServiceHandler } from "./rpc/services/auth-service.js";
+import { AuditLog } from "./domain/audit/audit-log.js";
 import { ApiUserServiceHandler } from "./rpc/services/api-user-service.js";
 import { ApiUserAdmin } from "./domain/api-users/api-user-admin.js";
 import { ownDataDir } from "./store/data-dir-lock.js";
@@ -75,9 +76,16 @@ export async function createService(config: Config, options: ServiceOptions = {}
   const releaseDataDir = config.databaseUrl ? () => {} : ownDataDir(config.dataDir);
   // Released in this order on close: drain HTTP first (in-flight requests still need the
   // pools), then Redis, then the database, then the claim on DATA_DIR.
-  const release = { app: noop, sharedState: noop, database: noop, dataDir: releaseDataDir as () => Promise<void> | void };
+  // Background workers (timers, the audit writer) stop after HTTP has drained, in the order added.
+  const release = {
+    app: noop,
+    background: [] as Array<() => Promise<void> | void>,
+    sharedState: noop,
+    database: noop,
+    dataDir: releaseDataDir as () => Promise<void> | void,
+  };
   const releaseAll = async () => {
-    for (const step of [release.app, release.sharedState, release.database, release.dataDir]) await step();
+    for (const step of [release.app, ...release.background, release.sharedState, release.database, release.dataDir]) await step();
   };
   try {
     const keys = deriveKeyMaterial(loadMasterKey(config.masterKey, config.dataDir));
@@ -122,11 +130,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     // Keys rotated by another instance are picked up within a minute (and at once on an unknown kid).
     const keyReload = setInterval(() => signingKeys.reload().catch((err: unknown) => logger.warn({ err }, "signing key reload failed")), 60_000);
     keyReload.unref();
-    const previousReleaseApp = release.app;
-    release.app = async () => {
-      clearInterval(keyReload);
-      await previousReleaseApp();
-    };
+    release.background.push(() => clearInterval(keyReload));
     const credentialState = new CredentialState(database.db, sharedState.redis, config.redisKeyPrefix, logger, metrics.redisFallbacks);
     // Publishes credential changes that committed while Redis was unreachable.
     const reconcile = setInterval(
@@ -135,11 +139,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     reconcile.unref();
     await credentialState.reconcile().catch(() => {});
-    const releaseBeforeReconcile = release.app;
-    release.app = async () => {
-      clearInterval(reconcile);
-      await releaseBeforeReconcile();
-    };
+    release.background.push(() => clearInterval(reconcile));
     const accessTokens = new AccessTokens(signingKeys, credentialState, config.issuer, now);
     const trustedIssuers = new TrustedIssuers(database.db, now);
     const tokenService = new TokenService(database.db, new ClientAuthenticator(database.db, keys.secretPepper), accessTokens, trustedIssuers, {
@@ -151,6 +151,13 @@ export async function createService(config: Config, options: ServiceOptions = {}
       pepper: keys.secretPepper,
       now,
     });
+    const auditLog = new AuditLog(database.db, logger, {
+      written: metrics.auditWritten,
+      writeFailures: metrics.auditWriteFailures,
+      dropped: metrics.auditDropped,
+    });
+    // Drained after the HTTP server (no more events) and before the database closes.
+    release.background.push(() => auditLog.close());
     const rateLimiter = new TokenRateLimiter({
       redis: sharedState.redis,
       keyPrefix: config.redisKeyPrefix,
@@ -166,7 +173,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     const routes = createRoutes(
       {
-        auth: new AuthServiceHandler(tokenService, rateLimiter),
+        auth: new AuthServiceHandler(tokenService, rateLimiter, auditLog),
         apiUsers: new ApiUserServiceHandler(new ApiUserAdmin(database.db, keys, provisioning, credentialState)),
         users: {},
         airCredits: {},

@@ -12,6 +12,7 @@ Commands (each prints one JSON object on stdout):
   user create --org-id ID --email E --given-name G --family-name F [--inactive]
   api-user create --tmc-id ID [--org-id ID] [--role TMC_ADMIN|COMPANY_ADMIN]
                   [--credential-type CLIENT_CREDENTIALS|SCIM_TOKEN]
+  audit list --tmc-id ID [--limit N]
   keys rotate
   trusted-issuer add --tmc-id ID --issuer ISS (--jwks-uri URL | --jwks JSON) [--audience AUD]
   seed
@@ -32,6 +33,7 @@ export interface CommandSpec {
     | "createUser"
     | "createApiUser"
     | "rotateSigningKey"
+    | "listAuditEvents"
     | "addTrustedIssuer"
     | "seed"
     | "migrate";
@@ -65,6 +67,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     required: ["tmc-id"],
     choices: { role: ["TMC_ADMIN", "COMPANY_ADMIN"], "credential-type": ["CLIENT_CREDENTIALS", "SCIM_TOKEN"] },
   },
+  "audit list": { rpc: "listAuditEvents", options: { "tmc-id": str, limit: str }, required: ["tmc-id"], integers: ["limit"] },
   "keys rotate": { rpc: "rotateSigningKey", options: {}, required: [] },
   "trusted-issuer add": {
     rpc: "addTrustedIssuer",

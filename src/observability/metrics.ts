@@ -11,6 +11,9 @@ export interface Metrics {
   readonly redisFallbacks: Counter<"operation">;
   /** Rate-limiter calls served by the per-instance in-memory limiter because Redis failed. */
   readonly rateLimiterFallbacks: Counter;
+  readonly auditWritten: Counter;
+  readonly auditWriteFailures: Counter;
+  readonly auditDropped: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -56,5 +59,8 @@ export function createMetrics(): Metrics {
       help: "Rate-limit decisions made by the in-memory insurance limiter because Redis failed",
       registers: [registry],
     }),
+    auditWritten: new Counter({ name: "audit_events_written_total", help: "Audit events written in batches", registers: [registry] }),
+    auditWriteFailures: new Counter({ name: "audit_write_failures_total", help: "Failed audit batch writes (retried)", registers: [registry] }),
+    auditDropped: new Counter({ name: "audit_events_dropped_total", help: "Audit events lost: buffer overflow or shutdown with the database down", registers: [registry] }),
   };
 }

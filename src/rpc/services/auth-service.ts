@@ -6,6 +6,7 @@ import { ClientAuthenticator, type PresentedCredentials } from "../../domain/tok
 import { tooManyRequests } from "../../domain/tokens/oauth-errors.js";
 import { TokenService } from "../../domain/tokens/token-service.js";
 import type { ApiUserRow } from "../../store/tables.js";
+import type { AuditLog } from "../../domain/audit/audit-log.js";
 import { requestInfoOf } from "../request-context.js";
 
 /** RFC 9745: the legacy endpoint has been deprecated since this date. */
@@ -16,14 +17,21 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
   constructor(
     private readonly tokens: TokenService,
     private readonly limiter: TokenRateLimiter,
+    private readonly audit: AuditLog,
   ) {}
 
   async fetchOauth2Token(req: FetchOauth2TokenRequest, ctx: HandlerContext) {
     noStore(ctx);
     const credentials = this.presented(req.clientId, req.clientSecret, ctx);
-    await this.limit(credentials, ctx);
-    TokenService.checkGrantType(req.grantType);
-    const client = await this.authenticate(credentials, ctx);
+    return this.audited(credentials, req.grantType.slice(0, 80), ctx, async (authenticated) => {
+      await this.limit(credentials, ctx);
+      TokenService.checkGrantType(req.grantType);
+      const client = authenticated(await this.authenticate(credentials, ctx));
+      return this.issue(client, req, credentials);
+    });
+  }
+
+  private async issue(client: ApiUserRow, req: FetchOauth2TokenRequest, credentials: PresentedCredentials) {
     const issued = await this.tokens.grant(client, {
       grantType: req.grantType,
       credentials,
@@ -49,10 +57,12 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     ctx.responseHeader.set("link", '</v2/auth/oauth2-token>; rel="successor-version"');
     // JSON body only: the legacy endpoint never took HTTP Basic.
     const credentials: PresentedCredentials = { formClientId: req.clientId, formClientSecret: req.clientSecret, authorization: null };
-    await this.limit(credentials, ctx);
-    const client = await this.authenticate(credentials, ctx);
-    const issued = await this.tokens.legacyToken(client);
-    return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
+    return this.audited(credentials, "legacy", ctx, async (authenticated) => {
+      await this.limit(credentials, ctx);
+      const client = authenticated(await this.authenticate(credentials, ctx));
+      const issued = await this.tokens.legacyToken(client);
+      return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
+    });
   }
 
   async introspectToken(req: IntrospectTokenRequest, ctx: HandlerContext) {
@@ -76,6 +86,46 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       tmcId: principal.tmcId,
       role: principal.role,
     };
+  }
+
+  /**
+   * Records the outcome of a token request in the audit trail (off the request path): issued,
+   * refused (with the errorCode) or rate limited. Never the secret or the token.
+   */
+  private async audited<T>(
+    credentials: PresentedCredentials,
+    grantType: string,
+    ctx: HandlerContext,
+    run: (authenticated: (client: ApiUserRow) => ApiUserRow) => Promise<T>,
+  ): Promise<T> {
+    let client: ApiUserRow | undefined;
+    const debugIdentifier = requestInfoOf(ctx.values).requestId;
+    const actor = client?.client_id ?? ClientAuthenticator.claimedClientId(credentials)?.slice(0, 128) ?? null;
+    try {
+      const result = await run((c) => (client = c));
+      this.audit.record({
+        action: "TOKEN_ISSUED",
+        outcome: "SUCCESS",
+        actor: client!.client_id,
+        tmcId: client!.tmc_id,
+        targetClientId: client!.client_id,
+        debugIdentifier,
+        details: { grantType },
+      });
+      return result;
+    } catch (error) {
+      const errorCode = error instanceof ServiceError ? error.errorCode : "INTERNAL_ERROR";
+      this.audit.record({
+        action: errorCode === "TOO_MANY_REQUESTS" ? "TOKEN_RATE_LIMITED" : "TOKEN_REFUSED",
+        outcome: errorCode === "TOO_MANY_REQUESTS" ? "RATE_LIMITED" : "FAILURE",
+        actor: client?.client_id ?? actor,
+        tmcId: client?.tmc_id ?? null,
+        targetClientId: client?.client_id ?? null,
+        debugIdentifier,
+        details: { grantType, errorCode },
+      });
+      throw error;
+    }
   }
 
   private presented(clientId: string, clientSecret: string, ctx: HandlerContext): PresentedCredentials {

@@ -5,6 +5,7 @@ import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provis
 import { seedDemo } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
 import type { Database } from "../../store/database.js";
+import { listAuditEvents } from "../../store/audit-store.js";
 import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
 import type { TrustedIssuers } from "../../domain/tokens/trusted-issuers.js";
 import { credentialTypeName, roleName } from "../enum-names.js";
@@ -66,6 +67,22 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
       audience: req.audience || undefined,
     });
     return { tmcId: req.tmcId, issuer: req.issuer };
+  }
+
+  async listAuditEvents(req: { tmcId: string; limit?: number }) {
+    const rows = await listAuditEvents(this.database.db, req.tmcId, req.limit ?? 100);
+    return {
+      events: rows.map((r) => ({
+        occurredAt: new Date(r.occurred_at).toISOString(),
+        action: r.action,
+        outcome: r.outcome,
+        actor: r.actor ?? "",
+        tmcId: r.tmc_id ?? "",
+        targetClientId: r.target_client_id ?? "",
+        debugIdentifier: r.debug_identifier ?? "",
+        details: Object.fromEntries(Object.entries(r.details ?? {}).map(([k, v]) => [k, String(v)])),
+      })),
+    };
   }
 
   async migrate() {

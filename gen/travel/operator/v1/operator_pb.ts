@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkyhgcKD09wZXJhdG9yU2VydmljZRJYCglDcmVhdGVUbWMSJC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVxdWVzdBolLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXNwb25zZRJzChJTZXRUbWNBcGlVc2VyTGltaXQSLS50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVxdWVzdBouLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRJkCg1DcmVhdGVDb21wYW55EigudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUNvbXBhbnlSZXF1ZXN0GikudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUNvbXBhbnlSZXNwb25zZRJbCgpDcmVhdGVVc2VyEiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GiYudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJkCg1DcmVhdGVBcGlVc2VyEigudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUFwaVVzZXJSZXF1ZXN0GikudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZUFwaVVzZXJSZXNwb25zZRJtChBSb3RhdGVTaWduaW5nS2V5EisudHJhdmVsLm9wZXJhdG9yLnYxLlJvdGF0ZVNpZ25pbmdLZXlSZXF1ZXN0GiwudHJhdmVsLm9wZXJhdG9yLnYxLlJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRJtChBBZGRUcnVzdGVkSXNzdWVyEisudHJhdmVsLm9wZXJhdG9yLnYxLkFkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0GiwudHJhdmVsLm9wZXJhdG9yLnYxLkFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRJSCgdNaWdyYXRlEiIudHJhdmVsLm9wZXJhdG9yLnYxLk1pZ3JhdGVSZXF1ZXN0GiMudHJhdmVsLm9wZXJhdG9yLnYxLk1pZ3JhdGVSZXNwb25zZRJJCgRTZWVkEh8udHJhdmVsLm9wZXJhdG9yLnYxLlNlZWRSZXF1ZXN0GiAudHJhdmVsLm9wZXJhdG9yLnYxLlNlZWRSZXNwb25zZWIGcHJvdG8z", [file_buf_validate_validate, file_travel_apiuser_v2_api_user]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkiXAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQFCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJJChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudDLyBwoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_travel_apiuser_v2_api_user]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -497,6 +497,101 @@ export const AddTrustedIssuerResponseSchema: GenMessage<AddTrustedIssuerResponse
   messageDesc(file_travel_operator_v1_operator, 17);
 
 /**
+ * @generated from message travel.operator.v1.ListAuditEventsRequest
+ */
+export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEventsRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * At most this many events, newest first; 100 when absent.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 18);
+
+/**
+ * One audit event. Never holds a secret or a token.
+ *
+ * @generated from message travel.operator.v1.AuditEvent
+ */
+export type AuditEvent = Message<"travel.operator.v1.AuditEvent"> & {
+  /**
+   * @generated from field: string occurred_at = 1;
+   */
+  occurredAt: string;
+
+  /**
+   * @generated from field: string action = 2;
+   */
+  action: string;
+
+  /**
+   * @generated from field: string outcome = 3;
+   */
+  outcome: string;
+
+  /**
+   * @generated from field: string actor = 4;
+   */
+  actor: string;
+
+  /**
+   * @generated from field: string tmc_id = 5;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string target_client_id = 6;
+   */
+  targetClientId: string;
+
+  /**
+   * @generated from field: string debug_identifier = 7;
+   */
+  debugIdentifier: string;
+
+  /**
+   * @generated from field: map<string, string> details = 8;
+   */
+  details: { [key: string]: string };
+};
+
+/**
+ * Describes the message travel.operator.v1.AuditEvent.
+ * Use `create(AuditEventSchema)` to create a new message.
+ */
+export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 19);
+
+/**
+ * @generated from message travel.operator.v1.ListAuditEventsResponse
+ */
+export type ListAuditEventsResponse = Message<"travel.operator.v1.ListAuditEventsResponse"> & {
+  /**
+   * @generated from field: repeated travel.operator.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+};
+
+/**
+ * Describes the message travel.operator.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 20);
+
+/**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
  * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs.
@@ -573,6 +668,16 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof AddTrustedIssuerRequestSchema;
     output: typeof AddTrustedIssuerResponseSchema;
+  },
+  /**
+   * Reads a TMC's audit trail, newest first.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
   /**
    * Applies pending database migrations (idempotent; safe while other instances run).
