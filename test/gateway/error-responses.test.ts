@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { InjectOptions } from "fastify";
-import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+import { seededAdminAuthorization } from "../helpers/api.js";
+import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
 /** The ErrorResponse shape of spec 2.11, with debugIdentifier = the request id the logs carry. */
 function assertErrorResponse(response: { statusCode: number; headers: Record<string, unknown>; json(): any }, status: number, errorCode: string) {
@@ -21,14 +22,7 @@ describe("ErrorResponse for every failure", () => {
   let authorization: string;
   before(async () => {
     running = await startService({ env: { BODY_LIMIT_BYTES: "2048" } });
-    const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
-    const token = await running.service.app.inject({
-      method: "POST",
-      url: "/v2/auth/oauth2-token",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      payload: new URLSearchParams({ grant_type: "client_credentials", client_id: seed.clientId, client_secret: seed.clientSecret }).toString(),
-    });
-    authorization = `Bearer ${token.json().access_token}`;
+    authorization = await seededAdminAuthorization(running.baseUrl);
   });
   after(async () => {
     await running.stop();

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { restRoutesOf } from "../../src/gateway/http-rules.js";
 import { publicServices } from "../../src/rpc/routes.js";
-import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+import { seededAdminAuthorization } from "../helpers/api.js";
+import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
 /** Every path the public API documents (spec section 4 and the legacy endpoint), with its RPC. */
 const DOCUMENTED = [
@@ -62,14 +63,7 @@ describe("REST gateway routes", () => {
   let authorization: string;
   before(async () => {
     running = await startService();
-    const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
-    const token = await running.service.app.inject({
-      method: "POST",
-      url: "/v2/auth/oauth2-token",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      payload: new URLSearchParams({ grant_type: "client_credentials", client_id: seed.clientId, client_secret: seed.clientSecret }).toString(),
-    });
-    authorization = `Bearer ${token.json().access_token}`;
+    authorization = await seededAdminAuthorization(running.baseUrl);
   });
   after(async () => {
     await running.stop();

@@ -1,3 +1,5 @@
+import { operatorCall } from "./service.js";
+
 /** Small REST helpers for tests that act as an API user would. */
 export async function fetchToken(baseUrl: string, clientId: string, clientSecret: string): Promise<Response> {
   return fetch(`${baseUrl}/v2/auth/oauth2-token`, {
@@ -22,4 +24,10 @@ export function callApi(baseUrl: string, path: string, token: string, body?: obj
     headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
     body: body ? JSON.stringify(body) : undefined,
   });
+}
+
+/** Seeds a demo tenant through the operator API and returns its TMC admin's `Bearer …` header value. */
+export async function seededAdminAuthorization(baseUrl: string): Promise<string> {
+  const seed = await operatorCall<{ clientId: string; clientSecret: string }>(baseUrl, "Seed", {});
+  return `Bearer ${await accessToken(baseUrl, seed.clientId, seed.clientSecret)}`;
 }
