@@ -325,6 +325,24 @@ for (const [key, factory] of faceFactories) {
       await failure(face.call("apiUser", "getApiUsers", {}, TEST_OPERATOR_TOKEN), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
     });
 
+    it("manages API users over this protocol: create, rotate (old token refused at once), revoke, then NOT_FOUND", async () => {
+      const { accessToken } = await adminToken();
+      const created = await face.call("apiUser", "createApiUser", {}, accessToken);
+      assert.match(created.clientId, /^[a-z2-7]{26}$/);
+      const grant = (secret: string) =>
+        face.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: created.clientId, clientSecret: secret });
+      const old = (await grant(created.clientSecret)).accessToken;
+      assert.equal(Number((await face.call("apiUser", "getApiUsers", {}, old)).totalCount), 2);
+      const rotated = await face.call("apiUser", "rotateClientSecret", { clientId: created.clientId }, accessToken);
+      assert.equal(rotated.clientId, created.clientId);
+      await failure(face.call("apiUser", "getApiUsers", {}, old), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+      await failure(grant(created.clientSecret), STATUS.PERMISSION_DENIED, "INVALID_CLIENT");
+      const fresh = (await grant(rotated.clientSecret)).accessToken;
+      await face.call("apiUser", "deleteApiUser", { clientId: created.clientId }, accessToken);
+      await failure(face.call("apiUser", "getApiUsers", {}, fresh), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+      await failure(face.call("apiUser", "deleteApiUser", { clientId: created.clientId }, accessToken), STATUS.NOT_FOUND, "NOT_FOUND");
+    });
+
     it("answers a protected RPC for a TMC admin's token (ApiUserService.GetApiUsers lists its own TMC only)", async () => {
       const { accessToken, clientId } = await adminToken();
       const page = await face.call("apiUser", "getApiUsers", { limit: 10 }, accessToken);
