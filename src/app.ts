@@ -150,6 +150,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       refreshTokenTtlSeconds: config.refreshTokenTtlSeconds,
       pepper: keys.secretPepper,
       now,
+      issuer: config.issuer,
     });
     const auditLog = new AuditLog(database.db, logger, {
       written: metrics.auditWritten,

@@ -7,12 +7,9 @@ import { ServiceError } from "../domain/errors.js";
 import { httpStatusOf } from "./http-status.js";
 
 /** Sends any failure as the platform ErrorResponse with its documented HTTP status. */
-export function sendError(reply: FastifyReply, error: unknown): FastifyReply {
+export function sendError(reply: FastifyReply, error: unknown, options: { oauth?: boolean } = {}): FastifyReply {
   const requestId = reply.request.id;
-  const { code, body } =
-    error instanceof ConnectError || error instanceof ServiceError
-      ? errorResponseFor(error, requestId)
-      : errorResponseFor(undefined, requestId);
+  const { code, body } = errorResponseFor(error instanceof ConnectError || error instanceof ServiceError ? error : undefined, requestId, undefined, options);
   // Errors relayed from the RPC carry the id of the same request already; make sure of it.
   body.debugIdentifier = requestId;
   const status = httpStatusOf(code, body.errorMessages[0]?.errorCode);

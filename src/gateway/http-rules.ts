@@ -23,6 +23,8 @@ export interface RestRoute {
   readonly noContent: boolean;
   /** The documented success status: 200, or 204 for operations that answer with no content. */
   readonly successStatus: number;
+  /** Canonical protobuf JSON instead of the REST defaults (travel.common.v1.rest canonical_json). */
+  readonly canonicalJson: boolean;
 }
 
 export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
@@ -52,6 +54,7 @@ export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
         errorStatuses: options.errorStatuses,
         noContent: method.output.fields.length === 0,
         successStatus: options.successStatus || (method.output.fields.length === 0 ? 204 : 200),
+        canonicalJson: options.canonicalJson,
       });
     }
   }

@@ -7,7 +7,8 @@ import {
   type JsonValue,
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
+import { ConnectError, type Transport } from "@connectrpc/connect";
+import { AuthService } from "../../gen/travel/auth/v2/auth_pb.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidArgument } from "../domain/errors.js";
 import { gatewayRequestInfo } from "../rpc/request-context.js";
@@ -61,10 +62,18 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
       if (value !== null) reply.header(name, value);
     }
     if (route.noContent) return reply.code(route.successStatus).send();
-    const json = withRestDefaults(route.method.output, toJson(route.method.output, response.message) as JsonObject);
+    const canonical = toJson(route.method.output, response.message) as JsonObject;
+    const json = route.canonicalJson ? canonical : withRestDefaults(route.method.output, canonical);
     return reply.code(200).type("application/json; charset=utf-8").send(json);
   } catch (error) {
-    return sendError(reply, error);
+    // Headers the RPC set before failing (Retry-After and RateLimit on a 429, Deprecation) still apply.
+    if (error instanceof ConnectError) {
+      for (const name of FORWARDED_RESPONSE_HEADERS) {
+        const value = error.metadata.get(name);
+        if (value !== null) reply.header(name, value);
+      }
+    }
+    return sendError(reply, error, { oauth: route.method.parent.typeName === AuthService.typeName });
   }
 }
 

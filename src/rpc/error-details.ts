@@ -9,7 +9,18 @@ export function errorResponseFor(
   error: unknown,
   requestId: string,
   input?: DescMessage,
+  options: { oauth?: boolean } = {},
 ): { code: Code; body: ErrorResponse } {
+  const result = baseErrorResponse(error, requestId, input);
+  // OAuth endpoints: every 400 also speaks RFC 6749 5.2, so standard clients understand it.
+  if (options.oauth && result.code === Code.InvalidArgument && !result.body.error) {
+    result.body.error = "invalid_request";
+    result.body.errorDescription = result.body.errorMessages[0]?.message ?? "The request is invalid";
+  }
+  return result;
+}
+
+function baseErrorResponse(error: unknown, requestId: string, input?: DescMessage): { code: Code; body: ErrorResponse } {
   if (error instanceof ServiceError) {
     return {
       code: error.code,

@@ -1,4 +1,5 @@
 import crypto from "node:crypto";
+import { decodeJwt } from "jose";
 import type { Knex } from "knex";
 import { hashClientSecret } from "../credentials/client-secret.js";
 import type { ApiUserRow } from "../../store/tables.js";
@@ -49,6 +50,8 @@ export interface TokenServiceSettings {
   refreshTokenTtlSeconds: number;
   pepper: Buffer;
   now: () => Date;
+  /** This service's `iss`: subject tokens that carry it are verified as our own. */
+  issuer: string;
 }
 
 /** The OAuth grants (spec 4.1, 5): client_credentials, token exchange (RFC 8693) and refresh. */
@@ -243,11 +246,10 @@ export class TokenService {
     return hashClientSecret(this.settings.pepper, `refresh:${token}`);
   }
 
-  /** Our tokens are EdDSA JWTs with typ at+jwt; anything else goes to the trusted issuers. */
+  /** Our own tokens name us as issuer; any other JWT (an IdP's RFC 9068 token too) goes to the trusted issuers. */
   private looksLikeOwnToken(token: string): boolean {
     try {
-      const header = JSON.parse(Buffer.from(token.split(".")[0] ?? "", "base64url").toString("utf8")) as { typ?: string; alg?: string };
-      return header.typ === "at+jwt" || header.alg === "EdDSA";
+      return decodeJwt(token).iss === this.settings.issuer;
     } catch {
       return false;
     }

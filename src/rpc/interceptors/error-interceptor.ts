@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { errorResponseFor, toConnectError } from "../error-details.js";
 import { ServiceError } from "../../domain/errors.js";
 import { requestInfoOf } from "../request-context.js";
+import { AuthService } from "../../../gen/travel/auth/v2/auth_pb.js";
 
 /**
  * Outermost interceptor: every failure leaves as a ConnectError carrying the platform
@@ -15,7 +16,9 @@ export function errorInterceptor(logger: Logger): Interceptor {
       return await next(req);
     } catch (error) {
       const { requestId } = requestInfoOf(req.contextValues);
-      const { code, body } = errorResponseFor(error, requestId, req.method.input);
+      const { code, body } = errorResponseFor(error, requestId, req.method.input, {
+        oauth: req.service.typeName === AuthService.typeName,
+      });
       if (code === Code.Internal) {
         logger.error({ reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: error }, "rpc failed");
       } else if (!(error instanceof ServiceError)) {

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/common/v1/rest.proto.
  */
 export const file_travel_common_v1_rest: GenFile = /*@__PURE__*/
-  fileDesc("Cht0cmF2ZWwvY29tbW9uL3YxL3Jlc3QucHJvdG8SEHRyYXZlbC5jb21tb24udjEiZgoLUmVzdE9wdGlvbnMSFAoMb3BlcmF0aW9uX2lkGAEgASgJEhEKCWZvcm1fYm9keRgCIAEoCBIWCg5lcnJvcl9zdGF0dXNlcxgDIAMoBRIWCg5zdWNjZXNzX3N0YXR1cxgEIAEoBTpTCgRyZXN0Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYopADIAEoCzIdLnRyYXZlbC5jb21tb24udjEuUmVzdE9wdGlvbnNSBHJlc3RiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("Cht0cmF2ZWwvY29tbW9uL3YxL3Jlc3QucHJvdG8SEHRyYXZlbC5jb21tb24udjEifgoLUmVzdE9wdGlvbnMSFAoMb3BlcmF0aW9uX2lkGAEgASgJEhEKCWZvcm1fYm9keRgCIAEoCBIWCg5lcnJvcl9zdGF0dXNlcxgDIAMoBRIWCg5zdWNjZXNzX3N0YXR1cxgEIAEoBRIWCg5jYW5vbmljYWxfanNvbhgFIAEoCDpTCgRyZXN0Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYopADIAEoCzIdLnRyYXZlbC5jb21tb24udjEuUmVzdE9wdGlvbnNSBHJlc3RiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * How an RPC appears on the documented REST face, next to its google.api.http rule.
@@ -48,6 +48,14 @@ export type RestOptions = Message<"travel.common.v1.RestOptions"> & {
    * @generated from field: int32 success_status = 4;
    */
   successStatus: number;
+
+  /**
+   * Render canonical protobuf JSON (absent fields stay absent) instead of the REST defaults
+   * that always show numbers, booleans and lists: RFC 7662 wants `{"active": false}` alone.
+   *
+   * @generated from field: bool canonical_json = 5;
+   */
+  canonicalJson: boolean;
 };
 
 /**

@@ -1,0 +1,254 @@
+// The deprecated POST /get-auth-token (spec 9.2), token introspection POST /v2/auth/introspect
+// (RFC 7662), and signing-key rotation through the operator RPC RotateSigningKey (tokens issued
+// before keep verifying; the JWKS lists every key whose tokens may still be valid).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
+import { operatorCall, type RunningService } from "../helpers/service.js";
+import {
+  accessTokenOf,
+  assertOAuthError,
+  AUDIENCE,
+  basicAuthorization,
+  disposeService,
+  getWith,
+  grpcClients,
+  INTROSPECT_PATH,
+  ISSUER,
+  LEGACY_PATH,
+  newApiUser,
+  newTenant,
+  partsOf,
+  postForm,
+  postJson,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+  TestClock,
+  TMC_ADMIN_SCOPES,
+  type Client,
+  type HttpReply,
+  type Tenant,
+} from "../helpers/token-kit.js";
+
+const clock = new TestClock();
+let running: RunningService;
+let baseUrl: string;
+let tenant: Tenant;
+let admin: Client;
+let other: Tenant;
+
+before(async () => {
+  running = await startTokenService({ env: ROOMY_RATE_LIMITS, now: clock.now });
+  baseUrl = running.baseUrl;
+  tenant = await newTenant(baseUrl);
+  admin = tenant.admin;
+  other = await newTenant(baseUrl);
+});
+
+after(async () => {
+  await disposeService(running);
+});
+
+async function verify(token: string) {
+  return jwtVerify(token, createRemoteJWKSet(new URL(`${baseUrl}/.well-known/jwks.json`)), {
+    issuer: ISSUER,
+    audience: AUDIENCE,
+    typ: "at+jwt",
+    algorithms: ["EdDSA"],
+  });
+}
+
+function assertPassesAuth(res: HttpReply): void {
+  assert.ok([200, 501].includes(res.status), `expected 200 or 501 (authenticated), got ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+describe("legacy POST /get-auth-token", () => {
+  test("JSON {clientId, clientSecret} → {token, expiryTimeInSeconds: 86400, type: Bearer} with Deprecation and Link", async () => {
+    const res = await postJson(baseUrl, LEGACY_PATH, { clientId: admin.clientId, clientSecret: admin.clientSecret });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(Object.keys(res.body).sort(), ["expiryTimeInSeconds", "token", "type"]);
+    assert.equal(res.body.expiryTimeInSeconds, 86400);
+    assert.equal(res.body.type, "Bearer");
+    const deprecation = res.headers.get("deprecation");
+    assert.ok(deprecation, "Deprecation header present");
+    assert.match(deprecation, /^@\d+$/, "RFC 9745: Deprecation is an sf-date (@<epoch seconds>)");
+    const link = res.headers.get("link") ?? "";
+    assert.match(link, /<\/v2\/auth\/oauth2-token>/);
+    assert.match(link, /rel="successor-version"/);
+    assert.equal(res.headers.get("cache-control"), "no-store");
+    assert.equal(res.headers.get("pragma"), "no-cache");
+
+    const { payload, protectedHeader } = await verify(res.body.token);
+    assert.equal(protectedHeader.typ, "at+jwt");
+    assert.equal(payload.sub, admin.clientId);
+    assert.equal(payload.exp! - payload.iat!, 86400);
+    assert.deepEqual(String(payload.scope).split(" ").sort(), [...TMC_ADMIN_SCOPES].sort());
+  });
+
+  test("the legacy token is accepted by the protected RPCs", async () => {
+    const res = await postJson(baseUrl, LEGACY_PATH, { clientId: admin.clientId, clientSecret: admin.clientSecret });
+    assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: res.body.token }));
+  });
+
+  test("a wrong secret or unknown client → 403 INVALID_CLIENT", async (t) => {
+    const wrong = await postJson(baseUrl, LEGACY_PATH, { clientId: admin.clientId, clientSecret: "wrong" });
+    assertOAuthError(wrong, 403, "INVALID_CLIENT", "invalid_client");
+    assert.equal(wrong.body.token, undefined);
+    const unknown = await postJson(baseUrl, LEGACY_PATH, { clientId: "nobody", clientSecret: "wrong" });
+    assertOAuthError(unknown, 403, "INVALID_CLIENT", "invalid_client");
+    const { debugIdentifier: _a, ...w } = wrong.body;
+    const { debugIdentifier: _b, ...u } = unknown.body;
+    assert.deepEqual(w, u);
+    {
+      assert.ok(wrong.headers.get("deprecation"), "the legacy endpoint is marked deprecated on errors too");
+    }
+  });
+
+  test("it does not take HTTP Basic", async () => {
+    const res = await postJson(baseUrl, LEGACY_PATH, {}, { authorization: basicAuthorization(admin.clientId, admin.clientSecret) });
+    assert.ok(res.status === 400 || res.status === 403, `${res.status}`);
+    assert.equal(res.body.token, undefined);
+  });
+});
+
+describe("introspection POST /v2/auth/introspect", () => {
+  const introspect = (caller: Client, token: string, headers: Record<string, string> = {}) =>
+    postForm(baseUrl, INTROSPECT_PATH, { token, client_id: caller.clientId, client_secret: caller.clientSecret }, headers);
+
+  test("an active token of the caller's TMC → active: true with scope, client_id, exp (a JSON number), sub, iss", async () => {
+    const caller = await newApiUser(baseUrl, tenant.tmcId, "TMC_ADMIN");
+    const token = await accessTokenOf(baseUrl, admin, { scope: "users:read openid" });
+    const claims = partsOf(token).payload;
+    const res = await introspect(caller, token);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.active, true);
+    assert.equal(res.body.scope, "users:read openid");
+    assert.equal(res.body.client_id, admin.clientId);
+    assert.equal(res.body.sub, admin.clientId);
+    assert.equal(res.body.iss, ISSUER);
+    assert.equal(typeof res.body.exp, "number");
+    assert.equal(res.body.exp, claims.exp);
+    assert.equal(typeof res.body.iat, "number");
+    assert.equal(res.body.iat, claims.iat);
+    assert.equal(res.body.jti, claims.jti);
+    assert.deepEqual(res.body.aud, [AUDIENCE]);
+    assert.match(String(res.body.token_type), /^bearer$/i);
+    assert.equal(res.headers.get("cache-control"), "no-store");
+  });
+
+  test("the caller may introspect its own token, authenticating with HTTP Basic", async () => {
+    const token = await accessTokenOf(baseUrl, admin);
+    const res = await postForm(baseUrl, INTROSPECT_PATH, { token }, { authorization: basicAuthorization(admin.clientId, admin.clientSecret) });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.active, true);
+  });
+
+  test("garbage, a tampered token and another TMC's token → inactive", async (t) => {
+    const genuine = await accessTokenOf(baseUrl, admin);
+    const [h, p, s] = genuine.split(".");
+    const tampered = `${h}.${p}.${s!.slice(0, 5)}${s![5] === "A" ? "B" : "A"}${s!.slice(6)}`;
+    const otherTmcs = await accessTokenOf(baseUrl, other.admin);
+    const answers: HttpReply[] = [];
+    for (const token of ["garbage", tampered, otherTmcs]) {
+      const res = await introspect(admin, token);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.active, false);
+      for (const leaked of ["scope", "client_id", "sub", "iss", "jti", "tmc_id", "role"]) {
+        assert.equal(res.body[leaked], undefined, `no ${leaked} for an inactive token`);
+      }
+      answers.push(res);
+    }
+    // And the other TMC sees its own token as active.
+    assert.equal((await introspect(other.admin, otherTmcs)).body.active, true);
+    {
+      for (const res of answers) assert.deepEqual(res.body, { active: false });
+    }
+  });
+
+  test("an expired token → inactive", async (t) => {
+    const token = await accessTokenOf(baseUrl, admin);
+    let res: HttpReply;
+    try {
+      clock.advanceSeconds(3600 + 10);
+      res = await introspect(admin, token);
+    } finally {
+      clock.reset();
+    }
+    assert.equal(res.status, 200);
+    assert.equal(res.body.active, false);
+    assert.equal(res.body.scope, undefined);
+    // Back at the real time it is active again: it was the clock that made it inactive.
+    assert.equal((await introspect(admin, token)).body.active, true);
+    assert.deepEqual(res.body, { active: false });
+  });
+
+  test("introspection requires client authentication: a wrong secret → 403 INVALID_CLIENT", async () => {
+    const token = await accessTokenOf(baseUrl, admin);
+    assertOAuthError(await introspect({ ...admin, clientSecret: "wrong" }, token), 403, "INVALID_CLIENT", "invalid_client");
+  });
+
+  test("over gRPC: IntrospectToken answers active with exp, inactive for garbage", async () => {
+    const grpcs = grpcClients(baseUrl);
+    try {
+      const token = await accessTokenOf(baseUrl, admin);
+      const active = await grpcs.call("auth", "introspectToken", { token, clientId: admin.clientId, clientSecret: admin.clientSecret });
+      assert.equal(active.ok, true, JSON.stringify(active.errorResponse));
+      assert.equal(active.response!.active, true);
+      assert.equal(Number(active.response!.exp), partsOf(token).payload.exp);
+      const inactive = await grpcs.call("auth", "introspectToken", { token: "garbage", clientId: admin.clientId, clientSecret: admin.clientSecret });
+      assert.equal(inactive.response!.active, false);
+    } finally {
+      grpcs.close();
+    }
+  });
+});
+
+describe("signing key rotation", () => {
+  test("RotateSigningKey: new kid; old tokens still verify (JWKS lists both); new tokens carry the new kid", async () => {
+    const before = await accessTokenOf(baseUrl, admin);
+    const oldKid = decodeProtectedHeader(before).kid!;
+
+    const rotated = await operatorCall<{ kid: string; publishedKids: string[] }>(baseUrl, "RotateSigningKey", {});
+    assert.equal(typeof rotated.kid, "string");
+    assert.notEqual(rotated.kid, oldKid);
+    assert.ok(rotated.publishedKids.includes(rotated.kid));
+    assert.ok(rotated.publishedKids.includes(oldKid));
+    assert.equal(rotated.publishedKids[0], rotated.kid, "newest first");
+
+    const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
+    const kids = jwks.keys.map((k) => k.kid);
+    assert.ok(kids.includes(oldKid), "the old kid is still published");
+    assert.ok(kids.includes(rotated.kid), "the new kid is published");
+
+    // An independent verifier with the current JWKS accepts both.
+    const keySet = createLocalJWKSet(jwks);
+    const options = { issuer: ISSUER, audience: AUDIENCE, typ: "at+jwt", algorithms: ["EdDSA"] };
+    await jwtVerify(before, keySet, options);
+    const after = await accessTokenOf(baseUrl, admin);
+    assert.equal(decodeProtectedHeader(after).kid, rotated.kid);
+    await jwtVerify(after, keySet, options);
+
+    // The service itself accepts both.
+    assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: before }));
+    assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: after }));
+    const introspected = await postForm(baseUrl, INTROSPECT_PATH, { token: before, client_id: admin.clientId, client_secret: admin.clientSecret });
+    assert.equal(introspected.body.active, true);
+
+    // A second rotation keeps all three published.
+    const again = await operatorCall<{ kid: string; publishedKids: string[] }>(baseUrl, "RotateSigningKey", {});
+    const kids2 = ((await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet).keys.map((k) => k.kid);
+    for (const kid of [oldKid, rotated.kid, again.kid]) assert.ok(kids2.includes(kid), `kid ${kid} published`);
+    assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: before }));
+    assert.equal(decodeProtectedHeader(await accessTokenOf(baseUrl, admin)).kid, again.kid);
+  });
+
+  test("RotateSigningKey requires the operator token", async () => {
+    const res = await fetch(`${baseUrl}/travel.operator.v1.OperatorService/RotateSigningKey`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${await accessTokenOf(baseUrl, admin)}` },
+      body: "{}",
+    });
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  });
+});

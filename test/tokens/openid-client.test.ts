@@ -1,0 +1,173 @@
+// The service with a standard OAuth client library, unmodified: openid-client v6 (oauth4webapi
+// underneath). Client credentials with client_secret_basic and client_secret_post, token
+// exchange through genericGrantRequest, refresh, introspection, and RFC 8414 discovery.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import * as client from "openid-client";
+import { createRemoteJWKSet, jwtVerify } from "jose";
+import type { RunningService } from "../helpers/service.js";
+import {
+  AUDIENCE,
+  disposeService,
+  GRANT_EXCHANGE,
+  INTROSPECT_PATH,
+  ISSUER,
+  newApiUser,
+  newTenant,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+  TMC_ADMIN_SCOPES,
+  TOKEN_PATH,
+  TYPE_ACCESS_TOKEN,
+  type Client,
+} from "../helpers/token-kit.js";
+
+let running: RunningService;
+let baseUrl: string;
+let admin: Client;
+let actor: Client;
+
+before(async () => {
+  running = await startTokenService({ env: ROOMY_RATE_LIMITS });
+  baseUrl = running.baseUrl;
+  const tenant = await newTenant(baseUrl);
+  admin = tenant.admin;
+  actor = await newApiUser(baseUrl, tenant.tmcId, "TMC_ADMIN");
+});
+
+after(async () => {
+  await disposeService(running);
+});
+
+/**
+ * The issuer identifier is http://auth.test (TOKEN_ISSUER), which does not resolve here, so the
+ * metadata a deployment would publish is given by hand with the endpoints at the test address.
+ */
+function configuration(who: Client, auth: "basic" | "post", secret = who.clientSecret): client.Configuration {
+  const server: client.ServerMetadata = {
+    issuer: ISSUER,
+    token_endpoint: `${baseUrl}${TOKEN_PATH}`,
+    introspection_endpoint: `${baseUrl}${INTROSPECT_PATH}`,
+    jwks_uri: `${baseUrl}/.well-known/jwks.json`,
+  };
+  const config = new client.Configuration(server, who.clientId, undefined, auth === "basic" ? client.ClientSecretBasic(secret) : client.ClientSecretPost(secret));
+  client.allowInsecureRequests(config);
+  return config;
+}
+
+async function verify(token: string) {
+  const { payload } = await jwtVerify(token, createRemoteJWKSet(new URL(`${baseUrl}/.well-known/jwks.json`)), {
+    issuer: ISSUER,
+    audience: AUDIENCE,
+    typ: "at+jwt",
+    algorithms: ["EdDSA"],
+  });
+  return payload;
+}
+
+describe("openid-client", () => {
+  for (const auth of ["basic", "post"] as const) {
+    test(`clientCredentialsGrant with ClientSecret${auth === "basic" ? "Basic" : "Post"}`, async () => {
+      const tokens = await client.clientCredentialsGrant(configuration(admin, auth));
+      assert.equal(tokens.token_type, "bearer", "oauth4webapi lower-cases token_type");
+      assert.equal(tokens.expires_in, 3600);
+      const remaining = tokens.expiresIn()!;
+      assert.ok(remaining > 3590 && remaining <= 3600, `expiresIn() ${remaining}`);
+      assert.equal(tokens.refresh_token, undefined);
+      assert.deepEqual(tokens.scope!.split(" ").sort(), [...TMC_ADMIN_SCOPES].sort());
+      const claims = await verify(tokens.access_token);
+      assert.equal(claims.sub, admin.clientId);
+    });
+
+    test(`clientCredentialsGrant with a scope, ClientSecret${auth === "basic" ? "Basic" : "Post"}`, async () => {
+      const tokens = await client.clientCredentialsGrant(configuration(admin, auth), { scope: "users:read openid" });
+      assert.equal(tokens.scope, "users:read openid");
+    });
+
+    test(`a wrong secret surfaces as ResponseBodyError invalid_client (${auth})`, async () => {
+      await assert.rejects(client.clientCredentialsGrant(configuration(admin, auth, "wrong-secret")), (error: unknown) => {
+        assert.ok(error instanceof client.ResponseBodyError, `got ${String(error)}`);
+        assert.equal(error.error, "invalid_client");
+        assert.equal(error.status, 403);
+        assert.equal(typeof error.error_description, "string");
+        return true;
+      });
+    });
+  }
+
+  test("an invalid scope surfaces as ResponseBodyError invalid_scope", async () => {
+    await assert.rejects(client.clientCredentialsGrant(configuration(admin, "basic"), { scope: "nope" }), (error: unknown) => {
+      assert.ok(error instanceof client.ResponseBodyError);
+      assert.equal(error.error, "invalid_scope");
+      assert.equal(error.status, 400);
+      return true;
+    });
+  });
+
+  test("genericGrantRequest performs a token exchange; refreshTokenGrant rotates the refresh token", async () => {
+    const subject = await client.clientCredentialsGrant(configuration(admin, "post"));
+    const config = configuration(actor, "basic");
+    const exchanged = await client.genericGrantRequest(config, GRANT_EXCHANGE, {
+      subject_token: subject.access_token,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+    });
+    assert.equal(exchanged.issued_token_type, TYPE_ACCESS_TOKEN);
+    assert.equal(typeof exchanged.refresh_token, "string");
+    const claims = await verify(exchanged.access_token);
+    assert.equal(claims.sub, admin.clientId);
+    assert.deepEqual(claims.act, { sub: actor.clientId });
+
+    const refreshed = await client.refreshTokenGrant(config, exchanged.refresh_token!);
+    assert.notEqual(refreshed.refresh_token, exchanged.refresh_token);
+    assert.equal((await verify(refreshed.access_token)).sub, admin.clientId);
+
+    await assert.rejects(client.refreshTokenGrant(config, exchanged.refresh_token!), (error: unknown) => {
+      assert.ok(error instanceof client.ResponseBodyError);
+      assert.equal(error.error, "invalid_grant");
+      return true;
+    });
+  });
+
+  test("a token exchange asking for a wider scope surfaces as invalid_scope", async () => {
+    const subject = await client.clientCredentialsGrant(configuration(admin, "post"), { scope: "users:read" });
+    await assert.rejects(
+      client.genericGrantRequest(configuration(actor, "post"), GRANT_EXCHANGE, {
+        subject_token: subject.access_token,
+        subject_token_type: TYPE_ACCESS_TOKEN,
+        scope: "users:read api-users",
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof client.ResponseBodyError);
+        assert.equal(error.error, "invalid_scope");
+        return true;
+      },
+    );
+  });
+
+  test("tokenIntrospection (RFC 7662) reports an issued token active, garbage inactive", async () => {
+    const tokens = await client.clientCredentialsGrant(configuration(admin, "basic"));
+    const config = configuration(actor, "basic");
+    const active = await client.tokenIntrospection(config, tokens.access_token);
+    assert.equal(active.active, true);
+    assert.equal(active.client_id, admin.clientId);
+    assert.equal(active.sub, admin.clientId);
+    assert.equal(active.iss, ISSUER);
+    assert.equal(typeof active.exp, "number");
+    const inactive = await client.tokenIntrospection(config, "garbage");
+    assert.equal(inactive.active, false);
+  });
+
+  test("discovery of the RFC 8414 metadata (issuer http://auth.test reached through customFetch)", async () => {
+    const reroute: client.CustomFetch = (url, options) => fetch(url.replace(ISSUER, baseUrl), options as RequestInit);
+    const config = await client.discovery(new URL(ISSUER), admin.clientId, undefined, client.ClientSecretBasic(admin.clientSecret), {
+      algorithm: "oauth2",
+      execute: [client.allowInsecureRequests],
+      [client.customFetch]: reroute,
+    });
+    const meta = config.serverMetadata();
+    assert.equal(meta.issuer, ISSUER);
+    assert.equal(meta.token_endpoint, `${ISSUER}${TOKEN_PATH}`);
+    const tokens = await client.clientCredentialsGrant(config);
+    assert.equal((await verify(tokens.access_token)).sub, admin.clientId);
+  });
+});
