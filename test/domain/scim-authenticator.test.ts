@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { ScimAuthenticator } from "../../src/domain/credentials/scim-authenticator.js";
+import { sealScimToken } from "../../src/domain/credentials/scim-token.js";
+import { ServiceError } from "../../src/domain/errors.js";
+import { accessToken, callApi } from "../helpers/api.js";
+import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+
+describe("SCIM token authentication", () => {
+  let running: RunningService;
+  let scim: ScimAuthenticator;
+  let admin: string;
+  let orgId: string;
+  before(async () => {
+    running = await startService();
+    scim = new ScimAuthenticator(running.service.database.db, running.service.keys);
+    const seed = await operatorCall<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    orgId = seed.orgId;
+    admin = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
+  });
+  after(async () => {
+    await running.stop();
+    await dropStorage(running.storage);
+  });
+  const refused = async (token: string) => {
+    await assert.rejects(scim.authenticate(token), (e: unknown) => e instanceof ServiceError && e.message === "A valid SCIM token is required" && e.errorCode === "USER_NOT_AUTHENTICATED");
+  };
+  const createScimUser = async () =>
+    (await (await callApi(running.baseUrl, "/v2/api-users", admin, { orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })).json()) as { clientId: string; scimToken: string };
+
+  test("a SCIM token issued at creation authenticates its API user", async () => {
+    const user = await createScimUser();
+    const row = await scim.authenticate(user.scimToken);
+    assert.equal(row.client_id, user.clientId);
+    assert.equal(row.role, "COMPANY_ADMIN");
+  });
+
+  test("forged, re-pointed and client-credentials envelopes all get the same 401", async () => {
+    const user = await createScimUser();
+    const json = JSON.parse(Buffer.from(user.scimToken, "base64").toString("utf8"));
+    const keys = running.service.keys;
+    const plain = (await (await callApi(running.baseUrl, "/v2/api-users", admin, {})).json()) as { clientId: string; clientSecret: string };
+    for (const token of [
+      "",
+      "garbage",
+      Buffer.from(JSON.stringify({ ...json, clientId: plain.clientId })).toString("base64"),
+      sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId: user.clientId, secret: "guessed" }),
+      // A client-credentials user's real secret in a well-formed envelope: not a SCIM credential.
+      sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId: plain.clientId, secret: plain.clientSecret }),
+      sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId: "nobody", secret: "x" }),
+    ]) {
+      await refused(token);
+    }
+  });
+
+  test("rotation returns a new SCIM token and kills the old one; revocation kills it for good", async () => {
+    const user = await createScimUser();
+    const rotated = (await (await callApi(running.baseUrl, "/v2/api-users/rotate", admin, { clientId: user.clientId })).json()) as { scimToken: string; clientSecret?: string };
+    assert.ok(rotated.scimToken);
+    assert.equal(rotated.clientSecret, undefined);
+    await refused(user.scimToken);
+    assert.equal((await scim.authenticate(rotated.scimToken)).client_id, user.clientId);
+    assert.equal((await callApi(running.baseUrl, "/v2/api-users/revoke", admin, { clientId: user.clientId })).status, 204);
+    await refused(rotated.scimToken);
+  });
+});
