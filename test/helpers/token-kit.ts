@@ -1,4 +1,5 @@
 // Shared fixtures of the token tests (test/tokens/*): a service with an injectable clock, token
+import { decodeRpcStatus, errorResponseIn } from "./grpc-status.js";
 // endpoint calls over plain HTTP, tenant provisioning through the operator RPCs, token crafting
 // with the service's genuine signing key, and a grpc-js client that decodes ErrorResponse details.
 import assert from "node:assert/strict";
@@ -8,13 +9,11 @@ import { PassThrough } from "node:stream";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { fromBinary } from "@bufbuild/protobuf";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { importJWK, type CryptoKey, type JWK } from "jose";
 import { createService } from "../../src/app.js";
 import { loadConfig } from "../../src/config/config.js";
 import { open } from "../../src/domain/credentials/aead.js";
-import { ErrorResponseSchema, type ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
+import type { ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { newStorage, serviceEnv, type Storage } from "./backend.js";
 import { dropStorage, operatorCall, type RunningService } from "./service.js";
 
@@ -308,33 +307,11 @@ export function grpcClients(baseUrl: string): GrpcClients {
   };
 }
 
-interface AnyMessage {
-  typeUrl: string;
-  value: Uint8Array;
-}
-
-/** Decodes google.rpc.Status {1: code, 2: message, 3: repeated Any} from grpc-status-details-bin. */
+/** The ErrorResponse carried in a grpc-js error's grpc-status-details-bin trailer. */
 function errorResponseOfGrpc(err: grpc.ServiceError): ErrorResponse | undefined {
   const [raw] = err.metadata?.get("grpc-status-details-bin") ?? [];
   if (raw === undefined || !Buffer.isBuffer(raw)) return undefined;
-  const reader = new BinaryReader(new Uint8Array(raw));
-  const details: AnyMessage[] = [];
-  while (reader.pos < reader.len) {
-    const [fieldNo, wireType] = reader.tag();
-    if (fieldNo === 3 && wireType === WireType.LengthDelimited) {
-      const any = new BinaryReader(reader.bytes());
-      const detail: AnyMessage = { typeUrl: "", value: new Uint8Array() };
-      while (any.pos < any.len) {
-        const [n, t] = any.tag();
-        if (n === 1 && t === WireType.LengthDelimited) detail.typeUrl = any.string();
-        else if (n === 2 && t === WireType.LengthDelimited) detail.value = any.bytes();
-        else any.skip(t, n);
-      }
-      details.push(detail);
-    } else reader.skip(wireType, fieldNo);
-  }
-  const detail = details.find((d) => d.typeUrl.endsWith("travel.common.v1.ErrorResponse"));
-  return detail && fromBinary(ErrorResponseSchema, detail.value);
+  return errorResponseIn(decodeRpcStatus(new Uint8Array(raw)).details);
 }
 
 export const GRPC = { INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, UNAUTHENTICATED: 16 } as const;

@@ -9,8 +9,6 @@ import fs from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { fromBinary } from "@bufbuild/protobuf";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { ApiUserCredentialType, ApiUserRole, ApiUserService } from "../../gen/travel/apiuser/v2/api_user_pb.js";
@@ -18,6 +16,7 @@ import { AuthService } from "../../gen/travel/auth/v2/auth_pb.js";
 import { ErrorResponseSchema, type ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { TEST_OPERATOR_TOKEN } from "../helpers/backend.js";
+import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";
 import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -59,34 +58,6 @@ const grpcPackage = grpc.loadPackageDefinition(
   ),
 ) as any;
 
-interface AnyMessage {
-  typeUrl: string;
-  value: Uint8Array;
-}
-
-/** Decodes a serialized google.rpc.Status {1: code, 2: message, 3: repeated Any {1: type_url, 2: value}}. */
-function decodeRpcStatus(bytes: Uint8Array): { code: number; message: string; details: AnyMessage[] } {
-  const reader = new BinaryReader(bytes);
-  const status = { code: 0, message: "", details: [] as AnyMessage[] };
-  while (reader.pos < reader.len) {
-    const [fieldNo, wireType] = reader.tag();
-    if (fieldNo === 1 && wireType === WireType.Varint) status.code = reader.int32();
-    else if (fieldNo === 2 && wireType === WireType.LengthDelimited) status.message = reader.string();
-    else if (fieldNo === 3 && wireType === WireType.LengthDelimited) {
-      const any = new BinaryReader(reader.bytes());
-      const detail: AnyMessage = { typeUrl: "", value: new Uint8Array() };
-      while (any.pos < any.len) {
-        const [n, t] = any.tag();
-        if (n === 1 && t === WireType.LengthDelimited) detail.typeUrl = any.string();
-        else if (n === 2 && t === WireType.LengthDelimited) detail.value = any.bytes();
-        else any.skip(t, n);
-      }
-      status.details.push(detail);
-    } else reader.skip(wireType, fieldNo);
-  }
-  return status;
-}
-
 /** The ErrorResponse a grpc-js error carries in its grpc-status-details-bin trailer. */
 function errorResponseOfGrpc(err: grpc.ServiceError): ErrorResponse | undefined {
   const [raw] = err.metadata?.get("grpc-status-details-bin") ?? [];
@@ -97,8 +68,7 @@ function errorResponseOfGrpc(err: grpc.ServiceError): ErrorResponse | undefined 
   // grpc-message is percent-encoded on the wire; grpc-js's decodeURI leaves reserved characters
   // such as %3A encoded, so compare with the fully decoded text.
   assert.equal(status.message, decodeURIComponent(err.details), "google.rpc.Status.message matches grpc-message");
-  const detail = status.details.find((d) => d.typeUrl.endsWith("travel.common.v1.ErrorResponse"));
-  return detail && fromBinary(ErrorResponseSchema, detail.value);
+  return errorResponseIn(status.details);
 }
 
 function grpcFace(baseUrl: string): Face {

@@ -112,10 +112,7 @@ export class TokenService {
 
   private async issueForClient(client: ApiUserRow, scopes: readonly string[], audience: string[], ttlSeconds: number): Promise<IssuedToken> {
     const { accessToken, expiresIn } = await this.tokens.issue({
-      clientId: client.client_id,
-      tmcId: client.tmc_id,
-      orgId: client.org_id ?? undefined,
-      role: client.role,
+      ...issuedTo(client),
       scopes,
       subject: client.client_id,
       subjectKind: "CLIENT",
@@ -175,10 +172,7 @@ export class TokenService {
     db: Knex = this.db,
   ): Promise<IssuedToken> {
     const { accessToken, expiresIn } = await this.tokens.issue({
-      clientId: client.client_id,
-      tmcId: client.tmc_id,
-      orgId: client.org_id ?? undefined,
-      role: client.role,
+      ...issuedTo(client),
       scopes,
       subject,
       subjectKind,
@@ -254,6 +248,11 @@ export class TokenService {
       return false;
     }
   }
+}
+
+/** The claims every token carries about the client that obtained it. */
+function issuedTo(client: ApiUserRow) {
+  return { clientId: client.client_id, tmcId: client.tmc_id, orgId: client.org_id ?? undefined, role: client.role };
 }
 
 /** Requested scopes must lie within `ceiling`; none requested means the whole ceiling. */
