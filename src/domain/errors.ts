@@ -37,6 +37,3 @@ export const unauthenticated = (message = "Authentication is required") =>
 
 export const permissionDenied = (message = "The caller may not perform this operation") =>
   new ServiceError(Code.PermissionDenied, "PERMISSION_DENIED", message);
-
-export const notImplemented = (operation: string) =>
-  new ServiceError(Code.Unimplemented, "NOT_IMPLEMENTED", `${operation} is not implemented yet`);

@@ -95,7 +95,7 @@ function requestJson(route: RestRoute, request: FastifyRequest): JsonObject {
     Object.assign(json, bodyObject(request, input));
   } else if (route.body !== "") {
     const field = input.fields.find((f) => f.name === route.body);
-    if (field && request.body !== undefined) json[field.jsonName] = bodyValue(request);
+    if (field && request.body !== undefined) json[field.jsonName] = request.body as JsonValue;
   }
   // Query parameters fill the remaining fields (GET, or a body rule naming one field).
   if (route.body !== "*") {
@@ -127,10 +127,6 @@ function bodyObject(request: FastifyRequest, input: DescMessage): JsonObject {
     if (field) json[field.jsonName] = fromText(field, value, name);
   }
   return json;
-}
-
-function bodyValue(request: FastifyRequest): JsonValue {
-  return request.body as JsonValue;
 }
 
 function isForm(request: FastifyRequest): boolean {
