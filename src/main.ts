@@ -1,4 +1,4 @@
-import { createService } from "./app.js";
+import { createService } from "./app/compose.js";
 import { ConfigError, loadConfig } from "./config/config.js";
 import { DataDirBusyError } from "./store/data-dir-lock.js";
 
@@ -10,11 +10,6 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const service = await createService(config);
   const address = await service.listen();
-  service.app.log.info(
-    { address, database: service.database.kind, redis: service.sharedState.kind },
-    "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
-  );
-
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -23,7 +18,7 @@ async function main(): Promise<void> {
     const deadline = setTimeout(() => {
       service.app.log.error("shutdown timed out; exiting");
       process.exit(1);
-    }, config.shutdownTimeoutMs + 5_000);
+    }, config.http.shutdownTimeoutMs + 5_000);
     deadline.unref();
     service.close().then(
       () => process.exit(0),
@@ -35,6 +30,8 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  // Announced only once a signal can stop it gracefully.
+  service.app.log.info({ address, ...service.about }, "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)");
 }
 
 main().catch((error: unknown) => {

@@ -6,9 +6,9 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
-import { createService, type Service } from "../app.js";
+import { createService, type Service } from "../app/compose.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
-import { operatorTokenFile } from "../domain/operator/operator-credential.js";
+import { operatorTokenFile } from "../config/secret-files.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError } from "../store/data-dir-lock.js";
 import { gatewayRequestInfo } from "../rpc/request-context.js";
@@ -78,9 +78,9 @@ async function call(transport: Transport, token: string | undefined, method: Des
 }
 
 function operatorToken(config: Config): string | undefined {
-  if (config.operatorToken) return config.operatorToken;
+  if (config.secrets.operatorToken) return config.secrets.operatorToken;
   try {
-    return fs.readFileSync(operatorTokenFile(config.dataDir), "utf8").trim();
+    return fs.readFileSync(operatorTokenFile(config.storage.dataDir), "utf8").trim();
   } catch {
     return undefined;
   }

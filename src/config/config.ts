@@ -1,26 +1,68 @@
 import path from "node:path";
-import { rateLimitsFromEnv, type RateLimits } from "../domain/rate-limit/token-rate-limiter.js";
+import { ConfigError } from "./config-error.js";
+import { rateLimitsFromEnv, type RateLimits } from "./rate-limits.js";
 
-/** Everything the service reads from its environment, parsed once at start. */
+export { ConfigError };
+
+/**
+ * Everything the service reads from its environment, parsed once at start and grouped by the
+ * part of the service it tunes. Every timeout and interval is here, with its variable named in
+ * the README's configuration table.
+ */
 export interface Config {
-  readonly host: string;
-  readonly port: number;
-  /** Postgres connection string; absent selects the embedded PGlite database under dataDir. */
-  readonly databaseUrl: string | undefined;
-  /** Redis connection string; absent selects the in-process stand-in (single instance only). */
-  readonly redisUrl: string | undefined;
-  readonly dataDir: string;
-  /** Postgres schema holding the service's tables (lets test runs and tenants of a server stay apart). */
-  readonly databaseSchema: string;
-  /** Operator credential from the environment; when absent one is generated and kept in dataDir. */
-  readonly operatorToken: string | undefined;
-  /** Base64 of 32 bytes from which the secret pepper and encryption keys are derived. */
-  readonly masterKey: string | undefined;
-  readonly bodyLimitBytes: number;
+  readonly http: HttpConfig;
+  readonly storage: StorageConfig;
+  readonly secrets: SecretsConfig;
+  readonly tokens: TokenConfig;
+  readonly rateLimits: RateLimits;
+  readonly jobs: JobsConfig;
+  readonly audit: AuditConfig;
   readonly logLevel: string;
   /** Where the CLI finds a running server. */
   readonly serverUrl: string;
+}
+
+export interface HttpConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly bodyLimitBytes: number;
+  /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
+  readonly trustedProxies: readonly string[];
+  readonly keepAliveTimeoutMs: number;
+  /** Longest time an HTTP/1.1 request may take to arrive in full. */
+  readonly requestTimeoutMs: number;
+  readonly headersTimeoutMs: number;
+  /** Idle HTTP/2 sessions are closed after this long. */
+  readonly h2IdleTimeoutMs: number;
+  /** How long SIGTERM waits for in-flight requests. */
   readonly shutdownTimeoutMs: number;
+}
+
+export interface StorageConfig {
+  /** Postgres connection string; absent selects the embedded PGlite database under dataDir. */
+  readonly databaseUrl: string | undefined;
+  /** Postgres schema holding the service's tables (lets test runs and deployments of one server stay apart). */
+  readonly databaseSchema: string;
+  readonly dataDir: string;
+  readonly databasePoolMax: number;
+  readonly databaseAcquireTimeoutMs: number;
+  /** Redis connection string; absent selects the in-process stand-in (single instance only). */
+  readonly redisUrl: string | undefined;
+  /** Prefix of every Redis key this deployment writes. */
+  readonly redisKeyPrefix: string;
+  readonly redisConnectTimeoutMs: number;
+  /** Longest wait between two reconnection attempts. */
+  readonly redisReconnectMaxDelayMs: number;
+}
+
+export interface SecretsConfig {
+  /** Base64 of ≥ 32 bytes from which the secret pepper and encryption keys are derived; generated in dataDir when absent. */
+  readonly masterKey: string | undefined;
+  /** Operator credential; generated in dataDir when absent. */
+  readonly operatorToken: string | undefined;
+}
+
+export interface TokenConfig {
   /** `iss` of issued tokens; every instance of a deployment must use the same. */
   readonly issuer: string;
   /** The audience this service accepts in access tokens, and the default `aud` of new ones. */
@@ -31,15 +73,31 @@ export interface Config {
   /** Lifetime of tokens from the deprecated /get-auth-token (documented as 86400 s). */
   readonly legacyTokenTtlSeconds: number;
   readonly refreshTokenTtlSeconds: number;
-  /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
-  readonly trustedProxies: readonly string[];
-  /** Prefix of every Redis key this deployment writes. */
-  readonly redisKeyPrefix: string;
-  /** Token-endpoint budgets (TOKEN_RATE_LIMIT_PER_CLIENT, TOKEN_RATE_LIMIT_PER_ADDRESS, TOKEN_FAILURE_LIMIT). */
-  readonly rateLimits: RateLimits;
+  /** How long a credential generation cached in Redis lives before it is re-read from Postgres. */
+  readonly credentialCacheSeconds: number;
+  /** A token with an unknown `kid` reloads the signing keys at most this often. */
+  readonly unknownKeyReloadIntervalMs: number;
+  /** Fetching a trusted issuer's JWKS by URL: timeout, pause after a failure, and cache lifetime. */
+  readonly jwksFetchTimeoutMs: number;
+  readonly jwksCooldownMs: number;
+  readonly jwksCacheMaxAgeMs: number;
 }
 
-export class ConfigError extends Error {}
+/** Background jobs of every instance. */
+export interface JobsConfig {
+  /** Picks up signing keys rotated by another instance. */
+  readonly signingKeyReloadIntervalMs: number;
+  /** Publishes credential changes that committed while Redis was unreachable. */
+  readonly credentialReconcileIntervalMs: number;
+  /** Writes buffered token audit events. */
+  readonly auditFlushIntervalMs: number;
+}
+
+export interface AuditConfig {
+  readonly batchSize: number;
+  /** Events kept while the database is down; beyond it the oldest are dropped and counted. */
+  readonly maxBuffered: number;
+}
 
 function intFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
@@ -68,6 +126,9 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value.trim();
 }
 
+const MINUTE_MS = 60_000;
+const HOUR_MS = 60 * MINUTE_MS;
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const host = nonEmpty(env.HOST) ?? "0.0.0.0";
   const port = intFrom(env, "PORT", 8080, 0, 65535);
@@ -78,28 +139,58 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
   const serverUrl = nonEmpty(env.SERVER_URL) ?? `http://${clientHost.includes(":") ? `[${clientHost}]` : clientHost}:${port}`;
   const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
-  const audience = urlFrom(env, "TOKEN_AUDIENCE", `${issuer}/v2`);
   return {
-    host,
-    port,
-    databaseUrl: nonEmpty(env.DATABASE_URL),
-    redisUrl: nonEmpty(env.REDIS_URL),
-    dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
-    databaseSchema,
-    operatorToken: nonEmpty(env.OPERATOR_TOKEN),
-    masterKey: nonEmpty(env.MASTER_KEY),
-    bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
+    http: {
+      host,
+      port,
+      bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
+      trustedProxies: listFrom(env.TRUSTED_PROXIES),
+      keepAliveTimeoutMs: intFrom(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 5_000, 100, HOUR_MS),
+      requestTimeoutMs: intFrom(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
+      headersTimeoutMs: intFrom(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, HOUR_MS),
+      h2IdleTimeoutMs: intFrom(env, "HTTP2_IDLE_TIMEOUT_MS", 120_000, 100, HOUR_MS),
+      shutdownTimeoutMs: intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
+    },
+    storage: {
+      databaseUrl: nonEmpty(env.DATABASE_URL),
+      databaseSchema,
+      dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
+      // migrate() holds one connection for the advisory lock while the migrator uses others.
+      databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 2, 1000),
+      databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 10_000, 100, 10 * MINUTE_MS),
+      redisUrl: nonEmpty(env.REDIS_URL),
+      redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
+      redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
+      redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
+    },
+    secrets: {
+      masterKey: nonEmpty(env.MASTER_KEY),
+      operatorToken: nonEmpty(env.OPERATOR_TOKEN),
+    },
+    tokens: {
+      issuer,
+      audience: urlFrom(env, "TOKEN_AUDIENCE", `${issuer}/v2`),
+      allowedAudiences: listFrom(env.ALLOWED_AUDIENCES),
+      accessTokenTtlSeconds: intFrom(env, "ACCESS_TOKEN_TTL_SECONDS", 3600, 60, 86_400),
+      legacyTokenTtlSeconds: intFrom(env, "LEGACY_TOKEN_TTL_SECONDS", 86_400, 60, 86_400),
+      refreshTokenTtlSeconds: intFrom(env, "REFRESH_TOKEN_TTL_SECONDS", 30 * 86_400, 300, 365 * 86_400),
+      credentialCacheSeconds: intFrom(env, "CREDENTIAL_CACHE_SECONDS", 300, 1, 86_400),
+      unknownKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_UNKNOWN_KID_RELOAD_MS", 5_000, 0, HOUR_MS),
+      jwksFetchTimeoutMs: intFrom(env, "JWKS_FETCH_TIMEOUT_MS", 3_000, 100, MINUTE_MS),
+      jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
+      jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
+    },
+    rateLimits: rateLimitsFromEnv(env),
+    jobs: {
+      signingKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS),
+      credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 2_000, 10, HOUR_MS),
+      auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),
+    },
+    audit: {
+      batchSize: intFrom(env, "AUDIT_BATCH_SIZE", 500, 1, 10_000),
+      maxBuffered: intFrom(env, "AUDIT_MAX_BUFFERED", 100_000, 1, 10_000_000),
+    },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? "info",
     serverUrl,
-    shutdownTimeoutMs: intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
-    issuer,
-    audience,
-    allowedAudiences: listFrom(env.ALLOWED_AUDIENCES),
-    accessTokenTtlSeconds: intFrom(env, "ACCESS_TOKEN_TTL_SECONDS", 3600, 60, 86_400),
-    legacyTokenTtlSeconds: intFrom(env, "LEGACY_TOKEN_TTL_SECONDS", 86_400, 60, 86_400),
-    refreshTokenTtlSeconds: intFrom(env, "REFRESH_TOKEN_TTL_SECONDS", 30 * 86_400, 300, 365 * 86_400),
-    trustedProxies: listFrom(env.TRUSTED_PROXIES),
-    redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
-    rateLimits: rateLimitsFromEnv(env),
   };
 }

@@ -1,6 +1,7 @@
 import { getOption, type DescField, type DescMessage, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { rest } from "../../gen/travel/common/v1/rest_pb.js";
+import { authenticationOf, AuthenticationKind, ErrorDialect, errorDialectOf } from "../rpc/contract.js";
 
 export type HttpVerb = "GET" | "POST" | "PUT" | "DELETE" | "PATCH";
 
@@ -17,7 +18,12 @@ export interface RestRoute {
   /** "*" (the whole body is the request), a field name, or "" (no body). */
   readonly body: string;
   readonly operationId: string;
+  /** The body is application/x-www-form-urlencoded (the OAuth endpoints); JSON otherwise. The other is refused with 415. */
   readonly formBody: boolean;
+  /** How the caller authenticates (the OpenAPI security of the operation). */
+  readonly authentication: AuthenticationKind;
+  /** How errors are worded on this route. */
+  readonly dialect: ErrorDialect;
   readonly errorStatuses: readonly number[];
   /** The response has no fields: REST answers 204 with no content. */
   readonly noContent: boolean;
@@ -51,6 +57,8 @@ export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
         body: rule.body,
         operationId: options.operationId || method.localName,
         formBody: options.formBody,
+        authentication: authenticationOf(method),
+        dialect: errorDialectOf(service),
         errorStatuses: options.errorStatuses,
         noContent: method.output.fields.length === 0,
         successStatus: options.successStatus || (method.output.fields.length === 0 ? 204 : 200),

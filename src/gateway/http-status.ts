@@ -1,7 +1,8 @@
 import { Code } from "@connectrpc/connect";
+import { isErrorCode, specOf } from "../errors/codes.js";
 
 /** Connect code → HTTP status of the REST face (connect-es keeps its table private, so we own ours). */
-const statusByCode: Record<Code, number> = {
+export const STATUS_BY_CODE: Readonly<Record<Code, number>> = {
   [Code.Canceled]: 499,
   [Code.Unknown]: 500,
   [Code.InvalidArgument]: 400,
@@ -20,13 +21,8 @@ const statusByCode: Record<Code, number> = {
   [Code.Unauthenticated]: 401,
 };
 
-/** Where the documented REST status is more specific than the code (spec 7.3: the limit is a 409; body errors found by Fastify before any RPC). */
-const statusByErrorCode: Readonly<Record<string, number>> = {
-  API_USER_LIMIT_EXCEEDED: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-};
-
+/** The code's status, unless the catalogue documents a more specific one for the errorCode (spec 7.3: the limit is a 409). */
 export function httpStatusOf(code: Code, errorCode: string | undefined): number {
-  return (errorCode && statusByErrorCode[errorCode]) || statusByCode[code] || 500;
+  const documented = errorCode && isErrorCode(errorCode) ? specOf(errorCode).httpStatus : undefined;
+  return documented ?? STATUS_BY_CODE[code] ?? 500;
 }

@@ -1,5 +1,6 @@
 import { getOption, ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { field as fieldRules } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { AuthenticationKind } from "../rpc/contract.js";
 import type { RestRoute } from "./http-rules.js";
 
 type Schema = Record<string, unknown>;
@@ -78,7 +79,8 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
             .filter((f) => !pathFieldDescs.includes(f) && f.name !== route.body)
             .map((f) => ({ name: f.jsonName, in: "query", required: false, schema: fieldSchema(f) }))),
     ];
-    const isPublic = route.method.parent.typeName === "travel.auth.v2.AuthService";
+    // Bearer (the document's default) for access tokens; the token endpoints authenticate the client in the request.
+    const isPublic = route.authentication === AuthenticationKind.CLIENT_SECRET;
     const operation: Record<string, unknown> = {
       operationId: route.operationId,
       summary: firstSentence(route.method),

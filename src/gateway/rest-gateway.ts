@@ -8,9 +8,8 @@ import {
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import { ConnectError, type Transport } from "@connectrpc/connect";
-import { AuthService } from "../../gen/travel/auth/v2/auth_pb.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { invalidArgument } from "../domain/errors.js";
+import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { gatewayRequestInfo } from "../rpc/request-context.js";
 import { sendError } from "./error-reply.js";
 import type { RestRoute } from "./http-rules.js";
@@ -48,6 +47,7 @@ export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRo
 
 async function handle(route: RestRoute, transport: Transport, request: FastifyRequest, reply: FastifyReply) {
   try {
+    checkContentType(route, request);
     const message = decodeRequest(route, request);
     const headers = new Headers();
     for (const name of FORWARDED_REQUEST_HEADERS) {
@@ -73,8 +73,20 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
         if (value !== null) reply.header(name, value);
       }
     }
-    return sendError(reply, error, { oauth: route.method.parent.typeName === AuthService.typeName });
+    return sendError(reply, error, route.dialect);
   }
+}
+
+/**
+ * The contract says which body a route takes (travel.common.v1.rest form_body): the OAuth
+ * endpoints take a form (RFC 6749 4.4.2) and refuse JSON; every other route takes JSON and
+ * refuses a form, which would otherwise slip past strict JSON decoding.
+ */
+function checkContentType(route: RestRoute, request: FastifyRequest): void {
+  if (request.body === undefined) return;
+  if (isForm(request) === route.formBody) return;
+  const expected = route.formBody ? "application/x-www-form-urlencoded" : "application/json";
+  throw new DomainError("UNSUPPORTED_MEDIA_TYPE", `This operation takes ${expected}`, { params: [{ name: "content-type", value: expected }] });
 }
 
 function decodeRequest(route: RestRoute, request: FastifyRequest) {

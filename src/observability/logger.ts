@@ -1,4 +1,4 @@
-import type { FastifyServerOptions } from "fastify";
+import pino, { type Logger } from "pino";
 
 /** Paths pino replaces with "[REDACTED]": credentials never reach the log, whatever logs them. */
 export const REDACTED_PATHS = [
@@ -16,13 +16,13 @@ export const REDACTED_PATHS = [
   "*.password",
 ];
 
-/** JSON logs through Fastify's pino; request URLs are logged without their query string values. */
-export function loggerOptions(level: string, stream?: NodeJS.WritableStream): FastifyServerOptions["logger"] {
-  return {
+/** JSON logs (pino, shared by Fastify and the rest); request URLs are logged without their query string values. */
+export function createLogger(level: string, stream?: NodeJS.WritableStream): Logger {
+  const options = {
     level,
     redact: { paths: REDACTED_PATHS, censor: "[REDACTED]" },
     serializers: {
-      req(request: { method: string; url: string; ip?: string; id?: string }) {
+      req(request: { method: string; url: string; ip?: string }) {
         const [path, query] = request.url.split("?", 2);
         return {
           method: request.method,
@@ -30,7 +30,13 @@ export function loggerOptions(level: string, stream?: NodeJS.WritableStream): Fa
           remoteAddress: request.ip,
         };
       },
+      // Fastify logs its reply; anything else with a statusCode is shown the same way.
+      res(reply: { statusCode: number }) {
+        return { statusCode: reply.statusCode };
+      },
+      err: pino.stdSerializers.err,
     },
-    ...(stream ? { stream } : {}),
-  } as FastifyServerOptions["logger"];
+  };
+  // Without a stream, pino writes synchronously to stdout (fd 1).
+  return stream ? pino(options, stream) : pino(options);
 }

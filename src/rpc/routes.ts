@@ -1,47 +1,78 @@
-import type { DescFile } from "@bufbuild/protobuf";
-import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
+import type { DescFile, DescService } from "@bufbuild/protobuf";
+import { createRouterTransport, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createValidateInterceptor } from "@connectrpc/validate";
 import { AirCreditService, file_travel_aircredit_v3_air_credit } from "../../gen/travel/aircredit/v3/air_credit_pb.js";
 import { ApiUserService, file_travel_apiuser_v2_api_user } from "../../gen/travel/apiuser/v2/api_user_pb.js";
 import { AuthService, file_travel_auth_v2_auth } from "../../gen/travel/auth/v2/auth_pb.js";
+import { file_travel_common_v1_error } from "../../gen/travel/common/v1/error_pb.js";
 import { file_travel_operator_v1_operator, OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { file_travel_user_v2_user, UserService } from "../../gen/travel/user/v2/user_pb.js";
+import type { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
+import type { Logger } from "../domain/shared/observability.js";
+import type { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
+import type { Metrics } from "../observability/metrics.js";
 import { registerHealth, type HealthService } from "./health.js";
+import { authenticationInterceptor, type Verifiers } from "./interceptors/authentication-interceptor.js";
+import { errorInterceptor } from "./interceptors/error-interceptor.js";
+import { metricsInterceptor } from "./interceptors/metrics-interceptor.js";
 import { registerReflection } from "./reflection.js";
+import { ApiUserServiceHandler } from "./services/api-user-service.js";
+import { AuthServiceHandler } from "./services/auth-service.js";
+import { OperatorServiceHandler, type OperatorDomain } from "./services/operator-service.js";
 
-/** The service files the process serves; reflection, OpenAPI and the gateway derive from these. */
+/**
+ * The files reflection serves: every service, and the ErrorResponse detail so tools such as
+ * `buf curl` can show error details instead of base64.
+ */
 export const serviceFiles: readonly DescFile[] = [
   file_travel_auth_v2_auth,
   file_travel_apiuser_v2_api_user,
   file_travel_user_v2_user,
   file_travel_aircredit_v3_air_credit,
   file_travel_operator_v1_operator,
+  file_travel_common_v1_error,
 ];
 
-/** The services whose RPCs the REST gateway exposes (the operator's are RPC-only). */
-export const publicServices = [AuthService, ApiUserService, UserService, AirCreditService] as const;
+/** Every service of the contract; the REST gateway exposes those whose methods have HTTP rules. */
+export const contractServices: readonly DescService[] = [AuthService, ApiUserService, UserService, AirCreditService, OperatorService];
 
-export interface ServiceHandlers {
-  auth: Partial<ServiceImpl<typeof AuthService>>;
-  apiUsers: Partial<ServiceImpl<typeof ApiUserService>>;
-  users: Partial<ServiceImpl<typeof UserService>>;
-  airCredits: Partial<ServiceImpl<typeof AirCreditService>>;
-  operator: ServiceImpl<typeof OperatorService>;
+/** The domain services the RPC core translates to. */
+export interface RpcDomain {
+  readonly tokenEndpoint: TokenEndpoint;
+  readonly apiUserAdmin: ApiUserAdmin;
+  readonly operator: OperatorDomain;
+  readonly verifiers: Verifiers;
+}
+
+export interface RpcCore {
+  readonly routes: (router: ConnectRouter) => void;
+  /** Outermost first: errors see every failure, metrics see final codes, validation runs after authentication. */
+  readonly interceptors: Interceptor[];
+  /** In-process calls through the same interceptors as the network face (the REST gateway, the CLI). */
+  readonly transport: Transport;
 }
 
 /**
- * The one registration point. Methods a handler does not implement yet answer UNIMPLEMENTED
- * (HTTP 501 through the gateway), never a made-up success.
+ * The one registration point. Methods whose issue is not done answer UNIMPLEMENTED (HTTP 501
+ * through the gateway), never a made-up success.
  */
-export function createRoutes(handlers: ServiceHandlers, health: HealthService | undefined) {
-  return (router: ConnectRouter) => {
-    router.service(AuthService, handlers.auth);
-    router.service(ApiUserService, handlers.apiUsers);
-    router.service(UserService, handlers.users);
-    router.service(AirCreditService, handlers.airCredits);
-    router.service(OperatorService, handlers.operator);
+export function createRpcCore(domain: RpcDomain, observers: { logger: Logger; metrics: Metrics }, health?: HealthService): RpcCore {
+  const routes = (router: ConnectRouter) => {
+    router.service(AuthService, new AuthServiceHandler(domain.tokenEndpoint));
+    router.service(ApiUserService, new ApiUserServiceHandler(domain.apiUserAdmin));
+    router.service(UserService, {});
+    router.service(AirCreditService, {});
+    router.service(OperatorService, new OperatorServiceHandler(domain.operator));
     if (health) {
       registerReflection(router, [...serviceFiles]);
       registerHealth(router, health);
     }
   };
+  const interceptors = [
+    errorInterceptor(observers.logger),
+    metricsInterceptor(observers.metrics),
+    authenticationInterceptor(domain.verifiers),
+    createValidateInterceptor(),
+  ];
+  return { routes, interceptors, transport: createRouterTransport(routes, { router: { interceptors } }) };
 }

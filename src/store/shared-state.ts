@@ -1,54 +1,49 @@
-import { createClient, type RedisClientType } from "redis";
-import type { Logger } from "pino";
+import type { Logger } from "../domain/shared/observability.js";
+import type { BudgetCounters } from "../domain/rate-limit/ports.js";
+import type { GenerationCache } from "../domain/tokens/ports.js";
+import { memoryBudgetCounters } from "./memory/budget-counters.js";
+import { MemoryGenerationCache } from "./memory/generation-cache.js";
+import { redisBudgetCounters } from "./redis/budget-counters.js";
+import { RedisGenerationCache } from "./redis/generation-cache.js";
+import { closeRedis, openRedis, pingRedis, type RedisOptions } from "./redis/redis-client.js";
 
 /**
- * The state instances share besides Postgres: Redis, or on the embedded default an in-process
- * stand-in (one instance only). Token revocation and rate limiting build on this.
+ * The state instances share besides Postgres: Redis, or on the embedded default its explicit
+ * in-process twins (one instance only). Token revocation and rate limiting build on this.
  */
 export interface SharedState {
   readonly kind: "redis" | "memory";
-  /** The node-redis client when kind is "redis". */
-  readonly redis: RedisClientType | undefined;
+  readonly generationCache: GenerationCache;
+  readonly budgetCounters: BudgetCounters;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
 
-export function openSharedState(redisUrl: string | undefined, logger: Logger): SharedState {
-  if (!redisUrl) {
-    return { kind: "memory", redis: undefined, ping: async () => true, close: async () => {} };
+export interface SharedStateOptions {
+  /** Absent: the in-process twins. */
+  readonly redis: RedisOptions | undefined;
+  readonly keyPrefix: string;
+  readonly credentialCacheSeconds: number;
+  /** Told every time a rate-limit decision falls back to the in-process insurance limiter. */
+  readonly onRateLimitFallback: (error: unknown) => void;
+}
+
+export function openSharedState(options: SharedStateOptions, logger: Logger): SharedState {
+  if (!options.redis) {
+    return {
+      kind: "memory",
+      generationCache: new MemoryGenerationCache(),
+      budgetCounters: memoryBudgetCounters(options.keyPrefix),
+      ping: async () => true,
+      close: async () => {},
+    };
   }
-  const client: RedisClientType = createClient({
-    url: redisUrl,
-    // Fail commands at once while disconnected, so callers fall back instead of queueing.
-    disableOfflineQueue: true,
-    socket: { connectTimeout: 2_000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2_000) },
-  });
-  let lastError = "";
-  client.on("error", (error: Error) => {
-    // Logged once per distinct failure: a down Redis must not flood the log.
-    if (error.message !== lastError) logger.warn({ err: { message: error.message } }, "redis error");
-    lastError = error.message;
-  });
-  client.on("ready", () => {
-    if (lastError) logger.info("redis reconnected");
-    lastError = "";
-  });
-  // Not awaited: the service starts (and reports not ready) while Redis is unreachable.
-  client.connect().catch(() => {});
+  const redis = openRedis(options.redis, logger);
   return {
     kind: "redis",
-    redis: client,
-    async ping() {
-      if (!client.isReady) return false;
-      try {
-        return (await client.ping()) === "PONG";
-      } catch {
-        return false;
-      }
-    },
-    async close() {
-      if (client.isOpen) await client.close().catch(() => client.destroy());
-      else client.destroy();
-    },
+    generationCache: new RedisGenerationCache(redis, options.keyPrefix, options.credentialCacheSeconds),
+    budgetCounters: redisBudgetCounters(redis, options.keyPrefix, options.onRateLimitFallback),
+    ping: () => pingRedis(redis),
+    close: () => closeRedis(redis),
   };
 }

@@ -12,8 +12,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { backend, isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
 import { childEnv, repoRoot, spawnServer, type ServerProcess } from "../helpers/server-process.js";
-import { openDatabase } from "../../src/store/database.js";
-import { toCount } from "../../src/store/tables.js";
+import { openDatabase } from "../../src/store/postgres/database.js";
+import { toCount } from "../../src/store/postgres/tables.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Nothing listens on port 1: the CLI finds no server there and runs the RPC in-process. */

@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { ScimAuthenticator } from "../../src/domain/credentials/scim-authenticator.js";
-import { sealScimToken } from "../../src/domain/credentials/scim-token.js";
-import { ServiceError } from "../../src/domain/errors.js";
+import { internalsOf } from "../../src/app/test-access.js";
+import { ScimAuthenticator } from "../../src/domain/api-users/scim-authenticator.js";
+import { sealScimToken } from "../../src/domain/shared/scim-token.js";
+import { DomainError } from "../../src/errors/domain-error.js";
+import { PostgresApiUserRepository } from "../../src/store/postgres/repositories/api-user-repository.js";
+import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
 import { accessToken, callApi } from "../helpers/api.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
@@ -13,7 +16,8 @@ describe("SCIM token authentication", () => {
   let orgId: string;
   before(async () => {
     running = await startService();
-    scim = new ScimAuthenticator(running.service.database.db, running.service.keys);
+    const { db, keys } = internalsOf(running.service);
+    scim = new ScimAuthenticator(new KnexUnitOfWork(db), new PostgresApiUserRepository(), keys);
     const seed = await operatorCall<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
     orgId = seed.orgId;
     admin = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
@@ -23,22 +27,22 @@ describe("SCIM token authentication", () => {
     await dropStorage(running.storage);
   });
   const refused = async (token: string) => {
-    await assert.rejects(scim.authenticate(token), (e: unknown) => e instanceof ServiceError && e.message === "A valid SCIM token is required" && e.errorCode === "USER_NOT_AUTHENTICATED");
+    await assert.rejects(scim.authenticate(token), (e: unknown) => e instanceof DomainError && e.message === "A valid SCIM token is required" && e.code === "USER_NOT_AUTHENTICATED");
   };
   const createScimUser = async () =>
     (await (await callApi(running.baseUrl, "/v2/api-users", admin, { orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })).json()) as { clientId: string; scimToken: string };
 
   test("a SCIM token issued at creation authenticates its API user", async () => {
     const user = await createScimUser();
-    const row = await scim.authenticate(user.scimToken);
-    assert.equal(row.client_id, user.clientId);
-    assert.equal(row.role, "COMPANY_ADMIN");
+    const authenticated = await scim.authenticate(user.scimToken);
+    assert.equal(authenticated.clientId, user.clientId);
+    assert.equal(authenticated.role, "COMPANY_ADMIN");
   });
 
   test("forged, re-pointed and client-credentials envelopes all get the same 401", async () => {
     const user = await createScimUser();
     const json = JSON.parse(Buffer.from(user.scimToken, "base64").toString("utf8"));
-    const keys = running.service.keys;
+    const { keys } = internalsOf(running.service);
     const plain = (await (await callApi(running.baseUrl, "/v2/api-users", admin, {})).json()) as { clientId: string; clientSecret: string };
     for (const token of [
       "",
@@ -59,7 +63,7 @@ describe("SCIM token authentication", () => {
     assert.ok(rotated.scimToken);
     assert.equal(rotated.clientSecret, undefined);
     await refused(user.scimToken);
-    assert.equal((await scim.authenticate(rotated.scimToken)).client_id, user.clientId);
+    assert.equal((await scim.authenticate(rotated.scimToken)).clientId, user.clientId);
     assert.equal((await callApi(running.baseUrl, "/v2/api-users/revoke", admin, { clientId: user.clientId })).status, 204);
     await refused(rotated.scimToken);
   });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { restRoutesOf } from "../../src/gateway/http-rules.js";
-import { publicServices } from "../../src/rpc/routes.js";
+import { contractServices } from "../../src/rpc/routes.js";
 import { seededAdminAuthorization } from "../helpers/api.js";
 import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
@@ -71,7 +71,7 @@ describe("REST gateway routes", () => {
   });
 
   test("the contract declares exactly the documented paths, with the documented operationIds", () => {
-    const declared = restRoutesOf(publicServices).map((r) => [r.verb, r.template, `${r.method.parent.typeName}.${r.method.name}`, r.operationId]);
+    const declared = restRoutesOf(contractServices).map((r) => [r.verb, r.template, `${r.method.parent.typeName}.${r.method.name}`, r.operationId]);
     assert.deepEqual(
       declared.map((d) => d.join(" ")).sort(),
       DOCUMENTED.map((d) => d.join(" ")).sort(),

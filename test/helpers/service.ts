@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
 import knexPkg from "knex";
-import { createService, type Service } from "../../src/app.js";
+import { createService, type Service } from "../../src/app/compose.js";
 import { loadConfig } from "../../src/config/config.js";
 import { newStorage, serviceEnv, TEST_DATABASE_URL, TEST_OPERATOR_TOKEN, type Storage } from "./backend.js";
 

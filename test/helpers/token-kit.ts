@@ -10,9 +10,10 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { importJWK, type CryptoKey, type JWK } from "jose";
-import { createService } from "../../src/app.js";
+import { createService } from "../../src/app/compose.js";
 import { loadConfig } from "../../src/config/config.js";
-import { open } from "../../src/domain/credentials/aead.js";
+import { internalsOf } from "../../src/app/test-access.js";
+import { open } from "../../src/domain/shared/aead.js";
 import type { ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { newStorage, serviceEnv, type Storage } from "./backend.js";
 import { dropStorage, operatorCall, type RunningService } from "./service.js";
@@ -222,12 +223,12 @@ export function partsOf(token: string): { header: Record<string, any>; payload: 
 
 /** The service's current signing key (kid, private key), decrypted from its database row. */
 export async function genuineSigningKey(running: RunningService): Promise<{ kid: string; key: CryptoKey }> {
-  const rows: Array<{ kid: string; alg: string; private_jwk_ciphertext: string; retired_at: Date | null }> = await running.service.database
+  const rows: Array<{ kid: string; alg: string; private_jwk_ciphertext: string; retired_at: Date | null }> = await internalsOf(running.service)
     .db("signing_keys")
     .orderBy("created_at", "desc");
   const row = rows.find((r) => r.retired_at === null) ?? rows[0];
   assert.ok(row, "the service has a signing key");
-  const plaintext = open(running.service.keys.signingKeyEncryptionKey, Buffer.from(row.private_jwk_ciphertext, "base64url"), `signing-key:${row.kid}`);
+  const plaintext = open(internalsOf(running.service).keys.signingKeyEncryptionKey, Buffer.from(row.private_jwk_ciphertext, "base64url"), `signing-key:${row.kid}`);
   assert.ok(plaintext, "the signing key decrypts with the test master key");
   const key = (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg)) as CryptoKey;
   return { kid: row.kid, key };

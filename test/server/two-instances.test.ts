@@ -11,7 +11,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { base64Decode } from "@bufbuild/protobuf/wire";
 import knexPkg from "knex";
 import { ErrorResponseSchema, type ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
-import { migrationSource } from "../../src/store/migrations/index.js";
+import { migrationSource } from "../../src/store/postgres/migrations/index.js";
+import { internalsOf } from "../../src/app/test-access.js";
 import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
 
@@ -101,8 +102,8 @@ describe("two instances on one Postgres schema", { skip: !isPostgres && "Postgre
       await db.destroy();
     }
     // Neither instance has anything left to apply.
-    assert.deepEqual(await a.service.database.migrate(), []);
-    assert.deepEqual(await b.service.database.migrate(), []);
+    assert.deepEqual(await internalsOf(a.service).migrate(), []);
+    assert.deepEqual(await internalsOf(b.service).migrate(), []);
   });
 
   it("both answer /readyz 200", async () => {
@@ -160,7 +161,7 @@ describe("two instances on one Postgres schema", { skip: !isPostgres && "Postgre
         { limit: "5", currentCount: "5" },
       );
     }
-    const [{ n }] = await a.service.database.db("api_users").where({ tmc_id: tmc.tmcId }).whereNull("revoked_at").count({ n: "*" });
+    const [{ n }] = await internalsOf(a.service).db("api_users").where({ tmc_id: tmc.tmcId }).whereNull("revoked_at").count({ n: "*" });
     assert.equal(Number(n), 5, "exactly five active API users stored");
   });
 });

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import type { Knex } from "knex";
-import { openDatabase, type Database } from "../../src/store/database.js";
-import { migrationSource } from "../../src/store/migrations/index.js";
+import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import { migrationSource } from "../../src/store/postgres/migrations/index.js";
 import { isPostgres, newStorage, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
 
@@ -20,7 +20,6 @@ const TABLES = [
   "audit_events",
   "payment_sources",
   "air_credits",
-  "service_settings",
   "refresh_tokens",
   "trusted_issuers",
   "credential_outbox",

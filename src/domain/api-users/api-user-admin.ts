@@ -1,15 +1,14 @@
-import type { Knex } from "knex";
-import type { KeyMaterial } from "../../config/key-material.js";
-import { insertAuditEvents } from "../../store/audit-store.js";
-import type { ApiUserRow } from "../../store/tables.js";
-import { toCount } from "../../store/tables.js";
-import { generateClientSecret, hashClientSecret } from "../credentials/client-secret.js";
-import { sealScimToken } from "../credentials/scim-token.js";
-import { notFound, permissionDenied } from "../errors.js";
-import type { Principal } from "../tokens/access-tokens.js";
-import type { CredentialState } from "../tokens/credential-state.js";
-import type { ApiUserProvisioning, CreatedApiUser } from "./api-user-provisioning.js";
-import type { ApiUserCredentialType, ApiUserRole } from "../../store/tables.js";
+import { notFound, permissionDenied } from "../../errors/domain-error.js";
+import type { AuditEvent } from "../audit/model.js";
+import type { AuditRepository } from "../audit/ports.js";
+import type { Clock } from "../shared/clock.js";
+import { generateClientSecret, hashClientSecret } from "../shared/client-secret.js";
+import type { KeyMaterial } from "../shared/key-material.js";
+import { tenantScope, type TenantScope } from "../shared/tenant-scope.js";
+import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
+import { credentialOf, type ApiUserProvisioning } from "./api-user-provisioning.js";
+import type { ApiUser, ApiUserAdminCaller, ApiUserCredentialType, ApiUserRole, CreatedApiUser } from "./model.js";
+import type { ApiUserRepository, ClientRefreshTokens, CredentialChangePublisher } from "./ports.js";
 
 /** Spec 4.3: at most 100 per page, 100 by default. */
 export const DEFAULT_PAGE_SIZE = 100;
@@ -17,19 +16,23 @@ export const DEFAULT_PAGE_SIZE = 100;
 /**
  * A TMC admin's management of its own TMC's API users (spec 4.2 to 4.5). Every operation is
  * scoped to the caller's TMC; another TMC's API user is "not found" — its existence is not
- * revealed. Rotation and revocation change the credential generation and tell the credential
- * state inside the same transaction, so every token of the old credential fails at once.
+ * revealed. Rotation and revocation change the credential generation and publish it inside the
+ * same transaction, so every token of the old credential fails at once.
  */
 export class ApiUserAdmin {
   constructor(
-    private readonly db: Knex,
-    private readonly keys: KeyMaterial,
+    private readonly uow: UnitOfWork,
+    private readonly apiUsers: ApiUserRepository,
+    private readonly refreshTokens: ClientRefreshTokens,
+    private readonly audit: AuditRepository,
     private readonly provisioning: ApiUserProvisioning,
-    private readonly credentials: CredentialState,
+    private readonly credentials: CredentialChangePublisher,
+    private readonly keys: KeyMaterial,
+    private readonly clock: Clock,
   ) {}
 
   async create(
-    caller: Principal,
+    caller: ApiUserAdminCaller,
     request: { tmcId: string | undefined; orgId: string | undefined; role: ApiUserRole; credentialType: ApiUserCredentialType },
     requestId: string,
   ): Promise<CreatedApiUser> {
@@ -38,72 +41,60 @@ export class ApiUserAdmin {
     return this.provisioning.create({ ...request, tmcId, actor: caller.clientId, requestId });
   }
 
-  async list(caller: Principal, limit: number, offset: number): Promise<{ clientIds: string[]; totalCount: number }> {
-    const active = () => this.db<ApiUserRow>("api_users").where({ tmc_id: caller.tmcId }).whereNull("revoked_at");
-    const [rows, total] = await Promise.all([
-      limit === 0 ? Promise.resolve([]) : active().orderBy([{ column: "created_at" }, { column: "client_id" }]).limit(limit).offset(offset).select("client_id"),
-      active().count({ n: "*" }).first(),
+  async list(caller: ApiUserAdminCaller, limit: number, offset: number): Promise<{ clientIds: string[]; totalCount: number }> {
+    const scope = tenantScope(caller.tmcId);
+    const [clientIds, totalCount] = await Promise.all([
+      limit === 0 ? Promise.resolve([]) : this.apiUsers.listActive(this.uow.direct, scope, { limit, offset }),
+      this.apiUsers.countActive(this.uow.direct, scope),
     ]);
-    return { clientIds: rows.map((r) => r.client_id), totalCount: toCount(total?.n) };
+    return { clientIds, totalCount };
   }
 
   /** New secret (or SCIM token), generation + 1: the old credential and its tokens die at once. */
-  async rotate(caller: Principal, clientId: string, requestId: string): Promise<CreatedApiUser> {
+  async rotate(caller: ApiUserAdminCaller, clientId: string, requestId: string): Promise<CreatedApiUser> {
     const secret = generateClientSecret();
-    const user = await this.changeCredential(clientId, async (trx) => {
-      const row = await this.lockOwnActive(trx, caller, clientId);
-      const generation = row.credential_generation + 1;
-      await trx("api_users").where({ client_id: clientId }).update({
-        secret_hash: hashClientSecret(this.keys.secretPepper, secret),
-        credential_generation: generation,
-        rotated_at: trx.fn.now(),
-        updated_at: trx.fn.now(),
-      });
-      await insertAuditEvents(trx, [audit("API_USER_ROTATE", caller, row, requestId)]);
-      await this.credentials.publishWithin(trx, clientId, generation);
-      return row;
+    const scope = tenantScope(caller.tmcId);
+    const user = await this.changeCredential(clientId, async (tx) => {
+      const user = await this.lockOwnActive(tx, scope, clientId);
+      const generation = user.credentialGeneration + 1;
+      await this.apiUsers.setCredential(tx, scope, clientId, { secretHash: hashClientSecret(this.keys.secretPepper, secret), generation });
+      await this.audit.append(tx, [changed("API_USER_ROTATE", caller, user, requestId)]);
+      await this.credentials.publishWithin(tx, clientId, generation);
+      return user;
     });
-    return user.credential_type === "SCIM_TOKEN"
-      ? { clientId, scimToken: sealScimToken(this.keys.scimTokenKey, this.keys.scimTokenKeyId, { clientId, secret }) }
-      : { clientId, clientSecret: secret };
+    return credentialOf(this.keys, clientId, user.credentialType, secret);
   }
 
   /** Permanent: the row stays as a tombstone so the clientId can never authenticate or be reused. */
-  async revoke(caller: Principal, clientId: string, requestId: string): Promise<void> {
-    await this.changeCredential(clientId, async (trx) => {
-      const row = await this.lockOwnActive(trx, caller, clientId);
-      await trx("api_users").where({ client_id: clientId }).update({ revoked_at: trx.fn.now(), updated_at: trx.fn.now() });
-      await trx("refresh_tokens").where({ client_id: clientId }).whereNull("revoked_at").update({ revoked_at: trx.fn.now() });
-      await insertAuditEvents(trx, [audit("API_USER_REVOKE", caller, row, requestId)]);
-      await this.credentials.publishWithin(trx, clientId, undefined);
+  async revoke(caller: ApiUserAdminCaller, clientId: string, requestId: string): Promise<void> {
+    const scope = tenantScope(caller.tmcId);
+    await this.changeCredential(clientId, async (tx) => {
+      const user = await this.lockOwnActive(tx, scope, clientId);
+      await this.apiUsers.markRevoked(tx, scope, clientId);
+      await this.refreshTokens.revokeAllOfClient(tx, scope, clientId, this.clock());
+      await this.audit.append(tx, [changed("API_USER_REVOKE", caller, user, requestId)]);
+      await this.credentials.publishWithin(tx, clientId, undefined);
     });
   }
 
-  /** Runs a credential change; if it fails after publishing, Postgres's unchanged value is re-published. */
-  private async changeCredential<T>(clientId: string, change: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+  /** Runs a credential change; if it fails after publishing, the database's unchanged value is re-published. */
+  private async changeCredential<T>(clientId: string, change: (tx: Tx) => Promise<T>): Promise<T> {
     try {
-      return await this.db.transaction(change);
+      return await this.uow.transaction(change);
     } catch (error) {
       await this.credentials.refresh(clientId).catch(() => {});
       throw error;
     }
   }
 
-  private async lockOwnActive(trx: Knex.Transaction, caller: Principal, clientId: string): Promise<ApiUserRow> {
-    const row = await trx<ApiUserRow>("api_users").where({ client_id: clientId }).forUpdate().first();
+  private async lockOwnActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser> {
+    const user = await this.apiUsers.lockActive(tx, scope, clientId);
     // Another TMC's user, an unknown one and a revoked one all look the same: not found.
-    if (!row || row.revoked_at || row.tmc_id !== caller.tmcId) throw notFound("API user", [{ name: "clientId", value: clientId }]);
-    return row;
+    if (!user) throw notFound("API user", [{ name: "clientId", value: clientId }]);
+    return user;
   }
 }
 
-function audit(action: string, caller: Principal, target: ApiUserRow, requestId: string) {
-  return {
-    action,
-    outcome: "SUCCESS" as const,
-    actor: caller.clientId,
-    tmcId: target.tmc_id,
-    targetClientId: target.client_id,
-    debugIdentifier: requestId,
-  };
+function changed(action: string, caller: ApiUserAdminCaller, target: ApiUser, requestId: string): AuditEvent {
+  return { action, outcome: "SUCCESS", actor: caller.clientId, tmcId: target.tmcId, targetClientId: target.clientId, debugIdentifier: requestId };
 }

@@ -1,32 +1,13 @@
-import { Code } from "@connectrpc/connect";
-import type { Knex } from "knex";
-import type { KeyMaterial } from "../../config/key-material.js";
-import { generateClientId, generateClientSecret, hashClientSecret } from "../credentials/client-secret.js";
-import { sealScimToken } from "../credentials/scim-token.js";
-import { invalidArgument, notFound, ServiceError } from "../errors.js";
-import { countActiveApiUsers, insertApiUser } from "../../store/api-user-store.js";
-import { insertAuditEvents } from "../../store/audit-store.js";
-import { findCompany, lockTmc } from "../../store/tenant-store.js";
-import type { ApiUserCredentialType, ApiUserRole } from "../../store/tables.js";
-
-export interface CreateApiUserCommand {
-  tmcId: string;
-  orgId: string | undefined;
-  role: ApiUserRole;
-  credentialType: ApiUserCredentialType;
-  /** clientId of the calling admin, or "operator". */
-  actor: string;
-  requestId: string;
-}
-
-/** The credential is in the result exactly once: it is never stored or shown again. */
-export interface CreatedApiUser {
-  clientId: string;
-  clientSecret?: string;
-  scimToken?: string;
-}
-
-export const API_USER_LIMIT_EXCEEDED = "API_USER_LIMIT_EXCEEDED";
+import { DomainError, invalidArgument, notFound } from "../../errors/domain-error.js";
+import type { AuditRepository } from "../audit/ports.js";
+import type { TenantRepository } from "../tenants/ports.js";
+import { generateClientId, generateClientSecret, hashClientSecret } from "../shared/client-secret.js";
+import type { KeyMaterial } from "../shared/key-material.js";
+import { sealScimToken } from "../shared/scim-token.js";
+import { tenantScope } from "../shared/tenant-scope.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { ApiUserCredentialType, CreateApiUserCommand, CreatedApiUser } from "./model.js";
+import type { ApiUserRepository } from "./ports.js";
 
 /**
  * Creates API users. The TMC row is locked for the transaction, so concurrent creates for one
@@ -35,7 +16,10 @@ export const API_USER_LIMIT_EXCEEDED = "API_USER_LIMIT_EXCEEDED";
  */
 export class ApiUserProvisioning {
   constructor(
-    private readonly db: Knex,
+    private readonly uow: UnitOfWork,
+    private readonly tenants: TenantRepository,
+    private readonly apiUsers: ApiUserRepository,
+    private readonly audit: AuditRepository,
     private readonly keys: KeyMaterial,
   ) {}
 
@@ -49,37 +33,33 @@ export class ApiUserProvisioning {
     if (command.role === "COMPANY_ADMIN" && !command.orgId) {
       throw invalidArgument("orgId is required for role COMPANY_ADMIN", [{ name: "orgId", value: "" }]);
     }
+    const scope = tenantScope(command.tmcId);
     const clientId = generateClientId();
     const secret = generateClientSecret();
-    await this.db.transaction(async (trx) => {
-      const tmc = await lockTmc(trx, command.tmcId);
+    await this.uow.transaction(async (tx) => {
+      const tmc = await this.tenants.lockTmc(tx, scope);
       if (!tmc) throw notFound("TMC", [{ name: "tmcId", value: command.tmcId }]);
-      if (command.orgId) {
-        const company = await findCompany(trx, command.orgId);
-        if (!company || company.tmc_id !== tmc.id) throw notFound("Organization", [{ name: "orgId", value: command.orgId }]);
+      if (command.orgId && !(await this.tenants.findCompany(tx, scope, command.orgId))) {
+        throw notFound("Organization", [{ name: "orgId", value: command.orgId }]);
       }
-      const active = await countActiveApiUsers(trx, tmc.id);
-      if (active >= tmc.max_api_users) {
-        throw new ServiceError(
-          Code.FailedPrecondition,
-          API_USER_LIMIT_EXCEEDED,
-          "The maximum number of API users for this TMC already exists",
-          [
-            { name: "limit", value: String(tmc.max_api_users) },
+      const active = await this.apiUsers.countActive(tx, scope);
+      if (active >= tmc.maxApiUsers) {
+        throw new DomainError("API_USER_LIMIT_EXCEEDED", "The maximum number of API users for this TMC already exists", {
+          params: [
+            { name: "limit", value: String(tmc.maxApiUsers) },
             { name: "currentCount", value: String(active) },
           ],
-        );
+        });
       }
-      await insertApiUser(trx, {
+      await this.apiUsers.insert(tx, scope, {
         clientId,
-        tmcId: tmc.id,
-        orgId: command.orgId ?? null,
+        orgId: command.orgId,
         role: command.role,
         credentialType: command.credentialType,
         secretHash: hashClientSecret(this.keys.secretPepper, secret),
         createdBy: command.actor,
       });
-      await insertAuditEvents(trx, [
+      await this.audit.append(tx, [
         {
           action: "API_USER_CREATE",
           outcome: "SUCCESS",
@@ -91,8 +71,13 @@ export class ApiUserProvisioning {
         },
       ]);
     });
-    return command.credentialType === "SCIM_TOKEN"
-      ? { clientId, scimToken: sealScimToken(this.keys.scimTokenKey, this.keys.scimTokenKeyId, { clientId, secret }) }
-      : { clientId, clientSecret: secret };
+    return credentialOf(this.keys, clientId, command.credentialType, secret);
   }
+}
+
+/** What the caller receives: the secret itself, or a SCIM token sealing it. */
+export function credentialOf(keys: KeyMaterial, clientId: string, credentialType: ApiUserCredentialType, secret: string): CreatedApiUser {
+  return credentialType === "SCIM_TOKEN"
+    ? { clientId, scimToken: sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId, secret }) }
+    : { clientId, clientSecret: secret };
 }

@@ -1,7 +1,8 @@
-import type { Knex } from "knex";
-import type { Logger } from "pino";
-import type { Counter } from "prom-client";
-import { insertAuditEvents, type AuditEvent } from "../../store/audit-store.js";
+import type { Clock } from "../shared/clock.js";
+import type { Counter, Logger } from "../shared/observability.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { AuditEvent, AuditSink } from "./model.js";
+import type { AuditRepository } from "./ports.js";
 
 export interface AuditLogMetrics {
   readonly written: Counter;
@@ -9,34 +10,35 @@ export interface AuditLogMetrics {
   readonly dropped: Counter;
 }
 
+export interface AuditLogOptions {
+  readonly batchSize: number;
+  /** Events kept while the database is down; beyond it the oldest are dropped and counted. */
+  readonly maxBuffered: number;
+  /** Waits between the final flush attempts of `close`. */
+  readonly closeRetryDelaysMs: readonly number[];
+}
+
 /**
  * Audit events from the hottest path (token issued, refused, rate limited) are written in
- * batches off the request path. A failed write keeps the batch for the next attempt (visible
- * in metrics and the log); `close` flushes what is left, so a graceful shutdown loses nothing.
- * Only if the buffer outgrows `maxBuffered` while the database is down are the oldest events
- * dropped, and counted.
+ * batches off the request path: a background job calls `flush` on an interval, and a full batch
+ * flushes at once. A failed write keeps the batch for the next attempt (visible in metrics and
+ * the log); `close` flushes what is left, so a graceful shutdown loses nothing.
  */
-export class AuditLog {
+export class AuditLog implements AuditSink {
   private buffer: AuditEvent[] = [];
   private flushing: Promise<void> | undefined;
-  private readonly timer: NodeJS.Timeout;
 
   constructor(
-    private readonly db: Knex,
+    private readonly uow: UnitOfWork,
+    private readonly events: AuditRepository,
     private readonly logger: Logger,
     private readonly metrics: AuditLogMetrics,
-    private readonly options: { flushIntervalMs: number; batchSize: number; maxBuffered: number } = {
-      flushIntervalMs: 250,
-      batchSize: 500,
-      maxBuffered: 100_000,
-    },
-  ) {
-    this.timer = setInterval(() => void this.flush(), options.flushIntervalMs);
-    this.timer.unref();
-  }
+    private readonly clock: Clock,
+    private readonly options: AuditLogOptions,
+  ) {}
 
   record(event: AuditEvent): void {
-    this.buffer.push({ ...event, occurredAt: event.occurredAt ?? new Date() });
+    this.buffer.push({ ...event, occurredAt: event.occurredAt ?? this.clock() });
     if (this.buffer.length > this.options.maxBuffered) {
       const excess = this.buffer.length - this.options.maxBuffered;
       this.buffer.splice(0, excess);
@@ -52,12 +54,12 @@ export class AuditLog {
     return this.flushing;
   }
 
-  /** Stops the timer and writes what is left, retrying a few times before giving up loudly. */
+  /** Writes what is left, retrying a few times before giving up loudly. */
   async close(): Promise<void> {
-    clearInterval(this.timer);
-    for (let attempt = 0; attempt < 5 && (this.buffer.length > 0 || this.flushing); attempt++) {
+    for (const delayMs of [0, ...this.options.closeRetryDelaysMs]) {
+      if (this.buffer.length === 0 && !this.flushing) break;
+      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
       await this.flush();
-      if (this.buffer.length > 0) await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
     }
     if (this.buffer.length > 0) {
       this.metrics.dropped.inc(this.buffer.length);
@@ -69,7 +71,7 @@ export class AuditLog {
     while (this.buffer.length > 0) {
       const batch = this.buffer.slice(0, this.options.batchSize);
       try {
-        await insertAuditEvents(this.db, batch);
+        await this.events.append(this.uow.direct, batch);
       } catch (error) {
         this.metrics.writeFailures.inc();
         this.logger.error({ err: { message: (error as Error).message }, pending: this.buffer.length }, "audit write failed; will retry");

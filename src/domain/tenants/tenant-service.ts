@@ -1,40 +1,40 @@
-import type { Knex } from "knex";
-import { notFound } from "../errors.js";
-import { findCompany, findTmc, insertCompany, insertTmc, insertUser, updateTmcLimit } from "../../store/tenant-store.js";
-import type { CompanyRow, TmcRow, UserRow } from "../../store/tables.js";
-
-/** Spec section 8: five active API users per TMC unless the operator raises it. */
-export const DEFAULT_MAX_API_USERS = 5;
+import { notFound } from "../../errors/domain-error.js";
+import { tenantScope } from "../shared/tenant-scope.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import { DEFAULT_MAX_API_USERS, type Company, type Tmc, type User } from "./model.js";
+import type { TenantRepository } from "./ports.js";
 
 /** Tenants as the platform operator manages them: TMCs, their companies and users. */
 export class TenantService {
-  constructor(private readonly db: Knex) {}
+  constructor(
+    private readonly uow: UnitOfWork,
+    private readonly tenants: TenantRepository,
+  ) {}
 
-  createTmc(name: string, maxApiUsers = DEFAULT_MAX_API_USERS): Promise<TmcRow> {
-    return insertTmc(this.db, name, maxApiUsers);
+  createTmc(name: string, maxApiUsers = DEFAULT_MAX_API_USERS): Promise<Tmc> {
+    return this.tenants.createTmc(this.uow.direct, name, maxApiUsers);
   }
 
-  async setApiUserLimit(tmcId: string, maxApiUsers: number): Promise<TmcRow> {
-    const tmc = await updateTmcLimit(this.db, tmcId, maxApiUsers);
+  async setApiUserLimit(tmcId: string, maxApiUsers: number): Promise<Tmc> {
+    const tmc = await this.tenants.setApiUserLimit(this.uow.direct, tenantScope(tmcId), maxApiUsers);
     if (!tmc) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
     return tmc;
   }
 
-  async createCompany(tmcId: string, name: string): Promise<CompanyRow> {
-    if (!(await findTmc(this.db, tmcId))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
-    return insertCompany(this.db, tmcId, name);
+  async createCompany(tmcId: string, name: string): Promise<Company> {
+    const scope = tenantScope(tmcId);
+    return this.uow.transaction(async (tx) => {
+      if (!(await this.tenants.findTmc(tx, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+      return this.tenants.createCompany(tx, scope, name);
+    });
   }
 
-  async createUser(input: { orgId: string; email: string; givenName: string; familyName: string; isActive: boolean }): Promise<UserRow> {
-    const company = await findCompany(this.db, input.orgId);
-    if (!company) throw notFound("Company", [{ name: "orgId", value: input.orgId }]);
-    return insertUser(this.db, {
-      companyId: company.id,
-      tmcId: company.tmc_id,
-      email: input.email,
-      givenName: input.givenName,
-      familyName: input.familyName,
-      isActive: input.isActive,
+  async createUser(input: { orgId: string; email: string; givenName: string; familyName: string; isActive: boolean }): Promise<User> {
+    return this.uow.transaction(async (tx) => {
+      const scope = await this.tenants.tenantOfCompany(tx, input.orgId);
+      if (!scope) throw notFound("Company", [{ name: "orgId", value: input.orgId }]);
+      const { orgId, ...user } = input;
+      return this.tenants.createUser(tx, scope, orgId, user);
     });
   }
 }

@@ -1,32 +1,10 @@
 import crypto from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from "jose";
-import { unauthenticated } from "../errors.js";
-import type { CredentialState } from "./credential-state.js";
+import { unauthenticated } from "../../errors/domain-error.js";
+import type { Clock } from "../shared/clock.js";
+import type { CredentialGenerations } from "./credential-generations.js";
+import type { BoundCredential, Principal } from "./model.js";
 import { SIGNING_ALG, type SigningKeyRing } from "./signing-key-ring.js";
-
-/** A credential a token depends on: the token is valid only while this is the client's generation. */
-export type BoundCredential = readonly [clientId: string, generation: number];
-
-/** What a verified access token says about its bearer. */
-export interface Principal {
-  /** The API user that obtained the token. */
-  readonly clientId: string;
-  readonly tmcId: string;
-  readonly orgId: string | undefined;
-  readonly role: "TMC_ADMIN" | "COMPANY_ADMIN";
-  readonly scopes: readonly string[];
-  /** `sub`: the clientId itself, or the subject of an exchange (another client or a user id). */
-  readonly subject: string;
-  readonly subjectKind: "CLIENT" | "USER";
-  readonly audience: readonly string[];
-  /** RFC 8693 `act`, outermost actor first. */
-  readonly act: Record<string, unknown> | undefined;
-  readonly credentials: readonly BoundCredential[];
-  readonly tokenId: string;
-  readonly issuer: string;
-  readonly issuedAt: number;
-  readonly expiresAt: number;
-}
 
 export interface NewAccessToken {
   clientId: string;
@@ -63,9 +41,9 @@ interface Claims extends JWTPayload {
 export class AccessTokens {
   constructor(
     private readonly keys: SigningKeyRing,
-    private readonly credentials: CredentialState,
+    private readonly credentials: CredentialGenerations,
     private readonly issuer: string,
-    private readonly now: () => Date,
+    private readonly now: Clock,
   ) {}
 
   async issue(token: NewAccessToken): Promise<{ accessToken: string; expiresIn: number }> {
@@ -116,7 +94,7 @@ export class AccessTokens {
       throw unauthenticated(reasonOf(error));
     }
     const principal = toPrincipal(payload);
-    const current = await this.credentials.generations(principal.credentials.map(([id]) => id));
+    const current = await this.credentials.current(principal.credentials.map(([id]) => id));
     for (const [clientId, generation] of principal.credentials) {
       if (current.get(clientId) !== generation) throw unauthenticated("The access token has been revoked");
     }

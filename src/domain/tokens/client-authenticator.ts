@@ -1,14 +1,9 @@
-import type { Knex } from "knex";
-import type { ApiUserRow } from "../../store/tables.js";
-import { verifyClientSecret } from "../credentials/client-secret.js";
+import type { ApiUser } from "../api-users/model.js";
+import type { ApiUserRepository } from "../api-users/ports.js";
+import { verifyClientSecret } from "../shared/client-secret.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { PresentedCredentials } from "./model.js";
 import { invalidClient, invalidRequest } from "./oauth-errors.js";
-
-/** Credentials as the request carried them: form fields (client_secret_post) and/or a Basic header. */
-export interface PresentedCredentials {
-  readonly formClientId: string;
-  readonly formClientSecret: string;
-  readonly authorization: string | null;
-}
 
 /**
  * Client authentication for the token endpoints: client_secret_post as the spec documents,
@@ -17,7 +12,8 @@ export interface PresentedCredentials {
  */
 export class ClientAuthenticator {
   constructor(
-    private readonly db: Knex,
+    private readonly uow: UnitOfWork,
+    private readonly apiUsers: ApiUserRepository,
     private readonly pepper: Buffer,
   ) {}
 
@@ -30,14 +26,14 @@ export class ClientAuthenticator {
     }
   }
 
-  async authenticate(presented: PresentedCredentials): Promise<ApiUserRow> {
+  async authenticate(presented: PresentedCredentials): Promise<ApiUser> {
     const { clientId, clientSecret } = credentialsOf(presented);
     if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
-    const row = await this.db<ApiUserRow>("api_users").where({ client_id: clientId }).whereNull("revoked_at").first();
-    const matches = verifyClientSecret(this.pepper, clientSecret, row?.secret_hash);
+    const user = await this.apiUsers.findActive(this.uow.direct, clientId);
+    const matches = verifyClientSecret(this.pepper, clientSecret, user?.secretHash);
     // SCIM-token users authenticate with their SCIM token on SCIM paths only.
-    if (!row || !matches || row.credential_type !== "CLIENT_CREDENTIALS") throw invalidClient();
-    return row;
+    if (!user || !matches || user.credentialType !== "CLIENT_CREDENTIALS") throw invalidClient();
+    return user;
   }
 }
 

@@ -1,36 +1,26 @@
-import { Code } from "@connectrpc/connect";
-import { ServiceError } from "../errors.js";
+import { DomainError } from "../../errors/domain-error.js";
 
-/** Token-endpoint failures: ErrorResponse with a stable errorCode plus RFC 6749's `error`. */
+/** Token-endpoint failures; the OAuth dialect adds RFC 6749's `error` at the edge. */
 export const invalidRequest = (message: string, parameter?: string) =>
-  new ServiceError(Code.InvalidArgument, "INVALID_REQUEST", message, parameter ? [{ name: parameter, value: "invalid" }] : [], "", "invalid_request");
+  new DomainError("INVALID_REQUEST", message, { params: parameter ? [{ name: parameter, value: "invalid" }] : [] });
 
 /** One body for an unknown client and a wrong secret (spec 7: 403). */
-export const invalidClient = () =>
-  new ServiceError(Code.PermissionDenied, "INVALID_CLIENT", "Client authentication failed", [], "", "invalid_client");
+export const invalidClient = () => new DomainError("INVALID_CLIENT", "Client authentication failed");
 
 export const unsupportedGrantType = (grantType: string) =>
-  new ServiceError(
-    Code.InvalidArgument,
-    "UNSUPPORTED_GRANT_TYPE",
-    `Unsupported grant_type "${grantType.slice(0, 80)}"`,
-    [{ name: "grant_type", value: grantType.slice(0, 80) }],
-    "",
-    "unsupported_grant_type",
-  );
+  new DomainError("UNSUPPORTED_GRANT_TYPE", `Unsupported grant_type "${grantType.slice(0, 80)}"`, {
+    params: [{ name: "grant_type", value: grantType.slice(0, 80) }],
+  });
 
-export const invalidGrant = (message: string) => new ServiceError(Code.InvalidArgument, "INVALID_GRANT", message, [], "", "invalid_grant");
+export const invalidGrant = (message: string) => new DomainError("INVALID_GRANT", message);
+
+export const invalidScope = (message: string) => new DomainError("INVALID_SCOPE", message);
 
 /** RFC 8707 / RFC 8693: the requested audience is not one this service issues tokens for. */
 export const invalidTarget = (audience: string) =>
-  new ServiceError(Code.InvalidArgument, "INVALID_TARGET", "The requested audience is not allowed", [{ name: "audience", value: audience.slice(0, 200) }], "", "invalid_target");
+  new DomainError("INVALID_TARGET", "The requested audience is not allowed", { params: [{ name: "audience", value: audience.slice(0, 200) }] });
 
 export const tooManyRequests = (retryAfterSeconds: number) =>
-  new ServiceError(
-    Code.ResourceExhausted,
-    "TOO_MANY_REQUESTS",
-    "Rate limit exceeded; retry later with exponential backoff",
-    [{ name: "retryAfterSeconds", value: String(retryAfterSeconds) }],
-    "",
-    "slow_down",
-  );
+  new DomainError("TOO_MANY_REQUESTS", "Rate limit exceeded; retry later with exponential backoff", {
+    params: [{ name: "retryAfterSeconds", value: String(retryAfterSeconds) }],
+  });

@@ -1,6 +1,5 @@
-import type { ApiUserRole } from "../../store/tables.js";
-import { ServiceError } from "../errors.js";
-import { Code } from "@connectrpc/connect";
+import type { ApiUserRole } from "../api-users/model.js";
+import { invalidScope } from "./oauth-errors.js";
 
 /**
  * The scope vocabulary (spec 5.9 leaves it open). Each role may hold these scopes; a token
@@ -27,8 +26,4 @@ export function grantScopes(requested: string, allowed: readonly string[]): stri
   const refused = asked.filter((s) => !allowed.includes(s));
   if (refused.length > 0) throw invalidScope(`Scope not allowed: ${refused.join(" ")}`);
   return asked;
-}
-
-export function invalidScope(message: string): ServiceError {
-  return new ServiceError(Code.InvalidArgument, "INVALID_SCOPE", message, [], "", "invalid_scope");
 }

@@ -1,8 +1,10 @@
 import crypto from "node:crypto";
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from "jose";
-import type { Knex } from "knex";
-import { open, seal } from "../credentials/aead.js";
-import { insertSigningKey, listPublishedSigningKeys, retireSigningKeys, type SigningKeyRow } from "../../store/signing-key-store.js";
+import { open, seal } from "../shared/aead.js";
+import type { Clock } from "../shared/clock.js";
+import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
+import type { SigningKeyRecord } from "./model.js";
+import type { SigningKeyRepository } from "./ports.js";
 
 /** The only signature algorithm this service issues and accepts for its own tokens. */
 export const SIGNING_ALG = "EdDSA";
@@ -25,18 +27,23 @@ export class SigningKeyRing {
   private reloading: Promise<void> | undefined;
 
   constructor(
-    private readonly db: Knex,
+    private readonly uow: UnitOfWork,
+    private readonly keys: SigningKeyRepository,
     private readonly encryptionKey: Buffer,
-    /** How long a retired key must keep verifying: the longest token lifetime. */
-    private readonly maxTokenLifetimeSeconds: number,
-    private readonly now: () => Date = () => new Date(),
+    private readonly options: {
+      /** How long a retired key must keep verifying: the longest token lifetime. */
+      readonly maxTokenLifetimeSeconds: number;
+      /** A token with an unknown kid reloads the keys at most this often. */
+      readonly unknownKeyReloadIntervalMs: number;
+    },
+    private readonly now: Clock,
   ) {}
 
   /** Loads the keys, creating the first one if there is none. */
   async start(): Promise<void> {
     await this.reload();
     if (!this.loaded) {
-      await this.createKey(this.db);
+      await this.createKey(this.uow.direct);
       await this.reload();
     }
   }
@@ -51,16 +58,16 @@ export class SigningKeyRing {
 
   /** Key lookup for jose's jwtVerify; reloads once (at most every 5 s) on an unknown kid. */
   readonly verificationKey: JWTVerifyGetKey = async (header, token) => {
-    if (header.kid && !this.state().kids.has(header.kid) && Date.now() - this.lastReload > 5_000) await this.reload();
+    if (header.kid && !this.state().kids.has(header.kid) && Date.now() - this.lastReload > this.options.unknownKeyReloadIntervalMs) await this.reload();
     return this.state().verifier(header, token);
   };
 
   /** Starts signing with a new key; the previous ones keep verifying until their tokens expire. */
   async rotate(): Promise<{ kid: string; publishedKids: string[] }> {
-    const kid = await this.db.transaction(async (trx) => {
+    const kid = await this.uow.transaction(async (tx) => {
       const now = this.now();
-      await retireSigningKeys(trx, now, new Date(now.getTime() + (this.maxTokenLifetimeSeconds + 300) * 1000));
-      return this.createKey(trx);
+      await this.keys.retireAll(tx, now, new Date(now.getTime() + (this.options.maxTokenLifetimeSeconds + 300) * 1000));
+      return this.createKey(tx);
     });
     await this.reload();
     return { kid, publishedKids: this.state().jwks.keys.map((k) => k.kid!) };
@@ -74,10 +81,10 @@ export class SigningKeyRing {
 
   private async load(): Promise<void> {
     this.lastReload = Date.now();
-    const rows = await listPublishedSigningKeys(this.db, this.now());
-    const active = rows.find((r) => r.retired_at === null) ?? rows[0];
+    const rows = await this.keys.listPublished(this.uow.direct, this.now());
+    const active = rows.find((r) => !r.retired) ?? rows[0];
     if (!active) return;
-    const jwks: JSONWebKeySet = { keys: rows.map((r) => ({ ...(r.public_jwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })) };
+    const jwks: JSONWebKeySet = { keys: rows.map((r) => ({ ...(r.publicJwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })) };
     this.loaded = {
       signing: { kid: active.kid, key: await this.privateKeyOf(active) },
       jwks,
@@ -86,21 +93,21 @@ export class SigningKeyRing {
     };
   }
 
-  private async createKey(db: Knex): Promise<string> {
+  private async createKey(tx: Tx): Promise<string> {
     const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { crv: "Ed25519", extractable: true });
     const kid = crypto.randomBytes(12).toString("base64url");
     const privateJwk = await exportJWK(privateKey);
-    await insertSigningKey(db, {
+    await this.keys.insert(tx, {
       kid,
       alg: SIGNING_ALG,
-      public_jwk: await exportJWK(publicKey),
-      private_jwk_ciphertext: seal(this.encryptionKey, Buffer.from(JSON.stringify(privateJwk)), `signing-key:${kid}`).toString("base64url"),
+      publicJwk: { ...(await exportJWK(publicKey)) },
+      privateJwkCiphertext: seal(this.encryptionKey, Buffer.from(JSON.stringify(privateJwk)), `signing-key:${kid}`).toString("base64url"),
     });
     return kid;
   }
 
-  private async privateKeyOf(row: SigningKeyRow): Promise<CryptoKey> {
-    const plaintext = open(this.encryptionKey, Buffer.from(row.private_jwk_ciphertext, "base64url"), `signing-key:${row.kid}`);
+  private async privateKeyOf(row: SigningKeyRecord): Promise<CryptoKey> {
+    const plaintext = open(this.encryptionKey, Buffer.from(row.privateJwkCiphertext, "base64url"), `signing-key:${row.kid}`);
     if (!plaintext) throw new Error(`signing key ${row.kid} cannot be decrypted: is MASTER_KEY the deployment's key?`);
     return (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg)) as CryptoKey;
   }

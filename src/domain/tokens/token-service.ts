@@ -1,75 +1,56 @@
 import crypto from "node:crypto";
 import { decodeJwt } from "jose";
-import type { Knex } from "knex";
-import { hashClientSecret } from "../credentials/client-secret.js";
-import type { ApiUserRow } from "../../store/tables.js";
+import { DomainError } from "../../errors/domain-error.js";
+import type { ApiUser } from "../api-users/model.js";
+import { hashClientSecret } from "../shared/client-secret.js";
+import type { Clock } from "../shared/clock.js";
+import { tenantScope } from "../shared/tenant-scope.js";
+import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
+import type { TenantRepository } from "../tenants/ports.js";
+import type { AccessTokens } from "./access-tokens.js";
 import {
-  insertRefreshToken,
-  lockRefreshToken,
-  markRefreshTokenUsed,
-  revokeRefreshTokenFamily,
-} from "../../store/refresh-token-store.js";
-import type { AccessTokens, BoundCredential, Principal } from "./access-tokens.js";
-import type { ClientAuthenticator, PresentedCredentials } from "./client-authenticator.js";
-import { invalidGrant, invalidRequest, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
-import { grantScopes, SCOPES_BY_ROLE, parseScope, invalidScope } from "./scopes.js";
+  GRANT_CLIENT_CREDENTIALS,
+  GRANT_REFRESH_TOKEN,
+  GRANT_TOKEN_EXCHANGE,
+  SUPPORTED_GRANTS,
+  TOKEN_TYPE_ACCESS_TOKEN,
+  TOKEN_TYPE_ID_TOKEN,
+  TOKEN_TYPE_JWT,
+  type BoundCredential,
+  type IssuedToken,
+  type Principal,
+  type SubjectKind,
+  type TokenRequest,
+} from "./model.js";
+import { invalidGrant, invalidRequest, invalidScope, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
+import type { RefreshTokenRepository } from "./ports.js";
+import { grantScopes, parseScope, SCOPES_BY_ROLE } from "./scopes.js";
 import type { TrustedIssuers } from "./trusted-issuers.js";
-import { ServiceError } from "../errors.js";
-
-export const GRANT_CLIENT_CREDENTIALS = "client_credentials";
-export const GRANT_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
-export const GRANT_REFRESH_TOKEN = "refresh_token";
-export const TOKEN_TYPE_ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token";
-export const TOKEN_TYPE_JWT = "urn:ietf:params:oauth:token-type:jwt";
-export const TOKEN_TYPE_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token";
-
-export interface TokenRequest {
-  grantType: string;
-  credentials: PresentedCredentials;
-  scope: string;
-  audience: string;
-  subjectToken: string;
-  subjectTokenType: string;
-  refreshToken: string;
-}
-
-export interface IssuedToken {
-  accessToken: string;
-  tokenType: "Bearer";
-  expiresIn: number;
-  scope: string;
-  refreshToken?: string;
-  issuedTokenType?: string;
-}
 
 export interface TokenServiceSettings {
-  audience: string;
-  allowedAudiences: readonly string[];
-  accessTokenTtlSeconds: number;
-  legacyTokenTtlSeconds: number;
-  refreshTokenTtlSeconds: number;
-  pepper: Buffer;
-  now: () => Date;
+  readonly audience: string;
+  readonly allowedAudiences: readonly string[];
+  readonly accessTokenTtlSeconds: number;
+  readonly legacyTokenTtlSeconds: number;
+  readonly refreshTokenTtlSeconds: number;
+  readonly pepper: Buffer;
   /** This service's `iss`: subject tokens that carry it are verified as our own. */
-  issuer: string;
+  readonly issuer: string;
 }
 
 /** The OAuth grants (spec 4.1, 5): client_credentials, token exchange (RFC 8693) and refresh. */
 export class TokenService {
   constructor(
-    private readonly db: Knex,
-    private readonly clients: ClientAuthenticator,
+    private readonly uow: UnitOfWork,
     private readonly tokens: AccessTokens,
     private readonly trustedIssuers: TrustedIssuers,
+    private readonly tenants: TenantRepository,
+    private readonly refreshTokens: RefreshTokenRepository,
     private readonly settings: TokenServiceSettings,
+    private readonly now: Clock,
   ) {}
 
-  /** Authenticates the client; failures are the caller's to count against the failure budget. */
-  authenticate(credentials: PresentedCredentials): Promise<ApiUserRow> {
-    return this.clients.authenticate(credentials);
-  }
-
-  async grant(client: ApiUserRow, request: TokenRequest): Promise<IssuedToken> {
+  async grant(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     switch (request.grantType) {
       case GRANT_CLIENT_CREDENTIALS:
         return this.clientCredentials(client, request);
@@ -85,48 +66,48 @@ export class TokenService {
   /** Checks the grant_type before authenticating, so malformed requests are 400s whatever the credentials. */
   static checkGrantType(grantType: string): void {
     if (grantType === "") throw invalidRequest("grant_type is required", "grant_type");
-    if (![GRANT_CLIENT_CREDENTIALS, GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN].includes(grantType)) throw unsupportedGrantType(grantType);
+    if (!SUPPORTED_GRANTS.includes(grantType)) throw unsupportedGrantType(grantType);
   }
 
   /** The deprecated /get-auth-token: a client-credentials token with the documented legacy lifetime. */
-  async legacyToken(client: ApiUserRow): Promise<IssuedToken> {
+  async legacyToken(client: ApiUser): Promise<IssuedToken> {
     return this.issueForClient(client, SCOPES_BY_ROLE[client.role], [this.settings.audience], this.settings.legacyTokenTtlSeconds);
   }
 
   /** RFC 7662: active only for a valid token of the caller's own TMC. */
-  async introspect(client: ApiUserRow, token: string): Promise<Principal | undefined> {
+  async introspect(client: ApiUser, token: string): Promise<Principal | undefined> {
     try {
       const principal = await this.tokens.verify(token);
-      return principal.tmcId === client.tmc_id ? principal : undefined;
+      return principal.tmcId === client.tmcId ? principal : undefined;
     } catch (error) {
-      if (error instanceof ServiceError) return undefined;
+      if (error instanceof DomainError) return undefined;
       throw error;
     }
   }
 
-  private async clientCredentials(client: ApiUserRow, request: TokenRequest): Promise<IssuedToken> {
+  private async clientCredentials(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (request.refreshToken || request.subjectToken) throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role]);
     return this.issueForClient(client, scopes, [this.audienceOf(request.audience)], this.settings.accessTokenTtlSeconds);
   }
 
-  private async issueForClient(client: ApiUserRow, scopes: readonly string[], audience: string[], ttlSeconds: number): Promise<IssuedToken> {
+  private async issueForClient(client: ApiUser, scopes: readonly string[], audience: string[], ttlSeconds: number): Promise<IssuedToken> {
     const { accessToken, expiresIn } = await this.tokens.issue({
       ...issuedTo(client),
       scopes,
-      subject: client.client_id,
+      subject: client.clientId,
       subjectKind: "CLIENT",
       audience,
-      credentials: [[client.client_id, client.credential_generation]],
+      credentials: [[client.clientId, client.credentialGeneration]],
       ttlSeconds,
     });
     return { accessToken, tokenType: "Bearer", expiresIn, scope: scopes.join(" ") };
   }
 
-  private async exchange(client: ApiUserRow, request: TokenRequest): Promise<IssuedToken> {
+  private async exchange(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (!request.subjectToken) throw invalidRequest("subject_token is required for token exchange", "subject_token");
     if (!request.subjectTokenType) throw invalidRequest("subject_token_type is required for token exchange", "subject_token_type");
-    const own: BoundCredential = [client.client_id, client.credential_generation];
+    const own: BoundCredential = [client.clientId, client.credentialGeneration];
     const roleScopes = SCOPES_BY_ROLE[client.role];
 
     if (request.subjectTokenType === TOKEN_TYPE_ACCESS_TOKEN && this.looksLikeOwnToken(request.subjectToken)) {
@@ -137,39 +118,37 @@ export class TokenService {
       } catch {
         throw invalidRequest("The subject_token is not an active access token", "subject_token");
       }
-      if (subject.tmcId !== client.tmc_id) throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
+      if (subject.tmcId !== client.tmcId) throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
       const scopes = narrowScopes(request.scope, subject.scopes.filter((s) => roleScopes.includes(s)));
       const audience = request.audience ? [request.audience] : [...subject.audience];
       if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(request.audience);
-      const act = { sub: client.client_id, ...(subject.act ? { act: subject.act } : {}) };
+      const act = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
       const credentials = dedupe([own, ...subject.credentials]);
       return this.issueExchanged(client, subject.subject, subject.subjectKind, scopes, audience, act, credentials);
     }
 
     if ([TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT, TOKEN_TYPE_ID_TOKEN].includes(request.subjectTokenType)) {
       // (b) A JWT from an issuer the caller's TMC trusts, naming a user of that TMC by email.
-      const { email } = await this.trustedIssuers.verify(client.tmc_id, request.subjectToken);
-      const user = await this.db("users")
-        .where({ tmc_id: client.tmc_id, email_normalized: email.toLowerCase(), is_active: true })
-        .first("id");
+      const { email } = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
+      const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), email);
       if (!user) throw invalidRequest("The subject_token names no active user of the caller's TMC", "subject_token");
       const scopes = narrowScopes(request.scope, roleScopes);
       const audience = [this.audienceOf(request.audience)];
-      return this.issueExchanged(client, user.id as string, "USER", scopes, audience, { sub: client.client_id }, [own]);
+      return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [own]);
     }
     throw invalidRequest("Unsupported subject_token_type", "subject_token_type");
   }
 
   private async issueExchanged(
-    client: ApiUserRow,
+    client: ApiUser,
     subject: string,
-    subjectKind: "CLIENT" | "USER",
+    subjectKind: SubjectKind,
     scopes: readonly string[],
     audience: readonly string[],
     act: Record<string, unknown>,
     credentials: readonly BoundCredential[],
     familyId: string = crypto.randomUUID(),
-    db: Knex = this.db,
+    tx: Tx = this.uow.direct,
   ): Promise<IssuedToken> {
     const { accessToken, expiresIn } = await this.tokens.issue({
       ...issuedTo(client),
@@ -182,18 +161,17 @@ export class TokenService {
       ttlSeconds: this.settings.accessTokenTtlSeconds,
     });
     const refreshToken = crypto.randomBytes(32).toString("base64url");
-    await insertRefreshToken(db, {
+    await this.refreshTokens.insert(tx, tenantScope(client.tmcId), {
       id: crypto.randomUUID(),
-      token_hash: this.refreshHash(refreshToken),
-      family_id: familyId,
-      client_id: client.client_id,
-      tmc_id: client.tmc_id,
+      tokenHash: this.refreshHash(refreshToken),
+      familyId,
+      clientId: client.clientId,
       subject,
-      subject_kind: subjectKind,
+      subjectKind,
       scope: scopes.join(" "),
       audience: audience.join(" "),
-      bound_credentials: credentials.map(([id, g]) => [id, g]),
-      expires_at: new Date(this.settings.now().getTime() + this.settings.refreshTokenTtlSeconds * 1000),
+      boundCredentials: credentials,
+      expiresAt: new Date(this.now().getTime() + this.settings.refreshTokenTtlSeconds * 1000),
     });
     return { accessToken, tokenType: "Bearer", expiresIn, scope: scopes.join(" "), refreshToken, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN };
   }
@@ -202,28 +180,29 @@ export class TokenService {
    * Refresh tokens rotate on every use; presenting one that was already used revokes its whole
    * family (RFC 9700 4.14.2), since either the client or an attacker holds a stolen copy.
    */
-  private async refresh(client: ApiUserRow, request: TokenRequest): Promise<IssuedToken> {
+  private async refresh(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (!request.refreshToken) throw invalidRequest("refresh_token is required", "refresh_token");
-    const now = this.settings.now();
-    const outcome = await this.db.transaction(async (trx) => {
-      const row = await lockRefreshToken(trx, this.refreshHash(request.refreshToken));
-      if (!row || row.client_id !== client.client_id) return { error: invalidGrant("The refresh token is not valid") };
-      if (row.used_at || row.revoked_at) {
-        await revokeRefreshTokenFamily(trx, row.family_id, now);
+    const now = this.now();
+    const scope = tenantScope(client.tmcId);
+    const outcome = await this.uow.transaction(async (tx) => {
+      const token = await this.refreshTokens.lockByHash(tx, scope, this.refreshHash(request.refreshToken));
+      if (!token || token.clientId !== client.clientId) return { error: invalidGrant("The refresh token is not valid") };
+      if (token.usedAt || token.revokedAt) {
+        await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token was already used; its family is revoked") };
       }
-      if (row.expires_at.getTime() <= now.getTime()) return { error: invalidGrant("The refresh token has expired") };
-      const bound = row.bound_credentials.map(([id, g]) => [id, g] as BoundCredential);
+      if (token.expiresAt.getTime() <= now.getTime()) return { error: invalidGrant("The refresh token has expired") };
+      const bound = token.boundCredentials;
       // The client's own credential must still be the one the family was issued under.
-      if (bound[0]?.[1] !== client.credential_generation) {
-        await revokeRefreshTokenFamily(trx, row.family_id, now);
+      if (bound[0]?.[1] !== client.credentialGeneration) {
+        await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token's credential has been rotated") };
       }
-      await markRefreshTokenUsed(trx, row.id, now);
-      const scopes = narrowScopes(request.scope, parseScope(row.scope));
-      const act = { sub: client.client_id };
+      await this.refreshTokens.markUsed(tx, scope, token.id, now);
+      const scopes = narrowScopes(request.scope, parseScope(token.scope));
+      const act = { sub: client.clientId };
       return {
-        issued: await this.issueExchanged(client, row.subject, row.subject_kind, scopes, row.audience.split(" "), act, bound, row.family_id, trx),
+        issued: await this.issueExchanged(client, token.subject, token.subjectKind, scopes, token.audience.split(" "), act, bound, token.familyId, tx),
       };
     });
     if (outcome.error) throw outcome.error;
@@ -251,8 +230,8 @@ export class TokenService {
 }
 
 /** The claims every token carries about the client that obtained it. */
-function issuedTo(client: ApiUserRow) {
-  return { clientId: client.client_id, tmcId: client.tmc_id, orgId: client.org_id ?? undefined, role: client.role };
+function issuedTo(client: ApiUser) {
+  return { clientId: client.clientId, tmcId: client.tmcId, orgId: client.orgId, role: client.role };
 }
 
 /** Requested scopes must lie within `ceiling`; none requested means the whole ceiling. */

@@ -1,9 +1,11 @@
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
-import type { Knex } from "knex";
-import { findTrustedIssuer, upsertTrustedIssuer } from "../../store/trusted-issuer-store.js";
-import { findTmc } from "../../store/tenant-store.js";
-import { invalidArgument, notFound } from "../errors.js";
+import { invalidArgument, notFound } from "../../errors/domain-error.js";
+import type { Clock } from "../shared/clock.js";
+import { tenantScope } from "../shared/tenant-scope.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { TenantRepository } from "../tenants/ports.js";
 import { invalidRequest } from "./oauth-errors.js";
+import type { TrustedIssuerRepository } from "./ports.js";
 
 /** Algorithms accepted from external issuers (the platform documents RS256; ES256 too). */
 const EXTERNAL_ALGORITHMS = ["RS256", "ES256"];
@@ -23,14 +25,18 @@ export class TrustedIssuers {
   private readonly remoteKeySets = new Map<string, JWTVerifyGetKey>();
 
   constructor(
-    private readonly db: Knex,
-    private readonly now: () => Date,
+    private readonly uow: UnitOfWork,
+    private readonly tenants: TenantRepository,
+    private readonly issuers: TrustedIssuerRepository,
+    private readonly now: Clock,
+    private readonly fetchOptions: { readonly timeoutMs: number; readonly cooldownMs: number; readonly cacheMaxAgeMs: number },
   ) {}
 
   async add(tmcId: string, input: TrustedIssuerInput): Promise<void> {
-    if (!(await findTmc(this.db, tmcId))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+    const scope = tenantScope(tmcId);
+    if (!(await this.tenants.findTmc(this.uow.direct, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
     if (Boolean(input.jwksUri) === Boolean(input.jwks)) throw invalidArgument("Give exactly one of jwksUri and jwks");
-    let jwks: JSONWebKeySet | null = null;
+    let jwks: JSONWebKeySet | undefined;
     if (input.jwks) {
       try {
         jwks = JSON.parse(input.jwks) as JSONWebKeySet;
@@ -40,12 +46,11 @@ export class TrustedIssuers {
         throw invalidArgument("jwks must be a JWKS document", [{ name: "jwks", value: "invalid" }]);
       }
     }
-    await upsertTrustedIssuer(this.db, {
-      tmc_id: tmcId,
+    await this.issuers.upsert(this.uow.direct, scope, {
       issuer: input.issuer,
-      jwks_uri: input.jwksUri ?? null,
-      jwks,
-      audience: input.audience ?? null,
+      jwksUri: input.jwksUri,
+      jwks: jwks as { keys: unknown[] } | undefined,
+      audience: input.audience,
     });
   }
 
@@ -62,9 +67,9 @@ export class TrustedIssuers {
     }
     if (typeof issuer !== "string") throw bad("no issuer");
     if (typeof kid !== "string" || kid === "") throw bad("no key id (kid)");
-    const trusted = await findTrustedIssuer(this.db, tmcId, issuer);
+    const trusted = await this.issuers.find(this.uow.direct, tenantScope(tmcId), issuer);
     if (!trusted) throw bad("its issuer is not trusted by the caller's TMC");
-    const keys = trusted.jwks ? createLocalJWKSet(trusted.jwks as JSONWebKeySet) : this.remoteKeySet(trusted.jwks_uri!);
+    const keys = trusted.jwks ? createLocalJWKSet(trusted.jwks as JSONWebKeySet) : this.remoteKeySet(trusted.jwksUri!);
     let email: unknown;
     try {
       const { payload } = await jwtVerify(token, keys, {
@@ -86,7 +91,11 @@ export class TrustedIssuers {
   private remoteKeySet(uri: string): JWTVerifyGetKey {
     let keySet = this.remoteKeySets.get(uri);
     if (!keySet) {
-      keySet = createRemoteJWKSet(new URL(uri), { timeoutDuration: 3_000, cooldownDuration: 30_000, cacheMaxAge: 600_000 });
+      keySet = createRemoteJWKSet(new URL(uri), {
+        timeoutDuration: this.fetchOptions.timeoutMs,
+        cooldownDuration: this.fetchOptions.cooldownMs,
+        cacheMaxAge: this.fetchOptions.cacheMaxAgeMs,
+      });
       this.remoteKeySets.set(uri, keySet);
     }
     return keySet;

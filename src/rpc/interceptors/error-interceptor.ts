@@ -1,14 +1,14 @@
 import { Code, type Interceptor } from "@connectrpc/connect";
-import type { Logger } from "pino";
-import { errorResponseFor, toConnectError } from "../error-details.js";
-import { ServiceError } from "../../domain/errors.js";
+import type { Logger } from "../../domain/shared/observability.js";
+import { DomainError } from "../../errors/domain-error.js";
+import { errorDialectOf } from "../contract.js";
+import { toConnectError, translateError } from "../errors/error-response.js";
 import { requestInfoOf } from "../request-context.js";
-import { AuthService } from "../../../gen/travel/auth/v2/auth_pb.js";
 
 /**
  * Outermost interceptor: every failure leaves as a ConnectError carrying the platform
- * ErrorResponse (with the request id as debugIdentifier). Internal failures are logged with
- * their cause and answered with a message that reveals nothing.
+ * ErrorResponse (with the request id as debugIdentifier), in the service's error dialect.
+ * Internal failures are logged with their cause and answered with a message that reveals nothing.
  */
 export function errorInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
@@ -16,15 +16,13 @@ export function errorInterceptor(logger: Logger): Interceptor {
       return await next(req);
     } catch (error) {
       const { requestId } = requestInfoOf(req.contextValues);
-      const { code, body } = errorResponseFor(error, requestId, req.method.input, {
-        oauth: req.service.typeName === AuthService.typeName,
-      });
-      if (code === Code.Internal) {
+      const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
+      if (translated.code === Code.Internal) {
         logger.error({ reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: error }, "rpc failed");
-      } else if (!(error instanceof ServiceError)) {
-        logger.debug({ reqId: requestId, code: Code[code] }, "rpc rejected");
+      } else if (!(error instanceof DomainError)) {
+        logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }
-      throw toConnectError(code, body);
+      throw toConnectError(translated);
     }
   };
 }

@@ -1,5 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { DomainError } from "../../errors/domain-error.js";
 import type { Metrics } from "../../observability/metrics.js";
+import { CODE_BY_KIND } from "../errors/connect-codes.js";
 
 /** Counts every unary RPC by outcome code; sits inside the error interceptor so codes are final. */
 export function metricsInterceptor(metrics: Metrics): Interceptor {
@@ -11,7 +13,7 @@ export function metricsInterceptor(metrics: Metrics): Interceptor {
       metrics.rpcRequests.inc({ ...labels, code: "ok" });
       return res;
     } catch (error) {
-      const code = error instanceof ConnectError ? error.code : (error as { code?: Code }).code ?? Code.Internal;
+      const code = error instanceof ConnectError ? error.code : error instanceof DomainError ? CODE_BY_KIND[error.kind] : Code.Internal;
       metrics.rpcRequests.inc({ ...labels, code: Code[code] ?? "Internal" });
       throw error;
     } finally {

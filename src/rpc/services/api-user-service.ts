@@ -1,4 +1,4 @@
-import { type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type {
   ApiUserService,
   CreateApiUserRequest,
@@ -7,9 +7,8 @@ import type {
   RotateClientSecretRequest,
 } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { DEFAULT_PAGE_SIZE, type ApiUserAdmin } from "../../domain/api-users/api-user-admin.js";
-import { unauthenticated } from "../../domain/errors.js";
-import { credentialTypeName, roleName } from "../enum-names.js";
-import { principalKey } from "../interceptors/access-token-interceptor.js";
+import { callerOf } from "../caller.js";
+import { credentialResponse, credentialTypeName, roleName } from "../mappers/api-user-mappers.js";
 import { requestInfoOf } from "../request-context.js";
 
 /** Translates ApiUserService RPCs to the domain; the interceptor has checked token, scope and role. */
@@ -17,12 +16,8 @@ export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService>
   constructor(private readonly admin: ApiUserAdmin) {}
 
   async createApiUser(req: CreateApiUserRequest, ctx: HandlerContext) {
-    const created = await this.admin.create(
-      callerOf(ctx),
-      { tmcId: req.tmcId || undefined, orgId: req.orgId || undefined, role: roleName(req.role), credentialType: credentialTypeName(req.credentialType) },
-      requestInfoOf(ctx.values).requestId,
-    );
-    return { clientId: created.clientId, clientSecret: created.clientSecret ?? "", scimToken: created.scimToken ?? "" };
+    const request = { tmcId: req.tmcId || undefined, orgId: req.orgId || undefined, role: roleName(req.role), credentialType: credentialTypeName(req.credentialType) };
+    return credentialResponse(await this.admin.create(callerOf(ctx), request, requestInfoOf(ctx.values).requestId));
   }
 
   async getApiUsers(req: GetApiUsersRequest, ctx: HandlerContext) {
@@ -36,13 +31,6 @@ export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService>
   }
 
   async rotateClientSecret(req: RotateClientSecretRequest, ctx: HandlerContext) {
-    const rotated = await this.admin.rotate(callerOf(ctx), req.clientId, requestInfoOf(ctx.values).requestId);
-    return { clientId: rotated.clientId, clientSecret: rotated.clientSecret ?? "", scimToken: rotated.scimToken ?? "" };
+    return credentialResponse(await this.admin.rotate(callerOf(ctx), req.clientId, requestInfoOf(ctx.values).requestId));
   }
-}
-
-function callerOf(ctx: HandlerContext) {
-  const principal = ctx.values.get(principalKey);
-  if (!principal) throw unauthenticated();
-  return principal;
 }

@@ -1,51 +1,52 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
+import type { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import type { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
-import { seedDemo } from "../../domain/seed/demo-seed.js";
+import type { AuditTrail } from "../../domain/audit/audit-trail.js";
+import type { DemoSeeder } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
-import type { Database } from "../../store/database.js";
-import { listAuditEvents } from "../../store/audit-store.js";
 import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
 import type { TrustedIssuers } from "../../domain/tokens/trusted-issuers.js";
-import { credentialTypeName, roleName } from "../enum-names.js";
+import { credentialResponse, credentialTypeName, roleName } from "../mappers/api-user-mappers.js";
 import { requestInfoOf } from "../request-context.js";
+
+export interface OperatorDomain {
+  readonly tenants: TenantService;
+  readonly provisioning: ApiUserProvisioning;
+  readonly signingKeys: SigningKeyRing;
+  readonly trustedIssuers: TrustedIssuers;
+  readonly auditTrail: AuditTrail;
+  readonly seeder: DemoSeeder;
+  /** Applies pending migrations; returns their names. */
+  readonly migrate: () => Promise<string[]>;
+}
 
 /** Translates OperatorService RPCs to the domain; no rules live here. */
 export class OperatorServiceHandler implements ServiceImpl<typeof OperatorService> {
-  constructor(
-    private readonly database: Database,
-    private readonly tenants: TenantService,
-    private readonly provisioning: ApiUserProvisioning,
-    private readonly signingKeys: SigningKeyRing,
-    private readonly trustedIssuers: TrustedIssuers,
-  ) {}
+  constructor(private readonly domain: OperatorDomain) {}
 
   async createTmc(req: { name: string; maxApiUsers?: number }) {
-    const tmc = await this.tenants.createTmc(req.name, req.maxApiUsers);
-    return { tmcId: tmc.id, name: tmc.name, maxApiUsers: tmc.max_api_users };
+    const tmc = await this.domain.tenants.createTmc(req.name, req.maxApiUsers);
+    return { tmcId: tmc.id, name: tmc.name, maxApiUsers: tmc.maxApiUsers };
   }
 
   async setTmcApiUserLimit(req: { tmcId: string; maxApiUsers: number }) {
-    const tmc = await this.tenants.setApiUserLimit(req.tmcId, req.maxApiUsers);
-    return { tmcId: tmc.id, name: tmc.name, maxApiUsers: tmc.max_api_users };
+    const tmc = await this.domain.tenants.setApiUserLimit(req.tmcId, req.maxApiUsers);
+    return { tmcId: tmc.id, name: tmc.name, maxApiUsers: tmc.maxApiUsers };
   }
 
   async createCompany(req: { tmcId: string; name: string }) {
-    const company = await this.tenants.createCompany(req.tmcId, req.name);
-    return { orgId: company.id, tmcId: company.tmc_id, name: company.name };
+    const company = await this.domain.tenants.createCompany(req.tmcId, req.name);
+    return { orgId: company.id, tmcId: company.tmcId, name: company.name };
   }
 
   async createUser(req: { orgId: string; email: string; givenName: string; familyName: string; inactive: boolean }) {
-    const user = await this.tenants.createUser({ ...req, isActive: !req.inactive });
-    return { userId: user.id, orgId: user.company_id, tmcId: user.tmc_id, email: user.email, isActive: user.is_active };
+    const user = await this.domain.tenants.createUser({ ...req, isActive: !req.inactive });
+    return { userId: user.id, orgId: user.companyId, tmcId: user.tmcId, email: user.email, isActive: user.isActive };
   }
 
-  async createApiUser(
-    req: { tmcId: string; orgId: string; role: ApiUserRole; credentialType: ApiUserCredentialType },
-    ctx: HandlerContext,
-  ) {
-    return this.provisioning.create({
+  async createApiUser(req: { tmcId: string; orgId: string; role: ApiUserRole; credentialType: ApiUserCredentialType }, ctx: HandlerContext) {
+    const created = await this.domain.provisioning.create({
       tmcId: req.tmcId,
       orgId: req.orgId || undefined,
       role: roleName(req.role),
@@ -53,14 +54,15 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
       actor: "operator",
       requestId: requestInfoOf(ctx.values).requestId,
     });
+    return credentialResponse(created);
   }
 
   async rotateSigningKey() {
-    return this.signingKeys.rotate();
+    return this.domain.signingKeys.rotate();
   }
 
   async addTrustedIssuer(req: { tmcId: string; issuer: string; jwksUri: string; jwks: string; audience: string }) {
-    await this.trustedIssuers.add(req.tmcId, {
+    await this.domain.trustedIssuers.add(req.tmcId, {
       issuer: req.issuer,
       jwksUri: req.jwksUri || undefined,
       jwks: req.jwks || undefined,
@@ -70,26 +72,26 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   }
 
   async listAuditEvents(req: { tmcId: string; limit?: number }) {
-    const rows = await listAuditEvents(this.database.db, req.tmcId, req.limit ?? 100);
+    const events = await this.domain.auditTrail.list(req.tmcId, req.limit ?? 100);
     return {
-      events: rows.map((r) => ({
-        occurredAt: new Date(r.occurred_at).toISOString(),
-        action: r.action,
-        outcome: r.outcome,
-        actor: r.actor ?? "",
-        tmcId: r.tmc_id ?? "",
-        targetClientId: r.target_client_id ?? "",
-        debugIdentifier: r.debug_identifier ?? "",
-        details: Object.fromEntries(Object.entries(r.details ?? {}).map(([k, v]) => [k, String(v)])),
+      events: events.map((e) => ({
+        occurredAt: e.occurredAt.toISOString(),
+        action: e.action,
+        outcome: e.outcome,
+        actor: e.actor ?? "",
+        tmcId: e.tmcId ?? "",
+        targetClientId: e.targetClientId ?? "",
+        debugIdentifier: e.debugIdentifier ?? "",
+        details: Object.fromEntries(Object.entries(e.details ?? {}).map(([k, v]) => [k, String(v)])),
       })),
     };
   }
 
   async migrate() {
-    return { applied: await this.database.migrate() };
+    return { applied: await this.domain.migrate() };
   }
 
   async seed(_req: unknown, ctx: HandlerContext) {
-    return seedDemo(this.database.db, this.tenants, this.provisioning, requestInfoOf(ctx.values).requestId);
+    return this.domain.seeder.seed(requestInfoOf(ctx.values).requestId);
   }
 }

@@ -2,15 +2,17 @@
 // @generated from file travel/common/v1/error.proto (package travel.common.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { ServiceOptions } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file travel/common/v1/error.proto.
  */
 export const file_travel_common_v1_error: GenFile = /*@__PURE__*/
-  fileDesc("Chx0cmF2ZWwvY29tbW9uL3YxL2Vycm9yLnByb3RvEhB0cmF2ZWwuY29tbW9uLnYxIp4BCg1FcnJvclJlc3BvbnNlEhgKEGRlYnVnX2lkZW50aWZpZXIYASABKAkSNgoOZXJyb3JfbWVzc2FnZXMYAiADKAsyHi50cmF2ZWwuY29tbW9uLnYxLkVycm9yTWVzc2FnZRINCgVlcnJvchgDIAEoCRIsChFlcnJvcl9kZXNjcmlwdGlvbhgEIAEoCVIRZXJyb3JfZGVzY3JpcHRpb24ihQEKDEVycm9yTWVzc2FnZRISCgplcnJvcl9jb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSOgoQZXJyb3JfcGFyYW1ldGVycxgDIAMoCzIgLnRyYXZlbC5jb21tb24udjEuRXJyb3JQYXJhbWV0ZXISFAoMZXJyb3JfZGV0YWlsGAQgASgJIi0KDkVycm9yUGFyYW1ldGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAliBnByb3RvMw");
+  fileDesc("Chx0cmF2ZWwvY29tbW9uL3YxL2Vycm9yLnByb3RvEhB0cmF2ZWwuY29tbW9uLnYxIp4BCg1FcnJvclJlc3BvbnNlEhgKEGRlYnVnX2lkZW50aWZpZXIYASABKAkSNgoOZXJyb3JfbWVzc2FnZXMYAiADKAsyHi50cmF2ZWwuY29tbW9uLnYxLkVycm9yTWVzc2FnZRINCgVlcnJvchgDIAEoCRIsChFlcnJvcl9kZXNjcmlwdGlvbhgEIAEoCVIRZXJyb3JfZGVzY3JpcHRpb24ihQEKDEVycm9yTWVzc2FnZRISCgplcnJvcl9jb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSOgoQZXJyb3JfcGFyYW1ldGVycxgDIAMoCzIgLnRyYXZlbC5jb21tb24udjEuRXJyb3JQYXJhbWV0ZXISFAoMZXJyb3JfZGV0YWlsGAQgASgJIi0KDkVycm9yUGFyYW1ldGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkqOAoMRXJyb3JEaWFsZWN0Eh0KGUVSUk9SX0RJQUxFQ1RfVU5TUEVDSUZJRUQQABIJCgVPQVVUSBABOmYKDWVycm9yX2RpYWxlY3QSHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYpZADIAEoDjIeLnRyYXZlbC5jb21tb24udjEuRXJyb3JEaWFsZWN0UgxlcnJvckRpYWxlY3RiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * The platform's error body (spec 2.11). REST callers receive it as the JSON body;
@@ -108,4 +110,38 @@ export type ErrorParameter = Message<"travel.common.v1.ErrorParameter"> & {
  */
 export const ErrorParameterSchema: GenMessage<ErrorParameter> = /*@__PURE__*/
   messageDesc(file_travel_common_v1_error, 2);
+
+/**
+ * How a service's errors are worded on the wire, on top of the ErrorResponse every failure
+ * carries. The error translation at the edges reads it (gRPC detail and REST body alike).
+ *
+ * @generated from enum travel.common.v1.ErrorDialect
+ */
+export enum ErrorDialect {
+  /**
+   * ErrorResponse alone.
+   *
+   * @generated from enum value: ERROR_DIALECT_UNSPECIFIED = 0;
+   */
+  ERROR_DIALECT_UNSPECIFIED = 0,
+
+  /**
+   * RFC 6749 section 5.2: `error` and `error_description` beside the ErrorResponse fields.
+   *
+   * @generated from enum value: OAUTH = 1;
+   */
+  OAUTH = 1,
+}
+
+/**
+ * Describes the enum travel.common.v1.ErrorDialect.
+ */
+export const ErrorDialectSchema: GenEnum<ErrorDialect> = /*@__PURE__*/
+  enumDesc(file_travel_common_v1_error, 0);
+
+/**
+ * @generated from extension: travel.common.v1.ErrorDialect error_dialect = 51237;
+ */
+export const error_dialect: GenExtension<ServiceOptions, ErrorDialect> = /*@__PURE__*/
+  extDesc(file_travel_common_v1_error, 0);
 

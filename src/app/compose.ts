@@ -1,0 +1,132 @@
+import type { Transport } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
+import type { Config } from "../config/config.js";
+import { loadSecrets } from "../config/secret-files.js";
+import type { Clock } from "../domain/shared/clock.js";
+import { deriveKeyMaterial } from "../domain/shared/key-material.js";
+import { ALL_SCOPES } from "../domain/tokens/scopes.js";
+import { SUPPORTED_GRANTS } from "../domain/tokens/model.js";
+import { createHttpApp } from "../http/fastify-app.js";
+import { createLogger } from "../observability/logger.js";
+import { createMetrics } from "../observability/metrics.js";
+import { createHealthService } from "../rpc/health.js";
+import { contractServices, createRpcCore } from "../rpc/routes.js";
+import { ownDataDir } from "../store/data-dir-lock.js";
+import { openDatabase } from "../store/postgres/database.js";
+import { postgresRepositories } from "../store/postgres/repositories/index.js";
+import { KnexUnitOfWork } from "../store/postgres/unit-of-work.js";
+import { openSharedState } from "../store/shared-state.js";
+import { startBackgroundJobs } from "./background-jobs.js";
+import { createDomainServices } from "./domain-services.js";
+import { Lifecycle } from "./lifecycle.js";
+import { registerInternals } from "./test-access.js";
+
+export interface ServiceOptions {
+  /** Where JSON logs go (stdout by default); tests capture them. */
+  readonly logStream?: NodeJS.WritableStream;
+  /** Skip applying migrations at start (the CLI's offline `migrate` applies them itself). */
+  readonly skipMigrations?: boolean;
+  /** The clock tokens are issued and verified with (tests move it). */
+  readonly now?: Clock;
+}
+
+/** A built, migrated instance: `listen` opens the port, `close` drains and releases everything in order. */
+export interface Service {
+  readonly app: FastifyInstance;
+  /** In-process transport to every RPC, through the same interceptors as the network face. */
+  readonly transport: Transport;
+  /** What the instance runs on and where its generated secrets are kept, for the start log (never the secrets). */
+  readonly about: { readonly database: string; readonly redis: string; readonly masterKey: string; readonly operatorToken: string };
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * The composition root: config → storage → domain → RPC core → HTTP face. It only wires;
+ * everything an instance must share with its peers lives in Postgres or Redis.
+ */
+export async function createService(config: Config, options: ServiceOptions = {}): Promise<Service> {
+  const lifecycle = new Lifecycle();
+  try {
+    const { storage, http, tokens } = config;
+    if (!storage.databaseUrl) lifecycle.started("data directory", ownDataDir(storage.dataDir));
+    const secrets = loadSecrets(config);
+    const keys = deriveKeyMaterial(secrets.masterKey);
+    const logger = createLogger(config.logLevel, options.logStream);
+    const metrics = createMetrics();
+    const clock = options.now ?? (() => new Date());
+
+    const database = openDatabase({ databaseUrl: storage.databaseUrl, dataDir: storage.dataDir, schema: storage.databaseSchema, poolMax: storage.databasePoolMax, acquireTimeoutMs: storage.databaseAcquireTimeoutMs });
+    lifecycle.started("database", () => database.close());
+    if (!options.skipMigrations) await database.migrate();
+    const redis = storage.redisUrl ? { url: storage.redisUrl, connectTimeoutMs: storage.redisConnectTimeoutMs, reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs } : undefined;
+    const shared = openSharedState(
+      { redis, keyPrefix: storage.redisKeyPrefix, credentialCacheSeconds: tokens.credentialCacheSeconds, onRateLimitFallback: () => metrics.rateLimiterFallbacks.inc() },
+      logger,
+    );
+    lifecycle.started("redis", () => shared.close());
+
+    const domain = createDomainServices({ config, uow: new KnexUnitOfWork(database.db), repositories: postgresRepositories(), shared, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
+    // The CLI's offline `migrate` starts without migrations and issues no tokens: no keys to load yet.
+    if (!options.skipMigrations) await domain.signingKeys.start();
+    await domain.generations.reconcile().catch(() => {});
+    lifecycle.started("audit log", () => domain.auditLog.close());
+    const jobs = startBackgroundJobs(
+      [
+        { name: "signing key reload", intervalMs: config.jobs.signingKeyReloadIntervalMs, run: () => domain.signingKeys.reload() },
+        { name: "credential reconcile", intervalMs: config.jobs.credentialReconcileIntervalMs, run: () => domain.generations.reconcile() },
+        { name: "audit flush", intervalMs: config.jobs.auditFlushIntervalMs, run: () => domain.auditLog.flush() },
+      ],
+      logger,
+    );
+    lifecycle.started("background jobs", () => jobs.stop());
+
+    const health = createHealthService(async () => (await database.ping()) && (await shared.ping()), { services: contractServices.map((s) => s.typeName) });
+    const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } }, { logger, metrics }, health);
+    const app = await createHttpApp(
+      http,
+      rpc,
+      {
+        checks: async () => ({ database: await database.ping(), redis: await shared.ping() }),
+        storage: { database: database.kind, redis: shared.kind },
+        jwks: () => domain.signingKeys.jwks,
+        authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
+      },
+      { logger, metrics },
+    );
+    // Stopped first: in-flight requests still need the pools, the jobs and the audit log.
+    lifecycle.started("http", async () => {
+      health.shutdown();
+      await app.close();
+    });
+
+    const service: Service = {
+      app,
+      transport: rpc.transport,
+      about: { database: database.kind, redis: shared.kind, ...secrets.sources },
+      listen: () => app.listen({ host: http.host, port: http.port }),
+      close: () => lifecycle.stop(),
+    };
+    registerInternals(service, { db: database.db, keys, migrate: () => database.migrate() });
+    return service;
+  } catch (error) {
+    await lifecycle.stop().catch(() => {});
+    throw error;
+  }
+}
+
+/** RFC 8414: what this authorization server offers, consistent with what it issues. */
+function authorizationServerMetadata(issuer: string): object {
+  return {
+    issuer,
+    token_endpoint: `${issuer}/v2/auth/oauth2-token`,
+    introspection_endpoint: `${issuer}/v2/auth/introspect`,
+    jwks_uri: `${issuer}/.well-known/jwks.json`,
+    grant_types_supported: SUPPORTED_GRANTS,
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    scopes_supported: ALL_SCOPES,
+    response_types_supported: [],
+    token_endpoint_auth_signing_alg_values_supported: ["EdDSA"],
+  };
+}

@@ -1,0 +1,87 @@
+import type { Config } from "../config/config.js";
+import { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
+import { ApiUserProvisioning } from "../domain/api-users/api-user-provisioning.js";
+import { ScimAuthenticator } from "../domain/api-users/scim-authenticator.js";
+import { AuditLog } from "../domain/audit/audit-log.js";
+import { AuditTrail } from "../domain/audit/audit-trail.js";
+import { OperatorCredential } from "../domain/operator/operator-credential.js";
+import { TokenRateLimiter } from "../domain/rate-limit/token-rate-limiter.js";
+import { DemoSeeder } from "../domain/seed/demo-seed.js";
+import type { Clock } from "../domain/shared/clock.js";
+import type { KeyMaterial } from "../domain/shared/key-material.js";
+import type { Logger } from "../domain/shared/observability.js";
+import type { UnitOfWork } from "../domain/shared/unit-of-work.js";
+import { TenantService } from "../domain/tenants/tenant-service.js";
+import { AccessTokens } from "../domain/tokens/access-tokens.js";
+import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
+import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
+import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
+import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
+import { TokenService } from "../domain/tokens/token-service.js";
+import { TrustedIssuers } from "../domain/tokens/trusted-issuers.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Repositories } from "../store/postgres/repositories/index.js";
+import type { SharedState } from "../store/shared-state.js";
+
+/** Waits between the last attempts to write buffered audit events at shutdown. */
+const AUDIT_CLOSE_RETRY_DELAYS_MS = [200, 400, 600, 800];
+
+export interface DomainInputs {
+  readonly config: Config;
+  readonly uow: UnitOfWork;
+  readonly repositories: Repositories;
+  readonly shared: SharedState;
+  readonly keys: KeyMaterial;
+  readonly operatorToken: string;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly clock: Clock;
+}
+
+/** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
+export function createDomainServices({ config, uow, repositories: repos, shared, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
+  const { tokens } = config;
+  const signingKeys = new SigningKeyRing(
+    uow,
+    repos.signingKeys,
+    keys.signingKeyEncryptionKey,
+    { maxTokenLifetimeSeconds: Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds), unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs },
+    clock,
+  );
+  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialOutbox, shared.generationCache, logger, metrics.redisFallbacks, clock);
+  const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
+  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, {
+    timeoutMs: tokens.jwksFetchTimeoutMs,
+    cooldownMs: tokens.jwksCooldownMs,
+    cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
+  });
+  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, { ...tokens, pepper: keys.secretPepper }, clock);
+  const auditLog = new AuditLog(uow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped }, clock, {
+    ...config.audit,
+    closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
+  });
+  const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters);
+  const tenants = new TenantService(uow, repos.tenants);
+  const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
+  return {
+    signingKeys,
+    generations,
+    auditLog,
+    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper), tokenService, auditLog),
+    apiUserAdmin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock),
+    operator: {
+      tenants,
+      provisioning,
+      signingKeys,
+      trustedIssuers,
+      auditTrail: new AuditTrail(uow, repos.audit),
+      seeder: new DemoSeeder(uow, tenants, provisioning, repos.airCredits, clock),
+    },
+    verifiers: {
+      accessTokens,
+      operator: new OperatorCredential(operatorToken),
+      scimTokens: new ScimAuthenticator(uow, repos.apiUsers, keys),
+      audience: tokens.audience,
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { ConfigError } from "./config-error.js";
+
+/** A fixed window: `points` requests per `durationSeconds`. */
+export interface Budget {
+  readonly points: number;
+  readonly durationSeconds: number;
+}
+
+/** The token endpoints' budgets (the domain's RateLimits has the same shape). */
+export interface RateLimits {
+  /** Token requests per client_id. */
+  readonly perClient: Budget;
+  /** Token requests per source address (across clients, e.g. one host guessing client ids). */
+  readonly perAddress: Budget;
+  /** Failed client authentications, counted per client_id and per address. */
+  readonly failures: Budget;
+}
+
+export const DEFAULT_RATE_LIMITS: RateLimits = Object.freeze({
+  perClient: Object.freeze({ points: 60, durationSeconds: 60 }),
+  perAddress: Object.freeze({ points: 300, durationSeconds: 60 }),
+  failures: Object.freeze({ points: 10, durationSeconds: 900 }),
+});
+
+const MAX_POINTS = 1_000_000;
+const MAX_SECONDS = 86_400;
+
+function budgetFrom(env: NodeJS.ProcessEnv, name: string, fallback: Budget): Budget {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return fallback;
+  const match = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(raw);
+  const points = match ? Number(match[1]) : NaN;
+  const durationSeconds = match ? Number(match[2]) : NaN;
+  if (!(points >= 1 && points <= MAX_POINTS && durationSeconds >= 1 && durationSeconds <= MAX_SECONDS)) {
+    throw new ConfigError(
+      `${name} must be "<points>/<seconds>" with points 1..${MAX_POINTS} and seconds 1..${MAX_SECONDS} ` +
+        `(e.g. "${fallback.points}/${fallback.durationSeconds}"), got "${raw}"`,
+    );
+  }
+  return { points, durationSeconds };
+}
+
+/**
+ * Reads TOKEN_RATE_LIMIT_PER_CLIENT, TOKEN_RATE_LIMIT_PER_ADDRESS and TOKEN_FAILURE_LIMIT, each
+ * "points/seconds" (e.g. "60/60"); unset or empty keeps the default. Throws ConfigError naming
+ * the variable for anything else.
+ */
+export function rateLimitsFromEnv(env: NodeJS.ProcessEnv): RateLimits {
+  return {
+    perClient: budgetFrom(env, "TOKEN_RATE_LIMIT_PER_CLIENT", DEFAULT_RATE_LIMITS.perClient),
+    perAddress: budgetFrom(env, "TOKEN_RATE_LIMIT_PER_ADDRESS", DEFAULT_RATE_LIMITS.perAddress),
+    failures: budgetFrom(env, "TOKEN_FAILURE_LIMIT", DEFAULT_RATE_LIMITS.failures),
+  };
+}

@@ -1,0 +1,55 @@
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { ConfigError } from "./config-error.js";
+import type { Config } from "./config.js";
+
+/**
+ * The deployment's two secrets: MASTER_KEY and OPERATOR_TOKEN from the environment, or, on the
+ * embedded default, generated once and kept in DATA_DIR with owner-only permissions.
+ */
+export interface LoadedSecrets {
+  readonly masterKey: Buffer;
+  readonly operatorToken: string;
+  /** Where each came from, for the start log: "environment" or the file's path. */
+  readonly sources: { readonly masterKey: string; readonly operatorToken: string };
+}
+
+export function loadSecrets(config: Pick<Config, "secrets" | "storage">): LoadedSecrets {
+  const { dataDir } = config.storage;
+  const masterKeyFile = path.join(dataDir, "master.key");
+  const masterKey =
+    config.secrets.masterKey !== undefined
+      ? decodeMasterKey(config.secrets.masterKey, "MASTER_KEY")
+      : decodeMasterKey(readOrCreateSecretFile(masterKeyFile, () => crypto.randomBytes(32).toString("base64")), masterKeyFile);
+  const operatorToken = config.secrets.operatorToken ?? readOrCreateSecretFile(operatorTokenFile(dataDir), () => crypto.randomBytes(32).toString("base64url"));
+  return {
+    masterKey,
+    operatorToken,
+    sources: {
+      masterKey: config.secrets.masterKey !== undefined ? "environment" : masterKeyFile,
+      operatorToken: config.secrets.operatorToken !== undefined ? "environment" : operatorTokenFile(dataDir),
+    },
+  };
+}
+
+export function operatorTokenFile(dataDir: string): string {
+  return path.join(dataDir, "operator-token");
+}
+
+function decodeMasterKey(value: string, source: string): Buffer {
+  const key = Buffer.from(value.trim(), "base64");
+  if (key.length < 32) throw new ConfigError(`${source} must be base64 of at least 32 random bytes`);
+  return key;
+}
+
+/** Reads a secret kept in DATA_DIR, creating it (mode 0600) on first use; safe if two processes race. */
+export function readOrCreateSecretFile(file: string, generate: () => string): string {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    fs.writeFileSync(file, generate() + "\n", { flag: "wx", mode: 0o600 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  return fs.readFileSync(file, "utf8").trim();
+}

@@ -1,0 +1,35 @@
+import type { TenantScope } from "../shared/tenant-scope.js";
+import type { Tx } from "../shared/unit-of-work.js";
+import type { ApiUser, NewApiUser } from "./model.js";
+
+/** API users, active and revoked (revoked rows stay as tombstones so a clientId is never reused). */
+export interface ApiUserRepository {
+  insert(tx: Tx, scope: TenantScope, user: NewApiUser): Promise<void>;
+  countActive(tx: Tx, scope: TenantScope): Promise<number>;
+  /** Client ids of active users by creation time, then client id. */
+  listActive(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<string[]>;
+  /** Locks an active user of the tenant for the rest of the transaction. */
+  lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined>;
+  setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void>;
+  markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void>;
+  /**
+   * The active API user a presented credential names. Unscoped by nature: authentication is
+   * how the tenant becomes known.
+   */
+  findActive(tx: Tx, clientId: string): Promise<ApiUser | undefined>;
+  /** Current generations of the active users among `clientIds` (token verification; unscoped for the same reason). */
+  activeGenerations(tx: Tx, clientIds: readonly string[]): Promise<Map<string, number>>;
+}
+
+/** Tells every instance about a credential change (implemented by the tokens area's CredentialGenerations). */
+export interface CredentialChangePublisher {
+  /** Inside the changing transaction, while its row lock is held; `undefined` means revoked. */
+  publishWithin(tx: Tx, clientId: string, generation: number | undefined): Promise<void>;
+  /** Re-publishes what the database says (after a change that was published but rolled back). */
+  refresh(clientId: string): Promise<void>;
+}
+
+/** Refresh tokens die with their client (implemented by the tokens area's repository). */
+export interface ClientRefreshTokens {
+  revokeAllOfClient(tx: Tx, scope: TenantScope, clientId: string, now: Date): Promise<void>;
+}

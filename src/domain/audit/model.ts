@@ -1,0 +1,23 @@
+/** One entry of the audit trail. Never holds a secret or a token. */
+export interface AuditEvent {
+  readonly action: string;
+  readonly outcome: "SUCCESS" | "FAILURE" | "DENIED" | "RATE_LIMITED";
+  /** clientId of the caller, "operator", or a claimed (unauthenticated) client id. */
+  readonly actor: string | null;
+  /** The tenant the event belongs to; null for requests no tenant can be named for. */
+  readonly tmcId: string | null;
+  readonly targetClientId: string | null;
+  readonly debugIdentifier: string | null;
+  readonly details?: Readonly<Record<string, string | number | boolean>>;
+  readonly occurredAt?: Date;
+}
+
+/** An event as read back. */
+export interface RecordedAuditEvent extends AuditEvent {
+  readonly occurredAt: Date;
+}
+
+/** Where the hot path hands its events: recorded off the request path. */
+export interface AuditSink {
+  record(event: AuditEvent): void;
+}

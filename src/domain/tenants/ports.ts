@@ -1,0 +1,23 @@
+import type { TenantScope } from "../shared/tenant-scope.js";
+import type { Tx } from "../shared/unit-of-work.js";
+import type { Company, NewUser, Tmc, User } from "./model.js";
+
+/** TMCs, their companies and users. Every method but `createTmc` is confined to one tenant. */
+export interface TenantRepository {
+  createTmc(tx: Tx, name: string, maxApiUsers: number): Promise<Tmc>;
+  findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined>;
+  /** Locks the TMC row for the rest of the transaction: serialises limit checks per tenant. */
+  lockTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined>;
+  setApiUserLimit(tx: Tx, scope: TenantScope, maxApiUsers: number): Promise<Tmc | undefined>;
+  createCompany(tx: Tx, scope: TenantScope, name: string): Promise<Company>;
+  findCompany(tx: Tx, scope: TenantScope, companyId: string): Promise<Company | undefined>;
+  /**
+   * The tenant a company belongs to, for the operator, who names a company without its TMC.
+   * Unscoped by nature: it is how the scope is found.
+   */
+  tenantOfCompany(tx: Tx, companyId: string): Promise<TenantScope | undefined>;
+  /** Throws ALREADY_EXISTS when the email is taken in the TMC. */
+  createUser(tx: Tx, scope: TenantScope, companyId: string, user: NewUser): Promise<User>;
+  /** The active user with this email (case-insensitive) in the tenant. */
+  findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined>;
+}

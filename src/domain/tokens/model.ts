@@ -1,0 +1,97 @@
+import type { ApiUserRole } from "../api-users/model.js";
+
+/** A credential a token depends on: the token is valid only while this is the client's generation. */
+export type BoundCredential = readonly [clientId: string, generation: number];
+
+export type SubjectKind = "CLIENT" | "USER";
+
+/** What a verified access token says about its bearer. */
+export interface Principal {
+  /** The API user that obtained the token. */
+  readonly clientId: string;
+  readonly tmcId: string;
+  readonly orgId: string | undefined;
+  readonly role: ApiUserRole;
+  readonly scopes: readonly string[];
+  /** `sub`: the clientId itself, or the subject of an exchange (another client or a user id). */
+  readonly subject: string;
+  readonly subjectKind: SubjectKind;
+  readonly audience: readonly string[];
+  /** RFC 8693 `act`, outermost actor first. */
+  readonly act: Record<string, unknown> | undefined;
+  readonly credentials: readonly BoundCredential[];
+  readonly tokenId: string;
+  readonly issuer: string;
+  readonly issuedAt: number;
+  readonly expiresAt: number;
+}
+
+export const GRANT_CLIENT_CREDENTIALS = "client_credentials";
+export const GRANT_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
+export const GRANT_REFRESH_TOKEN = "refresh_token";
+export const SUPPORTED_GRANTS: readonly string[] = [GRANT_CLIENT_CREDENTIALS, GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN];
+export const TOKEN_TYPE_ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token";
+export const TOKEN_TYPE_JWT = "urn:ietf:params:oauth:token-type:jwt";
+export const TOKEN_TYPE_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token";
+
+/** Credentials as the request carried them: form fields (client_secret_post) and/or a Basic header. */
+export interface PresentedCredentials {
+  readonly formClientId: string;
+  readonly formClientSecret: string;
+  readonly authorization: string | null;
+}
+
+export interface TokenRequest {
+  readonly grantType: string;
+  readonly credentials: PresentedCredentials;
+  readonly scope: string;
+  readonly audience: string;
+  readonly subjectToken: string;
+  readonly subjectTokenType: string;
+  readonly refreshToken: string;
+}
+
+export interface IssuedToken {
+  readonly accessToken: string;
+  readonly tokenType: "Bearer";
+  readonly expiresIn: number;
+  readonly scope: string;
+  readonly refreshToken?: string;
+  readonly issuedTokenType?: string;
+}
+
+/** A stored signing key; the private half is encrypted at rest. */
+export interface SigningKeyRecord {
+  readonly kid: string;
+  readonly alg: string;
+  readonly publicJwk: Record<string, unknown>;
+  readonly privateJwkCiphertext: string;
+  readonly retired: boolean;
+}
+
+export interface RefreshTokenRecord {
+  readonly id: string;
+  readonly tokenHash: Buffer;
+  readonly familyId: string;
+  readonly clientId: string;
+  readonly subject: string;
+  readonly subjectKind: SubjectKind;
+  readonly scope: string;
+  readonly audience: string;
+  readonly boundCredentials: readonly BoundCredential[];
+  readonly expiresAt: Date;
+  readonly usedAt: Date | undefined;
+  readonly revokedAt: Date | undefined;
+}
+
+export type NewRefreshToken = Omit<RefreshTokenRecord, "usedAt" | "revokedAt">;
+
+export interface TrustedIssuer {
+  readonly issuer: string;
+  readonly jwksUri: string | undefined;
+  readonly jwks: { keys: unknown[] } | undefined;
+  readonly audience: string | undefined;
+}
+
+/** What the generation cache holds for a client: its generation, or that it was revoked. */
+export type CachedGeneration = number | "revoked";

@@ -1,0 +1,113 @@
+import { DomainError } from "../../errors/domain-error.js";
+import type { ApiUser } from "../api-users/model.js";
+import type { AuditSink } from "../audit/model.js";
+import type { RateLimitDecision } from "../rate-limit/model.js";
+import { ClientAuthenticator } from "./client-authenticator.js";
+import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from "./model.js";
+import { tooManyRequests } from "./oauth-errors.js";
+import type { TokenRequestLimiter } from "./ports.js";
+import { TokenService } from "./token-service.js";
+
+/** What the token endpoint knows about the call besides its parameters. */
+export interface TokenCall {
+  readonly requestId: string;
+  readonly remoteAddress: string;
+  /** Told the rate-limit decision as soon as it is made (the edge turns it into headers, 429 or not). */
+  readonly onRateLimit: (decision: RateLimitDecision) => void;
+}
+
+/**
+ * The token endpoints as a short list of named steps (node-oidc-provider's shape):
+ * rate limit → check the grant type → authenticate the client → grant → audit.
+ * Every outcome (issued, refused with its errorCode, rate limited) is audited off the request
+ * path; a failed client authentication also spends the failure budget.
+ */
+export class TokenEndpoint {
+  constructor(
+    private readonly limiter: TokenRequestLimiter,
+    private readonly clients: ClientAuthenticator,
+    private readonly tokens: TokenService,
+    private readonly audit: AuditSink,
+  ) {}
+
+  /** POST /v2/auth/oauth2-token (FetchOauth2Token). */
+  fetchToken(request: TokenRequest, call: TokenCall): Promise<IssuedToken> {
+    return this.audited(request.credentials, request.grantType.slice(0, 80), call, async (authenticated) => {
+      await this.rateLimit(request.credentials, call);
+      TokenService.checkGrantType(request.grantType);
+      const client = authenticated(await this.authenticate(request.credentials, call));
+      return this.tokens.grant(client, request);
+    });
+  }
+
+  /** The deprecated /get-auth-token: JSON credentials only, the documented legacy lifetime. */
+  legacyToken(credentials: PresentedCredentials, call: TokenCall): Promise<IssuedToken> {
+    return this.audited(credentials, "legacy", call, async (authenticated) => {
+      await this.rateLimit(credentials, call);
+      const client = authenticated(await this.authenticate(credentials, call));
+      return this.tokens.legacyToken(client);
+    });
+  }
+
+  /** RFC 7662: undefined (inactive) unless the token is valid and of the caller's TMC. */
+  async introspect(credentials: PresentedCredentials, token: string, call: TokenCall): Promise<Principal | undefined> {
+    await this.rateLimit(credentials, call);
+    const client = await this.authenticate(credentials, call);
+    return this.tokens.introspect(client, token);
+  }
+
+  private async rateLimit(credentials: PresentedCredentials, call: TokenCall): Promise<void> {
+    const decision = await this.limiter.consume(ClientAuthenticator.claimedClientId(credentials), call.remoteAddress);
+    call.onRateLimit(decision);
+    if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
+  }
+
+  /** Authenticates the client; a failure also spends the failure budgets of its id and address. */
+  private async authenticate(credentials: PresentedCredentials, call: TokenCall): Promise<ApiUser> {
+    try {
+      return await this.clients.authenticate(credentials);
+    } catch (error) {
+      if (error instanceof DomainError && error.code === "INVALID_CLIENT") {
+        await this.limiter.recordFailure(ClientAuthenticator.claimedClientId(credentials), call.remoteAddress);
+      }
+      throw error;
+    }
+  }
+
+  /** Records the outcome in the audit trail: issued, refused (with the errorCode) or rate limited. Never the secret or the token. */
+  private async audited<T>(
+    credentials: PresentedCredentials,
+    grantType: string,
+    call: TokenCall,
+    run: (authenticated: (client: ApiUser) => ApiUser) => Promise<T>,
+  ): Promise<T> {
+    let client: ApiUser | undefined;
+    const claimed = ClientAuthenticator.claimedClientId(credentials)?.slice(0, 128) ?? null;
+    try {
+      const result = await run((c) => (client = c));
+      this.audit.record({
+        action: "TOKEN_ISSUED",
+        outcome: "SUCCESS",
+        actor: client!.clientId,
+        tmcId: client!.tmcId,
+        targetClientId: client!.clientId,
+        debugIdentifier: call.requestId,
+        details: { grantType },
+      });
+      return result;
+    } catch (error) {
+      const errorCode = error instanceof DomainError ? error.code : "INTERNAL_ERROR";
+      const limited = errorCode === "TOO_MANY_REQUESTS";
+      this.audit.record({
+        action: limited ? "TOKEN_RATE_LIMITED" : "TOKEN_REFUSED",
+        outcome: limited ? "RATE_LIMITED" : "FAILURE",
+        actor: client?.clientId ?? claimed,
+        tmcId: client?.tmcId ?? null,
+        targetClientId: client?.clientId ?? null,
+        debugIdentifier: call.requestId,
+        details: { grantType, errorCode },
+      });
+      throw error;
+    }
+  }
+}

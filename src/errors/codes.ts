@@ -1,0 +1,65 @@
+/**
+ * The whole error vocabulary of the service: every `errorCode` a caller can see, with its kind.
+ * The kind mirrors the gRPC status codes (Zitadel's {Kind, ID}); the edges translate it to a
+ * Connect code, an HTTP status and, where the contract asks for one, an error dialect (OAuth).
+ * `httpStatus` is set only where the documented REST status is more specific than the kind's.
+ */
+export type ErrorKind =
+  | "INVALID_ARGUMENT"
+  | "UNAUTHENTICATED"
+  | "PERMISSION_DENIED"
+  | "NOT_FOUND"
+  | "ALREADY_EXISTS"
+  | "FAILED_PRECONDITION"
+  | "RESOURCE_EXHAUSTED"
+  | "UNIMPLEMENTED"
+  | "UNAVAILABLE"
+  | "CANCELED"
+  | "DEADLINE_EXCEEDED"
+  | "INTERNAL";
+
+export interface ErrorCodeSpec {
+  readonly kind: ErrorKind;
+  /** A REST status that differs from the kind's usual one (spec 7.3: the API-user limit is 409). */
+  readonly httpStatus?: number;
+  readonly description: string;
+}
+
+export const ERROR_CODES = {
+  // Input
+  API_VALIDATION_FAILED: { kind: "INVALID_ARGUMENT", description: "The request is malformed; errorParameters name the fields" },
+  PAYLOAD_TOO_LARGE: { kind: "INVALID_ARGUMENT", httpStatus: 413, description: "The request body is larger than BODY_LIMIT_BYTES" },
+  UNSUPPORTED_MEDIA_TYPE: { kind: "INVALID_ARGUMENT", httpStatus: 415, description: "The Content-Type is not the one the route takes" },
+  // Callers
+  USER_NOT_AUTHENTICATED: { kind: "UNAUTHENTICATED", description: "No credential, or one that is invalid, expired or revoked" },
+  PERMISSION_DENIED: { kind: "PERMISSION_DENIED", description: "The credential is valid but may not perform this operation" },
+  // Resources
+  NOT_FOUND: { kind: "NOT_FOUND", description: "The resource does not exist, or belongs to another tenant" },
+  ROUTE_NOT_FOUND: { kind: "NOT_FOUND", description: "No REST route has this method and path" },
+  ALREADY_EXISTS: { kind: "ALREADY_EXISTS", description: "A resource with the same unique key exists" },
+  API_USER_LIMIT_EXCEEDED: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "The TMC already has its maximum number of active API users" },
+  // OAuth token endpoints (RFC 6749 5.2, RFC 8693 2.2.2)
+  INVALID_REQUEST: { kind: "INVALID_ARGUMENT", description: "The token request is malformed" },
+  INVALID_CLIENT: { kind: "PERMISSION_DENIED", description: "Client authentication failed (unknown client or wrong secret)" },
+  INVALID_GRANT: { kind: "INVALID_ARGUMENT", description: "The refresh token is invalid, expired, used or revoked" },
+  INVALID_SCOPE: { kind: "INVALID_ARGUMENT", description: "The requested scope is malformed or wider than allowed" },
+  INVALID_TARGET: { kind: "INVALID_ARGUMENT", description: "The requested audience is not allowed" },
+  UNSUPPORTED_GRANT_TYPE: { kind: "INVALID_ARGUMENT", description: "The grant_type is not supported" },
+  TOO_MANY_REQUESTS: { kind: "RESOURCE_EXHAUSTED", description: "A rate limit is exhausted; retry after Retry-After seconds" },
+  // The service
+  NOT_IMPLEMENTED: { kind: "UNIMPLEMENTED", description: "The operation is not implemented yet" },
+  SERVICE_NOT_READY: { kind: "UNAVAILABLE", description: "A dependency of the service is unreachable" },
+  CANCELED: { kind: "CANCELED", description: "The caller canceled the request" },
+  DEADLINE_EXCEEDED: { kind: "DEADLINE_EXCEEDED", description: "The request's deadline passed before it completed" },
+  INTERNAL_ERROR: { kind: "INTERNAL", description: "An unexpected failure; the cause is in the log, never in the answer" },
+} as const satisfies Record<string, ErrorCodeSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function specOf(code: ErrorCode): ErrorCodeSpec {
+  return ERROR_CODES[code];
+}
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.prototype.hasOwnProperty.call(ERROR_CODES, value);
+}

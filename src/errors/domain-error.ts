@@ -1,0 +1,50 @@
+import { specOf, type ErrorCode, type ErrorKind } from "./codes.js";
+
+export interface ErrorParameter {
+  readonly name: string;
+  readonly value: string;
+}
+
+export interface DomainErrorOptions {
+  /** ErrorResponse.errorMessages[].errorParameters: which input, which limit. */
+  readonly params?: readonly ErrorParameter[];
+  /** ErrorResponse.errorMessages[].errorDetail. */
+  readonly detail?: string;
+  /** Kept for the log; never sent to the caller. */
+  readonly cause?: unknown;
+}
+
+/**
+ * A failure the caller may see: a stable code from the catalogue and a message safe to show.
+ * Anything thrown that is not a DomainError is an internal failure: the edge logs it with its
+ * cause and answers a generic INTERNAL_ERROR.
+ */
+export class DomainError extends Error {
+  readonly params: readonly ErrorParameter[];
+  readonly detail: string;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: DomainErrorOptions = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "DomainError";
+    this.params = options.params ?? [];
+    this.detail = options.detail ?? "";
+  }
+
+  get kind(): ErrorKind {
+    return specOf(this.code).kind;
+  }
+}
+
+export const notFound = (what: string, params: readonly ErrorParameter[] = []) =>
+  new DomainError("NOT_FOUND", `${what} not found`, { params });
+
+export const invalidArgument = (message: string, params: readonly ErrorParameter[] = []) =>
+  new DomainError("API_VALIDATION_FAILED", message, { params });
+
+export const unauthenticated = (message = "Authentication is required") => new DomainError("USER_NOT_AUTHENTICATED", message);
+
+export const permissionDenied = (message = "The caller may not perform this operation") => new DomainError("PERMISSION_DENIED", message);

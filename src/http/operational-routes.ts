@@ -1,0 +1,52 @@
+import type { FastifyInstance } from "fastify";
+import { DomainError } from "../errors/domain-error.js";
+import { sendError } from "../gateway/error-reply.js";
+import type { Metrics } from "../observability/metrics.js";
+
+/** What the probes, the metrics and the discovery documents read; the composition root provides it. */
+export interface OperationalDeps {
+  /** Each dependency's reachability, by name ("database", "redis"). */
+  readonly checks: () => Promise<Record<string, boolean>>;
+  /** What each dependency runs on, for the readiness body ("postgres" or "pglite", "redis" or "memory"). */
+  readonly storage: Readonly<Record<string, string>>;
+  readonly metrics: Metrics;
+  readonly openApi: object;
+  /** The public halves of every key whose tokens may still be valid. */
+  readonly jwks: () => object;
+  /** RFC 8414 authorization server metadata. */
+  readonly authorizationServerMetadata: object;
+}
+
+/** Probes, metrics and the API description: served beside the documented API, not part of it. */
+export function registerOperationalRoutes(app: FastifyInstance, deps: OperationalDeps): void {
+  // Liveness: the process answers. Says nothing about dependencies, so a load balancer does not
+  // restart every instance when Postgres blips.
+  app.get("/healthz", async () => ({ status: "ok" }));
+
+  // Readiness: this instance can serve (its dependencies are reachable).
+  app.get("/readyz", async (_request, reply) => {
+    const results = await deps.checks();
+    const checks = Object.fromEntries(Object.entries(results).map(([name, up]) => [name, up ? "up" : "down"]));
+    if (Object.values(results).every(Boolean)) return { status: "ready", checks, storage: deps.storage };
+    return sendError(
+      reply,
+      new DomainError("SERVICE_NOT_READY", "A dependency of the service is unreachable", {
+        params: Object.entries(checks).map(([name, value]) => ({ name, value })),
+      }),
+    );
+  });
+
+  app.get("/metrics", async (_request, reply) => {
+    reply.type(deps.metrics.registry.contentType);
+    return deps.metrics.registry.metrics();
+  });
+
+  app.get("/openapi.json", async () => deps.openApi);
+
+  app.get("/.well-known/jwks.json", async (_request, reply) => {
+    reply.header("cache-control", "public, max-age=300");
+    return deps.jwks();
+  });
+
+  app.get("/.well-known/oauth-authorization-server", async () => deps.authorizationServerMetadata);
+}

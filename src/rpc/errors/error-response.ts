@@ -1,0 +1,95 @@
+import { create, type DescMessage } from "@bufbuild/protobuf";
+import { ViolationsSchema, type Violation } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorDialect, ErrorResponseSchema, type ErrorResponse } from "../../../gen/travel/common/v1/error_pb.js";
+import { isErrorCode, specOf, type ErrorCode } from "../../errors/codes.js";
+import { DomainError, type ErrorParameter } from "../../errors/domain-error.js";
+import { CODE_BY_KIND } from "./connect-codes.js";
+import { OAUTH_ERROR_BY_CODE } from "./dialects.js";
+
+export interface TranslatedError {
+  readonly code: Code;
+  readonly errorCode: ErrorCode;
+  readonly body: ErrorResponse;
+}
+
+/**
+ * The one translation of any failure into the platform's ErrorResponse and a Connect code.
+ * Anything that is neither a DomainError nor a Connect error we understand becomes
+ * INTERNAL_ERROR with a message that reveals nothing (the cause goes to the log).
+ */
+export function translateError(error: unknown, requestId: string, input?: DescMessage, dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED): TranslatedError {
+  const translated = baseTranslation(error, requestId, input);
+  if (dialect === ErrorDialect.OAUTH) applyOAuthDialect(translated);
+  return translated;
+}
+
+function baseTranslation(error: unknown, requestId: string, input?: DescMessage): TranslatedError {
+  if (error instanceof DomainError) {
+    return fromParts(error.code, error.message, error.params, requestId, error.detail);
+  }
+  if (error instanceof ConnectError) {
+    const existing = error.findDetails(ErrorResponseSchema)[0];
+    const existingCode = existing?.errorMessages[0]?.errorCode ?? "";
+    if (existing) return { code: error.code, errorCode: isErrorCode(existingCode) ? existingCode : "INTERNAL_ERROR", body: existing };
+    switch (error.code) {
+      case Code.InvalidArgument: {
+        // protovalidate's interceptor: one errorParameter per violated field path.
+        const violations: Violation[] = error.findDetails(ViolationsSchema).flatMap((v) => v.violations);
+        const parameters = violations.map((v) => ({ name: fieldPathOf(v, input), value: v.message }));
+        return fromParts("API_VALIDATION_FAILED", "The request is invalid", parameters, requestId);
+      }
+      case Code.NotFound:
+        return fromParts("NOT_FOUND", error.rawMessage, [], requestId);
+      case Code.Unimplemented:
+        return fromParts("NOT_IMPLEMENTED", error.rawMessage, [], requestId);
+      case Code.Canceled:
+        return fromParts("CANCELED", error.rawMessage, [], requestId);
+      case Code.DeadlineExceeded:
+        return fromParts("DEADLINE_EXCEEDED", error.rawMessage, [], requestId);
+      default:
+        break;
+    }
+  }
+  return fromParts("INTERNAL_ERROR", "An internal error occurred", [], requestId);
+}
+
+function fromParts(errorCode: ErrorCode, message: string, parameters: readonly ErrorParameter[], requestId: string, detail = ""): TranslatedError {
+  return {
+    code: CODE_BY_KIND[specOf(errorCode).kind],
+    errorCode,
+    body: create(ErrorResponseSchema, {
+      debugIdentifier: requestId,
+      errorMessages: [{ errorCode, message, errorParameters: parameters.map((p) => ({ name: p.name, value: p.value })), errorDetail: detail }],
+    }),
+  };
+}
+
+/** RFC 6749 5.2: `error` and `error_description` beside the ErrorResponse fields. */
+function applyOAuthDialect(translated: TranslatedError): void {
+  if (translated.body.error) return;
+  const oauthError = OAUTH_ERROR_BY_CODE[translated.errorCode] ?? (translated.code === Code.InvalidArgument ? "invalid_request" : undefined);
+  if (!oauthError) return;
+  translated.body.error = oauthError;
+  translated.body.errorDescription = translated.body.errorMessages[0]?.message ?? "The request is invalid";
+}
+
+/** The violated field as a REST client names it: JSON names joined by dots ("companyId.id"). */
+function fieldPathOf(violation: Violation, input: DescMessage | undefined): string {
+  let message = input;
+  const parts: string[] = [];
+  for (const element of violation.field?.elements ?? []) {
+    const field = message?.fields.find((f) => f.number === element.fieldNumber);
+    let part = field?.jsonName ?? element.fieldName;
+    if (element.subscript.case) part += `[${String(element.subscript.value)}]`;
+    parts.push(part);
+    message = field?.message;
+  }
+  return parts.join(".");
+}
+
+/** The ConnectError that carries an ErrorResponse as its detail, for every protocol. */
+export function toConnectError(translated: TranslatedError): ConnectError {
+  const message = translated.body.errorMessages[0]?.message ?? "error";
+  return new ConnectError(message, translated.code, undefined, [{ desc: ErrorResponseSchema, value: translated.body }]);
+}

@@ -1,0 +1,62 @@
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import { permissionDenied, unauthenticated } from "../../errors/domain-error.js";
+import type { ApiUser } from "../../domain/api-users/model.js";
+import type { Principal } from "../../domain/tokens/model.js";
+import { bearerTokenOf } from "../bearer-token.js";
+import { accessRuleOf, authenticationOf, AuthenticationKind, isPublicInfrastructure } from "../contract.js";
+
+/** The verified caller of an RPC that requires an access token. */
+export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "verified access-token principal" });
+
+/** The SCIM_TOKEN API user behind an RPC that requires a SCIM token. */
+export const scimClientKey = createContextKey<ApiUser | undefined>(undefined, { description: "authenticated SCIM client" });
+
+/** The verifiers each authentication kind dispatches to (domain services). */
+export interface Verifiers {
+  readonly accessTokens: { verify(token: string, audience?: string): Promise<Principal> };
+  readonly operator: { matches(presented: string): boolean };
+  readonly scimTokens: { authenticate(token: string): Promise<ApiUser> };
+  /** The audience this service's own RPCs accept in access tokens. */
+  readonly audience: string;
+}
+
+/**
+ * The one authentication interceptor: it reads the kind each RPC declares in the contract
+ * (travel.common.v1.authentication) and checks the matching credential for every protocol and
+ * the REST gateway alike. An RPC of this contract that declares no kind is refused to everyone.
+ */
+export function authenticationInterceptor(verifiers: Verifiers): Interceptor {
+  return (next) => async (req) => {
+    switch (authenticationOf(req.method)) {
+      case AuthenticationKind.ACCESS_TOKEN: {
+        const token = bearerTokenOf(req.header);
+        if (token === undefined) throw unauthenticated("An access token is required (Authorization: Bearer <token>)");
+        const principal = await verifiers.accessTokens.verify(token, verifiers.audience);
+        const rule = accessRuleOf(req.method);
+        // A protected method without a rule is a contract mistake: refuse rather than allow.
+        if (!rule.scope) throw permissionDenied("This operation is not available to access tokens");
+        if (!principal.scopes.includes(rule.scope)) throw permissionDenied(`The access token lacks the scope "${rule.scope}"`);
+        if (rule.roles.length > 0 && !rule.roles.includes(principal.role)) throw permissionDenied(`This operation requires the role ${rule.roles.join(" or ")}`);
+        req.contextValues.set(principalKey, principal);
+        return next(req);
+      }
+      case AuthenticationKind.OPERATOR: {
+        const token = bearerTokenOf(req.header);
+        if (token === undefined || !verifiers.operator.matches(token)) throw unauthenticated("A valid operator credential is required");
+        return next(req);
+      }
+      case AuthenticationKind.SCIM_TOKEN: {
+        const token = bearerTokenOf(req.header);
+        if (token === undefined) throw unauthenticated("A valid SCIM token is required");
+        req.contextValues.set(scimClientKey, await verifiers.scimTokens.authenticate(token));
+        return next(req);
+      }
+      case AuthenticationKind.CLIENT_SECRET:
+        // The token endpoints rate-limit before they authenticate the client from the request itself.
+        return next(req);
+      default:
+        if (isPublicInfrastructure(req.service)) return next(req);
+        throw permissionDenied("This operation declares no authentication and is refused");
+    }
+  };
+}

@@ -1,0 +1,103 @@
+import fs from "node:fs";
+import path from "node:path";
+import knexPkg, { type Knex } from "knex";
+import ClientPgLite from "knex-pglite";
+import { migrationSource } from "./migrations/index.js";
+
+const { knex } = knexPkg;
+
+export type DatabaseKind = "postgres" | "pglite";
+
+export interface Database {
+  readonly kind: DatabaseKind;
+  readonly db: Knex;
+  readonly schema: string;
+  /** Applies pending migrations; returns the names it applied. Safe when several instances start at once. */
+  migrate(): Promise<string[]>;
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  readonly databaseUrl: string | undefined;
+  readonly dataDir: string;
+  readonly schema: string;
+  /** Largest Postgres pool per instance (at least 2). */
+  readonly poolMax?: number;
+  /** How long a query may wait for a pooled connection. */
+  readonly acquireTimeoutMs?: number;
+}
+
+/** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
+const MIGRATION_LOCK_KEY = 727_501_113;
+
+export function openDatabase(options: DatabaseOptions): Database {
+  return options.databaseUrl
+    ? openPostgres(options.databaseUrl, options.schema, options.poolMax ?? 10, options.acquireTimeoutMs ?? 10_000)
+    : openPglite(options.dataDir);
+}
+
+function openPostgres(connectionString: string, schema: string, poolMax: number, acquireTimeoutMs: number): Database {
+  // migrate() holds one connection for the advisory lock while the migrator uses others.
+  if (poolMax < 2) throw new Error("the Postgres pool needs at least 2 connections");
+  const db = knex({
+    client: "pg",
+    connection: { connectionString, application_name: "auth-api-user-service" },
+    searchPath: [schema],
+    pool: { min: 0, max: poolMax },
+    acquireConnectionTimeout: acquireTimeoutMs,
+  });
+  return {
+    kind: "postgres",
+    db,
+    schema,
+    async migrate() {
+      // Knex's own lock table makes a second concurrent migrator fail instead of wait, and
+      // CREATE SCHEMA IF NOT EXISTS can race too; a session advisory lock held on one dedicated
+      // connection makes every other instance wait, then find nothing left to do.
+      const connection = await db.client.acquireConnection();
+      try {
+        await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+        try {
+          await connection.query(`create schema if not exists "${schema}"`);
+          return await runMigrations(db, schema);
+        } finally {
+          await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
+        }
+      } finally {
+        await db.client.releaseConnection(connection);
+      }
+    },
+    ping: () => pingDatabase(db),
+    close: () => db.destroy(),
+  };
+}
+
+function openPglite(dataDir: string): Database {
+  const directory = path.join(dataDir, "pglite");
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const db = knex({ client: ClientPgLite, dialect: "postgres", connection: { filename: directory } } as Knex.Config);
+  return {
+    kind: "pglite",
+    db,
+    schema: "public",
+    // One process owns an embedded database (see ownDataDir), so no cross-process lock is needed.
+    migrate: () => runMigrations(db, "public"),
+    ping: () => pingDatabase(db),
+    close: () => db.destroy(),
+  };
+}
+
+async function runMigrations(db: Knex, schema: string): Promise<string[]> {
+  const [, applied] = (await db.migrate.latest({ migrationSource, schemaName: schema })) as [number, string[]];
+  return applied;
+}
+
+async function pingDatabase(db: Knex): Promise<boolean> {
+  try {
+    await db.raw("select 1");
+    return true;
+  } catch {
+    return false;
+  }
+}

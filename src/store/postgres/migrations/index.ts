@@ -1,0 +1,26 @@
+import type { Knex } from "knex";
+import * as initialSchema from "./20261121000100_initial_schema.js";
+import * as tokens from "./20261121000200_tokens.js";
+import * as credentialOutbox from "./20261121000300_credential_outbox.js";
+import * as dropServiceSettings from "./20261122000100_drop_service_settings.js";
+
+/**
+ * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
+ * and mixing directory-based runs with a custom source corrupts the migration table.
+ */
+const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
+  ["20261121000100_initial_schema", initialSchema],
+  ["20261121000200_tokens", tokens],
+  ["20261121000300_credential_outbox", credentialOutbox],
+  ["20261122000100_drop_service_settings", dropServiceSettings],
+];
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => migrations.map(([name]) => name),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => {
+    const found = migrations.find(([candidate]) => candidate === name);
+    if (!found) throw new Error(`unknown migration ${name}`);
+    return found[1];
+  },
+};

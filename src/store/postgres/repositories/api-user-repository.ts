@@ -1,0 +1,85 @@
+import type { ApiUser, NewApiUser } from "../../../domain/api-users/model.js";
+import type { ApiUserRepository } from "../../../domain/api-users/ports.js";
+import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
+import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import { toCount, type ApiUserRow } from "../tables.js";
+import { knexOf } from "../unit-of-work.js";
+
+export class PostgresApiUserRepository implements ApiUserRepository {
+  async insert(tx: Tx, scope: TenantScope, user: NewApiUser): Promise<void> {
+    await knexOf(tx)<ApiUserRow>("api_users").insert({
+      client_id: user.clientId,
+      tmc_id: scope.tmcId,
+      org_id: user.orgId ?? null,
+      role: user.role,
+      credential_type: user.credentialType,
+      secret_hash: user.secretHash,
+      created_by: user.createdBy,
+    });
+  }
+
+  async countActive(tx: Tx, scope: TenantScope): Promise<number> {
+    const row = await active(tx, scope).count({ n: "*" }).first();
+    return toCount(row?.n);
+  }
+
+  async listActive(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<string[]> {
+    const rows = await active(tx, scope)
+      .orderBy([{ column: "created_at" }, { column: "client_id" }])
+      .limit(page.limit)
+      .offset(page.offset)
+      .select("client_id");
+    return rows.map((r) => r.client_id);
+  }
+
+  async lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined> {
+    const row = await active(tx, scope).where({ client_id: clientId }).forUpdate().first();
+    return row && toApiUser(row);
+  }
+
+  async setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void> {
+    const db = knexOf(tx);
+    await active(tx, scope).where({ client_id: clientId }).update({
+      secret_hash: credential.secretHash,
+      credential_generation: credential.generation,
+      rotated_at: db.fn.now() as unknown as Date,
+      updated_at: db.fn.now() as unknown as Date,
+    });
+  }
+
+  async markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void> {
+    const db = knexOf(tx);
+    await active(tx, scope)
+      .where({ client_id: clientId })
+      .update({ revoked_at: db.fn.now() as unknown as Date, updated_at: db.fn.now() as unknown as Date });
+  }
+
+  async findActive(tx: Tx, clientId: string): Promise<ApiUser | undefined> {
+    const row = await knexOf(tx)<ApiUserRow>("api_users").where({ client_id: clientId }).whereNull("revoked_at").first();
+    return row && toApiUser(row);
+  }
+
+  async activeGenerations(tx: Tx, clientIds: readonly string[]): Promise<Map<string, number>> {
+    const rows = await knexOf(tx)<ApiUserRow>("api_users")
+      .whereIn("client_id", [...clientIds])
+      .whereNull("revoked_at")
+      .select("client_id", "credential_generation");
+    return new Map(rows.map((r) => [r.client_id, r.credential_generation]));
+  }
+}
+
+function active(tx: Tx, scope: TenantScope) {
+  return knexOf(tx)<ApiUserRow>("api_users").where({ tmc_id: scope.tmcId }).whereNull("revoked_at");
+}
+
+function toApiUser(row: ApiUserRow): ApiUser {
+  return {
+    clientId: row.client_id,
+    tmcId: row.tmc_id,
+    orgId: row.org_id ?? undefined,
+    role: row.role,
+    credentialType: row.credential_type,
+    secretHash: row.secret_hash,
+    credentialGeneration: row.credential_generation,
+  };
+}

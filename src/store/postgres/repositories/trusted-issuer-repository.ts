@@ -1,0 +1,26 @@
+import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
+import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import type { TrustedIssuer } from "../../../domain/tokens/model.js";
+import type { TrustedIssuerRepository } from "../../../domain/tokens/ports.js";
+import type { TrustedIssuerRow } from "../tables.js";
+import { knexOf } from "../unit-of-work.js";
+
+export class PostgresTrustedIssuerRepository implements TrustedIssuerRepository {
+  async upsert(tx: Tx, scope: TenantScope, issuer: TrustedIssuer): Promise<void> {
+    await knexOf(tx)("trusted_issuers")
+      .insert({
+        tmc_id: scope.tmcId,
+        issuer: issuer.issuer,
+        jwks_uri: issuer.jwksUri ?? null,
+        jwks: issuer.jwks ? JSON.stringify(issuer.jwks) : null,
+        audience: issuer.audience ?? null,
+      })
+      .onConflict(["tmc_id", "issuer"])
+      .merge();
+  }
+
+  async find(tx: Tx, scope: TenantScope, issuer: string): Promise<TrustedIssuer | undefined> {
+    const row = await knexOf(tx)<TrustedIssuerRow>("trusted_issuers").where({ tmc_id: scope.tmcId, issuer }).first();
+    return row && { issuer: row.issuer, jwksUri: row.jwks_uri ?? undefined, jwks: row.jwks ?? undefined, audience: row.audience ?? undefined };
+  }
+}

@@ -1,0 +1,134 @@
+import type { ApiUserCredentialType, ApiUserRole } from "../../domain/api-users/model.js";
+
+/**
+ * Row types of the tables created by the migrations (snake_case, as stored). Rows never leave
+ * store/: each repository maps them to the domain's model types.
+ */
+export interface TmcRow {
+  id: string;
+  name: string;
+  max_api_users: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface CompanyRow {
+  id: string;
+  tmc_id: string;
+  name: string;
+  created_at: Date;
+}
+
+export interface UserRow {
+  id: string;
+  company_id: string;
+  tmc_id: string;
+  email: string;
+  email_normalized: string;
+  given_name: string;
+  family_name: string;
+  is_active: boolean;
+  external_id: string | null;
+  profile: Record<string, unknown>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface ApiUserRow {
+  client_id: string;
+  tmc_id: string;
+  org_id: string | null;
+  role: ApiUserRole;
+  credential_type: ApiUserCredentialType;
+  secret_hash: Buffer;
+  credential_generation: number;
+  created_by: string | null;
+  created_at: Date;
+  updated_at: Date;
+  rotated_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export interface AuditEventRow {
+  id: string;
+  occurred_at: Date;
+  action: string;
+  outcome: string;
+  actor: string | null;
+  tmc_id: string | null;
+  target_client_id: string | null;
+  debug_identifier: string | null;
+  details: Record<string, unknown>;
+}
+
+export interface PaymentSourceRow {
+  id: string;
+  company_id: string;
+  fop_label: string;
+  card_company: string | null;
+  card_last4: string | null;
+  credit_usage_type: string;
+  transferable: boolean;
+}
+
+export interface AirCreditRow {
+  id: string;
+  company_id: string;
+  payment_source_id: string;
+  traveler_user_id: string | null;
+  supplier: string;
+  pcc: string | null;
+  airline_code: string;
+  ticket_number: string;
+  source_pnr: string | null;
+  total_fare_amount: string;
+  currency_code: string;
+  issue_date: string;
+  expiry_date: string;
+  status: string;
+}
+
+export interface SigningKeyRow {
+  kid: string;
+  alg: string;
+  public_jwk: Record<string, unknown>;
+  private_jwk_ciphertext: string;
+  created_at: Date;
+  retired_at: Date | null;
+  not_after: Date | null;
+}
+
+export interface RefreshTokenRow {
+  id: string;
+  token_hash: Buffer;
+  family_id: string;
+  client_id: string;
+  tmc_id: string;
+  subject: string;
+  subject_kind: "CLIENT" | "USER";
+  scope: string;
+  audience: string;
+  bound_credentials: Array<[string, number]>;
+  created_at: Date;
+  expires_at: Date;
+  used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export interface TrustedIssuerRow {
+  tmc_id: string;
+  issuer: string;
+  jwks_uri: string | null;
+  jwks: { keys: unknown[] } | null;
+  audience: string | null;
+}
+
+export interface CredentialOutboxRow {
+  client_id: string;
+  changed_at: Date;
+}
+
+/** count(*) is a string in pg and a number in PGlite. */
+export function toCount(value: unknown): number {
+  return typeof value === "number" ? value : Number.parseInt(String(value ?? "0"), 10);
+}

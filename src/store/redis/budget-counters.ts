@@ -1,0 +1,98 @@
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+import type { RedisClientType } from "redis";
+import type { BudgetCounters } from "../../domain/rate-limit/ports.js";
+import { asBudgetCounter, limiterOptions } from "../memory/budget-counters.js";
+
+/**
+ * Budgets shared by every instance, in Redis (rate-limiter-flexible's atomic counters). While
+ * Redis fails, each budget falls back to an in-process insurance limiter — a per-instance limit,
+ * never "unlimited" — and `onFallback` is told every time (count it in a metric).
+ */
+export function redisBudgetCounters(redis: RedisClientType, keyPrefix: string, onFallback: (error: unknown) => void): BudgetCounters {
+  return (name, budget) => {
+    const options = limiterOptions(keyPrefix, name, budget);
+    let redisLimiter: ObservedRedisLimiter | undefined;
+    const insurance = new ObservedInsuranceLimiter(options, () => {
+      const cause = redisLimiter?.lastStoreError;
+      onFallback(cause ?? new Error(`Redis rate limit store failed; in-memory limit applied to ${name}`));
+    });
+    redisLimiter = new ObservedRedisLimiter({
+      ...options,
+      storeClient: redis,
+      // node-redis 4+ API (eval with { keys, arguments }); without it every call fails.
+      useRedisPackage: true,
+      insuranceLimiter: insurance,
+    });
+    return asBudgetCounter(redisLimiter as RateLimiterAbstract);
+  };
+}
+
+type LimiterOptions = ConstructorParameters<typeof RateLimiterMemory>[0];
+type LimiterCallOptions = { [key: string]: any };
+
+/**
+ * The insurance limiter of a Redis budget. rate-limiter-flexible calls the insurance limiter (through
+ * its public methods) only after a Redis command failed, and says so nowhere else; this subclass
+ * reports every call it serves.
+ */
+class ObservedInsuranceLimiter extends RateLimiterMemory {
+  readonly #served: () => void;
+
+  constructor(options: LimiterOptions, served: () => void) {
+    super(options);
+    this.#served = served;
+  }
+
+  override consume(key: string | number, points?: number, options?: LimiterCallOptions): Promise<RateLimiterRes> {
+    this.#served();
+    return super.consume(key, points, options);
+  }
+
+  override penalty(key: string | number, points?: number, options?: LimiterCallOptions): Promise<RateLimiterRes> {
+    this.#served();
+    return super.penalty(key, points, options);
+  }
+
+  override reward(key: string | number, points?: number, options?: LimiterCallOptions): Promise<RateLimiterRes> {
+    this.#served();
+    return super.reward(key, points, options);
+  }
+
+  override get(key: string | number, options?: LimiterCallOptions): Promise<RateLimiterRes | null> {
+    this.#served();
+    return super.get(key, options);
+  }
+
+  override set(key: string | number, points: number, secDuration: number, options?: LimiterCallOptions): Promise<RateLimiterRes> {
+    this.#served();
+    return super.set(key, points, secDuration, options);
+  }
+
+  override block(key: string | number, secDuration: number, options?: LimiterCallOptions): Promise<RateLimiterRes> {
+    this.#served();
+    return super.block(key, secDuration, options);
+  }
+
+  override delete(key: string | number, options?: LimiterCallOptions): Promise<boolean> {
+    this.#served();
+    return super.delete(key, options);
+  }
+}
+
+type ErrorHandler = (error: unknown, ...rest: unknown[]) => unknown;
+
+/**
+ * The Redis limiter of a budget, remembering the last store error so onFallback can report the
+ * cause. rate-limiter-flexible 11.x passes every failure through `_handleError` right before it
+ * asks the insurance limiter; should that internal method ever be renamed, only the cause is lost
+ * (onFallback then gets a generic error), not the detection, which rests on the insurance limiter.
+ */
+class ObservedRedisLimiter extends RateLimiterRedis {
+  lastStoreError: unknown = undefined;
+
+  _handleError(error: unknown, ...rest: unknown[]): unknown {
+    if (!(error instanceof RateLimiterRes)) this.lastStoreError = error;
+    const base = (RateLimiterRedis.prototype as unknown as { _handleError: ErrorHandler })._handleError;
+    return base.call(this, error, ...rest);
+  }
+}

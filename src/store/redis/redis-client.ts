@@ -1,0 +1,50 @@
+import { createClient, type RedisClientType } from "redis";
+import type { Logger } from "../../domain/shared/observability.js";
+
+export interface RedisOptions {
+  readonly url: string;
+  readonly connectTimeoutMs: number;
+  readonly reconnectMaxDelayMs: number;
+}
+
+/**
+ * The node-redis client every Redis adapter shares. Commands fail at once while disconnected
+ * (no offline queue), so callers fall back instead of queueing; a down Redis is logged once per
+ * distinct failure, not once per command.
+ */
+export function openRedis(options: RedisOptions, logger: Logger): RedisClientType {
+  const client: RedisClientType = createClient({
+    url: options.url,
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout: options.connectTimeoutMs,
+      reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, options.reconnectMaxDelayMs),
+    },
+  });
+  let lastError = "";
+  client.on("error", (error: Error) => {
+    if (error.message !== lastError) logger.warn({ err: { message: error.message } }, "redis error");
+    lastError = error.message;
+  });
+  client.on("ready", () => {
+    if (lastError) logger.info({}, "redis reconnected");
+    lastError = "";
+  });
+  // Not awaited: the service starts (and reports not ready) while Redis is unreachable.
+  client.connect().catch(() => {});
+  return client;
+}
+
+export async function pingRedis(client: RedisClientType): Promise<boolean> {
+  if (!client.isReady) return false;
+  try {
+    return (await client.ping()) === "PONG";
+  } catch {
+    return false;
+  }
+}
+
+export async function closeRedis(client: RedisClientType): Promise<void> {
+  if (client.isOpen) await client.close().catch(() => client.destroy());
+  else client.destroy();
+}

@@ -1,0 +1,43 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { describe, test } from "node:test";
+import { ConfigError, loadConfig } from "../../../src/config/config.js";
+
+describe("configuration", () => {
+  test("defaults give the embedded single-command start", () => {
+    const config = loadConfig({});
+    assert.equal(config.http.port, 8080);
+    assert.equal(config.http.host, "0.0.0.0");
+    assert.equal(config.storage.databaseUrl, undefined);
+    assert.equal(config.storage.redisUrl, undefined);
+    assert.equal(config.storage.dataDir, path.resolve("./data"));
+    assert.equal(config.serverUrl, "http://127.0.0.1:8080");
+    assert.equal(config.storage.databaseSchema, "public");
+  });
+
+  test("values are read and checked", () => {
+    const config = loadConfig({ PORT: "9090", HOST: "::1", DATABASE_URL: "postgres://x/y", REDIS_URL: " redis://r ", BODY_LIMIT_BYTES: "2048" });
+    assert.equal(config.http.port, 9090);
+    assert.equal(config.serverUrl, "http://[::1]:9090");
+    assert.equal(config.storage.redisUrl, "redis://r");
+    assert.equal(config.http.bodyLimitBytes, 2048);
+    assert.throws(() => loadConfig({ PORT: "http" }), ConfigError);
+    assert.throws(() => loadConfig({ PORT: "70000" }), ConfigError);
+    assert.throws(() => loadConfig({ DATABASE_SCHEMA: "Robert'); drop" }), ConfigError);
+    assert.throws(() => loadConfig({ BODY_LIMIT_BYTES: "1" }), ConfigError);
+  });
+
+  test("every timeout and interval is a setting with a default, checked like the rest", () => {
+    const defaults = loadConfig({});
+    assert.deepEqual(defaults.jobs, { signingKeyReloadIntervalMs: 60_000, credentialReconcileIntervalMs: 2_000, auditFlushIntervalMs: 250 });
+    assert.equal(defaults.http.keepAliveTimeoutMs, 5_000);
+    assert.equal(defaults.storage.databaseAcquireTimeoutMs, 10_000);
+    assert.equal(defaults.tokens.credentialCacheSeconds, 300);
+    const tuned = loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "50", HTTP_REQUEST_TIMEOUT_MS: "1500", AUDIT_BATCH_SIZE: "10" });
+    assert.equal(tuned.jobs.credentialReconcileIntervalMs, 50);
+    assert.equal(tuned.http.requestTimeoutMs, 1500);
+    assert.equal(tuned.audit.batchSize, 10);
+    assert.throws(() => loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "soon" }), /CREDENTIAL_RECONCILE_INTERVAL_MS must be a whole number/);
+    assert.throws(() => loadConfig({ DATABASE_POOL_MAX: "1" }), /DATABASE_POOL_MAX must be between 2/);
+  });
+});

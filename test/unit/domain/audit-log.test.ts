@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { AuditLog } from "../../../src/domain/audit/audit-log.js";
+import type { AuditEvent } from "../../../src/domain/audit/model.js";
+import type { AuditRepository } from "../../../src/domain/audit/ports.js";
+import { silentLogger } from "../../../src/domain/shared/observability.js";
+import type { Tx, UnitOfWork } from "../../../src/domain/shared/unit-of-work.js";
+
+const FIXED = new Date("2026-11-22T10:00:00Z");
+const uow: UnitOfWork = { direct: {} as Tx, transaction: (work) => work({} as Tx) };
+
+/** An audit table that refuses writes while `down` is set. */
+class FlakyAuditRepository implements AuditRepository {
+  down = true;
+  readonly rows: AuditEvent[] = [];
+  async append(_tx: Tx, events: readonly AuditEvent[]) {
+    if (this.down) throw new Error("relation \"audit_events\" does not exist");
+    this.rows.push(...events);
+  }
+  async list() {
+    return [];
+  }
+}
+
+function counter() {
+  let value = 0;
+  return { inc: (n = 1) => void (value += n), get value() { return value; } };
+}
+
+function event(i: number): AuditEvent {
+  return { action: "TOKEN_ISSUED", outcome: "SUCCESS", actor: `c${i}`, tmcId: null, targetClientId: null, debugIdentifier: `r${i}` };
+}
+
+describe("audit log batching", () => {
+  test("a failed write is kept and counted; the next flush and close write everything, in order", async () => {
+    const repository = new FlakyAuditRepository();
+    const metrics = { written: counter(), writeFailures: counter(), dropped: counter() };
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 2, maxBuffered: 100, closeRetryDelaysMs: [1] });
+    for (let i = 0; i < 5; i++) log.record(event(i));
+    await log.flush();
+    assert.ok(metrics.writeFailures.value >= 1, "write failures are counted");
+    assert.equal(metrics.written.value, 0);
+
+    repository.down = false;
+    await log.close();
+    assert.equal(metrics.written.value, 5);
+    assert.equal(metrics.dropped.value, 0);
+    assert.deepEqual(repository.rows.map((r) => r.actor), ["c0", "c1", "c2", "c3", "c4"]);
+    assert.ok(repository.rows.every((r) => r.occurredAt?.getTime() === FIXED.getTime()), "events carry the injected clock's time");
+  });
+
+  test("beyond maxBuffered the oldest events are dropped and counted; close gives up loudly", async () => {
+    const repository = new FlakyAuditRepository();
+    const metrics = { written: counter(), writeFailures: counter(), dropped: counter() };
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 100, maxBuffered: 3, closeRetryDelaysMs: [1, 1] });
+    for (let i = 0; i < 5; i++) log.record(event(i));
+    assert.equal(metrics.dropped.value, 2);
+    await log.close();
+    assert.equal(metrics.dropped.value, 5, "the three left are lost, and counted, when the database never comes back");
+    assert.equal(repository.rows.length, 0);
+  });
+});
