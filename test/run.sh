@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Runs the whole suite twice: on real Postgres + Redis, then on the embedded default
-# (PGlite + in-process stand-in), and ends with one combined "N passed, N failed" line.
+# The whole suite, tier by tier, ending with one combined "N passed, N failed" line:
+#   1. fast tier (test/unit): domain with in-memory fakes, RPC through the router transport,
+#      contract and architecture checks; no database, no Redis, no port; runs once.
+#   2. storage and end-to-end tiers (test/store and the rest) twice: on real Postgres + Redis,
+#      then on the embedded default (PGlite + in-process twins).
+# `test/run.sh fast` runs the fast tier alone (npm run test:fast).
 # Node 20 neither expands globs nor finds .ts test files itself, hence the find.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-files=$(find test -name '*.test.ts' | sort)
 log=$(mktemp)
 status=0
-for backend in postgres embedded; do
-  echo "## backend: $backend"
-  TEST_BACKEND=$backend node --test --test-concurrency=2 --test-timeout=180000 --import tsx $files 2>&1 | tee -a "$log"
+run() {
+  node --test --test-concurrency=2 --test-timeout=180000 --import tsx "$@" 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-done
+}
+echo "## tier: fast (test/unit)"
+run $(find test/unit -name '*.test.ts' | sort)
+if [ "${1:-all}" != "fast" ]; then
+  others=$(find test -name '*.test.ts' -not -path 'test/unit/*' | sort)
+  for backend in postgres embedded; do
+    echo "## tier: storage and end-to-end, backend: $backend"
+    TEST_BACKEND=$backend run $others
+  done
+fi
 passed=$(awk '/^# pass /{s+=$3} END{print s+0}' "$log")
 failed=$(awk '/^# fail /{s+=$3} END{print s+0}' "$log")
 rm -f "$log"
 [ "$failed" -eq 0 ] || status=1
-echo "both backends: $passed passed, $failed failed"
+echo "total: $passed passed, $failed failed"
 exit $status

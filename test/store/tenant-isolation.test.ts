@@ -1,0 +1,279 @@
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import type { Tmc } from "../../src/domain/tenants/model.js";
+import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-scope.js";
+import { DomainError } from "../../src/errors/domain-error.js";
+import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import { postgresRepositories } from "../../src/store/postgres/repositories/index.js";
+import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
+import { backend, isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { dropStorage } from "../helpers/service.js";
+
+/**
+ * Hydra's persister_nid_test, for this store: every repository method on tenant data runs under
+ * two tenants, and none reads or changes the other's rows. Methods that are not scoped by nature
+ * (they establish the tenant, or hold no tenant data) are listed with the reason; a method in
+ * neither list fails the completeness test, so a new one cannot slip by untested.
+ */
+const UNSCOPED: Readonly<Record<string, string>> = {
+  "tenants.createTmc": "creates a tenant",
+  "tenants.tenantOfCompany": "the operator names a company without its TMC: it is how the scope is found",
+  "apiUsers.findActive": "authentication: resolving a presented client id is how the tenant becomes known",
+  "apiUsers.activeGenerations": "token verification: the generations of the credentials a signed token names",
+  "audit.append": "each event carries its own tenant (or none, for unattributable requests)",
+  "signingKeys.listPublished": "signing keys are the deployment's, not a tenant's",
+  "signingKeys.insert": "signing keys are the deployment's, not a tenant's",
+  "signingKeys.retireAll": "signing keys are the deployment's, not a tenant's",
+  "credentialOutbox.add": "client ids only, to republish; no tenant data",
+  "credentialOutbox.pending": "client ids only, to republish; no tenant data",
+  "credentialOutbox.remove": "client ids only, to republish; no tenant data",
+};
+
+const covered = new Set<string>();
+const isolation = (name: string, fn: () => Promise<void>) => {
+  covered.add(name);
+  return test(name, fn);
+};
+
+describe(`tenant isolation of every repository method (${backend})`, () => {
+  const storage = newStorage();
+  let database: Database;
+  const repos = postgresRepositories();
+  let uow: KnexUnitOfWork;
+  let a: Tmc;
+  let b: Tmc;
+  let scopeA: TenantScope;
+  let scopeB: TenantScope;
+  let companyA: string;
+  let companyB: string;
+  let clientA: string;
+  let clientB: string;
+  const emailB = "b.user@b.example";
+
+  const newApiUser = (clientId: string) => ({
+    clientId,
+    orgId: undefined,
+    role: "TMC_ADMIN" as const,
+    credentialType: "CLIENT_CREDENTIALS" as const,
+    secretHash: crypto.randomBytes(32),
+    createdBy: "operator",
+  });
+
+  before(async () => {
+    database = isPostgres
+      ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, schema: storage.schema! })
+      : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, schema: "public" });
+    await database.migrate();
+    uow = new KnexUnitOfWork(database.db);
+    const tx = uow.direct;
+    a = await repos.tenants.createTmc(tx, "Tenant A", 5);
+    b = await repos.tenants.createTmc(tx, "Tenant B", 5);
+    scopeA = tenantScope(a.id);
+    scopeB = tenantScope(b.id);
+    companyA = (await repos.tenants.createCompany(tx, scopeA, "A Corp")).id;
+    companyB = (await repos.tenants.createCompany(tx, scopeB, "B Corp")).id;
+    await repos.tenants.createUser(tx, scopeB, companyB, { email: emailB, givenName: "B", familyName: "User", isActive: true });
+    clientA = `a-${crypto.randomUUID()}`;
+    clientB = `b-${crypto.randomUUID()}`;
+    await repos.apiUsers.insert(tx, scopeA, newApiUser(clientA));
+    await repos.apiUsers.insert(tx, scopeB, newApiUser(clientB));
+  });
+
+  after(async () => {
+    await database?.close();
+    await dropStorage(storage);
+  });
+
+  isolation("tenants.findTmc", async () => {
+    assert.equal((await repos.tenants.findTmc(uow.direct, scopeA))?.id, a.id);
+    assert.equal((await repos.tenants.findTmc(uow.direct, scopeB))?.id, b.id);
+  });
+
+  isolation("tenants.lockTmc", async () => {
+    await uow.transaction(async (tx) => assert.equal((await repos.tenants.lockTmc(tx, scopeA))?.id, a.id));
+  });
+
+  isolation("tenants.setApiUserLimit", async () => {
+    await repos.tenants.setApiUserLimit(uow.direct, scopeA, 9);
+    assert.equal((await repos.tenants.findTmc(uow.direct, scopeB))?.maxApiUsers, 5, "B's limit is untouched");
+    await repos.tenants.setApiUserLimit(uow.direct, scopeA, 5);
+  });
+
+  isolation("tenants.createCompany", async () => {
+    const company = await repos.tenants.createCompany(uow.direct, scopeA, "A Subsidiary");
+    assert.equal(company.tmcId, a.id);
+    assert.equal(await repos.tenants.findCompany(uow.direct, scopeB, company.id), undefined);
+  });
+
+  isolation("tenants.findCompany", async () => {
+    assert.equal(await repos.tenants.findCompany(uow.direct, scopeA, companyB), undefined);
+    assert.equal((await repos.tenants.findCompany(uow.direct, scopeB, companyB))?.id, companyB);
+  });
+
+  isolation("tenants.createUser", async () => {
+    await assert.rejects(
+      repos.tenants.createUser(uow.direct, scopeA, companyB, { email: "intruder@a.example", givenName: "I", familyName: "N", isActive: true }),
+      (error: unknown) => error instanceof DomainError && error.code === "NOT_FOUND",
+    );
+    assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, "intruder@a.example"), undefined, "nothing was written into B");
+    assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeA, "intruder@a.example"), undefined);
+  });
+
+  isolation("tenants.findActiveUserByEmail", async () => {
+    assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeA, emailB), undefined);
+    assert.equal((await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB.toUpperCase()))?.tmcId, b.id);
+  });
+
+  isolation("apiUsers.insert", async () => {
+    const id = `a2-${crypto.randomUUID()}`;
+    await repos.apiUsers.insert(uow.direct, scopeA, newApiUser(id));
+    assert.equal((await repos.apiUsers.findActive(uow.direct, id))?.tmcId, a.id);
+    assert.ok(!(await repos.apiUsers.listActive(uow.direct, scopeB, { limit: 100, offset: 0 })).includes(id));
+  });
+
+  isolation("apiUsers.countActive", async () => {
+    const before = await repos.apiUsers.countActive(uow.direct, scopeB);
+    await repos.apiUsers.insert(uow.direct, scopeA, newApiUser(`a3-${crypto.randomUUID()}`));
+    assert.equal(await repos.apiUsers.countActive(uow.direct, scopeB), before);
+  });
+
+  isolation("apiUsers.listActive", async () => {
+    const listed = await repos.apiUsers.listActive(uow.direct, scopeA, { limit: 100, offset: 0 });
+    assert.ok(listed.includes(clientA));
+    assert.ok(!listed.includes(clientB));
+  });
+
+  isolation("apiUsers.lockActive", async () => {
+    await uow.transaction(async (tx) => {
+      assert.equal(await repos.apiUsers.lockActive(tx, scopeA, clientB), undefined);
+      assert.equal((await repos.apiUsers.lockActive(tx, scopeA, clientA))?.clientId, clientA);
+    });
+  });
+
+  isolation("apiUsers.setCredential", async () => {
+    const before = await repos.apiUsers.findActive(uow.direct, clientB);
+    await repos.apiUsers.setCredential(uow.direct, scopeA, clientB, { secretHash: crypto.randomBytes(32), generation: 99 });
+    const afterwards = await repos.apiUsers.findActive(uow.direct, clientB);
+    assert.equal(afterwards?.credentialGeneration, before?.credentialGeneration);
+    assert.deepEqual(afterwards?.secretHash, before?.secretHash);
+  });
+
+  isolation("apiUsers.markRevoked", async () => {
+    await repos.apiUsers.markRevoked(uow.direct, scopeA, clientB);
+    assert.ok(await repos.apiUsers.findActive(uow.direct, clientB), "B's API user is still active");
+  });
+
+  isolation("audit.list", async () => {
+    await repos.audit.append(uow.direct, [
+      { action: "API_USER_CREATE", outcome: "SUCCESS", actor: "operator", tmcId: a.id, targetClientId: clientA, debugIdentifier: "ra" },
+      { action: "API_USER_CREATE", outcome: "SUCCESS", actor: "operator", tmcId: b.id, targetClientId: clientB, debugIdentifier: "rb" },
+    ]);
+    const listed = await repos.audit.list(uow.direct, scopeA, 100);
+    assert.ok(listed.some((e) => e.debugIdentifier === "ra"));
+    assert.ok(listed.every((e) => e.tmcId === a.id));
+  });
+
+  describe("refresh tokens", () => {
+    const hashB = crypto.randomBytes(32);
+    const idB = crypto.randomUUID();
+    const familyB = crypto.randomUUID();
+    before(async () => {
+      await repos.refreshTokens.insert(uow.direct, scopeB, {
+        id: idB,
+        tokenHash: hashB,
+        familyId: familyB,
+        clientId: clientB,
+        subject: clientB,
+        subjectKind: "CLIENT",
+        scope: "openid",
+        audience: "http://auth.test/v2",
+        boundCredentials: [[clientB, 1]],
+        expiresAt: new Date(Date.now() + 3_600_000),
+      });
+    });
+    const stateOfB = () => uow.transaction((tx) => repos.refreshTokens.lockByHash(tx, scopeB, hashB));
+
+    isolation("refreshTokens.insert", async () => {
+      const hash = crypto.randomBytes(32);
+      await repos.refreshTokens.insert(uow.direct, scopeA, {
+        id: crypto.randomUUID(),
+        tokenHash: hash,
+        familyId: crypto.randomUUID(),
+        clientId: clientA,
+        subject: clientA,
+        subjectKind: "CLIENT",
+        scope: "openid",
+        audience: "http://auth.test/v2",
+        boundCredentials: [[clientA, 1]],
+        expiresAt: new Date(Date.now() + 3_600_000),
+      });
+      await uow.transaction(async (tx) => {
+        assert.equal(await repos.refreshTokens.lockByHash(tx, scopeB, hash), undefined);
+        assert.equal((await repos.refreshTokens.lockByHash(tx, scopeA, hash))?.clientId, clientA);
+      });
+    });
+
+    isolation("refreshTokens.lockByHash", async () => {
+      await uow.transaction(async (tx) => assert.equal(await repos.refreshTokens.lockByHash(tx, scopeA, hashB), undefined));
+      assert.equal((await stateOfB())?.id, idB);
+    });
+
+    isolation("refreshTokens.markUsed", async () => {
+      await repos.refreshTokens.markUsed(uow.direct, scopeA, idB, new Date());
+      assert.equal((await stateOfB())?.usedAt, undefined);
+    });
+
+    isolation("refreshTokens.revokeFamily", async () => {
+      await repos.refreshTokens.revokeFamily(uow.direct, scopeA, familyB, new Date());
+      assert.equal((await stateOfB())?.revokedAt, undefined);
+    });
+
+    isolation("refreshTokens.revokeAllOfClient", async () => {
+      await repos.refreshTokens.revokeAllOfClient(uow.direct, scopeA, clientB, new Date());
+      assert.equal((await stateOfB())?.revokedAt, undefined);
+    });
+  });
+
+  isolation("trustedIssuers.upsert", async () => {
+    const issuer = "https://idp.shared.example";
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer, jwksUri: "https://idp.shared.example/b", jwks: undefined, audience: "b" });
+    await repos.trustedIssuers.upsert(uow.direct, scopeA, { issuer, jwksUri: "https://idp.shared.example/a", jwks: undefined, audience: "a" });
+    assert.equal((await repos.trustedIssuers.find(uow.direct, scopeB, issuer))?.jwksUri, "https://idp.shared.example/b", "A's upsert did not overwrite B's");
+  });
+
+  isolation("trustedIssuers.find", async () => {
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://only-b.example", jwksUri: "https://only-b.example/jwks", jwks: undefined, audience: undefined });
+    assert.equal(await repos.trustedIssuers.find(uow.direct, scopeA, "https://only-b.example"), undefined);
+  });
+
+  isolation("airCredits.insertPaymentSource", async () => {
+    const source = { companyId: companyB, fopLabel: "B card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL" as const, transferable: true };
+    await assert.rejects(repos.airCredits.insertPaymentSource(uow.direct, scopeA, source), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
+    assert.ok(await repos.airCredits.insertPaymentSource(uow.direct, scopeA, { ...source, companyId: companyA }));
+  });
+
+  isolation("airCredits.insertCredits", async () => {
+    const sourceB = await repos.airCredits.insertPaymentSource(uow.direct, scopeB, {
+      companyId: companyB, fopLabel: "B card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL", transferable: true,
+    });
+    const credit = {
+      companyId: companyB, paymentSourceId: sourceB, travelerUserId: undefined, supplier: "SABRE", pcc: undefined, airlineCode: "AA",
+      ticketNumber: "0010000000001", sourcePnr: undefined, totalFareAmount: "10.00", currencyCode: "USD", issueDate: "2026-01-01", expiryDate: "2027-01-01",
+    };
+    await assert.rejects(repos.airCredits.insertCredits(uow.direct, scopeA, [credit]), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
+    assert.equal(await repos.airCredits.insertCredits(uow.direct, scopeB, [credit]), 1);
+  });
+
+  test("every repository method is either tested under two tenants above or listed as unscoped with its reason", () => {
+    const missing: string[] = [];
+    for (const [name, repository] of Object.entries(repos)) {
+      for (const method of Object.getOwnPropertyNames(Object.getPrototypeOf(repository))) {
+        if (method === "constructor") continue;
+        const key = `${name}.${method}`;
+        if (!covered.has(key) && !(key in UNSCOPED)) missing.push(key);
+      }
+    }
+    assert.deepEqual(missing, [], "repository methods with neither an isolation test nor a reason to be unscoped");
+  });
+});
