@@ -18,7 +18,7 @@ async function main(): Promise<void> {
     const deadline = setTimeout(() => {
       service.app.log.error("shutdown timed out; exiting");
       process.exit(1);
-    }, config.http.shutdownTimeoutMs + 5_000);
+    }, config.http.shutdownDeadlineMs);
     deadline.unref();
     service.close().then(
       () => process.exit(0),

@@ -81,7 +81,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     lifecycle.started("background jobs", () => jobs.stop());
 
-    const health = createHealthService(async () => (await database.ping()) && (await shared.ping()), { services: contractServices.map((s) => s.typeName) });
+    const health = createHealthService(async () => (await database.ping()) && (await shared.ping()), { services: contractServices.map((s) => s.typeName), pollIntervalMs: config.jobs.healthWatchIntervalMs });
     const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } }, { logger, metrics }, health);
     const app = await createHttpApp(
       http,

@@ -50,14 +50,14 @@ async function run(argv: readonly string[]): Promise<number> {
   try {
     let response: Message;
     try {
-      response = await call(createConnectTransport({ baseUrl: config.serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request);
+      response = await call(createConnectTransport({ baseUrl: config.serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       offline = await createService(config, {
         logStream: process.stderr,
         skipMigrations: method.name === "Migrate",
       });
-      response = await call(offline.transport, operatorToken(config), method, request);
+      response = await call(offline.transport, operatorToken(config), method, request, config.cliRequestTimeoutMs);
     }
     process.stdout.write(JSON.stringify(withRestDefaults(method.output, toJson(method.output, response) as JsonObject)) + "\n");
     return 0;
@@ -68,12 +68,12 @@ async function run(argv: readonly string[]): Promise<number> {
   }
 }
 
-async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message) {
+async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message, timeoutMs: number) {
   const headers = new Headers();
   if (token) headers.set("authorization", `Bearer ${token}`);
   // In-process calls get a request id of their own, as a network request would.
   const info = { requestId: crypto.randomUUID(), remoteAddress: "cli" };
-  const response = await gatewayRequestInfo.run(info, () => transport.unary(method, undefined, 30_000, headers, request, undefined));
+  const response = await gatewayRequestInfo.run(info, () => transport.unary(method, undefined, timeoutMs, headers, request, undefined));
   return response.message;
 }
 

@@ -20,6 +20,8 @@ export interface Config {
   readonly logLevel: string;
   /** Where the CLI finds a running server. */
   readonly serverUrl: string;
+  /** How long one CLI command waits for its RPC. */
+  readonly cliRequestTimeoutMs: number;
 }
 
 export interface HttpConfig {
@@ -36,6 +38,8 @@ export interface HttpConfig {
   readonly h2IdleTimeoutMs: number;
   /** How long SIGTERM waits for in-flight requests. */
   readonly shutdownTimeoutMs: number;
+  /** After this long past SIGTERM the process exits with code 1 whatever is still running. */
+  readonly shutdownDeadlineMs: number;
 }
 
 export interface StorageConfig {
@@ -91,6 +95,8 @@ export interface JobsConfig {
   readonly credentialReconcileIntervalMs: number;
   /** Writes buffered token audit events. */
   readonly auditFlushIntervalMs: number;
+  /** How often a gRPC health Watch re-evaluates the instance's health. */
+  readonly healthWatchIntervalMs: number;
 }
 
 export interface AuditConfig {
@@ -138,6 +144,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
   const serverUrl = nonEmpty(env.SERVER_URL) ?? `http://${clientHost.includes(":") ? `[${clientHost}]` : clientHost}:${port}`;
+  const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
   const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
   return {
     http: {
@@ -149,7 +156,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       requestTimeoutMs: intFrom(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
       headersTimeoutMs: intFrom(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, HOUR_MS),
       h2IdleTimeoutMs: intFrom(env, "HTTP2_IDLE_TIMEOUT_MS", 120_000, 100, HOUR_MS),
-      shutdownTimeoutMs: intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
+      shutdownTimeoutMs,
+      shutdownDeadlineMs: intFrom(env, "SHUTDOWN_DEADLINE_MS", shutdownTimeoutMs + 5_000, 0, 900_000),
     },
     storage: {
       databaseUrl: nonEmpty(env.DATABASE_URL),
@@ -185,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       signingKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS),
       credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 2_000, 10, HOUR_MS),
       auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),
+      healthWatchIntervalMs: intFrom(env, "HEALTH_WATCH_INTERVAL_MS", 5_000, 10, HOUR_MS),
     },
     audit: {
       batchSize: intFrom(env, "AUDIT_BATCH_SIZE", 500, 1, 10_000),
@@ -192,5 +201,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? "info",
     serverUrl,
+    cliRequestTimeoutMs: intFrom(env, "CLI_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
   };
 }

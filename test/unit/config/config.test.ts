@@ -29,7 +29,9 @@ describe("configuration", () => {
 
   test("every timeout and interval is a setting with a default, checked like the rest", () => {
     const defaults = loadConfig({});
-    assert.deepEqual(defaults.jobs, { signingKeyReloadIntervalMs: 60_000, credentialReconcileIntervalMs: 2_000, auditFlushIntervalMs: 250 });
+    assert.deepEqual(defaults.jobs, { signingKeyReloadIntervalMs: 60_000, credentialReconcileIntervalMs: 2_000, auditFlushIntervalMs: 250, healthWatchIntervalMs: 5_000 });
+    assert.equal(defaults.http.shutdownDeadlineMs, 15_000);
+    assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: "500" }).http.shutdownDeadlineMs, 5_500);
     assert.equal(defaults.http.keepAliveTimeoutMs, 5_000);
     assert.equal(defaults.storage.databaseAcquireTimeoutMs, 10_000);
     assert.equal(defaults.tokens.credentialCacheSeconds, 300);
