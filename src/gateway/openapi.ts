@@ -1,5 +1,20 @@
-import { getOption, ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
-import { field as fieldRules } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { getOption, isFieldSet, ScalarType, type DescEnum, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import {
+  DoubleRulesSchema,
+  field as fieldRules,
+  Fixed32RulesSchema,
+  FloatRulesSchema,
+  Ignore,
+  Int32RulesSchema,
+  RepeatedRulesSchema,
+  SFixed32RulesSchema,
+  SInt32RulesSchema,
+  StringRulesSchema,
+  UInt32RulesSchema,
+  type FieldRules,
+  type RepeatedRules,
+  type StringRules,
+} from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { AuthenticationKind } from "../rpc/contract.js";
 import type { RestRoute } from "./http-rules.js";
 
@@ -35,19 +50,23 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
   }
 
   function fieldSchema(f: DescField): Schema {
-    const single = (): Schema => {
+    const rules = getOption(f, fieldRules);
+    const single = (itemRules: FieldRules | undefined): Schema => {
       if (f.fieldKind === "enum" || (f.fieldKind === "list" && f.listKind === "enum")) return refEnum(f.enum!);
       if (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message")) return messageRefOrWellKnown(f.message!);
       const scalar = f.fieldKind === "scalar" || f.fieldKind === "list" ? f.scalar : undefined;
-      return { ...scalarSchema(scalar ?? ScalarType.STRING), ...constraintsOf(f) };
+      return { ...scalarSchema(scalar ?? ScalarType.STRING), ...(itemRules ? constraintsOf(itemRules) : {}) };
     };
-    if (f.fieldKind === "list") return { type: "array", items: single() };
+    if (f.fieldKind === "list") {
+      const repeated = rules.type.case === "repeated" && rules.ignore !== Ignore.ALWAYS ? rules.type.value : undefined;
+      return { type: "array", items: single(repeated?.items), ...(repeated ? repeatedConstraintsOf(repeated) : {}) };
+    }
     if (f.fieldKind === "map") {
       const value =
         f.mapKind === "message" ? messageRefOrWellKnown(f.message) : f.mapKind === "enum" ? refEnum(f.enum) : scalarSchema(f.scalar);
       return { type: "object", additionalProperties: value };
     }
-    return single();
+    return single(rules);
   }
 
   function messageRefOrWellKnown(desc: DescMessage): Schema {
@@ -170,25 +189,88 @@ function scalarSchema(type: ScalarType): Schema {
   }
 }
 
-/** The buf.validate rules a REST client can act on, as JSON Schema keywords. */
-function constraintsOf(f: DescField): Schema {
-  const rules = getOption(f, fieldRules).type;
-  const out: Schema = {};
-  if (rules.case === "string") {
-    const s = rules.value;
-    if (s.minLen !== undefined) out.minLength = Number(s.minLen);
-    if (s.maxLen !== undefined) out.maxLength = Number(s.maxLen);
-    if (s.pattern !== undefined) out.pattern = s.pattern;
-    if (s.wellKnown.case === "uuid") out.format = "uuid";
-    if (s.wellKnown.case === "email") out.format = "email";
-    if (s.in.length) out.enum = [...s.in];
-  } else if (rules.case === "int32") {
-    const r = rules.value;
-    if (r.greaterThan.case === "gte") out.minimum = r.greaterThan.value;
-    if (r.greaterThan.case === "gt") out.exclusiveMinimum = r.greaterThan.value;
-    if (r.lessThan.case === "lte") out.maximum = r.lessThan.value;
-    if (r.lessThan.case === "lt") out.exclusiveMaximum = r.lessThan.value;
+/**
+ * The buf.validate rules a REST client can act on, as JSON Schema keywords. Only rules that are
+ * set are written: the rule messages are proto2, and protobuf-es reads an unset rule as its zero
+ * value (max_len 0, pattern ""), which would forbid every value.
+ */
+function constraintsOf(rules: FieldRules): Schema {
+  if (rules.ignore === Ignore.ALWAYS) return {};
+  const t = rules.type;
+  switch (t.case) {
+    case "string":
+      return stringConstraintsOf(t.value);
+    case "int32":
+      return numericConstraintsOf(Int32RulesSchema, t.value);
+    case "sint32":
+      return numericConstraintsOf(SInt32RulesSchema, t.value);
+    case "sfixed32":
+      return numericConstraintsOf(SFixed32RulesSchema, t.value);
+    case "uint32":
+      return numericConstraintsOf(UInt32RulesSchema, t.value);
+    case "fixed32":
+      return numericConstraintsOf(Fixed32RulesSchema, t.value);
+    case "double":
+      return numericConstraintsOf(DoubleRulesSchema, t.value);
+    case "float":
+      return numericConstraintsOf(FloatRulesSchema, t.value);
+    // 64-bit integers are JSON strings here, where minimum/maximum do not apply; bytes are base64
+    // text whose length is not the rule's byte length; enum values are the referenced enum.
+    default:
+      return {};
   }
+}
+
+function stringConstraintsOf(s: StringRules): Schema {
+  const field = StringRulesSchema.field;
+  const out: Schema = {};
+  if (isFieldSet(s, field.const)) out.const = s.const;
+  if (isFieldSet(s, field.len)) out.minLength = out.maxLength = Number(s.len);
+  if (isFieldSet(s, field.minLen)) out.minLength = Number(s.minLen);
+  if (isFieldSet(s, field.maxLen)) out.maxLength = Number(s.maxLen);
+  if (isFieldSet(s, field.pattern)) out.pattern = s.pattern;
+  if (s.wellKnown.case === "uuid" && s.wellKnown.value) out.format = "uuid";
+  if (s.wellKnown.case === "email" && s.wellKnown.value) out.format = "email";
+  if (s.wellKnown.case === "uri" && s.wellKnown.value) out.format = "uri";
+  if (isFieldSet(s, field.in)) out.enum = [...s.in];
+  if (isFieldSet(s, field.notIn)) out.not = { enum: [...s.notIn] };
+  return out;
+}
+
+type Bound<L extends string> = { case: L; value: number } | { case: undefined; value?: undefined };
+
+/** The rule messages of the number types JSON writes as numbers share these fields. */
+interface NumericRules {
+  const: number;
+  lessThan: Bound<"lt" | "lte">;
+  greaterThan: Bound<"gt" | "gte">;
+  in: number[];
+  notIn: number[];
+}
+
+function numericConstraintsOf<Desc extends DescMessage>(desc: Desc, r: MessageShape<Desc> & NumericRules): Schema {
+  const out: Schema = {};
+  if (isFieldSet(r, desc.field.const!)) out.const = r.const;
+  const lower: Schema = {};
+  const upper: Schema = {};
+  if (r.greaterThan.case === "gte") lower.minimum = r.greaterThan.value;
+  if (r.greaterThan.case === "gt") lower.exclusiveMinimum = r.greaterThan.value;
+  if (r.lessThan.case === "lte") upper.maximum = r.lessThan.value;
+  if (r.lessThan.case === "lt") upper.exclusiveMaximum = r.lessThan.value;
+  // buf.validate reads a lower bound above the upper bound as "outside the range".
+  if (r.greaterThan.case !== undefined && r.lessThan.case !== undefined && r.greaterThan.value > r.lessThan.value) out.anyOf = [upper, lower];
+  else Object.assign(out, lower, upper);
+  if (isFieldSet(r, desc.field.in!)) out.enum = [...r.in];
+  if (isFieldSet(r, desc.field.notIn!)) out.not = { enum: [...r.notIn] };
+  return out;
+}
+
+function repeatedConstraintsOf(r: RepeatedRules): Schema {
+  const field = RepeatedRulesSchema.field;
+  const out: Schema = {};
+  if (isFieldSet(r, field.minItems)) out.minItems = Number(r.minItems);
+  if (isFieldSet(r, field.maxItems)) out.maxItems = Number(r.maxItems);
+  if (isFieldSet(r, field.unique) && r.unique) out.uniqueItems = true;
   return out;
 }
 

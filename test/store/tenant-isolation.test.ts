@@ -30,6 +30,21 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "credentialOutbox.remove": "client ids only, to republish; no tenant data",
 };
 
+function refreshToken(clientId: string, tokenHash: Buffer, id = crypto.randomUUID(), familyId = crypto.randomUUID()) {
+  return {
+    id,
+    tokenHash,
+    familyId,
+    clientId,
+    subject: clientId,
+    subjectKind: "CLIENT" as const,
+    scope: "openid",
+    audience: "http://auth.test/v2",
+    boundCredentials: [[clientId, 1] as const],
+    expiresAt: new Date(Date.now() + 3_600_000),
+  };
+}
+
 const covered = new Set<string>();
 const isolation = (name: string, fn: () => Promise<void>) => {
   covered.add(name);
@@ -179,35 +194,13 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     const idB = crypto.randomUUID();
     const familyB = crypto.randomUUID();
     before(async () => {
-      await repos.refreshTokens.insert(uow.direct, scopeB, {
-        id: idB,
-        tokenHash: hashB,
-        familyId: familyB,
-        clientId: clientB,
-        subject: clientB,
-        subjectKind: "CLIENT",
-        scope: "openid",
-        audience: "http://auth.test/v2",
-        boundCredentials: [[clientB, 1]],
-        expiresAt: new Date(Date.now() + 3_600_000),
-      });
+      await repos.refreshTokens.insert(uow.direct, scopeB, refreshToken(clientB, hashB, idB, familyB));
     });
     const stateOfB = () => uow.transaction((tx) => repos.refreshTokens.lockByHash(tx, scopeB, hashB));
 
     isolation("refreshTokens.insert", async () => {
       const hash = crypto.randomBytes(32);
-      await repos.refreshTokens.insert(uow.direct, scopeA, {
-        id: crypto.randomUUID(),
-        tokenHash: hash,
-        familyId: crypto.randomUUID(),
-        clientId: clientA,
-        subject: clientA,
-        subjectKind: "CLIENT",
-        scope: "openid",
-        audience: "http://auth.test/v2",
-        boundCredentials: [[clientA, 1]],
-        expiresAt: new Date(Date.now() + 3_600_000),
-      });
+      await repos.refreshTokens.insert(uow.direct, scopeA, refreshToken(clientA, hash));
       await uow.transaction(async (tx) => {
         assert.equal(await repos.refreshTokens.lockByHash(tx, scopeB, hash), undefined);
         assert.equal((await repos.refreshTokens.lockByHash(tx, scopeA, hash))?.clientId, clientA);
