@@ -56,17 +56,30 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const metrics = createMetrics();
     const clock = options.now ?? (() => new Date());
 
-    const database = openDatabase({ databaseUrl: storage.databaseUrl, dataDir: storage.dataDir, schema: storage.databaseSchema, poolMax: storage.databasePoolMax, acquireTimeoutMs: storage.databaseAcquireTimeoutMs });
+    const database = openDatabase({
+      databaseUrl: storage.databaseUrl,
+      dataDir: storage.dataDir,
+      schema: storage.databaseSchema,
+      poolMax: storage.databasePoolMax,
+      acquireTimeoutMs: storage.databaseAcquireTimeoutMs,
+    });
     lifecycle.started("database", () => database.close());
     if (!options.skipMigrations) await database.migrate();
-    const redis = storage.redisUrl ? { url: storage.redisUrl, connectTimeoutMs: storage.redisConnectTimeoutMs, reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs } : undefined;
     const shared = openSharedState(
-      { redis, keyPrefix: storage.redisKeyPrefix, credentialCacheSeconds: tokens.credentialCacheSeconds, onRateLimitFallback: () => metrics.rateLimiterFallbacks.inc() },
+      {
+        redis: storage.redisUrl
+          ? { url: storage.redisUrl, connectTimeoutMs: storage.redisConnectTimeoutMs, reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs }
+          : undefined,
+        keyPrefix: storage.redisKeyPrefix,
+        credentialCacheSeconds: tokens.credentialCacheSeconds,
+        onRateLimitFallback: () => metrics.rateLimiterFallbacks.inc(),
+      },
       logger,
     );
     lifecycle.started("redis", () => shared.close());
 
-    const domain = createDomainServices({ config, uow: new KnexUnitOfWork(database.db), repositories: postgresRepositories(), shared, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
+    const uow = new KnexUnitOfWork(database.db);
+    const domain = createDomainServices({ config, uow, repositories: postgresRepositories(), shared, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
     // The CLI's offline `migrate` starts without migrations and issues no tokens: no keys to load yet.
     if (!options.skipMigrations) await domain.signingKeys.start();
     await domain.generations.reconcile().catch(() => {});
@@ -81,7 +94,10 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     lifecycle.started("background jobs", () => jobs.stop());
 
-    const health = createHealthService(async () => (await database.ping()) && (await shared.ping()), { services: contractServices.map((s) => s.typeName), pollIntervalMs: config.jobs.healthWatchIntervalMs });
+    const health = createHealthService(async () => (await database.ping()) && (await shared.ping()), {
+      services: contractServices.map((s) => s.typeName),
+      pollIntervalMs: config.jobs.healthWatchIntervalMs,
+    });
     const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } }, { logger, metrics }, health);
     const app = await createHttpApp(
       http,

@@ -21,6 +21,34 @@ export const TEST_OPERATOR_TOKEN = crypto.randomBytes(24).toString("base64url");
 
 let counter = 0;
 
+/** The prefix of every temporary directory the test helpers create in the OS temp dir. */
+export const TEMP_DIR_PREFIX = "auth-svc-test-";
+
+/**
+ * Temporary directories this process created and has not removed yet. `removeTempDir` (called
+ * by dropStorage) removes one as soon as its storage is dropped; whatever is left when the
+ * process exits (a test that failed before its `after`, a suite skipped after its storage was
+ * made) is swept then, so no test run leaves its data directories behind.
+ */
+const ownTempDirs = new Set<string>();
+process.on("exit", () => {
+  for (const dir of ownTempDirs) fs.rmSync(dir, { recursive: true, force: true });
+  ownTempDirs.clear();
+});
+
+/** A fresh directory under the OS temp dir, removed by `removeTempDir` or at the latest when this process exits. */
+export function newTempDir(prefix = TEMP_DIR_PREFIX): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  ownTempDirs.add(dir);
+  return dir;
+}
+
+/** Removes a directory made by `newTempDir` (idempotent). */
+export function removeTempDir(dir: string): void {
+  fs.rmSync(dir, { recursive: true, force: true });
+  ownTempDirs.delete(dir);
+}
+
 /** A place for one deployment's data: a fresh Postgres schema, or a fresh DATA_DIR. */
 export interface Storage {
   readonly env: Record<string, string>;
@@ -29,7 +57,7 @@ export interface Storage {
 }
 
 export function newStorage(): Storage {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "auth-svc-test-"));
+  const dataDir = newTempDir();
   if (!isPostgres) return { env: { DATA_DIR: dataDir }, dataDir, schema: undefined };
   const schema = `t_${process.pid}_${Date.now().toString(36)}_${counter++}`;
   return {
@@ -37,6 +65,11 @@ export function newStorage(): Storage {
     dataDir,
     schema,
   };
+}
+
+/** The Redis key prefix of the instances on a storage (dropStorage deletes its keys). */
+export function redisKeyPrefixOf(storage: Storage): string {
+  return `test:${path.basename(storage.dataDir)}:`;
 }
 
 /** The environment of one service instance on the given storage. */
@@ -51,7 +84,7 @@ export function serviceEnv(storage: Storage, extra: Record<string, string> = {})
     // connect-fastify's drain timer is not unref'd: a short one keeps test processes from lingering.
     SHUTDOWN_TIMEOUT_MS: "500",
     // Each storage gets its own Redis keys, so parallel test files never share budgets or state.
-    REDIS_KEY_PREFIX: `test:${storage.dataDir.split("/").pop()}:`,
+    REDIS_KEY_PREFIX: redisKeyPrefixOf(storage),
     ...storage.env,
     ...extra,
   };

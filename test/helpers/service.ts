@@ -1,8 +1,18 @@
 import { PassThrough } from "node:stream";
 import knexPkg from "knex";
+import { createClient } from "redis";
 import { createService, type Service } from "../../src/app/compose.js";
 import { loadConfig } from "../../src/config/config.js";
-import { newStorage, serviceEnv, TEST_DATABASE_URL, TEST_OPERATOR_TOKEN, type Storage } from "./backend.js";
+import {
+  newStorage,
+  redisKeyPrefixOf,
+  removeTempDir,
+  serviceEnv,
+  TEST_DATABASE_URL,
+  TEST_OPERATOR_TOKEN,
+  TEST_REDIS_URL,
+  type Storage,
+} from "./backend.js";
 
 /** A running instance on a real port, with its log lines captured. */
 export interface RunningService {
@@ -33,14 +43,41 @@ export async function startService(
   };
 }
 
-/** Drops a test's Postgres schema (embedded data dirs live in the OS temp dir). */
+/**
+ * Removes everything a test's storage holds once its instances have stopped: the Postgres schema,
+ * the Redis keys under its prefix (they would expire, but need not linger) and the data
+ * directory in the OS temp dir (the embedded database, generated secrets, the DATA_DIR lock).
+ * Idempotent; the directory goes even when dropping the schema fails.
+ */
 export async function dropStorage(storage: Storage): Promise<void> {
-  if (!storage.schema) return;
-  const db = knexPkg.knex({ client: "pg", connection: TEST_DATABASE_URL });
   try {
-    await db.raw(`drop schema if exists "${storage.schema}" cascade`);
+    if (storage.schema) {
+      const db = knexPkg.knex({ client: "pg", connection: TEST_DATABASE_URL });
+      try {
+        await db.raw(`drop schema if exists "${storage.schema}" cascade`);
+      } finally {
+        await db.destroy();
+      }
+      await deleteRedisKeys(redisKeyPrefixOf(storage));
+    }
   } finally {
-    await db.destroy();
+    removeTempDir(storage.dataDir);
+  }
+}
+
+/** Deletes the keys under one storage's prefix (never anything else: the Redis is shared). */
+async function deleteRedisKeys(prefix: string): Promise<void> {
+  const redis = createClient({ url: TEST_REDIS_URL, socket: { connectTimeout: 2_000, reconnectStrategy: false } });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    for await (const keys of redis.scanIterator({ MATCH: `${prefix}*`, COUNT: 500 })) {
+      if (keys.length > 0) await redis.unlink(keys);
+    }
+  } catch {
+    // Every key has a TTL: one left behind by an unreachable Redis expires on its own.
+  } finally {
+    if (redis.isOpen) await redis.close().catch(() => redis.destroy());
   }
 }
 

@@ -4,7 +4,6 @@ import { decodeRpcStatus, errorResponseIn } from "./grpc-status.js";
 // with the service's genuine signing key, and a grpc-js client that decodes ErrorResponse details.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import fs from "node:fs";
 import { PassThrough } from "node:stream";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
@@ -68,12 +67,11 @@ export async function startTokenService(
   return { service, baseUrl, storage, logs: () => chunks.join(""), stop: () => service.close() };
 }
 
-/** Stops the service and removes its schema and data directory. */
+/** Stops the service and removes its storage (schema, Redis keys, data directory). */
 export async function disposeService(running: RunningService | undefined): Promise<void> {
   if (!running) return;
   await running.stop();
   await dropStorage(running.storage);
-  fs.rmSync(running.storage.dataDir, { recursive: true, force: true });
 }
 
 // ---- HTTP ----------------------------------------------------------------------------------
