@@ -28,6 +28,8 @@ export interface HttpConfig {
   readonly host: string;
   readonly port: number;
   readonly bodyLimitBytes: number;
+  /** Longer request URLs get 414. */
+  readonly maxUrlBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   readonly trustedProxies: readonly string[];
   readonly keepAliveTimeoutMs: number;
@@ -151,6 +153,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       host,
       port,
       bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
+      // Below Node's 16 KiB header limit, so a long URL gets 414 rather than the parser's 431.
+      maxUrlBytes: intFrom(env, "HTTP_MAX_URL_BYTES", 8 * 1024, 256, 15 * 1024),
       trustedProxies: listFrom(env.TRUSTED_PROXIES),
       keepAliveTimeoutMs: intFrom(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 5_000, 100, HOUR_MS),
       requestTimeoutMs: intFrom(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),

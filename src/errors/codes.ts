@@ -30,6 +30,9 @@ export const ERROR_CODES = {
   API_VALIDATION_FAILED: { kind: "INVALID_ARGUMENT", description: "The request is malformed; errorParameters name the fields" },
   PAYLOAD_TOO_LARGE: { kind: "INVALID_ARGUMENT", httpStatus: 413, description: "The request body is larger than BODY_LIMIT_BYTES" },
   UNSUPPORTED_MEDIA_TYPE: { kind: "INVALID_ARGUMENT", httpStatus: 415, description: "The Content-Type is not the one the route takes" },
+  URI_TOO_LONG: { kind: "INVALID_ARGUMENT", httpStatus: 414, description: "The request URL is longer than HTTP_MAX_URL_BYTES" },
+  REQUEST_HEADERS_TOO_LARGE: { kind: "INVALID_ARGUMENT", httpStatus: 431, description: "The request line and headers exceed the HTTP parser's limit" },
+  REQUEST_TIMEOUT: { kind: "DEADLINE_EXCEEDED", httpStatus: 408, description: "The request did not arrive in full within HTTP_REQUEST_TIMEOUT_MS" },
   // Callers
   USER_NOT_AUTHENTICATED: { kind: "UNAUTHENTICATED", description: "No credential, or one that is invalid, expired or revoked" },
   PERMISSION_DENIED: { kind: "PERMISSION_DENIED", description: "The credential is valid but may not perform this operation" },

@@ -69,8 +69,10 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
   });
 
   // The inner HTTP/1.1 server never listens itself; forwarding "listening" turns on its
-  // idle-connection tracking, which close() relies on.
+  // idle-connection tracking, which close() relies on. Its parser errors (431, 408, malformed
+  // requests) go to the outer server, where Fastify's clientErrorHandler listens.
   server.on("listening", () => http1.emit("listening"));
+  http1.on("clientError", (error, socket) => server.emit("clientError", error, socket));
   const closeOuter = server.close.bind(server);
   server.close = (callback?: (err?: Error) => void) => {
     closeOuter(callback);

@@ -1,11 +1,12 @@
 import crypto from "node:crypto";
+import { STATUS_CODES } from "node:http";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { createContextValues } from "@connectrpc/connect";
 import formBody from "@fastify/formbody";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { FastifyBaseLogger } from "fastify";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
-import { sendError } from "../gateway/error-reply.js";
+import { renderError, sendError } from "../gateway/error-reply.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
 import { registerRestRoutes } from "../gateway/rest-gateway.js";
@@ -17,6 +18,8 @@ import { registerOperationalRoutes, type OperationalDeps } from "./operational-r
 
 export interface HttpSettings {
   readonly bodyLimitBytes: number;
+  /** Longer request URLs get 414. */
+  readonly maxUrlBytes: number;
   readonly trustedProxies: readonly string[];
   readonly keepAliveTimeoutMs: number;
   readonly requestTimeoutMs: number;
@@ -45,10 +48,28 @@ export async function createHttpApp(
     trustProxy: settings.trustedProxies.length > 0 ? [...settings.trustedProxies] : false,
     return503OnClosing: true,
     serverFactory: (handler) => createDualProtocolServer(handler, settings) as never,
+    // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
+    frameworkErrors: (error, _request, reply) => sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`)),
+    // The HTTP parser's refusals happen before any request exists: answer on the raw socket.
+    clientErrorHandler(error, socket) {
+      const refusal = parserRefusal(error as NodeJS.ErrnoException);
+      if (!refusal || !socket.writable) return socket.destroy();
+      const requestId = crypto.randomUUID();
+      observers.logger.info({ reqId: requestId, code: (error as NodeJS.ErrnoException).code }, "request refused by the HTTP parser");
+      const { status, json } = renderError(refusal, requestId);
+      const body = JSON.stringify(json);
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+          `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n${body}`,
+      );
+    },
   });
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    if (Buffer.byteLength(request.url) > settings.maxUrlBytes) {
+      return sendError(reply, new DomainError("URI_TOO_LONG", `The request URL is longer than ${settings.maxUrlBytes} bytes`));
+    }
   });
   app.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
@@ -85,4 +106,19 @@ export async function createHttpApp(
   registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes) });
   await app.ready();
   return app;
+}
+
+/** What a connection-level parser error means for the caller; undefined when there is no one to answer. */
+function parserRefusal(error: NodeJS.ErrnoException): DomainError | undefined {
+  switch (error.code) {
+    case "ECONNRESET":
+    case "EPIPE":
+      return undefined;
+    case "HPE_HEADER_OVERFLOW":
+      return new DomainError("REQUEST_HEADERS_TOO_LARGE", "The request line and headers are too large");
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return new DomainError("REQUEST_TIMEOUT", "The request did not arrive in time");
+    default:
+      return invalidArgument("The request is not valid HTTP");
+  }
 }
