@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { AuditLog } from "../../../src/domain/audit/audit-log.js";
 import type { AuditEvent } from "../../../src/domain/audit/model.js";
-import type { AuditRepository } from "../../../src/domain/audit/ports.js";
+import { AuditRecordRejected, type AuditRepository } from "../../../src/domain/audit/ports.js";
 import { silentLogger } from "../../../src/domain/shared/observability.js";
 import type { Tx, UnitOfWork } from "../../../src/domain/shared/unit-of-work.js";
 
@@ -34,7 +34,7 @@ function event(i: number): AuditEvent {
 describe("audit log batching", () => {
   test("a failed write is kept and counted; the next flush and close write everything, in order", async () => {
     const repository = new FlakyAuditRepository();
-    const metrics = { written: counter(), writeFailures: counter(), dropped: counter() };
+    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
     const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 2, maxBuffered: 100, closeRetryDelaysMs: [1] });
     for (let i = 0; i < 5; i++) log.record(event(i));
     await log.flush();
@@ -51,12 +51,49 @@ describe("audit log batching", () => {
 
   test("beyond maxBuffered the oldest events are dropped and counted; close gives up loudly", async () => {
     const repository = new FlakyAuditRepository();
-    const metrics = { written: counter(), writeFailures: counter(), dropped: counter() };
+    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
     const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 100, maxBuffered: 3, closeRetryDelaysMs: [1, 1] });
     for (let i = 0; i < 5; i++) log.record(event(i));
     assert.equal(metrics.dropped.value, 2);
     await log.close();
     assert.equal(metrics.dropped.value, 5, "the three left are lost, and counted, when the database never comes back");
     assert.equal(repository.rows.length, 0);
+  });
+
+  test("an event the database refuses is set aside and counted; the rest of the trail is written (issue 8: one NUL stopped the trail)", async () => {
+    /** Refuses any batch holding a poisoned event, as Postgres refuses a whole insert for one bad row. */
+    class PoisonAwareRepository extends FlakyAuditRepository {
+      override async append(tx: Tx, events: readonly AuditEvent[]) {
+        if (events.some((e) => e.actor === "poison")) throw new AuditRecordRejected(new Error("invalid byte sequence"));
+        return super.append(tx, events);
+      }
+    }
+    const repository = new PoisonAwareRepository();
+    repository.down = false;
+    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 10, maxBuffered: 100, closeRetryDelaysMs: [1] });
+    log.record(event(0));
+    log.record({ ...event(1), actor: "poison" });
+    log.record(event(2));
+    await log.flush();
+    for (let i = 3; i < 13; i++) log.record(event(i));
+    await log.close();
+    assert.equal(metrics.rejected.value, 1);
+    assert.equal(metrics.written.value, 12);
+    assert.equal(metrics.writeFailures.value, 0, "a refused record is not a retried failure");
+    assert.deepEqual(repository.rows.map((r) => r.actor), ["c0", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12"]);
+  });
+
+  test("recorded text is sanitised: no control characters, no unbounded values", async () => {
+    const repository = new FlakyAuditRepository();
+    repository.down = false;
+    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 10, maxBuffered: 100, closeRetryDelaysMs: [] });
+    log.record({ ...event(0), actor: "a\u0000b\r\nc", details: { grantType: "x".repeat(1000), errorCode: "E\u0007" } });
+    await log.close();
+    const [row] = repository.rows;
+    assert.equal(row?.actor, "a\uFFFDb\uFFFD\uFFFDc");
+    assert.equal(String(row?.details?.grantType).length, 256);
+    assert.equal(row?.details?.errorCode, "E\uFFFD");
   });
 });

@@ -1,0 +1,178 @@
+import crypto from "node:crypto";
+import { ApiUserAdmin } from "../../src/domain/api-users/api-user-admin.js";
+import { ApiUserProvisioning } from "../../src/domain/api-users/api-user-provisioning.js";
+import type { ApiUser, ApiUserCredentialType, ApiUserRole } from "../../src/domain/api-users/model.js";
+import { ScimAuthenticator } from "../../src/domain/api-users/scim-authenticator.js";
+import { deriveKeyMaterial, type KeyMaterial } from "../../src/domain/shared/key-material.js";
+import { openScimToken } from "../../src/domain/shared/scim-token.js";
+import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
+import { TenantService } from "../../src/domain/tenants/tenant-service.js";
+import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
+import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
+import { CredentialGenerations } from "../../src/domain/tokens/credential-generations.js";
+import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
+import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
+import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
+import { FakeClock } from "./clock.js";
+import { FailingGenerationCache } from "./generation-cache.js";
+import { createInMemoryStore, type InMemoryRepositories, type InMemoryStore, type InMemoryUnitOfWork } from "./in-memory-store.js";
+import { RecordingLabelledCounter, RecordingLogger } from "./observability.js";
+
+export const ISSUER = "http://auth.test";
+export const AUDIENCE = "http://auth.test/v2";
+export const OTHER_API = "http://travel.test/v2";
+export const ACCESS_TTL = 3600;
+export const LEGACY_TTL = 86_400;
+export const REFRESH_TTL = 30 * 86_400;
+export const TMC_ADMIN_SCOPES = ["api-users", "users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"];
+export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-users");
+
+/**
+ * The domain wired by hand over the in-memory store, a frozen clock and a breakable generation
+ * cache, with real crypto and real jose: what createDomainServices builds, minus the parts the
+ * domain tests replace (rate limiter and audit sink are constructed per test).
+ */
+export interface DomainFixture {
+  readonly clock: FakeClock;
+  readonly store: InMemoryStore;
+  readonly uow: InMemoryUnitOfWork;
+  readonly repos: InMemoryRepositories;
+  readonly keys: KeyMaterial;
+  readonly cache: FailingGenerationCache;
+  readonly fallbacks: RecordingLabelledCounter<"operation">;
+  readonly logger: RecordingLogger;
+  readonly generations: CredentialGenerations;
+  readonly signingKeys: SigningKeyRing;
+  readonly accessTokens: AccessTokens;
+  readonly trustedIssuers: TrustedIssuers;
+  readonly tokenService: TokenService;
+  readonly tenants: TenantService;
+  readonly provisioning: ApiUserProvisioning;
+  readonly admin: ApiUserAdmin;
+  readonly clients: ClientAuthenticator;
+  readonly scim: ScimAuthenticator;
+}
+
+export async function createDomainFixture(options: { settings?: Partial<TokenServiceSettings>; unknownKeyReloadIntervalMs?: number } = {}): Promise<DomainFixture> {
+  const clock = new FakeClock();
+  const store = createInMemoryStore({ clock: clock.now });
+  const { uow, repositories: repos } = store;
+  const keys = deriveKeyMaterial(crypto.randomBytes(32));
+  const cache = new FailingGenerationCache();
+  const fallbacks = new RecordingLabelledCounter<"operation">();
+  const logger = new RecordingLogger();
+  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialOutbox, cache, logger, fallbacks, clock.now);
+  const signingKeys = new SigningKeyRing(
+    uow,
+    repos.signingKeys,
+    keys.signingKeyEncryptionKey,
+    { maxTokenLifetimeSeconds: LEGACY_TTL, unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000 },
+    clock.now,
+  );
+  await signingKeys.start();
+  const accessTokens = new AccessTokens(signingKeys, generations, ISSUER, clock.now);
+  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, { timeoutMs: 100, cooldownMs: 0, cacheMaxAgeMs: 1_000 });
+  const settings: TokenServiceSettings = {
+    audience: AUDIENCE,
+    allowedAudiences: [OTHER_API],
+    accessTokenTtlSeconds: ACCESS_TTL,
+    legacyTokenTtlSeconds: LEGACY_TTL,
+    refreshTokenTtlSeconds: REFRESH_TTL,
+    pepper: keys.secretPepper,
+    issuer: ISSUER,
+    ...options.settings,
+  };
+  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, settings, clock.now);
+  const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
+  return {
+    clock,
+    store,
+    uow,
+    repos,
+    keys,
+    cache,
+    fallbacks,
+    logger,
+    generations,
+    signingKeys,
+    accessTokens,
+    trustedIssuers,
+    tokenService,
+    tenants: new TenantService(uow, repos.tenants),
+    provisioning,
+    admin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock.now),
+    clients: new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper),
+    scim: new ScimAuthenticator(uow, repos.apiUsers, keys),
+  };
+}
+
+/** A TMC with one company. */
+export async function newTenant(f: DomainFixture, maxApiUsers = 5): Promise<{ tmcId: string; orgId: string }> {
+  const tmc = await f.tenants.createTmc(`TMC ${crypto.randomUUID().slice(0, 8)}`, maxApiUsers);
+  const company = await f.tenants.createCompany(tmc.id, "Acme");
+  return { tmcId: tmc.id, orgId: company.id };
+}
+
+export interface ProvisionedApiUser {
+  readonly clientId: string;
+  /** The client secret, or the secret sealed inside the SCIM token. */
+  readonly secret: string;
+  readonly scimToken: string | undefined;
+  /** The stored user, as the repository returns it. */
+  readonly user: ApiUser;
+}
+
+/** An API user created by the operator through ApiUserProvisioning. */
+export async function newApiUser(
+  f: DomainFixture,
+  tmcId: string,
+  options: { role?: ApiUserRole; credentialType?: ApiUserCredentialType; orgId?: string } = {},
+): Promise<ProvisionedApiUser> {
+  const created = await f.provisioning.create({
+    tmcId,
+    orgId: options.orgId,
+    role: options.role ?? "TMC_ADMIN",
+    credentialType: options.credentialType ?? "CLIENT_CREDENTIALS",
+    actor: "operator",
+    requestId: "setup",
+  });
+  const secret = created.clientSecret ?? openScimToken(new Map([[f.keys.scimTokenKeyId, f.keys.scimTokenKey]]), created.scimToken!)!.secret;
+  return { clientId: created.clientId, secret, scimToken: created.scimToken, user: (await currentUser(f, created.clientId))! };
+}
+
+/** The active API user as stored now (undefined once revoked). */
+export function currentUser(f: DomainFixture, clientId: string): Promise<ApiUser | undefined> {
+  return f.repos.apiUsers.findActive(f.uow.direct, clientId);
+}
+
+/** The stored row, tombstones included. */
+export function apiUserRow(f: DomainFixture, clientId: string) {
+  return f.store.db.apiUsers.rows.get(clientId);
+}
+
+export function auditOf(f: DomainFixture, tmcId: string) {
+  return f.repos.audit.list(f.uow.direct, tenantScope(tmcId), 1000);
+}
+
+/** client_secret_post credentials. */
+export function postCredentials(clientId: string, clientSecret: string) {
+  return { formClientId: clientId, formClientSecret: clientSecret, authorization: null };
+}
+
+/** RFC 6749 2.3.1: Basic base64(form-urlencode(id) ":" form-urlencode(secret)). */
+export function basicHeader(clientId: string, clientSecret: string): string {
+  const encode = (value: string) => encodeURIComponent(value).replace(/%20/g, "+");
+  return `Basic ${Buffer.from(`${encode(clientId)}:${encode(clientSecret)}`).toString("base64")}`;
+}
+
+export function tokenRequest(fields: Partial<{ grantType: string; scope: string; audience: string; subjectToken: string; subjectTokenType: string; refreshToken: string }> & { credentials?: ReturnType<typeof postCredentials> | { formClientId: string; formClientSecret: string; authorization: string | null } } = {}) {
+  return {
+    grantType: fields.grantType ?? "client_credentials",
+    credentials: fields.credentials ?? postCredentials("", ""),
+    scope: fields.scope ?? "",
+    audience: fields.audience ?? "",
+    subjectToken: fields.subjectToken ?? "",
+    subjectTokenType: fields.subjectTokenType ?? "",
+    refreshToken: fields.refreshToken ?? "",
+  };
+}

@@ -1,0 +1,867 @@
+import crypto from "node:crypto";
+import type { NewAirCredit, NewPaymentSource } from "../../src/domain/air-credits/model.js";
+import type { AirCreditRepository } from "../../src/domain/air-credits/ports.js";
+import type { ApiUser, ApiUserCredentialType, ApiUserRole, NewApiUser } from "../../src/domain/api-users/model.js";
+import type { ApiUserRepository, ClientRefreshTokens } from "../../src/domain/api-users/ports.js";
+import type { AuditEvent, RecordedAuditEvent } from "../../src/domain/audit/model.js";
+import type { AuditRepository } from "../../src/domain/audit/ports.js";
+import { systemClock, type Clock } from "../../src/domain/shared/clock.js";
+import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-scope.js";
+import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
+import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model.js";
+import type { TenantRepository } from "../../src/domain/tenants/ports.js";
+import type {
+  BoundCredential,
+  NewRefreshToken,
+  RefreshTokenRecord,
+  SigningKeyRecord,
+  SubjectKind,
+  TrustedIssuer,
+} from "../../src/domain/tokens/model.js";
+import type { CredentialOutbox, RefreshTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
+import { DomainError, notFound } from "../../src/errors/domain-error.js";
+import type { Repositories } from "../../src/store/postgres/repositories/index.js";
+
+/*
+ * An in-memory twin of the Postgres store (src/store/postgres): the same tables, the same
+ * constraints the domain relies on (primary keys and unique keys → ALREADY_EXISTS, foreign keys
+ * → NOT_FOUND, as KnexUnitOfWork's rethrowDbError words them), the same tenant scoping on every
+ * scoped method, the same orderings, and Postgres' READ COMMITTED behaviour:
+ *
+ * - A transaction's writes go to its own overlay: it reads its own writes, nobody else sees them
+ *   until it commits; when the work throws (or a commit failure is injected) the overlay is
+ *   dropped, so nothing is half-written. `direct` statements commit at once (autocommit).
+ * - Row locks: `lockTmc`, `lockActive`, `lockByHash` (SELECT ... FOR UPDATE) and every UPDATE,
+ *   DELETE or INSERT take the row's lock until the transaction ends, so concurrent writers of one
+ *   row queue up, and re-check their condition on the latest committed row, as Postgres does.
+ * - A Tx used after its transaction ended throws, like Knex's "Transaction query already complete".
+ * - Every repository call is recorded in `calls` ("apiUsers.activeGenerations", ...) and any of
+ *   them can be made to fail with `failNext`.
+ */
+
+// ---- rows ------------------------------------------------------------------------------------
+
+interface TmcRow {
+  readonly id: string;
+  readonly name: string;
+  readonly maxApiUsers: number;
+}
+
+interface CompanyRow {
+  readonly id: string;
+  readonly tmcId: string;
+  readonly name: string;
+}
+
+interface UserRow {
+  readonly id: string;
+  readonly companyId: string;
+  readonly tmcId: string;
+  readonly email: string;
+  readonly emailNormalized: string;
+  readonly givenName: string;
+  readonly familyName: string;
+  readonly isActive: boolean;
+}
+
+export interface ApiUserRow {
+  readonly clientId: string;
+  readonly tmcId: string;
+  readonly orgId: string | undefined;
+  readonly role: ApiUserRole;
+  readonly credentialType: ApiUserCredentialType;
+  readonly secretHash: Buffer;
+  readonly credentialGeneration: number;
+  readonly createdBy: string;
+  /** Stands for created_at: strictly increasing, so the order is creation order. */
+  readonly createdSeq: number;
+  readonly rotatedAt: Date | undefined;
+  readonly revokedAt: Date | undefined;
+}
+
+export interface AuditEventRow extends RecordedAuditEvent {
+  readonly id: number;
+  readonly details: Readonly<Record<string, string | number | boolean>>;
+}
+
+interface SigningKeyRow {
+  readonly kid: string;
+  readonly alg: string;
+  readonly publicJwk: Record<string, unknown>;
+  readonly privateJwkCiphertext: string;
+  readonly createdSeq: number;
+  readonly retiredAt: Date | undefined;
+  readonly notAfter: Date | undefined;
+}
+
+export interface RefreshTokenRow {
+  readonly id: string;
+  readonly tokenHash: Buffer;
+  readonly familyId: string;
+  readonly clientId: string;
+  readonly tmcId: string;
+  readonly subject: string;
+  readonly subjectKind: SubjectKind;
+  readonly scope: string;
+  readonly audience: string;
+  readonly boundCredentials: ReadonlyArray<[string, number]>;
+  readonly expiresAt: Date;
+  readonly usedAt: Date | undefined;
+  readonly revokedAt: Date | undefined;
+}
+
+interface TrustedIssuerRow {
+  readonly tmcId: string;
+  readonly issuer: string;
+  readonly jwksUri: string | undefined;
+  readonly jwks: { keys: unknown[] } | undefined;
+  readonly audience: string | undefined;
+}
+
+interface PaymentSourceRow extends NewPaymentSource {
+  readonly id: string;
+}
+
+interface AirCreditRow extends NewAirCredit {
+  readonly id: string;
+  readonly status: "OPEN";
+}
+
+interface OutboxRow {
+  readonly clientId: string;
+  readonly changedAt: Date;
+}
+
+/** One table: committed rows by primary key. Writes go through MemoryDatabase, which keeps them per transaction. */
+export class Table<K, V> {
+  /** The committed rows (what a new statement on `direct` sees). */
+  readonly rows = new Map<K, V>();
+  constructor(
+    readonly name: string,
+    readonly keyOf: (row: V) => K,
+  ) {}
+  values(): V[] {
+    return [...this.rows.values()];
+  }
+}
+
+// ---- transactions ----------------------------------------------------------------------------
+
+const DELETED = Symbol("deleted");
+type AnyTable = Table<unknown, unknown>;
+
+interface TxState {
+  readonly id: number;
+  readonly kind: "direct" | "transaction";
+  open: boolean;
+  /** Uncommitted writes, per table, by key. */
+  readonly overlay: Map<AnyTable, Map<unknown, unknown>>;
+  readonly writes: string[];
+  readonly locks: string[];
+}
+
+/** What one transaction did: the tables it wrote, in order, and whether it committed. */
+export interface TransactionRecord {
+  readonly id: number;
+  readonly outcome: "committed" | "rolled back";
+  readonly writes: readonly string[];
+}
+
+interface HeldLock {
+  readonly owner: TxState;
+  readonly released: Promise<void>;
+  readonly release: () => void;
+}
+
+/** The error Postgres raises for a foreign key that points nowhere, as rethrowDbError words it. */
+const foreignKeyViolation = () => new DomainError("NOT_FOUND", "A referenced resource does not exist");
+/** The error Postgres raises for a duplicate primary or unique key, as rethrowDbError words it. */
+const uniqueViolation = (message = "The resource already exists") => new DomainError("ALREADY_EXISTS", message);
+
+export class MemoryDatabase {
+  readonly tmcs = new Table<string, TmcRow>("tmcs", (r) => r.id);
+  readonly companies = new Table<string, CompanyRow>("companies", (r) => r.id);
+  readonly users = new Table<string, UserRow>("users", (r) => r.id);
+  readonly apiUsers = new Table<string, ApiUserRow>("api_users", (r) => r.clientId);
+  readonly auditEvents = new Table<number, AuditEventRow>("audit_events", (r) => r.id);
+  readonly signingKeys = new Table<string, SigningKeyRow>("signing_keys", (r) => r.kid);
+  readonly refreshTokens = new Table<string, RefreshTokenRow>("refresh_tokens", (r) => r.id);
+  readonly trustedIssuers = new Table<string, TrustedIssuerRow>("trusted_issuers", (r) => issuerKey(r.tmcId, r.issuer));
+  readonly paymentSources = new Table<string, PaymentSourceRow>("payment_sources", (r) => r.id);
+  readonly airCredits = new Table<string, AirCreditRow>("air_credits", (r) => r.id);
+  readonly credentialOutbox = new Table<string, OutboxRow>("credential_outbox", (r) => r.clientId);
+
+  /** Every transaction that ended, in order. */
+  readonly transactions: TransactionRecord[] = [];
+  /** Tables written through `direct` (autocommit), in order. */
+  readonly directWrites: string[] = [];
+  /** Every repository call, as "<repository>.<method>". */
+  readonly calls: string[] = [];
+
+  readonly direct: Tx;
+  private readonly states = new WeakMap<object, TxState>();
+  private readonly locks = new Map<string, HeldLock>();
+  private readonly commitFailures: unknown[] = [];
+  private txCounter = 0;
+  private sequence = 0;
+  private auditSequence = 0;
+
+  constructor(readonly clock: Clock = systemClock) {
+    this.direct = this.newTx("direct");
+  }
+
+  /** Runs `work` in one transaction: all of it commits, or none of it. */
+  async transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
+    const tx = this.newTx("transaction");
+    const state = this.states.get(tx as object)!;
+    try {
+      const result = await work(tx);
+      const injected = this.commitFailures.shift();
+      if (injected !== undefined) throw injected;
+      this.end(state, "committed");
+      return result;
+    } catch (error) {
+      if (state.open) this.end(state, "rolled back");
+      throw error;
+    }
+  }
+
+  /** The next transaction to reach its commit fails with `error` instead (and rolls back). */
+  failNextCommit(error: unknown): void {
+    this.commitFailures.push(error);
+  }
+
+  /** Validates a Tx: it must be this database's and still open. */
+  use(tx: Tx): TxState {
+    const state = this.states.get(tx as object);
+    if (!state) throw new Error("in-memory store: not a Tx of this database");
+    if (!state.open) throw new Error("in-memory store: Transaction query already complete (Tx used after its transaction ended)");
+    return state;
+  }
+
+  /** The rows a statement on `tx` sees: committed ones, plus (in a transaction) its own writes. */
+  read<K, V>(tx: Tx, table: Table<K, V>): V[] {
+    const overlay = this.use(tx).overlay.get(table as AnyTable);
+    if (!overlay) return table.values();
+    const merged = new Map<K, V>(table.rows);
+    for (const [key, value] of overlay) {
+      if (value === DELETED) merged.delete(key as K);
+      else merged.set(key as K, value as V);
+    }
+    return [...merged.values()];
+  }
+
+  /** One row by primary key, as `tx` sees it. */
+  get<K, V>(tx: Tx, table: Table<K, V>, key: K): V | undefined {
+    const overlay = this.use(tx).overlay.get(table as AnyTable);
+    if (overlay?.has(key)) {
+      const value = overlay.get(key);
+      return value === DELETED ? undefined : (value as V);
+    }
+    return table.rows.get(key);
+  }
+
+  /**
+   * SELECT ... FOR UPDATE (and the implicit lock of UPDATE, DELETE and INSERT): waits while another
+   * transaction holds the lock, then holds it until this transaction ends. On `direct`
+   * (autocommit) it only waits.
+   */
+  async lock(tx: Tx, lockKey: string): Promise<void> {
+    const state = this.use(tx);
+    for (;;) {
+      const held = this.locks.get(lockKey);
+      if (!held || held.owner === state) break;
+      await held.released;
+    }
+    this.use(tx);
+    if (state.kind === "transaction" && this.locks.get(lockKey)?.owner !== state) {
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      this.locks.set(lockKey, { owner: state, released, release });
+      state.locks.push(lockKey);
+    }
+  }
+
+  /** The lock of one row. */
+  rowLock<K, V>(table: Table<K, V>, key: K): string {
+    return `${table.name}:${String(key)}`;
+  }
+
+  /** Sets (or with `undefined`, deletes) a row: at once on `direct`, at commit in a transaction. Callers hold the row's lock. */
+  write<K, V>(tx: Tx, table: Table<K, V>, key: K, value: V | undefined): void {
+    const state = this.use(tx);
+    const frozen = value === undefined ? undefined : Object.freeze(value);
+    if (state.kind === "direct") {
+      if (frozen === undefined) table.rows.delete(key);
+      else table.rows.set(key, frozen);
+      this.directWrites.push(table.name);
+      return;
+    }
+    let overlay = state.overlay.get(table as AnyTable);
+    if (!overlay) state.overlay.set(table as AnyTable, (overlay = new Map()));
+    overlay.set(key, frozen === undefined ? DELETED : frozen);
+    state.writes.push(table.name);
+  }
+
+  /**
+   * UPDATE ... WHERE under READ COMMITTED: the rows `where` matches now are locked one by one and,
+   * once locked, re-checked on their latest version; `change` applies to those still matching.
+   */
+  async update<K, V>(tx: Tx, table: Table<K, V>, where: (row: V) => boolean, change: (row: V) => V): Promise<number> {
+    let updated = 0;
+    for (const candidate of this.read(tx, table).filter(where)) {
+      const key = table.keyOf(candidate);
+      await this.lock(tx, this.rowLock(table, key));
+      const latest = this.get(tx, table, key);
+      if (latest !== undefined && where(latest)) {
+        this.write(tx, table, key, change(latest));
+        updated += 1;
+      }
+    }
+    return updated;
+  }
+
+  /** INSERT: waits for any transaction inserting the same primary key, then fails if it exists. */
+  async insert<K, V>(tx: Tx, table: Table<K, V>, row: V): Promise<void> {
+    const key = table.keyOf(row);
+    await this.lock(tx, this.rowLock(table, key));
+    if (this.get(tx, table, key) !== undefined) throw uniqueViolation();
+    this.write(tx, table, key, row);
+  }
+
+  /** created_at stand-in. */
+  nextSequence(): number {
+    return ++this.sequence;
+  }
+
+  nextAuditId(): number {
+    return ++this.auditSequence;
+  }
+
+  /** Transactions that committed, with the tables each wrote. */
+  committed(): TransactionRecord[] {
+    return this.transactions.filter((t) => t.outcome === "committed");
+  }
+
+  rolledBack(): TransactionRecord[] {
+    return this.transactions.filter((t) => t.outcome === "rolled back");
+  }
+
+  private newTx(kind: TxState["kind"]): Tx {
+    const id = kind === "direct" ? 0 : ++this.txCounter;
+    const handle = Object.freeze({ inMemoryTx: id }) as unknown as Tx;
+    this.states.set(handle as object, { id, kind, open: true, overlay: new Map(), writes: [], locks: [] });
+    return handle;
+  }
+
+  private end(state: TxState, outcome: TransactionRecord["outcome"]): void {
+    if (outcome === "committed") {
+      for (const [table, overlay] of state.overlay) {
+        for (const [key, value] of overlay) {
+          if (value === DELETED) table.rows.delete(key);
+          else table.rows.set(key, value);
+        }
+      }
+    }
+    state.overlay.clear();
+    state.open = false;
+    this.transactions.push({ id: state.id, outcome, writes: [...state.writes] });
+    for (const key of state.locks) {
+      const held = this.locks.get(key);
+      if (held?.owner === state) {
+        this.locks.delete(key);
+        held.release();
+      }
+    }
+  }
+}
+
+/** The domain's UnitOfWork over a MemoryDatabase. */
+export class InMemoryUnitOfWork implements UnitOfWork {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  get direct(): Tx {
+    return this.db.direct;
+  }
+
+  transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.db.transaction(work);
+  }
+}
+
+// ---- repositories ----------------------------------------------------------------------------
+
+export class InMemoryTenantRepository implements TenantRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async createTmc(tx: Tx, name: string, maxApiUsers: number): Promise<Tmc> {
+    checkMaxApiUsers(maxApiUsers);
+    const row: TmcRow = { id: crypto.randomUUID(), name, maxApiUsers };
+    await this.db.insert(tx, this.db.tmcs, row);
+    return toTmc(row);
+  }
+
+  async findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {
+    const row = this.db.get(tx, this.db.tmcs, scope.tmcId);
+    return row && toTmc(row);
+  }
+
+  async lockTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {
+    if (!this.db.get(tx, this.db.tmcs, scope.tmcId)) return undefined;
+    await this.db.lock(tx, this.db.rowLock(this.db.tmcs, scope.tmcId));
+    const row = this.db.get(tx, this.db.tmcs, scope.tmcId);
+    return row && toTmc(row);
+  }
+
+  async setApiUserLimit(tx: Tx, scope: TenantScope, maxApiUsers: number): Promise<Tmc | undefined> {
+    checkMaxApiUsers(maxApiUsers);
+    await this.db.update(tx, this.db.tmcs, (r) => r.id === scope.tmcId, (r) => ({ ...r, maxApiUsers }));
+    const row = this.db.get(tx, this.db.tmcs, scope.tmcId);
+    return row && toTmc(row);
+  }
+
+  async createCompany(tx: Tx, scope: TenantScope, name: string): Promise<Company> {
+    if (!this.db.get(tx, this.db.tmcs, scope.tmcId)) throw foreignKeyViolation();
+    const row: CompanyRow = { id: crypto.randomUUID(), tmcId: scope.tmcId, name };
+    await this.db.insert(tx, this.db.companies, row);
+    return { ...row };
+  }
+
+  async findCompany(tx: Tx, scope: TenantScope, companyId: string): Promise<Company | undefined> {
+    const row = this.db.get(tx, this.db.companies, companyId);
+    return row && row.tmcId === scope.tmcId ? { ...row } : undefined;
+  }
+
+  async tenantOfCompany(tx: Tx, companyId: string): Promise<TenantScope | undefined> {
+    const row = this.db.get(tx, this.db.companies, companyId);
+    return row && tenantScope(row.tmcId);
+  }
+
+  async createUser(tx: Tx, scope: TenantScope, companyId: string, user: NewUser): Promise<User> {
+    const company = this.db.get(tx, this.db.companies, companyId);
+    if (!company || company.tmcId !== scope.tmcId) throw notFound("Company", [{ name: "orgId", value: companyId }]);
+    const emailNormalized = user.email.toLowerCase();
+    // The unique index users_tmc_email_unique: a concurrent insert of the same key is waited for.
+    await this.db.lock(tx, `users_tmc_email_unique:${scope.tmcId}:${emailNormalized}`);
+    if (this.db.read(tx, this.db.users).some((u) => u.tmcId === scope.tmcId && u.emailNormalized === emailNormalized)) {
+      throw uniqueViolation("A user with this email already exists in the TMC");
+    }
+    const row: UserRow = {
+      id: crypto.randomUUID(),
+      companyId,
+      tmcId: scope.tmcId,
+      email: user.email,
+      emailNormalized,
+      givenName: user.givenName,
+      familyName: user.familyName,
+      isActive: user.isActive,
+    };
+    await this.db.insert(tx, this.db.users, row);
+    return toUser(row);
+  }
+
+  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined> {
+    const normalized = email.toLowerCase();
+    const row = this.db.read(tx, this.db.users).find((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive);
+    return row && toUser(row);
+  }
+}
+
+export class InMemoryApiUserRepository implements ApiUserRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async insert(tx: Tx, scope: TenantScope, user: NewApiUser): Promise<void> {
+    if (!this.db.get(tx, this.db.tmcs, scope.tmcId)) throw foreignKeyViolation();
+    // The foreign key names any company; that it is the tenant's is the domain's check.
+    if (user.orgId !== undefined && !this.db.get(tx, this.db.companies, user.orgId)) throw foreignKeyViolation();
+    await this.db.insert(tx, this.db.apiUsers, {
+      clientId: user.clientId,
+      tmcId: scope.tmcId,
+      orgId: user.orgId,
+      role: user.role,
+      credentialType: user.credentialType,
+      secretHash: Buffer.from(user.secretHash),
+      credentialGeneration: 1,
+      createdBy: user.createdBy,
+      createdSeq: this.db.nextSequence(),
+      rotatedAt: undefined,
+      revokedAt: undefined,
+    });
+  }
+
+  async countActive(tx: Tx, scope: TenantScope): Promise<number> {
+    return this.db.read(tx, this.db.apiUsers).filter(activeOf(scope)).length;
+  }
+
+  async listActive(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<string[]> {
+    return this.db
+      .read(tx, this.db.apiUsers)
+      .filter(activeOf(scope))
+      .sort((a, b) => a.createdSeq - b.createdSeq || compareText(a.clientId, b.clientId))
+      .slice(page.offset, page.offset + page.limit)
+      .map((r) => r.clientId);
+  }
+
+  async lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined> {
+    const isActive = activeOf(scope, clientId);
+    const seen = this.db.get(tx, this.db.apiUsers, clientId);
+    if (!seen || !isActive(seen)) return undefined;
+    await this.db.lock(tx, this.db.rowLock(this.db.apiUsers, clientId));
+    // As after a lock wait in Postgres: the latest version is re-checked against the condition.
+    const row = this.db.get(tx, this.db.apiUsers, clientId);
+    return row && isActive(row) ? toApiUser(row) : undefined;
+  }
+
+  async setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void> {
+    const now = this.db.clock();
+    await this.db.update(tx, this.db.apiUsers, activeOf(scope, clientId), (r) => ({
+      ...r,
+      secretHash: Buffer.from(credential.secretHash),
+      credentialGeneration: credential.generation,
+      rotatedAt: now,
+    }));
+  }
+
+  async markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void> {
+    const now = this.db.clock();
+    await this.db.update(tx, this.db.apiUsers, activeOf(scope, clientId), (r) => ({ ...r, revokedAt: now }));
+  }
+
+  async findActive(tx: Tx, clientId: string): Promise<ApiUser | undefined> {
+    const row = this.db.get(tx, this.db.apiUsers, clientId);
+    return row && !row.revokedAt ? toApiUser(row) : undefined;
+  }
+
+  async activeGenerations(tx: Tx, clientIds: readonly string[]): Promise<Map<string, number>> {
+    const wanted = new Set(clientIds);
+    return new Map(
+      this.db
+        .read(tx, this.db.apiUsers)
+        .filter((r) => wanted.has(r.clientId) && !r.revokedAt)
+        .map((r) => [r.clientId, r.credentialGeneration]),
+    );
+  }
+}
+
+export class InMemoryAuditRepository implements AuditRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async append(tx: Tx, events: readonly AuditEvent[]): Promise<void> {
+    this.db.use(tx);
+    for (const e of events) {
+      const id = this.db.nextAuditId();
+      this.db.write(tx, this.db.auditEvents, id, {
+        id,
+        occurredAt: e.occurredAt ?? this.db.clock(),
+        action: e.action,
+        outcome: e.outcome,
+        actor: e.actor,
+        tmcId: e.tmcId,
+        targetClientId: e.targetClientId,
+        debugIdentifier: e.debugIdentifier,
+        details: { ...(e.details ?? {}) },
+      });
+    }
+  }
+
+  async list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]> {
+    return this.db
+      .read(tx, this.db.auditEvents)
+      .filter((r) => r.tmcId === scope.tmcId)
+      .sort((a, b) => b.id - a.id)
+      .slice(0, limit)
+      .map(({ id: _id, ...event }) => ({ ...event, details: { ...event.details } }));
+  }
+}
+
+export class InMemorySigningKeyRepository implements SigningKeyRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async listPublished(tx: Tx, now: Date): Promise<SigningKeyRecord[]> {
+    return this.db
+      .read(tx, this.db.signingKeys)
+      .filter((r) => r.notAfter === undefined || r.notAfter.getTime() > now.getTime())
+      .sort((a, b) => b.createdSeq - a.createdSeq || compareText(b.kid, a.kid))
+      .map((r) => ({ kid: r.kid, alg: r.alg, publicJwk: { ...r.publicJwk }, privateJwkCiphertext: r.privateJwkCiphertext, retired: r.retiredAt !== undefined }));
+  }
+
+  async insert(tx: Tx, key: Omit<SigningKeyRecord, "retired">): Promise<void> {
+    await this.db.insert(tx, this.db.signingKeys, {
+      kid: key.kid,
+      alg: key.alg,
+      publicJwk: jsonCopy(key.publicJwk),
+      privateJwkCiphertext: key.privateJwkCiphertext,
+      createdSeq: this.db.nextSequence(),
+      retiredAt: undefined,
+      notAfter: undefined,
+    });
+  }
+
+  async retireAll(tx: Tx, now: Date, notAfter: Date): Promise<void> {
+    await this.db.update(tx, this.db.signingKeys, (r) => r.retiredAt === undefined, (r) => ({ ...r, retiredAt: now, notAfter }));
+  }
+}
+
+export class InMemoryRefreshTokenRepository implements RefreshTokenRepository, ClientRefreshTokens {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async insert(tx: Tx, scope: TenantScope, token: NewRefreshToken): Promise<void> {
+    if (!this.db.get(tx, this.db.apiUsers, token.clientId)) throw foreignKeyViolation();
+    // The unique index refresh_tokens_hash_unique.
+    await this.db.lock(tx, `refresh_tokens_hash_unique:${token.tokenHash.toString("hex")}`);
+    if (this.db.read(tx, this.db.refreshTokens).some((r) => r.tokenHash.equals(token.tokenHash))) throw uniqueViolation();
+    await this.db.insert(tx, this.db.refreshTokens, {
+      id: token.id,
+      tokenHash: Buffer.from(token.tokenHash),
+      familyId: token.familyId,
+      clientId: token.clientId,
+      tmcId: scope.tmcId,
+      subject: token.subject,
+      subjectKind: token.subjectKind,
+      scope: token.scope,
+      audience: token.audience,
+      boundCredentials: jsonCopy(token.boundCredentials) as Array<[string, number]>,
+      expiresAt: new Date(token.expiresAt),
+      usedAt: undefined,
+      revokedAt: undefined,
+    });
+  }
+
+  async lockByHash(tx: Tx, scope: TenantScope, tokenHash: Buffer): Promise<RefreshTokenRecord | undefined> {
+    const found = this.db.read(tx, this.db.refreshTokens).find((r) => r.tmcId === scope.tmcId && r.tokenHash.equals(tokenHash));
+    if (!found) return undefined;
+    await this.db.lock(tx, this.db.rowLock(this.db.refreshTokens, found.id));
+    const row = this.db.get(tx, this.db.refreshTokens, found.id);
+    return row && row.tmcId === scope.tmcId ? toRefreshRecord(row) : undefined;
+  }
+
+  async markUsed(tx: Tx, scope: TenantScope, id: string, now: Date): Promise<void> {
+    await this.db.update(tx, this.db.refreshTokens, (r) => r.tmcId === scope.tmcId && r.id === id, (r) => ({ ...r, usedAt: now }));
+  }
+
+  async revokeFamily(tx: Tx, scope: TenantScope, familyId: string, now: Date): Promise<void> {
+    await this.db.update(tx, this.db.refreshTokens, (r) => r.tmcId === scope.tmcId && r.familyId === familyId && !r.revokedAt, (r) => ({ ...r, revokedAt: now }));
+  }
+
+  async revokeAllOfClient(tx: Tx, scope: TenantScope, clientId: string, now: Date): Promise<void> {
+    await this.db.update(tx, this.db.refreshTokens, (r) => r.tmcId === scope.tmcId && r.clientId === clientId && !r.revokedAt, (r) => ({ ...r, revokedAt: now }));
+  }
+}
+
+export class InMemoryTrustedIssuerRepository implements TrustedIssuerRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async upsert(tx: Tx, scope: TenantScope, issuer: TrustedIssuer): Promise<void> {
+    if (!this.db.get(tx, this.db.tmcs, scope.tmcId)) throw foreignKeyViolation();
+    const key = issuerKey(scope.tmcId, issuer.issuer);
+    await this.db.lock(tx, this.db.rowLock(this.db.trustedIssuers, key));
+    this.db.write(tx, this.db.trustedIssuers, key, {
+      tmcId: scope.tmcId,
+      issuer: issuer.issuer,
+      jwksUri: issuer.jwksUri,
+      jwks: issuer.jwks === undefined ? undefined : jsonCopy(issuer.jwks),
+      audience: issuer.audience,
+    });
+  }
+
+  async find(tx: Tx, scope: TenantScope, issuer: string): Promise<TrustedIssuer | undefined> {
+    const row = this.db.get(tx, this.db.trustedIssuers, issuerKey(scope.tmcId, issuer));
+    return row && { issuer: row.issuer, jwksUri: row.jwksUri, jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks), audience: row.audience };
+  }
+}
+
+export class InMemoryAirCreditRepository implements AirCreditRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async insertPaymentSource(tx: Tx, scope: TenantScope, source: NewPaymentSource): Promise<string> {
+    this.assertCompaniesOfTenant(tx, scope, [source.companyId]);
+    const id = crypto.randomUUID();
+    await this.db.insert(tx, this.db.paymentSources, { ...source, id });
+    return id;
+  }
+
+  async insertCredits(tx: Tx, scope: TenantScope, credits: readonly NewAirCredit[]): Promise<number> {
+    if (credits.length === 0) return 0;
+    this.assertCompaniesOfTenant(tx, scope, credits.map((c) => c.companyId));
+    for (const credit of credits) {
+      if (!this.db.get(tx, this.db.paymentSources, credit.paymentSourceId)) throw foreignKeyViolation();
+      if (credit.travelerUserId !== undefined && !this.db.get(tx, this.db.users, credit.travelerUserId)) throw foreignKeyViolation();
+    }
+    // One INSERT statement: all rows or none, even on `direct` (the ids are fresh, so nothing waits).
+    for (const credit of credits) {
+      const id = crypto.randomUUID();
+      this.db.write(tx, this.db.airCredits, id, { ...credit, id, status: "OPEN" });
+    }
+    return credits.length;
+  }
+
+  private assertCompaniesOfTenant(tx: Tx, scope: TenantScope, companyIds: readonly string[]): void {
+    for (const id of new Set(companyIds)) {
+      if (this.db.get(tx, this.db.companies, id)?.tmcId !== scope.tmcId) throw notFound("Company");
+    }
+  }
+}
+
+export class InMemoryCredentialOutbox implements CredentialOutbox {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  /** INSERT ... ON CONFLICT (client_id) DO UPDATE. */
+  async add(tx: Tx, clientId: string, changedAt: Date): Promise<void> {
+    await this.db.lock(tx, this.db.rowLock(this.db.credentialOutbox, clientId));
+    this.db.write(tx, this.db.credentialOutbox, clientId, { clientId, changedAt: new Date(changedAt) });
+  }
+
+  async pending(tx: Tx): Promise<Array<{ clientId: string; changedAt: Date }>> {
+    return this.db.read(tx, this.db.credentialOutbox).map((r) => ({ clientId: r.clientId, changedAt: new Date(r.changedAt) }));
+  }
+
+  async remove(tx: Tx, entry: { clientId: string; changedAt: Date }): Promise<void> {
+    const matches = (r: OutboxRow) => r.clientId === entry.clientId && r.changedAt.getTime() === entry.changedAt.getTime();
+    for (const row of this.db.read(tx, this.db.credentialOutbox).filter(matches)) {
+      await this.db.lock(tx, this.db.rowLock(this.db.credentialOutbox, row.clientId));
+      const latest = this.db.get(tx, this.db.credentialOutbox, row.clientId);
+      if (latest && matches(latest)) this.db.write(tx, this.db.credentialOutbox, row.clientId, undefined);
+    }
+  }
+}
+
+/** An active API user of the tenant (optionally: this one). */
+function activeOf(scope: TenantScope, clientId?: string): (row: ApiUserRow) => boolean {
+  return (row) => row.tmcId === scope.tmcId && !row.revokedAt && (clientId === undefined || row.clientId === clientId);
+}
+
+// ---- the factory -----------------------------------------------------------------------------
+
+/** The repositories, keyed like postgresRepositories(). */
+export function inMemoryRepositories(db: MemoryDatabase) {
+  return {
+    tenants: new InMemoryTenantRepository(db),
+    apiUsers: new InMemoryApiUserRepository(db),
+    audit: new InMemoryAuditRepository(db),
+    signingKeys: new InMemorySigningKeyRepository(db),
+    refreshTokens: new InMemoryRefreshTokenRepository(db),
+    trustedIssuers: new InMemoryTrustedIssuerRepository(db),
+    airCredits: new InMemoryAirCreditRepository(db),
+    credentialOutbox: new InMemoryCredentialOutbox(db),
+  };
+}
+
+export type InMemoryRepositories = ReturnType<typeof inMemoryRepositories>;
+
+/** "<repository>.<method>" for every repository method, e.g. "audit.append". */
+export type RepositoryMethod = {
+  [R in keyof InMemoryRepositories]: `${R}.${Extract<keyof InMemoryRepositories[R], string>}`;
+}[keyof InMemoryRepositories];
+
+export interface InMemoryStore {
+  readonly db: MemoryDatabase;
+  readonly uow: InMemoryUnitOfWork;
+  /** Passes as createDomainServices' `repositories` (checked below with `satisfies Repositories`). */
+  readonly repositories: InMemoryRepositories;
+  /** Every repository call so far, "<repository>.<method>". */
+  readonly calls: string[];
+  /** The next `times` calls of `method` reject with `error` (before touching any row). */
+  failNext(method: RepositoryMethod, error: unknown, times?: number): void;
+}
+
+/** A fresh, empty store. `clock` stands for Postgres' now() (rotated_at, revoked_at, audit occurred_at). */
+export function createInMemoryStore(options: { clock?: Clock } = {}): InMemoryStore {
+  const db = new MemoryDatabase(options.clock ?? systemClock);
+  const failures = new Map<string, { error: unknown; times: number }>();
+  const instrument = <T extends object>(name: string, repository: T): T =>
+    new Proxy(repository, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        if (typeof value !== "function" || typeof property !== "string") return value;
+        const method = `${name}.${property}`;
+        return (...args: unknown[]) => {
+          db.calls.push(method);
+          const failure = failures.get(method);
+          if (failure) {
+            if (--failure.times <= 0) failures.delete(method);
+            return Promise.reject(failure.error);
+          }
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+  const plain = inMemoryRepositories(db);
+  const repositories = Object.fromEntries(Object.entries(plain).map(([name, repo]) => [name, instrument(name, repo)])) as InMemoryRepositories;
+  return {
+    db,
+    uow: new InMemoryUnitOfWork(db),
+    repositories: repositories satisfies Repositories,
+    calls: db.calls,
+    failNext(method, error, times = 1) {
+      failures.set(method, { error, times });
+    },
+  };
+}
+
+// ---- mapping -----------------------------------------------------------------------------------
+
+function toTmc(row: TmcRow): Tmc {
+  return { id: row.id, name: row.name, maxApiUsers: row.maxApiUsers };
+}
+
+function toUser(row: UserRow): User {
+  return {
+    id: row.id,
+    companyId: row.companyId,
+    tmcId: row.tmcId,
+    email: row.email,
+    givenName: row.givenName,
+    familyName: row.familyName,
+    isActive: row.isActive,
+  };
+}
+
+function toApiUser(row: ApiUserRow): ApiUser {
+  return {
+    clientId: row.clientId,
+    tmcId: row.tmcId,
+    orgId: row.orgId,
+    role: row.role,
+    credentialType: row.credentialType,
+    secretHash: Buffer.from(row.secretHash),
+    credentialGeneration: row.credentialGeneration,
+  };
+}
+
+function toRefreshRecord(row: RefreshTokenRow): RefreshTokenRecord {
+  return {
+    id: row.id,
+    tokenHash: Buffer.from(row.tokenHash),
+    familyId: row.familyId,
+    clientId: row.clientId,
+    subject: row.subject,
+    subjectKind: row.subjectKind,
+    scope: row.scope,
+    audience: row.audience,
+    boundCredentials: row.boundCredentials.map(([id, generation]) => [id, generation] as BoundCredential),
+    expiresAt: new Date(row.expiresAt),
+    usedAt: row.usedAt,
+    revokedAt: row.revokedAt,
+  };
+}
+
+/** The check constraint tmcs_max_api_users_non_negative; Postgres' error is not a catalogue one. */
+function checkMaxApiUsers(maxApiUsers: number): void {
+  if (!Number.isInteger(maxApiUsers) || maxApiUsers < 0) {
+    throw Object.assign(new Error('new row for relation "tmcs" violates check constraint "tmcs_max_api_users_non_negative"'), { code: "23514" });
+  }
+}
+
+function issuerKey(tmcId: string, issuer: string): string {
+  return `${tmcId}\u0000${issuer}`;
+}
+
+/** jsonb stores a copy: later changes to the caller's object do not reach the row. */
+function jsonCopy<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+/** Postgres text order under the C collation (client ids are lower-case base32). */
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

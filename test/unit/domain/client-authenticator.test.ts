@@ -1,0 +1,108 @@
+import assert from "node:assert/strict";
+import { beforeEach, describe, test } from "node:test";
+import { hashClientSecret } from "../../../src/domain/shared/client-secret.js";
+import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
+import { ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
+import { rejectsWith } from "../../fakes/assert-domain-error.js";
+import { basicHeader, createDomainFixture, newApiUser, newTenant, postCredentials, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
+
+const invalidClient = { code: "INVALID_CLIENT", message: "Client authentication failed" } as const;
+const bothMethods = { code: "INVALID_REQUEST", message: "Use either HTTP Basic or client_secret in the body, not both" } as const;
+const malformedBasic = { code: "INVALID_REQUEST", message: "Malformed HTTP Basic credentials" } as const;
+const missing = {
+  code: "INVALID_REQUEST",
+  message: "Client authentication is required (client_id and client_secret)",
+  params: [{ name: "client_id", value: "invalid" }],
+} as const;
+
+describe("ClientAuthenticator", () => {
+  let f: DomainFixture;
+  let tmcId: string;
+  let orgId: string;
+  let client: ProvisionedApiUser;
+  beforeEach(async () => {
+    f = await createDomainFixture();
+    ({ tmcId, orgId } = await newTenant(f));
+    client = await newApiUser(f, tmcId);
+  });
+
+  const basic = (authorization: string, formClientId = "", formClientSecret = "") => ({ formClientId, formClientSecret, authorization });
+
+  test("client_secret_post: the form's id and secret", async () => {
+    const user = await f.clients.authenticate(postCredentials(client.clientId, client.secret));
+    assert.deepEqual(user, client.user);
+  });
+
+  test("client_secret_basic: form-urlencoded id and secret (RFC 6749 2.3.1), any case of the scheme", async () => {
+    assert.equal((await f.clients.authenticate(basic(basicHeader(client.clientId, client.secret)))).clientId, client.clientId);
+    assert.equal((await f.clients.authenticate(basic(basicHeader(client.clientId, client.secret).replace("Basic", "bAsIc")))).clientId, client.clientId);
+    // A secret with characters that must be encoded: ':' '+' '%' ' ' '/' and non-ASCII.
+    const secret = "p:a+s%s w/ördé";
+    await f.repos.apiUsers.insert(f.uow.direct, tenantScope(tmcId), {
+      clientId: "odd-secret-client",
+      orgId: undefined,
+      role: "TMC_ADMIN",
+      credentialType: "CLIENT_CREDENTIALS",
+      secretHash: hashClientSecret(f.keys.secretPepper, secret),
+      createdBy: "operator",
+    });
+    assert.equal((await f.clients.authenticate(basic(basicHeader("odd-secret-client", secret)))).clientId, "odd-secret-client");
+    // Not encoded, the '+' would read as a space: the secret no longer matches.
+    const raw = `Basic ${Buffer.from(`odd-secret-client:${secret}`).toString("base64")}`;
+    await rejectsWith(f.clients.authenticate(basic(raw)), malformedBasic); // "%s " is not valid percent-encoding
+    const rawPlus = `Basic ${Buffer.from(`${client.clientId}:${client.secret}+`).toString("base64")}`;
+    await rejectsWith(f.clients.authenticate(basic(rawPlus)), invalidClient);
+  });
+
+  test("Basic together with a body secret is 400, whatever the secrets; Basic with the same body client_id is fine", async () => {
+    const header = basicHeader(client.clientId, client.secret);
+    await rejectsWith(f.clients.authenticate(basic(header, client.clientId, client.secret)), bothMethods);
+    await rejectsWith(f.clients.authenticate(basic(header, "", client.secret)), bothMethods);
+    await rejectsWith(f.clients.authenticate(basic(header, "someone-else")), bothMethods);
+    assert.equal((await f.clients.authenticate(basic(header, client.clientId))).clientId, client.clientId);
+  });
+
+  test("malformed Basic credentials are 400", async () => {
+    await rejectsWith(f.clients.authenticate(basic(`Basic ${Buffer.from("no-colon-here").toString("base64")}`)), malformedBasic);
+    await rejectsWith(f.clients.authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)), malformedBasic);
+  });
+
+  test("a missing id or secret is 400 invalid_request naming client_id", async () => {
+    await rejectsWith(f.clients.authenticate(postCredentials("", "")), missing);
+    await rejectsWith(f.clients.authenticate(postCredentials(client.clientId, "")), missing);
+    await rejectsWith(f.clients.authenticate(postCredentials("", client.secret)), missing);
+    await rejectsWith(f.clients.authenticate(basic(basicHeader(client.clientId, ""))), missing);
+  });
+
+  test("an unknown client, a wrong secret, a revoked client and another client's secret get the identical INVALID_CLIENT", async () => {
+    const other = await newApiUser(f, tmcId);
+    const revoked = await newApiUser(f, tmcId);
+    await f.admin.revoke({ clientId: client.clientId, tmcId }, revoked.clientId, "r");
+    const refusals = [];
+    for (const [id, secret] of [
+      ["unknownclientunknownclient", client.secret],
+      [client.clientId, `${client.secret}x`],
+      [client.clientId, other.secret],
+      [revoked.clientId, revoked.secret],
+    ] as const) {
+      refusals.push(await rejectsWith(f.clients.authenticate(postCredentials(id, secret)), invalidClient));
+      refusals.push(await rejectsWith(f.clients.authenticate(basic(basicHeader(id, secret))), invalidClient));
+    }
+    assert.equal(new Set(refusals.map((e) => JSON.stringify([e.code, e.message, e.params, e.detail]))).size, 1);
+  });
+
+  test("a SCIM-token user is refused at the token endpoint even with its genuine secret", async () => {
+    const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
+    await rejectsWith(f.clients.authenticate(postCredentials(scimUser.clientId, scimUser.secret)), invalidClient);
+    assert.equal((await f.scim.authenticate(scimUser.scimToken!)).clientId, scimUser.clientId, "its SCIM token is its credential");
+  });
+
+  test("the claimed client id (for rate limiting) is read before authentication", () => {
+    const header = basicHeader("basic-id", "s");
+    assert.equal(ClientAuthenticator.claimedClientId(postCredentials("form-id", "s")), "form-id");
+    assert.equal(ClientAuthenticator.claimedClientId(basic(header)), "basic-id");
+    assert.equal(ClientAuthenticator.claimedClientId(basic(header, "form-id", "s")), "form-id", "conflicting methods: the form's");
+    assert.equal(ClientAuthenticator.claimedClientId(basic("Basic !!!")), undefined);
+    assert.equal(ClientAuthenticator.claimedClientId(postCredentials("", "")), undefined);
+  });
+});
