@@ -56,7 +56,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
   });
   const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, { ...tokens, pepper: keys.secretPepper }, clock);
-  const auditLog = new AuditLog(uow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped }, clock, {
+  const auditLog = new AuditLog(uow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped, rejected: metrics.auditRejected }, clock, {
     ...config.audit,
     closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
   });

@@ -14,6 +14,7 @@ export interface Metrics {
   readonly auditWritten: Counter;
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
+  readonly auditRejected: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -62,5 +63,6 @@ export function createMetrics(): Metrics {
     auditWritten: new Counter({ name: "audit_events_written_total", help: "Audit events written in batches", registers: [registry] }),
     auditWriteFailures: new Counter({ name: "audit_write_failures_total", help: "Failed audit batch writes (retried)", registers: [registry] }),
     auditDropped: new Counter({ name: "audit_events_dropped_total", help: "Audit events lost: buffer overflow or shutdown with the database down", registers: [registry] }),
+    auditRejected: new Counter({ name: "audit_events_rejected_total", help: "Audit events the database refused outright, set aside so the trail goes on", registers: [registry] }),
   };
 }

@@ -15,6 +15,7 @@ import { registerHealth, type HealthService } from "./health.js";
 import { authenticationInterceptor, type Verifiers } from "./interceptors/authentication-interceptor.js";
 import { errorInterceptor } from "./interceptors/error-interceptor.js";
 import { metricsInterceptor } from "./interceptors/metrics-interceptor.js";
+import { textInterceptor } from "./interceptors/text-interceptor.js";
 import { registerReflection } from "./reflection.js";
 import { ApiUserServiceHandler } from "./services/api-user-service.js";
 import { AuthServiceHandler } from "./services/auth-service.js";
@@ -46,7 +47,10 @@ export interface RpcDomain {
 
 export interface RpcCore {
   readonly routes: (router: ConnectRouter) => void;
-  /** Outermost first: errors see every failure, metrics see final codes, validation runs after authentication. */
+  /**
+   * Outermost first: errors see every failure, metrics see final codes; text is checked before
+   * authentication (no control byte reaches a log line or a query), validation after it.
+   */
   readonly interceptors: Interceptor[];
   /** In-process calls through the same interceptors as the network face (the REST gateway, the CLI). */
   readonly transport: Transport;
@@ -71,6 +75,7 @@ export function createRpcCore(domain: RpcDomain, observers: { logger: Logger; me
   const interceptors = [
     errorInterceptor(observers.logger),
     metricsInterceptor(observers.metrics),
+    textInterceptor(),
     authenticationInterceptor(domain.verifiers),
     createValidateInterceptor(),
   ];

@@ -2,13 +2,20 @@ import type { Clock } from "../shared/clock.js";
 import type { Counter, Logger } from "../shared/observability.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { AuditEvent, AuditSink } from "./model.js";
-import type { AuditRepository } from "./ports.js";
+import { AuditRecordRejected, type AuditRepository } from "./ports.js";
 
 export interface AuditLogMetrics {
   readonly written: Counter;
+  /** Batch writes that failed and will be retried (the database was unreachable). */
   readonly writeFailures: Counter;
+  /** Events lost: buffer overflow, or shutdown with the database down. */
   readonly dropped: Counter;
+  /** Events the database refused outright, set aside so they cannot block the trail. */
+  readonly rejected: Counter;
 }
+
+/** Longest text kept in any field of an audit event. */
+const MAX_TEXT = 256;
 
 export interface AuditLogOptions {
   readonly batchSize: number;
@@ -38,7 +45,7 @@ export class AuditLog implements AuditSink {
   ) {}
 
   record(event: AuditEvent): void {
-    this.buffer.push({ ...event, occurredAt: event.occurredAt ?? this.clock() });
+    this.buffer.push(sanitized({ ...event, occurredAt: event.occurredAt ?? this.clock() }));
     if (this.buffer.length > this.options.maxBuffered) {
       const excess = this.buffer.length - this.options.maxBuffered;
       this.buffer.splice(0, excess);
@@ -72,13 +79,61 @@ export class AuditLog implements AuditSink {
       const batch = this.buffer.slice(0, this.options.batchSize);
       try {
         await this.events.append(this.uow.direct, batch);
+        this.metrics.written.inc(batch.length);
       } catch (error) {
-        this.metrics.writeFailures.inc();
-        this.logger.error({ err: { message: (error as Error).message }, pending: this.buffer.length }, "audit write failed; will retry");
-        return;
+        if (!(error instanceof AuditRecordRejected)) {
+          this.metrics.writeFailures.inc();
+          this.logger.error({ err: { message: (error as Error).message }, pending: this.buffer.length }, "audit write failed; will retry");
+          return;
+        }
+        // A poisoned event must not hold back the trail: write the batch one event at a time
+        // and set aside only what the database refuses.
+        if (!(await this.writeOneByOne(batch))) return;
       }
       this.buffer.splice(0, batch.length);
-      this.metrics.written.inc(batch.length);
     }
   }
+
+  /** False when the database became unreachable meanwhile (the batch stays for the next attempt). */
+  private async writeOneByOne(batch: readonly AuditEvent[]): Promise<boolean> {
+    const written: AuditEvent[] = [];
+    for (const event of batch) {
+      try {
+        await this.events.append(this.uow.direct, [event]);
+        written.push(event);
+        this.metrics.written.inc();
+      } catch (error) {
+        if (!(error instanceof AuditRecordRejected)) {
+          // Keep only what is not written yet, in order.
+          this.buffer.splice(0, batch.length, ...batch.filter((e) => !written.includes(e)));
+          this.metrics.writeFailures.inc();
+          return false;
+        }
+        this.metrics.rejected.inc();
+        this.logger.error({ err: { message: (error.cause as Error)?.message }, action: event.action, debugIdentifier: event.debugIdentifier }, "audit event refused by the database; set aside");
+      }
+    }
+    return true;
+  }
+}
+
+/** No control characters and no unbounded text reach the trail, whatever a caller sent. */
+function sanitized(event: AuditEvent): AuditEvent {
+  return {
+    ...event,
+    action: clean(event.action)!,
+    actor: clean(event.actor),
+    tmcId: clean(event.tmcId),
+    targetClientId: clean(event.targetClientId),
+    debugIdentifier: clean(event.debugIdentifier),
+    ...(event.details
+      ? { details: Object.fromEntries(Object.entries(event.details).map(([k, v]) => [clean(k)!, typeof v === "string" ? clean(v)! : v])) }
+      : {}),
+  };
+}
+
+function clean(text: string | null): string | null {
+  if (text === null) return null;
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001F\u007F]|[\uD800-\uDFFF]/g, "\uFFFD").slice(0, MAX_TEXT);
 }

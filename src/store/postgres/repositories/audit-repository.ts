@@ -1,5 +1,5 @@
 import type { AuditEvent, RecordedAuditEvent } from "../../../domain/audit/model.js";
-import type { AuditRepository } from "../../../domain/audit/ports.js";
+import { AuditRecordRejected, type AuditRepository } from "../../../domain/audit/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { AuditEventRow } from "../tables.js";
@@ -8,7 +8,8 @@ import { knexOf } from "../unit-of-work.js";
 export class PostgresAuditRepository implements AuditRepository {
   async append(tx: Tx, events: readonly AuditEvent[]): Promise<void> {
     if (events.length === 0) return;
-    await knexOf(tx)<AuditEventRow>("audit_events").insert(
+    try {
+      await knexOf(tx)<AuditEventRow>("audit_events").insert(
       events.map((e) => ({
         occurred_at: e.occurredAt ?? new Date(),
         action: e.action,
@@ -19,7 +20,12 @@ export class PostgresAuditRepository implements AuditRepository {
         debug_identifier: e.debugIdentifier,
         details: e.details ?? {},
       })),
-    );
+      );
+    } catch (error) {
+      // SQLSTATE classes 22 (data exception) and 23 (integrity): the rows themselves are refused.
+      if (/^2[23]/.test(String((error as { code?: unknown }).code ?? ""))) throw new AuditRecordRejected(error);
+      throw error;
+    }
   }
 
   async list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]> {

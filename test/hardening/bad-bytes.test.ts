@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { internalsOf } from "../../src/app/test-access.js";
+import { accessToken, callApi, fetchToken } from "../helpers/api.js";
+import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+
+/**
+ * Issue 8, failure 2: one token request with a NUL byte answered 500, its audit event could
+ * never be inserted, the batch was retried for ever and no later token event was written.
+ * Bad bytes are now refused at the edge (400), and the audit writer can no longer be blocked.
+ */
+describe("bad bytes never reach storage or break the audit trail", () => {
+  let running: RunningService;
+  let seed: { tmcId: string; clientId: string; clientSecret: string };
+  let admin: string;
+  before(async () => {
+    running = await startService({ env: { TOKEN_RATE_LIMIT_PER_ADDRESS: "10000/60", TOKEN_FAILURE_LIMIT: "10000/60", AUDIT_FLUSH_INTERVAL_MS: "20" } });
+    seed = await operatorCall(running.baseUrl, "Seed", {});
+    admin = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
+  });
+  after(async () => {
+    await running.stop();
+    await dropStorage(running.storage);
+  });
+
+  const form = (fields: Record<string, string>) =>
+    fetch(`${running.baseUrl}/v2/auth/oauth2-token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams(fields),
+    });
+
+  test("NUL and other control bytes in token-request fields are 400 invalid_request naming the field", async () => {
+    for (const [field, value] of [
+      ["client_id", "a\u0000"],
+      ["client_secret", "x\u0001y"],
+      ["scope", "openid\u007f"],
+      ["grant_type", "client_credentials\u001b"],
+    ] as const) {
+      const response = await form({ grant_type: "client_credentials", client_id: "a", client_secret: "x", [field]: value });
+      const body = (await response.json()) as any;
+      assert.equal(response.status, 400, `${field}: ${JSON.stringify(body)}`);
+      assert.equal(body.errorMessages[0].errorCode, "API_VALIDATION_FAILED");
+      assert.equal(body.errorMessages[0].errorParameters[0].name, field);
+      assert.equal(body.error, "invalid_request");
+    }
+  });
+
+  test("a lone surrogate (text that was not valid Unicode) is refused too", async () => {
+    const response = await callApi(running.baseUrl, "/v2/api-users/rotate", admin, { clientId: "abc\ud800" });
+    assert.equal(response.status, 400);
+  });
+
+  test("NUL in clientId on rotate and revoke is 400, not 500", async () => {
+    for (const path of ["/v2/api-users/rotate", "/v2/api-users/revoke"]) {
+      const response = await callApi(running.baseUrl, path, admin, { clientId: "a\u0000b" });
+      const body = (await response.json()) as any;
+      assert.equal(response.status, 400, `${path}: ${JSON.stringify(body)}`);
+      assert.equal(body.errorMessages[0].errorParameters[0].name, "clientId");
+    }
+  });
+
+  test("after a NUL request, the following token events are all written", async () => {
+    assert.equal((await form({ grant_type: "client_credentials", client_id: "a\u0000", client_secret: "x" })).status, 400);
+    for (let i = 0; i < 10; i++) assert.equal((await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status, 200);
+    const { db } = internalsOf(running.service);
+    const count = async () =>
+      Number((await db("audit_events").where({ action: "TOKEN_ISSUED", actor: seed.clientId }).count({ n: "*" }).first())?.n ?? 0);
+    // The writer flushes every 20 ms here; wait for the 11 issued events (1 from `before`) with a bound.
+    for (let i = 0; i < 200 && (await count()) < 11; i++) await new Promise((r) => setTimeout(r, 25));
+    assert.equal(await count(), 11);
+    assert.equal(running.logs().includes("audit write failed"), false, "no audit batch failed");
+  });
+});
