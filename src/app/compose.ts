@@ -14,6 +14,9 @@ import { contractServices, createRpcCore } from "../rpc/routes.js";
 import { ownDataDir } from "../store/data-dir-lock.js";
 import { openDatabase } from "../store/postgres/database.js";
 import { postgresRepositories } from "../store/postgres/repositories/index.js";
+import { credentialChangeChannel } from "../store/postgres/repositories/credential-change-log.js";
+import { PostgresChangeFeed } from "../store/postgres/change-feed.js";
+import { LocalChangeFeed } from "../store/memory/change-feed.js";
 import { KnexUnitOfWork } from "../store/postgres/unit-of-work.js";
 import { openSharedState } from "../store/shared-state.js";
 import { startBackgroundJobs } from "./background-jobs.js";
@@ -79,15 +82,24 @@ export async function createService(config: Config, options: ServiceOptions = {}
     lifecycle.started("redis", () => shared.close());
 
     const uow = new KnexUnitOfWork(database.db);
-    const domain = createDomainServices({ config, uow, repositories: postgresRepositories(), shared, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
-    // The CLI's offline `migrate` starts without migrations and issues no tokens: no keys to load yet.
-    if (!options.skipMigrations) await domain.signingKeys.start();
-    await domain.generations.reconcile().catch(() => {});
+    const repositories = postgresRepositories(storage.databaseSchema);
+    // Every instance over one Postgres hears of every credential change; the embedded database has one instance.
+    const changeFeed = storage.databaseUrl
+      ? new PostgresChangeFeed({ connectionString: storage.databaseUrl, channel: credentialChangeChannel(storage.databaseSchema), reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs }, logger)
+      : new LocalChangeFeed();
+    const domain = createDomainServices({ config, uow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
+    // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
+    if (!options.skipMigrations) {
+      await domain.signingKeys.start();
+      await domain.generations.start();
+      lifecycle.started("credential change feed", () => domain.generations.stop());
+    }
     lifecycle.started("audit log", () => domain.auditLog.close());
     const jobs = startBackgroundJobs(
       [
         { name: "signing key reload", intervalMs: config.jobs.signingKeyReloadIntervalMs, run: () => domain.signingKeys.reload() },
         { name: "credential reconcile", intervalMs: config.jobs.credentialReconcileIntervalMs, run: () => domain.generations.reconcile() },
+        { name: "credential log prune", intervalMs: config.jobs.credentialLogPruneIntervalMs, run: () => domain.generations.pruneLog() },
         { name: "audit flush", intervalMs: config.jobs.auditFlushIntervalMs, run: () => domain.auditLog.flush() },
       ],
       logger,

@@ -22,6 +22,7 @@ import { TrustedIssuers } from "../domain/tokens/trusted-issuers.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Repositories } from "../store/postgres/repositories/index.js";
 import type { SharedState } from "../store/shared-state.js";
+import type { ChangeFeed } from "../domain/tokens/ports.js";
 
 /** Waits between the last attempts to write buffered audit events at shutdown. */
 const AUDIT_CLOSE_RETRY_DELAYS_MS = [200, 400, 600, 800];
@@ -31,6 +32,8 @@ export interface DomainInputs {
   readonly uow: UnitOfWork;
   readonly repositories: Repositories;
   readonly shared: SharedState;
+  /** Committed credential changes pushed by the database. */
+  readonly changeFeed: ChangeFeed;
   readonly keys: KeyMaterial;
   readonly operatorToken: string;
   readonly logger: Logger;
@@ -39,7 +42,7 @@ export interface DomainInputs {
 }
 
 /** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
-export function createDomainServices({ config, uow, repositories: repos, shared, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
+export function createDomainServices({ config, uow, repositories: repos, shared, changeFeed, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
   const { tokens } = config;
   const signingKeys = new SigningKeyRing(
     uow,
@@ -48,7 +51,11 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     { maxTokenLifetimeSeconds: Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds), unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs },
     clock,
   );
-  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialOutbox, shared.generationCache, logger, metrics.redisFallbacks, clock);
+  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialChanges, shared.generationCache, changeFeed, logger, metrics.redisFallbacks, clock, {
+    // A cached state lives at most the cache's TTL, so older changes can no longer be contradicted.
+    logRetentionSeconds: tokens.credentialCacheSeconds + 60,
+    reconcileBatch: 1000,
+  });
   const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
   const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, {
     timeoutMs: tokens.jwksFetchTimeoutMs,

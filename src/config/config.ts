@@ -93,8 +93,13 @@ export interface TokenConfig {
 export interface JobsConfig {
   /** Picks up signing keys rotated by another instance. */
   readonly signingKeyReloadIntervalMs: number;
-  /** Publishes credential changes that committed while Redis was unreachable. */
+  /**
+   * Asks Postgres for the latest credential change and repairs the cache if it missed any: the
+   * bound on how long a missed change notification can go unnoticed.
+   */
   readonly credentialReconcileIntervalMs: number;
+  /** Forgets credential changes older than the cache's TTL. */
+  readonly credentialLogPruneIntervalMs: number;
   /** Writes buffered token audit events. */
   readonly auditFlushIntervalMs: number;
   /** How often a gRPC health Watch re-evaluates the instance's health. */
@@ -195,7 +200,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimits: rateLimitsFromEnv(env),
     jobs: {
       signingKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS),
-      credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 2_000, 10, HOUR_MS),
+      credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 500, 10, HOUR_MS),
+      credentialLogPruneIntervalMs: intFrom(env, "CREDENTIAL_LOG_PRUNE_INTERVAL_MS", 60_000, 10, 24 * HOUR_MS),
       auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),
       healthWatchIntervalMs: intFrom(env, "HEALTH_WATCH_INTERVAL_MS", 5_000, 10, HOUR_MS),
     },

@@ -14,9 +14,14 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, targetHost);
-    for (const s of [client, upstream]) {
+    const pair = [client, upstream];
+    for (const s of pair) {
       sockets.add(s);
-      s.on("close", () => sockets.delete(s));
+      // Either side going away takes the other with it, as a real connection loss would.
+      s.on("close", () => {
+        sockets.delete(s);
+        pair.forEach((peer) => peer.destroy());
+      });
       s.on("error", () => s.destroy());
     }
     client.pipe(upstream).pipe(client);

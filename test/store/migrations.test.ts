@@ -22,7 +22,7 @@ const TABLES = [
   "air_credits",
   "refresh_tokens",
   "trusted_issuers",
-  "credential_outbox",
+  "credential_changes",
 ] as const;
 
 const opened: Database[] = [];

@@ -16,8 +16,9 @@ export const DEFAULT_PAGE_SIZE = 100;
 /**
  * A TMC admin's management of its own TMC's API users (spec 4.2 to 4.5). Every operation is
  * scoped to the caller's TMC; another TMC's API user is "not found" — its existence is not
- * revealed. Rotation and revocation change the credential generation and publish it inside the
- * same transaction, so every token of the old credential fails at once.
+ * revealed. Rotation and revocation number the change in their transaction (every instance hears
+ * of it at commit) and put the committed state in the shared cache before answering, so every
+ * token of the old credential fails at once, on every instance.
  */
 export class ApiUserAdmin {
   constructor(
@@ -54,37 +55,27 @@ export class ApiUserAdmin {
   async rotate(caller: ApiUserAdminCaller, clientId: string, requestId: string): Promise<CreatedApiUser> {
     const secret = generateClientSecret();
     const scope = tenantScope(caller.tmcId);
-    const user = await this.changeCredential(clientId, async (tx) => {
+    const { user, changeSeq } = await this.uow.transaction(async (tx) => {
       const user = await this.lockOwnActive(tx, scope, clientId);
-      const generation = user.credentialGeneration + 1;
-      await this.apiUsers.setCredential(tx, scope, clientId, { secretHash: hashClientSecret(this.keys.secretPepper, secret), generation });
+      await this.apiUsers.setCredential(tx, scope, clientId, { secretHash: hashClientSecret(this.keys.secretPepper, secret), generation: user.credentialGeneration + 1 });
       await this.audit.append(tx, [changed("API_USER_ROTATE", caller, user, requestId)]);
-      await this.credentials.publishWithin(tx, clientId, generation);
-      return user;
+      return { user, changeSeq: await this.credentials.recordChange(tx, clientId) };
     });
+    await this.credentials.publish(clientId, changeSeq);
     return credentialOf(this.keys, clientId, user.credentialType, secret);
   }
 
   /** Permanent: the row stays as a tombstone so the clientId can never authenticate or be reused. */
   async revoke(caller: ApiUserAdminCaller, clientId: string, requestId: string): Promise<void> {
     const scope = tenantScope(caller.tmcId);
-    await this.changeCredential(clientId, async (tx) => {
+    const changeSeq = await this.uow.transaction(async (tx) => {
       const user = await this.lockOwnActive(tx, scope, clientId);
       await this.apiUsers.markRevoked(tx, scope, clientId);
       await this.refreshTokens.revokeAllOfClient(tx, scope, clientId, this.clock());
       await this.audit.append(tx, [changed("API_USER_REVOKE", caller, user, requestId)]);
-      await this.credentials.publishWithin(tx, clientId, undefined);
+      return this.credentials.recordChange(tx, clientId);
     });
-  }
-
-  /** Runs a credential change; if it fails after publishing, the database's unchanged value is re-published. */
-  private async changeCredential<T>(clientId: string, change: (tx: Tx) => Promise<T>): Promise<T> {
-    try {
-      return await this.uow.transaction(change);
-    } catch (error) {
-      await this.credentials.refresh(clientId).catch(() => {});
-      throw error;
-    }
+    await this.credentials.publish(clientId, changeSeq);
   }
 
   private async lockOwnActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser> {

@@ -1,5 +1,6 @@
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
+import type { CredentialState } from "../tokens/model.js";
 import type { ApiUser, NewApiUser } from "./model.js";
 
 /** API users, active and revoked (revoked rows stay as tombstones so a clientId is never reused). */
@@ -17,16 +18,19 @@ export interface ApiUserRepository {
    * how the tenant becomes known.
    */
   findActive(tx: Tx, clientId: string): Promise<ApiUser | undefined>;
-  /** Current generations of the active users among `clientIds` (token verification; unscoped for the same reason). */
-  activeGenerations(tx: Tx, clientIds: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * The credential state of each known client among `clientIds`, revoked ones included (token
+   * verification; unscoped for the same reason). Unknown ids are absent.
+   */
+  credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>>;
 }
 
 /** Tells every instance about a credential change (implemented by the tokens area's CredentialGenerations). */
 export interface CredentialChangePublisher {
-  /** Inside the changing transaction, while its row lock is held; `undefined` means revoked. */
-  publishWithin(tx: Tx, clientId: string, generation: number | undefined): Promise<void>;
-  /** Re-publishes what the database says (after a change that was published but rolled back). */
-  refresh(clientId: string): Promise<void>;
+  /** Numbers the change inside its transaction; every instance hears of the number at commit. */
+  recordChange(tx: Tx, clientId: string): Promise<number>;
+  /** After commit, before the caller is answered: puts the committed state in the shared cache. */
+  publish(clientId: string, changeSeq: number): Promise<void>;
 }
 
 /** Refresh tokens die with their client (implemented by the tokens area's repository). */

@@ -2,102 +2,164 @@ import type { ApiUserRepository, CredentialChangePublisher } from "../api-users/
 import type { Clock } from "../shared/clock.js";
 import type { LabelledCounter, Logger } from "../shared/observability.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
-import type { CachedGeneration } from "./model.js";
-import type { CredentialOutbox, GenerationCache } from "./ports.js";
+import type { CredentialState } from "./model.js";
+import type { ChangeFeed, CredentialChangeLog, GenerationCache } from "./ports.js";
 
 /** Current generation per client id; undefined for a revoked or unknown client. */
 export type Generations = Map<string, number | undefined>;
+
+export interface CredentialGenerationsOptions {
+  /** Changes older than this are forgotten by the log: no cached state can be older (the cache's TTL). */
+  readonly logRetentionSeconds: number;
+  /** Most changes republished by one reconcile. */
+  readonly reconcileBatch: number;
+}
 
 /**
  * The current credential generation of each API user, which every access token carries. A token
  * is valid only while its generation equals the current one: rotation bumps it and revocation
  * removes it, so every token of that credential fails at once on every instance with no token
- * list to scan. The cache (Redis) holds a copy for the hot path; the database is the truth on a
- * miss, and whenever the cache cannot answer or cannot be trusted — never "accept".
+ * list to scan.
+ *
+ * Postgres is the truth; the shared cache (Redis) answers the hot path in one round trip. Every
+ * change is numbered by the database and announced to every instance at commit; the cache keeps a
+ * watermark, the highest change number it has been told about. The cache is believed only when
+ * its watermark covers every change this instance knows of — so a cache that lost writes (a
+ * restart from a snapshot, a lagging replica, a write that failed) is never believed — and only
+ * while the announcements can reach this instance. Otherwise the database answers; never "accept".
  */
 export class CredentialGenerations implements CredentialChangePublisher {
+  /** The highest committed change number this instance knows of. */
+  private knownSeq = 0;
+  private reconciling: Promise<number> | undefined;
+
   constructor(
     private readonly uow: UnitOfWork,
     private readonly apiUsers: ApiUserRepository,
-    private readonly outbox: CredentialOutbox,
+    private readonly changes: CredentialChangeLog,
     private readonly cache: GenerationCache,
+    private readonly feed: ChangeFeed,
     private readonly logger: Logger,
     private readonly fallbacks: LabelledCounter<"operation">,
     private readonly clock: Clock,
+    private readonly options: CredentialGenerationsOptions,
   ) {}
 
+  /**
+   * Learns the latest change, then follows the feed; after every (re)connection it learns again
+   * what it may have missed before it believes the cache.
+   */
+  async start(): Promise<void> {
+    this.learn(await this.changes.latest(this.uow.direct));
+    this.feed.start(
+      (seq) => this.learn(seq),
+      async () => {
+        this.learn(await this.changes.latest(this.uow.direct));
+        void this.reconcile().catch((error: unknown) => this.fallback("write", error));
+      },
+    );
+  }
+
+  stop(): Promise<void> {
+    return this.feed.stop();
+  }
+
   async current(clientIds: readonly string[]): Promise<Generations> {
-    if (!this.cache.trusted) return this.fromDatabase(clientIds);
-    let cached: Array<CachedGeneration | undefined>;
+    if (!this.feed.connected) return toGenerations(clientIds, await this.fromDatabase(clientIds));
+    let read: { states: Array<CredentialState | undefined>; watermark: number };
     try {
-      cached = await this.cache.get(clientIds);
+      read = await this.cache.read(clientIds);
     } catch (error) {
       this.fallback("read", error);
-      return this.fromDatabase(clientIds);
+      return toGenerations(clientIds, await this.fromDatabase(clientIds));
+    }
+    if (read.watermark < this.knownSeq) {
+      // The cache missed a committed change: believe none of it, and repair it in the background.
+      this.fallback("stale", new Error(`cache watermark ${read.watermark} is behind change ${this.knownSeq}`));
+      void this.reconcile().catch(() => {});
+      return toGenerations(clientIds, await this.fromDatabase(clientIds));
     }
     const result: Generations = new Map();
     const missing: string[] = [];
     clientIds.forEach((id, i) => {
-      const value = cached[i];
-      if (value === undefined) missing.push(id);
-      else result.set(id, value === "revoked" ? undefined : value);
+      const state = read.states[i];
+      if (state === undefined) missing.push(id);
+      else result.set(id, state.generation);
     });
     if (missing.length > 0) {
       const fresh = await this.fromDatabase(missing);
-      for (const [id, generation] of fresh) result.set(id, generation);
-      // Only if absent: a fill from a read that raced a change must never overwrite the change's publication.
-      await this.cache.put(toCached(fresh), { onlyIfAbsent: true }).catch((error: unknown) => this.fallback("write", error));
+      for (const id of missing) result.set(id, fresh.get(id)!.generation);
+      // A fill carries the change number it reflects: it can never overwrite a newer state.
+      await this.cache.write(fresh, 0).catch((error: unknown) => this.fallback("write", error));
     }
     return result;
   }
 
+  /** Numbers the change inside its transaction (the database announces it to every instance at commit). */
+  recordChange(tx: Tx, clientId: string): Promise<number> {
+    return this.changes.record(tx, clientId);
+  }
+
   /**
-   * Tells every instance a client's new generation (undefined: revoked), inside the transaction
-   * that changes it: while its row lock is held and before it commits, so no instance can read
-   * the old value back in between. If the cache cannot take it, the change still commits (while
-   * the cache is untrusted every instance reads the database) and an outbox entry in the same
-   * transaction makes `reconcile` publish it once the cache answers again.
+   * After the change committed and before the caller is answered: the committed state goes into
+   * the cache with its change number and raises the watermark. If the cache cannot take it, the
+   * change is still safe: every instance hears of its number and stops believing the cache.
    */
-  async publishWithin(tx: Tx, clientId: string, generation: number | undefined): Promise<void> {
+  async publish(clientId: string, changeSeq: number): Promise<void> {
+    this.learn(changeSeq);
     try {
-      await this.cache.put(toCached(new Map([[clientId, generation]])), { onlyIfAbsent: false });
+      await this.cache.write(await this.fromDatabase([clientId]), changeSeq);
     } catch (error) {
       this.fallback("write", error);
-      await this.outbox.add(tx, clientId, this.clock());
     }
   }
 
-  /** Publishes changes that committed while the cache was unreachable; a background job of every instance. */
-  async reconcile(): Promise<number> {
-    if (!this.cache.reachable) return 0;
-    const pending = await this.outbox.pending(this.uow.direct);
-    if (pending.length > 0) {
-      await this.cache.put(toCached(await this.fromDatabase(pending.map((p) => p.clientId))), { onlyIfAbsent: false });
-      // A change that committed meanwhile moved changedAt and stays for the next round.
-      for (const entry of pending) await this.outbox.remove(this.uow.direct, entry);
-      this.logger.info({ count: pending.length }, "credential state: published changes made while Redis was unreachable");
+  /**
+   * Brings the cache up to date with every change it missed, and learns of changes whose
+   * announcement did not arrive; a background job of every instance, and run at once when a
+   * stale cache is met. Returns how many changes it republished.
+   */
+  reconcile(): Promise<number> {
+    this.reconciling ??= this.reconcileOnce().finally(() => (this.reconciling = undefined));
+    return this.reconciling;
+  }
+
+  /** Forgets log entries older than any state the cache can still hold. */
+  async pruneLog(): Promise<number> {
+    return this.changes.prune(this.uow.direct, new Date(this.clock().getTime() - this.options.logRetentionSeconds * 1000));
+  }
+
+  private async reconcileOnce(): Promise<number> {
+    this.learn(await this.changes.latest(this.uow.direct));
+    const { watermark } = await this.cache.read([]);
+    if (watermark >= this.knownSeq) return 0;
+    const missed = await this.changes.since(this.uow.direct, watermark, this.options.reconcileBatch);
+    if (missed.length === 0) {
+      // Nothing in the log after the watermark (pruned, or changes rolled back): just raise it.
+      await this.cache.write(new Map(), this.knownSeq);
+      return 0;
     }
-    this.cache.markTrusted();
-    return pending.length;
+    const states = await this.fromDatabase([...new Set(missed.map((m) => m.clientId))]);
+    await this.cache.write(states, missed[missed.length - 1]!.seq);
+    this.logger.info({ count: missed.length, from: watermark }, "credential state: republished changes the cache had missed");
+    return missed.length;
   }
 
-  /** Re-publishes what the database says, e.g. after a change published before commit was rolled back. */
-  async refresh(clientId: string): Promise<void> {
-    const values = toCached(await this.fromDatabase([clientId]));
-    await this.cache.put(values, { onlyIfAbsent: false }).catch((error: unknown) => this.fallback("write", error));
+  private learn(seq: number): void {
+    if (seq > this.knownSeq) this.knownSeq = seq;
   }
 
-  private async fromDatabase(clientIds: readonly string[]): Promise<Generations> {
-    const found = await this.apiUsers.activeGenerations(this.uow.direct, clientIds);
-    return new Map(clientIds.map((id) => [id, found.get(id)]));
+  private async fromDatabase(clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
+    const found = await this.apiUsers.credentialStates(this.uow.direct, clientIds);
+    return new Map(clientIds.map((id) => [id, found.get(id) ?? { generation: undefined, changeSeq: 0 }]));
   }
 
-  private fallback(operation: "read" | "write", error: unknown): void {
+  private fallback(operation: "read" | "write" | "stale", error: unknown): void {
     this.fallbacks.inc({ operation });
-    this.logger.warn({ err: { message: (error as Error).message }, operation }, "credential state: Redis unavailable, using Postgres");
+    this.logger.warn({ err: { message: (error as Error).message }, operation }, "credential state: the cache cannot be used, using Postgres");
   }
 }
 
-function toCached(generations: Generations): Map<string, CachedGeneration> {
-  return new Map([...generations].map(([id, generation]) => [id, generation ?? "revoked"]));
+function toGenerations(clientIds: readonly string[], states: Map<string, CredentialState>): Generations {
+  return new Map(clientIds.map((id) => [id, states.get(id)?.generation]));
 }

@@ -93,5 +93,12 @@ export interface TrustedIssuer {
   readonly audience: string | undefined;
 }
 
-/** What the generation cache holds for a client: its generation, or that it was revoked. */
-export type CachedGeneration = number | "revoked";
+/**
+ * A client's credential as of one change: its generation (undefined: revoked or unknown) and the
+ * number of the change that made it so (0 before any change). The cache keeps the state with the
+ * highest change number it was told, so an older state can never overwrite a newer one.
+ */
+export interface CredentialState {
+  readonly generation: number | undefined;
+  readonly changeSeq: number;
+}

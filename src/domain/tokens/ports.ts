@@ -1,7 +1,7 @@
 import type { RateLimitDecision } from "../rate-limit/model.js";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import type { CachedGeneration, NewRefreshToken, RefreshTokenRecord, SigningKeyRecord, TrustedIssuer } from "./model.js";
+import type { CredentialState, NewRefreshToken, RefreshTokenRecord, SigningKeyRecord, TrustedIssuer } from "./model.js";
 
 /** Signing keys shared by every instance (not tenant data). */
 export interface SigningKeyRepository {
@@ -27,31 +27,49 @@ export interface TrustedIssuerRepository {
 }
 
 /**
- * The shared copy of every client's credential generation (Redis, or an in-process map on the
- * embedded default). It may lie: Postgres is the truth.
+ * The shared copy of every client's credential state (Redis, or an in-process map on the
+ * embedded default), and its watermark: the highest change number it has been told about. It
+ * may lie — lose writes, come back from a snapshot — so readers compare its watermark with the
+ * highest change they know was committed. Postgres is the truth.
  */
 export interface GenerationCache {
+  /** One round trip: the states (undefined where absent) and the watermark (0 when absent). Throws when it cannot answer. */
+  read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }>;
   /**
-   * False while cached values may predate changes that committed without it (at start, after a
-   * lost connection, until a reconcile has run): readers go to the database instead.
+   * Stores each state unless the cache holds one with a higher change number, and raises the
+   * watermark to `watermark` if that is higher. Throws when the cache cannot take it.
    */
-  readonly trusted: boolean;
-  /** Whether the cache answers at all right now. */
-  readonly reachable: boolean;
-  /** Throws when the cache cannot answer. */
-  get(clientIds: readonly string[]): Promise<Array<CachedGeneration | undefined>>;
-  /** Throws when the cache cannot take the values. `onlyIfAbsent`: never overwrite (fills after a miss). */
-  put(values: ReadonlyMap<string, CachedGeneration>, options: { onlyIfAbsent: boolean }): Promise<void>;
-  /** Called once every change that committed without the cache has been published to it. */
-  markTrusted(): void;
+  write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void>;
 }
 
-/** Credential changes the cache has not been told about yet. */
-export interface CredentialOutbox {
-  add(tx: Tx, clientId: string, changedAt: Date): Promise<void>;
-  pending(tx: Tx): Promise<Array<{ clientId: string; changedAt: Date }>>;
-  /** Removes an entry unless a newer change moved its time meanwhile. */
-  remove(tx: Tx, entry: { clientId: string; changedAt: Date }): Promise<void>;
+/** The numbered log of credential changes (Postgres). */
+export interface CredentialChangeLog {
+  /**
+   * Numbers a change of `clientId` inside its transaction, stamps the client's row with the
+   * number and tells every instance once the transaction commits. Returns the number.
+   */
+  record(tx: Tx, clientId: string): Promise<number>;
+  /** The highest committed change number (0 when there is none). */
+  latest(tx: Tx): Promise<number>;
+  /** Changes numbered above `after`, oldest first, at most `limit`. */
+  since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>>;
+  /** Forgets changes older than `before` (they can no longer be contradicted by a cached state). */
+  prune(tx: Tx, before: Date): Promise<number>;
+}
+
+/**
+ * Committed change numbers pushed by the database to every instance (Postgres LISTEN/NOTIFY; the
+ * embedded default has one instance and needs none). While it is not connected an instance
+ * cannot know whether the cache missed a change, so it does not believe the cache.
+ */
+export interface ChangeFeed {
+  readonly connected: boolean;
+  /**
+   * `onChange` gets every committed change number; `onConnected` runs after each (re)connection,
+   * and `connected` turns true only once it has finished (the caller catches up with what it missed).
+   */
+  start(onChange: (seq: number) => void, onConnected: () => Promise<void>): void;
+  stop(): Promise<void>;
 }
 
 /** The token endpoints' budgets (implemented by the rate-limit area's TokenRateLimiter). */

@@ -1,24 +1,23 @@
-import type { CachedGeneration } from "../../domain/tokens/model.js";
+import type { CredentialState } from "../../domain/tokens/model.js";
 import type { GenerationCache } from "../../domain/tokens/ports.js";
 
 /**
- * The embedded default's twin of the Redis generation cache: one process owns the embedded
- * database, so an in-process map sees every change and is always trusted.
+ * The embedded default's twin of the Redis cache, with the same rules (a state never replaces
+ * one with a higher change number; the watermark only rises). One process owns the embedded
+ * database, so it never misses a change.
  */
 export class MemoryGenerationCache implements GenerationCache {
-  private readonly values = new Map<string, CachedGeneration>();
-  readonly trusted = true;
-  readonly reachable = true;
+  private readonly states = new Map<string, CredentialState>();
+  private watermark = 0;
 
-  markTrusted(): void {}
-
-  async get(clientIds: readonly string[]): Promise<Array<CachedGeneration | undefined>> {
-    return clientIds.map((id) => this.values.get(id));
+  async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
+    return { states: clientIds.map((id) => this.states.get(id)), watermark: this.watermark };
   }
 
-  async put(values: ReadonlyMap<string, CachedGeneration>, options: { onlyIfAbsent: boolean }): Promise<void> {
-    for (const [id, generation] of values) {
-      if (!options.onlyIfAbsent || !this.values.has(id)) this.values.set(id, generation);
+  async write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void> {
+    for (const [id, state] of states) {
+      if (state.changeSeq >= (this.states.get(id)?.changeSeq ?? -1)) this.states.set(id, state);
     }
+    this.watermark = Math.max(this.watermark, watermark);
   }
 }

@@ -47,6 +47,8 @@ export interface ApiUserRow {
   updated_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
+  /** bigint: a string from pg, a number from PGlite. */
+  change_seq: string | number;
 }
 
 export interface AuditEventRow {
@@ -123,7 +125,9 @@ export interface TrustedIssuerRow {
   audience: string | null;
 }
 
-export interface CredentialOutboxRow {
+export interface CredentialChangeRow {
+  /** bigint: a string from pg, a number from PGlite. */
+  seq: string | number;
   client_id: string;
   changed_at: Date;
 }

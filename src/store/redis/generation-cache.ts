@@ -1,48 +1,55 @@
 import type { RedisClientType } from "redis";
-import type { CachedGeneration } from "../../domain/tokens/model.js";
+import type { CredentialState } from "../../domain/tokens/model.js";
 import type { GenerationCache } from "../../domain/tokens/ports.js";
 
 /**
- * Credential generations in Redis, shared by every instance: `g:<n>` or `revoked` under
- * `<prefix>cred:<clientId>`, each with a TTL as a last safety net. Untrusted from start-up and
- * from every lost connection until the domain's reconcile has run: values in Redis may predate
- * changes that committed while this instance could not reach it.
+ * Stores each state unless the key holds one with a higher change number, then raises the
+ * watermark. KEYS: watermark, client keys…; ARGV: watermark, ttl, then (seq, value) per client.
+ * One script, so a state and the watermark that covers it are written atomically.
+ */
+const WRITE_SCRIPT = `
+local ttl = tonumber(ARGV[2])
+for i = 2, #KEYS do
+  local seq = tonumber(ARGV[(i - 2) * 2 + 3])
+  local current = redis.call('GET', KEYS[i])
+  local currentSeq = -1
+  if current then currentSeq = tonumber(string.match(current, ':(%d+)$')) or -1 end
+  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 2 + 4], 'EX', ttl) end
+end
+local watermark = tonumber(ARGV[1])
+if watermark > tonumber(redis.call('GET', KEYS[1]) or '0') then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1`;
+
+/**
+ * Credential states in Redis, shared by every instance: `g:<generation>:<change>` or
+ * `r:<change>` (revoked) under `<prefix>cred:<clientId>`, each with a TTL as a last safety net,
+ * and the watermark under `<prefix>cred:watermark` (no TTL). Read in one MGET.
  */
 export class RedisGenerationCache implements GenerationCache {
-  private isTrusted = false;
+  private readonly watermarkKey: string;
 
   constructor(
     private readonly redis: RedisClientType,
     private readonly keyPrefix: string,
-    /** How long a cached generation lives before it is re-read from the database. */
+    /** How long a cached state lives before it is re-read from the database. */
     private readonly ttlSeconds: number,
   ) {
-    redis.on("error", () => (this.isTrusted = false));
+    this.watermarkKey = `${keyPrefix}cred:watermark`;
   }
 
-  get trusted(): boolean {
-    return this.isTrusted;
+  async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
+    const [watermark, ...values] = await this.redis.mGet([this.watermarkKey, ...clientIds.map((id) => this.key(id))]);
+    return { states: values.map((v) => (v === null ? undefined : decode(v))), watermark: watermark === null ? 0 : Number(watermark) };
   }
 
-  get reachable(): boolean {
-    return this.redis.isReady;
-  }
-
-  markTrusted(): void {
-    this.isTrusted = true;
-  }
-
-  async get(clientIds: readonly string[]): Promise<Array<CachedGeneration | undefined>> {
-    const values = await this.redis.mGet(clientIds.map((id) => this.key(id)));
-    return values.map((value) => (value === null ? undefined : decode(value)));
-  }
-
-  async put(values: ReadonlyMap<string, CachedGeneration>, options: { onlyIfAbsent: boolean }): Promise<void> {
-    const multi = this.redis.multi();
-    for (const [id, generation] of values) {
-      multi.set(this.key(id), encode(generation), options.onlyIfAbsent ? { EX: this.ttlSeconds, condition: "NX" } : { EX: this.ttlSeconds });
+  async write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void> {
+    const keys = [this.watermarkKey];
+    const args = [String(watermark), String(this.ttlSeconds)];
+    for (const [id, state] of states) {
+      keys.push(this.key(id));
+      args.push(String(state.changeSeq), encode(state));
     }
-    await multi.exec();
+    await this.redis.eval(WRITE_SCRIPT, { keys, arguments: args });
   }
 
   private key(clientId: string): string {
@@ -50,10 +57,14 @@ export class RedisGenerationCache implements GenerationCache {
   }
 }
 
-function encode(generation: CachedGeneration): string {
-  return generation === "revoked" ? "revoked" : `g:${generation}`;
+function encode(state: CredentialState): string {
+  return state.generation === undefined ? `r:${state.changeSeq}` : `g:${state.generation}:${state.changeSeq}`;
 }
 
-function decode(value: string): CachedGeneration {
-  return value.startsWith("g:") ? Number(value.slice(2)) : "revoked";
+/** Anything unreadable counts as revoked: never "accept" on a value we cannot understand. */
+function decode(value: string): CredentialState {
+  const granted = /^g:(\d+):(\d+)$/.exec(value);
+  if (granted) return { generation: Number(granted[1]), changeSeq: Number(granted[2]) };
+  const revoked = /^r:(\d+)$/.exec(value);
+  return { generation: undefined, changeSeq: revoked ? Number(revoked[1]) : Number.MAX_SAFE_INTEGER };
 }

@@ -3,6 +3,7 @@ import * as initialSchema from "./20261121000100_initial_schema.js";
 import * as tokens from "./20261121000200_tokens.js";
 import * as credentialOutbox from "./20261121000300_credential_outbox.js";
 import * as dropServiceSettings from "./20261122000100_drop_service_settings.js";
+import * as credentialChanges from "./20261122000200_credential_changes.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -13,6 +14,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261121000200_tokens", tokens],
   ["20261121000300_credential_outbox", credentialOutbox],
   ["20261122000100_drop_service_settings", dropServiceSettings],
+  ["20261122000200_credential_changes", credentialChanges],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

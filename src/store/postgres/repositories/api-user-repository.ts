@@ -2,6 +2,7 @@ import type { ApiUser, NewApiUser } from "../../../domain/api-users/model.js";
 import type { ApiUserRepository } from "../../../domain/api-users/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import type { CredentialState } from "../../../domain/tokens/model.js";
 import { toCount, type ApiUserRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
 
@@ -59,12 +60,13 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     return row && toApiUser(row);
   }
 
-  async activeGenerations(tx: Tx, clientIds: readonly string[]): Promise<Map<string, number>> {
+  async credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
     const rows = await knexOf(tx)<ApiUserRow>("api_users")
       .whereIn("client_id", [...clientIds])
-      .whereNull("revoked_at")
-      .select("client_id", "credential_generation");
-    return new Map(rows.map((r) => [r.client_id, r.credential_generation]));
+      .select("client_id", "credential_generation", "revoked_at", "change_seq");
+    return new Map(
+      rows.map((r) => [r.client_id, { generation: r.revoked_at ? undefined : r.credential_generation, changeSeq: Number(r.change_seq) }]),
+    );
   }
 }
 

@@ -1,14 +1,17 @@
 import { PostgresAirCreditRepository } from "./air-credit-repository.js";
 import { PostgresApiUserRepository } from "./api-user-repository.js";
 import { PostgresAuditRepository } from "./audit-repository.js";
-import { PostgresCredentialOutbox } from "./credential-outbox-repository.js";
+import { credentialChangeChannel, PostgresCredentialChangeLog } from "./credential-change-log.js";
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
 import { PostgresSigningKeyRepository } from "./signing-key-repository.js";
 import { PostgresTenantRepository } from "./tenant-repository.js";
 import { PostgresTrustedIssuerRepository } from "./trusted-issuer-repository.js";
 
-/** Every repository of the Postgres (and embedded PGlite) store. They hold no state: the Tx says where to run. */
-export function postgresRepositories() {
+/**
+ * Every repository of the Postgres (and embedded PGlite) store. They hold no state: the Tx says
+ * where to run. `schema` names the deployment's NOTIFY channel.
+ */
+export function postgresRepositories(schema = "public") {
   return {
     tenants: new PostgresTenantRepository(),
     apiUsers: new PostgresApiUserRepository(),
@@ -17,7 +20,7 @@ export function postgresRepositories() {
     refreshTokens: new PostgresRefreshTokenRepository(),
     trustedIssuers: new PostgresTrustedIssuerRepository(),
     airCredits: new PostgresAirCreditRepository(),
-    credentialOutbox: new PostgresCredentialOutbox(),
+    credentialChanges: new PostgresCredentialChangeLog(credentialChangeChannel(schema)),
   };
 }
 

@@ -1,0 +1,40 @@
+import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import type { CredentialChangeLog } from "../../../domain/tokens/ports.js";
+import type { CredentialChangeRow } from "../tables.js";
+import { knexOf } from "../unit-of-work.js";
+
+/**
+ * The numbered credential changes, announced with NOTIFY on `channel` (delivered when the
+ * transaction commits, never for one that rolls back).
+ */
+export class PostgresCredentialChangeLog implements CredentialChangeLog {
+  constructor(private readonly channel: string) {}
+
+  async record(tx: Tx, clientId: string): Promise<number> {
+    const db = knexOf(tx);
+    const [row] = await db<CredentialChangeRow>("credential_changes").insert({ client_id: clientId }).returning("seq");
+    const seq = Number(row!.seq);
+    await db("api_users").where({ client_id: clientId }).update({ change_seq: seq });
+    await db.raw("select pg_notify(?, ?)", [this.channel, String(seq)]);
+    return seq;
+  }
+
+  async latest(tx: Tx): Promise<number> {
+    const row = await knexOf(tx)("credential_changes").max({ seq: "seq" }).first();
+    return Number(row?.seq ?? 0);
+  }
+
+  async since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>> {
+    const rows = await knexOf(tx)<CredentialChangeRow>("credential_changes").where("seq", ">", after).orderBy("seq").limit(limit);
+    return rows.map((r) => ({ seq: Number(r.seq), clientId: r.client_id }));
+  }
+
+  async prune(tx: Tx, before: Date): Promise<number> {
+    return knexOf(tx)("credential_changes").where("changed_at", "<", before).delete();
+  }
+}
+
+/** The NOTIFY channel of one deployment's schema (schemas keep test runs and deployments apart). */
+export function credentialChangeChannel(schema: string): string {
+  return `auth_credential_changes_${schema}`.slice(0, 63);
+}
