@@ -15,6 +15,8 @@ Commands (each prints one JSON object on stdout):
   audit list --tmc-id ID [--limit N]
   keys rotate
   trusted-issuer add --tmc-id ID --issuer ISS (--jwks-uri URL | --jwks JSON) [--audience AUD]
+  lockout show --address IP [--client-id ID]      (without --client-id: unknown client ids from IP)
+  lockout reset --address IP [--client-id ID]
   seed
   migrate
 
@@ -36,7 +38,9 @@ export interface CommandSpec {
     | "listAuditEvents"
     | "addTrustedIssuer"
     | "seed"
-    | "migrate";
+    | "migrate"
+    | "getTokenLockout"
+    | "resetTokenLockout";
   readonly options: Record<string, OptionSpec>;
   readonly required: readonly string[];
   readonly integers?: readonly string[];
@@ -74,6 +78,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     options: { "tmc-id": str, issuer: str, "jwks-uri": str, jwks: str, audience: str },
     required: ["tmc-id", "issuer"],
   },
+  "lockout show": { rpc: "getTokenLockout", options: { address: str, "client-id": str }, required: ["address"] },
+  "lockout reset": { rpc: "resetTokenLockout", options: { address: str, "client-id": str }, required: ["address"] },
   seed: { rpc: "seed", options: {}, required: [] },
   migrate: { rpc: "migrate", options: {}, required: [] },
 };

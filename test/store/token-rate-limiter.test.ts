@@ -118,43 +118,54 @@ for (const { kind, redis: redisOf } of kinds) {
       assert.deepEqual({ limit: anonymous.limit, remaining: anonymous.remaining }, { limit: 5, remaining: 3 });
     });
 
-    test("spent failure budget of a client refuses that client only, without consuming", async () => {
+    test("failures of a client count at its address only, and each attempt reserves its point first", async () => {
       const limiter = newLimiter();
-      const failingAddress = newAddress();
-      const otherAddress = newAddress();
-
-      await limiter.recordFailure("guessed-client", failingAddress);
-      // One failure left: still allowed, and consume does not spend failure points.
-      for (const decision of await consumeTimes(limiter, 3, "guessed-client", otherAddress)) {
-        assert.equal(decision.allowed, true);
-      }
-      await limiter.recordFailure("guessed-client", failingAddress);
-
-      const refused = await limiter.consume("guessed-client", newAddress());
-      assert.equal(refused.allowed, false);
-      assert.equal(refused.exhausted, "client-failures");
-      assert.equal(refused.limit, LIMITS.failures.points);
-      assert.equal(rateLimitPolicy(refused), `"default";q=2;w=900`);
-      assert.ok(refused.retryAfterSeconds !== undefined && refused.retryAfterSeconds > 60 && refused.retryAfterSeconds <= 900);
-
-      // Another client from another address is unaffected.
-      assert.equal((await limiter.consume("honest-client", newAddress())).allowed, true);
+      const attacker = newAddress();
+      // Two failed attempts (budget 2): each reservation is kept.
+      for (let i = 0; i < 2; i++) assert.equal((await limiter.reserveAttempt("victim", true, attacker)).decision.allowed, true);
+      const refused = await limiter.reserveAttempt("victim", true, attacker);
+      assert.equal(refused.decision.allowed, false);
+      assert.equal(refused.decision.exhausted, "client-at-address-failures");
+      assert.equal(refused.decision.limit, LIMITS.failures.points);
+      assert.equal(rateLimitPolicy(refused.decision), `"default";q=2;w=900`);
+      assert.ok(refused.decision.retryAfterSeconds !== undefined && refused.decision.retryAfterSeconds > 60 && refused.decision.retryAfterSeconds <= 900);
+      // The same client from anywhere else, and other clients from the attacker's address, are unaffected.
+      assert.equal((await limiter.reserveAttempt("victim", true, newAddress())).decision.allowed, true);
+      assert.equal((await limiter.reserveAttempt("bystander", true, attacker)).decision.allowed, true);
+      assert.equal((await limiter.consume("victim", attacker)).allowed, true, "request budgets are separate from lockouts");
+      // The refused attempt counts too: an attacker who keeps trying keeps showing up.
+      assert.deepEqual(await limiter.lockout("victim", attacker), { failures: 3, limit: 2, lockedOut: true, resetSeconds: refused.decision.retryAfterSeconds });
     });
 
-    test("spent failure budget of an address refuses every client from it", async () => {
+    test("a released reservation gives its point back: successes never lock a client out", async () => {
       const limiter = newLimiter();
       const address = newAddress();
-      await limiter.recordFailure("guess-1", address);
-      await limiter.recordFailure(undefined, address);
+      for (let i = 0; i < 10; i++) {
+        const reservation = await limiter.reserveAttempt("honest", true, address);
+        assert.equal(reservation.decision.allowed, true, `attempt ${i + 1}`);
+        await reservation.release();
+      }
+      assert.equal((await limiter.lockout("honest", address)).failures, 0);
+    });
 
-      const refused = await limiter.consume("valid-client", address);
-      assert.equal(refused.allowed, false);
-      assert.equal(refused.exhausted, "address-failures");
-      assert.ok(refused.retryAfterSeconds !== undefined && refused.retryAfterSeconds > 60);
-      assert.equal((await limiter.consume(undefined, address)).exhausted, "address-failures");
+    test("unknown client ids count against their address only, never against real clients there", async () => {
+      const limiter = newLimiter();
+      const address = newAddress();
+      await limiter.reserveAttempt("guess-1", false, address);
+      await limiter.reserveAttempt("guess-2", false, address);
+      const refused = await limiter.reserveAttempt("guess-3", false, address);
+      assert.equal(refused.decision.exhausted, "unknown-client-failures");
+      assert.equal((await limiter.reserveAttempt("real-client", true, address)).decision.allowed, true);
+      assert.equal((await limiter.lockout(undefined, address)).lockedOut, true);
+      await limiter.resetLockout(undefined, address);
+      assert.equal((await limiter.reserveAttempt("guess-4", false, address)).decision.allowed, true, "the operator lifted it");
+    });
 
-      // The same client from another address is fine: its own failure count is 0.
-      assert.equal((await limiter.consume("valid-client", newAddress())).allowed, true);
+    test("concurrent reservations never overshoot the budget", async () => {
+      const limiter = newLimiter();
+      const address = newAddress();
+      const reservations = await Promise.all(Array.from({ length: 20 }, () => limiter.reserveAttempt("victim", true, address)));
+      assert.equal(reservations.filter((r) => r.decision.allowed).length, LIMITS.failures.points);
     });
 
     test("client ids are hashed into keys, so odd ids are just other clients", async () => {
@@ -177,10 +188,10 @@ for (const { kind, redis: redisOf } of kinds) {
       if (kind === "redis") {
         assert.equal(fourth.allowed, false);
         assert.equal(fourth.exhausted, "client");
-        // Failures recorded on one instance lock the client out on the other.
-        await one.recordFailure("brute", address);
-        await one.recordFailure("brute", newAddress());
-        assert.equal((await two.consume("brute", newAddress())).exhausted, "client-failures");
+        // Failures recorded on one instance lock the client out at that address on the other.
+        await one.reserveAttempt("brute", true, address);
+        await one.reserveAttempt("brute", true, address);
+        assert.equal((await two.reserveAttempt("brute", true, address)).decision.exhausted, "client-at-address-failures");
       } else {
         // The embedded default is one instance: each limiter keeps its own counters.
         assert.equal(fourth.allowed, true);
@@ -221,9 +232,9 @@ describe("token rate limiter with Redis down", () => {
 
     // Failure budgets fall back too.
     fallbacks.length = 0;
-    await limiter.recordFailure("guess", address);
-    await limiter.recordFailure("guess", address);
-    assert.equal((await limiter.consume("guess", newAddress())).exhausted, "client-failures");
+    await limiter.reserveAttempt("guess", true, address);
+    await limiter.reserveAttempt("guess", true, address);
+    assert.equal((await limiter.reserveAttempt("guess", true, address)).decision.exhausted, "client-at-address-failures");
     assert.ok(fallbacks.length >= 3);
   });
 });
@@ -253,7 +264,7 @@ describe("rateLimitHeaders", () => {
       resetSeconds: 843,
       windowSeconds: 900,
       retryAfterSeconds: 843,
-      exhausted: "client-failures",
+      exhausted: "client-at-address-failures",
     };
     assert.deepEqual(rateLimitHeaders(decision), {
       "RateLimit-Policy": `"default";q=10;w=900`,

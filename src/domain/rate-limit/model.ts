@@ -9,11 +9,14 @@ export interface RateLimits {
   readonly perClient: Budget;
   /** Token requests per source address (across clients, e.g. one host guessing client ids). */
   readonly perAddress: Budget;
-  /** Failed client authentications, counted per client_id and per address. */
+  /**
+   * Failed client authentications: per (client id, address) for a client that exists, and per
+   * address for client ids that do not.
+   */
   readonly failures: Budget;
 }
 
-export type BudgetName = "client" | "address" | "client-failures" | "address-failures";
+export type BudgetName = "client" | "address" | "client-at-address-failures" | "unknown-client-failures";
 
 export interface RateLimitDecision {
   readonly allowed: boolean;
@@ -27,4 +30,13 @@ export interface RateLimitDecision {
   readonly retryAfterSeconds: number | undefined;
   /** Which budget denied. */
   readonly exhausted: BudgetName | undefined;
+}
+
+/** The failed-authentication count behind a lockout, as the operator sees it. */
+export interface Lockout {
+  readonly failures: number;
+  readonly limit: number;
+  readonly lockedOut: boolean;
+  /** Seconds until the window resets (0 when nothing is counted). */
+  readonly resetSeconds: number;
 }

@@ -6,8 +6,10 @@ export interface BudgetCounter {
   consume(key: string, points: number): Promise<{ allowed: boolean; remaining: number; msBeforeReset: number }>;
   /** Reads without consuming. */
   peek(key: string): Promise<{ consumed: number; msBeforeReset: number }>;
-  /** Takes `points` even beyond the budget. */
-  penalize(key: string, points: number): Promise<void>;
+  /** Gives back points taken by `consume`. */
+  refund(key: string, points: number): Promise<void>;
+  /** Forgets the key's count. */
+  reset(key: string): Promise<void>;
 }
 
 /** Makes the counter of one named budget. */

@@ -1,12 +1,25 @@
 import crypto from "node:crypto";
-import type { Budget, BudgetName, RateLimitDecision, RateLimits } from "./model.js";
+import type { Budget, BudgetName, Lockout, RateLimitDecision, RateLimits } from "./model.js";
 import type { BudgetCounter, BudgetCounters } from "./ports.js";
+
+/** A failed-authentication point reserved for one attempt; released when the attempt succeeds. */
+export interface AttemptReservation {
+  readonly decision: RateLimitDecision;
+  /** Gives the point back: only failures count. */
+  release(): Promise<void>;
+}
 
 /**
  * Rate limiting of the OAuth token endpoints (POST /v2/auth/oauth2-token, the legacy
- * /get-auth-token and introspection): a budget per client_id, one per source address, and a
- * budget of failed client authentications per client_id and per address that, once spent,
- * refuses further token requests until its window ends.
+ * /get-auth-token and introspection), following RFC 6819 4.3.2 and OWASP's guidance that a
+ * lockout must not become a weapon:
+ * - request budgets per client_id and per source address (a flood is slowed, whoever sends it);
+ * - failed authentications counted per (client id, address) for a client that exists, so
+ *   guessing a client's secret from one address never locks that client out elsewhere, and per
+ *   address for client ids that do not exist, so guessing ids never locks out real clients, even
+ *   behind the same NAT or load balancer;
+ * - each attempt reserves its failure point atomically before the secret is checked and gives it
+ *   back on success, so concurrent guesses can never overshoot the budget.
  *
  * Budgets are fixed windows: the first point consumed opens a window of `durationSeconds`;
  * calls refused inside it do not extend it.
@@ -14,58 +27,62 @@ import type { BudgetCounter, BudgetCounters } from "./ports.js";
 export class TokenRateLimiter {
   readonly #client: LimitedBudget;
   readonly #address: LimitedBudget;
-  readonly #clientFailures: LimitedBudget;
-  readonly #addressFailures: LimitedBudget;
+  readonly #clientAtAddressFailures: LimitedBudget;
+  readonly #unknownClientFailures: LimitedBudget;
 
   constructor(limits: RateLimits, counters: BudgetCounters) {
     const make = (name: BudgetName, budget: Budget): LimitedBudget => ({ name, budget, counter: counters(name, budget) });
     this.#client = make("client", limits.perClient);
     this.#address = make("address", limits.perAddress);
-    this.#clientFailures = make("client-failures", limits.failures);
-    this.#addressFailures = make("address-failures", limits.failures);
+    this.#clientAtAddressFailures = make("client-at-address-failures", limits.failures);
+    this.#unknownClientFailures = make("unknown-client-failures", limits.failures);
   }
 
   /**
-   * Called once per token request before authentication. Refuses without consuming anything when
-   * the failure budget of the client id or the address is spent; otherwise consumes one point of
-   * the per-client (when clientId is known) and per-address budgets and refuses when either is
-   * empty.
+   * Called once per token request before anything else: one point of the per-client (when the
+   * request names a client) and per-address request budgets; refused when either is empty.
    */
   async consume(clientId: string | undefined, address: string): Promise<RateLimitDecision> {
-    const key = clientId === undefined ? undefined : clientKey(clientId);
-
-    const failureChecks = [check(this.#addressFailures, address)];
-    if (key !== undefined) failureChecks.unshift(check(this.#clientFailures, key));
-    const failures = await Promise.all(failureChecks);
-    const lockedOut = failures.filter((state) => !state.allowed);
-    if (lockedOut.length > 0) return denied(lockedOut);
-
     const consumptions = [consume(this.#address, address)];
-    if (key !== undefined) consumptions.unshift(consume(this.#client, key));
+    if (clientId !== undefined) consumptions.unshift(consume(this.#client, clientKey(clientId)));
     const states = await Promise.all(consumptions);
     const refused = states.filter((state) => !state.allowed);
     if (refused.length > 0) return denied(refused);
-
     // The budget closest to running out; on a tie, the one that takes longest to reset.
     const tightest = states.reduce((a, b) =>
       b.remaining < a.remaining || (b.remaining === a.remaining && b.msBeforeReset > a.msBeforeReset) ? b : a,
     );
-    return {
-      allowed: true,
-      limit: tightest.of.budget.points,
-      remaining: tightest.remaining,
-      resetSeconds: wholeSeconds(tightest.msBeforeReset),
-      windowSeconds: tightest.of.budget.durationSeconds,
-      retryAfterSeconds: undefined,
-      exhausted: undefined,
-    };
+    return allowed(tightest);
   }
 
-  /** Called after a failed client authentication: one point off the failure budgets of the client id (known or not) and the address. */
-  async recordFailure(clientId: string | undefined, address: string): Promise<void> {
-    const penalties = [this.#addressFailures.counter.penalize(address, 1)];
-    if (clientId !== undefined) penalties.push(this.#clientFailures.counter.penalize(clientKey(clientId), 1));
-    await Promise.all(penalties);
+  /**
+   * Reserves the failure point of one authentication attempt before the secret is checked:
+   * against (client id, address) when the client exists, against the address for unknown ids.
+   * Refused when that budget is spent — the attempt is then not evaluated at all.
+   */
+  async reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<AttemptReservation> {
+    const { budget, key } = this.#failureBudgetOf(clientExists ? clientId : undefined, address);
+    const state = await consume(budget, key);
+    if (!state.allowed) return { decision: denied([state]), release: async () => {} };
+    return { decision: allowed(state), release: () => budget.counter.refund(key, 1) };
+  }
+
+  /** The operator's view of one lockout: a client at an address, or unknown client ids from an address. */
+  async lockout(clientId: string | undefined, address: string): Promise<Lockout> {
+    const { budget, key } = this.#failureBudgetOf(clientId, address);
+    const { consumed, msBeforeReset } = await budget.counter.peek(key);
+    return { failures: consumed, limit: budget.budget.points, lockedOut: consumed >= budget.budget.points, resetSeconds: wholeSeconds(msBeforeReset) };
+  }
+
+  async resetLockout(clientId: string | undefined, address: string): Promise<void> {
+    const { budget, key } = this.#failureBudgetOf(clientId, address);
+    await budget.counter.reset(key);
+  }
+
+  #failureBudgetOf(clientId: string | undefined, address: string): { budget: LimitedBudget; key: string } {
+    return clientId === undefined
+      ? { budget: this.#unknownClientFailures, key: address }
+      : { budget: this.#clientAtAddressFailures, key: `${clientKey(clientId)}@${address}` };
   }
 }
 
@@ -83,12 +100,6 @@ interface BudgetState {
   readonly msBeforeReset: number;
 }
 
-/** Reads a failure budget without consuming it. */
-async function check(of: LimitedBudget, key: string): Promise<BudgetState> {
-  const { consumed, msBeforeReset } = await of.counter.peek(key);
-  return { of, allowed: consumed < of.budget.points, remaining: Math.max(of.budget.points - consumed, 0), msBeforeReset };
-}
-
 async function consume(of: LimitedBudget, key: string): Promise<BudgetState> {
   const { allowed, remaining, msBeforeReset } = await of.counter.consume(key, 1);
   return { of, allowed, remaining: allowed ? remaining : 0, msBeforeReset };
@@ -101,6 +112,18 @@ function clientKey(clientId: string): string {
 
 function wholeSeconds(ms: number): number {
   return ms > 0 ? Math.ceil(ms / 1000) : 0;
+}
+
+function allowed(state: BudgetState): RateLimitDecision {
+  return {
+    allowed: true,
+    limit: state.of.budget.points,
+    remaining: state.remaining,
+    resetSeconds: wholeSeconds(state.msBeforeReset),
+    windowSeconds: state.of.budget.durationSeconds,
+    retryAfterSeconds: undefined,
+    exhausted: undefined,
+  };
 }
 
 /** The refusal for the denying budget that frees up last (a retry before then would be refused again). */

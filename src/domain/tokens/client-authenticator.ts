@@ -26,15 +26,31 @@ export class ClientAuthenticator {
     }
   }
 
-  async authenticate(presented: PresentedCredentials): Promise<ApiUser> {
+  /**
+   * First step: the credentials the request presents, and the client they name if it exists and
+   * may use the token endpoint (SCIM-token users authenticate with their SCIM token on SCIM paths
+   * only). Nothing is verified yet.
+   */
+  async lookUp(presented: PresentedCredentials): Promise<ClientAttempt> {
     const { clientId, clientSecret } = credentialsOf(presented);
     if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
     const user = await this.apiUsers.findActive(this.uow.direct, clientId);
-    const matches = verifyClientSecret(this.pepper, clientSecret, user?.secretHash);
-    // SCIM-token users authenticate with their SCIM token on SCIM paths only.
-    if (!user || !matches || user.credentialType !== "CLIENT_CREDENTIALS") throw invalidClient();
-    return user;
+    return { clientId, secret: clientSecret, client: user?.credentialType === "CLIENT_CREDENTIALS" ? user : undefined };
   }
+
+  /** Second step, in constant time: an unknown client runs the same comparison and gets the same answer as a wrong secret. */
+  verify(attempt: ClientAttempt): ApiUser {
+    const matches = verifyClientSecret(this.pepper, attempt.secret, attempt.client?.secretHash);
+    if (!attempt.client || !matches) throw invalidClient();
+    return attempt.client;
+  }
+}
+
+/** A client authentication in progress: what was presented, and who it names (undefined: nobody who may). */
+export interface ClientAttempt {
+  readonly clientId: string;
+  readonly secret: string;
+  readonly client: ApiUser | undefined;
 }
 
 function credentialsOf(presented: PresentedCredentials): { clientId: string; clientSecret: string } {

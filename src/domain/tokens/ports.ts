@@ -75,5 +75,5 @@ export interface ChangeFeed {
 /** The token endpoints' budgets (implemented by the rate-limit area's TokenRateLimiter). */
 export interface TokenRequestLimiter {
   consume(clientId: string | undefined, address: string): Promise<RateLimitDecision>;
-  recordFailure(clientId: string | undefined, address: string): Promise<void>;
+  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; release(): Promise<void> }>;
 }

@@ -62,16 +62,21 @@ export class TokenEndpoint {
     if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
   }
 
-  /** Authenticates the client; a failure also spends the failure budgets of its id and address. */
+  /**
+   * Authenticates the client. The attempt first reserves a failure point — of this client at this
+   * address, or of unknown client ids at this address — and gives it back only on success; a
+   * spent budget refuses the attempt without evaluating it.
+   */
   private async authenticate(credentials: PresentedCredentials, call: TokenCall): Promise<ApiUser> {
-    try {
-      return await this.clients.authenticate(credentials);
-    } catch (error) {
-      if (error instanceof DomainError && error.code === "INVALID_CLIENT") {
-        await this.limiter.recordFailure(ClientAuthenticator.claimedClientId(credentials), call.remoteAddress);
-      }
-      throw error;
+    const attempt = await this.clients.lookUp(credentials);
+    const reservation = await this.limiter.reserveAttempt(attempt.clientId, attempt.client !== undefined, call.remoteAddress);
+    if (!reservation.decision.allowed) {
+      call.onRateLimit(reservation.decision);
+      throw tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
     }
+    const client = this.clients.verify(attempt);
+    await reservation.release();
+    return client;
   }
 
   /** Records the outcome in the audit trail: issued, refused (with the errorCode) or rate limited. Never the secret or the token. */
@@ -92,7 +97,7 @@ export class TokenEndpoint {
         tmcId: client!.tmcId,
         targetClientId: client!.clientId,
         debugIdentifier: call.requestId,
-        details: { grantType },
+        details: { grantType, remoteAddress: call.remoteAddress },
       });
       return result;
     } catch (error) {
@@ -105,7 +110,7 @@ export class TokenEndpoint {
         tmcId: client?.tmcId ?? null,
         targetClientId: client?.clientId ?? null,
         debugIdentifier: call.requestId,
-        details: { grantType, errorCode },
+        details: { grantType, errorCode, remoteAddress: call.remoteAddress },
       });
       throw error;
     }

@@ -3,6 +3,7 @@ import type { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/api
 import type { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
 import type { AuditTrail } from "../../domain/audit/audit-trail.js";
+import type { TokenRateLimiter } from "../../domain/rate-limit/token-rate-limiter.js";
 import type { DemoSeeder } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
 import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
@@ -17,6 +18,7 @@ export interface OperatorDomain {
   readonly trustedIssuers: TrustedIssuers;
   readonly auditTrail: AuditTrail;
   readonly seeder: DemoSeeder;
+  readonly limiter: TokenRateLimiter;
   /** Applies pending migrations; returns their names. */
   readonly migrate: () => Promise<string[]>;
 }
@@ -89,6 +91,16 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
 
   async migrate() {
     return { applied: await this.domain.migrate() };
+  }
+
+  async getTokenLockout(req: { clientId: string; address: string }) {
+    const lockout = await this.domain.limiter.lockout(req.clientId || undefined, req.address);
+    return { clientId: req.clientId, address: req.address, ...lockout };
+  }
+
+  async resetTokenLockout(req: { clientId: string; address: string }) {
+    await this.domain.limiter.resetLockout(req.clientId || undefined, req.address);
+    return { clientId: req.clientId, address: req.address };
   }
 
   async seed(_req: unknown, ctx: HandlerContext) {

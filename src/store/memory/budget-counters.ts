@@ -29,8 +29,11 @@ export function asBudgetCounter(limiter: RateLimiterAbstract): BudgetCounter {
       const res = await limiter.get(key);
       return { consumed: res?.consumedPoints ?? 0, msBeforeReset: res?.msBeforeNext ?? 0 };
     },
-    async penalize(key, points) {
-      await limiter.penalty(key, points);
+    async refund(key, points) {
+      await limiter.reward(key, points);
+    },
+    async reset(key) {
+      await limiter.delete(key);
     },
   };
 }

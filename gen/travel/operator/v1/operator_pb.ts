@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkiXAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQFCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJJChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudDL4BwoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkiXAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQFCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJJChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudCJPChZHZXRUb2tlbkxvY2tvdXRSZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISGAoHYWRkcmVzcxgCIAEoCUIHukgEcgJwASKJAQoXR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSEAoIZmFpbHVyZXMYAyABKAUSDQoFbGltaXQYBCABKAUSEgoKbG9ja2VkX291dBgFIAEoCBIVCg1yZXNldF9zZWNvbmRzGAYgASgFIlEKGFJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiPwoZUmVzZXRUb2tlbkxvY2tvdXRSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCTLWCQoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlEmoKD0dldFRva2VuTG9ja291dBIqLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUb2tlbkxvY2tvdXRSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlc3BvbnNlEnAKEVJlc2V0VG9rZW5Mb2Nrb3V0EiwudHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBotLnRyYXZlbC5vcGVyYXRvci52MS5SZXNldFRva2VuTG9ja291dFJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -593,6 +593,124 @@ export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> 
   messageDesc(file_travel_operator_v1_operator, 20);
 
 /**
+ * Names one lockout: a client id at an address, or unknown client ids at an address.
+ *
+ * @generated from message travel.operator.v1.GetTokenLockoutRequest
+ */
+export type GetTokenLockoutRequest = Message<"travel.operator.v1.GetTokenLockoutRequest"> & {
+  /**
+   * The client; empty for the budget of unknown client ids.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * The source address as the service sees it (the socket's, or X-Forwarded-For from a trusted proxy).
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.GetTokenLockoutRequest.
+ * Use `create(GetTokenLockoutRequestSchema)` to create a new message.
+ */
+export const GetTokenLockoutRequestSchema: GenMessage<GetTokenLockoutRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 21);
+
+/**
+ * @generated from message travel.operator.v1.GetTokenLockoutResponse
+ */
+export type GetTokenLockoutResponse = Message<"travel.operator.v1.GetTokenLockoutResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * Failed authentications counted in the current window.
+   *
+   * @generated from field: int32 failures = 3;
+   */
+  failures: number;
+
+  /**
+   * @generated from field: int32 limit = 4;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: bool locked_out = 5;
+   */
+  lockedOut: boolean;
+
+  /**
+   * Seconds until the window resets; 0 when nothing is counted.
+   *
+   * @generated from field: int32 reset_seconds = 6;
+   */
+  resetSeconds: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.GetTokenLockoutResponse.
+ * Use `create(GetTokenLockoutResponseSchema)` to create a new message.
+ */
+export const GetTokenLockoutResponseSchema: GenMessage<GetTokenLockoutResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 22);
+
+/**
+ * @generated from message travel.operator.v1.ResetTokenLockoutRequest
+ */
+export type ResetTokenLockoutRequest = Message<"travel.operator.v1.ResetTokenLockoutRequest"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string address = 2;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.ResetTokenLockoutRequest.
+ * Use `create(ResetTokenLockoutRequestSchema)` to create a new message.
+ */
+export const ResetTokenLockoutRequestSchema: GenMessage<ResetTokenLockoutRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 23);
+
+/**
+ * @generated from message travel.operator.v1.ResetTokenLockoutResponse
+ */
+export type ResetTokenLockoutResponse = Message<"travel.operator.v1.ResetTokenLockoutResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string address = 2;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.ResetTokenLockoutResponse.
+ * Use `create(ResetTokenLockoutResponseSchema)` to create a new message.
+ */
+export const ResetTokenLockoutResponseSchema: GenMessage<ResetTokenLockoutResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 24);
+
+/**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
  * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs.
@@ -699,6 +817,27 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof SeedRequestSchema;
     output: typeof SeedResponseSchema;
+  },
+  /**
+   * Shows the failed-authentication count behind a token-endpoint lockout: of one client at one
+   * address, or (without a client id) of unknown client ids from one address.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.GetTokenLockout
+   */
+  getTokenLockout: {
+    methodKind: "unary";
+    input: typeof GetTokenLockoutRequestSchema;
+    output: typeof GetTokenLockoutResponseSchema;
+  },
+  /**
+   * Forgets that count, lifting the lockout at once on every instance.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ResetTokenLockout
+   */
+  resetTokenLockout: {
+    methodKind: "unary";
+    input: typeof ResetTokenLockoutRequestSchema;
+    output: typeof ResetTokenLockoutResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_travel_operator_v1_operator, 0);
