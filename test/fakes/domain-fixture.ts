@@ -9,12 +9,13 @@ import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
 import { TenantService } from "../../src/domain/tenants/tenant-service.js";
 import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
-import { CredentialGenerations } from "../../src/domain/tokens/credential-generations.js";
+import { CredentialGenerations, type CredentialGenerationsOptions } from "../../src/domain/tokens/credential-generations.js";
 import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
 import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
+import { FakeChangeFeed } from "./change-feed.js";
 import { FakeClock } from "./clock.js";
-import { FailingGenerationCache } from "./generation-cache.js";
+import { FakeGenerationCache } from "./generation-cache.js";
 import { createInMemoryStore, type InMemoryRepositories, type InMemoryStore, type InMemoryUnitOfWork } from "./in-memory-store.js";
 import { RecordingLabelledCounter, RecordingLogger } from "./observability.js";
 
@@ -26,24 +27,25 @@ export const LEGACY_TTL = 86_400;
 export const REFRESH_TTL = 30 * 86_400;
 export const TMC_ADMIN_SCOPES = ["api-users", "users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"];
 export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-users");
+/** What createDomainServices passes with the default CREDENTIAL_CACHE_SECONDS (300). */
+export const GENERATION_OPTIONS: CredentialGenerationsOptions = { logRetentionSeconds: 360, reconcileBatch: 1000 };
 
 /**
- * The domain wired by hand over the in-memory store, a frozen clock and a breakable generation
- * cache, with real crypto and real jose: what createDomainServices builds, minus the parts the
- * domain tests replace (rate limiter and audit sink are constructed per test).
+ * The domain wired by hand over the in-memory store, a frozen clock, a breakable generation
+ * cache and a controllable change feed, with real crypto and real jose: what
+ * createDomainServices builds, minus the parts the domain tests replace (rate limiter and audit
+ * sink are constructed per test). `startInstance` adds more instances over the same database and
+ * cache, each with its own feed.
  */
-export interface DomainFixture {
+export interface DomainFixture extends Instance {
   readonly clock: FakeClock;
   readonly store: InMemoryStore;
   readonly uow: InMemoryUnitOfWork;
   readonly repos: InMemoryRepositories;
   readonly keys: KeyMaterial;
-  readonly cache: FailingGenerationCache;
-  readonly fallbacks: RecordingLabelledCounter<"operation">;
-  readonly logger: RecordingLogger;
-  readonly generations: CredentialGenerations;
+  readonly cache: FakeGenerationCache;
+  readonly generationOptions: CredentialGenerationsOptions;
   readonly signingKeys: SigningKeyRing;
-  readonly accessTokens: AccessTokens;
   readonly trustedIssuers: TrustedIssuers;
   readonly tokenService: TokenService;
   readonly tenants: TenantService;
@@ -53,15 +55,37 @@ export interface DomainFixture {
   readonly scim: ScimAuthenticator;
 }
 
-export async function createDomainFixture(options: { settings?: Partial<TokenServiceSettings>; unknownKeyReloadIntervalMs?: number } = {}): Promise<DomainFixture> {
+/** One service instance's view of credential state: its own CredentialGenerations, feed and counters. */
+export interface Instance {
+  readonly feed: FakeChangeFeed;
+  readonly fallbacks: RecordingLabelledCounter<"operation">;
+  readonly logger: RecordingLogger;
+  readonly generations: CredentialGenerations;
+  /** Token verification on this instance (the signing keys are the fixture's). */
+  readonly accessTokens: AccessTokens;
+}
+
+export async function createDomainFixture(
+  options: {
+    settings?: Partial<TokenServiceSettings>;
+    unknownKeyReloadIntervalMs?: number;
+    generations?: Partial<CredentialGenerationsOptions>;
+  } = {},
+): Promise<DomainFixture> {
   const clock = new FakeClock();
   const store = createInMemoryStore({ clock: clock.now });
   const { uow, repositories: repos } = store;
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
-  const cache = new FailingGenerationCache();
+  const cache = new FakeGenerationCache();
+  const generationOptions = { ...GENERATION_OPTIONS, ...options.generations };
+  const feed = new FakeChangeFeed(store.db);
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
-  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialOutbox, cache, logger, fallbacks, clock.now);
+  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialChanges, cache, feed, logger, fallbacks, clock.now, generationOptions);
+  await startGenerations(generations, feed);
+  // Tests start with a clean record (start-up's reconcile read the watermark once).
+  cache.reads.length = 0;
+  cache.writes.length = 0;
   const signingKeys = new SigningKeyRing(
     uow,
     repos.signingKeys,
@@ -91,6 +115,8 @@ export async function createDomainFixture(options: { settings?: Partial<TokenSer
     repos,
     keys,
     cache,
+    generationOptions,
+    feed,
     fallbacks,
     logger,
     generations,
@@ -104,6 +130,29 @@ export async function createDomainFixture(options: { settings?: Partial<TokenSer
     clients: new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper),
     scim: new ScimAuthenticator(uow, repos.apiUsers, keys),
   };
+}
+
+/**
+ * Another instance of the service over the same database and cache, with its own change feed
+ * (connected unless `autoConnect: false`). Started like compose.ts starts one: `start()` first.
+ */
+export async function startInstance(f: DomainFixture, options: { autoConnect?: boolean } = {}): Promise<Instance> {
+  const feed = new FakeChangeFeed(f.store.db, options);
+  const fallbacks = new RecordingLabelledCounter<"operation">();
+  const logger = new RecordingLogger();
+  const generations = new CredentialGenerations(f.uow, f.repos.apiUsers, f.repos.credentialChanges, f.cache, feed, logger, fallbacks, f.clock.now, f.generationOptions);
+  await startGenerations(generations, feed);
+  return { feed, fallbacks, logger, generations, accessTokens: new AccessTokens(f.signingKeys, generations, ISSUER, f.clock.now) };
+}
+
+/**
+ * start(), then (when the feed connects by itself) the catching up it triggers, so nothing is left
+ * running. A reconcile that fails (a cache refusing writes) is the instance's business: it counts it.
+ */
+async function startGenerations(generations: CredentialGenerations, feed: FakeChangeFeed): Promise<void> {
+  await generations.start();
+  await feed.connecting;
+  await generations.reconcile().catch(() => {});
 }
 
 /** A TMC with one company. */

@@ -1,52 +1,94 @@
-import type { CachedGeneration } from "../../src/domain/tokens/model.js";
+import type { CredentialState } from "../../src/domain/tokens/model.js";
 import type { GenerationCache } from "../../src/domain/tokens/ports.js";
 
+/** The cache's whole contents at one moment (what an RDB snapshot would hold). */
+export interface CacheSnapshot {
+  readonly states: ReadonlyMap<string, CredentialState>;
+  readonly watermark: number;
+}
+
 /**
- * The GenerationCache port (Redis in production) as a map a test can break: `getFailure` /
- * `putFailure` make reads / writes throw, `trusted` and `reachable` are plain switches, and the
- * hooks run at the point a concurrent change would land (after a read answered, before a write).
- * Every call is recorded so tests can assert what reached the cache.
+ * The GenerationCache port (Redis in production) with the rules of RedisGenerationCache's write
+ * script and of MemoryGenerationCache (a state never replaces one with a higher change number;
+ * the watermark only rises), as a store a test can break:
+ *
+ * - `readFailure` / `writeFailure` make every read / write throw while set (Redis down, a
+ *   READONLY replica: reads may keep working while writes fail);
+ * - `loseWrites`: writes are acknowledged but never land (a primary that dies before its replica
+ *   got them);
+ * - `snapshot()` / `restore()`: Redis restarted from an earlier RDB snapshot — states and
+ *   watermark roll back together;
+ * - `evict()`: a key's TTL ran out;
+ * - hooks run where a concurrent change would land: after a read has its answer, around a write.
+ *
+ * Every call is recorded (`reads`, `writes`) so tests can assert what reached the cache.
  */
-export class FailingGenerationCache implements GenerationCache {
-  readonly values = new Map<string, CachedGeneration>();
-  trusted = true;
-  reachable = true;
-  /** Thrown by every `get` while set. */
-  getFailure: Error | undefined;
-  /** Thrown by every `put` while set. */
-  putFailure: Error | undefined;
-  /** Runs after `get` has read its answer and before it returns it. */
-  afterGet: ((clientIds: readonly string[]) => void | Promise<void>) | undefined;
-  /** Runs before `put` writes. */
-  beforePut: ((values: ReadonlyMap<string, CachedGeneration>) => void | Promise<void>) | undefined;
-  /** Runs after `put` has written, before it returns (e.g. between a publication and its transaction's commit). */
-  afterPut: ((values: ReadonlyMap<string, CachedGeneration>) => void | Promise<void>) | undefined;
+export class FakeGenerationCache implements GenerationCache {
+  readonly states = new Map<string, CredentialState>();
+  watermark = 0;
+  /** Thrown by every `read` while set. */
+  readFailure: Error | undefined;
+  /** Thrown by every `write` while set. */
+  writeFailure: Error | undefined;
+  /** While true, writes succeed but change nothing. */
+  loseWrites = false;
+  /** Runs after `read` has its answer and before it returns it. */
+  afterRead: ((clientIds: readonly string[]) => void | Promise<void>) | undefined;
+  /** Runs before `write` applies (after the failure check). */
+  beforeWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: number) => void | Promise<void>) | undefined;
+  /** Runs after `write` applied, before it returns. */
+  afterWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: number) => void | Promise<void>) | undefined;
 
-  readonly gets: string[][] = [];
-  readonly puts: Array<{ values: Map<string, CachedGeneration>; onlyIfAbsent: boolean; failed: boolean }> = [];
-  markTrustedCalls = 0;
+  readonly reads: Array<{ clientIds: string[]; failed: boolean }> = [];
+  readonly writes: Array<{ states: Map<string, CredentialState>; watermark: number; failed: boolean; lost: boolean }> = [];
 
-  async get(clientIds: readonly string[]): Promise<Array<CachedGeneration | undefined>> {
-    this.gets.push([...clientIds]);
-    if (this.getFailure) throw this.getFailure;
-    const answer = clientIds.map((id) => this.values.get(id));
-    await this.afterGet?.(clientIds);
+  async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
+    this.reads.push({ clientIds: [...clientIds], failed: this.readFailure !== undefined });
+    if (this.readFailure) throw this.readFailure;
+    const answer = { states: clientIds.map((id) => copy(this.states.get(id))), watermark: this.watermark };
+    await this.afterRead?.(clientIds);
     return answer;
   }
 
-  async put(values: ReadonlyMap<string, CachedGeneration>, options: { onlyIfAbsent: boolean }): Promise<void> {
-    const failed = this.putFailure !== undefined;
-    this.puts.push({ values: new Map(values), onlyIfAbsent: options.onlyIfAbsent, failed });
-    if (this.putFailure) throw this.putFailure;
-    await this.beforePut?.(values);
-    for (const [id, generation] of values) {
-      if (!options.onlyIfAbsent || !this.values.has(id)) this.values.set(id, generation);
+  async write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void> {
+    const failed = this.writeFailure !== undefined;
+    const lost = !failed && this.loseWrites;
+    this.writes.push({ states: new Map([...states].map(([id, s]) => [id, { ...s }])), watermark, failed, lost });
+    if (this.writeFailure) throw this.writeFailure;
+    await this.beforeWrite?.(states, watermark);
+    if (!lost) {
+      for (const [id, state] of states) {
+        if (state.changeSeq >= (this.states.get(id)?.changeSeq ?? -1)) this.states.set(id, { ...state });
+      }
+      this.watermark = Math.max(this.watermark, watermark);
     }
-    await this.afterPut?.(values);
+    await this.afterWrite?.(states, watermark);
   }
 
-  markTrusted(): void {
-    this.markTrustedCalls += 1;
-    this.trusted = true;
+  /** A copy of everything the cache holds now. */
+  snapshot(): CacheSnapshot {
+    return { states: new Map([...this.states].map(([id, s]) => [id, { ...s }])), watermark: this.watermark };
   }
+
+  /** Redis restarted from `snapshot`: every later write is gone, the watermark with them. */
+  restore(snapshot: CacheSnapshot): void {
+    this.states.clear();
+    for (const [id, state] of snapshot.states) this.states.set(id, { ...state });
+    this.watermark = snapshot.watermark;
+  }
+
+  /** The TTL of these keys ran out (the watermark has none). */
+  evict(...clientIds: string[]): void {
+    for (const id of clientIds) this.states.delete(id);
+  }
+
+  /** The generation cached for `clientId`: a number, "revoked", or undefined when absent. */
+  generationOf(clientId: string): number | "revoked" | undefined {
+    const state = this.states.get(clientId);
+    return state === undefined ? undefined : (state.generation ?? "revoked");
+  }
+}
+
+function copy(state: CredentialState | undefined): CredentialState | undefined {
+  return state && { ...state };
 }

@@ -12,13 +12,14 @@ import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model
 import type { TenantRepository } from "../../src/domain/tenants/ports.js";
 import type {
   BoundCredential,
+  CredentialState,
   NewRefreshToken,
   RefreshTokenRecord,
   SigningKeyRecord,
   SubjectKind,
   TrustedIssuer,
 } from "../../src/domain/tokens/model.js";
-import type { CredentialOutbox, RefreshTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
+import type { CredentialChangeLog, RefreshTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
 import { DomainError, notFound } from "../../src/errors/domain-error.js";
 import type { Repositories } from "../../src/store/postgres/repositories/index.js";
 
@@ -35,8 +36,13 @@ import type { Repositories } from "../../src/store/postgres/repositories/index.j
  *   DELETE or INSERT take the row's lock until the transaction ends, so concurrent writers of one
  *   row queue up, and re-check their condition on the latest committed row, as Postgres does.
  * - A Tx used after its transaction ended throws, like Knex's "Transaction query already complete".
- * - Every repository call is recorded in `calls` ("apiUsers.activeGenerations", ...) and any of
- *   them can be made to fail with `failNext`.
+ * - Sequences (bigserial) are not transactional: a number handed out is never given back, so a
+ *   rolled-back change leaves a gap, as in Postgres.
+ * - NOTIFY: a notification sent in a transaction is delivered to every listener when it commits,
+ *   never when it rolls back; on `direct` at once. `listen` subscribes (the fake ChangeFeed does).
+ * - Every repository call is recorded in `calls` ("apiUsers.credentialStates", ...) with its
+ *   arguments in `invocations`; any of them can be made to fail with `failNext`, or held at a
+ *   chosen point with `beforeNext` / `afterNext` (to land a concurrent change exactly there).
  */
 
 // ---- rows ------------------------------------------------------------------------------------
@@ -77,6 +83,8 @@ export interface ApiUserRow {
   readonly createdSeq: number;
   readonly rotatedAt: Date | undefined;
   readonly revokedAt: Date | undefined;
+  /** change_seq: the credential_changes.seq of the last change to this credential (0 before any). */
+  readonly changeSeq: number;
 }
 
 export interface AuditEventRow extends RecordedAuditEvent {
@@ -127,8 +135,11 @@ interface AirCreditRow extends NewAirCredit {
   readonly status: "OPEN";
 }
 
-interface OutboxRow {
+export interface CredentialChangeRow {
+  /** bigserial: from a sequence that never goes back. */
+  readonly seq: number;
   readonly clientId: string;
+  /** now(): the transaction's time. */
   readonly changedAt: Date;
 }
 
@@ -158,6 +169,8 @@ interface TxState {
   readonly overlay: Map<AnyTable, Map<unknown, unknown>>;
   readonly writes: string[];
   readonly locks: string[];
+  /** NOTIFY payloads sent in this transaction, delivered at commit. */
+  readonly notifications: string[];
 }
 
 /** What one transaction did: the tables it wrote, in order, and whether it committed. */
@@ -189,7 +202,7 @@ export class MemoryDatabase {
   readonly trustedIssuers = new Table<string, TrustedIssuerRow>("trusted_issuers", (r) => issuerKey(r.tmcId, r.issuer));
   readonly paymentSources = new Table<string, PaymentSourceRow>("payment_sources", (r) => r.id);
   readonly airCredits = new Table<string, AirCreditRow>("air_credits", (r) => r.id);
-  readonly credentialOutbox = new Table<string, OutboxRow>("credential_outbox", (r) => r.clientId);
+  readonly credentialChanges = new Table<number, CredentialChangeRow>("credential_changes", (r) => r.seq);
 
   /** Every transaction that ended, in order. */
   readonly transactions: TransactionRecord[] = [];
@@ -197,14 +210,20 @@ export class MemoryDatabase {
   readonly directWrites: string[] = [];
   /** Every repository call, as "<repository>.<method>". */
   readonly calls: string[] = [];
+  /** Every repository call with its arguments (the Tx included), in order. */
+  readonly invocations: Array<{ readonly method: string; readonly args: readonly unknown[] }> = [];
+  /** Every NOTIFY payload delivered to the listeners, in delivery order. */
+  readonly notified: string[] = [];
 
   readonly direct: Tx;
   private readonly states = new WeakMap<object, TxState>();
   private readonly locks = new Map<string, HeldLock>();
   private readonly commitFailures: unknown[] = [];
+  private readonly listeners = new Set<(payload: string) => void>();
   private txCounter = 0;
   private sequence = 0;
   private auditSequence = 0;
+  private changeSequence = 0;
 
   constructor(readonly clock: Clock = systemClock) {
     this.direct = this.newTx("direct");
@@ -338,6 +357,24 @@ export class MemoryDatabase {
     return ++this.auditSequence;
   }
 
+  /** nextval of credential_changes_seq_seq: not transactional, never given back. */
+  nextChangeSeq(): number {
+    return ++this.changeSequence;
+  }
+
+  /** pg_notify: delivered when `tx` commits (at once on `direct`), never if it rolls back. */
+  notify(tx: Tx, payload: string): void {
+    const state = this.use(tx);
+    if (state.kind === "direct") this.deliver([payload]);
+    else state.notifications.push(payload);
+  }
+
+  /** LISTEN: `listener` gets every notification delivered from now on. Returns UNLISTEN. */
+  listen(listener: (payload: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
   /** Transactions that committed, with the tables each wrote. */
   committed(): TransactionRecord[] {
     return this.transactions.filter((t) => t.outcome === "committed");
@@ -350,7 +387,7 @@ export class MemoryDatabase {
   private newTx(kind: TxState["kind"]): Tx {
     const id = kind === "direct" ? 0 : ++this.txCounter;
     const handle = Object.freeze({ inMemoryTx: id }) as unknown as Tx;
-    this.states.set(handle as object, { id, kind, open: true, overlay: new Map(), writes: [], locks: [] });
+    this.states.set(handle as object, { id, kind, open: true, overlay: new Map(), writes: [], locks: [], notifications: [] });
     return handle;
   }
 
@@ -372,6 +409,16 @@ export class MemoryDatabase {
         this.locks.delete(key);
         held.release();
       }
+    }
+    // Postgres delivers a transaction's notifications once it has committed, and drops them otherwise.
+    const notifications = state.notifications.splice(0);
+    if (outcome === "committed") this.deliver(notifications);
+  }
+
+  private deliver(payloads: readonly string[]): void {
+    for (const payload of payloads) {
+      this.notified.push(payload);
+      for (const listener of [...this.listeners]) listener(payload);
     }
   }
 }
@@ -486,6 +533,7 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
       createdSeq: this.db.nextSequence(),
       rotatedAt: undefined,
       revokedAt: undefined,
+      changeSeq: 0,
     });
   }
 
@@ -532,13 +580,13 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
     return row && !row.revokedAt ? toApiUser(row) : undefined;
   }
 
-  async activeGenerations(tx: Tx, clientIds: readonly string[]): Promise<Map<string, number>> {
+  async credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
     const wanted = new Set(clientIds);
     return new Map(
       this.db
         .read(tx, this.db.apiUsers)
-        .filter((r) => wanted.has(r.clientId) && !r.revokedAt)
-        .map((r) => [r.clientId, r.credentialGeneration]),
+        .filter((r) => wanted.has(r.clientId))
+        .map((r) => [r.clientId, { generation: r.revokedAt ? undefined : r.credentialGeneration, changeSeq: r.changeSeq }]),
     );
   }
 }
@@ -702,26 +750,47 @@ export class InMemoryAirCreditRepository implements AirCreditRepository {
   }
 }
 
-export class InMemoryCredentialOutbox implements CredentialOutbox {
+/**
+ * credential_changes, as PostgresCredentialChangeLog uses it: `record` takes the next number of
+ * the sequence (kept even if the transaction rolls back, as nextval is), inserts the log row and
+ * stamps api_users.change_seq in the caller's transaction, and sends the NOTIFY that the
+ * database delivers to every listener only when that transaction commits.
+ */
+export class InMemoryCredentialChangeLog implements CredentialChangeLog {
   constructor(private readonly db: MemoryDatabase) {}
 
-  /** INSERT ... ON CONFLICT (client_id) DO UPDATE. */
-  async add(tx: Tx, clientId: string, changedAt: Date): Promise<void> {
-    await this.db.lock(tx, this.db.rowLock(this.db.credentialOutbox, clientId));
-    this.db.write(tx, this.db.credentialOutbox, clientId, { clientId, changedAt: new Date(changedAt) });
+  async record(tx: Tx, clientId: string): Promise<number> {
+    this.db.use(tx);
+    const seq = this.db.nextChangeSeq();
+    await this.db.insert(tx, this.db.credentialChanges, { seq, clientId, changedAt: this.db.clock() });
+    await this.db.update(tx, this.db.apiUsers, (r) => r.clientId === clientId, (r) => ({ ...r, changeSeq: seq }));
+    this.db.notify(tx, String(seq));
+    return seq;
   }
 
-  async pending(tx: Tx): Promise<Array<{ clientId: string; changedAt: Date }>> {
-    return this.db.read(tx, this.db.credentialOutbox).map((r) => ({ clientId: r.clientId, changedAt: new Date(r.changedAt) }));
+  /** select max(seq): 0 on an empty log (a pruned one included). */
+  async latest(tx: Tx): Promise<number> {
+    return this.db.read(tx, this.db.credentialChanges).reduce((max, r) => Math.max(max, r.seq), 0);
   }
 
-  async remove(tx: Tx, entry: { clientId: string; changedAt: Date }): Promise<void> {
-    const matches = (r: OutboxRow) => r.clientId === entry.clientId && r.changedAt.getTime() === entry.changedAt.getTime();
-    for (const row of this.db.read(tx, this.db.credentialOutbox).filter(matches)) {
-      await this.db.lock(tx, this.db.rowLock(this.db.credentialOutbox, row.clientId));
-      const latest = this.db.get(tx, this.db.credentialOutbox, row.clientId);
-      if (latest && matches(latest)) this.db.write(tx, this.db.credentialOutbox, row.clientId, undefined);
+  async since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>> {
+    return this.db
+      .read(tx, this.db.credentialChanges)
+      .filter((r) => r.seq > after)
+      .sort((a, b) => a.seq - b.seq)
+      .slice(0, limit)
+      .map((r) => ({ seq: r.seq, clientId: r.clientId }));
+  }
+
+  async prune(tx: Tx, before: Date): Promise<number> {
+    let deleted = 0;
+    for (const row of this.db.read(tx, this.db.credentialChanges).filter((r) => r.changedAt.getTime() < before.getTime())) {
+      await this.db.lock(tx, this.db.rowLock(this.db.credentialChanges, row.seq));
+      if (this.db.get(tx, this.db.credentialChanges, row.seq) === undefined) continue;
+      this.db.write(tx, this.db.credentialChanges, row.seq, undefined);
+      deleted += 1;
     }
+    return deleted;
   }
 }
 
@@ -742,7 +811,7 @@ export function inMemoryRepositories(db: MemoryDatabase) {
     refreshTokens: new InMemoryRefreshTokenRepository(db),
     trustedIssuers: new InMemoryTrustedIssuerRepository(db),
     airCredits: new InMemoryAirCreditRepository(db),
-    credentialOutbox: new InMemoryCredentialOutbox(db),
+    credentialChanges: new InMemoryCredentialChangeLog(db),
   };
 }
 
@@ -753,21 +822,39 @@ export type RepositoryMethod = {
   [R in keyof InMemoryRepositories]: `${R}.${Extract<keyof InMemoryRepositories[R], string>}`;
 }[keyof InMemoryRepositories];
 
+/**
+ * What the domain can call on each repository of postgresRepositories(): `Repositories` itself
+ * cannot be met by any class but Postgres' own, because PostgresCredentialChangeLog has a private
+ * field (`channel`) and TypeScript compares classes with private members nominally. The fakes are
+ * checked against this public face instead (a missing or mistyped method is still a type error).
+ */
+export type RepositoryShapes = { [R in keyof Repositories]: { [M in keyof Repositories[R]]: Repositories[R][M] } };
+
 export interface InMemoryStore {
   readonly db: MemoryDatabase;
   readonly uow: InMemoryUnitOfWork;
-  /** Passes as createDomainServices' `repositories` (checked below with `satisfies Repositories`). */
+  /** Checked below with `satisfies RepositoryShapes`. */
   readonly repositories: InMemoryRepositories;
+  /** The same repositories, typed for createDomainServices (see RepositoryShapes for why a cast). */
+  readonly asRepositories: Repositories;
   /** Every repository call so far, "<repository>.<method>". */
   readonly calls: string[];
+  /** Every repository call so far with its arguments. */
+  readonly invocations: MemoryDatabase["invocations"];
   /** The next `times` calls of `method` reject with `error` (before touching any row). */
   failNext(method: RepositoryMethod, error: unknown, times?: number): void;
+  /** The next call of `method` first waits for `hook` (e.g. a concurrent change lands there), then runs. */
+  beforeNext(method: RepositoryMethod, hook: (args: readonly unknown[]) => unknown): void;
+  /** The next call of `method` runs, then waits for `hook` before its caller gets the result. */
+  afterNext(method: RepositoryMethod, hook: (result: unknown, args: readonly unknown[]) => unknown): void;
 }
 
-/** A fresh, empty store. `clock` stands for Postgres' now() (rotated_at, revoked_at, audit occurred_at). */
+/** A fresh, empty store. `clock` stands for Postgres' now() (rotated_at, revoked_at, audit occurred_at, changed_at). */
 export function createInMemoryStore(options: { clock?: Clock } = {}): InMemoryStore {
   const db = new MemoryDatabase(options.clock ?? systemClock);
   const failures = new Map<string, { error: unknown; times: number }>();
+  const before = new Map<string, (args: readonly unknown[]) => unknown>();
+  const after = new Map<string, (result: unknown, args: readonly unknown[]) => unknown>();
   const instrument = <T extends object>(name: string, repository: T): T =>
     new Proxy(repository, {
       get(target, property, receiver) {
@@ -776,12 +863,24 @@ export function createInMemoryStore(options: { clock?: Clock } = {}): InMemorySt
         const method = `${name}.${property}`;
         return (...args: unknown[]) => {
           db.calls.push(method);
+          db.invocations.push({ method, args });
           const failure = failures.get(method);
           if (failure) {
             if (--failure.times <= 0) failures.delete(method);
             return Promise.reject(failure.error);
           }
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
+          const beforeHook = before.get(method);
+          const afterHook = after.get(method);
+          before.delete(method);
+          after.delete(method);
+          const run = () => (value as (...a: unknown[]) => unknown).apply(target, args);
+          if (!beforeHook && !afterHook) return run();
+          return (async () => {
+            if (beforeHook) await beforeHook(args);
+            const result = await run();
+            if (afterHook) await afterHook(result, args);
+            return result;
+          })();
         };
       },
     });
@@ -790,10 +889,18 @@ export function createInMemoryStore(options: { clock?: Clock } = {}): InMemorySt
   return {
     db,
     uow: new InMemoryUnitOfWork(db),
-    repositories: repositories satisfies Repositories,
+    repositories: repositories satisfies RepositoryShapes,
+    asRepositories: repositories as RepositoryShapes as unknown as Repositories,
     calls: db.calls,
+    invocations: db.invocations,
     failNext(method, error, times = 1) {
       failures.set(method, { error, times });
+    },
+    beforeNext(method, hook) {
+      before.set(method, hook);
+    },
+    afterNext(method, hook) {
+      after.set(method, hook);
     },
   };
 }

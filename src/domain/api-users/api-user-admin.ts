@@ -55,27 +55,27 @@ export class ApiUserAdmin {
   async rotate(caller: ApiUserAdminCaller, clientId: string, requestId: string): Promise<CreatedApiUser> {
     const secret = generateClientSecret();
     const scope = tenantScope(caller.tmcId);
-    const { user, changeSeq } = await this.uow.transaction(async (tx) => {
+    const { user, change } = await this.uow.transaction(async (tx) => {
       const user = await this.lockOwnActive(tx, scope, clientId);
       await this.apiUsers.setCredential(tx, scope, clientId, { secretHash: hashClientSecret(this.keys.secretPepper, secret), generation: user.credentialGeneration + 1 });
       await this.audit.append(tx, [changed("API_USER_ROTATE", caller, user, requestId)]);
-      return { user, changeSeq: await this.credentials.recordChange(tx, clientId) };
+      return { user, change: await this.credentials.recordChange(tx, clientId) };
     });
-    await this.credentials.publish(clientId, changeSeq);
+    await this.credentials.publish(clientId, change);
     return credentialOf(this.keys, clientId, user.credentialType, secret);
   }
 
   /** Permanent: the row stays as a tombstone so the clientId can never authenticate or be reused. */
   async revoke(caller: ApiUserAdminCaller, clientId: string, requestId: string): Promise<void> {
     const scope = tenantScope(caller.tmcId);
-    const changeSeq = await this.uow.transaction(async (tx) => {
+    const change = await this.uow.transaction(async (tx) => {
       const user = await this.lockOwnActive(tx, scope, clientId);
       await this.apiUsers.markRevoked(tx, scope, clientId);
       await this.refreshTokens.revokeAllOfClient(tx, scope, clientId, this.clock());
       await this.audit.append(tx, [changed("API_USER_REVOKE", caller, user, requestId)]);
       return this.credentials.recordChange(tx, clientId);
     });
-    await this.credentials.publish(clientId, changeSeq);
+    await this.credentials.publish(clientId, change);
   }
 
   private async lockOwnActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser> {

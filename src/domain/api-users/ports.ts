@@ -1,6 +1,7 @@
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import type { CredentialState } from "../tokens/model.js";
+import type { NumberedChange } from "../tokens/ports.js";
 import type { ApiUser, NewApiUser } from "./model.js";
 
 /** API users, active and revoked (revoked rows stay as tombstones so a clientId is never reused). */
@@ -27,10 +28,10 @@ export interface ApiUserRepository {
 
 /** Tells every instance about a credential change (implemented by the tokens area's CredentialGenerations). */
 export interface CredentialChangePublisher {
-  /** Numbers the change inside its transaction; every instance hears of the number at commit. */
-  recordChange(tx: Tx, clientId: string): Promise<number>;
+  /** Numbers the change inside its transaction (last); every instance hears of the number at commit. */
+  recordChange(tx: Tx, clientId: string): Promise<NumberedChange>;
   /** After commit, before the caller is answered: puts the committed state in the shared cache. */
-  publish(clientId: string, changeSeq: number): Promise<void>;
+  publish(clientId: string, change: NumberedChange): Promise<void>;
 }
 
 /** Refresh tokens die with their client (implemented by the tokens area's repository). */

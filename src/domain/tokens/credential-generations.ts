@@ -3,7 +3,7 @@ import type { Clock } from "../shared/clock.js";
 import type { LabelledCounter, Logger } from "../shared/observability.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
 import type { CredentialState } from "./model.js";
-import type { ChangeFeed, CredentialChangeLog, GenerationCache } from "./ports.js";
+import type { ChangeFeed, CredentialChangeLog, GenerationCache, NumberedChange } from "./ports.js";
 
 /** Current generation per client id; undefined for a revoked or unknown client. */
 export type Generations = Map<string, number | undefined>;
@@ -76,7 +76,7 @@ export class CredentialGenerations implements CredentialChangePublisher {
     if (read.watermark < this.knownSeq) {
       // The cache missed a committed change: believe none of it, and repair it in the background.
       this.fallback("stale", new Error(`cache watermark ${read.watermark} is behind change ${this.knownSeq}`));
-      void this.reconcile().catch(() => {});
+      void this.reconcile().catch((error: unknown) => this.fallback("write", error));
       return toGenerations(clientIds, await this.fromDatabase(clientIds));
     }
     const result: Generations = new Map();
@@ -90,25 +90,30 @@ export class CredentialGenerations implements CredentialChangePublisher {
       const fresh = await this.fromDatabase(missing);
       for (const id of missing) result.set(id, fresh.get(id)!.generation);
       // A fill carries the change number it reflects: it can never overwrite a newer state.
-      await this.cache.write(fresh, 0).catch((error: unknown) => this.fallback("write", error));
+      await this.cache.write(fresh).catch((error: unknown) => this.fallback("write", error));
     }
     return result;
   }
 
   /** Numbers the change inside its transaction (the database announces it to every instance at commit). */
-  recordChange(tx: Tx, clientId: string): Promise<number> {
+  recordChange(tx: Tx, clientId: string): Promise<NumberedChange> {
     return this.changes.record(tx, clientId);
   }
 
   /**
    * After the change committed and before the caller is answered: the committed state goes into
-   * the cache with its change number and raises the watermark. If the cache cannot take it, the
-   * change is still safe: every instance hears of its number and stops believing the cache.
+   * the cache with its change number, and the watermark rises to it if the cache already covers
+   * the change before it. If the cache cannot take it (or missed an earlier change), the change
+   * is still safe: every instance hears of its number and stops believing the cache until a
+   * reconcile has republished what it missed.
    */
-  async publish(clientId: string, changeSeq: number): Promise<void> {
-    this.learn(changeSeq);
+  async publish(clientId: string, change: NumberedChange): Promise<void> {
+    this.learn(change.seq);
+    // The change has committed: whatever fails here must not fail the caller (a rotation's new
+    // secret would be lost); every instance already refuses the old credential.
     try {
-      await this.cache.write(await this.fromDatabase([clientId]), changeSeq);
+      const states = await this.fromDatabase([clientId]);
+      await this.cache.write(states, { to: change.seq, ifAtLeast: change.previous });
     } catch (error) {
       this.fallback("write", error);
     }
@@ -130,17 +135,19 @@ export class CredentialGenerations implements CredentialChangePublisher {
   }
 
   private async reconcileOnce(): Promise<number> {
-    this.learn(await this.changes.latest(this.uow.direct));
+    const latest = await this.changes.latest(this.uow.direct);
+    this.learn(latest);
     const { watermark } = await this.cache.read([]);
-    if (watermark >= this.knownSeq) return 0;
+    if (watermark >= latest) return 0;
+    // Changes commit in number order, so every change up to `latest` is in the log now (unless
+    // pruned: older than any state the cache can still hold).
     const missed = await this.changes.since(this.uow.direct, watermark, this.options.reconcileBatch);
     if (missed.length === 0) {
-      // Nothing in the log after the watermark (pruned, or changes rolled back): just raise it.
-      await this.cache.write(new Map(), this.knownSeq);
+      await this.cache.write(new Map(), { to: latest, ifAtLeast: watermark });
       return 0;
     }
     const states = await this.fromDatabase([...new Set(missed.map((m) => m.clientId))]);
-    await this.cache.write(states, missed[missed.length - 1]!.seq);
+    await this.cache.write(states, { to: missed[missed.length - 1]!.seq, ifAtLeast: watermark });
     this.logger.info({ count: missed.length, from: watermark }, "credential state: republished changes the cache had missed");
     return missed.length;
   }

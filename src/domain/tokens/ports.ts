@@ -36,19 +36,35 @@ export interface GenerationCache {
   /** One round trip: the states (undefined where absent) and the watermark (0 when absent). Throws when it cannot answer. */
   read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }>;
   /**
-   * Stores each state unless the cache holds one with a higher change number, and raises the
-   * watermark to `watermark` if that is higher. Throws when the cache cannot take it.
+   * Stores each state unless the cache holds one with a higher change number, then, when asked,
+   * raises the watermark to `watermark.to` — but only if it already covers `watermark.ifAtLeast`
+   * (every change before the ones just written), so a change the cache missed can never be
+   * covered by a later one. Throws when the cache cannot take it.
    */
-  write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void>;
+  write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void>;
+}
+
+/** Raise the watermark to `to` if it is at least `ifAtLeast`. */
+export interface WatermarkRaise {
+  readonly to: number;
+  readonly ifAtLeast: number;
+}
+
+/** A numbered credential change: its number and the number of the change committed before it. */
+export interface NumberedChange {
+  readonly seq: number;
+  readonly previous: number;
 }
 
 /** The numbered log of credential changes (Postgres). */
 export interface CredentialChangeLog {
   /**
    * Numbers a change of `clientId` inside its transaction, stamps the client's row with the
-   * number and tells every instance once the transaction commits. Returns the number.
+   * number and tells every instance once the transaction commits. Changes are numbered in the
+   * order they commit (one at a time across the deployment), so `previous`, the number of the
+   * last committed change, is exact. Call it last in the transaction.
    */
-  record(tx: Tx, clientId: string): Promise<number>;
+  record(tx: Tx, clientId: string): Promise<NumberedChange>;
   /** The highest committed change number (0 when there is none). */
   latest(tx: Tx): Promise<number>;
   /** Changes numbered above `after`, oldest first, at most `limit`. */

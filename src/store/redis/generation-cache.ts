@@ -1,23 +1,25 @@
 import type { RedisClientType } from "redis";
 import type { CredentialState } from "../../domain/tokens/model.js";
-import type { GenerationCache } from "../../domain/tokens/ports.js";
+import type { GenerationCache, WatermarkRaise } from "../../domain/tokens/ports.js";
 
 /**
  * Stores each state unless the key holds one with a higher change number, then raises the
- * watermark. KEYS: watermark, client keys…; ARGV: watermark, ttl, then (seq, value) per client.
- * One script, so a state and the watermark that covers it are written atomically.
+ * watermark to ARGV[1] if it is at least ARGV[3] (0 and 0: leave it). KEYS: watermark, client
+ * keys…; ARGV: raise-to, ttl, if-at-least, then (seq, value) per client. One script, so states
+ * and the watermark that covers them are written atomically.
  */
 const WRITE_SCRIPT = `
 local ttl = tonumber(ARGV[2])
 for i = 2, #KEYS do
-  local seq = tonumber(ARGV[(i - 2) * 2 + 3])
+  local seq = tonumber(ARGV[(i - 2) * 2 + 4])
   local current = redis.call('GET', KEYS[i])
   local currentSeq = -1
   if current then currentSeq = tonumber(string.match(current, ':(%d+)$')) or -1 end
-  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 2 + 4], 'EX', ttl) end
+  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 2 + 5], 'EX', ttl) end
 end
-local watermark = tonumber(ARGV[1])
-if watermark > tonumber(redis.call('GET', KEYS[1]) or '0') then redis.call('SET', KEYS[1], ARGV[1]) end
+local raiseTo = tonumber(ARGV[1])
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if raiseTo > current and current >= tonumber(ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1`;
 
 /**
@@ -42,9 +44,9 @@ export class RedisGenerationCache implements GenerationCache {
     return { states: values.map((v) => (v === null ? undefined : decode(v))), watermark: watermark === null ? 0 : Number(watermark) };
   }
 
-  async write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void> {
+  async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
     const keys = [this.watermarkKey];
-    const args = [String(watermark), String(this.ttlSeconds)];
+    const args = [String(watermark?.to ?? 0), String(this.ttlSeconds), String(watermark?.ifAtLeast ?? 0)];
     for (const [id, state] of states) {
       keys.push(this.key(id));
       args.push(String(state.changeSeq), encode(state));

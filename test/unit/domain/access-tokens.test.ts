@@ -162,6 +162,7 @@ describe("AccessTokens", () => {
     const token = await issue();
     f.store.calls.length = 0;
     for (let i = 0; i < 5; i++) await f.accessTokens.verify(token);
-    assert.deepEqual(f.store.calls, ["apiUsers.activeGenerations"]);
+    assert.deepEqual(f.store.calls, ["apiUsers.credentialStates"]);
+    assert.deepEqual(f.cache.reads.length, 5, "one cache round trip per verification");
   });
 });

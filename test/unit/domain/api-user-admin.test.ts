@@ -104,28 +104,36 @@ describe("ApiUserAdmin", () => {
   });
 
   describe("rotate", () => {
-    test("a new secret, generation + 1 published inside the transaction; the old secret and its tokens die at once", async () => {
+    test("a new secret, generation + 1, numbered in the transaction, published after the commit and before answering; the old secret and its tokens die at once", async () => {
       const target = await newApiUser(f, tmcId);
       const oldToken = (await f.tokenService.grant(target.user, tokenRequest())).accessToken;
       assert.equal((await f.accessTokens.verify(oldToken)).clientId, target.clientId, "cache filled with generation 1");
+      assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
 
-      const transactionsBefore = f.store.db.transactions.length;
-      let publishedBeforeCommit: boolean | undefined;
-      f.cache.beforePut = () => {
-        publishedBeforeCommit ??= f.store.db.transactions.length === transactionsBefore;
+      let atPublication: { committed: boolean; announced: readonly number[] } | undefined;
+      f.cache.beforeWrite = (states) => {
+        if (states.has(target.clientId)) atPublication ??= { committed: f.store.db.committed().at(-1)?.writes.includes("credential_changes") === true, announced: [...f.feed.delivered] };
       };
       const rotated = await f.admin.rotate(caller, target.clientId, "req-rot");
-      f.cache.beforePut = undefined;
+      f.cache.beforeWrite = undefined;
 
       assert.equal(rotated.clientId, target.clientId);
       assert.equal(rotated.scimToken, undefined);
       assert.notEqual(rotated.clientSecret, target.secret);
       assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 2);
       assert.equal(apiUserRow(f, target.clientId)?.rotatedAt?.toISOString(), "2026-11-22T10:00:00.000Z");
-      assert.equal(f.cache.values.get(target.clientId), 2);
-      assert.equal(publishedBeforeCommit, true, "published while the transaction (and its row lock) was still open");
-      assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["api_users", "audit_events"]);
-      assert.deepEqual(f.store.db.credentialOutbox.values(), []);
+      assert.equal(apiUserRow(f, target.clientId)?.changeSeq, 1, "the row carries the change's number");
+      assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["api_users", "audit_events", "credential_changes", "api_users"], "one transaction");
+      assert.deepEqual(atPublication, { committed: true, announced: [1] }, "published once committed and announced");
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states], w.watermark]),
+        [
+          [[[target.clientId, { generation: 1, changeSeq: 0 }]], 0],
+          [[[target.clientId, { generation: 2, changeSeq: 1 }]], 1],
+        ],
+        "the fill of the first verification, then the publication with its number as the watermark",
+      );
+      assert.equal(f.cache.watermark, 1);
 
       await rejectsWith(f.clients.authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
       assert.equal((await f.clients.authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration, 2);
@@ -148,19 +156,19 @@ describe("ApiUserAdmin", () => {
       await rejectsWith(f.scim.authenticate(scimUser.scimToken!), { code: "USER_NOT_AUTHENTICATED", message: "A valid SCIM token is required" });
     });
 
-    test("the commit fails after publishing: the database's unchanged generation is re-published, nothing else changed", async () => {
+    test("the commit fails: nothing is announced, nothing is published, nothing else changed", async () => {
       const target = await newApiUser(f, tmcId);
+      const token = (await f.tokenService.grant(target.user, tokenRequest())).accessToken;
+      await f.accessTokens.verify(token);
+      const cacheWrites = f.cache.writes.length;
       f.store.db.failNextCommit(new Error("connection reset at commit"));
       await assert.rejects(f.admin.rotate(caller, target.clientId, "r"), { message: "connection reset at commit" });
-      assert.deepEqual(
-        f.cache.puts.map((p) => [[...p.values], p.onlyIfAbsent]),
-        [
-          [[[target.clientId, 2]], false],
-          [[[target.clientId, 1]], false],
-        ],
-      );
-      assert.equal(f.cache.values.get(target.clientId), 1);
-      assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 1);
+      assert.equal(f.cache.writes.length, cacheWrites, "no write reached the cache");
+      assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
+      assert.deepEqual([f.store.db.notified, f.feed.delivered], [[], []], "a rolled-back change is never announced");
+      assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
+      assert.deepEqual([apiUserRow(f, target.clientId)?.credentialGeneration, apiUserRow(f, target.clientId)?.changeSeq], [1, 0]);
+      assert.equal((await f.accessTokens.verify(token)).clientId, target.clientId, "its tokens stay valid");
       assert.equal((await f.clients.authenticate(postCredentials(target.clientId, target.secret))).clientId, target.clientId, "the old secret still works");
       assert.deepEqual((await auditOf(f, tmcId)).map((e) => e.action), ["API_USER_CREATE", "API_USER_CREATE"], "only the creations");
     });
@@ -172,6 +180,7 @@ describe("ApiUserAdmin", () => {
       assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 1);
       assert.equal(apiUserRow(f, target.clientId)?.secretHash.equals(target.user.secretHash), true);
       assert.deepEqual(f.store.db.rolledBack().at(-1)?.writes, ["api_users"]);
+      assert.deepEqual([f.store.db.notified, f.cache.writes], [[], []], "never numbered, never published");
     });
   });
 
@@ -189,8 +198,10 @@ describe("ApiUserAdmin", () => {
       assert.equal(row.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z");
       assert.equal(f.store.db.refreshTokens.rows.get("rt-target")?.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z");
       assert.equal(f.store.db.refreshTokens.rows.get("rt-bystander")?.revokedAt, undefined);
-      assert.equal(f.cache.values.get(target.clientId), "revoked");
-      assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["api_users", "refresh_tokens", "audit_events"]);
+      assert.deepEqual(f.cache.states.get(target.clientId), { generation: undefined, changeSeq: 1 });
+      assert.equal(f.cache.watermark, 1);
+      assert.equal(apiUserRow(f, target.clientId)?.changeSeq, 1);
+      assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["api_users", "refresh_tokens", "audit_events", "credential_changes", "api_users"]);
       const [event] = await auditOf(f, tmcId);
       assert.deepEqual([event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier], ["API_USER_REVOKE", admin.clientId, target.clientId, "req-rev"]);
 
@@ -207,14 +218,18 @@ describe("ApiUserAdmin", () => {
       assert.deepEqual(await f.admin.list(caller, 100, 0), { clientIds: [], totalCount: 0 });
     });
 
-    test("a failed commit leaves the user active and re-publishes its generation", async () => {
+    test("a failed commit leaves the user active, and publishes and announces nothing", async () => {
       const target = await newApiUser(f, tmcId);
       await refreshTokenOf(target.clientId, "rt-1");
+      await f.generations.current([target.clientId]);
+      const cacheWrites = f.cache.writes.length;
       f.store.db.failNextCommit(new Error("commit failed"));
       await assert.rejects(f.admin.revoke(caller, target.clientId, "r"), { message: "commit failed" });
       assert.equal(apiUserRow(f, target.clientId)?.revokedAt, undefined);
       assert.equal(f.store.db.refreshTokens.rows.get("rt-1")?.revokedAt, undefined);
-      assert.equal(f.cache.values.get(target.clientId), 1);
+      assert.equal(f.cache.writes.length, cacheWrites);
+      assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
+      assert.deepEqual(f.store.db.notified, []);
       assert.deepEqual((await auditOf(f, tmcId)).map((e) => e.action), ["API_USER_CREATE", "API_USER_CREATE"], "only the creations");
     });
   });
@@ -237,33 +252,37 @@ describe("ApiUserAdmin", () => {
       assert.deepEqual(await auditOf(f, foreign.tmcId).then((events) => events.map((e) => e.action)), ["API_USER_CREATE"]);
     });
 
-    // A src bug (see the report): changeCredential's failure path re-publishes the database's
-    // committed value unconditionally (onlyIfAbsent: false). A NOT_FOUND for another tenant's
-    // client takes no row lock, so it can land between that tenant's publication and its commit,
-    // and put the old generation back over it.
-    test(
-      "another TMC's failed rotate must not undo a revocation that is being committed",
-      { todo: "src/domain/api-users/api-user-admin.ts changeCredential → CredentialGenerations.refresh overwrites a concurrent publication" },
-      async () => {
+    // Was a src bug (changeCredential's failure path re-published the database's committed value
+    // over a concurrent publication). Now a failed change publishes nothing: another TMC's
+    // NOT_FOUND rotate, landing at any point of a revocation, cannot bring the old generation back.
+    for (const moment of ["inside the revocation's transaction", "between its commit and its publication", "after its publication"] as const) {
+      test(`another TMC's failed rotate ${moment} does not undo the revocation`, async () => {
         const foreign = await newTenant(f);
         const theirAdmin = await newApiUser(f, foreign.tmcId);
         const victim = await newApiUser(f, foreign.tmcId);
         const token = (await f.tokenService.grant(victim.user, tokenRequest())).accessToken;
-        assert.equal((await f.accessTokens.verify(token)).clientId, victim.clientId);
+        assert.equal((await f.accessTokens.verify(token)).clientId, victim.clientId, "the cache holds generation 1");
         let interfered = false;
-        f.cache.afterPut = async (values) => {
-          if (interfered || values.get(victim.clientId) !== "revoked") return;
+        const interfere = async () => {
           interfered = true;
-          // Between the revocation's publication and its commit, tenant A's admin names the same clientId.
+          const writes = f.cache.writes.length;
           await rejectsWith(f.admin.rotate(caller, victim.clientId, "r"), notFoundApiUser(victim.clientId));
+          assert.equal(f.cache.writes.length, writes, "the failed rotate wrote nothing to the cache");
         };
+        if (moment === "inside the revocation's transaction") f.store.beforeNext("credentialChanges.record", interfere);
+        if (moment === "between its commit and its publication") {
+          f.cache.beforeWrite = async () => {
+            f.cache.beforeWrite = undefined;
+            await interfere();
+          };
+        }
         await f.admin.revoke({ clientId: theirAdmin.clientId, tmcId: foreign.tmcId }, victim.clientId, "r");
+        if (moment === "after its publication") await interfere();
         assert.equal(interfered, true);
         assert.ok(apiUserRow(f, victim.clientId)?.revokedAt, "the revocation committed");
-        // Today the revoked credential's token still verifies, and the cache holds generation 1.
         await rejectsWith(f.accessTokens.verify(token), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
-        assert.equal(f.cache.values.get(victim.clientId), "revoked", "the cache must still say revoked");
-      },
-    );
+        assert.deepEqual(f.cache.states.get(victim.clientId), { generation: undefined, changeSeq: 1 }, "the cache still says revoked");
+      });
+    }
   });
 });

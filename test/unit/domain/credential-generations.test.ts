@@ -1,180 +1,648 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
-import { createDomainFixture, newApiUser, newTenant, type DomainFixture } from "../../fakes/domain-fixture.js";
+import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js";
+import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
+import { CredentialGenerations } from "../../../src/domain/tokens/credential-generations.js";
+import { DomainError } from "../../../src/errors/domain-error.js";
+import { LocalChangeFeed } from "../../../src/store/memory/change-feed.js";
+import { RecordingLabelledCounter, RecordingLogger } from "../../fakes/observability.js";
+import {
+  createDomainFixture,
+  GENERATION_OPTIONS,
+  newApiUser,
+  newTenant,
+  startInstance,
+  tokenRequest,
+  type DomainFixture,
+  type Instance,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
+
+/*
+ * CredentialGenerations over one fake database and one fake cache. An "instance" is one
+ * CredentialGenerations with its own change feed: the fixture is the first (its ApiUserAdmin
+ * rotates and revokes through it), `startInstance` adds more over the same database and cache.
+ */
+
+const STALE_MESSAGE = "credential state: the cache cannot be used, using Postgres";
 
 describe("CredentialGenerations", () => {
   let f: DomainFixture;
-  let a: string;
-  let b: string;
-  beforeEach(async () => {
-    f = await createDomainFixture();
-    const { tmcId } = await newTenant(f);
-    a = (await newApiUser(f, tmcId)).clientId;
-    b = (await newApiUser(f, tmcId)).clientId;
+  let tmcId: string;
+  let caller: ApiUserAdminCaller;
+  let a: ProvisionedApiUser;
+  let b: ProvisionedApiUser;
+
+  async function setUp(options: Parameters<typeof createDomainFixture>[0] = {}) {
+    f = await createDomainFixture(options);
+    ({ tmcId } = await newTenant(f, 20));
+    const admin = await newApiUser(f, tmcId);
+    caller = { clientId: admin.clientId, tmcId };
+    a = await newApiUser(f, tmcId);
+    b = await newApiUser(f, tmcId);
     f.store.calls.length = 0;
-  });
+    f.store.invocations.length = 0;
+  }
+  beforeEach(() => setUp());
 
-  const databaseReads = () => f.store.calls.filter((c) => c === "apiUsers.activeGenerations").length;
-  const bump = (clientId: string, generation: number) =>
-    f.store.db.write(f.uow.direct, f.store.db.apiUsers, clientId, { ...f.store.db.apiUsers.rows.get(clientId)!, credentialGeneration: generation });
+  /** The ids of every credentialStates call (the database reads of the hot path), in order. */
+  const databaseReads = () => f.store.invocations.filter((c) => c.method === "apiUsers.credentialStates").map((c) => [...(c.args[1] as string[])]);
+  const rotate = (user: ProvisionedApiUser) => f.admin.rotate(caller, user.clientId, "r");
+  const revoke = (user: ProvisionedApiUser) => f.admin.revoke(caller, user.clientId, "r");
+  const generationOn = async (instance: Instance, user: ProvisionedApiUser) => (await instance.generations.current([user.clientId])).get(user.clientId);
+  const tokenOf = async (user: ProvisionedApiUser) => (await f.tokenService.grant(user.user, tokenRequest())).accessToken;
+  /** Whether `instance` accepts `token`; a refusal must be "revoked" (not some other failure). */
+  async function accepts(instance: Instance, token: string): Promise<boolean> {
+    try {
+      await instance.accessTokens.verify(token);
+      return true;
+    } catch (error) {
+      assert.ok(error instanceof DomainError && error.message === "The access token has been revoked", `refused for another reason: ${String(error)}`);
+      return false;
+    }
+  }
+  const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-  test("a cache hit answers without touching the database; 'revoked' reads as no generation", async () => {
-    f.cache.values.set(a, 3);
-    f.cache.values.set(b, "revoked");
-    assert.deepEqual([...(await f.generations.current([a, b]))], [[a, 3], [b, undefined]]);
-    assert.equal(databaseReads(), 0);
-    assert.deepEqual(f.cache.puts, []);
-  });
+  describe("reading", () => {
+    test("a hit with a current watermark answers from the cache alone: no database, no write; a revoked state reads as no generation", async () => {
+      await revoke(b);
+      // A value only the cache can give: the database says 1.
+      f.cache.states.set(a.clientId, { generation: 7, changeSeq: 0 });
+      f.store.calls.length = 0;
+      f.cache.reads.length = 0;
+      f.cache.writes.length = 0;
+      assert.deepEqual([...(await f.generations.current([a.clientId, b.clientId]))], [[a.clientId, 7], [b.clientId, undefined]]);
+      assert.deepEqual(f.store.calls, [], "not one database call");
+      assert.deepEqual(f.cache.reads, [{ clientIds: [a.clientId, b.clientId], failed: false }], "one round trip");
+      assert.deepEqual(f.cache.writes, []);
+      assert.deepEqual(f.fallbacks.increments, []);
+    });
 
-  test("a miss reads the database for the missing ids only and fills the cache only if absent", async () => {
-    f.cache.values.set(a, 1);
-    const result = await f.generations.current([a, b, "unknown-client"]);
-    assert.deepEqual([...result], [[a, 1], [b, 1], ["unknown-client", undefined]]);
-    assert.equal(databaseReads(), 1);
-    assert.deepEqual(
-      f.cache.puts.map((p) => [[...p.values], p.onlyIfAbsent]),
-      [
+    test("misses are read from the database (only the missing ids) and filled with their change numbers and watermark 0", async () => {
+      await rotate(a); // change 1: the cache holds a at generation 2
+      await revoke(b); // change 2
+      const c = await newApiUser(f, tmcId);
+      f.cache.evict(b.clientId); // its TTL ran out
+      f.store.invocations.length = 0;
+      f.cache.writes.length = 0;
+
+      const result = await f.generations.current([a.clientId, b.clientId, c.clientId, "unknown-client"]);
+      assert.deepEqual([...result], [[a.clientId, 2], [b.clientId, undefined], [c.clientId, 1], ["unknown-client", undefined]]);
+      assert.deepEqual(databaseReads(), [[b.clientId, c.clientId, "unknown-client"]], "a was a hit");
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states], w.watermark]),
         [
           [
-            [b, 1],
-            ["unknown-client", "revoked"],
+            [
+              [b.clientId, { generation: undefined, changeSeq: 2 }],
+              [c.clientId, { generation: 1, changeSeq: 0 }],
+              ["unknown-client", { generation: undefined, changeSeq: 0 }],
+            ],
+            0,
           ],
-          true,
         ],
-      ],
-    );
-  });
+        "each state with the number of the change it reflects; a fill claims no watermark",
+      );
+      assert.equal(f.cache.watermark, 2, "a fill does not move the watermark");
 
-  test("a fill never overwrites a publication that raced it", async () => {
-    bump(a, 1);
-    // The read misses; a rotation publishes generation 2 before the fill arrives.
-    f.cache.afterGet = () => void f.cache.values.set(a, 2);
-    const result = await f.generations.current([a]);
-    assert.equal(result.get(a), 1, "this read saw the database before the rotation");
-    assert.equal(f.cache.values.get(a), 2, "the rotation's publication survives the fill");
-  });
-
-  test("a cache read failure falls back to the database, counted and logged", async () => {
-    f.cache.getFailure = new Error("ECONNREFUSED 127.0.0.1:6379");
-    bump(a, 4);
-    assert.deepEqual([...(await f.generations.current([a, b]))], [[a, 4], [b, 1]]);
-    assert.equal(databaseReads(), 1);
-    assert.deepEqual(f.fallbacks.increments, [{ operation: "read" }]);
-    assert.deepEqual(f.logger.messages("warn"), ["credential state: Redis unavailable, using Postgres"]);
-    assert.deepEqual(f.logger.lines[0]?.object, { err: { message: "ECONNREFUSED 127.0.0.1:6379" }, operation: "read" });
-  });
-
-  test("a failed fill after a miss still answers, and is counted as a write fallback", async () => {
-    f.cache.putFailure = new Error("READONLY");
-    assert.equal((await f.generations.current([a])).get(a), 1);
-    assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }]);
-  });
-
-  test("an untrusted cache is not even asked: the database answers", async () => {
-    f.cache.values.set(a, 1);
-    bump(a, 2);
-    f.cache.trusted = false;
-    assert.equal((await f.generations.current([a])).get(a), 2);
-    assert.deepEqual(f.cache.gets, []);
-    assert.equal(databaseReads(), 1);
-    assert.deepEqual(f.fallbacks.increments, []);
-  });
-
-  test("publishing inside a transaction overwrites the cached value", async () => {
-    f.cache.values.set(a, 1);
-    await f.uow.transaction((tx) => f.generations.publishWithin(tx, a, 2));
-    await f.uow.transaction((tx) => f.generations.publishWithin(tx, b, undefined));
-    assert.deepEqual([f.cache.values.get(a), f.cache.values.get(b)], [2, "revoked"]);
-    assert.deepEqual(f.cache.puts.map((p) => p.onlyIfAbsent), [false, false]);
-    assert.deepEqual(f.store.db.credentialOutbox.values(), []);
-  });
-
-  test("a publish failure writes an outbox entry in the same transaction (and a rollback takes it away)", async () => {
-    f.cache.putFailure = new Error("ETIMEDOUT");
-    f.clock.advanceSeconds(30);
-    await f.uow.transaction((tx) => f.generations.publishWithin(tx, a, 2));
-    assert.deepEqual(f.store.db.credentialOutbox.values(), [{ clientId: a, changedAt: new Date("2026-11-22T10:00:30.000Z") }]);
-    assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["credential_outbox"]);
-    assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }]);
-
-    await assert.rejects(
-      f.uow.transaction(async (tx) => {
-        await f.generations.publishWithin(tx, b, undefined);
-        throw new Error("the change itself failed");
-      }),
-      { message: "the change itself failed" },
-    );
-    assert.deepEqual(f.store.db.credentialOutbox.values().map((e) => e.clientId), [a], "b's entry went with its transaction");
-  });
-
-  test("a rotation while the cache is down commits with its outbox entry; reconcile publishes it and trusts the cache again", async () => {
-    const { tmcId } = await newTenant(f);
-    const admin = await newApiUser(f, tmcId);
-    const target = await newApiUser(f, tmcId);
-    const revoked = await newApiUser(f, tmcId);
-    f.cache.values.set(target.clientId, 1);
-    f.cache.values.set(revoked.clientId, 1);
-    f.cache.putFailure = new Error("ECONNRESET");
-    f.cache.reachable = false;
-    f.cache.trusted = false;
-    const caller = { clientId: admin.clientId, tmcId };
-    await f.admin.rotate(caller, target.clientId, "r1");
-    await f.admin.revoke(caller, revoked.clientId, "r2");
-    assert.deepEqual(f.store.db.committed().at(-2)?.writes, ["api_users", "audit_events", "credential_outbox"]);
-    assert.deepEqual(f.store.db.credentialOutbox.values().map((e) => e.clientId).sort(), [target.clientId, revoked.clientId].sort());
-    assert.deepEqual([f.cache.values.get(target.clientId), f.cache.values.get(revoked.clientId)], [1, 1], "the cache still holds the stale values");
-    // While untrusted, readers get the truth from the database.
-    assert.deepEqual([...(await f.generations.current([target.clientId, revoked.clientId]))], [[target.clientId, 2], [revoked.clientId, undefined]]);
-
-    assert.equal(await f.generations.reconcile(), 0, "unreachable: nothing to do yet");
-    assert.equal(f.cache.markTrustedCalls, 0);
-
-    f.cache.putFailure = undefined;
-    f.cache.reachable = true;
-    assert.equal(await f.generations.reconcile(), 2);
-    assert.deepEqual([f.cache.values.get(target.clientId), f.cache.values.get(revoked.clientId)], [2, "revoked"]);
-    assert.deepEqual(f.store.db.credentialOutbox.values(), []);
-    assert.equal(f.cache.markTrustedCalls, 1);
-    assert.equal(f.cache.trusted, true);
-    assert.deepEqual(f.logger.messages("info"), ["credential state: published changes made while Redis was unreachable"]);
-  });
-
-  test("reconcile keeps an entry whose change moved on meanwhile, for the next round", async () => {
-    f.cache.putFailure = new Error("down");
-    await f.uow.transaction((tx) => f.generations.publishWithin(tx, a, 2));
-    f.cache.putFailure = undefined;
-    f.cache.beforePut = async () => {
-      f.cache.beforePut = undefined;
-      // Another change to `a` commits (with its own outbox entry) while reconcile publishes.
-      f.clock.advanceSeconds(1);
-      await f.repos.credentialOutbox.add(f.uow.direct, a, f.clock.now());
-    };
-    assert.equal(await f.generations.reconcile(), 1);
-    assert.deepEqual(f.store.db.credentialOutbox.values(), [{ clientId: a, changedAt: new Date("2026-11-22T10:00:01.000Z") }]);
-    assert.equal(await f.generations.reconcile(), 1);
-    assert.deepEqual(f.store.db.credentialOutbox.values(), []);
-  });
-
-  test("refresh re-publishes what the database says, overwriting the cache; its failure is only counted", async () => {
-    f.cache.values.set(a, 9);
-    await f.generations.refresh(a);
-    assert.equal(f.cache.values.get(a), 1);
-    assert.deepEqual(f.cache.puts.map((p) => p.onlyIfAbsent), [false]);
-    f.cache.putFailure = new Error("down");
-    await f.generations.refresh(a);
-    assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }]);
-  });
-
-  // A src gap (see the report): when the publish fails but the cache still answers reads (a
-  // command timeout, a READONLY replica after failover), nothing marks the cache untrusted, so
-  // the old generation keeps being read from it until reconcile succeeds or the entry's TTL ends.
-  test("a failed publish must not leave the old generation readable from a cache that still answers", { todo: "src/domain/tokens/credential-generations.ts publishWithin does not distrust the cache when put fails" }, async () => {
-    f.cache.values.set(a, 1);
-    f.cache.putFailure = new Error("READONLY You can't write against a read only replica.");
-    await f.uow.transaction(async (tx) => {
-      bump(a, 2);
-      await f.generations.publishWithin(tx, a, 2);
+      f.store.invocations.length = 0;
+      assert.deepEqual([...(await f.generations.current([b.clientId, c.clientId]))], [[b.clientId, undefined], [c.clientId, 1]]);
+      assert.deepEqual(databaseReads(), [], "filled: hits from now on");
     });
-    assert.equal((await f.generations.current([a])).get(a), 2, "the rotated-away generation 1 must not be current");
+
+    test("a fill never overwrites a newer state: a rotation published between the fill's database read and its write survives", async () => {
+      f.cache.beforeWrite = async (_states, watermark) => {
+        if (watermark !== 0) return;
+        f.cache.beforeWrite = undefined;
+        await rotate(a); // commits and publishes generation 2 (change 1) right there
+      };
+      assert.equal(await generationOn(f, a), 1, "this read saw the database before the rotation");
+      assert.deepEqual(f.cache.states.get(a.clientId), { generation: 2, changeSeq: 1 }, "the late fill (change 0) did not replace change 1");
+      assert.equal(f.cache.watermark, 1);
+      f.store.invocations.length = 0;
+      assert.equal(await generationOn(f, a), 2);
+      assert.deepEqual(databaseReads(), []);
+    });
+
+    test("a fill racing a revocation whose publication failed does not make the old generation believable", async () => {
+      const i2 = await startInstance(f);
+      f.cache.beforeWrite = async (_states, watermark) => {
+        if (watermark !== 0) return;
+        f.cache.beforeWrite = undefined;
+        f.cache.writeFailure = new Error("ETIMEDOUT");
+        await revoke(a); // commits; its publication fails
+        f.cache.writeFailure = undefined;
+      };
+      assert.equal(await generationOn(i2, a), 1, "read before the revocation");
+      assert.deepEqual(f.cache.states.get(a.clientId), { generation: 1, changeSeq: 0 }, "the stale fill landed");
+      assert.deepEqual([await generationOn(f, a), await generationOn(i2, a)], [undefined, undefined], "but nobody believes it");
+    });
+
+    test("a cache read failure falls back to the database, counted and logged; nothing is written", async () => {
+      await rotate(a);
+      f.cache.writes.length = 0;
+      f.store.invocations.length = 0;
+      f.cache.readFailure = new Error("ECONNREFUSED 127.0.0.1:6379");
+      assert.deepEqual([...(await f.generations.current([a.clientId, b.clientId]))], [[a.clientId, 2], [b.clientId, 1]]);
+      assert.deepEqual(databaseReads(), [[a.clientId, b.clientId]]);
+      assert.deepEqual(f.fallbacks.increments, [{ operation: "read" }]);
+      assert.deepEqual(f.logger.messages("warn"), [STALE_MESSAGE]);
+      assert.deepEqual(f.logger.lines.find((l) => l.level === "warn")?.object, { err: { message: "ECONNREFUSED 127.0.0.1:6379" }, operation: "read" });
+      assert.deepEqual(f.cache.writes, []);
+    });
+
+    test("a failed fill still answers, and is counted as a write fallback", async () => {
+      f.cache.writeFailure = new Error("READONLY");
+      assert.equal(await generationOn(f, a), 1);
+      assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }]);
+    });
+
+    test("a cache whose watermark is behind a known change is not believed; the reads that meet it start one reconcile between them", async () => {
+      await rotate(a); // change 1
+      f.cache.restore({ states: new Map([[a.clientId, { generation: 1, changeSeq: 0 }]]), watermark: 0 });
+      let open!: () => void;
+      f.store.beforeNext("credentialChanges.latest", () => new Promise<void>((resolve) => (open = resolve)));
+      const results = await Promise.all(Array.from({ length: 5 }, () => generationOn(f, a)));
+      assert.deepEqual(results, [2, 2, 2, 2, 2], "the database answered each");
+      assert.equal(f.fallbacks.count({ operation: "stale" }), 5);
+      assert.deepEqual(f.logger.lines.find((l) => l.level === "warn")?.object, { err: { message: "cache watermark 0 is behind change 1" }, operation: "stale" });
+      open();
+      assert.equal(await f.generations.reconcile(), 1, "the reconcile the reads started (single flight)");
+      assert.equal(f.store.calls.filter((c) => c === "credentialChanges.since").length, 1);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 2, changeSeq: 1 }, 1]);
+    });
+  });
+
+  describe("recording and publishing a change", () => {
+    test("recordChange numbers the change in the caller's transaction; publish writes the committed state with its number as the watermark", async () => {
+      const i2 = await startInstance(f);
+      const seq = await f.uow.transaction(async (tx) => {
+        await f.repos.apiUsers.markRevoked(tx, tenantScope(tmcId), a.clientId);
+        const numbered = await f.generations.recordChange(tx, a.clientId);
+        assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[], []], "not announced before the commit");
+        return numbered;
+      });
+      assert.equal(seq, 1);
+      assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[1], [1]], "announced to every instance at commit");
+      assert.equal(f.cache.writes.length, 0, "recording publishes nothing");
+      await f.generations.publish(a.clientId, seq);
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states], w.watermark]),
+        [[[[a.clientId, { generation: undefined, changeSeq: 1 }]], 1]],
+      );
+      f.store.invocations.length = 0;
+      assert.deepEqual([await generationOn(f, a), await generationOn(i2, a)], [undefined, undefined]);
+      assert.deepEqual(databaseReads(), [], "both instances believe the published state");
+    });
+
+    test("publish writes what the database says now: a late publication never puts back an older state", async () => {
+      const first = await f.uow.transaction(async (tx) => {
+        await f.repos.apiUsers.setCredential(tx, tenantScope(tmcId), a.clientId, { secretHash: Buffer.alloc(32), generation: 2 });
+        return f.generations.recordChange(tx, a.clientId);
+      });
+      await revoke(a); // change 2, published
+      await f.generations.publish(a.clientId, first); // change 1's publication arrives late
+      assert.deepEqual(f.cache.writes.at(-1)?.states.get(a.clientId), { generation: undefined, changeSeq: 2 });
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 2]);
+    });
+
+    test("a rolled-back change is never announced and never published; reconcile steps over its number", async () => {
+      const i2 = await startInstance(f);
+      await generationOn(f, a);
+      f.cache.writes.length = 0;
+      f.store.db.failNextCommit(new Error("serialization failure"));
+      await assert.rejects(rotate(a), { message: "serialization failure" });
+      assert.deepEqual([f.store.db.notified, f.feed.delivered, i2.feed.delivered], [[], [], []]);
+      assert.deepEqual(f.cache.writes, []);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
+      assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
+      assert.deepEqual([await generationOn(f, a), await generationOn(i2, a)], [1, 1], "nothing changed: the cache is still believed");
+      assert.equal(f.fallbacks.increments.length + i2.fallbacks.increments.length, 0);
+
+      // The next change gets 2 (1 is a gap); its publication is lost, so reconcile has to repair the cache.
+      f.cache.loseWrites = true;
+      await revoke(b);
+      f.cache.loseWrites = false;
+      assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[2], [2]]);
+      assert.equal(await generationOn(i2, b), undefined);
+      assert.equal(await i2.generations.reconcile(), 1);
+      assert.deepEqual([f.cache.states.get(b.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 2]);
+    });
+
+    test("a publish whose write fails is only counted: this instance stops believing the cache at once, the others as soon as they hear of the change", async () => {
+      const i2 = await startInstance(f);
+      const token = await tokenOf(a);
+      assert.deepEqual([await accepts(f, token), await accepts(i2, token)], [true, true], "the cache holds generation 1");
+      // The NOTIFY is on its way to both instances (the publishing one hears its own, later).
+      f.feed.withhold();
+      i2.feed.withhold();
+      f.cache.writeFailure = new Error("READONLY You can't write against a read only replica.");
+      await rotate(a);
+      assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }]);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0], "the cache still holds the old state");
+
+      assert.equal(await accepts(f, token), false, "the publishing instance knows of change 1 at once, before its own announcement arrives");
+      // The one window the design leaves: until the announcement arrives, instance 2 knows of no
+      // change and believes the cache (the rotation's caller has been answered by then).
+      assert.equal(await accepts(i2, token), true);
+      i2.feed.deliverHeld();
+      let wrongAccepts = 0;
+      for (let i = 0; i < 10; i++) if (await accepts(i2, token)) wrongAccepts += 1;
+      assert.equal(wrongAccepts, 0);
+      assert.equal(i2.fallbacks.count({ operation: "stale" }), 10);
+
+      f.cache.writeFailure = undefined;
+      assert.equal(await i2.generations.reconcile(), 1);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 2, changeSeq: 1 }, 1]);
+      f.store.invocations.length = 0;
+      assert.deepEqual([await accepts(f, token), await accepts(i2, token)], [false, false]);
+      assert.deepEqual(databaseReads(), [], "repaired: believed again");
+    });
+
+    // Was a todo (src bug 2): a failed publish left the old generation readable from a cache that still answered reads.
+    test("a failed publish must not leave the old generation readable from a cache that still answers", async () => {
+      assert.equal(await generationOn(f, a), 1);
+      f.feed.withhold(); // not even waiting for the instance's own announcement
+      f.cache.writeFailure = new Error("READONLY You can't write against a read only replica.");
+      await rotate(a);
+      assert.equal(await generationOn(f, a), 2, "the rotated-away generation 1 must not be current");
+      await revoke(b);
+      assert.equal(await generationOn(f, b), undefined);
+      assert.deepEqual(
+        f.cache.reads.filter((r) => r.clientIds.length > 0).map((r) => r.failed),
+        [false, false, false],
+        "the cache kept answering reads: it was its watermark that was not believed",
+      );
+    });
+  });
+
+  describe("a cache restored from an earlier snapshot", () => {
+    test("after a revocation, a restore to before it never yields the revoked generation on any instance (0 wrong accepts); reconcile repairs it", async () => {
+      const i2 = await startInstance(f);
+      const tokenA = await tokenOf(a);
+      const tokenB = await tokenOf(b);
+      for (const instance of [f, i2]) assert.deepEqual([await accepts(instance, tokenA), await accepts(instance, tokenB)], [true, true]);
+      const snapshot = f.cache.snapshot(); // a and b at generation 1, watermark 0
+      await revoke(a);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 1]);
+
+      f.cache.restore(snapshot);
+      // Redis is still loading: it answers reads but refuses writes, so no reconcile can repair it yet.
+      f.cache.writeFailure = new Error("LOADING Redis is loading the dataset in memory");
+      const i3 = await startInstance(f); // started after the restore: learns latest() at start
+      let wrongAccepts = 0;
+      for (let round = 0; round < 10; round++) {
+        for (const instance of [f, i2, i3]) {
+          if (await accepts(instance, tokenA)) wrongAccepts += 1;
+          assert.equal(await accepts(instance, tokenB), true, "b was never changed");
+        }
+      }
+      assert.equal(wrongAccepts, 0);
+      assert.deepEqual(f.cache.states.get(a.clientId), { generation: 1, changeSeq: 0 }, "the restored cache held the revoked generation all along");
+      for (const instance of [f, i2, i3]) assert.ok(instance.fallbacks.count({ operation: "stale" }) >= 20, "every read saw the stale watermark");
+
+      f.cache.writeFailure = undefined;
+      assert.equal(await f.generations.reconcile(), 1);
+      assert.deepEqual(f.cache.states.get(a.clientId), { generation: undefined, changeSeq: 1 });
+      assert.ok(f.cache.watermark >= 1);
+      f.store.invocations.length = 0;
+      for (const instance of [f, i2, i3]) assert.deepEqual([await accepts(instance, tokenA), await accepts(instance, tokenB)], [false, true]);
+      assert.deepEqual(databaseReads(), [], "repaired: every instance answers from the cache again");
+    });
+
+    test("as long as the repairs do not land (writes lost), the restored cache is never believed", async () => {
+      const token = await tokenOf(a);
+      assert.equal(await accepts(f, token), true);
+      const snapshot = f.cache.snapshot();
+      await revoke(a);
+      f.cache.restore(snapshot);
+      f.cache.loseWrites = true; // every write is acknowledged and vanishes (a replica that keeps being replaced)
+      for (let i = 0; i < 5; i++) {
+        assert.equal(await accepts(f, token), false);
+        await f.generations.reconcile(); // "succeeds", repairs nothing
+      }
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
+      assert.ok(f.cache.writes.filter((w) => w.lost).length >= 5);
+      f.cache.loseWrites = false;
+    });
+
+    // A src bug (see the report): the watermark is the highest change the cache was told about,
+    // not "every change up to here": any later publication raises it over what the restore lost.
+    test(
+      "a change published after the restore must not make the rest of the restored cache believable",
+      { todo: "src/domain/tokens/credential-generations.ts publish raises the watermark to its own change even when the cache missed earlier ones" },
+      async () => {
+        const i2 = await startInstance(f);
+        const tokenA = await tokenOf(a);
+        for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
+        const snapshot = f.cache.snapshot();
+        await revoke(a); // change 1
+        f.cache.restore(snapshot);
+        await rotate(b); // change 2, published: the watermark becomes 2
+        let wrongAccepts = 0;
+        for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
+        assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
+      },
+    );
+  });
+
+  // A src bug (see the report), the same as above without any restore: one failed cache write
+  // (a timeout) followed by any other client's successful publication, or two changes that commit
+  // in the opposite order of their numbers, and the revoked generation is believed everywhere.
+  describe("a later publication must not cover a change the cache missed", () => {
+    test("a failed publication followed by another client's successful one", { todo: "src/domain/tokens/credential-generations.ts publish: the watermark covers a change whose write failed" }, async () => {
+      const i2 = await startInstance(f);
+      const tokenA = await tokenOf(a);
+      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
+      f.cache.writeFailure = new Error("ETIMEDOUT");
+      await revoke(a); // change 1: not in the cache
+      f.cache.writeFailure = undefined;
+      await rotate(b); // change 2: published, watermark 2
+      let wrongAccepts = 0;
+      for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
+      assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
+    });
+
+    test(
+      "two changes committing out of order: the lower number commits after the higher one was published",
+      { todo: "src/domain/tokens/credential-generations.ts: change numbers are taken at insert, so commit order is not number order; a watermark past an uncommitted change covers it" },
+      async () => {
+        const i2 = await startInstance(f);
+        const tokenA = await tokenOf(a);
+        for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
+        let reached!: () => void;
+        const atCommit = new Promise<void>((resolve) => (reached = resolve));
+        let release!: () => void;
+        const held = new Promise<void>((resolve) => (release = resolve));
+        f.store.afterNext("credentialChanges.record", () => {
+          reached();
+          return held;
+        });
+        const revoking = revoke(a); // takes change 1, then waits before its commit
+        await atCommit;
+        await rotate(b); // takes change 2, commits and publishes: watermark 2
+        f.cache.writeFailure = new Error("ETIMEDOUT");
+        release();
+        await revoking; // change 1 commits (every instance hears 1 < 2); its publication fails
+        f.cache.writeFailure = undefined;
+        assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[2, 1], [2, 1]]);
+        let wrongAccepts = 0;
+        for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
+        assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
+      },
+    );
+  });
+
+  describe("change feed", () => {
+    test("while the feed is disconnected the database answers and the cache is not even read", async () => {
+      await generationOn(f, a);
+      f.cache.states.set(a.clientId, { generation: 9, changeSeq: 0 });
+      f.feed.disconnect();
+      f.cache.reads.length = 0;
+      f.store.invocations.length = 0;
+      assert.equal(await generationOn(f, a), 1);
+      assert.deepEqual([f.cache.reads, databaseReads()], [[], [[a.clientId]]]);
+      assert.deepEqual(f.fallbacks.increments, []);
+      await f.feed.connect();
+      assert.equal(await generationOn(f, a), 9, "connected again, with nothing missed: the cache is believed");
+    });
+
+    test("an instance whose feed never connected, or was stopped, reads the database", async () => {
+      const i2 = await startInstance(f, { autoConnect: false });
+      f.cache.states.set(a.clientId, { generation: 9, changeSeq: 0 });
+      assert.deepEqual([i2.feed.connected, await generationOn(i2, a)], [false, 1]);
+      await f.generations.stop();
+      assert.deepEqual([f.feed.connected, await generationOn(f, a)], [false, 1]);
+    });
+
+    test("after reconnecting it learns latest() before it believes the cache: a change announced while it was away is not missed", async () => {
+      const i2 = await startInstance(f);
+      const token = await tokenOf(a);
+      assert.equal(await accepts(i2, token), true);
+      i2.feed.disconnect();
+      f.cache.loseWrites = true; // the revocation's publication is lost too: only the database knows
+      await revoke(a);
+      f.cache.loseWrites = false;
+      assert.deepEqual(i2.feed.dropped, [1], "instance 2 never heard of change 1");
+      assert.equal(await accepts(i2, token), false, "disconnected: the database answers");
+
+      // Reconnect, holding latest() to look at the moment in between; keep the cache unrepaired.
+      f.cache.writeFailure = new Error("READONLY");
+      let open!: () => void;
+      f.store.beforeNext("credentialChanges.latest", () => new Promise<void>((resolve) => (open = resolve)));
+      const readsBefore = f.cache.reads.length;
+      const reconnecting = i2.feed.connect();
+      await settle();
+      assert.equal(i2.feed.connected, false, "not connected while catching up");
+      assert.equal(await accepts(i2, token), false);
+      assert.equal(f.cache.reads.length, readsBefore, "the cache was not consulted meanwhile");
+      open();
+      await reconnecting;
+      assert.equal(i2.feed.connected, true);
+      // Connected, the cache still holds generation 1 under watermark 0: had it not learned change 1 it would believe it.
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
+      const stale = i2.fallbacks.count({ operation: "stale" });
+      assert.equal(await accepts(i2, token), false);
+      assert.equal(i2.fallbacks.count({ operation: "stale" }), stale + 1, "refused because the watermark is behind change 1");
+
+      f.cache.writeFailure = undefined;
+      assert.equal(await i2.generations.reconcile(), 1);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 1]);
+    });
+
+    test("start() learns latest() before anything is read, even with a feed that is connected from the outset (the embedded LocalChangeFeed)", async () => {
+      f.cache.loseWrites = true;
+      await revoke(a); // change 1, never in the cache
+      f.cache.loseWrites = false;
+      f.cache.states.set(a.clientId, { generation: 1, changeSeq: 0 });
+      f.cache.writeFailure = new Error("READONLY"); // no repair behind the test's back
+      // LocalChangeFeed is connected before its onConnected has run; hold that catching up, so
+      // only what start() itself learned protects the first read.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const store = f.store;
+      const feed = new (class extends LocalChangeFeed {
+        override start(onChange: (seq: number) => void, onConnected: () => Promise<void>): void {
+          store.beforeNext("credentialChanges.latest", () => held);
+          super.start(onChange, onConnected);
+        }
+      })();
+      const fallbacks = new RecordingLabelledCounter<"operation">();
+      const generations = new CredentialGenerations(f.uow, f.repos.apiUsers, f.repos.credentialChanges, f.cache, feed, new RecordingLogger(), fallbacks, f.clock.now, GENERATION_OPTIONS);
+      await generations.start();
+      assert.equal((await generations.current([a.clientId])).get(a.clientId), undefined, "the very first read");
+      assert.equal(fallbacks.count({ operation: "stale" }), 1);
+      f.cache.writeFailure = undefined;
+      release();
+      await settle();
+      await generations.reconcile().catch(() => {});
+    });
+
+    test("reconnecting starts a reconcile that repairs what the cache missed meanwhile", async () => {
+      const i2 = await startInstance(f);
+      i2.feed.disconnect();
+      f.feed.disconnect();
+      f.cache.loseWrites = true;
+      await rotate(a);
+      f.cache.loseWrites = false;
+      assert.equal(f.cache.watermark, 0);
+      await i2.feed.connect();
+      await i2.generations.reconcile(); // joins the one the connection started, or finds nothing left to do
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 2, changeSeq: 1 }, 1]);
+    });
+  });
+
+  describe("reconcile", () => {
+    test("republishes the logged changes after the watermark in batches of reconcileBatch, each raising the watermark to its last change", async () => {
+      await setUp({ generations: { reconcileBatch: 2 } });
+      const c = await newApiUser(f, tmcId);
+      f.cache.loseWrites = true; // none of the publications lands
+      await rotate(a); // 1
+      await rotate(b); // 2
+      await revoke(c); // 3
+      await rotate(a); // 4
+      await revoke(b); // 5
+      f.cache.loseWrites = false;
+      f.cache.writes.length = 0;
+
+      const rounds: number[] = [];
+      for (let i = 0; i < 4; i++) rounds.push(await f.generations.reconcile());
+      assert.deepEqual(rounds, [2, 2, 1, 0]);
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states], w.watermark]),
+        [
+          [
+            [
+              [a.clientId, { generation: 3, changeSeq: 4 }],
+              [b.clientId, { generation: undefined, changeSeq: 5 }],
+            ],
+            2,
+          ],
+          [
+            [
+              [c.clientId, { generation: undefined, changeSeq: 3 }],
+              [a.clientId, { generation: 3, changeSeq: 4 }],
+            ],
+            4,
+          ],
+          [[[b.clientId, { generation: undefined, changeSeq: 5 }]], 5],
+        ],
+        "the clients of each batch, as the database has them now",
+      );
+      assert.deepEqual(
+        f.logger.lines.filter((l) => l.message === "credential state: republished changes the cache had missed").map((l) => l.object),
+        [
+          { count: 2, from: 0 },
+          { count: 2, from: 2 },
+          { count: 1, from: 4 },
+        ],
+      );
+      f.store.invocations.length = 0;
+      assert.deepEqual([...(await f.generations.current([a.clientId, b.clientId, c.clientId]))], [[a.clientId, 3], [b.clientId, undefined], [c.clientId, undefined]]);
+      assert.deepEqual(databaseReads(), [], "caught up: believed");
+    });
+
+    test("while a later batch is still to come, the cache is not believed", async () => {
+      await setUp({ generations: { reconcileBatch: 1 } });
+      assert.equal(await generationOn(f, b), 1); // cached at generation 1
+      f.cache.loseWrites = true;
+      await revoke(a); // 1
+      await rotate(b); // 2
+      f.cache.loseWrites = false;
+      assert.equal(await f.generations.reconcile(), 1); // change 1 only: watermark 1 of 2
+      assert.deepEqual([f.cache.states.get(b.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 1]);
+      f.cache.writeFailure = new Error("READONLY"); // the next batch cannot land yet
+      const stale = f.fallbacks.count({ operation: "stale" });
+      assert.equal(await generationOn(f, b), 2, "the database, not the cache's generation 1");
+      assert.equal(f.fallbacks.count({ operation: "stale" }), stale + 1);
+      f.cache.writeFailure = undefined;
+      await f.generations.reconcile().catch(() => {});
+    });
+
+    test("when the log has nothing after the watermark (pruned), it only raises the watermark", async () => {
+      f.cache.loseWrites = true;
+      await rotate(a); // 1
+      f.cache.loseWrites = false;
+      f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
+      assert.equal(await f.generations.pruneLog(), 1);
+      f.cache.writes.length = 0;
+      assert.equal(await f.generations.reconcile(), 0);
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states], w.watermark]),
+        [[[], 1]],
+      );
+      assert.equal(f.cache.watermark, 1);
+    });
+
+    test("with the cache up to date it writes nothing; concurrent calls share one run", async () => {
+      await rotate(a);
+      f.cache.writes.length = 0;
+      f.store.calls.length = 0;
+      const [one, two] = [f.generations.reconcile(), f.generations.reconcile()];
+      assert.equal(one, two, "single flight");
+      assert.deepEqual(await Promise.all([one, two]), [0, 0]);
+      assert.deepEqual(f.cache.writes, []);
+      assert.deepEqual(f.store.calls, ["credentialChanges.latest"]);
+    });
+
+    test("it learns of a change whose announcement never arrived", async () => {
+      f.feed.withhold(); // the announcement of change 1 never comes through
+      const i2 = await startInstance(f);
+      i2.feed.withhold();
+      f.cache.loseWrites = true;
+      await f.uow.transaction(async (tx) => {
+        await f.repos.apiUsers.markRevoked(tx, tenantScope(tmcId), a.clientId);
+        await f.generations.recordChange(tx, a.clientId);
+      }); // committed, never published, never heard
+      f.cache.loseWrites = false;
+      f.cache.states.set(a.clientId, { generation: 1, changeSeq: 0 });
+      assert.equal(await generationOn(i2, a), 1, "nothing tells instance 2 yet");
+      assert.equal(await i2.generations.reconcile(), 1, "the background job asks the log");
+      assert.equal(await generationOn(i2, a), undefined);
+    });
+
+    // A src race (see the report): with nothing after the watermark, reconcileOnce raises it to
+    // `this.knownSeq` as it is *after* the `since` query, which may include a change that
+    // committed meanwhile and whose publication failed.
+    test(
+      "raising the watermark over an empty log must not cover a change that committed during the reconcile",
+      { todo: "src/domain/tokens/credential-generations.ts reconcileOnce writes `this.knownSeq` read after `since`, not the number it checked" },
+      async () => {
+        await generationOn(f, b);
+        f.cache.loseWrites = true;
+        await rotate(a); // 1, lost
+        f.cache.loseWrites = false;
+        f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
+        await f.generations.pruneLog(); // the log is empty; the instance knows of 1
+        const tokenB = await tokenOf(b);
+        f.store.afterNext("credentialChanges.since", async () => {
+          f.cache.writeFailure = new Error("ETIMEDOUT");
+          await revoke(b); // 2: commits during the reconcile, its publication fails
+          f.cache.writeFailure = undefined;
+        });
+        await f.generations.reconcile();
+        assert.equal(await accepts(f, tokenB), false, `the cache claims watermark ${f.cache.watermark} but holds b as ${JSON.stringify(f.cache.states.get(b.clientId))}`);
+      },
+    );
+  });
+
+  describe("pruneLog", () => {
+    test("forgets the changes older than logRetentionSeconds, and only those", async () => {
+      const retention = f.generationOptions.logRetentionSeconds; // 360
+      await rotate(a); // 1 at +0s
+      f.clock.advanceSeconds(300);
+      await rotate(b); // 2 at +300s
+      f.clock.advanceSeconds(retention - 300); // +360s: change 1 is exactly as old as the retention
+      assert.equal(await f.generations.pruneLog(), 0, "not older than the retention yet");
+      f.clock.advanceSeconds(1);
+      assert.equal(await f.generations.pruneLog(), 1);
+      assert.deepEqual(await f.repos.credentialChanges.since(f.uow.direct, 0, 10), [{ seq: 2, clientId: b.clientId }]);
+      f.clock.advanceSeconds(299); // +660s: change 2 is exactly as old as the retention
+      assert.equal(await f.generations.pruneLog(), 0);
+      f.clock.advanceSeconds(1);
+      assert.equal(await f.generations.pruneLog(), 1);
+      assert.deepEqual(await f.repos.credentialChanges.since(f.uow.direct, 0, 10), []);
+      assert.equal(await generationOn(f, b), 2, "an instance forgets nothing it knows: the pruned log changes no answer");
+    });
   });
 });

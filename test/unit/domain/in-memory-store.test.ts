@@ -3,9 +3,17 @@ import crypto from "node:crypto";
 import { describe, test } from "node:test";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import type { Tx } from "../../../src/domain/shared/unit-of-work.js";
+import { MemoryGenerationCache } from "../../../src/store/memory/generation-cache.js";
+import type { CredentialState } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
+import { FakeChangeFeed } from "../../fakes/change-feed.js";
 import { FakeClock } from "../../fakes/clock.js";
-import { createInMemoryStore } from "../../fakes/in-memory-store.js";
+import { FakeGenerationCache } from "../../fakes/generation-cache.js";
+import { createInMemoryStore, type InMemoryRepositories } from "../../fakes/in-memory-store.js";
+
+/** The generation of each id credentialStates knows, in its order. */
+const generations = async (r: InMemoryRepositories, tx: Tx, ids: string[]) =>
+  [...(await r.apiUsers.credentialStates(tx, ids))].map(([id, state]) => [id, state.generation]);
 
 /**
  * The fake store must keep the promises of the Postgres one, or every domain test above it
@@ -55,18 +63,18 @@ describe("in-memory store", () => {
     const writer = uow.transaction(async (tx) => {
       await r.apiUsers.setCredential(tx, scope, "c1", { secretHash: Buffer.alloc(32), generation: 2 });
       await r.apiUsers.insert(tx, scope, apiUser("c2"));
-      assert.deepEqual([...(await r.apiUsers.activeGenerations(tx, ["c1", "c2"]))], [["c1", 2], ["c2", 1]], "its own writes");
+      assert.deepEqual(await generations(r, tx, ["c1", "c2"]), [["c1", 2], ["c2", 1]], "its own writes");
       written();
       await held;
     });
     await hasWritten;
-    assert.deepEqual([...(await r.apiUsers.activeGenerations(uow.direct, ["c1", "c2"]))], [["c1", 1]], "direct sees the committed state");
+    assert.deepEqual(await generations(r, uow.direct, ["c1", "c2"]), [["c1", 1]], "direct sees the committed state");
     await uow.transaction(async (tx) => {
       assert.equal(await r.apiUsers.countActive(tx, scope), 1, "another transaction too");
     });
     release();
     await writer;
-    assert.deepEqual([...(await r.apiUsers.activeGenerations(uow.direct, ["c1", "c2"]))], [["c1", 2], ["c2", 1]]);
+    assert.deepEqual(await generations(r, uow.direct, ["c1", "c2"]), [["c1", 2], ["c2", 1]]);
   });
 
   test("an UPDATE waits for the row's lock and re-checks its condition on the latest version", async () => {
@@ -224,6 +232,217 @@ describe("in-memory store", () => {
     assert.deepEqual(await r.apiUsers.listActive(tx, a, { limit: 1, offset: 1 }), ["mm"]);
     assert.equal(await r.apiUsers.countActive(tx, a), 2);
     assert.ok(db.apiUsers.rows.get("aa")?.revokedAt instanceof Date);
-    assert.deepEqual([...(await r.apiUsers.activeGenerations(tx, ["zz", "aa", "nope"]))], [["zz", 1]]);
+    assert.deepEqual(
+      [...(await r.apiUsers.credentialStates(tx, ["zz", "aa", "nope"]))],
+      [
+        ["zz", { generation: 1, changeSeq: 0 }],
+        ["aa", { generation: undefined, changeSeq: 0 }],
+      ],
+      "credentialStates includes revoked rows (no generation); unknown ids are absent",
+    );
+  });
+
+  describe("credential change log (PostgresCredentialChangeLog's twin)", () => {
+    async function withClients(...ids: string[]) {
+      const clock = new FakeClock();
+      const store = createInMemoryStore({ clock: clock.now });
+      const scope = tenantScope((await store.repositories.tenants.createTmc(store.uow.direct, "A", 10)).id);
+      for (const id of ids) await store.repositories.apiUsers.insert(store.uow.direct, scope, apiUser(id));
+      return { ...store, r: store.repositories, scope, clock };
+    }
+
+    test("record numbers the change in its transaction, stamps change_seq, and the NOTIFY is delivered only at commit", async () => {
+      const { uow, r, db } = await withClients("c1");
+      const heard: string[] = [];
+      db.listen((payload) => heard.push(payload));
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let recorded!: (seq: number) => void;
+      const hasRecorded = new Promise<number>((resolve) => (recorded = resolve));
+      const writer = uow.transaction(async (tx) => {
+        const seq = await r.credentialChanges.record(tx, "c1");
+        assert.deepEqual([...(await r.apiUsers.credentialStates(tx, ["c1"]))], [["c1", { generation: 1, changeSeq: seq }]], "its own stamp");
+        recorded(seq);
+        await held;
+        return seq;
+      });
+      assert.equal(await hasRecorded, 1);
+      assert.deepEqual(heard, [], "nothing is announced before the commit");
+      assert.equal(await r.credentialChanges.latest(uow.direct), 0, "an uncommitted change is not the latest");
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), []);
+      assert.equal(db.apiUsers.rows.get("c1")?.changeSeq, 0);
+      release();
+      assert.equal(await writer, 1);
+      assert.deepEqual(heard, ["1"]);
+      assert.equal(await r.credentialChanges.latest(uow.direct), 1);
+      assert.equal(db.apiUsers.rows.get("c1")?.changeSeq, 1);
+      assert.deepEqual(db.committed().at(-1)?.writes, ["credential_changes", "api_users"]);
+    });
+
+    test("a rolled-back change leaves no log row, no stamp and no notification, and its number is never reused (a gap)", async () => {
+      const { uow, r, db } = await withClients("c1", "c2");
+      const heard: string[] = [];
+      db.listen((payload) => heard.push(payload));
+      await assert.rejects(
+        uow.transaction(async (tx) => {
+          await r.credentialChanges.record(tx, "c1");
+          throw new Error("boom");
+        }),
+        { message: "boom" },
+      );
+      db.failNextCommit(new Error("lost at commit"));
+      await assert.rejects(uow.transaction((tx) => r.credentialChanges.record(tx, "c2")), { message: "lost at commit" });
+      assert.deepEqual(heard, []);
+      assert.deepEqual([db.apiUsers.rows.get("c1")?.changeSeq, db.apiUsers.rows.get("c2")?.changeSeq], [0, 0]);
+      assert.equal(await r.credentialChanges.latest(uow.direct), 0);
+      assert.equal(await uow.transaction((tx) => r.credentialChanges.record(tx, "c1")), 3, "1 and 2 were consumed by the rolled-back transactions");
+      assert.deepEqual(heard, ["3"]);
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), [{ seq: 3, clientId: "c1" }]);
+    });
+
+    test("since lists committed changes after a number, oldest first, at most `limit`; prune forgets those older than a time", async () => {
+      const { uow, r, clock } = await withClients("c1", "c2");
+      for (const id of ["c1", "c2", "c1", "c2"]) {
+        await uow.transaction((tx) => r.credentialChanges.record(tx, id));
+        clock.advanceSeconds(10);
+      }
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 1, 2), [
+        { seq: 2, clientId: "c2" },
+        { seq: 3, clientId: "c1" },
+      ]);
+      assert.deepEqual((await r.credentialChanges.since(uow.direct, 3, 10)).map((c) => c.seq), [4]);
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 4, 10), []);
+      // The changes are at +0s, +10s, +20s, +30s: strictly older than +20s are the first two.
+      assert.equal(await r.credentialChanges.prune(uow.direct, new Date(Date.parse("2026-11-22T10:00:20.000Z"))), 2);
+      assert.deepEqual((await r.credentialChanges.since(uow.direct, 0, 10)).map((c) => c.seq), [3, 4]);
+      assert.equal(await r.credentialChanges.latest(uow.direct), 4);
+      assert.equal(await r.credentialChanges.prune(uow.direct, clock.now()), 2);
+      assert.equal(await r.credentialChanges.latest(uow.direct), 0, "max(seq) of an emptied log");
+    });
+
+    test("two transactions recording at once: numbers in call order, committed (and announced) in commit order", async () => {
+      const { uow, r, db } = await withClients("c1", "c2");
+      const heard: string[] = [];
+      db.listen((payload) => heard.push(payload));
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const slow = uow.transaction(async (tx) => {
+        const seq = await r.credentialChanges.record(tx, "c1");
+        await held;
+        return seq;
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+      const fast = await uow.transaction((tx) => r.credentialChanges.record(tx, "c2"));
+      assert.equal(fast, 2);
+      assert.deepEqual(heard, ["2"]);
+      assert.equal(await r.credentialChanges.latest(uow.direct), 2);
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), [{ seq: 2, clientId: "c2" }], "1 is not committed yet");
+      release();
+      assert.equal(await slow, 1);
+      assert.deepEqual(heard, ["2", "1"]);
+    });
+  });
+
+  describe("fake change feed", () => {
+    async function started(options: { autoConnect?: boolean } = {}) {
+      const store = createInMemoryStore();
+      const feed = new FakeChangeFeed(store.db, options);
+      const seen: number[] = [];
+      const log: string[] = [];
+      let gate: Promise<void> = Promise.resolve();
+      feed.start(
+        (seq) => seen.push(seq),
+        async () => {
+          log.push(`catching up (connected: ${feed.connected})`);
+          await gate;
+        },
+      );
+      return { store, feed, seen, log, setGate: (g: Promise<void>) => (gate = g) };
+    }
+
+    test("connected only once onConnected has finished; notifications are delivered, held, or lost while disconnected", async () => {
+      const { store, feed, seen, log, setGate } = await started({ autoConnect: false });
+      assert.equal(feed.connected, false);
+      store.db.notify(store.uow.direct, "1");
+      assert.deepEqual(feed.dropped, [1], "nothing is heard before LISTEN");
+      let open!: () => void;
+      setGate(new Promise<void>((resolve) => (open = resolve)));
+      const connecting = feed.connect();
+      store.db.notify(store.uow.direct, "2");
+      assert.deepEqual([feed.connected, seen], [false, [2]], "LISTEN is in place while catching up; not connected yet");
+      open();
+      await connecting;
+      assert.deepEqual([feed.connected, feed.connections, log], [true, 1, ["catching up (connected: false)"]]);
+
+      feed.withhold();
+      store.db.notify(store.uow.direct, "3");
+      assert.deepEqual([seen, feed.held], [[2], [3]]);
+      feed.deliverHeld();
+      assert.deepEqual([seen, feed.held], [[2, 3], []]);
+
+      feed.withhold();
+      store.db.notify(store.uow.direct, "4");
+      feed.disconnect();
+      store.db.notify(store.uow.direct, "5");
+      assert.deepEqual([feed.connected, feed.dropped, seen], [false, [1, 4, 5], [2, 3]], "in flight and later ones are lost with the connection");
+      await feed.connect();
+      assert.deepEqual([feed.connected, feed.connections], [true, 2]);
+      await feed.stop();
+      store.db.notify(store.uow.direct, "6");
+      assert.deepEqual([feed.connected, seen], [false, [2, 3]]);
+    });
+  });
+
+  describe("fake generation cache", () => {
+    const state = (generation: number | undefined, changeSeq: number): CredentialState => ({ generation, changeSeq });
+
+    test("keeps the rules of the src twin: a state never replaces a higher change number; the watermark only rises", async () => {
+      const fake = new FakeGenerationCache();
+      const twin = new MemoryGenerationCache();
+      const script: Array<[Map<string, CredentialState>, number]> = [
+        [new Map([["a", state(1, 0)], ["b", state(1, 0)]]), 0],
+        [new Map([["a", state(2, 5)]]), 5],
+        [new Map([["a", state(1, 0)], ["b", state(undefined, 3)]]), 0],
+        [new Map([["a", state(undefined, 5)]]), 4],
+        [new Map([["b", state(undefined, 2)], ["c", state(undefined, 0)]]), 2],
+      ];
+      for (const [states, watermark] of script) {
+        await fake.write(states, watermark);
+        await twin.write(states, watermark);
+      }
+      const ids = ["a", "b", "c", "d"];
+      assert.deepEqual(await fake.read(ids), await twin.read(ids));
+      assert.deepEqual(await fake.read(ids), { states: [state(undefined, 5), state(undefined, 3), state(undefined, 0), undefined], watermark: 5 });
+    });
+
+    test("fails, loses writes, rolls back to a snapshot, and records every call", async () => {
+      const cache = new FakeGenerationCache();
+      await cache.write(new Map([["a", state(1, 0)]]), 1);
+      const before = cache.snapshot();
+      await cache.write(new Map([["a", state(undefined, 2)]]), 2);
+      cache.restore(before);
+      assert.deepEqual(await cache.read(["a"]), { states: [state(1, 0)], watermark: 1 });
+      cache.loseWrites = true;
+      await cache.write(new Map([["a", state(2, 3)]]), 3);
+      assert.equal(cache.generationOf("a"), 1);
+      cache.loseWrites = false;
+      cache.writeFailure = new Error("READONLY");
+      await assert.rejects(cache.write(new Map([["a", state(2, 3)]]), 3), { message: "READONLY" });
+      cache.readFailure = new Error("ECONNREFUSED");
+      await assert.rejects(cache.read(["a"]), { message: "ECONNREFUSED" });
+      assert.deepEqual(
+        cache.writes.map((w) => [w.watermark, w.failed, w.lost]),
+        [
+          [1, false, false],
+          [2, false, false],
+          [3, false, true],
+          [3, true, false],
+        ],
+      );
+      assert.deepEqual(cache.reads, [
+        { clientIds: ["a"], failed: false },
+        { clientIds: ["a"], failed: true },
+      ]);
+    });
   });
 });

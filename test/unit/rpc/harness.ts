@@ -14,6 +14,7 @@ import { createMetrics, type Metrics } from "../../../src/observability/metrics.
 import { gatewayRequestInfo } from "../../../src/rpc/request-context.js";
 import { createRpcCore, type RpcCore } from "../../../src/rpc/routes.js";
 import { openSharedState } from "../../../src/store/shared-state.js";
+import { FakeChangeFeed } from "../../fakes/change-feed.js";
 import { FakeClock } from "../../fakes/clock.js";
 import { createInMemoryStore, type InMemoryStore } from "../../fakes/in-memory-store.js";
 
@@ -22,13 +23,15 @@ export const ISSUER = "http://auth.test";
 export const AUDIENCE = "http://auth.test/v2";
 
 /**
- * The RPC tier: the real domain (createDomainServices) over the in-memory store and the
- * in-process twins of Redis, the real interceptor chain, and Connect clients on the router
- * transport — no database, no Redis, no port.
+ * The RPC tier: the real domain (createDomainServices) over the in-memory store, the in-process
+ * twins of Redis and a fake change feed hearing the store's NOTIFYs (as an instance over Postgres
+ * hears its own), the real interceptor chain, and Connect clients on the router transport — no
+ * database, no Redis, no port.
  */
 export interface RpcHarness {
   readonly clock: FakeClock;
   readonly store: InMemoryStore;
+  readonly feed: FakeChangeFeed;
   readonly keys: KeyMaterial;
   readonly metrics: Metrics;
   readonly domain: ReturnType<typeof createDomainServices>;
@@ -46,11 +49,13 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
   const shared = openSharedState({ redis: undefined, keyPrefix: "t:", credentialCacheSeconds: 300, onRateLimitFallback: () => {} }, silentLogger);
   const metrics = createMetrics();
+  const feed = new FakeChangeFeed(store.db);
   const domain = createDomainServices({
     config,
     uow: store.uow,
-    repositories: store.repositories,
+    repositories: store.asRepositories,
     shared,
+    changeFeed: feed,
     keys,
     operatorToken: OPERATOR_TOKEN,
     logger: silentLogger,
@@ -58,10 +63,13 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
     clock: clock.now,
   });
   await domain.signingKeys.start();
+  await domain.generations.start();
+  await feed.connecting;
   const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: async () => [] } }, { logger: silentLogger, metrics });
   return {
     clock,
     store,
+    feed,
     keys,
     metrics,
     domain,

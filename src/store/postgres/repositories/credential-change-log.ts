@@ -1,22 +1,29 @@
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
-import type { CredentialChangeLog } from "../../../domain/tokens/ports.js";
+import type { CredentialChangeLog, NumberedChange } from "../../../domain/tokens/ports.js";
 import type { CredentialChangeRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
 
+/** Arbitrary constant: the transaction-level advisory lock that numbers credential changes one at a time. */
+const NUMBERING_LOCK_KEY = 727_501_114;
+
 /**
  * The numbered credential changes, announced with NOTIFY on `channel` (delivered when the
- * transaction commits, never for one that rolls back).
+ * transaction commits, never for one that rolls back). A transaction-level advisory lock, held
+ * from numbering until commit, makes numbers commit in order across every instance: credential
+ * changes are rare, and in-order numbers are what let a watermark mean "every change up to here".
  */
 export class PostgresCredentialChangeLog implements CredentialChangeLog {
   constructor(private readonly channel: string) {}
 
-  async record(tx: Tx, clientId: string): Promise<number> {
+  async record(tx: Tx, clientId: string): Promise<NumberedChange> {
     const db = knexOf(tx);
+    await db.raw("select pg_advisory_xact_lock(?)", [NUMBERING_LOCK_KEY]);
+    const previous = await this.latest(tx);
     const [row] = await db<CredentialChangeRow>("credential_changes").insert({ client_id: clientId }).returning("seq");
     const seq = Number(row!.seq);
     await db("api_users").where({ client_id: clientId }).update({ change_seq: seq });
     await db.raw("select pg_notify(?, ?)", [this.channel, String(seq)]);
-    return seq;
+    return { seq, previous };
   }
 
   async latest(tx: Tx): Promise<number> {
