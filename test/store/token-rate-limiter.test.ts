@@ -5,6 +5,7 @@ import { createClient, type RedisClientType } from "redis";
 import { ConfigError } from "../../src/config/config.js";
 import { DEFAULT_RATE_LIMITS, rateLimitsFromEnv } from "../../src/config/rate-limits.js";
 import type { RateLimitDecision, RateLimits } from "../../src/domain/rate-limit/model.js";
+import { tighterOf } from "../../src/domain/rate-limit/model.js";
 import { TokenRateLimiter } from "../../src/domain/rate-limit/token-rate-limiter.js";
 import { rateLimitHeaders, rateLimitPolicy } from "../../src/rpc/rate-limit-headers.js";
 import { memoryBudgetCounters } from "../../src/store/memory/budget-counters.js";
@@ -27,8 +28,15 @@ const newAddress = () => `198.51.100.${++addressCounter}`;
 
 async function consumeTimes(limiter: TokenRateLimiter, n: number, clientId: string | undefined, address: string) {
   const decisions: RateLimitDecision[] = [];
-  for (let i = 0; i < n; i++) decisions.push(await limiter.consume(clientId, address));
+  for (let i = 0; i < n; i++) decisions.push(await both(limiter, clientId, address));
   return decisions;
+}
+
+/** A token request's two request budgets as the endpoint spends them: the address's, then (once authenticated) the client's. */
+async function both(limiter: TokenRateLimiter, clientId: string | undefined, address: string): Promise<RateLimitDecision> {
+  const byAddress = await limiter.consumeAddress(address);
+  if (!byAddress.allowed || clientId === undefined) return byAddress;
+  return tighterOf(byAddress, await limiter.consumeClient(clientId));
 }
 
 let redis: RedisClientType;
@@ -70,7 +78,7 @@ for (const { kind, redis: redisOf } of kinds) {
       assert.deepEqual(decisions.map((d) => d.remaining), [2, 1, 0]);
       assert.ok(decisions.every((d) => d.limit === 3 && rateLimitPolicy(d) === `"default";q=3;w=60`));
 
-      const refused = await limiter.consume("client-a", address);
+      const refused = await both(limiter, "client-a", address);
       assert.equal(refused.allowed, false);
       assert.equal(refused.exhausted, "client");
       assert.equal(refused.remaining, 0);
@@ -78,7 +86,7 @@ for (const { kind, redis: redisOf } of kinds) {
       assert.equal(refused.resetSeconds, refused.retryAfterSeconds);
 
       // Another client from the same address still has its own budget (and the address has room).
-      const other = await limiter.consume("client-b", address);
+      const other = await both(limiter, "client-b", address);
       assert.equal(other.allowed, true);
       assert.equal(other.exhausted, undefined);
       assert.equal(other.retryAfterSeconds, undefined);
@@ -88,25 +96,25 @@ for (const { kind, redis: redisOf } of kinds) {
       const limiter = newLimiter();
       const address = newAddress();
       for (let i = 0; i < LIMITS.perAddress.points; i++) {
-        const decision = await limiter.consume(`client-${i}`, address);
+        const decision = await both(limiter, `client-${i}`, address);
         assert.equal(decision.allowed, true, `call ${i + 1}`);
       }
-      const refused = await limiter.consume("client-fresh", address);
+      const refused = await both(limiter, "client-fresh", address);
       assert.equal(refused.allowed, false);
       assert.equal(refused.exhausted, "address");
       assert.equal(refused.limit, LIMITS.perAddress.points);
       assert.equal(rateLimitPolicy(refused), `"default";q=5;w=60`);
       assert.ok(refused.retryAfterSeconds !== undefined && refused.retryAfterSeconds >= 1);
       // Requests without a client id count against the address too.
-      assert.equal((await limiter.consume(undefined, address)).exhausted, "address");
+      assert.equal((await both(limiter, undefined, address)).exhausted, "address");
       // The same client from another address is fine.
-      assert.equal((await limiter.consume("client-fresh", newAddress())).allowed, true);
+      assert.equal((await both(limiter, "client-fresh", newAddress())).allowed, true);
     });
 
     test("the tightest budget is reported while allowed", async () => {
       const limiter = newLimiter();
       const address = newAddress();
-      const first = await limiter.consume("tight", address);
+      const first = await both(limiter, "tight", address);
       // client: 2 of 3 left; address: 4 of 5 left.
       assert.deepEqual(
         { limit: first.limit, remaining: first.remaining, policy: rateLimitPolicy(first) },
@@ -114,7 +122,7 @@ for (const { kind, redis: redisOf } of kinds) {
       );
       assert.ok(first.resetSeconds >= 59 && first.resetSeconds <= 60, `resetSeconds ${first.resetSeconds}`);
       // Without a client id only the address budget applies.
-      const anonymous = await limiter.consume(undefined, address);
+      const anonymous = await both(limiter, undefined, address);
       assert.deepEqual({ limit: anonymous.limit, remaining: anonymous.remaining }, { limit: 5, remaining: 3 });
     });
 
@@ -132,7 +140,7 @@ for (const { kind, redis: redisOf } of kinds) {
       // The same client from anywhere else, and other clients from the attacker's address, are unaffected.
       assert.equal((await limiter.reserveAttempt("victim", true, newAddress())).decision.allowed, true);
       assert.equal((await limiter.reserveAttempt("bystander", true, attacker)).decision.allowed, true);
-      assert.equal((await limiter.consume("victim", attacker)).allowed, true, "request budgets are separate from lockouts");
+      assert.equal((await both(limiter, "victim", attacker)).allowed, true, "request budgets are separate from lockouts");
       // The refused attempt counts too: an attacker who keeps trying keeps showing up.
       assert.deepEqual(await limiter.lockout("victim", attacker), { failures: 3, limit: 2, lockedOut: true, resetSeconds: refused.decision.retryAfterSeconds });
     });
@@ -173,7 +181,7 @@ for (const { kind, redis: redisOf } of kinds) {
       const address = newAddress();
       const odd = "x:*\r\n{evil}\u0000" + "a".repeat(2000);
       assert.deepEqual((await consumeTimes(limiter, 4, odd, address)).map((d) => d.allowed), [true, true, true, false]);
-      assert.equal((await limiter.consume("x", address)).allowed, true);
+      assert.equal((await both(limiter, "x", address)).allowed, true);
     });
 
     test("two limiter instances on the same store prefix share budgets only with Redis", async () => {
@@ -181,10 +189,10 @@ for (const { kind, redis: redisOf } of kinds) {
       const one = newLimiter(LIMITS, keyPrefix);
       const two = newLimiter(LIMITS, keyPrefix);
       const address = newAddress();
-      assert.equal((await one.consume("shared", address)).allowed, true);
-      assert.equal((await two.consume("shared", address)).allowed, true);
-      assert.equal((await one.consume("shared", address)).allowed, true);
-      const fourth = await two.consume("shared", address);
+      assert.equal((await both(one, "shared", address)).allowed, true);
+      assert.equal((await both(two, "shared", address)).allowed, true);
+      assert.equal((await both(one, "shared", address)).allowed, true);
+      const fourth = await both(two, "shared", address);
       if (kind === "redis") {
         assert.equal(fourth.allowed, false);
         assert.equal(fourth.exhausted, "client");
@@ -275,11 +283,11 @@ describe("rateLimitHeaders", () => {
 
   test("headers of live decisions", async () => {
     const limiter = new TokenRateLimiter({ ...LIMITS, perClient: { points: 1, durationSeconds: 30 } }, memoryBudgetCounters(""));
-    const allowed = rateLimitHeaders(await limiter.consume("c", "192.0.2.1"));
+    const allowed = rateLimitHeaders(await both(limiter, "c", "192.0.2.1"));
     assert.equal(allowed["RateLimit-Policy"], `"default";q=1;w=30`);
     assert.match(allowed.RateLimit!, /^"default";r=0;t=(29|30)$/);
     assert.equal(allowed["Retry-After"], undefined);
-    const refused = rateLimitHeaders(await limiter.consume("c", "192.0.2.1"));
+    const refused = rateLimitHeaders(await both(limiter, "c", "192.0.2.1"));
     assert.deepEqual(Object.keys(refused).sort(), ["RateLimit", "RateLimit-Policy", "Retry-After"]);
     assert.match(refused["Retry-After"]!, /^(29|30)$/);
     assert.equal(refused.RateLimit, `"default";r=0;t=${refused["Retry-After"]}`);

@@ -1,6 +1,7 @@
 // Rate limits of the token endpoints (spec 7.4, 8, 9.2): a budget per client_id, one per source
-// address, and a failed-authentication budget that locks further attempts out; the legacy
-// /get-auth-token shares them; gRPC callers get RESOURCE_EXHAUSTED.
+// address, and failed-authentication budgets per (client id, address) and, for unknown client
+// ids, per address, that lock further attempts out; the legacy /get-auth-token shares them;
+// gRPC callers get RESOURCE_EXHAUSTED.
 //
 // Budgets: TOKEN_RATE_LIMIT_PER_CLIENT=3/60, TOKEN_RATE_LIMIT_PER_ADDRESS=5/60, TOKEN_FAILURE_LIMIT=2/60.
 // Every scenario has its own budgets: its own TMC and clients, and its own source address. The
@@ -161,7 +162,7 @@ describe("token endpoint rate limits", () => {
     assertRateLimitHeaders(refused, 5);
   });
 
-  test("failed authentications: after 2, further attempts → 429 even with the right secret", async (t) => {
+  test("failed authentications: after 2 at one address, further attempts there → 429 even with the right secret; elsewhere the client is served", async (t) => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 2; i++) {
       assertOAuthError(await tokenRequest(baseUrl, address, { ...admin, clientSecret: `wrong-${i}` }), 403, "INVALID_CLIENT", "invalid_client");
@@ -169,29 +170,41 @@ describe("token endpoint rate limits", () => {
     const locked = await tokenRequest(baseUrl, address, admin);
     assertTooManyRequests(locked);
     assertTooManyRequests(await tokenRequest(baseUrl, address, { ...admin, clientSecret: "wrong-again" }));
-    // The client's failure budget is spent wherever it calls from.
-    assertTooManyRequests(await tokenRequest(baseUrl, `198.51.100.${nextAddress++}`, admin));
-    assertRateLimitHeaders(locked, 2);
-  });
-
-  test("failed authentications with unknown client ids count against the address", async (t) => {
-    const { address, admin, baseUrl } = await scenario();
-    for (const id of ["guess-1", "guess-2"]) {
-      assertOAuthError(await tokenRequest(baseUrl, address, { ...admin, clientId: id, clientSecret: "x" }), 403, "INVALID_CLIENT", "invalid_client");
-    }
-    const locked = await tokenRequest(baseUrl, address, admin);
-    assertTooManyRequests(locked);
-    // The client itself did nothing wrong: from another address it is served.
+    // Failures count per (client id, address): guessing from one address never locks the client out elsewhere (issue 8).
     const elsewhere = await tokenRequest(baseUrl, `198.51.100.${nextAddress++}`, admin);
     assert.equal(elsewhere.status, 200, JSON.stringify(elsewhere.body));
     assertRateLimitHeaders(locked, 2);
   });
 
-  test("every token request counts, including ones refused as 400 before authentication (but not as failures)", async () => {
+  test("failed authentications with unknown client ids lock out unknown ids at that address, never the real clients there", async (t) => {
     const { address, admin, baseUrl } = await scenario();
-    for (let i = 0; i < 3; i++) {
+    for (const id of ["guess-1", "guess-2"]) {
+      assertOAuthError(await tokenRequest(baseUrl, address, { ...admin, clientId: id, clientSecret: "x" }), 403, "INVALID_CLIENT", "invalid_client");
+    }
+    const locked = await tokenRequest(baseUrl, address, { ...admin, clientId: "guess-3", clientSecret: "x" });
+    assertTooManyRequests(locked);
+    assertRateLimitHeaders(locked, 2);
+    // The real client behind the same address did nothing wrong (issue 8: it was locked out too).
+    const served = await tokenRequest(baseUrl, address, admin);
+    assert.equal(served.status, 200, JSON.stringify(served.body));
+  });
+
+  test("every token request spends its address's budget, including ones refused as 400 before authentication (but not as failures)", async () => {
+    const { address, admin, baseUrl } = await scenario();
+    for (let i = 0; i < 4; i++) {
       assertOAuthError(await tokenRequest(baseUrl, address, admin, { grant_type: "password" }), 400, "UNSUPPORTED_GRANT_TYPE", "unsupported_grant_type");
     }
+    assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, "not failures: no lockout");
+    assertTooManyRequests(await tokenRequest(baseUrl, address, admin)); // the 6th request from the address
+  });
+
+  test("only an authenticated client spends its own budget: wrong secrets from elsewhere cannot exhaust it (issue 8)", async () => {
+    const { address, admin, baseUrl } = await scenario();
+    for (let i = 0; i < 6; i++) {
+      const from = `203.0.113.${nextAddress++}`;
+      assertOAuthError(await tokenRequest(baseUrl, from, { ...admin, clientSecret: "wrong" }), 403, "INVALID_CLIENT", "invalid_client");
+    }
+    for (let i = 0; i < 3; i++) assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, `request ${i + 1} of the budget of 3`);
     assertTooManyRequests(await tokenRequest(baseUrl, address, admin));
   });
 

@@ -32,6 +32,12 @@ export interface RateLimitDecision {
   readonly exhausted: BudgetName | undefined;
 }
 
+/** The decision to report of two budgets that both applied: a refusal, else the one closest to running out. */
+export function tighterOf(a: RateLimitDecision, b: RateLimitDecision): RateLimitDecision {
+  if (!a.allowed || !b.allowed) return a.allowed ? b : a;
+  return b.remaining < a.remaining || (b.remaining === a.remaining && b.resetSeconds > a.resetSeconds) ? b : a;
+}
+
 /** The failed-authentication count behind a lockout, as the operator sees it. */
 export interface Lockout {
   readonly failures: number;

@@ -13,7 +13,9 @@ export interface AttemptReservation {
  * Rate limiting of the OAuth token endpoints (POST /v2/auth/oauth2-token, the legacy
  * /get-auth-token and introspection), following RFC 6819 4.3.2 and OWASP's guidance that a
  * lockout must not become a weapon:
- * - request budgets per client_id and per source address (a flood is slowed, whoever sends it);
+ * - a request budget per source address, spent by every request (a flood is slowed, whoever
+ *   sends it), and one per client, spent only once the client has authenticated, so nobody
+ *   without its secret can exhaust it;
  * - failed authentications counted per (client id, address) for a client that exists, so
  *   guessing a client's secret from one address never locks that client out elsewhere, and per
  *   address for client ids that do not exist, so guessing ids never locks out real clients, even
@@ -38,21 +40,16 @@ export class TokenRateLimiter {
     this.#unknownClientFailures = make("unknown-client-failures", limits.failures);
   }
 
-  /**
-   * Called once per token request before anything else: one point of the per-client (when the
-   * request names a client) and per-address request budgets; refused when either is empty.
-   */
-  async consume(clientId: string | undefined, address: string): Promise<RateLimitDecision> {
-    const consumptions = [consume(this.#address, address)];
-    if (clientId !== undefined) consumptions.unshift(consume(this.#client, clientKey(clientId)));
-    const states = await Promise.all(consumptions);
-    const refused = states.filter((state) => !state.allowed);
-    if (refused.length > 0) return denied(refused);
-    // The budget closest to running out; on a tie, the one that takes longest to reset.
-    const tightest = states.reduce((a, b) =>
-      b.remaining < a.remaining || (b.remaining === a.remaining && b.msBeforeReset > a.msBeforeReset) ? b : a,
-    );
-    return allowed(tightest);
+  /** Called once per token request before anything else: one point of the source address's budget. */
+  async consumeAddress(address: string): Promise<RateLimitDecision> {
+    const state = await consume(this.#address, address);
+    return state.allowed ? allowed(state) : denied([state]);
+  }
+
+  /** Called once the client has authenticated: one point of its own budget. */
+  async consumeClient(clientId: string): Promise<RateLimitDecision> {
+    const state = await consume(this.#client, clientKey(clientId));
+    return state.allowed ? allowed(state) : denied([state]);
   }
 
   /**

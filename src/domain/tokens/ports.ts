@@ -90,6 +90,7 @@ export interface ChangeFeed {
 
 /** The token endpoints' budgets (implemented by the rate-limit area's TokenRateLimiter). */
 export interface TokenRequestLimiter {
-  consume(clientId: string | undefined, address: string): Promise<RateLimitDecision>;
+  consumeAddress(address: string): Promise<RateLimitDecision>;
+  consumeClient(clientId: string): Promise<RateLimitDecision>;
   reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; release(): Promise<void> }>;
 }

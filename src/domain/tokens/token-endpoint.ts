@@ -5,6 +5,7 @@ import type { RateLimitDecision } from "../rate-limit/model.js";
 import { ClientAuthenticator } from "./client-authenticator.js";
 import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from "./model.js";
 import { tooManyRequests } from "./oauth-errors.js";
+import { tighterOf } from "../rate-limit/model.js";
 import type { TokenRequestLimiter } from "./ports.js";
 import { TokenService } from "./token-service.js";
 
@@ -33,9 +34,10 @@ export class TokenEndpoint {
   /** POST /v2/auth/oauth2-token (FetchOauth2Token). */
   fetchToken(request: TokenRequest, call: TokenCall): Promise<IssuedToken> {
     return this.audited(request.credentials, request.grantType.slice(0, 80), call, async (authenticated) => {
-      await this.rateLimit(request.credentials, call);
+      const addressBudget = await this.limitAddress(call);
       TokenService.checkGrantType(request.grantType);
       const client = authenticated(await this.authenticate(request.credentials, call));
+      await this.limitClient(client, addressBudget, call);
       return this.tokens.grant(client, request);
     });
   }
@@ -43,22 +45,33 @@ export class TokenEndpoint {
   /** The deprecated /get-auth-token: JSON credentials only, the documented legacy lifetime. */
   legacyToken(credentials: PresentedCredentials, call: TokenCall): Promise<IssuedToken> {
     return this.audited(credentials, "legacy", call, async (authenticated) => {
-      await this.rateLimit(credentials, call);
+      const addressBudget = await this.limitAddress(call);
       const client = authenticated(await this.authenticate(credentials, call));
+      await this.limitClient(client, addressBudget, call);
       return this.tokens.legacyToken(client);
     });
   }
 
   /** RFC 7662: undefined (inactive) unless the token is valid and of the caller's TMC. */
   async introspect(credentials: PresentedCredentials, token: string, call: TokenCall): Promise<Principal | undefined> {
-    await this.rateLimit(credentials, call);
+    const addressBudget = await this.limitAddress(call);
     const client = await this.authenticate(credentials, call);
+    await this.limitClient(client, addressBudget, call);
     return this.tokens.introspect(client, token);
   }
 
-  private async rateLimit(credentials: PresentedCredentials, call: TokenCall): Promise<void> {
-    const decision = await this.limiter.consume(ClientAuthenticator.claimedClientId(credentials), call.remoteAddress);
+  /** Every request spends a point of its source address's budget, first. */
+  private async limitAddress(call: TokenCall): Promise<RateLimitDecision> {
+    const decision = await this.limiter.consumeAddress(call.remoteAddress);
     call.onRateLimit(decision);
+    if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
+    return decision;
+  }
+
+  /** Only an authenticated client spends its own budget: nobody without its secret can exhaust it. */
+  private async limitClient(client: ApiUser, addressBudget: RateLimitDecision, call: TokenCall): Promise<void> {
+    const decision = await this.limiter.consumeClient(client.clientId);
+    call.onRateLimit(tighterOf(addressBudget, decision));
     if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
   }
 
