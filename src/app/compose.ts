@@ -22,6 +22,9 @@ import { openSharedState } from "../store/shared-state.js";
 import { startBackgroundJobs } from "./background-jobs.js";
 import { createDomainServices } from "./domain-services.js";
 import { Lifecycle } from "./lifecycle.js";
+import { readinessOf } from "./readiness.js";
+import { DomainError } from "../errors/domain-error.js";
+import { isDatabaseUnavailable } from "../store/postgres/unavailable.js";
 import { registerInternals } from "./test-access.js";
 
 export interface ServiceOptions {
@@ -65,17 +68,26 @@ export async function createService(config: Config, options: ServiceOptions = {}
       schema: storage.databaseSchema,
       poolMax: storage.databasePoolMax,
       acquireTimeoutMs: storage.databaseAcquireTimeoutMs,
+      queryTimeoutMs: storage.databaseQueryTimeoutMs,
     });
     lifecycle.started("database", () => database.close());
     if (!options.skipMigrations) await database.migrate();
     const shared = openSharedState(
       {
         redis: storage.redisUrl
-          ? { url: storage.redisUrl, connectTimeoutMs: storage.redisConnectTimeoutMs, reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs }
+          ? {
+              url: storage.redisUrl,
+              connectTimeoutMs: storage.redisConnectTimeoutMs,
+              reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs,
+              commandTimeoutMs: storage.redisCommandTimeoutMs,
+              breakerFailures: storage.redisBreakerFailures,
+              breakerOpenMs: storage.redisBreakerOpenMs,
+            }
           : undefined,
         keyPrefix: storage.redisKeyPrefix,
         credentialCacheSeconds: tokens.credentialCacheSeconds,
         onRateLimitFallback: () => metrics.rateLimiterFallbacks.inc(),
+        onBreakerChange: (open) => metrics.redisBreakerOpen.set(open ? 1 : 0),
       },
       logger,
     );
@@ -106,16 +118,19 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     lifecycle.started("background jobs", () => jobs.stop());
 
-    const health = createHealthService(async () => (await database.ping()) && (await shared.ping()), {
+    const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
+    const health = createHealthService(async () => (await readiness()).database === "up", {
       services: contractServices.map((s) => s.typeName),
       pollIntervalMs: config.jobs.healthWatchIntervalMs,
     });
-    const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } }, { logger, metrics }, health);
+    const classifyError = (error: unknown) =>
+      isDatabaseUnavailable(error) ? new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error }) : undefined;
+    const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } }, { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs }, health);
     const app = await createHttpApp(
       http,
       rpc,
       {
-        checks: async () => ({ database: await database.ping(), redis: await shared.ping() }),
+        checks: readiness,
         storage: { database: database.kind, redis: shared.kind },
         jwks: () => domain.signingKeys.jwks,
         authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),

@@ -40,6 +40,10 @@ export interface HttpConfig {
   readonly h2IdleTimeoutMs: number;
   /** How long SIGTERM waits for in-flight requests. */
   readonly shutdownTimeoutMs: number;
+  /** /readyz and gRPC health answer within this, whatever the dependencies do. */
+  readonly readinessTimeoutMs: number;
+  /** Every RPC but the operator's answers within this (504 DEADLINE_EXCEEDED otherwise). */
+  readonly requestDeadlineMs: number;
   /** After this long past SIGTERM the process exits with code 1 whatever is still running. */
   readonly shutdownDeadlineMs: number;
 }
@@ -59,6 +63,13 @@ export interface StorageConfig {
   readonly redisConnectTimeoutMs: number;
   /** Longest wait between two reconnection attempts. */
   readonly redisReconnectMaxDelayMs: number;
+  /** A Redis command unanswered for this long fails and its fallback answers. */
+  readonly redisCommandTimeoutMs: number;
+  /** Redis failures in a row that open the circuit breaker, and how long it stays open. */
+  readonly redisBreakerFailures: number;
+  readonly redisBreakerOpenMs: number;
+  /** Client-side limit on one Postgres query (a stalled server cannot enforce its own). */
+  readonly databaseQueryTimeoutMs: number;
 }
 
 export interface SecretsConfig {
@@ -166,19 +177,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       headersTimeoutMs: intFrom(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, HOUR_MS),
       h2IdleTimeoutMs: intFrom(env, "HTTP2_IDLE_TIMEOUT_MS", 120_000, 100, HOUR_MS),
       shutdownTimeoutMs,
+      readinessTimeoutMs: intFrom(env, "READINESS_TIMEOUT_MS", 1_000, 10, MINUTE_MS),
+      requestDeadlineMs: intFrom(env, "REQUEST_DEADLINE_MS", 5_000, 50, 10 * MINUTE_MS),
       shutdownDeadlineMs: intFrom(env, "SHUTDOWN_DEADLINE_MS", shutdownTimeoutMs + 5_000, 0, 900_000),
     },
     storage: {
       databaseUrl: nonEmpty(env.DATABASE_URL),
       databaseSchema,
       dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
-      // migrate() holds one connection for the advisory lock while the migrator uses others.
-      databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 2, 1000),
-      databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 10_000, 100, 10 * MINUTE_MS),
+      databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
+      databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS),
       redisUrl: nonEmpty(env.REDIS_URL),
       redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
       redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
       redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
+      redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 250, 10, MINUTE_MS),
+      redisBreakerFailures: intFrom(env, "REDIS_BREAKER_FAILURES", 3, 1, 1000),
+      redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
+      databaseQueryTimeoutMs: intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_500, 100, 10 * MINUTE_MS),
     },
     secrets: {
       masterKey: nonEmpty(env.MASTER_KEY),

@@ -52,6 +52,7 @@ export const ERROR_CODES = {
   // The service
   NOT_IMPLEMENTED: { kind: "UNIMPLEMENTED", description: "The operation is not implemented yet" },
   SERVICE_NOT_READY: { kind: "UNAVAILABLE", description: "A dependency of the service is unreachable" },
+  DEPENDENCY_UNAVAILABLE: { kind: "UNAVAILABLE", description: "The database did not answer in time; retry with backoff" },
   CANCELED: { kind: "CANCELED", description: "The caller canceled the request" },
   DEADLINE_EXCEEDED: { kind: "DEADLINE_EXCEEDED", description: "The request's deadline passed before it completed" },
   INTERNAL_ERROR: { kind: "INTERNAL", description: "An unexpected failure; the cause is in the log, never in the answer" },

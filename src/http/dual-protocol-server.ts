@@ -31,6 +31,15 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
 
   const h2 = http2.createServer(handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
   h2.setTimeout(options.h2IdleTimeoutMs);
+  // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
+  // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
+  h2.on("stream", (stream) => {
+    const timer = setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), options.requestTimeoutMs);
+    timer.unref();
+    const done = () => clearTimeout(timer);
+    stream.once("end", done);
+    stream.once("close", done);
+  });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
     sessions.add(session);

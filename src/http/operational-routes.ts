@@ -5,8 +5,8 @@ import type { Metrics } from "../observability/metrics.js";
 
 /** What the probes, the metrics and the discovery documents read; the composition root provides it. */
 export interface OperationalDeps {
-  /** Each dependency's reachability, by name ("database", "redis"). */
-  readonly checks: () => Promise<Record<string, boolean>>;
+  /** Each dependency's status, by name ("database", "redis"), answered within the readiness timeout. */
+  readonly checks: () => Promise<Record<string, "up" | "degraded" | "down">>;
   /** What each dependency runs on, for the readiness body ("postgres" or "pglite", "redis" or "memory"). */
   readonly storage: Readonly<Record<string, string>>;
   readonly metrics: Metrics;
@@ -23,11 +23,12 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   // restart every instance when Postgres blips.
   app.get("/healthz", async () => ({ status: "ok" }));
 
-  // Readiness: this instance can serve (its dependencies are reachable).
+  // Readiness: this instance can serve. "degraded" (Redis away, fallbacks serving) is still ready:
+  // one Redis blip must not empty a load balancer.
   app.get("/readyz", async (_request, reply) => {
-    const results = await deps.checks();
-    const checks = Object.fromEntries(Object.entries(results).map(([name, up]) => [name, up ? "up" : "down"]));
-    if (Object.values(results).every(Boolean)) return { status: "ready", checks, storage: deps.storage };
+    const checks = await deps.checks();
+    const statuses = Object.values(checks);
+    if (!statuses.includes("down")) return { status: statuses.includes("degraded") ? "degraded" : "ready", checks, storage: deps.storage };
     return sendError(
       reply,
       new DomainError("SERVICE_NOT_READY", "A dependency of the service is unreachable", {

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 
 /** Prometheus metrics of one service instance (its own registry, so tests can run several). */
 export interface Metrics {
@@ -15,6 +15,8 @@ export interface Metrics {
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
   readonly auditRejected: Counter;
+  /** 1 while the Redis circuit breaker is open (the instance is degraded, serving through its fallbacks). */
+  readonly redisBreakerOpen: Gauge;
 }
 
 export function createMetrics(): Metrics {
@@ -63,6 +65,7 @@ export function createMetrics(): Metrics {
     auditWritten: new Counter({ name: "audit_events_written_total", help: "Audit events written in batches", registers: [registry] }),
     auditWriteFailures: new Counter({ name: "audit_write_failures_total", help: "Failed audit batch writes (retried)", registers: [registry] }),
     auditDropped: new Counter({ name: "audit_events_dropped_total", help: "Audit events lost: buffer overflow or shutdown with the database down", registers: [registry] }),
+    redisBreakerOpen: new Gauge({ name: "redis_circuit_breaker_open", help: "1 while the Redis circuit breaker is open", registers: [registry] }),
     auditRejected: new Counter({ name: "audit_events_rejected_total", help: "Audit events the database refused outright, set aside so the trail goes on", registers: [registry] }),
   };
 }

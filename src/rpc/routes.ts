@@ -9,10 +9,12 @@ import { file_travel_operator_v1_operator, OperatorService } from "../../gen/tra
 import { file_travel_user_v2_user, UserService } from "../../gen/travel/user/v2/user_pb.js";
 import type { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
 import type { Logger } from "../domain/shared/observability.js";
+import type { DomainError } from "../errors/domain-error.js";
 import type { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
 import type { Metrics } from "../observability/metrics.js";
 import { registerHealth, type HealthService } from "./health.js";
 import { authenticationInterceptor, type Verifiers } from "./interceptors/authentication-interceptor.js";
+import { deadlineInterceptor } from "./interceptors/deadline-interceptor.js";
 import { errorInterceptor } from "./interceptors/error-interceptor.js";
 import { metricsInterceptor } from "./interceptors/metrics-interceptor.js";
 import { textInterceptor } from "./interceptors/text-interceptor.js";
@@ -60,7 +62,11 @@ export interface RpcCore {
  * The one registration point. Methods whose issue is not done answer UNIMPLEMENTED (HTTP 501
  * through the gateway), never a made-up success.
  */
-export function createRpcCore(domain: RpcDomain, observers: { logger: Logger; metrics: Metrics }, health?: HealthService): RpcCore {
+export function createRpcCore(
+  domain: RpcDomain,
+  observers: { logger: Logger; metrics: Metrics; classifyError?: (error: unknown) => DomainError | undefined; deadlineMs?: number },
+  health?: HealthService,
+): RpcCore {
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, new AuthServiceHandler(domain.tokenEndpoint));
     router.service(ApiUserService, new ApiUserServiceHandler(domain.apiUserAdmin));
@@ -73,8 +79,9 @@ export function createRpcCore(domain: RpcDomain, observers: { logger: Logger; me
     }
   };
   const interceptors = [
-    errorInterceptor(observers.logger),
+    errorInterceptor(observers.logger, observers.classifyError),
     metricsInterceptor(observers.metrics),
+    deadlineInterceptor(observers.deadlineMs ?? 10_000),
     textInterceptor(),
     authenticationInterceptor(domain.verifiers),
     createValidateInterceptor(),

@@ -5,6 +5,7 @@ import { memoryBudgetCounters } from "./memory/budget-counters.js";
 import { MemoryGenerationCache } from "./memory/generation-cache.js";
 import { redisBudgetCounters } from "./redis/budget-counters.js";
 import { RedisGenerationCache } from "./redis/generation-cache.js";
+import { CircuitBreaker } from "./redis/circuit-breaker.js";
 import { closeRedis, openRedis, pingRedis, type RedisOptions } from "./redis/redis-client.js";
 
 /**
@@ -15,7 +16,11 @@ export interface SharedState {
   readonly kind: "redis" | "memory";
   readonly generationCache: GenerationCache;
   readonly budgetCounters: BudgetCounters;
-  ping(): Promise<boolean>;
+  /**
+   * "up", or "degraded" when Redis does not answer (or the breaker is open): the instance still
+   * serves, reading credential states from Postgres and limiting rates in process.
+   */
+  status(): Promise<"up" | "degraded">;
   close(): Promise<void>;
 }
 
@@ -26,6 +31,8 @@ export interface SharedStateOptions {
   readonly credentialCacheSeconds: number;
   /** Told every time a rate-limit decision falls back to the in-process insurance limiter. */
   readonly onRateLimitFallback: (error: unknown) => void;
+  /** Told when the Redis circuit breaker opens (true) or closes (false). */
+  readonly onBreakerChange?: (open: boolean) => void;
 }
 
 export function openSharedState(options: SharedStateOptions, logger: Logger): SharedState {
@@ -34,16 +41,26 @@ export function openSharedState(options: SharedStateOptions, logger: Logger): Sh
       kind: "memory",
       generationCache: new MemoryGenerationCache(),
       budgetCounters: memoryBudgetCounters(options.keyPrefix),
-      ping: async () => true,
+      status: async () => "up",
       close: async () => {},
     };
   }
-  const redis = openRedis(options.redis, logger);
+  const redisOptions = options.redis;
+  const redis = openRedis(redisOptions, logger);
+  const breaker = new CircuitBreaker({
+    failureThreshold: options.redis.breakerFailures,
+    openMs: options.redis.breakerOpenMs,
+    onChange: (open) => {
+      options.onBreakerChange?.(open);
+      if (open) logger.warn({}, "redis circuit breaker open: Postgres answers credential checks, rate limits are per instance");
+      else logger.info({}, "redis circuit breaker closed");
+    },
+  });
   return {
     kind: "redis",
-    generationCache: new RedisGenerationCache(redis, options.keyPrefix, options.credentialCacheSeconds),
-    budgetCounters: redisBudgetCounters(redis, options.keyPrefix, options.onRateLimitFallback),
-    ping: () => pingRedis(redis),
+    generationCache: new RedisGenerationCache(redis, options.keyPrefix, options.credentialCacheSeconds, breaker, options.redis.commandTimeoutMs),
+    budgetCounters: redisBudgetCounters(redis, options.keyPrefix, options.onRateLimitFallback, breaker, options.redis.commandTimeoutMs),
+    status: async () => (!breaker.tripped && (await pingRedis(redis, redisOptions.commandTimeoutMs)) ? "up" : "degraded"),
     close: () => closeRedis(redis),
   };
 }

@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
-import { isPostgres } from "../helpers/backend.js";
+import { fetchToken } from "../helpers/api.js";
+import { isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+import { startTcpProxy } from "../helpers/tcp-proxy.js";
 
 describe("probes, metrics and the API description", () => {
   let running: RunningService;
@@ -89,22 +91,56 @@ describe("probes, metrics and the API description", () => {
 });
 
 describe("readiness when a dependency is down", () => {
-  test("GET /readyz → 503 ErrorResponse naming the dependency (Redis unreachable)", async () => {
+  test("Redis unreachable: /readyz stays 200 and says degraded (the fallbacks serve; one Redis blip must not empty a load balancer)", async () => {
     const running = await startService({ env: { REDIS_URL: "redis://127.0.0.1:1" } });
     try {
       const response = await fetch(`${running.baseUrl}/readyz`);
-      assert.equal(response.status, 503);
+      assert.equal(response.status, 200);
       const body = (await response.json()) as any;
-      assert.equal(body.errorMessages[0].errorCode, "SERVICE_NOT_READY");
-      assert.deepEqual(body.errorMessages[0].errorParameters, [
-        { name: "database", value: "up" },
-        { name: "redis", value: "down" },
-      ]);
+      assert.equal(body.status, "degraded");
+      assert.deepEqual(body.checks, { database: "up", redis: "degraded" });
       // Liveness is independent of dependencies.
       assert.equal((await fetch(`${running.baseUrl}/healthz`)).status, 200);
     } finally {
       await running.stop();
       await dropStorage(running.storage);
+    }
+  });
+
+  test("Postgres unreachable: /readyz → 503 ErrorResponse naming it, within its own timeout; RPCs → 503, not 500", { skip: !isPostgres && "the embedded database cannot be cut off" }, async () => {
+    const proxy = await startTcpProxy(5432);
+    const storage = newStorage();
+    const url = new URL(TEST_DATABASE_URL);
+    url.port = String(proxy.port);
+    const running = await startService({ storage, env: { DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "500" } });
+    try {
+      const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+      await proxy.cut();
+      const started = Date.now();
+      const response = await fetch(`${running.baseUrl}/readyz`);
+      assert.ok(Date.now() - started < 1_500, "readiness answers within its own timeout");
+      assert.equal(response.status, 503);
+      const body = (await response.json()) as any;
+      assert.equal(body.errorMessages[0].errorCode, "SERVICE_NOT_READY");
+      assert.deepEqual(body.errorMessages[0].errorParameters, [
+        { name: "database", value: "down" },
+        { name: "redis", value: "up" },
+      ]);
+      const token = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
+      assert.equal(token.status, 503, await token.clone().text());
+      assert.equal(((await token.json()) as any).errorMessages[0].errorCode, "DEPENDENCY_UNAVAILABLE");
+      await proxy.restore();
+      // Service resumes without a restart.
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 200; i++) {
+        status = (await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status;
+        if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(status, 200);
+    } finally {
+      await running.stop();
+      await proxy.close();
+      await dropStorage(storage);
     }
   });
 });

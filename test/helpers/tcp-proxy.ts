@@ -7,14 +7,20 @@ export interface TcpProxy {
   cut(): Promise<void>;
   /** Accepts connections again on the same port. */
   restore(): Promise<void>;
+  /** Keeps every connection open but forwards nothing, in either direction (a stalled peer). */
+  stall(): void;
+  /** Forwards again what was held back. */
+  resume(): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
+  let stalled = false;
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, targetHost);
     const pair = [client, upstream];
+    if (stalled) pair.forEach((s) => s.pause());
     for (const s of pair) {
       sockets.add(s);
       // Either side going away takes the other with it, as a real connection loss would.
@@ -44,5 +50,13 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
       listening = true;
     },
     close: stop,
+    stall() {
+      stalled = true;
+      for (const s of sockets) s.pause();
+    },
+    resume() {
+      stalled = false;
+      for (const s of sockets) s.resume();
+    },
   };
 }

@@ -8,17 +8,20 @@ import { requestInfoOf } from "../request-context.js";
 /**
  * Outermost interceptor: every failure leaves as a ConnectError carrying the platform
  * ErrorResponse (with the request id as debugIdentifier), in the service's error dialect.
- * Internal failures are logged with their cause and answered with a message that reveals nothing.
+ * Internal failures are logged with their cause and answered with a message that reveals nothing;
+ * `classify` names failures of dependencies the RPC layer cannot know (a database that is down).
  */
-export function errorInterceptor(logger: Logger): Interceptor {
+export function errorInterceptor(logger: Logger, classify: (error: unknown) => DomainError | undefined = () => undefined): Interceptor {
   return (next) => async (req) => {
     try {
       return await next(req);
-    } catch (error) {
+    } catch (thrown) {
       const { requestId } = requestInfoOf(req.contextValues);
+      // A driver's failure the composition root knows how to name (the database is unavailable: 503).
+      const error = thrown instanceof DomainError ? thrown : (classify(thrown) ?? thrown);
       const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
-      if (translated.code === Code.Internal) {
-        logger.error({ reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: error }, "rpc failed");
+      if (translated.code === Code.Internal || error !== thrown) {
+        logger.error({ reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: thrown }, "rpc failed");
       } else if (!(error instanceof DomainError)) {
         logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }

@@ -22,10 +22,12 @@ export interface DatabaseOptions {
   readonly databaseUrl: string | undefined;
   readonly dataDir: string;
   readonly schema: string;
-  /** Largest Postgres pool per instance (at least 2). */
+  /** Largest Postgres pool per instance. */
   readonly poolMax?: number;
   /** How long a query may wait for a pooled connection. */
   readonly acquireTimeoutMs?: number;
+  /** Client-side limit on one query; the server is also told (statement_timeout). */
+  readonly queryTimeoutMs?: number;
 }
 
 /** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
@@ -33,39 +35,52 @@ const MIGRATION_LOCK_KEY = 727_501_113;
 
 export function openDatabase(options: DatabaseOptions): Database {
   return options.databaseUrl
-    ? openPostgres(options.databaseUrl, options.schema, options.poolMax ?? 10, options.acquireTimeoutMs ?? 10_000)
+    ? openPostgres(options.databaseUrl, options.schema, options.poolMax ?? 10, options.acquireTimeoutMs ?? 10_000, options.queryTimeoutMs ?? 30_000)
     : openPglite(options.dataDir);
 }
 
-function openPostgres(connectionString: string, schema: string, poolMax: number, acquireTimeoutMs: number): Database {
-  // migrate() holds one connection for the advisory lock while the migrator uses others.
-  if (poolMax < 2) throw new Error("the Postgres pool needs at least 2 connections");
-  const db = knex({
-    client: "pg",
-    connection: { connectionString, application_name: "auth-api-user-service" },
-    searchPath: [schema],
-    pool: { min: 0, max: poolMax },
-    acquireConnectionTimeout: acquireTimeoutMs,
-  });
+function openPostgres(connectionString: string, schema: string, poolMax: number, acquireTimeoutMs: number, queryTimeoutMs: number): Database {
+  const connect = (timeouts: boolean, max: number) =>
+    knex({
+      client: "pg",
+      connection: {
+        connectionString,
+        application_name: "auth-api-user-service",
+        keepAlive: true,
+        // A stalled server cannot enforce its own timeout: the client gives up too.
+        ...(timeouts ? { query_timeout: queryTimeoutMs, statement_timeout: queryTimeoutMs, connectionTimeoutMillis: acquireTimeoutMs } : {}),
+      },
+      searchPath: [schema],
+      pool: { min: 0, max },
+      acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
+    });
+  const db = connect(true, poolMax);
   return {
     kind: "postgres",
     db,
     schema,
     async migrate() {
-      // Knex's own lock table makes a second concurrent migrator fail instead of wait, and
-      // CREATE SCHEMA IF NOT EXISTS can race too; a session advisory lock held on one dedicated
-      // connection makes every other instance wait, then find nothing left to do.
-      const connection = await db.client.acquireConnection();
+      // Migrations run on their own short-lived pool without the request timeouts: waiting for
+      // another instance's migration, or building an index, may rightly take longer than a request.
+      const migrator = connect(false, 2);
       try {
-        await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+        // Knex's own lock table makes a second concurrent migrator fail instead of wait, and
+        // CREATE SCHEMA IF NOT EXISTS can race too; a session advisory lock held on one dedicated
+        // connection makes every other instance wait, then find nothing left to do.
+        const connection = await migrator.client.acquireConnection();
         try {
-          await connection.query(`create schema if not exists "${schema}"`);
-          return await runMigrations(db, schema);
+          await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+          try {
+            await connection.query(`create schema if not exists "${schema}"`);
+            return await runMigrations(migrator, schema);
+          } finally {
+            await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
+          }
         } finally {
-          await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
+          await migrator.client.releaseConnection(connection);
         }
       } finally {
-        await db.client.releaseConnection(connection);
+        await migrator.destroy();
       }
     },
     ping: () => pingDatabase(db),

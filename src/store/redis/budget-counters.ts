@@ -1,18 +1,29 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import type { RedisClientType } from "redis";
-import type { BudgetCounters } from "../../domain/rate-limit/ports.js";
+import type { BudgetCounter, BudgetCounters } from "../../domain/rate-limit/ports.js";
 import { asBudgetCounter, limiterOptions } from "../memory/budget-counters.js";
+import type { CircuitBreaker } from "./circuit-breaker.js";
+import { withinTimeout } from "./command-timeout.js";
 
 /**
  * Budgets shared by every instance, in Redis (rate-limiter-flexible's atomic counters). While
  * Redis fails, each budget falls back to an in-process insurance limiter — a per-instance limit,
- * never "unlimited" — and `onFallback` is told every time (count it in a metric).
+ * never "unlimited" — and `onFallback` is told every time (count it in a metric). Failures feed
+ * the circuit breaker; while it is open the insurance answers at once, without waiting on Redis.
  */
-export function redisBudgetCounters(redis: RedisClientType, keyPrefix: string, onFallback: (error: unknown) => void): BudgetCounters {
+export function redisBudgetCounters(
+  redis: RedisClientType,
+  keyPrefix: string,
+  onFallback: (error: unknown) => void,
+  breaker: CircuitBreaker,
+  commandTimeoutMs: number,
+): BudgetCounters {
   return (name, budget) => {
     const options = limiterOptions(keyPrefix, name, budget);
     let redisLimiter: ObservedRedisLimiter | undefined;
+    let fallbacks = 0;
     const insurance = new ObservedInsuranceLimiter(options, () => {
+      fallbacks++;
       const cause = redisLimiter?.lastStoreError;
       onFallback(cause ?? new Error(`Redis rate limit store failed; in-memory limit applied to ${name}`));
     });
@@ -23,7 +34,35 @@ export function redisBudgetCounters(redis: RedisClientType, keyPrefix: string, o
       useRedisPackage: true,
       insuranceLimiter: insurance,
     });
-    return asBudgetCounter(redisLimiter as RateLimiterAbstract);
+    const viaRedis = asBudgetCounter(redisLimiter as RateLimiterAbstract);
+    const viaInsurance = asBudgetCounter(insurance);
+    /**
+     * Redis unless the breaker is open; a call the insurance had to answer, or one Redis did not
+     * answer in time (then the insurance answers it), counts as a failure.
+     */
+    const guarded =
+      <A extends unknown[], R>(call: (counter: BudgetCounter, ...args: A) => Promise<R>) =>
+      async (...args: A): Promise<R> => {
+        if (breaker.isOpen) return call(viaInsurance, ...args);
+        const before = fallbacks;
+        let result: R;
+        try {
+          result = await withinTimeout(call(viaRedis, ...args), commandTimeoutMs);
+        } catch (error) {
+          breaker.failure();
+          onFallback(error);
+          return call(viaInsurance, ...args);
+        }
+        if (fallbacks === before) breaker.success();
+        else breaker.failure();
+        return result;
+      };
+    return {
+      consume: guarded((counter, key: string, points: number) => counter.consume(key, points)),
+      peek: guarded((counter, key: string) => counter.peek(key)),
+      refund: guarded((counter, key: string, points: number) => counter.refund(key, points)),
+      reset: guarded((counter, key: string) => counter.reset(key)),
+    };
   };
 }
 

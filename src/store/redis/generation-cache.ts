@@ -1,6 +1,8 @@
 import type { RedisClientType } from "redis";
 import type { CredentialState } from "../../domain/tokens/model.js";
 import type { GenerationCache, WatermarkRaise } from "../../domain/tokens/ports.js";
+import type { CircuitBreaker } from "./circuit-breaker.js";
+import { withinTimeout } from "./command-timeout.js";
 
 /**
  * Stores each state unless the key holds one with a higher change number, then raises the
@@ -35,12 +37,15 @@ export class RedisGenerationCache implements GenerationCache {
     private readonly keyPrefix: string,
     /** How long a cached state lives before it is re-read from the database. */
     private readonly ttlSeconds: number,
+    private readonly breaker: CircuitBreaker,
+    private readonly commandTimeoutMs: number,
   ) {
     this.watermarkKey = `${keyPrefix}cred:watermark`;
   }
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
-    const [watermark, ...values] = await this.redis.mGet([this.watermarkKey, ...clientIds.map((id) => this.key(id))]);
+    const keys = [this.watermarkKey, ...clientIds.map((id) => this.key(id))];
+    const [watermark, ...values] = await this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs));
     return { states: values.map((v) => (v === null ? undefined : decode(v))), watermark: watermark === null ? 0 : Number(watermark) };
   }
 
@@ -51,7 +56,7 @@ export class RedisGenerationCache implements GenerationCache {
       keys.push(this.key(id));
       args.push(String(state.changeSeq), encode(state));
     }
-    await this.redis.eval(WRITE_SCRIPT, { keys, arguments: args });
+    await this.breaker.run(() => withinTimeout(this.redis.eval(WRITE_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs));
   }
 
   private key(clientId: string): string {

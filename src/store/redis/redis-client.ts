@@ -1,10 +1,16 @@
 import { createClient, type RedisClientType } from "redis";
 import type { Logger } from "../../domain/shared/observability.js";
+import { withinTimeout } from "./command-timeout.js";
 
 export interface RedisOptions {
   readonly url: string;
   readonly connectTimeoutMs: number;
   readonly reconnectMaxDelayMs: number;
+  /** A command unanswered for this long fails (a stalled Redis must not hang requests). */
+  readonly commandTimeoutMs: number;
+  /** Failures in a row that open the circuit breaker, and how long it stays open. */
+  readonly breakerFailures: number;
+  readonly breakerOpenMs: number;
 }
 
 /**
@@ -35,10 +41,10 @@ export function openRedis(options: RedisOptions, logger: Logger): RedisClientTyp
   return client;
 }
 
-export async function pingRedis(client: RedisClientType): Promise<boolean> {
+export async function pingRedis(client: RedisClientType, timeoutMs: number): Promise<boolean> {
   if (!client.isReady) return false;
   try {
-    return (await client.ping()) === "PONG";
+    return (await withinTimeout(client.ping(), timeoutMs)) === "PONG";
   } catch {
     return false;
   }
