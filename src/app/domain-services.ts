@@ -62,7 +62,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     cooldownMs: tokens.jwksCooldownMs,
     cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
   });
-  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, { ...tokens, pepper: keys.secretPepper }, clock);
+  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, repos.apiUsers, { ...tokens, pepper: keys.secretPepper }, clock);
   const auditLog = new AuditLog(uow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped, rejected: metrics.auditRejected }, clock, {
     ...config.audit,
     closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,

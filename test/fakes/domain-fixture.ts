@@ -106,7 +106,7 @@ export async function createDomainFixture(
     issuer: ISSUER,
     ...options.settings,
   };
-  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, settings, clock.now);
+  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, repos.apiUsers, settings, clock.now);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
   return {
     clock,

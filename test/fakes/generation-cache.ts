@@ -1,5 +1,5 @@
 import type { CredentialState } from "../../src/domain/tokens/model.js";
-import type { GenerationCache } from "../../src/domain/tokens/ports.js";
+import type { GenerationCache, WatermarkRaise } from "../../src/domain/tokens/ports.js";
 
 /** The cache's whole contents at one moment (what an RDB snapshot would hold). */
 export interface CacheSnapshot {
@@ -10,7 +10,9 @@ export interface CacheSnapshot {
 /**
  * The GenerationCache port (Redis in production) with the rules of RedisGenerationCache's write
  * script and of MemoryGenerationCache (a state never replaces one with a higher change number;
- * the watermark only rises), as a store a test can break:
+ * the watermark rises to `raise.to` only when asked and only if it already covers
+ * `raise.ifAtLeast`; a write without a raise — a fill — never moves it), as a store a test can
+ * break:
  *
  * - `readFailure` / `writeFailure` make every read / write throw while set (Redis down, a
  *   READONLY replica: reads may keep working while writes fail);
@@ -35,12 +37,17 @@ export class FakeGenerationCache implements GenerationCache {
   /** Runs after `read` has its answer and before it returns it. */
   afterRead: ((clientIds: readonly string[]) => void | Promise<void>) | undefined;
   /** Runs before `write` applies (after the failure check). */
-  beforeWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: number) => void | Promise<void>) | undefined;
+  beforeWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: WatermarkRaise | undefined) => void | Promise<void>) | undefined;
   /** Runs after `write` applied, before it returns. */
-  afterWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: number) => void | Promise<void>) | undefined;
+  afterWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: WatermarkRaise | undefined) => void | Promise<void>) | undefined;
 
   readonly reads: Array<{ clientIds: string[]; failed: boolean }> = [];
-  readonly writes: Array<{ states: Map<string, CredentialState>; watermark: number; failed: boolean; lost: boolean }> = [];
+  /**
+   * Every write: its states, the raise it asked for (undefined for a fill), whether it failed or
+   * was lost, and `raised`: whether the watermark actually rose (false for a fill, a refused
+   * raise, a failed or a lost write).
+   */
+  readonly writes: Array<{ states: Map<string, CredentialState>; watermark: WatermarkRaise | undefined; failed: boolean; lost: boolean; raised: boolean }> = [];
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
     this.reads.push({ clientIds: [...clientIds], failed: this.readFailure !== undefined });
@@ -50,17 +57,22 @@ export class FakeGenerationCache implements GenerationCache {
     return answer;
   }
 
-  async write(states: ReadonlyMap<string, CredentialState>, watermark: number): Promise<void> {
+  async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
     const failed = this.writeFailure !== undefined;
     const lost = !failed && this.loseWrites;
-    this.writes.push({ states: new Map([...states].map(([id, s]) => [id, { ...s }])), watermark, failed, lost });
+    const record = { states: new Map([...states].map(([id, s]) => [id, { ...s }])), watermark: watermark && { to: watermark.to, ifAtLeast: watermark.ifAtLeast }, failed, lost, raised: false };
+    this.writes.push(record);
     if (this.writeFailure) throw this.writeFailure;
     await this.beforeWrite?.(states, watermark);
     if (!lost) {
       for (const [id, state] of states) {
         if (state.changeSeq >= (this.states.get(id)?.changeSeq ?? -1)) this.states.set(id, { ...state });
       }
-      this.watermark = Math.max(this.watermark, watermark);
+      // Exactly MemoryGenerationCache's rule (and the Redis script's): rise only over changes it has all seen.
+      if (watermark && watermark.to > this.watermark && this.watermark >= watermark.ifAtLeast) {
+        this.watermark = watermark.to;
+        record.raised = true;
+      }
     }
     await this.afterWrite?.(states, watermark);
   }

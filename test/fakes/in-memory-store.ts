@@ -19,7 +19,7 @@ import type {
   SubjectKind,
   TrustedIssuer,
 } from "../../src/domain/tokens/model.js";
-import type { CredentialChangeLog, RefreshTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
+import type { CredentialChangeLog, NumberedChange, RefreshTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
 import { DomainError, notFound } from "../../src/errors/domain-error.js";
 import type { Repositories } from "../../src/store/postgres/repositories/index.js";
 
@@ -38,6 +38,9 @@ import type { Repositories } from "../../src/store/postgres/repositories/index.j
  * - A Tx used after its transaction ended throws, like Knex's "Transaction query already complete".
  * - Sequences (bigserial) are not transactional: a number handed out is never given back, so a
  *   rolled-back change leaves a gap, as in Postgres.
+ * - Advisory locks (pg_advisory_xact_lock) are locks like the row locks: held until the
+ *   transaction ends. The credential change log numbers under one, so credential changes commit
+ *   one at a time, in number order.
  * - NOTIFY: a notification sent in a transaction is delivered to every listener when it commits,
  *   never when it rolls back; on `direct` at once. `listen` subscribes (the fake ChangeFeed does).
  * - Every repository call is recorded in `calls` ("apiUsers.credentialStates", ...) with its
@@ -113,6 +116,7 @@ export interface RefreshTokenRow {
   readonly scope: string;
   readonly audience: string;
   readonly boundCredentials: ReadonlyArray<[string, number]>;
+  readonly act: Record<string, unknown>;
   readonly expiresAt: Date;
   readonly usedAt: Date | undefined;
   readonly revokedAt: Date | undefined;
@@ -299,6 +303,11 @@ export class MemoryDatabase {
       this.locks.set(lockKey, { owner: state, released, release });
       state.locks.push(lockKey);
     }
+  }
+
+  /** The keys of the locks transactions hold now (row and advisory locks). */
+  heldLocks(): string[] {
+    return [...this.locks.keys()];
   }
 
   /** The lock of one row. */
@@ -669,6 +678,7 @@ export class InMemoryRefreshTokenRepository implements RefreshTokenRepository, C
       scope: token.scope,
       audience: token.audience,
       boundCredentials: jsonCopy(token.boundCredentials) as Array<[string, number]>,
+      act: jsonCopy(token.act) as Record<string, unknown>,
       expiresAt: new Date(token.expiresAt),
       usedAt: undefined,
       revokedAt: undefined,
@@ -751,21 +761,30 @@ export class InMemoryAirCreditRepository implements AirCreditRepository {
 }
 
 /**
- * credential_changes, as PostgresCredentialChangeLog uses it: `record` takes the next number of
- * the sequence (kept even if the transaction rolls back, as nextval is), inserts the log row and
- * stamps api_users.change_seq in the caller's transaction, and sends the NOTIFY that the
- * database delivers to every listener only when that transaction commits.
+ * credential_changes, as PostgresCredentialChangeLog uses it: `record` first takes the numbering
+ * lock (pg_advisory_xact_lock: waits while another transaction holds it, then holds it until its
+ * own transaction commits or rolls back — on `direct`, autocommit, only for the statement), reads
+ * `previous` (max(seq) of the committed log, as READ COMMITTED sees it once the lock is held),
+ * takes the next number of the sequence (kept even if the transaction rolls back, as nextval is),
+ * inserts the log row and stamps api_users.change_seq in the caller's transaction, and sends the
+ * NOTIFY that the database delivers to every listener only when that transaction commits. So
+ * changes are numbered, committed and announced one at a time, in number order.
  */
 export class InMemoryCredentialChangeLog implements CredentialChangeLog {
+  /** The key of the advisory lock (PostgresCredentialChangeLog's NUMBERING_LOCK_KEY). */
+  static readonly NUMBERING_LOCK = "pg_advisory_xact_lock:727501114";
+
   constructor(private readonly db: MemoryDatabase) {}
 
-  async record(tx: Tx, clientId: string): Promise<number> {
+  async record(tx: Tx, clientId: string): Promise<NumberedChange> {
     this.db.use(tx);
+    await this.db.lock(tx, InMemoryCredentialChangeLog.NUMBERING_LOCK);
+    const previous = await this.latest(tx);
     const seq = this.db.nextChangeSeq();
     await this.db.insert(tx, this.db.credentialChanges, { seq, clientId, changedAt: this.db.clock() });
     await this.db.update(tx, this.db.apiUsers, (r) => r.clientId === clientId, (r) => ({ ...r, changeSeq: seq }));
     this.db.notify(tx, String(seq));
-    return seq;
+    return { seq, previous };
   }
 
   /** select max(seq): 0 on an empty log (a pruned one included). */
@@ -782,9 +801,11 @@ export class InMemoryCredentialChangeLog implements CredentialChangeLog {
       .map((r) => ({ seq: r.seq, clientId: r.clientId }));
   }
 
+  /** Keeps the newest change whatever its age, as the Postgres log does: latest() never goes back. */
   async prune(tx: Tx, before: Date): Promise<number> {
     let deleted = 0;
-    for (const row of this.db.read(tx, this.db.credentialChanges).filter((r) => r.changedAt.getTime() < before.getTime())) {
+    const newest = await this.latest(tx);
+    for (const row of this.db.read(tx, this.db.credentialChanges).filter((r) => r.changedAt.getTime() < before.getTime() && r.seq < newest)) {
       await this.db.lock(tx, this.db.rowLock(this.db.credentialChanges, row.seq));
       if (this.db.get(tx, this.db.credentialChanges, row.seq) === undefined) continue;
       this.db.write(tx, this.db.credentialChanges, row.seq, undefined);
@@ -946,6 +967,7 @@ function toRefreshRecord(row: RefreshTokenRow): RefreshTokenRecord {
     scope: row.scope,
     audience: row.audience,
     boundCredentials: row.boundCredentials.map(([id, generation]) => [id, generation] as BoundCredential),
+    act: jsonCopy(row.act) as Record<string, unknown>,
     expiresAt: new Date(row.expiresAt),
     usedAt: row.usedAt,
     revokedAt: row.revokedAt,

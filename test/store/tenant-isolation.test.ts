@@ -20,14 +20,15 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "tenants.createTmc": "creates a tenant",
   "tenants.tenantOfCompany": "the operator names a company without its TMC: it is how the scope is found",
   "apiUsers.findActive": "authentication: resolving a presented client id is how the tenant becomes known",
-  "apiUsers.activeGenerations": "token verification: the generations of the credentials a signed token names",
+  "apiUsers.credentialStates": "token verification: the credential states a signed token names",
   "audit.append": "each event carries its own tenant (or none, for unattributable requests)",
   "signingKeys.listPublished": "signing keys are the deployment's, not a tenant's",
   "signingKeys.insert": "signing keys are the deployment's, not a tenant's",
   "signingKeys.retireAll": "signing keys are the deployment's, not a tenant's",
-  "credentialOutbox.add": "client ids only, to republish; no tenant data",
-  "credentialOutbox.pending": "client ids only, to republish; no tenant data",
-  "credentialOutbox.remove": "client ids only, to republish; no tenant data",
+  "credentialChanges.record": "the deployment's change numbers: client ids only, no tenant data",
+  "credentialChanges.latest": "the deployment's change numbers: client ids only, no tenant data",
+  "credentialChanges.since": "the deployment's change numbers: client ids only, no tenant data",
+  "credentialChanges.prune": "the deployment's change numbers: client ids only, no tenant data",
 };
 
 function refreshToken(clientId: string, tokenHash: Buffer, id = crypto.randomUUID(), familyId = crypto.randomUUID()) {
@@ -41,6 +42,7 @@ function refreshToken(clientId: string, tokenHash: Buffer, id = crypto.randomUUI
     scope: "openid",
     audience: "http://auth.test/v2",
     boundCredentials: [[clientId, 1] as const],
+    act: { sub: "actor" },
     expiresAt: new Date(Date.now() + 3_600_000),
   };
 }

@@ -10,6 +10,7 @@ import { TokenRateLimiter } from "../../src/domain/rate-limit/token-rate-limiter
 import { rateLimitHeaders, rateLimitPolicy } from "../../src/rpc/rate-limit-headers.js";
 import { memoryBudgetCounters } from "../../src/store/memory/budget-counters.js";
 import { redisBudgetCounters } from "../../src/store/redis/budget-counters.js";
+import { CircuitBreaker } from "../../src/store/redis/circuit-breaker.js";
 import { TEST_REDIS_URL } from "../helpers/backend.js";
 
 const LIMITS: RateLimits = {
@@ -62,7 +63,7 @@ for (const { kind, redis: redisOf } of kinds) {
     const fallbacks: unknown[] = [];
     const newLimiter = (limits: RateLimits = LIMITS, keyPrefix = uniquePrefix()) => {
       const redis = redisOf();
-      return new TokenRateLimiter(limits, redis ? redisBudgetCounters(redis, keyPrefix, (error) => fallbacks.push(error)) : memoryBudgetCounters(keyPrefix));
+      return new TokenRateLimiter(limits, redis ? redisBudgetCounters(redis, keyPrefix, (error) => fallbacks.push(error), new CircuitBreaker({ failureThreshold: 3, openMs: 1_000 }), 1_000) : memoryBudgetCounters(keyPrefix));
     };
 
     after(() => {
@@ -141,8 +142,8 @@ for (const { kind, redis: redisOf } of kinds) {
       assert.equal((await limiter.reserveAttempt("victim", true, newAddress())).decision.allowed, true);
       assert.equal((await limiter.reserveAttempt("bystander", true, attacker)).decision.allowed, true);
       assert.equal((await both(limiter, "victim", attacker)).allowed, true, "request budgets are separate from lockouts");
-      // The refused attempt counts too: an attacker who keeps trying keeps showing up.
-      assert.deepEqual(await limiter.lockout("victim", attacker), { failures: 3, limit: 2, lockedOut: true, resetSeconds: refused.decision.retryAfterSeconds });
+      // A refused attempt takes nothing: the count is the failures.
+      assert.deepEqual(await limiter.lockout("victim", attacker), { failures: 2, limit: 2, lockedOut: true, resetSeconds: refused.decision.retryAfterSeconds });
     });
 
     test("a released reservation gives its point back: successes never lock a client out", async () => {
@@ -229,7 +230,7 @@ describe("token rate limiter with Redis down", () => {
 
   test("each instance falls back to its own in-memory limit and reports it", async () => {
     const fallbacks: unknown[] = [];
-    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(dead, uniquePrefix(), (error) => fallbacks.push(error)));
+    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(dead, uniquePrefix(), (error) => fallbacks.push(error), new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }), 1_000));
     const address = newAddress();
     const decisions = await consumeTimes(limiter, LIMITS.perClient.points + 1, "client-a", address);
     assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, false]);

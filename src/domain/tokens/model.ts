@@ -79,6 +79,8 @@ export interface RefreshTokenRecord {
   readonly scope: string;
   readonly audience: string;
   readonly boundCredentials: readonly BoundCredential[];
+  /** The RFC 8693 `act` chain of the exchange, re-issued on every refresh. */
+  readonly act: Record<string, unknown>;
   readonly expiresAt: Date;
   readonly usedAt: Date | undefined;
   readonly revokedAt: Date | undefined;

@@ -69,7 +69,10 @@ export interface CredentialChangeLog {
   latest(tx: Tx): Promise<number>;
   /** Changes numbered above `after`, oldest first, at most `limit`. */
   since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>>;
-  /** Forgets changes older than `before` (they can no longer be contradicted by a cached state). */
+  /**
+   * Forgets changes older than `before` (they can no longer be contradicted by a cached state),
+   * except the newest, so `latest()` never goes back.
+   */
   prune(tx: Tx, before: Date): Promise<number>;
 }
 

@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import { decodeJwt } from "jose";
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
+import type { ApiUserRepository } from "../api-users/ports.js";
 import { hashClientSecret } from "../shared/client-secret.js";
 import type { Clock } from "../shared/clock.js";
 import { tenantScope } from "../shared/tenant-scope.js";
@@ -46,6 +47,7 @@ export class TokenService {
     private readonly trustedIssuers: TrustedIssuers,
     private readonly tenants: TenantRepository,
     private readonly refreshTokens: RefreshTokenRepository,
+    private readonly apiUsers: Pick<ApiUserRepository, "credentialStates">,
     private readonly settings: TokenServiceSettings,
     private readonly now: Clock,
   ) {}
@@ -171,6 +173,7 @@ export class TokenService {
       scope: scopes.join(" "),
       audience: audience.join(" "),
       boundCredentials: credentials,
+      act,
       expiresAt: new Date(this.now().getTime() + this.settings.refreshTokenTtlSeconds * 1000),
     });
     return { accessToken, tokenType: "Bearer", expiresIn, scope: scopes.join(" "), refreshToken, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN };
@@ -193,16 +196,18 @@ export class TokenService {
       }
       if (token.expiresAt.getTime() <= now.getTime()) return { error: invalidGrant("The refresh token has expired") };
       const bound = token.boundCredentials;
-      // The client's own credential must still be the one the family was issued under.
-      if (bound[0]?.[1] !== client.credentialGeneration) {
+      // Every credential the family depends on (the client's own, and the subject's after an
+      // exchange) must still be the one it was issued under: otherwise the new access token would
+      // be dead on arrival, and the family dies with the credential.
+      const current = await this.apiUsers.credentialStates(tx, bound.map(([id]) => id));
+      if (bound[0]?.[1] !== client.credentialGeneration || bound.some(([id, generation]) => current.get(id)?.generation !== generation)) {
         await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token's credential has been rotated") };
       }
       await this.refreshTokens.markUsed(tx, scope, token.id, now);
       const scopes = narrowScopes(request.scope, parseScope(token.scope));
-      const act = { sub: client.clientId };
       return {
-        issued: await this.issueExchanged(client, token.subject, token.subjectKind, scopes, token.audience.split(" "), act, bound, token.familyId, tx),
+        issued: await this.issueExchanged(client, token.subject, token.subjectKind, scopes, token.audience.split(" "), token.act, bound, token.familyId, tx),
       };
     });
     if (outcome.error) throw outcome.error;

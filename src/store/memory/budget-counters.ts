@@ -22,6 +22,9 @@ export function asBudgetCounter(limiter: RateLimiterAbstract): BudgetCounter {
         // A RateLimiterRes rejection means "budget spent"; anything else is a failure of the store
         // and of its insurance, and must not turn into "unlimited".
         if (!(rejection instanceof RateLimiterRes)) throw rejection;
+        // rate-limiter-flexible counts a refused consume too: give it back, so a refusal takes
+        // nothing (a refused attempt is not a failure, and a lockout's count stays the failures).
+        await limiter.reward(key, points);
         return { allowed: false, remaining: 0, msBeforeReset: rejection.msBeforeNext };
       }
     },

@@ -111,6 +111,7 @@ export interface RefreshTokenRow {
   scope: string;
   audience: string;
   bound_credentials: Array<[string, number]>;
+  act: Record<string, unknown> | null;
   created_at: Date;
   expires_at: Date;
   used_at: Date | null;

@@ -29,17 +29,25 @@ describe("configuration", () => {
 
   test("every timeout and interval is a setting with a default, checked like the rest", () => {
     const defaults = loadConfig({});
-    assert.deepEqual(defaults.jobs, { signingKeyReloadIntervalMs: 60_000, credentialReconcileIntervalMs: 2_000, auditFlushIntervalMs: 250, healthWatchIntervalMs: 5_000 });
+    assert.deepEqual(defaults.jobs, {
+      signingKeyReloadIntervalMs: 60_000,
+      credentialReconcileIntervalMs: 500,
+      credentialLogPruneIntervalMs: 60_000,
+      auditFlushIntervalMs: 250,
+      healthWatchIntervalMs: 5_000,
+    });
     assert.equal(defaults.http.shutdownDeadlineMs, 15_000);
     assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: "500" }).http.shutdownDeadlineMs, 5_500);
     assert.equal(defaults.http.keepAliveTimeoutMs, 5_000);
-    assert.equal(defaults.storage.databaseAcquireTimeoutMs, 10_000);
+    assert.equal(defaults.storage.databaseAcquireTimeoutMs, 1_000);
     assert.equal(defaults.tokens.credentialCacheSeconds, 300);
     const tuned = loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "50", HTTP_REQUEST_TIMEOUT_MS: "1500", AUDIT_BATCH_SIZE: "10" });
     assert.equal(tuned.jobs.credentialReconcileIntervalMs, 50);
     assert.equal(tuned.http.requestTimeoutMs, 1500);
     assert.equal(tuned.audit.batchSize, 10);
     assert.throws(() => loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "soon" }), /CREDENTIAL_RECONCILE_INTERVAL_MS must be a whole number/);
-    assert.throws(() => loadConfig({ DATABASE_POOL_MAX: "1" }), /DATABASE_POOL_MAX must be between 2/);
+    assert.equal(loadConfig({ CREDENTIAL_LOG_PRUNE_INTERVAL_MS: "5000" }).jobs.credentialLogPruneIntervalMs, 5_000);
+    assert.throws(() => loadConfig({ CREDENTIAL_LOG_PRUNE_INTERVAL_MS: "hourly" }), /CREDENTIAL_LOG_PRUNE_INTERVAL_MS must be a whole number/);
+    assert.throws(() => loadConfig({ DATABASE_POOL_MAX: "0" }), /DATABASE_POOL_MAX must be between 1/);
   });
 });

@@ -32,6 +32,9 @@ describe("ApiUserAdmin", () => {
     caller = { clientId: admin.clientId, tmcId };
   });
 
+  /** Client authentication as the token endpoint runs it: look the client up, then verify the secret. */
+  const authenticate = async (presented: ReturnType<typeof postCredentials>) => f.clients.verify(await f.clients.lookUp(presented));
+
   const refreshTokenOf = (clientId: string, id: string) =>
     f.repos.refreshTokens.insert(f.uow.direct, tenantScope(tmcId), {
       id,
@@ -43,6 +46,7 @@ describe("ApiUserAdmin", () => {
       scope: "openid",
       audience: "http://auth.test/v2",
       boundCredentials: [[clientId, 1]],
+      act: { sub: "actor" },
       expiresAt: new Date("2027-01-01T00:00:00Z"),
     });
 
@@ -128,15 +132,15 @@ describe("ApiUserAdmin", () => {
       assert.deepEqual(
         f.cache.writes.map((w) => [[...w.states], w.watermark]),
         [
-          [[[target.clientId, { generation: 1, changeSeq: 0 }]], 0],
-          [[[target.clientId, { generation: 2, changeSeq: 1 }]], 1],
+          [[[target.clientId, { generation: 1, changeSeq: 0 }]], undefined],
+          [[[target.clientId, { generation: 2, changeSeq: 1 }]], { to: 1, ifAtLeast: 0 }],
         ],
-        "the fill of the first verification, then the publication with its number as the watermark",
+        "the fill of the first verification (no watermark), then the publication raising the watermark to its number from the change before it",
       );
       assert.equal(f.cache.watermark, 1);
 
-      await rejectsWith(f.clients.authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
-      assert.equal((await f.clients.authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration, 2);
+      await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
+      assert.equal((await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration, 2);
       await rejectsWith(f.accessTokens.verify(oldToken), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
 
       const [event] = await auditOf(f, tmcId);
@@ -169,8 +173,18 @@ describe("ApiUserAdmin", () => {
       assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
       assert.deepEqual([apiUserRow(f, target.clientId)?.credentialGeneration, apiUserRow(f, target.clientId)?.changeSeq], [1, 0]);
       assert.equal((await f.accessTokens.verify(token)).clientId, target.clientId, "its tokens stay valid");
-      assert.equal((await f.clients.authenticate(postCredentials(target.clientId, target.secret))).clientId, target.clientId, "the old secret still works");
+      assert.equal((await authenticate(postCredentials(target.clientId, target.secret))).clientId, target.clientId, "the old secret still works");
       assert.deepEqual((await auditOf(f, tmcId)).map((e) => e.action), ["API_USER_CREATE", "API_USER_CREATE"], "only the creations");
+    });
+
+    test("a publication that fails after the commit (even reading the committed state) never fails the rotation: the caller gets its new secret", async () => {
+      const target = await newApiUser(f, tmcId);
+      f.store.failNext("apiUsers.credentialStates", new Error("connection terminated unexpectedly"));
+      const rotated = await f.admin.rotate(caller, target.clientId, "r");
+      assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 2, "committed");
+      assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }], "counted as a failed publication");
+      assert.equal((await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration, 2, "the new secret works");
+      await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
     });
 
     test("a failed audit write rolls the rotation back", async () => {
@@ -205,7 +219,7 @@ describe("ApiUserAdmin", () => {
       const [event] = await auditOf(f, tmcId);
       assert.deepEqual([event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier], ["API_USER_REVOKE", admin.clientId, target.clientId, "req-rev"]);
 
-      await rejectsWith(f.clients.authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
+      await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
       await rejectsWith(f.admin.revoke(caller, target.clientId, "r"), notFoundApiUser(target.clientId));
       await rejectsWith(f.admin.rotate(caller, target.clientId, "r"), notFoundApiUser(target.clientId));
       assert.equal(apiUserRow(f, target.clientId)?.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z", "still the same tombstone");
@@ -248,7 +262,7 @@ describe("ApiUserAdmin", () => {
       assert.equal(new Set(errors.map((e) => `${e.code}|${e.message}|${e.params.map((p) => p.name).join()}`)).size, 1);
       const row = apiUserRow(f, theirs.clientId)!;
       assert.deepEqual([row.credentialGeneration, row.revokedAt], [1, undefined]);
-      assert.equal((await f.clients.authenticate(postCredentials(theirs.clientId, theirs.secret))).clientId, theirs.clientId);
+      assert.equal((await authenticate(postCredentials(theirs.clientId, theirs.secret))).clientId, theirs.clientId);
       assert.deepEqual(await auditOf(f, foreign.tmcId).then((events) => events.map((e) => e.action)), ["API_USER_CREATE"]);
     });
 

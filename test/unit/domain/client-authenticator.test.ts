@@ -3,6 +3,7 @@ import { beforeEach, describe, test } from "node:test";
 import { hashClientSecret } from "../../../src/domain/shared/client-secret.js";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import { ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
+import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { basicHeader, createDomainFixture, newApiUser, newTenant, postCredentials, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
 
@@ -27,15 +28,17 @@ describe("ClientAuthenticator", () => {
   });
 
   const basic = (authorization: string, formClientId = "", formClientSecret = "") => ({ formClientId, formClientSecret, authorization });
+  /** Both steps, as TokenEndpoint runs them (with the rate limiter's reservation in between). */
+  const authenticate = async (presented: PresentedCredentials) => f.clients.verify(await f.clients.lookUp(presented));
 
   test("client_secret_post: the form's id and secret", async () => {
-    const user = await f.clients.authenticate(postCredentials(client.clientId, client.secret));
+    const user = await authenticate(postCredentials(client.clientId, client.secret));
     assert.deepEqual(user, client.user);
   });
 
   test("client_secret_basic: form-urlencoded id and secret (RFC 6749 2.3.1), any case of the scheme", async () => {
-    assert.equal((await f.clients.authenticate(basic(basicHeader(client.clientId, client.secret)))).clientId, client.clientId);
-    assert.equal((await f.clients.authenticate(basic(basicHeader(client.clientId, client.secret).replace("Basic", "bAsIc")))).clientId, client.clientId);
+    assert.equal((await authenticate(basic(basicHeader(client.clientId, client.secret)))).clientId, client.clientId);
+    assert.equal((await authenticate(basic(basicHeader(client.clientId, client.secret).replace("Basic", "bAsIc")))).clientId, client.clientId);
     // A secret with characters that must be encoded: ':' '+' '%' ' ' '/' and non-ASCII.
     const secret = "p:a+s%s w/ördé";
     await f.repos.apiUsers.insert(f.uow.direct, tenantScope(tmcId), {
@@ -46,32 +49,32 @@ describe("ClientAuthenticator", () => {
       secretHash: hashClientSecret(f.keys.secretPepper, secret),
       createdBy: "operator",
     });
-    assert.equal((await f.clients.authenticate(basic(basicHeader("odd-secret-client", secret)))).clientId, "odd-secret-client");
+    assert.equal((await authenticate(basic(basicHeader("odd-secret-client", secret)))).clientId, "odd-secret-client");
     // Not encoded, the '+' would read as a space: the secret no longer matches.
     const raw = `Basic ${Buffer.from(`odd-secret-client:${secret}`).toString("base64")}`;
-    await rejectsWith(f.clients.authenticate(basic(raw)), malformedBasic); // "%s " is not valid percent-encoding
+    await rejectsWith(authenticate(basic(raw)), malformedBasic); // "%s " is not valid percent-encoding
     const rawPlus = `Basic ${Buffer.from(`${client.clientId}:${client.secret}+`).toString("base64")}`;
-    await rejectsWith(f.clients.authenticate(basic(rawPlus)), invalidClient);
+    await rejectsWith(authenticate(basic(rawPlus)), invalidClient);
   });
 
   test("Basic together with a body secret is 400, whatever the secrets; Basic with the same body client_id is fine", async () => {
     const header = basicHeader(client.clientId, client.secret);
-    await rejectsWith(f.clients.authenticate(basic(header, client.clientId, client.secret)), bothMethods);
-    await rejectsWith(f.clients.authenticate(basic(header, "", client.secret)), bothMethods);
-    await rejectsWith(f.clients.authenticate(basic(header, "someone-else")), bothMethods);
-    assert.equal((await f.clients.authenticate(basic(header, client.clientId))).clientId, client.clientId);
+    await rejectsWith(authenticate(basic(header, client.clientId, client.secret)), bothMethods);
+    await rejectsWith(authenticate(basic(header, "", client.secret)), bothMethods);
+    await rejectsWith(authenticate(basic(header, "someone-else")), bothMethods);
+    assert.equal((await authenticate(basic(header, client.clientId))).clientId, client.clientId);
   });
 
   test("malformed Basic credentials are 400", async () => {
-    await rejectsWith(f.clients.authenticate(basic(`Basic ${Buffer.from("no-colon-here").toString("base64")}`)), malformedBasic);
-    await rejectsWith(f.clients.authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)), malformedBasic);
+    await rejectsWith(authenticate(basic(`Basic ${Buffer.from("no-colon-here").toString("base64")}`)), malformedBasic);
+    await rejectsWith(authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)), malformedBasic);
   });
 
   test("a missing id or secret is 400 invalid_request naming client_id", async () => {
-    await rejectsWith(f.clients.authenticate(postCredentials("", "")), missing);
-    await rejectsWith(f.clients.authenticate(postCredentials(client.clientId, "")), missing);
-    await rejectsWith(f.clients.authenticate(postCredentials("", client.secret)), missing);
-    await rejectsWith(f.clients.authenticate(basic(basicHeader(client.clientId, ""))), missing);
+    await rejectsWith(authenticate(postCredentials("", "")), missing);
+    await rejectsWith(authenticate(postCredentials(client.clientId, "")), missing);
+    await rejectsWith(authenticate(postCredentials("", client.secret)), missing);
+    await rejectsWith(authenticate(basic(basicHeader(client.clientId, ""))), missing);
   });
 
   test("an unknown client, a wrong secret, a revoked client and another client's secret get the identical INVALID_CLIENT", async () => {
@@ -85,16 +88,61 @@ describe("ClientAuthenticator", () => {
       [client.clientId, other.secret],
       [revoked.clientId, revoked.secret],
     ] as const) {
-      refusals.push(await rejectsWith(f.clients.authenticate(postCredentials(id, secret)), invalidClient));
-      refusals.push(await rejectsWith(f.clients.authenticate(basic(basicHeader(id, secret))), invalidClient));
+      refusals.push(await rejectsWith(authenticate(postCredentials(id, secret)), invalidClient));
+      refusals.push(await rejectsWith(authenticate(basic(basicHeader(id, secret))), invalidClient));
     }
     assert.equal(new Set(refusals.map((e) => JSON.stringify([e.code, e.message, e.params, e.detail]))).size, 1);
   });
 
   test("a SCIM-token user is refused at the token endpoint even with its genuine secret", async () => {
     const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
-    await rejectsWith(f.clients.authenticate(postCredentials(scimUser.clientId, scimUser.secret)), invalidClient);
+    await rejectsWith(authenticate(postCredentials(scimUser.clientId, scimUser.secret)), invalidClient);
     assert.equal((await f.scim.authenticate(scimUser.scimToken!)).clientId, scimUser.clientId, "its SCIM token is its credential");
+  });
+
+  test("lookUp names the client the credentials claim without verifying anything; only an active CLIENT_CREDENTIALS user is a client", async () => {
+    const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
+    const revoked = await newApiUser(f, tmcId);
+    await f.admin.revoke({ clientId: client.clientId, tmcId }, revoked.clientId, "r");
+    assert.deepEqual(await f.clients.lookUp(postCredentials(client.clientId, client.secret)), { clientId: client.clientId, secret: client.secret, client: client.user });
+    assert.deepEqual(
+      await f.clients.lookUp(postCredentials(client.clientId, "wrong")),
+      { clientId: client.clientId, secret: "wrong", client: client.user },
+      "a wrong secret still names the client: its failures are counted for it (at that address)",
+    );
+    assert.deepEqual(await f.clients.lookUp(basic(basicHeader(client.clientId, "p:a+s s"))), { clientId: client.clientId, secret: "p:a+s s", client: client.user });
+    for (const [id, secret] of [
+      ["unknownclientunknownclient", "s"],
+      [revoked.clientId, revoked.secret],
+      [scimUser.clientId, scimUser.secret],
+    ] as const) {
+      assert.deepEqual(await f.clients.lookUp(postCredentials(id, secret)), { clientId: id, secret, client: undefined }, `${id} names nobody who may use the token endpoint`);
+    }
+  });
+
+  test("lookUp refuses a malformed request before it reads the database; verify never reads it", async () => {
+    f.store.calls.length = 0;
+    await rejectsWith(f.clients.lookUp(postCredentials(client.clientId, "")), missing);
+    await rejectsWith(f.clients.lookUp(basic(basicHeader(client.clientId, client.secret), "", "s")), bothMethods);
+    await rejectsWith(f.clients.lookUp(basic(`Basic ${Buffer.from("no-colon").toString("base64")}`)), malformedBasic);
+    assert.deepEqual(f.store.calls, []);
+    const attempt = await f.clients.lookUp(postCredentials(client.clientId, client.secret));
+    assert.deepEqual(f.store.calls, ["apiUsers.findActive"], "one read");
+    assert.deepEqual(f.clients.verify(attempt), client.user, "synchronous: no I/O between the comparison and the answer");
+    assert.deepEqual(f.store.calls, ["apiUsers.findActive"]);
+  });
+
+  test("verify: an unknown client and a wrong secret get the same INVALID_CLIENT; a right secret against nobody is still refused", async () => {
+    const errors = [];
+    for (const attempt of [
+      { clientId: "nobody", secret: client.secret, client: undefined },
+      { clientId: client.clientId, secret: "wrong", client: client.user },
+      { clientId: client.clientId, secret: "", client: client.user },
+    ]) {
+      errors.push(await rejectsWith(async () => f.clients.verify(attempt), invalidClient));
+    }
+    assert.equal(new Set(errors.map((e) => JSON.stringify([e.code, e.message, e.params, e.detail]))).size, 1);
+    assert.deepEqual(f.clients.verify({ clientId: client.clientId, secret: client.secret, client: client.user }), client.user);
   });
 
   test("the claimed client id (for rate limiting) is read before authentication", () => {

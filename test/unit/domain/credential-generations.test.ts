@@ -7,6 +7,7 @@ import { DomainError } from "../../../src/errors/domain-error.js";
 import { LocalChangeFeed } from "../../../src/store/memory/change-feed.js";
 import { RecordingLabelledCounter, RecordingLogger } from "../../fakes/observability.js";
 import {
+  apiUserRow,
   createDomainFixture,
   GENERATION_OPTIONS,
   newApiUser,
@@ -98,10 +99,10 @@ describe("CredentialGenerations", () => {
               [c.clientId, { generation: 1, changeSeq: 0 }],
               ["unknown-client", { generation: undefined, changeSeq: 0 }],
             ],
-            0,
+            undefined,
           ],
         ],
-        "each state with the number of the change it reflects; a fill claims no watermark",
+        "each state with the number of the change it reflects; a fill asks for no watermark",
       );
       assert.equal(f.cache.watermark, 2, "a fill does not move the watermark");
 
@@ -112,7 +113,7 @@ describe("CredentialGenerations", () => {
 
     test("a fill never overwrites a newer state: a rotation published between the fill's database read and its write survives", async () => {
       f.cache.beforeWrite = async (_states, watermark) => {
-        if (watermark !== 0) return;
+        if (watermark !== undefined) return; // only the fill
         f.cache.beforeWrite = undefined;
         await rotate(a); // commits and publishes generation 2 (change 1) right there
       };
@@ -127,7 +128,7 @@ describe("CredentialGenerations", () => {
     test("a fill racing a revocation whose publication failed does not make the old generation believable", async () => {
       const i2 = await startInstance(f);
       f.cache.beforeWrite = async (_states, watermark) => {
-        if (watermark !== 0) return;
+        if (watermark !== undefined) return; // only the fill
         f.cache.beforeWrite = undefined;
         f.cache.writeFailure = new Error("ETIMEDOUT");
         await revoke(a); // commits; its publication fails
@@ -174,36 +175,47 @@ describe("CredentialGenerations", () => {
   });
 
   describe("recording and publishing a change", () => {
-    test("recordChange numbers the change in the caller's transaction; publish writes the committed state with its number as the watermark", async () => {
+    test("recordChange numbers the change in the caller's transaction; publish writes the committed state and raises the watermark to its number from the previous one", async () => {
       const i2 = await startInstance(f);
-      const seq = await f.uow.transaction(async (tx) => {
+      const change = await f.uow.transaction(async (tx) => {
         await f.repos.apiUsers.markRevoked(tx, tenantScope(tmcId), a.clientId);
         const numbered = await f.generations.recordChange(tx, a.clientId);
         assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[], []], "not announced before the commit");
         return numbered;
       });
-      assert.equal(seq, 1);
+      assert.deepEqual(change, { seq: 1, previous: 0 });
       assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[1], [1]], "announced to every instance at commit");
       assert.equal(f.cache.writes.length, 0, "recording publishes nothing");
-      await f.generations.publish(a.clientId, seq);
+      await f.generations.publish(a.clientId, change);
       assert.deepEqual(
-        f.cache.writes.map((w) => [[...w.states], w.watermark]),
-        [[[[a.clientId, { generation: undefined, changeSeq: 1 }]], 1]],
+        f.cache.writes.map((w) => [[...w.states], w.watermark, w.raised]),
+        [[[[a.clientId, { generation: undefined, changeSeq: 1 }]], { to: 1, ifAtLeast: 0 }, true]],
       );
+      assert.equal(f.cache.watermark, 1);
       f.store.invocations.length = 0;
       assert.deepEqual([await generationOn(f, a), await generationOn(i2, a)], [undefined, undefined]);
       assert.deepEqual(databaseReads(), [], "both instances believe the published state");
     });
 
-    test("publish writes what the database says now: a late publication never puts back an older state", async () => {
+    test("publish writes what the database says now: a late publication never puts back an older state; the watermark rises only in order", async () => {
       const first = await f.uow.transaction(async (tx) => {
         await f.repos.apiUsers.setCredential(tx, tenantScope(tmcId), a.clientId, { secretHash: Buffer.alloc(32), generation: 2 });
         return f.generations.recordChange(tx, a.clientId);
       });
-      await revoke(a); // change 2, published
+      assert.deepEqual(first, { seq: 1, previous: 0 });
+      await revoke(a); // change 2 (previous 1), published before change 1 was
+      assert.deepEqual(f.cache.writes.at(-1)?.watermark, { to: 2, ifAtLeast: 1 });
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 0], "the state lands; the watermark cannot cover change 1 yet");
       await f.generations.publish(a.clientId, first); // change 1's publication arrives late
       assert.deepEqual(f.cache.writes.at(-1)?.states.get(a.clientId), { generation: undefined, changeSeq: 2 });
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 2]);
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 1]);
+      assert.equal(await generationOn(f, a), undefined);
+      assert.equal(f.fallbacks.count({ operation: "stale" }), 1, "watermark 1 of 2: not believed");
+      assert.equal(await f.generations.reconcile(), 1, "reconcile covers change 2");
+      assert.equal(f.cache.watermark, 2);
+      f.store.invocations.length = 0;
+      assert.equal(await generationOn(f, a), undefined);
+      assert.deepEqual(databaseReads(), [], "believed again");
     });
 
     test("a rolled-back change is never announced and never published; reconcile steps over its number", async () => {
@@ -326,71 +338,124 @@ describe("CredentialGenerations", () => {
       f.cache.loseWrites = false;
     });
 
-    // A src bug (see the report): the watermark is the highest change the cache was told about,
-    // not "every change up to here": any later publication raises it over what the restore lost.
-    test(
-      "a change published after the restore must not make the rest of the restored cache believable",
-      { todo: "src/domain/tokens/credential-generations.ts publish raises the watermark to its own change even when the cache missed earlier ones" },
-      async () => {
-        const i2 = await startInstance(f);
-        const tokenA = await tokenOf(a);
-        for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
-        const snapshot = f.cache.snapshot();
-        await revoke(a); // change 1
-        f.cache.restore(snapshot);
-        await rotate(b); // change 2, published: the watermark becomes 2
-        let wrongAccepts = 0;
-        for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
-        assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
-      },
-    );
+    // Was a todo (src bug): the watermark was the highest change the cache had been told about,
+    // not "every change up to here", so any later publication raised it over what the restore
+    // lost. Now a publication raises it only from the change before its own.
+    test("a change published after the restore does not make the rest of the restored cache believable", async () => {
+      const i2 = await startInstance(f);
+      const tokenA = await tokenOf(a);
+      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
+      const snapshot = f.cache.snapshot(); // watermark 0
+      await revoke(a); // change 1
+      f.cache.restore(snapshot);
+      await rotate(b); // change 2, published
+      assert.deepEqual(f.cache.writes.at(-1)?.watermark, { to: 2, ifAtLeast: 1 });
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.states.get(b.clientId), f.cache.watermark],
+        [{ generation: 1, changeSeq: 0 }, { generation: 2, changeSeq: 2 }, 0],
+        "change 2's state landed, but the watermark stays below the change the restore lost",
+      );
+      let wrongAccepts = 0;
+      for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
+      assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
+      await f.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 2]);
+      f.store.invocations.length = 0;
+      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
+      assert.deepEqual(databaseReads(), [], "repaired: believed again");
+    });
   });
 
-  // A src bug (see the report), the same as above without any restore: one failed cache write
-  // (a timeout) followed by any other client's successful publication, or two changes that commit
-  // in the opposite order of their numbers, and the revoked generation is believed everywhere.
+  // Were todos (src bug), the same as above without any restore: one failed cache write (a
+  // timeout) followed by any other client's successful publication, or two changes that committed
+  // in the opposite order of their numbers, and the revoked generation was believed everywhere.
   describe("a later publication must not cover a change the cache missed", () => {
-    test("a failed publication followed by another client's successful one", { todo: "src/domain/tokens/credential-generations.ts publish: the watermark covers a change whose write failed" }, async () => {
+    test("a failed publication followed by another client's successful one", async () => {
       const i2 = await startInstance(f);
       const tokenA = await tokenOf(a);
       for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
       f.cache.writeFailure = new Error("ETIMEDOUT");
       await revoke(a); // change 1: not in the cache
       f.cache.writeFailure = undefined;
-      await rotate(b); // change 2: published, watermark 2
+      await rotate(b); // change 2: published
+      assert.deepEqual(
+        f.cache.writes.slice(-2).map((w) => [[...w.states.keys()], w.watermark, w.failed, w.raised]),
+        [
+          [[a.clientId], { to: 1, ifAtLeast: 0 }, true, false],
+          [[b.clientId], { to: 2, ifAtLeast: 1 }, false, false],
+        ],
+      );
+      assert.equal(f.cache.watermark, 0, "change 2 cannot raise the watermark over the missed change 1");
       let wrongAccepts = 0;
       for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
       assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
+      await i2.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 2]);
+      f.store.invocations.length = 0;
+      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
+      assert.deepEqual(databaseReads(), [], "repaired: believed again");
     });
 
-    test(
-      "two changes committing out of order: the lower number commits after the higher one was published",
-      { todo: "src/domain/tokens/credential-generations.ts: change numbers are taken at insert, so commit order is not number order; a watermark past an uncommitted change covers it" },
-      async () => {
-        const i2 = await startInstance(f);
-        const tokenA = await tokenOf(a);
-        for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
+    // Was a todo: numbers were taken at insert, so two concurrent changes could commit in the
+    // opposite order of their numbers and the higher one's publication covered the lower one.
+    // Now the log numbers under a lock held until commit (the fake takes it as Postgres'
+    // pg_advisory_xact_lock does): the second change waits for the first to commit, knows it as
+    // its `previous`, and its publication cannot raise the watermark over the first's failed one.
+    test("two concurrent changes: the second is numbered only once the first has committed, and its publication cannot cover the first's failed one", async () => {
+      const i2 = await startInstance(f);
+      const tokenA = await tokenOf(a);
+      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
+      const gate = () => {
         let reached!: () => void;
-        const atCommit = new Promise<void>((resolve) => (reached = resolve));
         let release!: () => void;
+        const atCommit = new Promise<void>((resolve) => (reached = resolve));
         const held = new Promise<void>((resolve) => (release = resolve));
-        f.store.afterNext("credentialChanges.record", () => {
-          reached();
-          return held;
-        });
-        const revoking = revoke(a); // takes change 1, then waits before its commit
-        await atCommit;
-        await rotate(b); // takes change 2, commits and publishes: watermark 2
-        f.cache.writeFailure = new Error("ETIMEDOUT");
-        release();
-        await revoking; // change 1 commits (every instance hears 1 < 2); its publication fails
-        f.cache.writeFailure = undefined;
-        assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[2, 1], [2, 1]]);
-        let wrongAccepts = 0;
-        for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
-        assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
-      },
-    );
+        return { atCommit, release, hook: (result: unknown) => (reached(), held.then(() => result)) };
+      };
+      const numbered: unknown[] = [];
+      const first = gate();
+      f.store.afterNext("credentialChanges.record", (result) => (numbered.push(result), first.hook(result)));
+      const revoking = revoke(a); // numbers change 1, then waits before its commit
+      await first.atCommit;
+      const second = gate();
+      f.store.afterNext("credentialChanges.record", (result) => (numbered.push(result), second.hook(result)));
+      let rotated = false;
+      const rotating = rotate(b).finally(() => (rotated = true));
+      for (let i = 0; i < 10; i++) await settle();
+      assert.deepEqual(numbered, [{ seq: 1, previous: 0 }], "the second change is waiting for the numbering lock, not numbered");
+      assert.equal(rotated, false);
+      assert.equal(f.store.calls.filter((c) => c === "credentialChanges.record").length, 2, "…inside record");
+      assert.deepEqual([f.store.db.notified, await f.repos.credentialChanges.latest(f.uow.direct), apiUserRow(f, b.clientId)?.changeSeq], [[], 0, 0]);
+
+      f.cache.writeFailure = new Error("ETIMEDOUT");
+      first.release();
+      await revoking; // change 1 commits (every instance hears of it); its publication fails
+      await second.atCommit;
+      f.cache.writeFailure = undefined;
+      assert.deepEqual(numbered, [{ seq: 1, previous: 0 }, { seq: 2, previous: 1 }], "numbered after the first committed, knowing it");
+      assert.deepEqual(f.store.db.notified, ["1"], "the second has not committed yet");
+      second.release();
+      await rotating; // change 2 commits and publishes
+      assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[1, 2], [1, 2]], "committed and announced in number order");
+      assert.deepEqual(
+        f.cache.writes.slice(-2).map((w) => [[...w.states.keys()], w.watermark, w.failed, w.raised]),
+        [
+          [[a.clientId], { to: 1, ifAtLeast: 0 }, true, false],
+          [[b.clientId], { to: 2, ifAtLeast: 1 }, false, false],
+        ],
+        "change 2 landed but could not raise the watermark over the missed change 1",
+      );
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
+      let wrongAccepts = 0;
+      for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
+      assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
+
+      await f.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
+      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 2]);
+      f.store.invocations.length = 0;
+      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
+      assert.deepEqual(databaseReads(), [], "repaired: the cache answers again");
+    });
   });
 
   describe("change feed", () => {
@@ -516,16 +581,16 @@ describe("CredentialGenerations", () => {
               [a.clientId, { generation: 3, changeSeq: 4 }],
               [b.clientId, { generation: undefined, changeSeq: 5 }],
             ],
-            2,
+            { to: 2, ifAtLeast: 0 },
           ],
           [
             [
               [c.clientId, { generation: undefined, changeSeq: 3 }],
               [a.clientId, { generation: 3, changeSeq: 4 }],
             ],
-            4,
+            { to: 4, ifAtLeast: 2 },
           ],
-          [[[b.clientId, { generation: undefined, changeSeq: 5 }]], 5],
+          [[[b.clientId, { generation: undefined, changeSeq: 5 }]], { to: 5, ifAtLeast: 4 }],
         ],
         "the clients of each batch, as the database has them now",
       );
@@ -559,20 +624,38 @@ describe("CredentialGenerations", () => {
       await f.generations.reconcile().catch(() => {});
     });
 
-    test("when the log has nothing after the watermark (pruned), it only raises the watermark", async () => {
-      f.cache.loseWrites = true;
-      await rotate(a); // 1
-      f.cache.loseWrites = false;
-      f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
-      assert.equal(await f.generations.pruneLog(), 1);
-      f.cache.writes.length = 0;
-      assert.equal(await f.generations.reconcile(), 0);
-      assert.deepEqual(
-        f.cache.writes.map((w) => [[...w.states], w.watermark]),
-        [[[], 1]],
-      );
-      assert.equal(f.cache.watermark, 1);
-    });
+    // A src liveness bug (see the report), exposed by the new reconcile: latest() is max(seq) of
+    // the log, 0 once every entry has been pruned, so with the whole log pruned reconcile finds
+    // `watermark >= latest()` and raises nothing. An instance that knows of a change the cache
+    // missed (a cache unwritable, or its writes lost, for longer than logRetentionSeconds) then
+    // distrusts the cache — every read goes to Postgres and starts a reconcile that does nothing —
+    // until the next credential change, however long that takes. (The branch that "only raises the
+    // watermark" is still reached when a prune lands between latest() and since(): see the test
+    // "raising the watermark over an empty log ..." below.)
+    test(
+      "when the log was pruned past the watermark, it republishes what the log kept (always the newest change), and the cache is believed again",
+      async () => {
+        f.cache.loseWrites = true;
+        await rotate(a); // 1
+        await rotate(b); // 2
+        f.cache.loseWrites = false;
+        f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
+        f.cache.evict(a.clientId, b.clientId); // Redis' TTL (300 s) ran out long ago
+        assert.equal(await f.generations.pruneLog(), 1, "the newest change is kept: latest() never goes back");
+        f.cache.writes.length = 0;
+        assert.equal(await f.generations.reconcile(), 1);
+        assert.deepEqual(
+          f.cache.writes.map((w) => [[...w.states].map(([id]) => id), w.watermark]),
+          [[[b.clientId], { to: 2, ifAtLeast: 0 }]],
+        );
+        assert.equal(f.cache.watermark, 2);
+        await generationOn(f, b); // a miss, filled
+        const stale = f.fallbacks.count({ operation: "stale" });
+        f.store.invocations.length = 0;
+        assert.equal(await generationOn(f, b), 2);
+        assert.deepEqual([f.fallbacks.count({ operation: "stale" }) - stale, databaseReads()], [0, []], "believed again");
+      },
+    );
 
     test("with the cache up to date it writes nothing; concurrent calls share one run", async () => {
       await rotate(a);
@@ -601,29 +684,43 @@ describe("CredentialGenerations", () => {
       assert.equal(await generationOn(i2, a), undefined);
     });
 
-    // A src race (see the report): with nothing after the watermark, reconcileOnce raises it to
-    // `this.knownSeq` as it is *after* the `since` query, which may include a change that
-    // committed meanwhile and whose publication failed.
-    test(
-      "raising the watermark over an empty log must not cover a change that committed during the reconcile",
-      { todo: "src/domain/tokens/credential-generations.ts reconcileOnce writes `this.knownSeq` read after `since`, not the number it checked" },
-      async () => {
-        await generationOn(f, b);
-        f.cache.loseWrites = true;
-        await rotate(a); // 1, lost
-        f.cache.loseWrites = false;
-        f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
-        await f.generations.pruneLog(); // the log is empty; the instance knows of 1
-        const tokenB = await tokenOf(b);
-        f.store.afterNext("credentialChanges.since", async () => {
-          f.cache.writeFailure = new Error("ETIMEDOUT");
-          await revoke(b); // 2: commits during the reconcile, its publication fails
-          f.cache.writeFailure = undefined;
-        });
-        await f.generations.reconcile();
-        assert.equal(await accepts(f, tokenB), false, `the cache claims watermark ${f.cache.watermark} but holds b as ${JSON.stringify(f.cache.states.get(b.clientId))}`);
-      },
-    );
+    // Was a todo (src race): with nothing after the watermark, reconcileOnce raised it to
+    // `this.knownSeq` as it was *after* the `since` query, which could include a change that
+    // committed meanwhile and whose publication failed. Now it raises it to the `latest()` it read
+    // first, and only from the watermark it read. Nothing is after the watermark only when a prune
+    // lands between latest() and since() (changes commit in number order), so that is where the
+    // test puts one; the change that commits meanwhile lands after since().
+    test("a reconcile raises the watermark only over what it republished, not over a change that committed meanwhile", async () => {
+      const i2 = await startInstance(f);
+      await generationOn(f, b); // b cached at generation 1
+      const tokenB = await tokenOf(b);
+      f.cache.loseWrites = true;
+      await rotate(a); // 1, lost
+      f.cache.loseWrites = false;
+      f.cache.writes.length = 0;
+      f.store.afterNext("credentialChanges.latest", async (result) => {
+        assert.equal(result, 1, "reconcile read latest() = 1");
+      });
+      f.store.afterNext("credentialChanges.since", async (result) => {
+        assert.deepEqual(result, [{ seq: 1, clientId: a.clientId }]);
+        f.cache.writeFailure = new Error("ETIMEDOUT");
+        await revoke(b); // 2: commits during the reconcile, its publication fails
+        f.cache.writeFailure = undefined;
+      });
+      assert.equal(await f.generations.reconcile(), 1);
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states].map(([id]) => id), w.watermark, w.failed, w.raised]),
+        [
+          [[b.clientId], { to: 2, ifAtLeast: 1 }, true, false],
+          [[a.clientId], { to: 1, ifAtLeast: 0 }, false, true],
+        ],
+        "the revocation's publication failed; reconcile raised the watermark to the change it republished (1), not to 2",
+      );
+      assert.deepEqual([f.cache.states.get(b.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 1]);
+      for (const instance of [f, i2]) {
+        assert.equal(await accepts(instance, tokenB), false, `the cache claims watermark ${f.cache.watermark} but holds b as ${JSON.stringify(f.cache.states.get(b.clientId))}`);
+      }
+    });
   });
 
   describe("pruneLog", () => {
@@ -637,11 +734,9 @@ describe("CredentialGenerations", () => {
       f.clock.advanceSeconds(1);
       assert.equal(await f.generations.pruneLog(), 1);
       assert.deepEqual(await f.repos.credentialChanges.since(f.uow.direct, 0, 10), [{ seq: 2, clientId: b.clientId }]);
-      f.clock.advanceSeconds(299); // +660s: change 2 is exactly as old as the retention
-      assert.equal(await f.generations.pruneLog(), 0);
-      f.clock.advanceSeconds(1);
-      assert.equal(await f.generations.pruneLog(), 1);
-      assert.deepEqual(await f.repos.credentialChanges.since(f.uow.direct, 0, 10), []);
+      f.clock.advanceSeconds(300); // +661s: change 2 is older than the retention, but the newest
+      assert.equal(await f.generations.pruneLog(), 0, "the newest change is kept: latest() never goes back");
+      assert.deepEqual(await f.repos.credentialChanges.since(f.uow.direct, 0, 10), [{ seq: 2, clientId: b.clientId }]);
       assert.equal(await generationOn(f, b), 2, "an instance forgets nothing it knows: the pruned log changes no answer");
     });
   });

@@ -5,6 +5,7 @@ import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import type { Tx } from "../../../src/domain/shared/unit-of-work.js";
 import { MemoryGenerationCache } from "../../../src/store/memory/generation-cache.js";
 import type { CredentialState } from "../../../src/domain/tokens/model.js";
+import type { NumberedChange, WatermarkRaise } from "../../../src/domain/tokens/ports.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeChangeFeed } from "../../fakes/change-feed.js";
 import { FakeClock } from "../../fakes/clock.js";
@@ -167,6 +168,7 @@ describe("in-memory store", () => {
       scope: "openid",
       audience: "aud",
       boundCredentials: [["client-b", 1]],
+      act: { sub: "actor" },
       expiresAt: new Date("2027-01-01T00:00:00Z"),
     });
     await r.trustedIssuers.upsert(tx, b, { issuer: "https://idp.b", jwksUri: "https://idp.b/jwks", jwks: undefined, audience: undefined });
@@ -257,22 +259,22 @@ describe("in-memory store", () => {
       db.listen((payload) => heard.push(payload));
       let release!: () => void;
       const held = new Promise<void>((resolve) => (release = resolve));
-      let recorded!: (seq: number) => void;
-      const hasRecorded = new Promise<number>((resolve) => (recorded = resolve));
+      let recorded!: (change: NumberedChange) => void;
+      const hasRecorded = new Promise<NumberedChange>((resolve) => (recorded = resolve));
       const writer = uow.transaction(async (tx) => {
-        const seq = await r.credentialChanges.record(tx, "c1");
-        assert.deepEqual([...(await r.apiUsers.credentialStates(tx, ["c1"]))], [["c1", { generation: 1, changeSeq: seq }]], "its own stamp");
-        recorded(seq);
+        const change = await r.credentialChanges.record(tx, "c1");
+        assert.deepEqual([...(await r.apiUsers.credentialStates(tx, ["c1"]))], [["c1", { generation: 1, changeSeq: change.seq }]], "its own stamp");
+        recorded(change);
         await held;
-        return seq;
+        return change;
       });
-      assert.equal(await hasRecorded, 1);
+      assert.deepEqual(await hasRecorded, { seq: 1, previous: 0 }, "the first change: nothing committed before it");
       assert.deepEqual(heard, [], "nothing is announced before the commit");
       assert.equal(await r.credentialChanges.latest(uow.direct), 0, "an uncommitted change is not the latest");
       assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), []);
       assert.equal(db.apiUsers.rows.get("c1")?.changeSeq, 0);
       release();
-      assert.equal(await writer, 1);
+      assert.deepEqual(await writer, { seq: 1, previous: 0 });
       assert.deepEqual(heard, ["1"]);
       assert.equal(await r.credentialChanges.latest(uow.direct), 1);
       assert.equal(db.apiUsers.rows.get("c1")?.changeSeq, 1);
@@ -295,9 +297,18 @@ describe("in-memory store", () => {
       assert.deepEqual(heard, []);
       assert.deepEqual([db.apiUsers.rows.get("c1")?.changeSeq, db.apiUsers.rows.get("c2")?.changeSeq], [0, 0]);
       assert.equal(await r.credentialChanges.latest(uow.direct), 0);
-      assert.equal(await uow.transaction((tx) => r.credentialChanges.record(tx, "c1")), 3, "1 and 2 were consumed by the rolled-back transactions");
-      assert.deepEqual(heard, ["3"]);
-      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), [{ seq: 3, clientId: "c1" }]);
+      assert.deepEqual(
+        await uow.transaction((tx) => r.credentialChanges.record(tx, "c1")),
+        { seq: 3, previous: 0 },
+        "1 and 2 were consumed by the rolled-back transactions; `previous` is the last committed change, not seq - 1",
+      );
+      assert.deepEqual(await uow.transaction((tx) => r.credentialChanges.record(tx, "c2")), { seq: 4, previous: 3 });
+      assert.deepEqual(heard, ["3", "4"]);
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), [
+        { seq: 3, clientId: "c1" },
+        { seq: 4, clientId: "c2" },
+      ]);
+      assert.deepEqual(db.heldLocks(), [], "the rolled-back transactions released the numbering lock");
     });
 
     test("since lists committed changes after a number, oldest first, at most `limit`; prune forgets those older than a time", async () => {
@@ -316,30 +327,71 @@ describe("in-memory store", () => {
       assert.equal(await r.credentialChanges.prune(uow.direct, new Date(Date.parse("2026-11-22T10:00:20.000Z"))), 2);
       assert.deepEqual((await r.credentialChanges.since(uow.direct, 0, 10)).map((c) => c.seq), [3, 4]);
       assert.equal(await r.credentialChanges.latest(uow.direct), 4);
-      assert.equal(await r.credentialChanges.prune(uow.direct, clock.now()), 2);
-      assert.equal(await r.credentialChanges.latest(uow.direct), 0, "max(seq) of an emptied log");
+      assert.equal(await r.credentialChanges.prune(uow.direct, clock.now()), 1, "the newest change is kept, however old");
+      assert.equal(await r.credentialChanges.latest(uow.direct), 4, "latest() never goes back");
     });
 
-    test("two transactions recording at once: numbers in call order, committed (and announced) in commit order", async () => {
+    test("two transactions recording at once: the second waits for the first to commit (advisory lock), so numbers commit and are announced in order", async () => {
       const { uow, r, db } = await withClients("c1", "c2");
       const heard: string[] = [];
       db.listen((payload) => heard.push(payload));
       let release!: () => void;
       const held = new Promise<void>((resolve) => (release = resolve));
       const slow = uow.transaction(async (tx) => {
-        const seq = await r.credentialChanges.record(tx, "c1");
+        const change = await r.credentialChanges.record(tx, "c1");
         await held;
-        return seq;
+        return change;
       });
       await new Promise((resolve) => setImmediate(resolve));
-      const fast = await uow.transaction((tx) => r.credentialChanges.record(tx, "c2"));
-      assert.equal(fast, 2);
-      assert.deepEqual(heard, ["2"]);
-      assert.equal(await r.credentialChanges.latest(uow.direct), 2);
-      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), [{ seq: 2, clientId: "c2" }], "1 is not committed yet");
+      let fastDone = false;
+      const fast = uow
+        .transaction(async (tx) => {
+          const change = await r.credentialChanges.record(tx, "c2");
+          assert.deepEqual(heard, ["1"], "numbered only once the first change has committed");
+          return change;
+        })
+        .finally(() => (fastDone = true));
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(fastDone, false, "the second change waits on the numbering lock");
+      assert.deepEqual(heard, []);
+      assert.equal(await r.credentialChanges.latest(uow.direct), 0);
+      assert.equal(db.apiUsers.rows.get("c2")?.changeSeq, 0);
+      assert.deepEqual(
+        db.invocations.filter((c) => c.method === "credentialChanges.record").length,
+        2,
+        "both called record: the second is inside it, waiting",
+      );
       release();
-      assert.equal(await slow, 1);
-      assert.deepEqual(heard, ["2", "1"]);
+      assert.deepEqual(await slow, { seq: 1, previous: 0 });
+      assert.deepEqual(await fast, { seq: 2, previous: 1 }, "the second knows the first as its previous change");
+      assert.deepEqual(heard, ["1", "2"]);
+      assert.deepEqual(await r.credentialChanges.since(uow.direct, 0, 10), [
+        { seq: 1, clientId: "c1" },
+        { seq: 2, clientId: "c2" },
+      ]);
+    });
+
+    test("a rolled-back holder releases the numbering lock: the waiter numbers next, and its previous skips the gap", async () => {
+      const { uow, r } = await withClients("c1", "c2");
+      await uow.transaction((tx) => r.credentialChanges.record(tx, "c1")); // 1
+      let fail!: () => void;
+      const failing = new Promise<void>((_, reject) => (fail = () => reject(new Error("deadlock detected"))));
+      const doomed = uow.transaction(async (tx) => {
+        await r.credentialChanges.record(tx, "c1"); // 2, never committed
+        await failing;
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+      const waiter = uow.transaction((tx) => r.credentialChanges.record(tx, "c2"));
+      await new Promise((resolve) => setImmediate(resolve));
+      fail();
+      await assert.rejects(doomed, { message: "deadlock detected" });
+      assert.deepEqual(await waiter, { seq: 3, previous: 1 });
+    });
+
+    test("on `direct` (autocommit) record waits for the lock but holds it only for the statement", async () => {
+      const { uow, r } = await withClients("c1", "c2");
+      assert.deepEqual(await r.credentialChanges.record(uow.direct, "c1"), { seq: 1, previous: 0 });
+      assert.deepEqual(await uow.transaction((tx) => r.credentialChanges.record(tx, "c2")), { seq: 2, previous: 1 }, "not blocked by the autocommit change");
     });
   });
 
@@ -396,47 +448,61 @@ describe("in-memory store", () => {
   describe("fake generation cache", () => {
     const state = (generation: number | undefined, changeSeq: number): CredentialState => ({ generation, changeSeq });
 
-    test("keeps the rules of the src twin: a state never replaces a higher change number; the watermark only rises", async () => {
+    test("keeps the rules of the src twin: a state never replaces a higher change number; the watermark rises only from at least `ifAtLeast`", async () => {
       const fake = new FakeGenerationCache();
       const twin = new MemoryGenerationCache();
-      const script: Array<[Map<string, CredentialState>, number]> = [
-        [new Map([["a", state(1, 0)], ["b", state(1, 0)]]), 0],
-        [new Map([["a", state(2, 5)]]), 5],
-        [new Map([["a", state(1, 0)], ["b", state(undefined, 3)]]), 0],
-        [new Map([["a", state(undefined, 5)]]), 4],
-        [new Map([["b", state(undefined, 2)], ["c", state(undefined, 0)]]), 2],
-      ];
-      for (const [states, watermark] of script) {
-        await fake.write(states, watermark);
-        await twin.write(states, watermark);
-      }
       const ids = ["a", "b", "c", "d"];
-      assert.deepEqual(await fake.read(ids), await twin.read(ids));
-      assert.deepEqual(await fake.read(ids), { states: [state(undefined, 5), state(undefined, 3), state(undefined, 0), undefined], watermark: 5 });
+      const script: Array<[string, Map<string, CredentialState>, WatermarkRaise | undefined, number]> = [
+        ["a fill never moves the watermark", new Map([["a", state(1, 0)], ["b", state(1, 0)]]), undefined, 0],
+        ["change 1 over change 0: rises", new Map([["a", state(2, 1)]]), { to: 1, ifAtLeast: 0 }, 1],
+        ["change 5 after a missed change 3: states land, the watermark stays", new Map([["a", state(undefined, 5)]]), { to: 5, ifAtLeast: 3 }, 1],
+        ["an older state never replaces a newer one; a fill", new Map([["a", state(1, 0)], ["b", state(undefined, 3)]]), undefined, 1],
+        ["reconcile from 1 up to 3: rises", new Map([["b", state(undefined, 3)]]), { to: 3, ifAtLeast: 1 }, 3],
+        ["a raise to below the watermark never lowers it", new Map([["c", state(undefined, 2)]]), { to: 2, ifAtLeast: 1 }, 3],
+        ["change 5's publication again, now that 3 is covered: rises", new Map([["a", state(undefined, 5)]]), { to: 5, ifAtLeast: 3 }, 5],
+        ["ifAtLeast below the watermark is covered too", new Map(), { to: 7, ifAtLeast: 4 }, 7],
+        ["ifAtLeast above the watermark: refused even with no states", new Map(), { to: 9, ifAtLeast: 8 }, 7],
+      ];
+      for (const [step, states, raise, expected] of script) {
+        await fake.write(states, raise);
+        await twin.write(states, raise);
+        assert.deepEqual(await fake.read(ids), await twin.read(ids), step);
+        assert.equal(fake.watermark, expected, step);
+      }
+      assert.deepEqual(await fake.read(ids), { states: [state(undefined, 5), state(undefined, 3), state(undefined, 2), undefined], watermark: 7 });
+      assert.deepEqual(
+        fake.writes.map((w) => w.raised),
+        [false, true, false, false, true, false, true, true, false],
+        "each write records whether its raise happened",
+      );
     });
 
     test("fails, loses writes, rolls back to a snapshot, and records every call", async () => {
       const cache = new FakeGenerationCache();
-      await cache.write(new Map([["a", state(1, 0)]]), 1);
+      await cache.write(new Map([["a", state(1, 0)]]), { to: 1, ifAtLeast: 0 });
       const before = cache.snapshot();
-      await cache.write(new Map([["a", state(undefined, 2)]]), 2);
+      await cache.write(new Map([["a", state(undefined, 2)]]), { to: 2, ifAtLeast: 1 });
       cache.restore(before);
       assert.deepEqual(await cache.read(["a"]), { states: [state(1, 0)], watermark: 1 });
       cache.loseWrites = true;
-      await cache.write(new Map([["a", state(2, 3)]]), 3);
-      assert.equal(cache.generationOf("a"), 1);
+      await cache.write(new Map([["a", state(2, 3)]]), { to: 3, ifAtLeast: 2 });
+      assert.deepEqual([cache.generationOf("a"), cache.watermark], [1, 1]);
       cache.loseWrites = false;
       cache.writeFailure = new Error("READONLY");
-      await assert.rejects(cache.write(new Map([["a", state(2, 3)]]), 3), { message: "READONLY" });
+      await assert.rejects(cache.write(new Map([["a", state(2, 3)]]), { to: 3, ifAtLeast: 1 }), { message: "READONLY" });
+      assert.equal(cache.watermark, 1);
+      cache.writeFailure = undefined;
+      await cache.write(new Map([["b", state(1, 0)]]));
       cache.readFailure = new Error("ECONNREFUSED");
       await assert.rejects(cache.read(["a"]), { message: "ECONNREFUSED" });
       assert.deepEqual(
-        cache.writes.map((w) => [w.watermark, w.failed, w.lost]),
+        cache.writes.map((w) => [w.watermark, w.failed, w.lost, w.raised]),
         [
-          [1, false, false],
-          [2, false, false],
-          [3, false, true],
-          [3, true, false],
+          [{ to: 1, ifAtLeast: 0 }, false, false, true],
+          [{ to: 2, ifAtLeast: 1 }, false, false, true],
+          [{ to: 3, ifAtLeast: 2 }, false, true, false],
+          [{ to: 3, ifAtLeast: 1 }, true, false, false],
+          [undefined, false, false, false],
         ],
       );
       assert.deepEqual(cache.reads, [

@@ -277,8 +277,8 @@ describe("TokenService", () => {
       await rejectsWith(refresh(companyAdmin, first.refreshToken), { code: "INVALID_GRANT", message: "The refresh token was already used; its family is revoked" });
     });
 
-    // A src gap (see the report): the refresh-token row does not keep `act`, so a nested delegation chain is cut to one actor.
-    test("a refreshed token keeps the delegation chain of the exchange it descends from", { todo: "src/domain/tokens/token-service.ts refresh re-issues act as { sub: client } only" }, async () => {
+    // The refresh-token row keeps `act`: a nested delegation chain survives a refresh.
+    test("a refreshed token keeps the delegation chain of the exchange it descends from", async () => {
       const third = await newApiUser(f, tmcId);
       const nested = await exchange(third, first.accessToken);
       assert.deepEqual(decodeJwt(nested.accessToken).act, { sub: third.clientId, act: { sub: companyAdmin.clientId } });
@@ -286,8 +286,8 @@ describe("TokenService", () => {
       assert.deepEqual(decodeJwt(refreshed.accessToken).act, { sub: third.clientId, act: { sub: companyAdmin.clientId } });
     });
 
-    // A src gap (see the report): only the client's own credential is checked on refresh.
-    test("after the subject's credential is rotated, refresh must not hand out a token that is dead on arrival", { todo: "src/domain/tokens/token-service.ts refresh checks only boundCredentials[0]" }, async () => {
+    // Every bound credential is checked on refresh, not only the client's own.
+    test("after the subject's credential is rotated, refresh must not hand out a token that is dead on arrival", async () => {
       await f.admin.rotate({ clientId: "operator", tmcId }, admin.clientId, "r");
       const outcome = await refresh(companyAdmin, first.refreshToken).then(
         async (issued) => `issued a token that verify answers: ${await f.accessTokens.verify(issued.accessToken).then(() => "valid", (e: Error) => e.message)}`,

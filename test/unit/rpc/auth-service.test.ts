@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
-import { asRequest, bearer, connectErrorOf, provisionTmc, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
+import { ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
+import { asOperator, asRequest, bearer, connectErrorOf, provisionTmc, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
 
 const EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
@@ -73,8 +74,9 @@ describe("AuthService through the transport", () => {
       { code: Code.PermissionDenied, errorCode: "INVALID_CLIENT", message: "Client authentication failed", error: "invalid_client", errorDescription: "Client authentication failed", debugIdentifier: "req-bad" },
     );
     assert.equal(error.metadata.get("cache-control"), "no-store");
-    assert.equal(error.metadata.get("ratelimit-policy"), '"default";q=3;w=60');
-    assert.equal(rateLimitOf(error.metadata).remaining, 2);
+    // Not authenticated: only the address's budget (the default 300/60) applied; the client's is spent once it has authenticated.
+    assert.equal(error.metadata.get("ratelimit-policy"), '"default";q=300;w=60');
+    assert.equal(rateLimitOf(error.metadata).remaining, 299);
 
     const other = await newClient();
     const oauth = (fields: object) => h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: other.clientId, clientSecret: other.clientSecret, ...fields });
@@ -145,13 +147,61 @@ describe("AuthService through the transport", () => {
     assert.equal(error.metadata.get("ratelimit-policy"), '"default";q=3;w=60');
   });
 
-  test("failed authentications spend the failure budget: then even the right secret is 429", async () => {
+  test("failed authentications lock a client out at that address only; the operator sees the lockout and lifts it", async () => {
     const client = await newClient();
     const fetch = (secret: string, address: string) => asRequest("req-f", address, () => h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: client.clientId, clientSecret: secret }));
-    for (const address of ["10.3.0.1", "10.3.0.2"]) await connectErrorOf(fetch("wrong", address));
-    const error = await connectErrorOf(fetch(client.clientSecret, "10.3.0.3"));
-    assert.equal(error.code, Code.ResourceExhausted);
-    assert.equal(error.metadata.get("ratelimit-policy"), '"default";q=2;w=900');
+    const attacker = "10.3.0.1";
+    for (let i = 0; i < 2; i++) {
+      await rejectsWithRpc(fetch("wrong", attacker), { code: Code.PermissionDenied, errorCode: "INVALID_CLIENT", message: "Client authentication failed", error: "invalid_client", errorDescription: "Client authentication failed" });
+    }
+    const shown = await h.operator.getTokenLockout({ clientId: client.clientId, address: attacker }, asOperator);
+    assert.deepEqual(
+      { clientId: shown.clientId, address: shown.address, failures: shown.failures, limit: shown.limit, lockedOut: shown.lockedOut },
+      { clientId: client.clientId, address: attacker, failures: 2, limit: 2, lockedOut: true },
+    );
+    assert.ok(shown.resetSeconds > 800 && shown.resetSeconds <= 900, `resetSeconds ${shown.resetSeconds}`);
+
+    const refusal = await connectErrorOf(fetch(client.clientSecret, attacker));
+    await rejectsWithRpc(Promise.reject(refusal), {
+      code: Code.ResourceExhausted,
+      errorCode: "TOO_MANY_REQUESTS",
+      message: "Rate limit exceeded; retry later with exponential backoff",
+      params: [{ name: "retryAfterSeconds", value: refusal.metadata.get("retry-after") ?? "<no Retry-After>" }],
+      error: "slow_down",
+      errorDescription: "Rate limit exceeded; retry later with exponential backoff",
+    });
+    assert.equal(refusal.metadata.get("ratelimit-policy"), '"default";q=2;w=900', "the headers of the failure budget that refused");
+    assert.equal((await fetch(client.clientSecret, "10.3.0.2")).tokenType, "Bearer", "the client elsewhere is not locked out");
+
+    const unknown = await h.operator.getTokenLockout({ clientId: "", address: attacker }, asOperator);
+    assert.deepEqual([unknown.failures, unknown.lockedOut], [0, false], "unknown client ids at that address: a separate count");
+    await h.operator.resetTokenLockout({ clientId: client.clientId, address: attacker }, asOperator);
+    const lifted = await h.operator.getTokenLockout({ clientId: client.clientId, address: attacker }, asOperator);
+    assert.deepEqual([lifted.failures, lifted.lockedOut, lifted.resetSeconds], [0, false, 0]);
+    assert.equal((await fetch(client.clientSecret, attacker)).tokenType, "Bearer", "lifted at once");
+  });
+
+  test("made-up client ids from an address lock out only further made-up ids there", async () => {
+    const client = await newClient();
+    const nat = "10.3.1.1";
+    const guess = (id: string) => asRequest("req-g", nat, () => h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: id, clientSecret: "guess" }));
+    for (let i = 0; i < 2; i++) assert.equal((await connectErrorOf(guess(`made-up-${i}`))).code, Code.PermissionDenied);
+    assert.equal((await connectErrorOf(guess("made-up-2"))).code, Code.ResourceExhausted);
+    const shown = await h.operator.getTokenLockout({ address: nat }, asOperator);
+    assert.deepEqual([shown.clientId, shown.limit, shown.lockedOut], ["", 2, true]);
+    const issued = await asRequest("req-g", nat, () => h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: client.clientId, clientSecret: client.clientSecret }));
+    assert.equal(issued.tokenType, "Bearer");
+  });
+
+  test("a lockout's address must be an IP address; the lockout RPCs are the operator's", async () => {
+    const invalid = await connectErrorOf(h.operator.getTokenLockout({ address: "not-an-ip" }, asOperator));
+    assert.equal(invalid.code, Code.InvalidArgument);
+    const [body] = invalid.findDetails(ErrorResponseSchema);
+    assert.deepEqual(
+      [body?.errorMessages[0]?.errorCode, body?.errorMessages[0]?.errorParameters.map((p) => p.name)],
+      ["API_VALIDATION_FAILED", ["address"]],
+    );
+    assert.equal((await connectErrorOf(h.operator.resetTokenLockout({ address: "10.3.2.1" }, bearer(adminToken)))).code, Code.Unauthenticated);
   });
 
   test("protovalidate: API_VALIDATION_FAILED with one errorParameter per field, in the OAuth dialect, before any rate limiting", async () => {
@@ -201,10 +251,10 @@ describe("AuthService through the transport", () => {
     await h.domain.auditLog.flush();
     const events = await h.store.repositories.audit.list(h.store.uow.direct, tenantScope(tenant.tmcId), 1000);
     const issued = events.find((e) => e.debugIdentifier === "req-audit-ok");
-    assert.deepEqual([issued?.action, issued?.actor, issued?.details], ["TOKEN_ISSUED", client.clientId, { grantType: "client_credentials" }]);
+    assert.deepEqual([issued?.action, issued?.actor, issued?.details], ["TOKEN_ISSUED", client.clientId, { grantType: "client_credentials", remoteAddress: "10.4.0.1" }]);
     // A refused request has no authenticated tenant: it is not in the TMC's trail but is written.
     const refused = h.store.db.auditEvents.values().find((e) => e.debugIdentifier === "req-audit-bad");
-    assert.deepEqual([refused?.action, refused?.outcome, refused?.actor, refused?.tmcId, refused?.details], ["TOKEN_REFUSED", "FAILURE", client.clientId, null, { grantType: "client_credentials", errorCode: "INVALID_CLIENT" }]);
+    assert.deepEqual([refused?.action, refused?.outcome, refused?.actor, refused?.tmcId, refused?.details], ["TOKEN_REFUSED", "FAILURE", client.clientId, null, { grantType: "client_credentials", errorCode: "INVALID_CLIENT", remoteAddress: "10.4.0.2" }]);
     assert.equal(JSON.stringify(h.store.db.auditEvents.values()).includes(client.clientSecret), false);
   });
 });

@@ -4,6 +4,7 @@ import * as tokens from "./20261121000200_tokens.js";
 import * as credentialOutbox from "./20261121000300_credential_outbox.js";
 import * as dropServiceSettings from "./20261122000100_drop_service_settings.js";
 import * as credentialChanges from "./20261122000200_credential_changes.js";
+import * as refreshTokenAct from "./20261122000300_refresh_token_act.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -15,6 +16,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261121000300_credential_outbox", credentialOutbox],
   ["20261122000100_drop_service_settings", dropServiceSettings],
   ["20261122000200_credential_changes", credentialChanges],
+  ["20261122000300_refresh_token_act", refreshTokenAct],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -36,8 +36,13 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
     return rows.map((r) => ({ seq: Number(r.seq), clientId: r.client_id }));
   }
 
+  /** Keeps the newest change whatever its age: `latest()` must never go back. */
   async prune(tx: Tx, before: Date): Promise<number> {
-    return knexOf(tx)("credential_changes").where("changed_at", "<", before).delete();
+    const db = knexOf(tx);
+    return db("credential_changes")
+      .where("changed_at", "<", before)
+      .where("seq", "<", db("credential_changes").max("seq"))
+      .delete();
   }
 }
 

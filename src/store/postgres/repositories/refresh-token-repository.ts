@@ -19,6 +19,7 @@ export class PostgresRefreshTokenRepository implements RefreshTokenRepository, C
       scope: token.scope,
       audience: token.audience,
       bound_credentials: JSON.stringify(token.boundCredentials),
+      act: JSON.stringify(token.act),
       expires_at: token.expiresAt,
     });
   }
@@ -56,6 +57,8 @@ function toRecord(row: RefreshTokenRow): RefreshTokenRecord {
     scope: row.scope,
     audience: row.audience,
     boundCredentials: row.bound_credentials.map(([id, generation]) => [id, generation] as BoundCredential),
+    // Families from before the act column carry only their client as actor.
+    act: row.act ?? { sub: row.client_id },
     expiresAt: new Date(row.expires_at),
     usedAt: row.used_at ?? undefined,
     revokedAt: row.revoked_at ?? undefined,
