@@ -4,6 +4,7 @@ import { ApiUserProvisioning } from "../domain/api-users/api-user-provisioning.j
 import { ScimAuthenticator } from "../domain/api-users/scim-authenticator.js";
 import { AuditLog } from "../domain/audit/audit-log.js";
 import { AuditTrail } from "../domain/audit/audit-trail.js";
+import { OperatorAuthenticator } from "../domain/operator/operator-authenticator.js";
 import { OperatorCredential } from "../domain/operator/operator-credential.js";
 import { TokenRateLimiter } from "../domain/rate-limit/token-rate-limiter.js";
 import { DemoSeeder } from "../domain/seed/demo-seed.js";
@@ -61,7 +62,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     timeoutMs: tokens.jwksFetchTimeoutMs,
     cooldownMs: tokens.jwksCooldownMs,
     cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
-  });
+  }, tokens.externalTokenMaxLifetimeSeconds);
   const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, repos.apiUsers, { ...tokens, pepper: keys.secretPepper }, clock);
   const auditLog = new AuditLog(uow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped, rejected: metrics.auditRejected }, clock, {
     ...config.audit,
@@ -88,7 +89,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     },
     verifiers: {
       accessTokens,
-      operator: new OperatorCredential(operatorToken),
+      operator: new OperatorAuthenticator(new OperatorCredential(operatorToken), limiter),
       scimTokens: new ScimAuthenticator(uow, repos.apiUsers, keys),
       audience: tokens.audience,
     },

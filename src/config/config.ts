@@ -98,6 +98,8 @@ export interface TokenConfig {
   readonly jwksFetchTimeoutMs: number;
   readonly jwksCooldownMs: number;
   readonly jwksCacheMaxAgeMs: number;
+  /** Longest lifetime accepted from an external subject token (exp − iat). */
+  readonly externalTokenMaxLifetimeSeconds: number;
 }
 
 /** Background jobs of every instance. */
@@ -212,6 +214,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       jwksFetchTimeoutMs: intFrom(env, "JWKS_FETCH_TIMEOUT_MS", 3_000, 100, MINUTE_MS),
       jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
       jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
+      externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
     },
     rateLimits: rateLimitsFromEnv(env),
     jobs: {

@@ -23,6 +23,7 @@ export function loadSecrets(config: Pick<Config, "secrets" | "storage">): Loaded
       ? decodeMasterKey(config.secrets.masterKey, "MASTER_KEY")
       : decodeMasterKey(readOrCreateSecretFile(masterKeyFile, () => crypto.randomBytes(32).toString("base64")), masterKeyFile);
   const operatorToken = config.secrets.operatorToken ?? readOrCreateSecretFile(operatorTokenFile(dataDir), () => crypto.randomBytes(32).toString("base64url"));
+  checkOperatorToken(operatorToken, config.secrets.operatorToken !== undefined ? "OPERATOR_TOKEN" : operatorTokenFile(dataDir));
   return {
     masterKey,
     operatorToken,
@@ -35,6 +36,16 @@ export function loadSecrets(config: Pick<Config, "secrets" | "storage">): Loaded
 
 export function operatorTokenFile(dataDir: string): string {
   return path.join(dataDir, "operator-token");
+}
+
+/**
+ * The operator credential opens every tenant: at least 32 characters (the generated one has 43,
+ * 256 bits) and not a repetition of a few characters (a rough guard against "password…" and
+ * "aaaa…"; a random token of that length easily passes).
+ */
+export function checkOperatorToken(token: string, source: string): void {
+  if (token.length < 32) throw new ConfigError(`${source} must be at least 32 characters of a random token (e.g. openssl rand -base64 32)`);
+  if (new Set(token).size < 12) throw new ConfigError(`${source} is not random enough: use a random token (e.g. openssl rand -base64 32)`);
 }
 
 function decodeMasterKey(value: string, source: string): Buffer {

@@ -44,6 +44,7 @@ export const ERROR_CODES = {
   // OAuth token endpoints (RFC 6749 5.2, RFC 8693 2.2.2)
   INVALID_REQUEST: { kind: "INVALID_ARGUMENT", description: "The token request is malformed" },
   INVALID_CLIENT: { kind: "PERMISSION_DENIED", description: "Client authentication failed (unknown client or wrong secret)" },
+  CLIENT_AUTHENTICATION_REQUIRED: { kind: "UNAUTHENTICATED", description: "The token request carries no client authentication (RFC 6749 5.2: 401 invalid_client)" },
   INVALID_GRANT: { kind: "INVALID_ARGUMENT", description: "The refresh token is invalid, expired, used or revoked" },
   INVALID_SCOPE: { kind: "INVALID_ARGUMENT", description: "The requested scope is malformed or wider than allowed" },
   INVALID_TARGET: { kind: "INVALID_ARGUMENT", description: "The requested audience is not allowed" },

@@ -521,6 +521,11 @@ export class InMemoryTenantRepository implements TenantRepository {
     const row = this.db.read(tx, this.db.users).find((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive);
     return row && toUser(row);
   }
+
+  async findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined> {
+    const row = this.db.read(tx, this.db.users).find((u) => u.tmcId === scope.tmcId && u.id === userId && u.isActive);
+    return row && toUser(row);
+  }
 }
 
 export class InMemoryApiUserRepository implements ApiUserRepository {

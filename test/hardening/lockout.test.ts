@@ -92,4 +92,19 @@ describe("a lockout that protects without becoming a weapon", () => {
     const body = (await response.json()) as { details: Array<{ debug?: { errorMessages?: Array<{ errorParameters: Array<{ name: string }> }> } }> };
     assert.equal(body.details[0]?.debug?.errorMessages?.[0]?.errorParameters[0]?.name, "address");
   });
+
+  test("guesses at the operator credential are limited the same way, per address", async () => {
+    const call = (address: string, token: string) =>
+      fetch(`${running.baseUrl}/travel.operator.v1.OperatorService/GetTokenLockout`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "x-forwarded-for": address },
+        body: JSON.stringify({ address: "192.0.2.1" }),
+      }).then((r) => r.status);
+    const guesser = "203.0.113.200";
+    const statuses = [];
+    for (let i = 0; i < 12; i++) statuses.push(await call(guesser, `guess-${i}`));
+    assert.deepEqual(statuses, [...Array(10).fill(401), 429, 429]);
+    assert.equal(await call(guesser, operatorHeaders.authorization.slice("Bearer ".length)), 429, "locked out at that address");
+    assert.equal(await call("192.0.2.250", operatorHeaders.authorization.slice("Bearer ".length)), 200, "the operator elsewhere is not");
+  });
 });

@@ -142,6 +142,13 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     assert.equal((await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB.toUpperCase()))?.tmcId, b.id);
   });
 
+  isolation("tenants.findActiveUser", async () => {
+    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    assert.ok(userB);
+    assert.equal(await repos.tenants.findActiveUser(uow.direct, scopeA, userB.id), undefined);
+    assert.equal((await repos.tenants.findActiveUser(uow.direct, scopeB, userB.id))?.id, userB.id);
+  });
+
   isolation("apiUsers.insert", async () => {
     const id = `a2-${crypto.randomUUID()}`;
     await repos.apiUsers.insert(uow.direct, scopeA, newApiUser(id));

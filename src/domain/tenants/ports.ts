@@ -20,4 +20,6 @@ export interface TenantRepository {
   createUser(tx: Tx, scope: TenantScope, companyId: string, user: NewUser): Promise<User>;
   /** The active user with this email (case-insensitive) in the tenant. */
   findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined>;
+  /** The active user with this id in the tenant. */
+  findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined>;
 }

@@ -1,3 +1,4 @@
+import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import type { ApiUserRepository } from "../api-users/ports.js";
 import { verifyClientSecret } from "../shared/client-secret.js";
@@ -33,6 +34,8 @@ export class ClientAuthenticator {
    */
   async lookUp(presented: PresentedCredentials): Promise<ClientAttempt> {
     const { clientId, clientSecret } = credentialsOf(presented);
+    // RFC 6749 5.2 (and RFC 8693 5): no client authentication at all is 401 invalid_client.
+    if (!clientId && !clientSecret) throw new DomainError("CLIENT_AUTHENTICATION_REQUIRED", "Client authentication is required (HTTP Basic, or client_id and client_secret)");
     if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
     const user = await this.apiUsers.findActive(this.uow.direct, clientId);
     return { clientId, secret: clientSecret, client: user?.credentialType === "CLIENT_CREDENTIALS" ? user : undefined };

@@ -49,6 +49,8 @@ export interface TokenRequest {
   readonly subjectToken: string;
   readonly subjectTokenType: string;
   readonly refreshToken: string;
+  /** RFC 8693 requested_token_type; empty when not asked. */
+  readonly requestedTokenType?: string;
 }
 
 export interface IssuedToken {

@@ -57,7 +57,17 @@ export class TokenEndpoint {
     const addressBudget = await this.limitAddress(call);
     const client = await this.authenticate(credentials, call);
     await this.limitClient(client, addressBudget, call);
-    return this.tokens.introspect(client, token);
+    const principal = await this.tokens.introspect(client, token);
+    this.audit.record({
+      action: "TOKEN_INTROSPECTED",
+      outcome: "SUCCESS",
+      actor: client.clientId,
+      tmcId: client.tmcId,
+      targetClientId: principal?.clientId ?? null,
+      debugIdentifier: call.requestId,
+      details: { active: principal !== undefined, remoteAddress: call.remoteAddress },
+    });
+    return principal;
   }
 
   /** Every request spends a point of its source address's budget, first. */

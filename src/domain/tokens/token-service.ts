@@ -47,12 +47,16 @@ export class TokenService {
     private readonly trustedIssuers: TrustedIssuers,
     private readonly tenants: TenantRepository,
     private readonly refreshTokens: RefreshTokenRepository,
-    private readonly apiUsers: Pick<ApiUserRepository, "credentialStates">,
+    private readonly apiUsers: Pick<ApiUserRepository, "credentialStates" | "findActive">,
     private readonly settings: TokenServiceSettings,
     private readonly now: Clock,
   ) {}
 
   async grant(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
+    // RFC 8693 2.1: only access tokens are issued, and only an exchange may ask for a type.
+    if (request.requestedTokenType && (request.grantType !== GRANT_TOKEN_EXCHANGE || request.requestedTokenType !== TOKEN_TYPE_ACCESS_TOKEN)) {
+      throw invalidRequest("requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange", "requested_token_type");
+    }
     switch (request.grantType) {
       case GRANT_CLIENT_CREDENTIALS:
         return this.clientCredentials(client, request);
@@ -80,7 +84,9 @@ export class TokenService {
   async introspect(client: ApiUser, token: string): Promise<Principal | undefined> {
     try {
       const principal = await this.tokens.verify(token);
-      return principal.tmcId === client.tmcId ? principal : undefined;
+      if (principal.tmcId !== client.tmcId) return undefined;
+      // The same rule as exchange: a company admin learns only about tokens of its own company.
+      return (await this.mayActFor(client, principal.subject, principal.subjectKind)) ? principal : undefined;
     } catch (error) {
       if (error instanceof DomainError) return undefined;
       throw error;
@@ -121,6 +127,7 @@ export class TokenService {
         throw invalidRequest("The subject_token is not an active access token", "subject_token");
       }
       if (subject.tmcId !== client.tmcId) throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
+      if (!(await this.mayActFor(client, subject.subject, subject.subjectKind))) throw notYourSubject();
       const scopes = narrowScopes(request.scope, subject.scopes.filter((s) => roleScopes.includes(s)));
       const audience = request.audience ? [request.audience] : [...subject.audience];
       if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(request.audience);
@@ -134,6 +141,7 @@ export class TokenService {
       const { email } = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
       const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), email);
       if (!user) throw invalidRequest("The subject_token names no active user of the caller's TMC", "subject_token");
+      if (client.role === "COMPANY_ADMIN" && user.companyId !== client.orgId) throw notYourSubject();
       const scopes = narrowScopes(request.scope, roleScopes);
       const audience = [this.audienceOf(request.audience)];
       return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [own]);
@@ -214,6 +222,18 @@ export class TokenService {
     return outcome.issued!;
   }
 
+  /**
+   * Who may act for whom (exchange and introspection): a TMC admin for anyone of its TMC; a
+   * company admin only for subjects of its own company, and never for a TMC admin.
+   */
+  private async mayActFor(caller: ApiUser, subject: string, kind: SubjectKind): Promise<boolean> {
+    if (caller.role === "TMC_ADMIN") return true;
+    const scope = tenantScope(caller.tmcId);
+    if (kind === "USER") return (await this.tenants.findActiveUser(this.uow.direct, scope, subject))?.companyId === caller.orgId;
+    const client = await this.apiUsers.findActive(this.uow.direct, subject);
+    return client !== undefined && client.tmcId === caller.tmcId && client.role !== "TMC_ADMIN" && client.orgId === caller.orgId;
+  }
+
   private audienceOf(requested: string): string {
     if (!requested) return this.settings.audience;
     if (requested === this.settings.audience || this.settings.allowedAudiences.includes(requested)) return requested;
@@ -232,6 +252,10 @@ export class TokenService {
       return false;
     }
   }
+}
+
+function notYourSubject() {
+  return invalidRequest("The caller may not obtain a token for the subject of this subject_token", "subject_token");
 }
 
 /** The claims every token carries about the client that obtained it. */

@@ -1,4 +1,4 @@
-import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { invalidArgument, notFound } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import { tenantScope } from "../shared/tenant-scope.js";
@@ -30,12 +30,16 @@ export class TrustedIssuers {
     private readonly issuers: TrustedIssuerRepository,
     private readonly now: Clock,
     private readonly fetchOptions: { readonly timeoutMs: number; readonly cooldownMs: number; readonly cacheMaxAgeMs: number },
+    /** Longest lifetime (exp − iat, or exp − now without iat) accepted from an external token. */
+    private readonly maxLifetimeSeconds: number,
   ) {}
 
   async add(tmcId: string, input: TrustedIssuerInput): Promise<void> {
     const scope = tenantScope(tmcId);
     if (!(await this.tenants.findTmc(this.uow.direct, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
     if (Boolean(input.jwksUri) === Boolean(input.jwks)) throw invalidArgument("Give exactly one of jwksUri and jwks");
+    // A token minted by the issuer for another relying party must never be exchangeable here.
+    if (!input.audience) throw invalidArgument("audience is required: the audience the issuer's tokens carry for this platform", [{ name: "audience", value: "" }]);
     let jwks: JSONWebKeySet | undefined;
     if (input.jwks) {
       try {
@@ -69,21 +73,26 @@ export class TrustedIssuers {
     if (typeof kid !== "string" || kid === "") throw bad("no key id (kid)");
     const trusted = await this.issuers.find(this.uow.direct, tenantScope(tmcId), issuer);
     if (!trusted) throw bad("its issuer is not trusted by the caller's TMC");
+    // Issuers registered before the audience became required have none: refused, never "any audience".
+    if (!trusted.audience) throw bad("its issuer is registered without an audience");
     const keys = trusted.jwks ? createLocalJWKSet(trusted.jwks as JSONWebKeySet) : this.remoteKeySet(trusted.jwksUri!);
-    let email: unknown;
+    let payload: JWTPayload;
     try {
-      const { payload } = await jwtVerify(token, keys, {
+      ({ payload } = await jwtVerify(token, keys, {
         issuer,
+        audience: trusted.audience,
         algorithms: EXTERNAL_ALGORITHMS,
         currentDate: this.now(),
         clockTolerance: 30,
         requiredClaims: ["exp"],
-        ...(trusted.audience ? { audience: trusted.audience } : {}),
-      });
-      email = payload.email;
+      }));
     } catch {
       throw bad("its signature or claims do not verify");
     }
+    const issuedAt = typeof payload.iat === "number" ? payload.iat : Math.floor(this.now().getTime() / 1000);
+    if (payload.exp! - issuedAt > this.maxLifetimeSeconds) throw bad(`its lifetime is longer than ${this.maxLifetimeSeconds} seconds`);
+    if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
+    const email = payload.email;
     if (typeof email !== "string" || email === "") throw bad("no email claim");
     return { issuer, email };
   }

@@ -8,6 +8,7 @@ import type { ErrorCode } from "../../errors/codes.js";
 export const OAUTH_ERROR_BY_CODE: Readonly<Partial<Record<ErrorCode, string>>> = {
   INVALID_REQUEST: "invalid_request",
   INVALID_CLIENT: "invalid_client",
+  CLIENT_AUTHENTICATION_REQUIRED: "invalid_client",
   INVALID_GRANT: "invalid_grant",
   INVALID_SCOPE: "invalid_scope",
   INVALID_TARGET: "invalid_target",

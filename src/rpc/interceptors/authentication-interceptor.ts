@@ -4,6 +4,7 @@ import type { ApiUser } from "../../domain/api-users/model.js";
 import type { Principal } from "../../domain/tokens/model.js";
 import { bearerTokenOf } from "../bearer-token.js";
 import { accessRuleOf, authenticationOf, AuthenticationKind, isPublicInfrastructure } from "../contract.js";
+import { requestInfoOf } from "../request-context.js";
 
 /** The verified caller of an RPC that requires an access token. */
 export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "verified access-token principal" });
@@ -14,7 +15,7 @@ export const scimClientKey = createContextKey<ApiUser | undefined>(undefined, { 
 /** The verifiers each authentication kind dispatches to (domain services). */
 export interface Verifiers {
   readonly accessTokens: { verify(token: string, audience?: string): Promise<Principal> };
-  readonly operator: { matches(presented: string): boolean };
+  readonly operator: { authenticate(presented: string | undefined, address: string): Promise<void> };
   readonly scimTokens: { authenticate(token: string): Promise<ApiUser> };
   /** The audience this service's own RPCs accept in access tokens. */
   readonly audience: string;
@@ -41,8 +42,7 @@ export function authenticationInterceptor(verifiers: Verifiers): Interceptor {
         return next(req);
       }
       case AuthenticationKind.OPERATOR: {
-        const token = bearerTokenOf(req.header);
-        if (token === undefined || !verifiers.operator.matches(token)) throw unauthenticated("A valid operator credential is required");
+        await verifiers.operator.authenticate(bearerTokenOf(req.header), requestInfoOf(req.contextValues).remoteAddress);
         return next(req);
       }
       case AuthenticationKind.SCIM_TOKEN: {

@@ -2,6 +2,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { AuthService, FetchOauth2TokenRequest, GetAuthTokenRequest, IntrospectTokenRequest } from "../../../gen/travel/auth/v2/auth_pb.js";
 import type { PresentedCredentials } from "../../domain/tokens/model.js";
 import type { TokenCall, TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
+import { DomainError } from "../../errors/domain-error.js";
 import { introspectionResponse, tokenResponse } from "../mappers/token-mappers.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
 import { requestInfoOf } from "../request-context.js";
@@ -23,8 +24,9 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       subjectToken: req.subjectToken,
       subjectTokenType: req.subjectTokenType,
       refreshToken: req.refreshToken,
+      requestedTokenType: req.requestedTokenType,
     };
-    return tokenResponse(await this.endpoint.fetchToken(request, tokenCall(ctx)));
+    return tokenResponse(await challenged(ctx, this.endpoint.fetchToken(request, tokenCall(ctx))));
   }
 
   async getAuthToken(req: GetAuthTokenRequest, ctx: HandlerContext) {
@@ -33,13 +35,13 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     ctx.responseHeader.set("link", '</v2/auth/oauth2-token>; rel="successor-version"');
     // JSON body only: the legacy endpoint never took HTTP Basic.
     const credentials: PresentedCredentials = { formClientId: req.clientId, formClientSecret: req.clientSecret, authorization: null };
-    const issued = await this.endpoint.legacyToken(credentials, tokenCall(ctx));
+    const issued = await challenged(ctx, this.endpoint.legacyToken(credentials, tokenCall(ctx)));
     return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
   }
 
   async introspectToken(req: IntrospectTokenRequest, ctx: HandlerContext) {
     noStore(ctx);
-    return introspectionResponse(await this.endpoint.introspect(presented(req.clientId, req.clientSecret, ctx), req.token, tokenCall(ctx)));
+    return introspectionResponse(await challenged(ctx, this.endpoint.introspect(presented(req.clientId, req.clientSecret, ctx), req.token, tokenCall(ctx))));
   }
 }
 
@@ -56,6 +58,16 @@ function tokenCall(ctx: HandlerContext): TokenCall {
       for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.responseHeader.set(name, value);
     },
   };
+}
+
+/** RFC 6749 5.2: a 401 from the token endpoints names the authentication scheme to use. */
+async function challenged<T>(ctx: HandlerContext, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof DomainError && error.kind === "UNAUTHENTICATED") ctx.responseHeader.set("www-authenticate", 'Basic realm="token"');
+    throw error;
+  }
 }
 
 /** RFC 6749 5.1: token responses are never cached. */

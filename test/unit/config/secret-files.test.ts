@@ -39,11 +39,19 @@ describe("secrets generated on first start", () => {
   test("OPERATOR_TOKEN and MASTER_KEY from the environment win, and no file is written", () => {
     const dataDir = newDataDir();
     const master = Buffer.alloc(32, 7);
-    const secrets = loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: "from-env-token", MASTER_KEY: master.toString("base64") }));
-    assert.equal(secrets.operatorToken, "from-env-token");
+    const fromEnv = "Kq3vX9pLm2Rt8Wz5Yb7Nc4Hd6Gf1Js0Ae";
+    const secrets = loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: fromEnv, MASTER_KEY: master.toString("base64") }));
+    assert.equal(secrets.operatorToken, fromEnv);
     assert.deepEqual(secrets.masterKey, master);
     assert.deepEqual(secrets.sources, { masterKey: "environment", operatorToken: "environment" });
     assert.equal(fs.existsSync(operatorTokenFile(dataDir)), false);
     assert.throws(() => loadSecrets(loadConfig({ DATA_DIR: dataDir, MASTER_KEY: Buffer.alloc(16).toString("base64") })), /at least 32/);
+  });
+
+  test("a short or repetitive OPERATOR_TOKEN is refused at start, naming the variable", () => {
+    const dataDir = newDataDir();
+    for (const weak of ["from-env-token", "a".repeat(64), "abcabcabcabcabcabcabcabcabcabcabcabc"]) {
+      assert.throws(() => loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: weak })), /^Error: OPERATOR_TOKEN must be at least 32|OPERATOR_TOKEN is not random enough/, weak);
+    }
   });
 });

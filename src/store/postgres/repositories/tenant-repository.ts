@@ -74,6 +74,11 @@ export class PostgresTenantRepository implements TenantRepository {
     }
   }
 
+  async findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined> {
+    const row = await knexOf(tx)<UserRow>("users").where({ tmc_id: scope.tmcId, id: userId, is_active: true }).first();
+    return row && toUser(row);
+  }
+
   async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined> {
     const row = await knexOf(tx)<UserRow>("users")
       .where({ tmc_id: scope.tmcId, email_normalized: email.toLowerCase(), is_active: true })
