@@ -193,7 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
       redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
       redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
-      redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 250, 10, MINUTE_MS),
+      redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 500, 10, MINUTE_MS),
       redisBreakerFailures: intFrom(env, "REDIS_BREAKER_FAILURES", 3, 1, 1000),
       redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
       databaseQueryTimeoutMs: intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_500, 100, 10 * MINUTE_MS),

@@ -209,6 +209,20 @@ for (const { kind, redis: redisOf } of kinds) {
   });
 }
 
+describe("reservations across a circuit breaker", () => {
+  test("a reservation is given back to the store that took it, even after the breaker opened meanwhile", async () => {
+    const breaker = new CircuitBreaker({ failureThreshold: 1, openMs: 60_000 });
+    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(redis, uniquePrefix(), () => {}, breaker, 1_000));
+    const address = newAddress();
+    const reservation = await limiter.reserveAttempt("flapping", true, address);
+    assert.equal(reservation.decision.allowed, true);
+    breaker.failure(); // Redis looked slow: the breaker opens before the attempt succeeds
+    await reservation.release();
+    breaker.success();
+    assert.equal((await limiter.lockout("flapping", address)).failures, 0, "the point went back to Redis, not to the fallback");
+  });
+});
+
 describe("token rate limiter with Redis down", () => {
   let dead: RedisClientType;
 

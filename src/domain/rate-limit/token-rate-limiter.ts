@@ -61,7 +61,8 @@ export class TokenRateLimiter {
     const { budget, key } = this.#failureBudgetOf(clientExists ? clientId : undefined, address);
     const state = await consume(budget, key);
     if (!state.allowed) return { decision: denied([state]), release: async () => {} };
-    return { decision: allowed(state), release: () => budget.counter.refund(key, 1) };
+    // A refund that cannot reach its store leaves one failure counted until the window ends: never an error for the caller.
+    return { decision: allowed(state), release: () => state.refund().catch(() => {}) };
   }
 
   /** The operator's view of one lockout: a client at an address, or unknown client ids from an address. */
@@ -95,11 +96,12 @@ interface BudgetState {
   readonly allowed: boolean;
   readonly remaining: number;
   readonly msBeforeReset: number;
+  readonly refund: () => Promise<void>;
 }
 
 async function consume(of: LimitedBudget, key: string): Promise<BudgetState> {
-  const { allowed, remaining, msBeforeReset } = await of.counter.consume(key, 1);
-  return { of, allowed, remaining: allowed ? remaining : 0, msBeforeReset };
+  const { allowed, remaining, msBeforeReset, refund } = await of.counter.consume(key, 1);
+  return { of, allowed, remaining: allowed ? remaining : 0, msBeforeReset, refund };
 }
 
 /** Client ids are client-supplied: only a digest of one goes into a key. */

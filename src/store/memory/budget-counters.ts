@@ -17,7 +17,8 @@ export function asBudgetCounter(limiter: RateLimiterAbstract): BudgetCounter {
     async consume(key, points) {
       try {
         const res = await limiter.consume(key, points);
-        return { allowed: true, remaining: res.remainingPoints, msBeforeReset: res.msBeforeNext };
+        const refund = async () => void (await limiter.reward(key, points));
+        return { allowed: true, remaining: res.remainingPoints, msBeforeReset: res.msBeforeNext, refund };
       } catch (rejection) {
         // A RateLimiterRes rejection means "budget spent"; anything else is a failure of the store
         // and of its insurance, and must not turn into "unlimited".
@@ -25,15 +26,12 @@ export function asBudgetCounter(limiter: RateLimiterAbstract): BudgetCounter {
         // rate-limiter-flexible counts a refused consume too: give it back, so a refusal takes
         // nothing (a refused attempt is not a failure, and a lockout's count stays the failures).
         await limiter.reward(key, points);
-        return { allowed: false, remaining: 0, msBeforeReset: rejection.msBeforeNext };
+        return { allowed: false, remaining: 0, msBeforeReset: rejection.msBeforeNext, refund: async () => {} };
       }
     },
     async peek(key) {
       const res = await limiter.get(key);
       return { consumed: res?.consumedPoints ?? 0, msBeforeReset: res?.msBeforeNext ?? 0 };
-    },
-    async refund(key, points) {
-      await limiter.reward(key, points);
     },
     async reset(key) {
       await limiter.delete(key);

@@ -60,7 +60,6 @@ export function redisBudgetCounters(
     return {
       consume: guarded((counter, key: string, points: number) => counter.consume(key, points)),
       peek: guarded((counter, key: string) => counter.peek(key)),
-      refund: guarded((counter, key: string, points: number) => counter.refund(key, points)),
       reset: guarded((counter, key: string) => counter.reset(key)),
     };
   };
