@@ -1,6 +1,5 @@
 import { unauthenticated } from "../../errors/domain-error.js";
-import type { RateLimitDecision } from "../rate-limit/model.js";
-import { tooManyRequests } from "../tokens/oauth-errors.js";
+import { tooManyRequests, type RateLimitDecision } from "../rate-limit/model.js";
 import type { OperatorCredential } from "./operator-credential.js";
 
 /** The failed-attempt budget the operator credential shares with client authentication (the rate-limit area's TokenRateLimiter). */

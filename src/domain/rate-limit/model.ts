@@ -1,3 +1,11 @@
+import { DomainError } from "../../errors/domain-error.js";
+
+/** A refusal for a spent budget; the edge adds Retry-After. */
+export const tooManyRequests = (retryAfterSeconds: number) =>
+  new DomainError("TOO_MANY_REQUESTS", "Rate limit exceeded; retry later with exponential backoff", {
+    params: [{ name: "retryAfterSeconds", value: String(retryAfterSeconds) }],
+  });
+
 /** A fixed window: `points` requests per `durationSeconds`. */
 export interface Budget {
   readonly points: number;

@@ -20,7 +20,4 @@ export const invalidScope = (message: string) => new DomainError("INVALID_SCOPE"
 export const invalidTarget = (audience: string) =>
   new DomainError("INVALID_TARGET", "The requested audience is not allowed", { params: [{ name: "audience", value: audience.slice(0, 200) }] });
 
-export const tooManyRequests = (retryAfterSeconds: number) =>
-  new DomainError("TOO_MANY_REQUESTS", "Rate limit exceeded; retry later with exponential backoff", {
-    params: [{ name: "retryAfterSeconds", value: String(retryAfterSeconds) }],
-  });
+export { tooManyRequests } from "../rate-limit/model.js";

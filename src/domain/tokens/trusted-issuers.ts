@@ -89,7 +89,9 @@ export class TrustedIssuers {
     } catch {
       throw bad("its signature or claims do not verify");
     }
-    const issuedAt = typeof payload.iat === "number" ? payload.iat : Math.floor(this.now().getTime() / 1000);
+    // An iat in the future must not stretch the allowed lifetime: count from now at the latest.
+    const now = Math.floor(this.now().getTime() / 1000);
+    const issuedAt = typeof payload.iat === "number" ? Math.min(payload.iat, now) : now;
     if (payload.exp! - issuedAt > this.maxLifetimeSeconds) throw bad(`its lifetime is longer than ${this.maxLifetimeSeconds} seconds`);
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
     const email = payload.email;

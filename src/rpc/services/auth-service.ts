@@ -35,7 +35,8 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     ctx.responseHeader.set("link", '</v2/auth/oauth2-token>; rel="successor-version"');
     // JSON body only: the legacy endpoint never took HTTP Basic.
     const credentials: PresentedCredentials = { formClientId: req.clientId, formClientSecret: req.clientSecret, authorization: null };
-    const issued = await challenged(ctx, this.endpoint.legacyToken(credentials, tokenCall(ctx)));
+    // No challenge here: the legacy endpoint takes its credentials in the JSON body only.
+    const issued = await this.endpoint.legacyToken(credentials, tokenCall(ctx));
     return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
   }
 

@@ -10,6 +10,10 @@ import { basicHeader, createDomainFixture, newApiUser, newTenant, postCredential
 const invalidClient = { code: "INVALID_CLIENT", message: "Client authentication failed" } as const;
 const bothMethods = { code: "INVALID_REQUEST", message: "Use either HTTP Basic or client_secret in the body, not both" } as const;
 const malformedBasic = { code: "INVALID_REQUEST", message: "Malformed HTTP Basic credentials" } as const;
+const noAuthentication = {
+  code: "CLIENT_AUTHENTICATION_REQUIRED",
+  message: "Client authentication is required (HTTP Basic, or client_id and client_secret)",
+} as const;
 const missing = {
   code: "INVALID_REQUEST",
   message: "Client authentication is required (client_id and client_secret)",
@@ -70,9 +74,18 @@ describe("ClientAuthenticator", () => {
     await rejectsWith(authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)), malformedBasic);
   });
 
-  test("a missing id or secret is 400 invalid_request naming client_id", async () => {
-    await rejectsWith(authenticate(postCredentials("", "")), missing);
-    await rejectsWith(authenticate(postCredentials(client.clientId, "")), missing);
+  test("no client authentication at all (no id, no secret, no Basic) is CLIENT_AUTHENTICATION_REQUIRED: unauthenticated (401 invalid_client)", async () => {
+    const refused = await rejectsWith(authenticate(postCredentials("", "")), noAuthentication);
+    assert.equal(refused.kind, "UNAUTHENTICATED");
+    await rejectsWith(authenticate({ formClientId: "", formClientSecret: "", authorization: null }), noAuthentication);
+    await rejectsWith(authenticate(basic("")), noAuthentication); // an empty Authorization header
+    await rejectsWith(authenticate(basic(`Bearer ${client.secret}`)), noAuthentication); // another scheme is no client authentication
+    await rejectsWith(authenticate(basic(basicHeader("", ""))), noAuthentication); // Basic with an empty id and secret
+  });
+
+  test("only one of id and secret is 400 invalid_request naming client_id", async () => {
+    const refused = await rejectsWith(authenticate(postCredentials(client.clientId, "")), missing);
+    assert.equal(refused.kind, "INVALID_ARGUMENT");
     await rejectsWith(authenticate(postCredentials("", client.secret)), missing);
     await rejectsWith(authenticate(basic(basicHeader(client.clientId, ""))), missing);
   });
@@ -122,6 +135,7 @@ describe("ClientAuthenticator", () => {
 
   test("lookUp refuses a malformed request before it reads the database; verify never reads it", async () => {
     f.store.calls.length = 0;
+    await rejectsWith(f.clients.lookUp(postCredentials("", "")), noAuthentication);
     await rejectsWith(f.clients.lookUp(postCredentials(client.clientId, "")), missing);
     await rejectsWith(f.clients.lookUp(basic(basicHeader(client.clientId, client.secret), "", "s")), bothMethods);
     await rejectsWith(f.clients.lookUp(basic(`Basic ${Buffer.from("no-colon").toString("base64")}`)), malformedBasic);

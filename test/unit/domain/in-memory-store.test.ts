@@ -156,7 +156,7 @@ describe("in-memory store", () => {
     const a = tenantScope((await r.tenants.createTmc(tx, "A", 5)).id);
     const b = tenantScope((await r.tenants.createTmc(tx, "B", 5)).id);
     const companyB = (await r.tenants.createCompany(tx, b, "B Corp")).id;
-    await r.tenants.createUser(tx, b, companyB, { email: "b@b.example", givenName: "B", familyName: "B", isActive: true });
+    const userB = await r.tenants.createUser(tx, b, companyB, { email: "b@b.example", givenName: "B", familyName: "B", isActive: true });
     await r.apiUsers.insert(tx, b, apiUser("client-b"));
     await r.refreshTokens.insert(tx, b, {
       id: "rt-b",
@@ -181,6 +181,8 @@ describe("in-memory store", () => {
       params: [{ name: "orgId", value: companyB }],
     });
     assert.equal(await r.tenants.findActiveUserByEmail(tx, a, "b@b.example"), undefined);
+    assert.equal(await r.tenants.findActiveUser(tx, a, userB.id), undefined);
+    assert.deepEqual(await r.tenants.findActiveUser(tx, b, userB.id), userB, "its own tenant sees it");
     assert.equal(await r.apiUsers.countActive(tx, a), 0);
     assert.deepEqual(await r.apiUsers.listActive(tx, a, { limit: 10, offset: 0 }), []);
     assert.equal(await r.apiUsers.lockActive(tx, a, "client-b"), undefined);
@@ -198,6 +200,41 @@ describe("in-memory store", () => {
     await rejectsWith(r.airCredits.insertPaymentSource(tx, a, { companyId: companyB, fopLabel: "Card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL", transferable: true }), {
       code: "NOT_FOUND",
       message: "Company not found",
+    });
+  });
+
+  test("findActiveUser: the active user with this id in the tenant; another tenant's, an inactive or an unknown id is undefined", async () => {
+    const { uow, repositories: r } = createInMemoryStore({ clock: new FakeClock().now });
+    const tx = uow.direct;
+    const a = tenantScope((await r.tenants.createTmc(tx, "A", 5)).id);
+    const b = tenantScope((await r.tenants.createTmc(tx, "B", 5)).id);
+    const companyA = (await r.tenants.createCompany(tx, a, "A Corp")).id;
+    const companyB = (await r.tenants.createCompany(tx, b, "B Corp")).id;
+    const ada = await r.tenants.createUser(tx, a, companyA, { email: "Ada@A.example", givenName: "Ada", familyName: "Lovelace", isActive: true });
+    const idle = await r.tenants.createUser(tx, a, companyA, { email: "idle@a.example", givenName: "I", familyName: "Dle", isActive: false });
+    const bob = await r.tenants.createUser(tx, b, companyB, { email: "bob@b.example", givenName: "Bob", familyName: "B", isActive: true });
+
+    assert.deepEqual(await r.tenants.findActiveUser(tx, a, ada.id), {
+      id: ada.id,
+      companyId: companyA,
+      tmcId: a.tmcId,
+      email: "Ada@A.example",
+      givenName: "Ada",
+      familyName: "Lovelace",
+      isActive: true,
+    });
+    assert.equal(await r.tenants.findActiveUser(tx, a, bob.id), undefined, "B's user through A");
+    assert.equal((await r.tenants.findActiveUser(tx, b, bob.id))?.id, bob.id);
+    assert.equal(await r.tenants.findActiveUser(tx, b, ada.id), undefined, "A's user through B");
+    assert.equal(await r.tenants.findActiveUser(tx, a, idle.id), undefined, "inactive");
+    assert.equal(await r.tenants.findActiveUser(tx, a, crypto.randomUUID()), undefined, "unknown id");
+    assert.equal(await r.tenants.findActiveUser(tx, a, "ada@a.example"), undefined, "an id, not an email");
+
+    // Inside a transaction: its own uncommitted user, and nobody else's view of it.
+    await uow.transaction(async (inner) => {
+      const carol = await r.tenants.createUser(inner, a, companyA, { email: "carol@a.example", givenName: "C", familyName: "C", isActive: true });
+      assert.equal((await r.tenants.findActiveUser(inner, a, carol.id))?.id, carol.id);
+      assert.equal(await r.tenants.findActiveUser(tx, a, carol.id), undefined, "not committed yet");
     });
   });
 

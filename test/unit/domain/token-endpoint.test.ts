@@ -278,23 +278,92 @@ describe("TokenEndpoint", () => {
     assert.deepEqual(audit.events.at(-1)?.details, { grantType: "legacy", errorCode: "TOO_MANY_REQUESTS", remoteAddress: "192.0.2.51" });
   });
 
-  test("introspection: active only for a valid token of the caller's TMC; rate limited; not audited", async () => {
+  test("introspection: active only for a valid token of the caller's TMC; rate limited; every answer audited TOKEN_INTROSPECTED", async () => {
     const token = (await fetch(client.clientId, client.secret, "192.0.2.60").promise).accessToken;
     const eventsBefore = audit.events.length;
     const peer = await newApiUser(f, tmcId);
-    const foreign = await newApiUser(f, (await newTenant(f)).tmcId);
-    const introspect = (who: ProvisionedApiUser, t: string) => {
-      const c = call("192.0.2.61");
+    const foreignTmc = (await newTenant(f)).tmcId;
+    const foreign = await newApiUser(f, foreignTmc);
+    const introspect = (who: ProvisionedApiUser, t: string, requestId: string) => {
+      const c = call("192.0.2.61", requestId);
       return { promise: endpoint.introspect(postCredentials(who.clientId, who.secret), t, c.tokenCall), decisions: c.decisions };
     };
-    const own = introspect(peer, token);
+    const own = introspect(peer, token, "req-i1");
     assert.equal((await own.promise)?.clientId, client.clientId);
     assert.deepEqual(own.decisions.map((d) => [d.allowed, d.limit, d.authenticatedYet]), [[true, 100, false], [true, 5, true]], "the address's budget, then the client's");
-    assert.equal(await introspect(foreign, token).promise, undefined);
-    assert.equal(await introspect(peer, "not-a-token").promise, undefined);
+    assert.equal(await introspect(foreign, token, "req-i2").promise, undefined);
+    assert.equal(await introspect(peer, "not-a-token", "req-i3").promise, undefined);
     await rejectsWith(endpoint.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62").tokenCall), invalidClient);
-    assert.equal(audit.events.length, eventsBefore);
+    assert.deepEqual(audit.events.slice(eventsBefore), [
+      {
+        action: "TOKEN_INTROSPECTED",
+        outcome: "SUCCESS",
+        actor: peer.clientId,
+        tmcId,
+        targetClientId: client.clientId,
+        debugIdentifier: "req-i1",
+        details: { active: true, remoteAddress: "192.0.2.61" },
+      },
+      {
+        action: "TOKEN_INTROSPECTED",
+        outcome: "SUCCESS",
+        actor: foreign.clientId,
+        tmcId: foreignTmc,
+        targetClientId: null,
+        debugIdentifier: "req-i2",
+        details: { active: false, remoteAddress: "192.0.2.61" },
+      },
+      {
+        action: "TOKEN_INTROSPECTED",
+        outcome: "SUCCESS",
+        actor: peer.clientId,
+        tmcId,
+        targetClientId: null,
+        debugIdentifier: "req-i3",
+        details: { active: false, remoteAddress: "192.0.2.61" },
+      },
+    ], "one event per answered introspection (the refused authentication records none); never the token");
+    assert.equal(JSON.stringify(audit.events).includes(token), false);
   });
+
+  test("introspection by a company admin: a TMC admin's token is inactive to it, audited active false", async () => {
+    const orgId = (await f.tenants.createCompany(tmcId, "Acme")).id;
+    const companyAdmin = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId });
+    const colleague = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId });
+    const adminToken = (await fetch(client.clientId, client.secret, "192.0.2.63").promise).accessToken;
+    const colleagueToken = (await fetch(colleague.clientId, colleague.secret, "192.0.2.63").promise).accessToken;
+    const eventsBefore = audit.events.length;
+    assert.equal(await endpoint.introspect(postCredentials(companyAdmin.clientId, companyAdmin.secret), adminToken, call("192.0.2.64", "req-ca1").tokenCall), undefined);
+    assert.equal((await endpoint.introspect(postCredentials(companyAdmin.clientId, companyAdmin.secret), colleagueToken, call("192.0.2.64", "req-ca2").tokenCall))?.clientId, colleague.clientId);
+    assert.deepEqual(
+      audit.events.slice(eventsBefore).map((e) => [e.action, e.outcome, e.actor, e.tmcId, e.targetClientId, e.debugIdentifier, e.details]),
+      [
+        ["TOKEN_INTROSPECTED", "SUCCESS", companyAdmin.clientId, tmcId, null, "req-ca1", { active: false, remoteAddress: "192.0.2.64" }],
+        ["TOKEN_INTROSPECTED", "SUCCESS", companyAdmin.clientId, tmcId, colleague.clientId, "req-ca2", { active: true, remoteAddress: "192.0.2.64" }],
+      ],
+    );
+  });
+
+  test("no client authentication at all: CLIENT_AUTHENTICATION_REQUIRED, audited as refused, no failure point spent", async () => {
+    const noAuthentication = { code: "CLIENT_AUTHENTICATION_REQUIRED", message: "Client authentication is required (HTTP Basic, or client_id and client_secret)" } as const;
+    const address = "192.0.2.65";
+    f.store.calls.length = 0;
+    for (let i = 0; i < 4; i++) await rejectsWith(fetch("", "", address).promise, noAuthentication);
+    await rejectsWith(endpoint.legacyToken(postCredentials("", ""), call(address).tokenCall), noAuthentication);
+    await rejectsWith(endpoint.introspect(postCredentials("", ""), "x", call(address).tokenCall), noAuthentication);
+    assert.deepEqual(f.store.calls, [], "refused before any lookup");
+    assert.equal(clients.verifications, 0);
+    assert.deepEqual(
+      audit.events.map((e) => [e.action, e.outcome, e.actor, e.tmcId, e.targetClientId, e.details]),
+      [
+        ...Array.from({ length: 4 }, () => ["TOKEN_REFUSED", "FAILURE", null, null, null, { grantType: "client_credentials", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }]),
+        ["TOKEN_REFUSED", "FAILURE", null, null, null, { grantType: "legacy", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }],
+      ],
+    );
+    assert.deepEqual(await lockoutOf(undefined, address), { failures: 0, limit: 3, lockedOut: false }, "more refusals than the failure budget, none counted");
+    await issued(fetch(client.clientId, client.secret, address).promise);
+  });
+
   describe("lockout: failures count per (client, address) for a client, per address for unknown ids", () => {
     /** Request budgets out of the way: only the failure budget (3 per 900 s) decides. */
     const ROOMY: RateLimits = { perClient: { points: 1000, durationSeconds: 60 }, perAddress: { points: 1000, durationSeconds: 60 }, failures: { points: 3, durationSeconds: 900 } };

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
+import { ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
-import { asOperator, asRequest, bearer, connectErrorOf, provisionTmc, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
+import { accessToken, asOperator, asRequest, bearer, connectErrorOf, provisionTmc, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
 
 const EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
@@ -233,6 +234,110 @@ describe("AuthService through the transport", () => {
     const foreign = await provisionTmc(h);
     const inactive = await h.auth.introspectToken({ token: adminToken, clientId: foreign.clientId, clientSecret: foreign.clientSecret });
     assert.deepEqual({ ...inactive }, { $typeName: "travel.auth.v2.IntrospectTokenResponse", active: false, scope: "", clientId: "", tokenType: "", exp: 0, iat: 0, sub: "", aud: [], iss: "", jti: "", tmcId: "", role: "" });
+  });
+
+  test("no client authentication at all: 401 invalid_client with WWW-Authenticate: Basic realm=\"token\" on oauth2-token and introspection", async () => {
+    const required = {
+      code: Code.Unauthenticated,
+      errorCode: "CLIENT_AUTHENTICATION_REQUIRED",
+      message: "Client authentication is required (HTTP Basic, or client_id and client_secret)",
+      error: "invalid_client",
+      errorDescription: "Client authentication is required (HTTP Basic, or client_id and client_secret)",
+    } as const;
+    const refusals = [
+      await rejectsWithRpc(asRequest("req-401", "10.5.0.1", () => h.auth.fetchOauth2Token({ grantType: "client_credentials" })), { ...required, debugIdentifier: "req-401" }),
+      await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: EXCHANGE, subjectToken: adminToken, subjectTokenType: ACCESS_TOKEN_TYPE }), required),
+      await rejectsWithRpc(h.auth.introspectToken({ token: adminToken }), required),
+    ];
+    for (const { error } of refusals) {
+      assert.equal(error.metadata.get("www-authenticate"), 'Basic realm="token"');
+      assert.equal(error.metadata.get("cache-control"), "no-store");
+    }
+    // The legacy endpoint: the same 401 (it takes JSON credentials only, so its challenge is not asserted here; see the report).
+    await rejectsWithRpc(h.auth.getAuthToken({}), required);
+  });
+
+  test("only one of client_id and client_secret is 400 invalid_request; a wrong secret 403 invalid_client: neither carries WWW-Authenticate", async () => {
+    const client = await newClient();
+    const { error: halfway } = await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: client.clientId }), {
+      code: Code.InvalidArgument,
+      errorCode: "INVALID_REQUEST",
+      message: "Client authentication is required (client_id and client_secret)",
+      params: [{ name: "client_id", value: "invalid" }],
+      error: "invalid_request",
+      errorDescription: "Client authentication is required (client_id and client_secret)",
+    });
+    assert.equal(halfway.metadata.get("www-authenticate"), null);
+    const { error: wrong } = await rejectsWithRpc(h.auth.introspectToken({ token: adminToken, clientId: client.clientId, clientSecret: "wrong" }), {
+      code: Code.PermissionDenied,
+      errorCode: "INVALID_CLIENT",
+      message: "Client authentication failed",
+      error: "invalid_client",
+      errorDescription: "Client authentication failed",
+    });
+    assert.equal(wrong.metadata.get("www-authenticate"), null);
+  });
+
+  test("requested_token_type: the access-token type is honoured by an exchange; anything else is invalid_request naming it", async () => {
+    // Two clients: each has a budget of 3 requests a minute here.
+    const actor = await newClient();
+    const fields = { clientId: actor.clientId, clientSecret: actor.clientSecret };
+    const other = await newClient();
+    const otherFields = { clientId: other.clientId, clientSecret: other.clientSecret };
+    const exchanged = await h.auth.fetchOauth2Token({ grantType: EXCHANGE, ...fields, subjectToken: adminToken, subjectTokenType: ACCESS_TOKEN_TYPE, requestedTokenType: ACCESS_TOKEN_TYPE });
+    assert.equal(exchanged.issuedTokenType, ACCESS_TOKEN_TYPE);
+    const refused = {
+      code: Code.InvalidArgument,
+      errorCode: "INVALID_REQUEST",
+      message: "requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange",
+      params: [{ name: "requested_token_type", value: "invalid" }],
+      error: "invalid_request",
+      errorDescription: "requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange",
+    } as const;
+    await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: "refresh_token", ...fields, refreshToken: exchanged.refreshToken, requestedTokenType: ACCESS_TOKEN_TYPE }), refused);
+    await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: "client_credentials", ...fields, requestedTokenType: ACCESS_TOKEN_TYPE }), refused);
+    await rejectsWithRpc(
+      h.auth.fetchOauth2Token({ grantType: EXCHANGE, ...otherFields, subjectToken: adminToken, subjectTokenType: ACCESS_TOKEN_TYPE, requestedTokenType: "urn:ietf:params:oauth:token-type:refresh_token" }),
+      refused,
+    );
+    await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: EXCHANGE, ...otherFields, subjectToken: adminToken, subjectTokenType: ACCESS_TOKEN_TYPE, requestedTokenType: "urn:example:unknown" }), refused);
+  });
+
+  test("a company admin may neither exchange nor introspect a TMC admin's token; a colleague's it may", async () => {
+    const admin = bearer(adminToken);
+    const companyAdmin = await h.apiUsers.createApiUser({ orgId: tenant.orgId, role: ApiUserRole.COMPANY_ADMIN }, admin);
+    const colleague = await h.apiUsers.createApiUser({ orgId: tenant.orgId, role: ApiUserRole.COMPANY_ADMIN }, admin);
+    const fields = { clientId: companyAdmin.clientId, clientSecret: companyAdmin.clientSecret };
+    await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: EXCHANGE, ...fields, subjectToken: adminToken, subjectTokenType: ACCESS_TOKEN_TYPE }), {
+      code: Code.InvalidArgument,
+      errorCode: "INVALID_REQUEST",
+      message: "The caller may not obtain a token for the subject of this subject_token",
+      params: [{ name: "subject_token", value: "invalid" }],
+      error: "invalid_request",
+      errorDescription: "The caller may not obtain a token for the subject of this subject_token",
+    });
+    const inactive = await h.auth.introspectToken({ token: adminToken, ...fields });
+    assert.deepEqual([inactive.active, inactive.sub, inactive.clientId], [false, "", ""]);
+
+    const colleagueToken = await accessToken(h, colleague.clientId, colleague.clientSecret);
+    const exchanged = await h.auth.fetchOauth2Token({ grantType: EXCHANGE, ...fields, subjectToken: colleagueToken, subjectTokenType: ACCESS_TOKEN_TYPE, scope: "users:read" });
+    assert.deepEqual([exchanged.issuedTokenType, exchanged.scope], [ACCESS_TOKEN_TYPE, "users:read"]);
+    const sameCompany = await h.apiUsers.createApiUser({ orgId: tenant.orgId, role: ApiUserRole.COMPANY_ADMIN }, admin); // a fresh budget
+    const active = await h.auth.introspectToken({ token: colleagueToken, clientId: sameCompany.clientId, clientSecret: sameCompany.clientSecret });
+    assert.deepEqual([active.active, active.sub, active.clientId], [true, colleague.clientId, colleague.clientId]);
+  });
+
+  test("every introspection is audited TOKEN_INTROSPECTED with its request id", async () => {
+    const client = await newClient();
+    await asRequest("req-introspect", "10.4.0.3", () => h.auth.introspectToken({ token: adminToken, clientId: client.clientId, clientSecret: client.clientSecret }));
+    await h.domain.auditLog.flush();
+    const events = await h.store.repositories.audit.list(h.store.uow.direct, tenantScope(tenant.tmcId), 1000);
+    const introspected = events.find((e) => e.debugIdentifier === "req-introspect");
+    assert.deepEqual(
+      [introspected?.action, introspected?.outcome, introspected?.actor, introspected?.targetClientId, introspected?.details],
+      ["TOKEN_INTROSPECTED", "SUCCESS", client.clientId, tenant.clientId, { active: true, remoteAddress: "10.4.0.3" }],
+    );
+    assert.equal(JSON.stringify(events).includes(adminToken), false);
   });
 
   test("the legacy /get-auth-token: the documented shape, 86400 seconds, Deprecation and Link headers", async () => {
