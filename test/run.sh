@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 status=0
 run() {
-  node --test --test-concurrency=2 --test-timeout=180000 --import tsx "$@" 2>&1 | tee -a "$log"
+  node --test --test-concurrency=2 --test-timeout=300000 --import tsx "$@" 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
 echo "## tier: fast (test/unit)"

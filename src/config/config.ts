@@ -196,7 +196,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 500, 10, MINUTE_MS),
       redisBreakerFailures: intFrom(env, "REDIS_BREAKER_FAILURES", 3, 1, 1000),
       redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
-      databaseQueryTimeoutMs: intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_500, 100, 10 * MINUTE_MS),
+      databaseQueryTimeoutMs: intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS),
     },
     secrets: {
       masterKey: nonEmpty(env.MASTER_KEY),

@@ -58,7 +58,14 @@ export function redisBudgetCounters(
         return result;
       };
     return {
-      consume: guarded((counter, key: string, points: number) => counter.consume(key, points)),
+      consume: guarded(async (counter, key: string, points: number) => {
+        const taken = await counter.consume(key, points);
+        if (counter !== viaRedis) return taken;
+        // A refund to Redis is sent without waiting: a stalled Redis applies it when it resumes
+        // (the command is already on the connection), instead of a timeout losing it and leaving a
+        // failure point that was never a failure.
+        return { ...taken, refund: async () => void taken.refund().catch(() => {}) };
+      }),
       peek: guarded((counter, key: string) => counter.peek(key)),
       reset: guarded((counter, key: string) => counter.reset(key)),
     };
