@@ -11,6 +11,8 @@ export interface DualProtocolOptions {
   readonly headersTimeoutMs: number;
   /** Idle HTTP/2 sessions are closed after this long. */
   readonly h2IdleTimeoutMs: number;
+  /** How long close() lets HTTP/2 sessions finish their streams before destroying them. */
+  readonly shutdownTimeoutMs: number;
 }
 
 /** Fastify's request handler; it serves both protocols' compatibility APIs. */
@@ -87,7 +89,11 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
     closeOuter(callback);
     http1.close();
     http1.closeIdleConnections();
-    for (const session of sessions) session.close();
+    for (const session of sessions) {
+      session.close();
+      // A stream a client can never finish (an early answer to an oversized message) must not hold shutdown for ever.
+      setTimeout(() => session.destroy(), options.shutdownTimeoutMs).unref();
+    }
     return server;
   };
   return server;

@@ -47,6 +47,8 @@ export async function createHttpApp(
     // X-Forwarded-For is believed only from the configured proxies.
     trustProxy: settings.trustedProxies.length > 0 ? [...settings.trustedProxies] : false,
     return503OnClosing: true,
+    // Path variables are validated by the contract like every other field, not cut by the router.
+    routerOptions: { maxParamLength: settings.maxUrlBytes },
     serverFactory: (handler) => createDualProtocolServer(handler, settings) as never,
     // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
     frameworkErrors: (error, _request, reply) => sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`)),

@@ -28,12 +28,21 @@ describe("CLI: signing keys and trusted issuers", { timeout: 120_000 }, () => {
     assert.deepEqual(second.publishedKids.slice(0, 2), [second.kid, one.kid]);
   });
 
-  test("trusted-issuer add takes exactly one of --jwks-uri and --jwks, and a real JWKS", async () => {
+  test("trusted-issuer add takes exactly one of --jwks-uri and --jwks, a real JWKS, and an --audience", async () => {
     const tmc = JSON.parse((await cli("tmc", "create", "--name", "IdP TMC")).stdout);
-    const added = await cli("trusted-issuer", "add", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example", "--jwks-uri", "https://idp.example/jwks.json");
+    // README: an issuer is registered with the audience its tokens carry for this platform.
+    const audience = ["--audience", "https://travel.test/token-exchange"];
+    const added = await cli("trusted-issuer", "add", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example", "--jwks-uri", "https://idp.example/jwks.json", ...audience);
     assert.equal(added.code, 0, added.stderr);
     assert.deepEqual(JSON.parse(added.stdout), { tmcId: tmc.tmcId, issuer: "https://idp.example" });
-    for (const args of [[], ["--jwks-uri", "https://a.example/j", "--jwks", '{"keys":[]}'], ["--jwks", '{"keys":[]}'], ["--jwks", "not json"], ["--jwks-uri", "not a url"]]) {
+    for (const args of [
+      [...audience],
+      ["--jwks-uri", "https://a.example/j", "--jwks", '{"keys":[]}', ...audience],
+      ["--jwks", '{"keys":[]}', ...audience],
+      ["--jwks", "not json", ...audience],
+      ["--jwks-uri", "not a url", ...audience],
+      ["--jwks-uri", "https://idp2.example/jwks.json"],
+    ]) {
       const refused = await cli("trusted-issuer", "add", "--tmc-id", tmc.tmcId, "--issuer", "https://idp2.example", ...args);
       assert.equal(refused.code, 2, `${args.join(" ")}: ${refused.stderr}`);
       assert.equal(refused.stdout, "");

@@ -31,10 +31,19 @@ export const TEMP_DIR_PREFIX = "auth-svc-test-";
  * made) is swept then, so no test run leaves its data directories behind.
  */
 const ownTempDirs = new Set<string>();
-process.on("exit", () => {
+function sweepTempDirs(): void {
   for (const dir of ownTempDirs) fs.rmSync(dir, { recursive: true, force: true });
   ownTempDirs.clear();
-});
+}
+process.on("exit", sweepTempDirs);
+// A process ended by a signal (a runner's timeout, Ctrl-C) runs no "exit" handlers: sweep, then
+// end of that same signal, unless someone else handles it.
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.once(signal, () => {
+    sweepTempDirs();
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+  });
+}
 
 /** A fresh directory under the OS temp dir, removed by `removeTempDir` or at the latest when this process exits. */
 export function newTempDir(prefix = TEMP_DIR_PREFIX): string {

@@ -1,9 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import fs from "node:fs";
 import net from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { createClient } from "redis";
+import { newTempDir, removeTempDir } from "./backend.js";
 
 /**
  * A throwaway redis-server on a private loopback port with its own data directory, for tests
@@ -26,7 +24,8 @@ export interface PrivateRedis {
 }
 
 export async function startPrivateRedis(): Promise<PrivateRedis> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "auth-svc-redis-"));
+  // Removed by stop(), or when the test process exits if the test never got there.
+  const dir = newTempDir("auth-svc-redis-");
   const port = await freePort();
   let child: ChildProcess | undefined;
 
@@ -74,7 +73,7 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     async stop() {
       child?.kill("SIGCONT");
       await kill("SIGKILL");
-      fs.rmSync(dir, { recursive: true, force: true });
+      removeTempDir(dir);
     },
   };
 }

@@ -1,5 +1,4 @@
 // Shared fixtures of the token tests (test/tokens/*): a service with an injectable clock, token
-import { decodeRpcStatus, errorResponseIn } from "./grpc-status.js";
 // endpoint calls over plain HTTP, tenant provisioning through the operator RPCs, token crafting
 // with the service's genuine signing key, and a grpc-js client that decodes ErrorResponse details.
 import assert from "node:assert/strict";
@@ -15,6 +14,7 @@ import { internalsOf } from "../../src/app/test-access.js";
 import { open } from "../../src/domain/shared/aead.js";
 import type { ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { newStorage, serviceEnv, type Storage } from "./backend.js";
+import { decodeRpcStatus, errorResponseIn } from "./grpc-status.js";
 import { dropStorage, operatorCall, type RunningService } from "./service.js";
 
 export const ISSUER = "http://auth.test";
@@ -160,6 +160,16 @@ export function assertOAuthError(res: HttpReply, status: number, errorCode: stri
   assert.ok(res.body.error_description.length > 0, "error_description is non-empty");
   assert.match(res.body.debugIdentifier, /\S/);
   assert.equal(res.headers.get("cache-control"), "no-store");
+}
+
+/**
+ * Asserts the exact answer of GET /v2/api-users (GetApiUsers, implemented): 200 with the page of the
+ * caller's TMC, `{apiUsers: [{clientId}…], totalCount}`, in creation order, and nothing else.
+ */
+export function assertApiUsersPage(res: HttpReply, clientIds: readonly string[], totalCount = clientIds.length): void {
+  assert.equal(res.status, 200, `expected 200 with the TMC's API users, got ${res.status} ${JSON.stringify(res.body)}`);
+  assert.deepEqual(res.body, { apiUsers: clientIds.map((clientId) => ({ clientId })), totalCount });
+  assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
 }
 
 /** Asserts a plain ErrorResponse status and errorCode (protected RPCs). */

@@ -19,6 +19,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { file_travel_apiuser_v2_api_user } from "../../gen/travel/apiuser/v2/api_user_pb.js";
 import { registerReflection } from "../../src/rpc/reflection.js";
 import { createHealthService, registerHealth } from "../../src/rpc/health.js";
+import { waitFor } from "../helpers/wait.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const API_USER_SERVICE = "travel.apiuser.v2.ApiUserService";
@@ -238,7 +239,9 @@ describe("health", () => {
 
     await next(1);
     assert.deepEqual(received, ["SERVING"]);
-    await sleep(100); // several polls without a change send nothing
+    // Several polls without a change send nothing.
+    const polled = checkCalls;
+    await waitFor("three more health polls", () => checkCalls >= polled + 3, { timeoutMs: 2_000, intervalMs: 5 });
     assert.deepEqual(received, ["SERVING"]);
     healthy = false;
     await next(2);
@@ -248,10 +251,21 @@ describe("health", () => {
 
     call.cancel();
     assert.equal((await ended).code, grpc.status.CANCELLED);
-    await sleep(100);
-    const calls = checkCalls;
-    await sleep(150);
-    assert.equal(checkCalls, calls, "server stopped polling after the client went away");
+    // The server notices the cancellation: no poll during two poll intervals (a poll in flight may finish).
+    let seen = checkCalls;
+    await waitFor(
+      "the server to stop polling",
+      async () => {
+        await sleep(2 * health.pollIntervalMs);
+        const quiet = checkCalls === seen;
+        seen = checkCalls;
+        return quiet;
+      },
+      { timeoutMs: 2_000, intervalMs: 0 },
+    );
+    // Negative assertion: six more poll intervals pass without a poll.
+    await sleep(6 * health.pollIntervalMs);
+    assert.equal(checkCalls, seen, "server stopped polling after the client went away");
   });
 
   it("Watch for an unknown service sends SERVICE_UNKNOWN without ending the call", async () => {
@@ -259,7 +273,8 @@ describe("health", () => {
     call.on("error", () => {}); // CANCELLED below
     const [first] = (await once(call, "data")) as [Msg];
     assert.equal(first.status, "SERVICE_UNKNOWN");
-    await sleep(100);
+    // Negative assertion: the call is still open four poll intervals later.
+    await sleep(4 * health.pollIntervalMs);
     assert.equal(call.destroyed, false);
     call.cancel();
   });

@@ -1,23 +1,26 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { accessToken, callApi, fetchToken } from "../helpers/api.js";
-import { isPostgres, newStorage, TEST_REDIS_URL } from "../helpers/backend.js";
+import { createClient, type RedisClientType } from "redis";
+import { isPostgres, newStorage, redisKeyPrefixOf, TEST_REDIS_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
+import { waitFor } from "../helpers/wait.js";
 
 // Several instances share state only through Postgres and Redis: the embedded default is one instance.
 describe("tokens across two instances on one Postgres and Redis", { skip: !isPostgres && "needs a shared Postgres and Redis" }, () => {
-  const storage = newStorage();
+  let storage: Storage;
   let a: RunningService;
   let b: RunningService;
   let admin: { clientId: string; clientSecret: string };
   before(async () => {
+    storage = newStorage();
     [a, b] = await Promise.all([startService({ storage }), startService({ storage })]);
     admin = await operatorCall(a.baseUrl, "Seed", {});
   });
   after(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-    await dropStorage(storage);
+    if (storage) await dropStorage(storage);
   });
 
   test("a token from A works on B; after rotation through B, A refuses it on the very next request", async () => {
@@ -59,24 +62,43 @@ describe("with Redis unreachable", { skip: !isPostgres && "the embedded default 
   let proxy: TcpProxy;
   let running: RunningService;
   let admin: { clientId: string; clientSecret: string };
+  /** The test's own look at Redis (directly, not through the proxy the service uses). */
+  let redis: RedisClientType;
   before(async () => {
     proxy = await startTcpProxy(Number(new URL(TEST_REDIS_URL).port || 6379), new URL(TEST_REDIS_URL).hostname);
-    running = await startService({ env: { REDIS_URL: `redis://127.0.0.1:${proxy.port}` } });
+    running = await startService({
+      env: {
+        REDIS_URL: `redis://127.0.0.1:${proxy.port}`,
+        // Short intervals instead of waiting out the defaults: the test polls for what it awaits.
+        CREDENTIAL_RECONCILE_INTERVAL_MS: "50",
+        REDIS_RECONNECT_MAX_DELAY_MS: "100",
+        REDIS_BREAKER_OPEN_MS: "100",
+      },
+    });
     admin = await operatorCall(running.baseUrl, "Seed", {});
+    redis = createClient({ url: TEST_REDIS_URL });
+    redis.on("error", () => {});
+    await redis.connect();
   });
   after(async () => {
+    if (redis?.isOpen) await redis.close();
     await running?.stop();
     await proxy?.close();
-    await dropStorage(running.storage);
+    if (running) await dropStorage(running.storage);
   });
+
+  /** Where the service caches a client's credential state in Redis (src/store/redis/generation-cache.ts). */
+  const credentialKey = (clientId: string) => `${redisKeyPrefixOf(running.storage)}cred:${clientId}`;
 
   test("a revoked token stays refused, issuance goes on under the fallback limiter, and Redis catches up on return", async () => {
     const adminToken = await accessToken(running.baseUrl, admin.clientId, admin.clientSecret);
     const created = (await (await callApi(running.baseUrl, "/v2/api-users", adminToken, {})).json()) as { clientId: string; clientSecret: string };
     const victim = await accessToken(running.baseUrl, created.clientId, created.clientSecret);
-    // Wait until Redis is trusted and holds the victim's generation: the stale value a partition would leave behind.
-    for (let i = 0; i < 50 && (await callApi(running.baseUrl, "/v2/api-users", victim)).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
-    await new Promise((r) => setTimeout(r, 2_500));
+    // Wait until Redis is believed and holds the victim's valid credential state: the stale value a
+    // partition would leave behind.
+    const stale = await waitFor("Redis to hold the victim's credential state", async () =>
+      (await callApi(running.baseUrl, "/v2/api-users", victim)).status === 200 && (await redis.get(credentialKey(created.clientId))),
+    );
     assert.equal((await callApi(running.baseUrl, "/v2/api-users", victim)).status, 200);
 
     await proxy.cut();
@@ -89,15 +111,20 @@ describe("with Redis unreachable", { skip: !isPostgres && "the embedded default 
     assert.match(metrics, /rate_limiter_fallbacks_total [1-9]/);
     assert.match(metrics, /credential_state_redis_fallbacks_total\{operation="write"\} [1-9]/);
 
+    assert.equal(await redis.get(credentialKey(created.clientId)), stale, "Redis still holds the victim's old state");
+
     await proxy.restore();
-    // Redis still holds the victim's old generation; the outbox publishes the revocation.
-    for (let i = 0; i < 30; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      assert.equal((await callApi(running.baseUrl, "/v2/api-users", victim)).status, 401, "never accepted while Redis comes back");
-    }
-    const ready = async () => (await fetch(`${running.baseUrl}/readyz`)).status === 200;
-    for (let i = 0; i < 50 && !(await ready()); i++) await new Promise((r) => setTimeout(r, 100));
-    await new Promise((r) => setTimeout(r, 2_500));
+    // Redis still holds the victim's old state until the service republishes the revocation: every
+    // request until then, and after, is refused.
+    await waitFor(
+      "the revocation to be republished to Redis",
+      async () => {
+        assert.equal((await callApi(running.baseUrl, "/v2/api-users", victim)).status, 401, "never accepted while Redis comes back");
+        const state = await redis.get(credentialKey(created.clientId));
+        return state !== null && state !== stale;
+      },
+      { timeoutMs: 15_000 },
+    );
     assert.equal((await callApi(running.baseUrl, "/v2/api-users", victim)).status, 401, "refused once Redis is back and trusted again");
   });
 });

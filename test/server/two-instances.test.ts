@@ -15,6 +15,7 @@ import { migrationSource } from "../../src/store/postgres/migrations/index.js";
 import { internalsOf } from "../../src/app/test-access.js";
 import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
+import { waitFor } from "../helpers/wait.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -42,22 +43,16 @@ function freshStorage(): Storage {
 
 after(async () => {
   for (const running of started.splice(0)) await running.stop().catch(() => {});
-  for (const storage of storages) {
-    await dropStorage(storage);
-    fs.rmSync(storage.dataDir, { recursive: true, force: true });
-  }
+  for (const storage of storages) await dropStorage(storage);
 });
 
 /** /readyz turns 200 once Redis is connected (the service starts before that, reporting not ready). */
 async function waitReady(baseUrl: string): Promise<Record<string, any>> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
+  return waitFor(`${baseUrl}/readyz to answer 200`, async () => {
     const response = await fetch(`${baseUrl}/readyz`);
     const body = (await response.json()) as Record<string, any>;
-    if (response.status === 200) return body;
-    if (Date.now() > deadline) assert.fail(`/readyz still ${response.status}: ${JSON.stringify(body)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+    return response.status === 200 && body;
+  });
 }
 
 /** A raw Connect-JSON call: HTTP status, body, and the decoded ErrorResponse detail when it failed. */

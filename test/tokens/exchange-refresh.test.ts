@@ -12,6 +12,7 @@ import { createRemoteJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT, typ
 import { operatorCall, operatorHeaders, type RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
+  assertApiUsersPage,
   assertError,
   assertOAuthError,
   AUDIENCE,
@@ -40,6 +41,8 @@ const PARTNER_AUDIENCE = "https://partner.api.test/v1";
 const INLINE_ISSUER = "https://idp-inline.example";
 const REMOTE_ISSUER = "https://idp-remote.example";
 const UNTRUSTED_ISSUER = "https://idp-untrusted.example";
+/** The audience the trusted issuers' tokens carry for this platform (every issuer is registered with one). */
+const IDP_AUDIENCE = "https://travel.test/token-exchange";
 
 const clock = new TestClock();
 let running: RunningService;
@@ -52,6 +55,8 @@ let actor: Client;
 let outsider: Client;
 let seed: { tmcId: string; orgId: string; userIds: string[]; clientId: string; clientSecret: string };
 let seedAdmin: Client;
+/** The active API users of TMC A, in creation order: what GetApiUsers lists to its tokens. */
+const membersOfA: string[] = [];
 
 interface SigningKey {
   kid: string;
@@ -78,6 +83,7 @@ before(async () => {
   tenantB = await newTenant(baseUrl);
   owner = tenantA.admin;
   actor = await newApiUser(baseUrl, tenantA.tmcId, "TMC_ADMIN");
+  membersOfA.push(owner.clientId, actor.clientId);
   outsider = tenantB.admin;
 
   seed = await operatorCall(baseUrl, "Seed", {});
@@ -104,8 +110,9 @@ before(async () => {
     tmcId: seed.tmcId,
     issuer: INLINE_ISSUER,
     jwks: JSON.stringify({ keys: [inlineRsa.publicJwk, inlineEc.publicJwk] }),
+    audience: IDP_AUDIENCE,
   });
-  await operatorCall(baseUrl, "AddTrustedIssuer", { tmcId: seed.tmcId, issuer: REMOTE_ISSUER, jwksUri });
+  await operatorCall(baseUrl, "AddTrustedIssuer", { tmcId: seed.tmcId, issuer: REMOTE_ISSUER, jwksUri, audience: IDP_AUDIENCE });
 });
 
 after(async () => {
@@ -147,7 +154,12 @@ function assertExchangeResponse(res: HttpReply): void {
   assert.equal(res.headers.get("pragma"), "no-cache");
 }
 
-/** An external identity provider's JWT. */
+/** An external identity provider's JWT, for this platform (aud IDP_AUDIENCE unless the claims say otherwise). */
+function idpToken(key: SigningKey, claims: Record<string, unknown>, header: Record<string, unknown> = { kid: key.kid }): Promise<string> {
+  return external(key, { aud: IDP_AUDIENCE, ...claims }, header);
+}
+
+/** An external identity provider's JWT with exactly the given claims. */
 function external(key: SigningKey, claims: Record<string, unknown>, header: Record<string, unknown> = { kid: key.kid }): Promise<string> {
   return new SignJWT(claims)
     .setProtectedHeader({ alg: key.alg, typ: "JWT", ...header })
@@ -178,8 +190,8 @@ describe("(a) exchanging an access token this service issued", () => {
   test("the exchanged token is accepted by the protected RPCs", async () => {
     const res = await exchange(actor, { subject_token: await accessTokenOf(baseUrl, owner), subject_token_type: TYPE_ACCESS_TOKEN });
     assertExchangeResponse(res);
-    const call = await getWith(baseUrl, "/v2/api-users?limit=10", { token: res.body.access_token });
-    assert.ok([200, 501].includes(call.status), `${call.status} ${JSON.stringify(call.body)}`);
+    // GetApiUsers answers for the subject's TMC: exactly TMC A's API users.
+    assertApiUsersPage(await getWith(baseUrl, "/v2/api-users?limit=10", { token: res.body.access_token }), membersOfA);
   });
 
   test("scope no wider than the subject's: none asked → the subject's; a subset → that; wider → 400 invalid_scope", async () => {
@@ -199,14 +211,27 @@ describe("(a) exchanging an access token this service issued", () => {
 
   test("a COMPANY_ADMIN caller cannot gain api-users by exchanging a TMC admin's token", async () => {
     const companyAdmin = await newApiUser(baseUrl, tenantA.tmcId, "COMPANY_ADMIN", tenantA.orgId);
+    membersOfA.push(companyAdmin.clientId);
     const subject = await accessTokenOf(baseUrl, owner);
+    // README, token-exchange policy: a company admin never acts for a TMC admin — no token at all.
     const all = await exchange(companyAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN });
-    assertExchangeResponse(all);
-    assert.ok(!all.body.scope.split(" ").includes("api-users"));
-    const claims = await verify(all.body.access_token);
-    assert.equal(claims.role, "COMPANY_ADMIN");
+    assertOAuthError(all, 400, "INVALID_REQUEST", "invalid_request");
+    assert.equal(all.body.access_token, undefined);
     const asked = await exchange(companyAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN, scope: "api-users" });
-    assertOAuthError(asked, 400, "INVALID_SCOPE", "invalid_scope");
+    assertOAuthError(asked, 400, "INVALID_REQUEST", "invalid_request");
+    assert.equal(asked.body.access_token, undefined);
+    // For a subject of its own company it may act, within its own role: still no api-users.
+    const peer = await newApiUser(baseUrl, tenantA.tmcId, "COMPANY_ADMIN", tenantA.orgId);
+    membersOfA.push(peer.clientId);
+    const peerToken = await accessTokenOf(baseUrl, peer);
+    const own = await exchange(companyAdmin, { subject_token: peerToken, subject_token_type: TYPE_ACCESS_TOKEN });
+    assertExchangeResponse(own);
+    assert.ok(!own.body.scope.split(" ").includes("api-users"));
+    const claims = await verify(own.body.access_token);
+    assert.equal(claims.role, "COMPANY_ADMIN");
+    assert.deepEqual(claims.act, { sub: companyAdmin.clientId });
+    const askedOwn = await exchange(companyAdmin, { subject_token: peerToken, subject_token_type: TYPE_ACCESS_TOKEN, scope: "api-users" });
+    assertOAuthError(askedOwn, 400, "INVALID_SCOPE", "invalid_scope");
   });
 
   test("audience no wider than the subject's → otherwise 400 invalid_target", async () => {
@@ -290,7 +315,7 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   ];
   for (const [name, key, iss, type] of cases) {
     test(`${name}: the new token's sub is the user named by email`, async () => {
-      const subject = await external(key(), { iss, email: ADA, exp: inOneHour() });
+      const subject = await idpToken(key(), { iss, email: ADA, exp: inOneHour() });
       const res = await exchange(seedAdmin, { subject_token: subject, subject_token_type: type });
       assertExchangeResponse(res);
       const claims = await verify(res.body.access_token);
@@ -309,16 +334,16 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   test("the email is matched case-insensitively; a user created through the operator RPC works too", async () => {
     const email = `pat.${Date.now()}@example.com`;
     const userId = await newUser(baseUrl, seed.orgId, email);
-    const res = await exchange(seedAdmin, { subject_token: await external(inlineRsa, { iss: INLINE_ISSUER, email: email.toUpperCase(), exp: inOneHour() }), subject_token_type: TYPE_JWT });
+    const res = await exchange(seedAdmin, { subject_token: await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: email.toUpperCase(), exp: inOneHour() }), subject_token_type: TYPE_JWT });
     assertExchangeResponse(res);
     assert.equal((await verify(res.body.access_token)).sub, userId);
-    const ada = await exchange(seedAdmin, { subject_token: await external(inlineEc, { iss: INLINE_ISSUER, email: "Ada.Lovelace@ACME.example", exp: inOneHour() }), subject_token_type: TYPE_JWT });
+    const ada = await exchange(seedAdmin, { subject_token: await idpToken(inlineEc, { iss: INLINE_ISSUER, email: "Ada.Lovelace@ACME.example", exp: inOneHour() }), subject_token_type: TYPE_JWT });
     assertExchangeResponse(ada);
     assert.equal((await verify(ada.body.access_token)).sub, seed.userIds[0]);
   });
 
   test("scope: a subset is granted, a scope outside the caller's role → 400 invalid_scope", async () => {
-    const subject = await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
+    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
     const res = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, scope: "users:read" });
     assertExchangeResponse(res);
     assert.equal(res.body.scope, "users:read");
@@ -326,7 +351,7 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   });
 
   test("audience: an allowed one is granted, another → 400 invalid_target", async () => {
-    const subject = await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
+    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
     const partner = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, audience: PARTNER_AUDIENCE });
     assertExchangeResponse(partner);
     assert.equal((await verify(partner.body.access_token, PARTNER_AUDIENCE)).aud, PARTNER_AUDIENCE);
@@ -337,20 +362,20 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
     const forger = await newKey("RS256", inlineRsa.kid);
     const now = Math.floor(Date.now() / 1000);
     const refused: Array<[string, string]> = [
-      ["unknown email", await external(inlineRsa, { iss: INLINE_ISSUER, email: "nobody@acme.example", exp: inOneHour() })],
-      ["inactive user", await external(inlineRsa, { iss: INLINE_ISSUER, email: GRACE, exp: inOneHour() })],
-      ["untrusted issuer", await external(inlineRsa, { iss: UNTRUSTED_ISSUER, email: ADA, exp: inOneHour() })],
-      ["missing kid", await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, {})],
-      ["unknown kid", await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, { kid: "nope" })],
-      ["bad signature (another key, same kid)", await external(forger, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })],
-      ["key of the other issuer", await external(remoteRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })],
-      ["expired", await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: now - 300 })],
-      ["expired at jwks_uri issuer", await external(remoteEc, { iss: REMOTE_ISSUER, email: ADA, exp: now - 300 })],
-      ["no email", await external(inlineRsa, { iss: INLINE_ISSUER, sub: "ada", exp: inOneHour() })],
-      ["no exp", await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA })],
+      ["unknown email", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: "nobody@acme.example", exp: inOneHour() })],
+      ["inactive user", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: GRACE, exp: inOneHour() })],
+      ["untrusted issuer", await idpToken(inlineRsa, { iss: UNTRUSTED_ISSUER, email: ADA, exp: inOneHour() })],
+      ["missing kid", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, {})],
+      ["unknown kid", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, { kid: "nope" })],
+      ["bad signature (another key, same kid)", await idpToken(forger, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })],
+      ["key of the other issuer", await idpToken(remoteRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })],
+      ["expired", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: now - 300 })],
+      ["expired at jwks_uri issuer", await idpToken(remoteEc, { iss: REMOTE_ISSUER, email: ADA, exp: now - 300 })],
+      ["no email", await idpToken(inlineRsa, { iss: INLINE_ISSUER, sub: "ada", exp: inOneHour() })],
+      ["no exp", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA })],
       ["not a JWT", "not-a-jwt"],
     ];
-    const [h, p, s] = (await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })).split(".");
+    const [h, p, s] = (await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })).split(".");
     refused.push(["flipped signature", `${h}.${p}.${s!.slice(0, 20)}${s![20] === "A" ? "B" : "A"}${s!.slice(21)}`]);
     refused.push(["alg none", `${Buffer.from(JSON.stringify({ alg: "none", kid: inlineRsa.kid })).toString("base64url")}.${p}.`]);
     for (const [why, subjectToken] of refused) {
@@ -382,7 +407,7 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
     assert.equal((await verify(res.body.access_token)).sub, userId);
   });
 
-  test("AddTrustedIssuer refuses both or neither of jwks and jwksUri, and a jwks that is not a JWKS", async () => {
+  test("AddTrustedIssuer refuses both or neither of jwks and jwksUri, a jwks that is not a JWKS, and no audience", async () => {
     const call = (body: object) =>
       fetch(`${baseUrl}/travel.operator.v1.OperatorService/AddTrustedIssuer`, {
         method: "POST",
@@ -390,11 +415,14 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
         body: JSON.stringify(body),
       });
     const jwks = JSON.stringify({ keys: [inlineRsa.publicJwk] });
+    const audience = IDP_AUDIENCE;
     for (const body of [
-      { tmcId: seed.tmcId, issuer: "https://x.example" },
-      { tmcId: seed.tmcId, issuer: "https://x.example", jwks, jwksUri: "http://127.0.0.1:1/jwks.json" },
-      { tmcId: seed.tmcId, issuer: "https://x.example", jwks: "{not json" },
-      { tmcId: seed.tmcId, issuer: "https://x.example", jwks: JSON.stringify({ keys: "nope" }) },
+      { tmcId: seed.tmcId, issuer: "https://x.example", audience },
+      { tmcId: seed.tmcId, issuer: "https://x.example", jwks, jwksUri: "http://127.0.0.1:1/jwks.json", audience },
+      { tmcId: seed.tmcId, issuer: "https://x.example", jwks: "{not json", audience },
+      { tmcId: seed.tmcId, issuer: "https://x.example", jwks: JSON.stringify({ keys: "nope" }), audience },
+      // README: an issuer must be registered with the audience its tokens carry for this platform.
+      { tmcId: seed.tmcId, issuer: "https://x.example", jwks },
     ]) {
       const res = await call(body);
       assert.equal(res.status, 400, `${JSON.stringify(body)} → ${res.status}`);
@@ -403,7 +431,7 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   });
 
   test("an external issuer's RFC 9068 access token (typ at+jwt, RS256) is exchanged as subject_token_type access_token", async (t) => {
-    const subject = await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, { kid: inlineRsa.kid, typ: "at+jwt" });
+    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, { kid: inlineRsa.kid, typ: "at+jwt" });
     const res = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN });
     {
       assertExchangeResponse(res);
@@ -412,14 +440,14 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   });
 
   test("an issuer trusted by another TMC is not trusted for this one → 400 INVALID_REQUEST", async () => {
-    const subject = await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
+    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
     assertOAuthError(await exchange(owner, { subject_token: subject, subject_token_type: TYPE_JWT }), 400, "INVALID_REQUEST", "invalid_request");
   });
 
   test("a user of another TMC is not found → 400 INVALID_REQUEST", async () => {
     const email = `other.${Date.now()}@example.com`;
     await newUser(baseUrl, tenantB.orgId, email);
-    const subject = await external(inlineRsa, { iss: INLINE_ISSUER, email, exp: inOneHour() });
+    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email, exp: inOneHour() });
     assertOAuthError(await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT }), 400, "INVALID_REQUEST", "invalid_request");
   });
 });
@@ -445,8 +473,7 @@ describe("the refresh_token grant", () => {
     assert.equal(claims.sub, owner.clientId, "the subject is kept");
     assert.equal(claims.client_id, actor.clientId);
     assert.deepEqual(String(claims.scope).split(" ").sort(), ["api-users", "users:read"]);
-    const call = await getWith(baseUrl, "/v2/api-users?limit=10", { token: res.body.access_token });
-    assert.ok([200, 501].includes(call.status), `${call.status}`);
+    assertApiUsersPage(await getWith(baseUrl, "/v2/api-users?limit=10", { token: res.body.access_token }), membersOfA);
   });
 
   test("a narrower scope may be asked on refresh; a wider one → 400 invalid_scope", async () => {
@@ -482,7 +509,7 @@ describe("the refresh_token grant", () => {
   });
 
   test("the refresh token of an external-issuer exchange keeps the user as sub", async () => {
-    const subject = await external(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
+    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
     const first = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT });
     assertExchangeResponse(first);
     const res = await refresh(seedAdmin, first.body.refresh_token);

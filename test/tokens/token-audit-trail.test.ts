@@ -11,6 +11,8 @@ describe("token events in the audit trail", () => {
       const seed = await operatorCall<{ tmcId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
       assert.equal((await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status, 200);
       assert.equal((await fetchToken(running.baseUrl, seed.clientId, "wrong-secret-value")).status, 403);
+      // Only an authenticated request spends the client's own budget (2 per minute): the refused one did not.
+      assert.equal((await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status, 200);
       assert.equal((await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status, 429);
       // Stopping flushes the buffer: read what reached the database through a second instance.
       await running.stop();

@@ -2,13 +2,14 @@
 // ApiUserService.GetApiUsers over grpc-js. Every token that is missing, malformed, tampered with,
 // expired, meant for another audience, unsigned (alg none), signed by a foreign key, of the wrong
 // type or issuer is 401 USER_NOT_AUTHENTICATED; a valid token without the scope or role is 403;
-// a valid TMC admin token passes authentication (501 until GetApiUsers is implemented, or 200).
+// a valid TMC admin token gets the exact page of its TMC's API users (200).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { generateKeyPair, SignJWT } from "jose";
 import type { RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
+  assertApiUsersPage,
   assertError,
   assertGrpcFailure,
   b64urlJson,
@@ -38,14 +39,24 @@ let baseUrl: string;
 let tenant: Tenant;
 let admin: Client;
 let grpcs: GrpcClients;
+/** The active API users of the tenant, in creation order: what GetApiUsers must list. */
+const members: string[] = [];
 
 before(async () => {
   running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE }, now: clock.now });
   baseUrl = running.baseUrl;
   tenant = await newTenant(baseUrl);
   admin = tenant.admin;
+  members.push(admin.clientId);
   grpcs = grpcClients(baseUrl);
 });
+
+/** A COMPANY_ADMIN of the tenant; it joins the list GetApiUsers answers. */
+async function newCompanyAdmin(): Promise<Client> {
+  const companyAdmin = await newApiUser(baseUrl, tenant.tmcId, "COMPANY_ADMIN", tenant.orgId);
+  members.push(companyAdmin.clientId);
+  return companyAdmin;
+}
 
 after(async () => {
   grpcs?.close();
@@ -56,12 +67,9 @@ function assertUnauthenticated(res: HttpReply): void {
   assertError(res, 401, "USER_NOT_AUTHENTICATED");
 }
 
-/** Passed authentication and authorization: the RPC itself answered (501 not implemented yet, or 200). */
+/** Passed authentication and authorization: GetApiUsers answered 200 with exactly the tenant's API users. */
 function assertAuthenticated(res: HttpReply): void {
-  assert.notEqual(res.status, 401, JSON.stringify(res.body));
-  assert.notEqual(res.status, 403, JSON.stringify(res.body));
-  assert.ok([200, 501].includes(res.status), `expected 200 or 501, got ${res.status} ${JSON.stringify(res.body)}`);
-  if (res.status === 501) assert.equal(res.body.errorMessages[0].errorCode, "NOT_IMPLEMENTED");
+  assertApiUsersPage(res, members);
 }
 
 /** Changes the character at `index` of `text` to a different base64url character. */
@@ -124,7 +132,7 @@ describe("401 USER_NOT_AUTHENTICATED", () => {
   });
 
   test("a payload rewritten to a more powerful one under the original signature", async () => {
-    const companyAdmin = await newApiUser(baseUrl, tenant.tmcId, "COMPANY_ADMIN", tenant.orgId);
+    const companyAdmin = await newCompanyAdmin();
     const token = await accessTokenOf(baseUrl, companyAdmin);
     const [h, , s] = token.split(".");
     const payload = { ...partsOf(token).payload, role: "TMC_ADMIN", scope: "api-users" };
@@ -232,16 +240,17 @@ describe("403: valid token, not allowed", () => {
   });
 
   test("a COMPANY_ADMIN token (role rule)", async () => {
-    const companyAdmin = await newApiUser(baseUrl, tenant.tmcId, "COMPANY_ADMIN", tenant.orgId);
+    const companyAdmin = await newCompanyAdmin();
     const token = await accessTokenOf(baseUrl, companyAdmin);
     assertError(await getWith(baseUrl, PROTECTED, { token }), 403, "PERMISSION_DENIED");
   });
 });
 
 describe("ApiUserService.GetApiUsers over grpc-js", () => {
-  test("a valid TMC admin token passes authentication (UNIMPLEMENTED or OK)", async () => {
+  test("a valid TMC admin token → OK with exactly the tenant's API users", async () => {
     const outcome = await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, await accessTokenOf(baseUrl, admin));
-    if (!outcome.ok) assertGrpcFailure(outcome, GRPC.UNIMPLEMENTED, "NOT_IMPLEMENTED");
+    assert.equal(outcome.ok, true, `expected OK, got code ${outcome.code} ${JSON.stringify(outcome.errorResponse)}`);
+    assert.deepEqual(outcome.response, { apiUsers: members.map((clientId) => ({ clientId })), totalCount: members.length });
   });
 
   test("no token → UNAUTHENTICATED (16)", async () => {
