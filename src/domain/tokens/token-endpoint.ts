@@ -52,11 +52,21 @@ export class TokenEndpoint {
     });
   }
 
-  /** RFC 7662: undefined (inactive) unless the token is valid and of the caller's TMC. */
+  /**
+   * RFC 7662: undefined (inactive) unless the token is valid and of the caller's TMC. Every
+   * answer is audited TOKEN_INTROSPECTED; a refused or rate-limited caller is audited too
+   * (TOKEN_INTROSPECTION_REFUSED / TOKEN_RATE_LIMITED), like a refused token request.
+   */
   async introspect(credentials: PresentedCredentials, token: string, call: TokenCall): Promise<Principal | undefined> {
-    const addressBudget = await this.limitAddress(call);
-    const client = await this.authenticate(credentials, call);
-    await this.limitClient(client, addressBudget, call);
+    let client: ApiUser | undefined;
+    try {
+      const addressBudget = await this.limitAddress(call);
+      client = await this.authenticate(credentials, call);
+      await this.limitClient(client, addressBudget, call);
+    } catch (error) {
+      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, client, error, call, {});
+      throw error;
+    }
     const principal = await this.tokens.introspect(client, token);
     this.audit.record({
       action: "TOKEN_INTROSPECTED",
@@ -110,7 +120,6 @@ export class TokenEndpoint {
     run: (authenticated: (client: ApiUser) => ApiUser) => Promise<T>,
   ): Promise<T> {
     let client: ApiUser | undefined;
-    const claimed = ClientAuthenticator.claimedClientId(credentials)?.slice(0, 128) ?? null;
     try {
       const result = await run((c) => (client = c));
       this.audit.record({
@@ -124,18 +133,30 @@ export class TokenEndpoint {
       });
       return result;
     } catch (error) {
-      const errorCode = error instanceof DomainError ? error.code : "INTERNAL_ERROR";
-      const limited = errorCode === "TOO_MANY_REQUESTS";
-      this.audit.record({
-        action: limited ? "TOKEN_RATE_LIMITED" : "TOKEN_REFUSED",
-        outcome: limited ? "RATE_LIMITED" : "FAILURE",
-        actor: client?.clientId ?? claimed,
-        tmcId: client?.tmcId ?? null,
-        targetClientId: client?.clientId ?? null,
-        debugIdentifier: call.requestId,
-        details: { grantType, errorCode, remoteAddress: call.remoteAddress },
-      });
+      this.recordRefusal("TOKEN_REFUSED", credentials, client, error, call, { grantType });
       throw error;
     }
+  }
+
+  /** A refusal in the trail: who claimed to call (never the secret), the errorCode, rate limited or not. */
+  private recordRefusal(
+    action: "TOKEN_REFUSED" | "TOKEN_INTROSPECTION_REFUSED",
+    credentials: PresentedCredentials,
+    client: ApiUser | undefined,
+    error: unknown,
+    call: TokenCall,
+    details: Record<string, string>,
+  ): void {
+    const errorCode = error instanceof DomainError ? error.code : "INTERNAL_ERROR";
+    const limited = errorCode === "TOO_MANY_REQUESTS";
+    this.audit.record({
+      action: limited ? "TOKEN_RATE_LIMITED" : action,
+      outcome: limited ? "RATE_LIMITED" : "FAILURE",
+      actor: client?.clientId ?? ClientAuthenticator.claimedClientId(credentials)?.slice(0, 128) ?? null,
+      tmcId: client?.tmcId ?? null,
+      targetClientId: client?.clientId ?? null,
+      debugIdentifier: call.requestId,
+      details: { ...details, errorCode, remoteAddress: call.remoteAddress },
+    });
   }
 }

@@ -293,7 +293,7 @@ describe("TokenEndpoint", () => {
     assert.deepEqual(own.decisions.map((d) => [d.allowed, d.limit, d.authenticatedYet]), [[true, 100, false], [true, 5, true]], "the address's budget, then the client's");
     assert.equal(await introspect(foreign, token, "req-i2").promise, undefined);
     assert.equal(await introspect(peer, "not-a-token", "req-i3").promise, undefined);
-    await rejectsWith(endpoint.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62").tokenCall), invalidClient);
+    await rejectsWith(endpoint.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62", "req-i4").tokenCall), invalidClient);
     assert.deepEqual(audit.events.slice(eventsBefore), [
       {
         action: "TOKEN_INTROSPECTED",
@@ -322,7 +322,16 @@ describe("TokenEndpoint", () => {
         debugIdentifier: "req-i3",
         details: { active: false, remoteAddress: "192.0.2.61" },
       },
-    ], "one event per answered introspection (the refused authentication records none); never the token");
+      {
+        action: "TOKEN_INTROSPECTION_REFUSED",
+        outcome: "FAILURE",
+        actor: peer.clientId,
+        tmcId: null,
+        targetClientId: null,
+        debugIdentifier: "req-i4",
+        details: { errorCode: "INVALID_CLIENT", remoteAddress: "192.0.2.62" },
+      },
+    ], "one event per answered introspection and one for the refused caller; never the token");
     assert.equal(JSON.stringify(audit.events).includes(token), false);
   });
 
@@ -358,6 +367,7 @@ describe("TokenEndpoint", () => {
       [
         ...Array.from({ length: 4 }, () => ["TOKEN_REFUSED", "FAILURE", null, null, null, { grantType: "client_credentials", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }]),
         ["TOKEN_REFUSED", "FAILURE", null, null, null, { grantType: "legacy", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }],
+        ["TOKEN_INTROSPECTION_REFUSED", "FAILURE", null, null, null, { errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }],
       ],
     );
     assert.deepEqual(await lockoutOf(undefined, address), { failures: 0, limit: 3, lockedOut: false }, "more refusals than the failure budget, none counted");
