@@ -214,7 +214,7 @@ export function basicHeader(clientId: string, clientSecret: string): string {
   return `Basic ${Buffer.from(`${encode(clientId)}:${encode(clientSecret)}`).toString("base64")}`;
 }
 
-export function tokenRequest(fields: Partial<{ grantType: string; scope: string; audience: string; subjectToken: string; subjectTokenType: string; refreshToken: string; requestedTokenType: string }> & { credentials?: ReturnType<typeof postCredentials> | { formClientId: string; formClientSecret: string; authorization: string | null } } = {}) {
+export function tokenRequest(fields: Partial<{ grantType: string; scope: string; audience: string; subjectToken: string; subjectTokenType: string; refreshToken: string; requestedTokenType: string; resource: string }> & { credentials?: ReturnType<typeof postCredentials> | { formClientId: string; formClientSecret: string; authorization: string | null } } = {}) {
   return {
     grantType: fields.grantType ?? "client_credentials",
     credentials: fields.credentials ?? postCredentials("", ""),
@@ -225,5 +225,6 @@ export function tokenRequest(fields: Partial<{ grantType: string; scope: string;
     refreshToken: fields.refreshToken ?? "",
     // As the RPC handler passes it: the proto's empty string when not asked.
     requestedTokenType: fields.requestedTokenType ?? "",
+    resource: fields.resource ?? "",
   };
 }

@@ -280,6 +280,14 @@ describe("audience", () => {
       assertOAuthError(await clientCredentials(baseUrl, admin, { audience }), 400, "INVALID_TARGET", "invalid_target");
     }
   });
+
+  test("resource (RFC 8707): an allowed one becomes the audience; any other, a fragment, or a conflict with audience → 400 invalid_target", async () => {
+    const { payload } = await verifyIndependently(await accessTokenOf(baseUrl, admin, { resource: PARTNER_AUDIENCE }), PARTNER_AUDIENCE);
+    assert.equal(payload.aud, PARTNER_AUDIENCE);
+    for (const extra of [{ resource: "https://evil.example/api" }, { resource: `${PARTNER_AUDIENCE}#x` }, { resource: PARTNER_AUDIENCE, audience: AUDIENCE }]) {
+      assertOAuthError(await clientCredentials(baseUrl, admin, extra), 400, "INVALID_TARGET", "invalid_target");
+    }
+  });
 });
 
 describe("grant_type errors", () => {

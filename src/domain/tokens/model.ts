@@ -51,6 +51,8 @@ export interface TokenRequest {
   readonly refreshToken: string;
   /** RFC 8693 requested_token_type; empty when not asked. */
   readonly requestedTokenType?: string;
+  /** RFC 8707 resource indicator; empty when not asked. */
+  readonly resource?: string;
 }
 
 export interface IssuedToken {

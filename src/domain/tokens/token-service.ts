@@ -96,7 +96,7 @@ export class TokenService {
   private async clientCredentials(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (request.refreshToken || request.subjectToken) throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role]);
-    return this.issueForClient(client, scopes, [this.audienceOf(request.audience)], this.settings.accessTokenTtlSeconds);
+    return this.issueForClient(client, scopes, [this.audienceOf(requestedAudience(request))], this.settings.accessTokenTtlSeconds);
   }
 
   private async issueForClient(client: ApiUser, scopes: readonly string[], audience: string[], ttlSeconds: number): Promise<IssuedToken> {
@@ -129,8 +129,9 @@ export class TokenService {
       if (subject.tmcId !== client.tmcId) throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
       if (!(await this.mayActFor(client, subject.subject, subject.subjectKind))) throw notYourSubject();
       const scopes = narrowScopes(request.scope, subject.scopes.filter((s) => roleScopes.includes(s)));
-      const audience = request.audience ? [request.audience] : [...subject.audience];
-      if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(request.audience);
+      const requested = requestedAudience(request);
+      const audience = requested ? [requested] : [...subject.audience];
+      if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(requested);
       const act = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
       const credentials = dedupe([own, ...subject.credentials]);
       return this.issueExchanged(client, subject.subject, subject.subjectKind, scopes, audience, act, credentials);
@@ -143,7 +144,7 @@ export class TokenService {
       if (!user) throw invalidRequest("The subject_token names no active user of the caller's TMC", "subject_token");
       if (client.role === "COMPANY_ADMIN" && user.companyId !== client.orgId) throw notYourSubject();
       const scopes = narrowScopes(request.scope, roleScopes);
-      const audience = [this.audienceOf(request.audience)];
+      const audience = [this.audienceOf(requestedAudience(request))];
       return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [own]);
     }
     throw invalidRequest("Unsupported subject_token_type", "subject_token_type");
@@ -276,4 +277,21 @@ function dedupe(credentials: readonly BoundCredential[]): BoundCredential[] {
   const seen = new Map<string, BoundCredential>();
   for (const c of credentials) if (!seen.has(c[0])) seen.set(c[0], c);
   return [...seen.values()];
+}
+
+/**
+ * The audience a request asks for: `audience` (RFC 8693) or `resource` (RFC 8707), which must be
+ * an absolute URI without a fragment and, when both are given, the same value. Empty: the default.
+ */
+function requestedAudience(request: TokenRequest): string {
+  const resource = request.resource ?? "";
+  if (!resource) return request.audience;
+  if (!isAbsoluteUriWithoutFragment(resource)) throw invalidTarget(resource);
+  if (request.audience && request.audience !== resource) throw invalidTarget(resource);
+  return resource;
+}
+
+function isAbsoluteUriWithoutFragment(value: string): boolean {
+  if (!URL.canParse(value)) return false;
+  return !new URL(value).hash && !value.includes("#");
 }

@@ -25,6 +25,7 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       subjectTokenType: req.subjectTokenType,
       refreshToken: req.refreshToken,
       requestedTokenType: req.requestedTokenType,
+      resource: req.resource,
     };
     return tokenResponse(await challenged(ctx, this.endpoint.fetchToken(request, tokenCall(ctx))));
   }

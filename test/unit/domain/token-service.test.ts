@@ -84,6 +84,27 @@ describe("TokenService", () => {
       });
     });
 
+    test("resource (RFC 8707): an allowed absolute URI is the audience; a fragment, a relative URI, another target or a conflict with audience is INVALID_TARGET", async () => {
+      assert.equal(decodeJwt((await grant(admin, { resource: OTHER_API })).accessToken).aud, OTHER_API);
+      assert.equal(decodeJwt((await grant(admin, { resource: OTHER_API, audience: OTHER_API })).accessToken).aud, OTHER_API);
+      for (const [resource, audience] of [
+        ["http://evil.test", ""],
+        [`${OTHER_API}#frag`, ""],
+        ["/v2", ""],
+        ["not a uri", ""],
+        [OTHER_API, AUDIENCE],
+      ] as const) {
+        await rejectsWith(grant(admin, { resource, audience }), {
+          code: "INVALID_TARGET",
+          message: "The requested audience is not allowed",
+          params: [{ name: "audience", value: resource }],
+        });
+      }
+      const subject = (await grant(companyAdmin, { scope: "users:read", audience: OTHER_API })).accessToken;
+      assert.equal(decodeJwt((await exchange(admin, subject, { resource: OTHER_API })).accessToken).aud, OTHER_API);
+      await rejectsWith(exchange(admin, subject, { resource: AUDIENCE }), { code: "INVALID_TARGET", message: "The requested audience is not allowed", params: [{ name: "audience", value: AUDIENCE }] });
+    });
+
     test("a subject_token or refresh_token with client_credentials is INVALID_REQUEST", async () => {
       const expected = { code: "INVALID_REQUEST", message: "client_credentials takes neither subject_token nor refresh_token" } as const;
       await rejectsWith(grant(admin, { refreshToken: "x" }), expected);
