@@ -284,7 +284,8 @@ describe("audience", () => {
   test("resource (RFC 8707): an allowed one becomes the audience; any other, a fragment, or a conflict with audience → 400 invalid_target", async () => {
     const { payload } = await verifyIndependently(await accessTokenOf(baseUrl, admin, { resource: PARTNER_AUDIENCE }), PARTNER_AUDIENCE);
     assert.equal(payload.aud, PARTNER_AUDIENCE);
-    for (const extra of [{ resource: "https://evil.example/api" }, { resource: `${PARTNER_AUDIENCE}#x` }, { resource: PARTNER_AUDIENCE, audience: AUDIENCE }]) {
+    const refused: Array<Record<string, string>> = [{ resource: "https://evil.example/api" }, { resource: `${PARTNER_AUDIENCE}#x` }, { resource: PARTNER_AUDIENCE, audience: AUDIENCE }];
+    for (const extra of refused) {
       assertOAuthError(await clientCredentials(baseUrl, admin, extra), 400, "INVALID_TARGET", "invalid_target");
     }
   });
