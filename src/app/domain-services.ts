@@ -15,6 +15,7 @@ import type { UnitOfWork } from "../domain/shared/unit-of-work.js";
 import { TenantService } from "../domain/tenants/tenant-service.js";
 import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
+import { ClientRecordCache } from "../domain/tokens/client-record-cache.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
 import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
 import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
@@ -27,6 +28,8 @@ import type { ChangeFeed } from "../domain/tokens/ports.js";
 
 /** Waits between the last attempts to write buffered audit events at shutdown. */
 const AUDIT_CLOSE_RETRY_DELAYS_MS = [200, 400, 600, 800];
+/** API-user records kept per instance (about 1 KB each): the busiest clients, the rest read from Postgres. */
+const CLIENT_RECORD_CACHE_SIZE = 10_000;
 
 export interface DomainInputs {
   readonly config: Config;
@@ -76,7 +79,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     generations,
     auditLog,
     limiter,
-    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper), tokenService, auditLog),
+    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog),
     apiUserAdmin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock),
     operator: {
       tenants,

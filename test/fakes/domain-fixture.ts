@@ -9,6 +9,7 @@ import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
 import { TenantService } from "../../src/domain/tenants/tenant-service.js";
 import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
+import { ClientRecordCache } from "../../src/domain/tokens/client-record-cache.js";
 import { CredentialGenerations, type CredentialGenerationsOptions } from "../../src/domain/tokens/credential-generations.js";
 import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
@@ -127,7 +128,7 @@ export async function createDomainFixture(
     tenants: new TenantService(uow, repos.tenants),
     provisioning,
     admin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock.now),
-    clients: new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper),
+    clients: new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, 100)),
     scim: new ScimAuthenticator(uow, repos.apiUsers, keys),
   };
 }

@@ -3,6 +3,7 @@ import type { ApiUser } from "../api-users/model.js";
 import type { ApiUserRepository } from "../api-users/ports.js";
 import { verifyClientSecret } from "../shared/client-secret.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { ClientRecordCache } from "./client-record-cache.js";
 import type { PresentedCredentials } from "./model.js";
 import { invalidClient, invalidRequest } from "./oauth-errors.js";
 
@@ -16,6 +17,8 @@ export class ClientAuthenticator {
     private readonly uow: UnitOfWork,
     private readonly apiUsers: ApiUserRepository,
     private readonly pepper: Buffer,
+    /** Records kept in process, checked against the current generation; without it every lookup reads the database. */
+    private readonly records?: ClientRecordCache,
   ) {}
 
   /** The client id the request names, before authenticating it (rate limiting keys on it). */
@@ -37,7 +40,8 @@ export class ClientAuthenticator {
     // RFC 6749 5.2 (and RFC 8693 5): no client authentication at all is 401 invalid_client.
     if (!clientId && !clientSecret) throw new DomainError("CLIENT_AUTHENTICATION_REQUIRED", "Client authentication is required (HTTP Basic, or client_id and client_secret)");
     if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
-    const user = await this.apiUsers.findActive(this.uow.direct, clientId);
+    const load = () => this.apiUsers.findActive(this.uow.direct, clientId);
+    const user = this.records ? await this.records.find(clientId, load) : await load();
     return { clientId, secret: clientSecret, client: user?.credentialType === "CLIENT_CREDENTIALS" ? user : undefined };
   }
 

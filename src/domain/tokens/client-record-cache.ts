@@ -1,0 +1,48 @@
+import type { ApiUser } from "../api-users/model.js";
+
+/** What the cache validates against: the current generation of each client (undefined: revoked or unknown). */
+export interface CurrentGenerations {
+  current(clientIds: readonly string[]): Promise<Map<string, number | undefined>>;
+}
+
+/**
+ * API-user records kept in process so that a token request does not read Postgres. A record is
+ * used only while its credential generation is the current one, asked of CredentialGenerations
+ * (one Redis round trip, Postgres whenever the cache cannot be believed): rotation bumps the
+ * generation and revocation removes it, and nothing else of a record can change, so a record
+ * that passes the check is exactly what the database holds. Bounded, least recently used out.
+ */
+export class ClientRecordCache {
+  private readonly records = new Map<string, ApiUser>();
+
+  constructor(
+    private readonly generations: CurrentGenerations,
+    private readonly capacity: number,
+  ) {}
+
+  /** The client's record: the cached one if still current, otherwise `load()`'s (remembered when found). */
+  async find(clientId: string, load: () => Promise<ApiUser | undefined>): Promise<ApiUser | undefined> {
+    const cached = this.records.get(clientId);
+    if (cached) {
+      this.records.delete(clientId);
+      const current = (await this.generations.current([clientId])).get(clientId);
+      if (current === cached.credentialGeneration) {
+        this.remember(cached);
+        return cached;
+      }
+    }
+    const loaded = await load();
+    if (loaded) this.remember(loaded);
+    return loaded;
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
+
+  private remember(record: ApiUser): void {
+    this.records.delete(record.clientId);
+    this.records.set(record.clientId, record);
+    if (this.records.size > this.capacity) this.records.delete(this.records.keys().next().value!);
+  }
+}
