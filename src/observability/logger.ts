@@ -37,6 +37,8 @@ export function createLogger(level: string, stream?: NodeJS.WritableStream): Log
       err: pino.stdSerializers.err,
     },
   };
-  // Without a stream, pino writes synchronously to stdout (fd 1).
-  return stream ? pino(options, stream) : pino(options);
+  // Without a stream: stdout (fd 1) written asynchronously, so lines that arrive while a write is
+  // in flight leave in one syscall instead of one each (a synchronous write per line cost about a
+  // tenth of the CPU under load). pino flushes what is pending synchronously at process exit.
+  return stream ? pino(options, stream) : pino(options, pino.destination({ dest: 1, sync: false }));
 }
