@@ -39,7 +39,7 @@ describe("configuration", () => {
     assert.equal(defaults.http.shutdownDeadlineMs, 15_000);
     assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: "500" }).http.shutdownDeadlineMs, 5_500);
     assert.equal(defaults.http.keepAliveTimeoutMs, 5_000);
-    assert.equal(defaults.storage.databaseAcquireTimeoutMs, 1_000);
+    assert.equal(defaults.storage.databaseAcquireTimeoutMs, 500);
     assert.equal(defaults.tokens.credentialCacheSeconds, 300);
     const tuned = loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "50", HTTP_REQUEST_TIMEOUT_MS: "1500", AUDIT_BATCH_SIZE: "10" });
     assert.equal(tuned.jobs.credentialReconcileIntervalMs, 50);
