@@ -16,6 +16,20 @@ declare module "autocannon" {
       timeout?: number;
       /** Milliseconds between samples; the duration is checked on these ticks. */
       sampleInt?: number;
+      /** Request sequence; each connection walks it in order, calling setupRequest to build each request. */
+      requests?: RequestSpec[];
+    }
+
+    interface RequestParams {
+      method?: string;
+      path?: string;
+      headers?: Record<string, string>;
+      body?: string | Buffer;
+    }
+
+    interface RequestSpec extends RequestParams {
+      /** Called for every request built from this entry; returns the request to send. */
+      setupRequest?: (request: RequestParams & { headers: Record<string, string> }, context: Record<string, unknown>) => RequestParams;
     }
 
     interface Histogram {

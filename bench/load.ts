@@ -1,10 +1,15 @@
-// Closed-loop load generators: autocannon for HTTP/1.1, a hand-rolled loop of N in-flight
-// @grpc/grpc-js calls for gRPC. Both record every response's status and latency themselves, so
-// the two faces are counted and timed the same way (wall-clock ms from send to full response).
+// Closed-loop load generators, run inside the load-generator process (bench/loadgen.ts):
+// autocannon for HTTP/1.1, a loop of N in-flight @grpc/grpc-js calls spread over several
+// channels for gRPC. Both record every response's status and latency themselves, so the two
+// faces are counted and timed the same way (wall-clock ms from send to full response). Request
+// variants (one per client) are taken round-robin across all connections, request by request.
+import path from "node:path";
 import { performance } from "node:perf_hooks";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
 import autocannon from "autocannon";
 
-/** What one measured run saw. Latencies only of responses with an expected status. */
+/** What one measured run saw. */
 export interface LoadSample {
   readonly elapsedMs: number;
   readonly statuses: Record<string, number>;
@@ -12,6 +17,7 @@ export interface LoadSample {
   readonly transportErrors: number;
   /** Transport failures by error code or message. */
   readonly transportErrorKinds: Record<string, number>;
+  /** Latencies (ms) of the responses with an expected status, ascending. */
   readonly latenciesMs: Float64Array;
 }
 
@@ -53,30 +59,43 @@ class Recorder {
   }
 }
 
-export interface HttpLoad {
-  readonly url: string;
+/** One HTTP request variant (path relative to the target's base URL). */
+export interface HttpRequestSpec {
   readonly method: "GET" | "POST";
+  readonly path: string;
   readonly headers?: Record<string, string>;
   readonly body?: string;
 }
 
-export function runAutocannon(load: HttpLoad, options: { connections: number; durationS: number; expected: ReadonlySet<string> }): Promise<LoadSample> {
+export function runAutocannon(
+  baseUrl: string,
+  variants: readonly HttpRequestSpec[],
+  options: { connections: number; durationS: number; expected: ReadonlySet<string> },
+): Promise<LoadSample> {
+  if (variants.length === 0) throw new Error("no request variants");
   const recorder = new Recorder(options.expected);
+  let next = 0;
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
-        url: load.url,
-        method: load.method,
-        headers: load.headers ?? {},
-        ...(load.body === undefined ? {} : { body: load.body }),
+        url: baseUrl,
         connections: options.connections,
         duration: options.durationS,
         pipelining: 1,
         timeout: 10,
-        // autocannon checks its deadline only on these ticks: 1 s (the default) would overrun
-        // fractional durations (the A-B-B-A halves) by up to a second.
+        // autocannon checks its deadline only on these ticks; 1 s (the default) overruns.
         sampleInt: 100,
+        // One request entry whose setupRequest is called for every request: the next variant
+        // round-robin over all connections (so each client is used in turn, no hot client).
+        requests: [
+          {
+            setupRequest: (request) => {
+              const v = variants[next++ % variants.length]!;
+              return { ...request, method: v.method, path: v.path, headers: { ...request.headers, ...v.headers }, body: v.body ?? "" };
+            },
+          },
+        ],
       },
       (error, result) => {
         if (error) return reject(error);
@@ -124,4 +143,42 @@ export function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   const rank = Math.ceil((p / 100) * sorted.length);
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+// ---- gRPC: grpc-js with the schema from proto/ (an independent client: nothing generated here)
+
+type GrpcCallback = (error: grpc.ServiceError | null, response?: { accessToken?: string }) => void;
+export interface AuthClient extends grpc.Client {
+  fetchOauth2Token(request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: GrpcCallback): grpc.ClientUnaryCall;
+}
+
+/** `channels` AuthService clients, each on its own HTTP/2 connection to `target` (host:port). */
+export function grpcAuthClients(repoRoot: string, target: string, channels: number): AuthClient[] {
+  const definition = protoLoader.loadSync(["travel/auth/v2/auth.proto"], {
+    includeDirs: [path.join(repoRoot, "proto")],
+    keepCase: false,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    travel: { auth: { v2: { AuthService: new (address: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions) => AuthClient } } };
+  };
+  // A local subchannel pool per client: each channel opens its own HTTP/2 connection.
+  return Array.from(
+    { length: channels },
+    () => new loaded.travel.auth.v2.AuthService(target, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 }),
+  );
+}
+
+/** One FetchOauth2Token call; resolves with "OK" (a token came back) or the gRPC status name. */
+export function grpcIssue(client: AuthClient, request: object): Promise<{ status: string; accessToken?: string }> {
+  return new Promise((resolve, reject) => {
+    client.fetchOauth2Token(request, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (error, response) => {
+      if (!error) return resolve(response?.accessToken ? { status: "OK", accessToken: response.accessToken } : { status: "OK without access_token" });
+      if (typeof error.code === "number") return resolve({ status: grpc.status[error.code] ?? `code ${error.code}` });
+      reject(error);
+    });
+  });
 }

@@ -1,85 +1,150 @@
-// `npm run bench`: measures the service's hot paths against one child-process instance on
-// 127.0.0.1 and prints a table. Every figure is also given as a ratio to GET /healthz measured in
-// the same run (twice: first and last, to show drift), because absolute numbers on a small,
-// shared machine say more about the machine than about the code.
-//
-//   npm run -s bench -- [--duration 8] [--connections 16] [--warmup 1] [--embedded] [--json]
-//                       [--only KEYS] [--grpc-channels 1] [--cpu-prof DIR] [--log-level info]
-import { execFileSync } from "node:child_process";
+// `npm run bench`: the service's hot paths on real Postgres + Redis against three baselines
+// measured in the same run — a bare Fastify route, a minimal Fastify token route and
+// node-oidc-provider issuing JWT access tokens — plus the invalidation delay between two
+// instances. Scenarios are interleaved in rounds (each round runs every scenario once, in a
+// rotated order) so machine noise hits all alike; the table shows medians over rounds and
+// ratios of same-round figures. Writes bench/results.json. See HELP below and the README's
+// "Performance" section.
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
-import { percentile, runAutocannon, runClosedLoop, type HttpLoad, type LoadSample } from "./load.js";
-import { machineCpu, processCpuSeconds, repoRoot, startBenchServer, type BenchServer, type LogSummary } from "./server.js";
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
+import { FORM, JSON_TYPE, agent, form, request } from "./http.js";
+import { measureInvalidationOnce, type InvalidationSample, type Victim } from "./invalidation.js";
+import { grpcAuthClients, grpcIssue, type HttpRequestSpec } from "./load.js";
+import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
+import { rssBytes } from "./procstat.js";
+import {
+  BASELINES,
+  fmtMs,
+  fmtRate,
+  goalsTable,
+  invalidationLine,
+  judgeGoals,
+  logLine,
+  roundFigures,
+  scenarioTable,
+  summarise,
+  summariseInvalidation,
+  type RoundFigures,
+} from "./report.js";
+import { createBackend, repoRoot, startBaseline, startService, stopAllServers, type Backend, type LogSummary, type ServerProcess, type ServiceInstance } from "./server.js";
 
 const HELP = `Usage: npm run -s bench -- [options]
 
-Starts the service as a child process (node --import tsx src/main.ts, HOST=127.0.0.1, PORT=0),
-seeds it through OperatorService.Seed and measures, one after the other, with closed-loop load:
-  GET /healthz (baseline, first and last), POST /v2/auth/oauth2-token (REST) and
-  AuthService.FetchOauth2Token (gRPC, grpc-js) interleaved A-B-B-A, GET /v2/api-users?limit=10
-  (Bearer token), POST /v2/auth/introspect. Each scenario's answer is checked before the load
-  and every response's status is counted; figures are also given as ratios to /healthz.
+Starts, as child processes on 127.0.0.1: the service twice (instances A and B, one fresh
+Postgres schema and Redis key prefix, both removed at the end), a bare Fastify route, a minimal
+Fastify token route and node-oidc-provider (bench/baselines/), and a separate load-generator
+process (bench/loadgen.ts). Seeds the service with --clients API users through OperatorService,
+checks every scenario's answer (tokens are verified against each server's JWKS), then runs
+--rounds rounds; each round runs every scenario once (warm-up, then measured) in a rotated order,
+followed by its share of the invalidation repetitions. Prints one table and the goals; writes
+bench/results.json.
+
+Scenarios (all on instance A but invalidation):
+  rest-issuance        POST /v2/auth/oauth2-token, client_credentials, clients round-robin
+  grpc-issuance        AuthService.FetchOauth2Token over grpc-js (--connections calls in flight
+                       on --grpc-channels HTTP/2 connections), clients round-robin
+  authenticated-read   GET /v2/api-users?limit=10 with each client's token round-robin
+  introspection        POST /v2/auth/introspect, each client introspecting its own token
+  bare-fastify         baseline: GET / on a bare Fastify route
+  minimal-token-route  baseline: POST /token (in-memory clients, one HMAC compare, EdDSA JWT)
+  oidc-provider        baseline: node-oidc-provider 9, client_credentials, JWT access tokens (EdDSA)
+  invalidation         rotate a client on A, time until B refuses its old token
 
 Options:
-  --duration N      measured seconds per scenario (default 8)
-  --connections N   HTTP connections / in-flight gRPC calls (default 16)
-  --warmup N        unmeasured seconds before each scenario (default 1; 0 disables)
-  --embedded        PGlite + in-process Redis stand-in instead of Postgres + Redis at 127.0.0.1
-  --log-level L     the service's LOG_LEVEL (default info, as deployed: two log lines per request)
-  --only KEYS       comma-separated scenarios to run besides the healthz baseline: rest-issuance,
-                    grpc-issuance, rest-authenticated-read, rest-introspection
-  --grpc-channels N grpc-js channels (one HTTP/2 connection each) sharing the in-flight calls (default 1)
-  --cpu-prof DIR    run the service with node --cpu-prof, writing its .cpuprofile into DIR
-                    (pick a directory outside the repository)
-  --json            print the results as JSON instead of the table
-  -h, --help        this text
+  --duration N        measured seconds per scenario per round (default 8)
+  --warmup N          unmeasured seconds before each measurement (default 1; 3× in round 1
+                      but with --quick)
+  --rounds N          rounds (default 3; the memory goal needs 3)
+  --connections N     HTTP connections / gRPC calls in flight (default 50)
+  --grpc-channels N   HTTP/2 connections the gRPC calls are spread over (default 4)
+  --clients N         API users / baseline clients, used round-robin (default 60, at least 50
+                      for a full run)
+  --invalidation N    invalidation repetitions, spread over the rounds (default 21)
+  --only KEYS         comma-separated scenarios to run (default: all)
+  --log-level L       the service's LOG_LEVEL (default info, as deployed: it logs every request)
+  --embedded          PGlite + in-process Redis stand-in (one instance: no invalidation)
+  --quick             smoke run (about a minute): --duration 3 --rounds 1 --invalidation 5
+                      --clients 50
+  --out FILE          results file ("-": none). Default: bench/results.json for a full run
+                      (no --quick, --only, --rounds, --duration, --clients, --embedded), else none
+  --cpu-prof DIR      run instance A with node --cpu-prof, writing its profile into DIR
+  --json              print results.json's content instead of the table
+  --fail-on-goals     exit with 1 when a goal is not met (default: only when the run itself
+                      failed — a scenario's check, a crashed server, cleanup)
+  -h, --help          this text
 
-Backend (default): BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test) in a fresh
-schema bench_<random>, BENCH_REDIS_URL (redis://127.0.0.1:6379) under a fresh key prefix; both
-are removed at the end. Nothing is written into the repository.`;
+Storage: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) and
+BENCH_REDIS_URL (default redis://127.0.0.1:6379); only the run's own schema and key prefix are
+written and removed, also on Ctrl-C or failure.`;
+
+const ALL_SCENARIOS = [
+  "rest-issuance",
+  "grpc-issuance",
+  "authenticated-read",
+  "introspection",
+  "bare-fastify",
+  "minimal-token-route",
+  "oidc-provider",
+  "invalidation",
+] as const;
 
 interface Options {
   durationS: number;
-  connections: number;
   warmupS: number;
-  embedded: boolean;
-  logLevel: string;
-  json: boolean;
-  only: ReadonlySet<string> | undefined;
+  rounds: number;
+  connections: number;
   grpcChannels: number;
+  clients: number;
+  invalidationReps: number;
+  only: ReadonlySet<string>;
+  logLevel: string;
+  embedded: boolean;
+  quick: boolean;
+  out: string | undefined;
   cpuProfDir: string | undefined;
+  json: boolean;
+  failOnGoals: boolean;
 }
 
-const MEASURED_SCENARIOS = ["rest-issuance", "grpc-issuance", "rest-authenticated-read", "rest-introspection"];
-
-const ARGUMENTS = {
-  duration: { type: "string" },
-  connections: { type: "string" },
-  warmup: { type: "string" },
-  embedded: { type: "boolean" },
-  "log-level": { type: "string" },
-  only: { type: "string" },
-  "grpc-channels": { type: "string" },
-  "cpu-prof": { type: "string" },
-  json: { type: "boolean" },
-  help: { type: "boolean", short: "h" },
-} as const;
-
 function parseOptions(argv: string[]): Options {
-  const { values } = (() => {
-    try {
-      return parseArgs({ args: argv, options: ARGUMENTS, strict: true, allowPositionals: false });
-    } catch (error) {
-      return usage((error as Error).message);
-    }
-  })();
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        duration: { type: "string" },
+        warmup: { type: "string" },
+        rounds: { type: "string" },
+        connections: { type: "string" },
+        "grpc-channels": { type: "string" },
+        clients: { type: "string" },
+        invalidation: { type: "string" },
+        only: { type: "string" },
+        "log-level": { type: "string" },
+        embedded: { type: "boolean" },
+        quick: { type: "boolean" },
+        out: { type: "string" },
+        "cpu-prof": { type: "string" },
+        json: { type: "boolean" },
+        "fail-on-goals": { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (error) {
+    usage((error as Error).message);
+  }
   if (values.help) {
     process.stdout.write(`${HELP}\n`);
     process.exit(0);
   }
+  const quick = values.quick ?? false;
   const int = (name: string, raw: string | undefined, fallback: number, min: number, max: number) => {
     if (raw === undefined) return fallback;
     if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) usage(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
@@ -87,18 +152,28 @@ function parseOptions(argv: string[]): Options {
   };
   const logLevel = values["log-level"] ?? "info";
   if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) usage(`--log-level must be a pino level, got "${logLevel}"`);
-  const only = values.only === undefined ? undefined : new Set(values.only.split(",").map((k) => k.trim()).filter((k) => k !== ""));
-  for (const key of only ?? []) if (!MEASURED_SCENARIOS.includes(key)) usage(`--only: unknown scenario "${key}" (${MEASURED_SCENARIOS.join(", ")})`);
+  const only = new Set(values.only === undefined ? ALL_SCENARIOS : values.only.split(",").map((k) => k.trim()).filter((k) => k !== ""));
+  for (const key of only) if (!(ALL_SCENARIOS as readonly string[]).includes(key)) usage(`--only: unknown scenario "${key}" (${ALL_SCENARIOS.join(", ")})`);
+  // bench/results.json is the committed record of a full run: a partial or smoke run does not
+  // overwrite it unless --out says so.
+  const full = !quick && values.only === undefined && values.rounds === undefined && values.duration === undefined && values.clients === undefined && !values.embedded;
+  const outRaw = values.out ?? (full ? path.join(repoRoot, "bench", "results.json") : "-");
   return {
-    durationS: int("duration", values.duration, 8, 1, 600),
-    connections: int("connections", values.connections, 16, 1, 1024),
+    durationS: int("duration", values.duration, quick ? 3 : 8, 1, 600),
     warmupS: int("warmup", values.warmup, 1, 0, 60),
-    embedded: values.embedded ?? false,
-    logLevel,
-    json: values.json ?? false,
+    rounds: int("rounds", values.rounds, quick ? 1 : 3, 1, 20),
+    connections: int("connections", values.connections, 50, 1, 1024),
+    grpcChannels: int("grpc-channels", values["grpc-channels"], 4, 1, 64),
+    clients: int("clients", values.clients, quick ? 50 : 60, 1, 10_000),
+    invalidationReps: int("invalidation", values.invalidation, quick ? 5 : 21, 0, 1000),
     only,
-    grpcChannels: int("grpc-channels", values["grpc-channels"], 1, 1, 64),
+    logLevel,
+    embedded: values.embedded ?? false,
+    quick,
+    out: outRaw === "-" ? undefined : path.resolve(outRaw),
     cpuProfDir: values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"]),
+    json: values.json ?? false,
+    failOnGoals: values["fail-on-goals"] ?? false,
   };
 }
 
@@ -109,332 +184,105 @@ function usage(message: string): never {
 
 const progress = (message: string) => process.stderr.write(`bench: ${message}\n`);
 
+// ---- the load generator process ------------------------------------------------------------
+
+class LoadGenerator {
+  private readonly child: ChildProcess;
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (r: LoadResult) => void; reject: (e: Error) => void }>();
+
+  constructor() {
+    this.child = fork(path.join(repoRoot, "bench", "loadgen.ts"), [], { cwd: repoRoot, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    this.child.on("message", (reply: LoadReply) => {
+      const waiter = this.pending.get(reply.id);
+      if (!waiter) return;
+      this.pending.delete(reply.id);
+      if ("error" in reply) waiter.reject(new Error(`load generator: ${reply.error}`));
+      else waiter.resolve(reply.result);
+    });
+    this.child.on("exit", (code, signal) => {
+      for (const w of this.pending.values()) w.reject(new Error(`the load generator exited with ${signal ?? `code ${code}`}`));
+      this.pending.clear();
+    });
+  }
+
+  run(request: Omit<LoadRequest, "id">): Promise<LoadResult> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.child.send({ ...request, id } satisfies LoadRequest);
+    });
+  }
+
+  stop(): void {
+    if (this.child.connected) this.child.send({ exit: true });
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
+    timer.unref();
+    this.child.once("exit", () => clearTimeout(timer));
+  }
+}
+
 // ---- scenarios -----------------------------------------------------------------------------
 
-/** What one request of a scenario answered before the load started (checked, not assumed). */
-interface Preflight {
-  readonly ok: boolean;
-  /** e.g. "200 access_token" or "501 NOT_IMPLEMENTED after authentication". */
-  readonly answered: string;
-  /** Statuses that count as the scenario's expected answer under load. */
-  readonly expected: readonly string[];
-}
-
-interface Scenario {
+interface LoadScenario {
   readonly key: string;
   readonly title: string;
+  readonly kind: "service" | "baseline";
   readonly face: "REST" | "gRPC";
-  preflight(): Promise<Preflight>;
-  run(durationS: number, expected: ReadonlySet<string>): Promise<LoadSample>;
-}
-
-interface Row {
-  readonly key: string;
-  readonly title: string;
-  readonly face: "REST" | "gRPC";
-  readonly answered: string;
+  readonly server: ServerProcess;
+  readonly job: LoadJob;
   readonly expected: readonly string[];
-  readonly verdict: "ok" | "UNEXPECTED STATUSES" | "FAILED: NO EXPECTED RESPONSE";
-  /** Measured segments (the two issuance scenarios alternate A-B-B-A, so both see the same noise). */
-  readonly segments: number;
-  readonly elapsedS: number;
-  readonly responses: number;
-  /** Responses with an expected status per second: the throughput figure. */
-  readonly okPerSecond: number;
-  readonly unexpected: number;
-  readonly transportErrors: number;
-  readonly transportErrorKinds: Record<string, number>;
-  readonly statuses: Record<string, number>;
-  readonly latencyMs: { p50: number; p90: number; p99: number; max: number };
-  /** Share of one core used by the service process / by this load generator; whole machine busy. */
-  readonly cpu: {
-    servicePercentOfCore: number | null;
-    /** Service CPU time per response: steadier than req/s when other processes share the cores. */
-    serviceMsPerResponse: number | null;
-    benchPercentOfCore: number;
-    machineBusyPercent: number;
-  };
+  /** What the checked request answered. */
+  answered: string;
 }
 
-async function httpPreflight(load: HttpLoad, judge: (status: number, body: unknown) => Preflight): Promise<Preflight> {
-  try {
-    const response = await fetch(load.url, { method: load.method, headers: load.headers, body: load.body });
-    const text = await response.text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      // not JSON: judged as text
-    }
-    return judge(response.status, body);
-  } catch (error) {
-    return { ok: false, answered: `request failed: ${(error as Error).message}`, expected: [] };
-  }
+interface Credentials {
+  readonly clientId: string;
+  readonly clientSecret: string;
 }
 
-function errorCodeOf(body: unknown): string {
-  const messages = (body as { errorMessages?: Array<{ errorCode?: string }> } | null)?.errorMessages;
-  return messages?.[0]?.errorCode ?? "";
-}
-
-function httpScenario(
-  key: string,
-  title: string,
-  load: HttpLoad,
-  connections: number,
-  judge: (status: number, body: unknown) => Preflight,
-): Scenario {
-  return {
-    key,
-    title,
-    face: "REST",
-    preflight: () => httpPreflight(load, judge),
-    run: (durationS, expected) => runAutocannon(load, { connections, durationS, expected }),
-  };
-}
-
-// grpc-js with the schema from proto/ (an independent client: nothing generated by this repo).
-type GrpcCallback = (error: grpc.ServiceError | null, response?: { accessToken?: string }) => void;
-interface AuthClient extends grpc.Client {
-  fetchOauth2Token(request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: GrpcCallback): grpc.ClientUnaryCall;
-}
-
-function grpcAuthClients(baseUrl: string, channels: number): AuthClient[] {
-  const definition = protoLoader.loadSync(["travel/auth/v2/auth.proto"], {
-    includeDirs: [path.join(repoRoot, "proto")],
-    keepCase: false,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
+/** Verifies a JWT access token against the issuer's JWKS: EdDSA, signature, expiry. */
+async function verifyJwt(token: string, jwksUrl: string, expect: { issuer: string; audience?: string; subject: string }): Promise<string> {
+  const jwks = (await request(jwksUrl)).json<JSONWebKeySet>();
+  const header = decodeProtectedHeader(token);
+  const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
+    algorithms: ["EdDSA"],
+    issuer: expect.issuer,
+    ...(expect.audience ? { audience: expect.audience } : {}),
+    subject: expect.subject,
   });
-  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-    travel: { auth: { v2: { AuthService: new (address: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions) => AuthClient } } };
-  };
-  // A local subchannel pool per client: each channel opens its own HTTP/2 connection.
-  const channelOptions = channels > 1 ? { "grpc.use_local_subchannel_pool": 1 } : {};
-  return Array.from(
-    { length: channels },
-    () => new loaded.travel.auth.v2.AuthService(new URL(baseUrl).host, grpc.credentials.createInsecure(), channelOptions),
-  );
+  return `JWT ${header.alg}${header.typ ? ` typ ${header.typ}` : ""}, verified with ${new URL(jwksUrl).pathname} (sub, iss${expect.audience ? ", aud" : ""}, exp ${payload.exp ? "ok" : "missing"})`;
 }
 
-/** One FetchOauth2Token call; resolves with "OK" (a token came back) or the gRPC status name. */
-function grpcIssue(client: AuthClient, request: object): Promise<string> {
-  return new Promise((resolve, reject) => {
-    client.fetchOauth2Token(request, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (error, response) => {
-      if (!error) return resolve(response?.accessToken ? "OK" : "OK without access_token");
-      if (typeof error.code === "number") return resolve(grpc.status[error.code] ?? `code ${error.code}`);
-      reject(error);
-    });
+async function operator(service: ServiceInstance, token: string, method: string, body: object): Promise<Record<string, unknown>> {
+  const answer = await request(`${service.operatorUrl}/travel.operator.v1.OperatorService/${method}`, {
+    headers: { ...JSON_TYPE, authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+    timeoutMs: 30_000,
   });
+  if (answer.status !== 200) throw new Error(`OperatorService.${method} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  return answer.json();
 }
 
-// ---- measuring -----------------------------------------------------------------------------
-
-/** Everything measured for one scenario, summed over its segments. */
-class Measurement {
-  readonly statuses: Record<string, number> = {};
-  readonly transportErrorKinds: Record<string, number> = {};
-  transportErrors = 0;
-  elapsedMs = 0;
-  serviceCpuS: number | null = 0;
-  benchCpuUs = 0;
-  machineBusyMs = 0;
-  machineTotalMs = 0;
-  private readonly latencies: Float64Array[] = [];
-
-  constructor(
-    readonly scenario: Scenario,
-    readonly preflight: Preflight,
-  ) {}
-
-  get expected(): ReadonlySet<string> {
-    return new Set(this.preflight.expected);
-  }
-
-  /** Runs the scenario for `durationS` and adds what it saw. */
-  async segment(durationS: number, server: BenchServer): Promise<void> {
-    const service0 = processCpuSeconds(server.pid);
-    const bench0 = process.cpuUsage();
-    const machine0 = machineCpu();
-    const sample = await this.scenario.run(durationS, this.expected);
-    const service1 = processCpuSeconds(server.pid);
-    const bench1 = process.cpuUsage(bench0);
-    const machine1 = machineCpu();
-    for (const [status, n] of Object.entries(sample.statuses)) this.statuses[status] = (this.statuses[status] ?? 0) + n;
-    for (const [kind, n] of Object.entries(sample.transportErrorKinds)) this.transportErrorKinds[kind] = (this.transportErrorKinds[kind] ?? 0) + n;
-    this.transportErrors += sample.transportErrors;
-    this.elapsedMs += sample.elapsedMs;
-    this.serviceCpuS = this.serviceCpuS === null || service0 === undefined || service1 === undefined ? null : this.serviceCpuS + service1 - service0;
-    this.benchCpuUs += bench1.user + bench1.system;
-    this.machineBusyMs += machine1.busy - machine0.busy;
-    this.machineTotalMs += machine1.total - machine0.total;
-    this.latencies.push(sample.latenciesMs);
-  }
-
-  row(): Row {
-    const expected = this.expected;
-    const elapsedS = this.elapsedMs / 1000;
-    const responses = Object.values(this.statuses).reduce((a, b) => a + b, 0);
-    const ok = Object.entries(this.statuses)
-      .filter(([status]) => expected.has(status))
-      .reduce((a, [, n]) => a + n, 0);
-    const unexpected = responses - ok;
-    const verdict: Row["verdict"] =
-      ok === 0 ? "FAILED: NO EXPECTED RESPONSE" : unexpected > 0 || this.transportErrors > 0 ? "UNEXPECTED STATUSES" : "ok";
-    const lat = new Float64Array(this.latencies.reduce((a, l) => a + l.length, 0));
-    let offset = 0;
-    for (const l of this.latencies) {
-      lat.set(l, offset);
-      offset += l.length;
-    }
-    lat.sort();
-    return {
-      key: this.scenario.key,
-      title: this.scenario.title,
-      face: this.scenario.face,
-      answered: this.preflight.answered,
-      expected: this.preflight.expected,
-      verdict,
-      segments: this.latencies.length,
-      elapsedS,
-      responses,
-      okPerSecond: ok / elapsedS,
-      unexpected,
-      transportErrors: this.transportErrors,
-      transportErrorKinds: this.transportErrorKinds,
-      statuses: this.statuses,
-      latencyMs: { p50: percentile(lat, 50), p90: percentile(lat, 90), p99: percentile(lat, 99), max: lat.length ? lat[lat.length - 1]! : NaN },
-      cpu: {
-        servicePercentOfCore: this.serviceCpuS === null ? null : (100 * this.serviceCpuS) / elapsedS,
-        serviceMsPerResponse: this.serviceCpuS === null || responses === 0 ? null : (1000 * this.serviceCpuS) / responses,
-        benchPercentOfCore: (100 * this.benchCpuUs) / 1e6 / elapsedS,
-        machineBusyPercent: (100 * this.machineBusyMs) / Math.max(1, this.machineTotalMs),
-      },
-    };
-  }
-}
-
-// ---- output --------------------------------------------------------------------------------
-
-const fmtRate = (n: number) => (!Number.isFinite(n) ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
-const fmtMs = (n: number) => (!Number.isFinite(n) ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(2));
-const fmtRatio = (n: number) => (!Number.isFinite(n) ? "-" : n >= 10 ? n.toFixed(1) : n.toFixed(3));
-const fmtPct = (n: number | null) => (n === null || !Number.isFinite(n) ? "-" : `${n.toFixed(0)}%`);
-
-function fmtStatuses(row: Row): string {
-  const parts = Object.entries(row.statuses)
-    .sort(([, a], [, b]) => b - a)
-    .map(([status, n]) => `${status}×${n}${row.expected.includes(status) ? "" : "!"}`);
-  if (row.transportErrors > 0) {
-    const kinds = Object.entries(row.transportErrorKinds)
-      .sort(([, a], [, b]) => b - a)
-      .slice(0, 3)
-      .map(([kind, n]) => `${kind}×${n}`);
-    parts.push(`transport errors×${row.transportErrors}! (${kinds.join(", ")})`);
-  }
-  return parts.join(" ") || "none!";
-}
-
-function table(headers: string[], rows: string[][], rightAligned: ReadonlySet<number>): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) =>
-    `| ${cells.map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
-  const rule = `|${widths.map((w, i) => (rightAligned.has(i) ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`;
-  return [line(headers), rule, ...rows.map(line)].join("\n");
-}
-
-interface Report {
-  meta: Record<string, unknown>;
-  baseline: { okPerSecond: number; p50Ms: number; cpuMsPerResponse: number | null; driftSecondVsFirst: number | null };
-  rows: Row[];
-  issuance: { restOkPerSecond: number; grpcOkPerSecond: number; restToGrpc: string } | null;
-  serviceLog: LogSummary | null;
-  problems: string[];
-}
-
-function render(report: Report): string {
-  const { baseline, rows } = report;
-  const out: string[] = [];
-  const m = report.meta;
-  out.push(
-    `Benchmark of ${m.service} at commit ${m.commit} — ${m.date}`,
-    `machine: ${m.cpus} × ${m.cpuModel}, load average at start ${m.loadAverage}; node ${m.node}`,
-    `service: child process ${m.serviceCommand}, ${m.baseUrl}, database=${m.database}, redis=${m.redis}, LOG_LEVEL=${m.logLevel}`,
-    `load: closed loop, ${m.connections} HTTP/1.1 connections (autocannon) or ${m.connections} in-flight calls on ${m.grpcChannels === 1 ? "one HTTP/2 channel" : `${m.grpcChannels} HTTP/2 channels`} (grpc-js); ` +
-      `${m.warmupS} s warm-up + ${m.durationS} s measured per scenario, one after the other ` +
-      `(REST and gRPC issuance interleaved A-B-B-A in ${Number(m.durationS) / 2} s segments)`,
-    "",
+async function inParallel<T>(count: number, width: number, task: (i: number) => Promise<T>): Promise<T[]> {
+  const out: T[] = new Array(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, count) }, async () => {
+      while (next < count) {
+        const i = next++;
+        out[i] = await task(i);
+      }
+    }),
   );
-  const headers = [
-    "scenario",
-    "answered",
-    "req/s",
-    "p50 ms",
-    "p99 ms",
-    "statuses (! = unexpected)",
-    "req/s ÷ healthz",
-    "p50 × healthz",
-    "svc CPU",
-    "svc CPU ms/req",
-    "× healthz",
-    "bench CPU",
-    "machine",
-    "check",
-  ];
-  out.push(
-    table(
-      headers,
-      rows.map((r) => [
-        r.title,
-        r.answered,
-        fmtRate(r.okPerSecond),
-        fmtMs(r.latencyMs.p50),
-        fmtMs(r.latencyMs.p99),
-        fmtStatuses(r),
-        fmtRatio(r.okPerSecond / baseline.okPerSecond),
-        fmtRatio(r.latencyMs.p50 / baseline.p50Ms),
-        fmtPct(r.cpu.servicePercentOfCore),
-        r.cpu.serviceMsPerResponse === null ? "-" : r.cpu.serviceMsPerResponse.toFixed(3),
-        r.cpu.serviceMsPerResponse === null || baseline.cpuMsPerResponse === null ? "-" : fmtRatio(r.cpu.serviceMsPerResponse / baseline.cpuMsPerResponse),
-        fmtPct(r.cpu.benchPercentOfCore),
-        fmtPct(r.cpu.machineBusyPercent),
-        r.verdict,
-      ]),
-      new Set([2, 3, 4, 6, 7, 8, 9, 10, 11, 12]),
-    ),
-  );
-  out.push("");
-  out.push(
-    `baseline: GET /healthz = ${fmtRate(baseline.okPerSecond)} req/s, p50 ${fmtMs(baseline.p50Ms)} ms (mean of the first and last run; ` +
-      `last ÷ first = ${baseline.driftSecondVsFirst === null ? "-" : baseline.driftSecondVsFirst.toFixed(2)}, the run's own noise)`,
-  );
-  if (report.issuance) out.push(`issuance REST : gRPC = ${report.issuance.restToGrpc}`);
-  else if (rows.some((r) => r.key === "rest-issuance") && rows.some((r) => r.key === "grpc-issuance")) {
-    out.push("issuance REST : gRPC = n/a (a token-issuance scenario failed)");
-  } else out.push("issuance REST : gRPC = n/a (not both measured in this run)");
-  out.push(
-    "req/s counts only responses with the expected status; latencies are of those responses, send to last byte, measured by the client.",
-    "svc CPU / bench CPU: share of one core used by the service process / by this load generator (can pass 100%: GC and libuv threads);",
-    "svc CPU ms/req: the service's CPU time per response, steadier than req/s when other processes compete; machine: all cores busy (incl. Postgres, Redis).",
-  );
-  for (const r of rows) {
-    if (r.verdict === "FAILED: NO EXPECTED RESPONSE") {
-      out.push("", `!!! ${r.title}: NOT A THROUGHPUT FIGURE — no response had the expected status (${r.answered}). Statuses: ${fmtStatuses(r)}`);
-    } else if (r.verdict !== "ok") {
-      const share = (100 * (r.unexpected + r.transportErrors)) / Math.max(1, r.responses + r.transportErrors);
-      out.push("", `!! ${r.title}: ${share.toFixed(2)}% of requests got an unexpected answer: ${fmtStatuses(r)}`);
-    }
-  }
-  if (report.serviceLog) {
-    const l = report.serviceLog;
-    out.push("", `service log: ${l.lines} lines (${(l.bytes / 1e6).toFixed(1)} MB), ${l.warn} warn, ${l.error} error/fatal`);
-    for (const s of l.samples) out.push(`  ${s}`);
-  }
-  if (m.cpuProfDir) out.push(`service CPU profile (node --cpu-prof, whole run): ${m.cpuProfDir}`);
-  for (const p of report.problems) out.push(`problem: ${p}`);
-  return out.join("\n");
+  return out;
+}
+
+async function issueRest(baseUrl: string, c: Credentials): Promise<string> {
+  const answer = await request(`${baseUrl}/v2/auth/oauth2-token`, { headers: FORM, body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }) });
+  const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
+  if (!token) throw new Error(`POST /v2/auth/oauth2-token answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  return token;
 }
 
 function gitCommit(): string {
@@ -451,231 +299,349 @@ function gitCommit(): string {
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
-  const scenarioCount = 2 + (options.only?.size ?? MEASURED_SCENARIOS.length);
+  const started = Date.now();
+  const loadScenarioCount = [...options.only].filter((k) => k !== "invalidation").length;
   progress(
-    `starting the service (${options.embedded ? "embedded PGlite + in-process Redis stand-in" : "Postgres + Redis at 127.0.0.1"}); ` +
-      `then ${scenarioCount} scenarios × ${options.warmupS + options.durationS} s ≈ ${scenarioCount * (options.warmupS + options.durationS)} s`,
+    `${loadScenarioCount} load scenarios × ${options.rounds} round(s) × (${options.warmupS} s warm-up + ${options.durationS} s) ≈ ` +
+      `${Math.round((loadScenarioCount * (options.rounds * (options.warmupS + options.durationS) + 2 * options.warmupS)) / 6) / 10} min of load, plus start-up and invalidation`,
   );
   const loadAverage = os.loadavg().map((n) => n.toFixed(2)).join(" ");
-  const server = await startBenchServer({ embedded: options.embedded, logLevel: options.logLevel, cpuProfDir: options.cpuProfDir });
+  const problems: string[] = [];
+  const backend: Backend = createBackend(options.embedded);
+  let loadgen: LoadGenerator | undefined;
+  let cleaning: Promise<void> | undefined;
+  const cleanup = () =>
+    (cleaning ??= (async () => {
+      loadgen?.stop();
+      await stopAllServers();
+      agent.destroy();
+      problems.push(...(await backend.teardown()));
+    })());
   let interrupted = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) return;
     interrupted = true;
-    progress(`${signal}: stopping the service and removing its data`);
-    void server.teardown().finally(() => process.exit(130));
+    progress(`${signal}: stopping the servers, dropping schema ${backend.schema ?? "(embedded)"} and Redis keys ${backend.redisKeyPrefix}*`);
+    void cleanup().finally(() => {
+      for (const p of problems) progress(`problem: ${p}`);
+      process.exit(130);
+    });
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
 
-  const problems: string[] = [];
-  const rows: Row[] = [];
-  let grpcClients: AuthClient[] = [];
-  let serviceLog: LogSummary | null = null;
+  const figures = new Map<string, RoundFigures[]>();
+  const scenarios: LoadScenario[] = [];
+  const invalidationSamples: InvalidationSample[] = [];
+  let invalidationSkipped: string | undefined;
+  const rssAfterRound: number[] = [];
+  const logs: Array<[string, LogSummary]> = [];
+  let serviceA: ServiceInstance | undefined;
+  let serviceB: ServiceInstance | undefined;
   try {
-    const base = server.baseUrl;
-    progress(`service at ${base} (pid ${server.pid}, database=${server.databaseKind}, redis=${server.redisKind})`);
+    const wants = (key: string) => options.only.has(key);
+    const wantsService = ["rest-issuance", "grpc-issuance", "authenticated-read", "introspection", "invalidation"].some(wants);
+    const wantsB = wants("invalidation") && options.invalidationReps > 0 && !options.embedded;
+    if (wants("invalidation") && options.embedded) invalidationSkipped = "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)";
+    else if (wants("invalidation") && options.invalidationReps === 0) invalidationSkipped = "--invalidation 0";
+    else if (!wants("invalidation")) invalidationSkipped = "not selected (--only)";
 
-    // Setup through the operator API (Connect JSON over HTTP/1.1).
-    const seedResponse = await fetch(`${base}/travel.operator.v1.OperatorService/Seed`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${server.operatorToken}`, "content-type": "application/json" },
-      body: "{}",
-    });
-    const seed = (await seedResponse.json()) as { clientId?: string; clientSecret?: string };
-    if (!seedResponse.ok || !seed.clientId || !seed.clientSecret) {
-      throw new Error(`OperatorService.Seed failed with ${seedResponse.status}: ${JSON.stringify(seed)}`);
+    // ---- start everything
+    const baselineClients: Credentials[] = Array.from({ length: options.clients }, (_, i) => ({
+      clientId: `bench-client-${String(i).padStart(4, "0")}`,
+      clientSecret: crypto.randomBytes(32).toString("base64url"),
+    }));
+    const baselineEnv = { BENCH_CLIENTS: JSON.stringify(baselineClients) };
+    progress(`starting: ${wantsService ? `service A${wantsB ? " and B" : ""} (${options.embedded ? "embedded PGlite" : `Postgres schema ${backend.schema}, Redis prefix ${backend.redisKeyPrefix}`}), ` : ""}baselines, load generator`);
+    const baselineStarts = {
+      "bare-fastify": wants("bare-fastify") || wants("rest-issuance") ? startBaseline("bare-fastify", "bare-fastify.ts", {}) : undefined,
+      "minimal-token-route": startBaseline("minimal-token-route", "minimal-token-route.ts", baselineEnv),
+      "oidc-provider": wants("oidc-provider") || wants("rest-issuance") ? startBaseline("oidc-provider", "oidc-provider.ts", baselineEnv) : undefined,
+    };
+    for (const p of Object.values(baselineStarts)) p?.catch(() => {}); // awaited below
+    if (wantsService) {
+      serviceA = await startService(backend, { name: "service-A", logLevel: options.logLevel, cpuProfDir: options.cpuProfDir });
+      // B after A: A has applied the migrations.
+      if (wantsB) serviceB = await startService(backend, { name: "service-B", logLevel: options.logLevel });
     }
-    const { clientId, clientSecret } = seed;
-    const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-    const formHeaders = { "content-type": "application/x-www-form-urlencoded" };
-    const tokenForm = form({ grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret });
+    const baselines: Partial<Record<(typeof BASELINES)[number], ServerProcess>> = {};
+    for (const [key, p] of Object.entries(baselineStarts)) if (p) baselines[key as keyof typeof baselineStarts] = await p;
+    loadgen = new LoadGenerator();
 
-    const tokenResponse = await fetch(`${base}/v2/auth/oauth2-token`, { method: "POST", headers: formHeaders, body: tokenForm });
-    const tokenBody = (await tokenResponse.json()) as { access_token?: string };
-    const accessToken = tokenBody.access_token;
-    if (!tokenResponse.ok || !accessToken) {
-      problems.push(`no access token for the authenticated scenarios: POST /v2/auth/oauth2-token answered ${tokenResponse.status} ${JSON.stringify(tokenBody)}`);
-    }
-
-    const healthz = (key: string, title: string) =>
-      httpScenario(key, title, { url: `${base}/healthz`, method: "GET" }, options.connections, (status, body) => {
-        const ok = status === 200 && (body as { status?: string } | null)?.status === "ok";
-        return { ok, answered: ok ? `200 {"status":"ok"}` : `${status} ${JSON.stringify(body).slice(0, 120)}`, expected: ["200"] };
+    // ---- seed the service and check every scenario's answer
+    let victim: Victim | undefined;
+    let adminToken = "";
+    if (serviceA) {
+      const A = serviceA;
+      progress(`service A ${A.baseUrl} (pid ${A.pid}, database=${A.databaseKind}, redis=${A.redisKind})${serviceB ? `; B ${serviceB.baseUrl} (pid ${serviceB.pid})` : ""}`);
+      const seed = (await operator(A, backend.operatorToken, "Seed", {})) as { tmcId?: string; clientId?: string; clientSecret?: string };
+      if (!seed.tmcId || !seed.clientId || !seed.clientSecret) throw new Error(`OperatorService.Seed returned no TMC admin: ${JSON.stringify(seed)}`);
+      const admin = { clientId: seed.clientId, clientSecret: seed.clientSecret };
+      await operator(A, backend.operatorToken, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: options.clients + 10 });
+      // TMC admins: their tokens may read /v2/api-users. One more for the invalidation probe.
+      const created = await inParallel(options.clients + 1, 6, async () => {
+        const r = (await operator(A, backend.operatorToken, "CreateApiUser", { tmcId: seed.tmcId, role: "TMC_ADMIN" })) as { clientId?: string; clientSecret?: string };
+        if (!r.clientId || !r.clientSecret) throw new Error(`OperatorService.CreateApiUser returned ${JSON.stringify(r)}`);
+        return { clientId: r.clientId, clientSecret: r.clientSecret };
       });
-    const issuanceJudge = (status: number, body: unknown): Preflight => {
-      const ok = status === 200 && typeof (body as { access_token?: unknown } | null)?.access_token === "string";
-      return { ok, answered: ok ? "200 access_token" : `${status} ${errorCodeOf(body) || JSON.stringify(body).slice(0, 120)}`, expected: ["200"] };
-    };
-    grpcClients = grpcAuthClients(base, options.grpcChannels);
-    const clients = grpcClients;
-    let nextClient = 0;
-    const pickClient = () => clients[nextClient++ % clients.length]!;
-    const grpcRequest = { grantType: "client_credentials", clientId, clientSecret };
+      victim = { ...created.pop()! };
+      const clients = created;
+      progress(`seeded: a TMC with ${clients.length} API users for the load (+ 1 for the invalidation probe)`);
+      adminToken = await issueRest(A.baseUrl, admin);
 
-    const scenarios: Scenario[] = [
-      healthz("healthz-first", "GET /healthz (baseline, first)"),
-      httpScenario(
-        "rest-issuance",
-        "REST token issuance POST /v2/auth/oauth2-token",
-        { url: `${base}/v2/auth/oauth2-token`, method: "POST", headers: formHeaders, body: tokenForm },
-        options.connections,
-        issuanceJudge,
-      ),
-      {
-        key: "grpc-issuance",
-        title: "gRPC token issuance AuthService.FetchOauth2Token",
-        face: "gRPC",
-        async preflight() {
-          try {
-            const status = await grpcIssue(clients[0]!, grpcRequest);
-            return { ok: status === "OK", answered: status === "OK" ? "OK accessToken" : status, expected: ["OK"] };
-          } catch (error) {
-            return { ok: false, answered: `call failed: ${(error as Error).message}`, expected: ["OK"] };
-          }
-        },
-        run: (durationS, expected) => runClosedLoop(() => grpcIssue(pickClient(), grpcRequest), { concurrency: options.connections, durationS, expected }),
-      },
-      httpScenario(
-        "rest-authenticated-read",
-        "authenticated read GET /v2/api-users?limit=10",
-        { url: `${base}/v2/api-users?limit=10`, method: "GET", headers: { authorization: `Bearer ${accessToken ?? "none"}` } },
-        options.connections,
-        (status, body) => {
-          if (status === 200) return { ok: true, answered: "200 list of API users", expected: ["200"] };
-          // The access-token interceptor runs before the handler: NOT_IMPLEMENTED means the token
-          // was verified (signature, expiry, audience, credential generation) and then refused.
-          if (status === 501 && errorCodeOf(body) === "NOT_IMPLEMENTED") {
-            return { ok: true, answered: "501 NOT_IMPLEMENTED after authentication (auth path only)", expected: ["501"] };
-          }
-          return { ok: false, answered: `${status} ${errorCodeOf(body) || JSON.stringify(body).slice(0, 120)}`, expected: ["200"] };
-        },
-      ),
-      httpScenario(
-        "rest-introspection",
-        "introspection POST /v2/auth/introspect",
-        {
-          url: `${base}/v2/auth/introspect`,
+      const issuer = backend.serviceEnv.TOKEN_ISSUER!;
+      const tokens = await inParallel(clients.length, 6, (i) => issueRest(A.baseUrl, clients[i]!));
+      let restAnswer = "";
+      for (const [i, token] of tokens.entries()) {
+        restAnswer = await verifyJwt(token, `${A.baseUrl}/.well-known/jwks.json`, { issuer, subject: clients[i]!.clientId });
+      }
+      restAnswer = `200 access_token for each of ${clients.length} clients: ${restAnswer}`;
+      const host = new URL(A.baseUrl).host;
+      const tokenVariants: HttpRequestSpec[] = clients.map((c) => ({
+        method: "POST",
+        path: "/v2/auth/oauth2-token",
+        headers: FORM,
+        body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }),
+      }));
+      if (wants("rest-issuance")) {
+        scenarios.push({
+          key: "rest-issuance",
+          title: "REST issuance (service)",
+          kind: "service",
+          face: "REST",
+          server: A,
+          job: { kind: "http", baseUrl: A.baseUrl, variants: tokenVariants, connections: options.connections },
+          expected: ["200"],
+          answered: restAnswer,
+        });
+      }
+      if (wants("grpc-issuance")) {
+        const [probe] = grpcAuthClients(repoRoot, host, 1);
+        const answer = await grpcIssue(probe!, { grantType: "client_credentials", clientId: clients[0]!.clientId, clientSecret: clients[0]!.clientSecret }).finally(() => probe!.close());
+        if (answer.status !== "OK" || !answer.accessToken) throw new Error(`gRPC FetchOauth2Token answered ${answer.status}`);
+        const verified = await verifyJwt(answer.accessToken, `${A.baseUrl}/.well-known/jwks.json`, { issuer, subject: clients[0]!.clientId });
+        scenarios.push({
+          key: "grpc-issuance",
+          title: "gRPC issuance (service)",
+          kind: "service",
+          face: "gRPC",
+          server: A,
+          job: {
+            kind: "grpc",
+            target: host,
+            channels: options.grpcChannels,
+            concurrency: options.connections,
+            requests: clients.map((c) => ({ grantType: "client_credentials", clientId: c.clientId, clientSecret: c.clientSecret })),
+          },
+          expected: ["OK"],
+          answered: `OK accessToken: ${verified}`,
+        });
+      }
+      if (wants("authenticated-read")) {
+        const answer = await request(`${A.baseUrl}/v2/api-users?limit=10`, { headers: { authorization: `Bearer ${tokens[0]}` } });
+        const list = answer.status === 200 ? answer.json<{ apiUsers?: unknown[]; totalCount?: number }>() : undefined;
+        if (!list || !Array.isArray(list.apiUsers) || list.apiUsers.length === 0) throw new Error(`GET /v2/api-users answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+        scenarios.push({
+          key: "authenticated-read",
+          title: "authenticated read (service)",
+          kind: "service",
+          face: "REST",
+          server: A,
+          job: {
+            kind: "http",
+            baseUrl: A.baseUrl,
+            variants: tokens.map((t) => ({ method: "GET", path: "/v2/api-users?limit=10", headers: { authorization: `Bearer ${t}` } })),
+            connections: options.connections,
+          },
+          expected: ["200"],
+          answered: `200 with ${list.apiUsers.length} of ${list.totalCount} API users`,
+        });
+      }
+      if (wants("introspection")) {
+        const variants: HttpRequestSpec[] = clients.map((c, i) => ({
           method: "POST",
-          headers: formHeaders,
-          body: form({ token: accessToken ?? "none", client_id: clientId, client_secret: clientSecret }),
-        },
-        options.connections,
-        (status, body) => {
-          const active = (body as { active?: unknown } | null)?.active;
-          if (status === 200 && active === true) return { ok: true, answered: "200 active=true", expected: ["200"] };
-          return { ok: false, answered: status === 200 ? `200 active=${String(active)} (token not recognised)` : `${status} ${errorCodeOf(body)}`, expected: ["200"] };
-        },
-      ),
-      healthz("healthz-last", "GET /healthz (baseline, last)"),
-    ];
-
-    const selected = scenarios.filter((s) => s.key.startsWith("healthz") || !options.only || options.only.has(s.key));
-    // The two issuance scenarios form one group measured A-B-B-A in half-length segments, so
-    // their ratio sees the same background load; every other scenario runs alone.
-    const groups: Scenario[][] = [];
-    for (const scenario of selected) {
-      const previous = groups.at(-1);
-      if (scenario.key === "grpc-issuance" && previous?.length === 1 && previous[0]!.key === "rest-issuance") previous.push(scenario);
-      else groups.push([scenario]);
+          path: "/v2/auth/introspect",
+          headers: FORM,
+          body: form({ token: tokens[i]!, client_id: c.clientId, client_secret: c.clientSecret }),
+        }));
+        const answer = await request(`${A.baseUrl}${variants[0]!.path}`, { headers: FORM, body: variants[0]!.body! });
+        if (answer.status !== 200 || answer.json<{ active?: boolean }>().active !== true) throw new Error(`POST /v2/auth/introspect answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+        scenarios.push({
+          key: "introspection",
+          title: "introspection (service)",
+          kind: "service",
+          face: "REST",
+          server: A,
+          job: { kind: "http", baseUrl: A.baseUrl, variants, connections: options.connections },
+          expected: ["200"],
+          answered: '200 {"active":true,…}',
+        });
+      }
     }
-    const serviceDied = (when: string): boolean => {
-      const died = server.exitReason();
-      if (died) problems.push(`the service ${died} ${when} (at ${new Date().toISOString()}); remaining scenarios skipped.\n${server.stderr()}`);
-      return died !== undefined;
-    };
-    let step = 0;
-    measuring: for (const group of groups) {
-      const measurements: Measurement[] = [];
-      for (const scenario of group) {
-        if (serviceDied(`before "${scenario.title}"`)) break measuring;
-        const preflight = await scenario.preflight();
-        progress(`[${++step}/${selected.length}] ${scenario.title}: preflight ${preflight.ok ? "answered" : "FAILED,"} ${preflight.answered}`);
-        if (!preflight.ok) problems.push(`${scenario.title}: preflight answered ${preflight.answered}`);
-        measurements.push(new Measurement(scenario, preflight));
+    const bare = baselines["bare-fastify"];
+    if (bare) {
+      const answer = await request(`${bare.baseUrl}/`);
+      if (answer.status !== 200 || answer.json<{ hello?: string }>().hello !== "world") throw new Error(`bare Fastify answered ${answer.status} ${answer.text}`);
+      scenarios.push({
+        key: "bare-fastify",
+        title: "bare Fastify route (baseline)",
+        kind: "baseline",
+        face: "REST",
+        server: bare,
+        job: { kind: "http", baseUrl: bare.baseUrl, variants: [{ method: "GET", path: "/" }], connections: options.connections },
+        expected: ["200"],
+        answered: '200 {"hello":"world"}',
+      });
+    }
+    for (const key of ["minimal-token-route", "oidc-provider"] as const) {
+      const server = baselines[key];
+      if (!server) continue;
+      const c = baselineClients[0]!;
+      const answer = await request(`${server.baseUrl}/token`, { headers: FORM, body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }) });
+      const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
+      if (!token) throw new Error(`${key} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+      const verified =
+        key === "oidc-provider"
+          ? await verifyJwt(token, `${server.baseUrl}/jwks`, { issuer: "http://oidc-provider.bench.invalid", audience: "urn:bench:api", subject: c.clientId })
+          : await verifyJwt(token, `${server.baseUrl}/jwks`, { issuer: "http://minimal-token-route.bench.invalid", subject: c.clientId });
+      if (!wants(key)) continue; // started only as a reference for the checks and ratios
+      scenarios.push({
+        key,
+        title: key === "oidc-provider" ? "node-oidc-provider, JWT (baseline)" : "minimal token route (baseline)",
+        kind: "baseline",
+        face: "REST",
+        server,
+        job: {
+          kind: "http",
+          baseUrl: server.baseUrl,
+          variants: baselineClients.map((bc) => ({ method: "POST", path: "/token", headers: FORM, body: form({ grant_type: "client_credentials", client_id: bc.clientId, client_secret: bc.clientSecret }) })),
+          connections: options.connections,
+        },
+        expected: ["200"],
+        answered: `200 access_token: ${verified}`,
+      });
+    }
+    for (const s of scenarios) progress(`checked ${s.key}: ${s.answered}`);
+
+    // ---- rounds
+    const perRound = Math.ceil(options.invalidationReps / options.rounds);
+    const n = scenarios.length;
+    for (let round = 0; round < options.rounds; round++) {
+      const shift = n ? (round * Math.ceil(n / options.rounds)) % n : 0;
+      const order = [...scenarios.slice(shift), ...scenarios.slice(0, shift)];
+      progress(`round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB ? ", invalidation" : ""}`);
+      for (const [position, s] of order.entries()) {
+        const died = s.server.exitReason() ?? (serviceB?.exitReason());
+        if (died) throw new Error(`${died} (at ${new Date().toISOString()})\n${s.server.stderr()}`);
+        // Round 1 warms up 3× longer: the first load a process sees also compiles its hot code.
+        const warmupS = options.warmupS * (round === 0 && !options.quick ? 3 : 1);
+        const result = await loadgen.run({ job: s.job, warmupS, durationS: options.durationS, expected: s.expected, serverPid: s.server.pid });
+        const f = roundFigures(round, position, s.expected, result);
+        const list = figures.get(s.key) ?? [];
+        list.push(f);
+        figures.set(s.key, list);
+        progress(
+          `  ${s.key.padEnd(20)} ${fmtRate(f.okPerSecond).padStart(6)} req/s  p50 ${fmtMs(f.p50Ms)} ms  p99 ${fmtMs(f.p99Ms)} ms  errors ${f.errors}` +
+            `  CPU ${f.cpuMicrosPerRequest === null ? "-" : f.cpuMicrosPerRequest.toFixed(0)} µs/req (server ${f.serverCpuPercentOfCore?.toFixed(0) ?? "-"}% of a core, generator ${f.loadgenCpuPercentOfCore.toFixed(0)}%)` +
+            (f.errors ? `  statuses ${JSON.stringify(f.statuses)} ${JSON.stringify(f.transportErrorKinds)}` : ""),
+        );
       }
-      if (options.warmupS > 0) for (const m of measurements) await m.scenario.run(options.warmupS, m.expected);
-      const [a, b] = measurements;
-      const segments: Array<[Measurement, number]> = b
-        ? [[a!, options.durationS / 2], [b, options.durationS / 2], [b, options.durationS / 2], [a!, options.durationS / 2]]
-        : [[a!, options.durationS]];
-      let died = false;
-      for (const [m, durationS] of segments) {
-        if (group.length > 1) progress(`      ${m.scenario.title}: ${durationS} s segment`);
-        await m.segment(durationS, server);
-        if ((died = serviceDied(`during "${m.scenario.title}"`))) break;
+      if (serviceA && serviceB && victim) {
+        const reps = Math.min(perRound, options.invalidationReps - invalidationSamples.length);
+        for (let i = 0; i < reps; i++) invalidationSamples.push(await measureInvalidationOnce(serviceA.baseUrl, serviceB.baseUrl, adminToken, victim));
+        const mine = invalidationSamples.slice(-reps);
+        if (reps > 0) {
+          progress(
+            `  invalidation: ${mine.filter((s) => s.refusedWhenAnswered).length}/${reps} refused on B before the rotate answer; ` +
+              `B refusing from ${mine.map((s) => (s.delayMs === null ? "never" : s.delayMs.toFixed(1))).join(", ")} ms relative to it`,
+          );
+        }
       }
-      for (const m of measurements) {
-        const row = m.row();
-        rows.push(row);
-        progress(`      ${row.title}: ${fmtRate(row.okPerSecond)} req/s, p50 ${fmtMs(row.latencyMs.p50)} ms, p99 ${fmtMs(row.latencyMs.p99)} ms, ${fmtStatuses(row)}`);
-      }
-      if (died) break;
+      if (serviceA) rssAfterRound.push(rssBytes(serviceA.pid) ?? NaN);
     }
   } catch (error) {
-    problems.push(`bench aborted: ${error instanceof Error ? error.message : String(error)}`);
+    problems.push(`bench aborted: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
   } finally {
-    for (const c of grpcClients) c.close();
-    // Read the log before teardown deletes it (the service is still running: the last lines are in).
-    serviceLog = await server.logSummary().catch(() => null);
-    problems.push(...(await server.teardown()));
+    // Read the logs before teardown deletes them.
+    for (const s of [serviceA, serviceB]) if (s) logs.push([s.name, await s.logSummary().catch(() => ({ bytes: 0, lines: 0, warn: 0, error: 0, samples: [] }))]);
+    await cleanup();
   }
+  if (interrupted) return 130;
 
-  const first = rows.find((r) => r.key === "healthz-first");
-  const last = rows.find((r) => r.key === "healthz-last");
-  const baselines = [first, last].filter((r): r is Row => r !== undefined && r.verdict !== "FAILED: NO EXPECTED RESPONSE");
-  const baseline = {
-    okPerSecond: baselines.length ? baselines.reduce((a, r) => a + r.okPerSecond, 0) / baselines.length : NaN,
-    p50Ms: baselines.length ? baselines.reduce((a, r) => a + r.latencyMs.p50, 0) / baselines.length : NaN,
-    cpuMsPerResponse:
-      baselines.length && baselines.every((r) => r.cpu.serviceMsPerResponse !== null)
-        ? baselines.reduce((a, r) => a + r.cpu.serviceMsPerResponse!, 0) / baselines.length
-        : null,
-    driftSecondVsFirst: first && last ? last.okPerSecond / first.okPerSecond : null,
-  };
-  const rest = rows.find((r) => r.key === "rest-issuance");
-  const grpcRow = rows.find((r) => r.key === "grpc-issuance");
-  const issuanceOk = rest && grpcRow && rest.verdict !== "FAILED: NO EXPECTED RESPONSE" && grpcRow.verdict !== "FAILED: NO EXPECTED RESPONSE";
-  const issuance = issuanceOk
-    ? {
-        restOkPerSecond: rest.okPerSecond,
-        grpcOkPerSecond: grpcRow.okPerSecond,
-        restToGrpc:
-          `1.00 : ${(grpcRow.okPerSecond / rest.okPerSecond).toFixed(2)} by req/s (${fmtRate(rest.okPerSecond)} vs ${fmtRate(grpcRow.okPerSecond)}); ` +
-          `p50 1.00 : ${(grpcRow.latencyMs.p50 / rest.latencyMs.p50).toFixed(2)} (${fmtMs(rest.latencyMs.p50)} ms vs ${fmtMs(grpcRow.latencyMs.p50)} ms)`,
-      }
-    : null;
-
-  const report: Report = {
-    meta: {
-      service: "auth-api-user-service",
-      commit: gitCommit(),
-      date: new Date().toISOString(),
+  // ---- report
+  const summaries = summarise(
+    scenarios.map((s) => ({ key: s.key, title: s.title, kind: s.kind, face: s.face, server: s.server.name, answered: s.answered, expected: s.expected })),
+    figures,
+  );
+  const invalidation = summariseInvalidation(invalidationSamples, invalidationSkipped);
+  const goals = judgeGoals(summaries, invalidation, { rssAfterRoundBytes: rssAfterRound.filter(Number.isFinite) }, options.connections);
+  const cpus = os.cpus();
+  const results = {
+    service: "auth-api-user-service",
+    date: new Date(started).toISOString(),
+    wallClockSeconds: Math.round((Date.now() - started) / 1000),
+    commit: gitCommit(),
+    machine: {
+      cpus: cpus.length,
+      cpuModel: cpus[0]?.model.trim() ?? "unknown",
+      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
       node: process.version,
-      cpus: os.cpus().length,
-      cpuModel: os.cpus()[0]?.model.trim() ?? "unknown",
-      loadAverage,
-      serviceCommand: "node --import tsx src/main.ts",
-      baseUrl: server.baseUrl,
-      backend: server.backend,
-      database: server.databaseKind,
-      redis: server.redisKind,
-      logLevel: options.logLevel,
-      connections: options.connections,
+      platform: `${os.platform()} ${os.release()}`,
+      loadAverageAtStart: loadAverage,
+      loadAverageAtEnd: os.loadavg().map((n) => n.toFixed(2)).join(" "),
+    },
+    options: {
       durationS: options.durationS,
       warmupS: options.warmupS,
+      rounds: options.rounds,
+      connections: options.connections,
       grpcChannels: options.grpcChannels,
-      cpuProfDir: options.cpuProfDir ?? null,
+      clients: options.clients,
+      invalidationRepetitions: options.invalidationReps,
+      scenarios: [...options.only],
+      logLevel: options.logLevel,
+      backend: options.embedded ? "embedded PGlite + in-process Redis stand-in" : "Postgres + Redis (fresh schema and key prefix)",
+      quick: options.quick,
     },
-    baseline,
-    rows,
-    issuance,
-    serviceLog,
+    setup: {
+      service: "node --import tsx src/main.ts (instances A and B), LOG_LEVEL to a file",
+      baselines: "node --import tsx bench/baselines/<name>.ts, no logging",
+      loadGenerator: "node --import tsx bench/loadgen.ts (autocannon; grpc-js closed loop), a separate process",
+      cpu: "server process tree utime+stime (+cutime+cstime) from /proc over the measured window, all threads included",
+    },
+    scenarios: summaries,
+    invalidation,
+    memory: { serviceRssAfterRoundBytes: rssAfterRound },
+    goals,
+    serviceLogs: Object.fromEntries(logs),
     problems,
   };
-  process.stdout.write(options.json ? `${JSON.stringify(report, null, 2)}\n` : `${render(report)}\n`);
-  const failed = problems.length > 0 || rows.length < 2 + (options.only?.size ?? MEASURED_SCENARIOS.length) || rows.some((r) => r.verdict === "FAILED: NO EXPECTED RESPONSE");
-  return failed ? 1 : 0;
+
+  const out: string[] = [];
+  out.push(
+    `Benchmark of ${results.service} at ${results.commit} — ${results.date} (${results.wallClockSeconds} s)`,
+    `machine: ${results.machine.cpus} × ${results.machine.cpuModel}, node ${results.machine.node}, load average at start ${loadAverage}, at end ${results.machine.loadAverageAtEnd}`,
+    `load: ${options.connections} connections (HTTP/1.1, autocannon) or calls in flight on ${options.grpcChannels} HTTP/2 channels (grpc-js), ${options.clients} clients round-robin; ` +
+      `${options.rounds} round(s) of ${options.warmupS} s warm-up${options.quick ? "" : ` (${3 * options.warmupS} s in round 1)`} + ${options.durationS} s per scenario, rotated order; the generator is its own process`,
+    "",
+    scenarioTable(summaries),
+    "",
+    "req/s, p50, p99, CPU: medians over rounds; spread: ±half the range of req/s over rounds; ÷ baseline: median of same-round req/s ratios;",
+    "CPU µs/req: the server's process-tree CPU (all threads) per answered request; CPU × minimal: ratio to the minimal token route's, same round.",
+    invalidationLine(invalidation),
+    "",
+    "goals:",
+    goalsTable(goals),
+  );
+  for (const [name, l] of logs) out.push("", ...logLine(name, l));
+  for (const p of problems) out.push(`problem: ${p}`);
+  process.stdout.write(options.json ? `${JSON.stringify(results, null, 2)}\n` : `${out.join("\n")}\n`);
+  if (options.out && problems.length === 0) {
+    fs.writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`);
+    progress(`wrote ${path.relative(process.cwd(), options.out) || options.out}`);
+  } else if (options.out) progress(`not writing ${options.out}: the run had problems`);
+  if (problems.length > 0) return 1;
+  return options.failOnGoals && goals.some((g) => g.met === false) ? 1 : 0;
 }
 
 main().then(

@@ -1,0 +1,333 @@
+// Figures per scenario (medians over rounds, spread, ratios to the baselines measured in the same
+// round), the goals of the performance issue judged as met / not met, and the printed table.
+import type { InvalidationSample } from "./invalidation.js";
+import type { LoadResult } from "./loadgen.js";
+import type { LogSummary } from "./server.js";
+
+export const BASELINES = ["bare-fastify", "minimal-token-route", "oidc-provider"] as const;
+export type BaselineKey = (typeof BASELINES)[number];
+export const BASELINE_LABEL: Record<BaselineKey, string> = {
+  "bare-fastify": "bare",
+  "minimal-token-route": "minimal",
+  "oidc-provider": "oidc",
+};
+
+/** One scenario measured once (one round). */
+export interface RoundFigures {
+  readonly round: number;
+  /** Position within the round (0 = first). */
+  readonly position: number;
+  readonly okPerSecond: number;
+  readonly p50Ms: number;
+  readonly p90Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  readonly responses: number;
+  /** Responses with an unexpected status + transport errors (connection errors, timeouts). */
+  readonly errors: number;
+  readonly statuses: Record<string, number>;
+  readonly transportErrorKinds: Record<string, number>;
+  /** Server process-tree CPU per expected response, µs; null when /proc was not readable. */
+  readonly cpuMicrosPerRequest: number | null;
+  /** Server CPU as a share of one core over the window. */
+  readonly serverCpuPercentOfCore: number | null;
+  readonly loadgenCpuPercentOfCore: number;
+  readonly machineBusyPercent: number;
+  readonly rssBeforeBytes: number | null;
+  readonly rssAfterBytes: number | null;
+}
+
+export function roundFigures(round: number, position: number, expected: readonly string[], r: LoadResult): RoundFigures {
+  const responses = Object.values(r.statuses).reduce((a, b) => a + b, 0);
+  const ok = Object.entries(r.statuses)
+    .filter(([status]) => expected.includes(status))
+    .reduce((a, [, n]) => a + n, 0);
+  const seconds = r.elapsedMs / 1000;
+  return {
+    round,
+    position,
+    okPerSecond: ok / seconds,
+    p50Ms: r.latencyMs.p50,
+    p90Ms: r.latencyMs.p90,
+    p99Ms: r.latencyMs.p99,
+    maxMs: r.latencyMs.max,
+    responses,
+    errors: responses - ok + r.transportErrors,
+    statuses: r.statuses,
+    transportErrorKinds: r.transportErrorKinds,
+    cpuMicrosPerRequest: r.serverCpuMicros === null || ok === 0 ? null : r.serverCpuMicros / ok,
+    serverCpuPercentOfCore: r.serverCpuMicros === null ? null : r.serverCpuMicros / 1e4 / seconds,
+    loadgenCpuPercentOfCore: r.loadgenCpuMicros / 1e4 / seconds,
+    machineBusyPercent: r.machineBusyPercent,
+    rssBeforeBytes: r.serverRssBeforeBytes,
+    rssAfterBytes: r.serverRssAfterBytes,
+  };
+}
+
+export interface ScenarioSummary {
+  readonly key: string;
+  readonly title: string;
+  readonly kind: "service" | "baseline";
+  readonly face: "REST" | "gRPC";
+  readonly server: string;
+  /** What its preflight request answered (checked before any load). */
+  readonly answered: string;
+  readonly expected: readonly string[];
+  readonly rounds: RoundFigures[];
+  readonly median: { okPerSecond: number; p50Ms: number; p99Ms: number; cpuMicrosPerRequest: number | null };
+  /** (max − min) / median of req/s over the rounds, in %. */
+  readonly spreadPercent: number;
+  readonly errors: number;
+  /** Median over rounds of (this scenario's req/s ÷ the baseline's req/s in the same round). */
+  readonly ratios: Partial<Record<BaselineKey, number>>;
+  /** Same for server CPU per request. */
+  readonly cpuRatios: Partial<Record<BaselineKey, number>>;
+  readonly rssBeforeBytes: number | null;
+  readonly rssAfterBytes: number | null;
+}
+
+export function median(values: readonly number[]): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const mid = Math.floor(v.length / 2);
+  return v.length % 2 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
+}
+
+/** Median of per-round ratios a/b, pairing rounds by number. */
+function roundRatio(a: readonly RoundFigures[], b: readonly RoundFigures[], pick: (f: RoundFigures) => number | null): number {
+  const ratios: number[] = [];
+  for (const fa of a) {
+    const fb = b.find((f) => f.round === fa.round);
+    const x = pick(fa);
+    const y = fb ? pick(fb) : null;
+    if (x !== null && y !== null && y > 0) ratios.push(x / y);
+  }
+  return median(ratios);
+}
+
+export function summarise(
+  defs: ReadonlyArray<{ key: string; title: string; kind: "service" | "baseline"; face: "REST" | "gRPC"; server: string; answered: string; expected: readonly string[] }>,
+  figures: ReadonlyMap<string, RoundFigures[]>,
+): ScenarioSummary[] {
+  return defs.map((d) => {
+    const rounds = figures.get(d.key) ?? [];
+    const rates = rounds.map((f) => f.okPerSecond);
+    const cpu = rounds.map((f) => f.cpuMicrosPerRequest).filter((x): x is number => x !== null);
+    const med = median(rates);
+    const ratios: Partial<Record<BaselineKey, number>> = {};
+    const cpuRatios: Partial<Record<BaselineKey, number>> = {};
+    for (const b of BASELINES) {
+      const base = figures.get(b);
+      if (!base || b === d.key) continue;
+      ratios[b] = roundRatio(rounds, base, (f) => f.okPerSecond);
+      cpuRatios[b] = roundRatio(rounds, base, (f) => f.cpuMicrosPerRequest);
+    }
+    const byRound = [...rounds].sort((x, y) => x.round - y.round);
+    return {
+      ...d,
+      rounds,
+      median: {
+        okPerSecond: med,
+        p50Ms: median(rounds.map((f) => f.p50Ms)),
+        p99Ms: median(rounds.map((f) => f.p99Ms)),
+        cpuMicrosPerRequest: cpu.length ? median(cpu) : null,
+      },
+      spreadPercent: rates.length > 1 ? (100 * (Math.max(...rates) - Math.min(...rates))) / med : 0,
+      errors: rounds.reduce((a, f) => a + f.errors, 0),
+      ratios,
+      cpuRatios,
+      rssBeforeBytes: byRound[0]?.rssBeforeBytes ?? null,
+      rssAfterBytes: byRound.at(-1)?.rssAfterBytes ?? null,
+    };
+  });
+}
+
+// ---- invalidation --------------------------------------------------------------------------
+
+export interface InvalidationSummary {
+  readonly repetitions: number;
+  readonly refusedWhenAnswered: number;
+  /** Send time of B's first refusal relative to the rotate answer (ms; ≤ 0 = before). */
+  readonly delayMs: { p50: number; max: number; min: number } | null;
+  readonly rotateMs: { p50: number; max: number } | null;
+  /** Largest probe send-time gap around the answer over all repetitions (the check's resolution). */
+  readonly probeGapMaxMs: number | null;
+  readonly acceptedAfterAnswer: number;
+  readonly otherStatuses: number;
+  readonly samples: InvalidationSample[];
+  /** Why it was not measured, if it was not. */
+  readonly skipped?: string;
+}
+
+export function summariseInvalidation(samples: InvalidationSample[], skipped?: string): InvalidationSummary {
+  const delays = samples.map((s) => (s.delayMs === null ? Infinity : s.delayMs));
+  const rot = samples.map((s) => s.rotateMs);
+  return {
+    repetitions: samples.length,
+    refusedWhenAnswered: samples.filter((s) => s.refusedWhenAnswered).length,
+    delayMs: samples.length ? { p50: median(delays), max: Math.max(...delays), min: Math.min(...delays) } : null,
+    rotateMs: samples.length ? { p50: median(rot), max: Math.max(...rot) } : null,
+    probeGapMaxMs: samples.length ? Math.max(...samples.map((s) => s.probeGapMs)) : null,
+    acceptedAfterAnswer: samples.reduce((a, s) => a + s.acceptedAfterAnswer, 0),
+    otherStatuses: samples.reduce((a, s) => a + s.otherStatuses, 0),
+    samples,
+    ...(skipped ? { skipped } : {}),
+  };
+}
+
+// ---- goals ---------------------------------------------------------------------------------
+
+export interface Goal {
+  readonly key: string;
+  readonly goal: string;
+  /** The measured figure the goal is judged on (ratio, ms, count). */
+  readonly value: number | null;
+  readonly target: string;
+  /** null: not measured in this run. */
+  readonly met: boolean | null;
+  readonly detail: string;
+}
+
+export function judgeGoals(
+  scenarios: readonly ScenarioSummary[],
+  invalidation: InvalidationSummary,
+  memory: { rssAfterRoundBytes: number[] },
+  connections: number,
+): Goal[] {
+  const s = (key: string) => scenarios.find((x) => x.key === key && x.rounds.length > 0);
+  const rest = s("rest-issuance");
+  const grpc = s("grpc-issuance");
+  const read = s("authenticated-read");
+  const goals: Goal[] = [];
+  const atLeast = (key: string, goal: string, value: number | undefined, target: number, detail: string) =>
+    goals.push({ key, goal, value: finite(value), target: `≥ ${target}`, met: finite(value) === null ? null : value! >= target, detail });
+  const atMost = (key: string, goal: string, value: number | undefined, target: number, detail: string) =>
+    goals.push({ key, goal, value: finite(value), target: `≤ ${target}`, met: finite(value) === null ? null : value! <= target, detail });
+
+  atLeast("rest-vs-oidc-provider", "REST issuance ÷ node-oidc-provider (JWT)", rest?.ratios["oidc-provider"], 2.5, "req/s, median of per-round ratios");
+  atLeast("rest-vs-minimal", "REST issuance ÷ minimal token route", rest?.ratios["minimal-token-route"], 0.8, "req/s, median of per-round ratios");
+  atLeast(
+    "grpc-vs-rest",
+    "gRPC issuance ÷ REST issuance",
+    grpc && rest ? median(grpc.rounds.map((g) => g.okPerSecond / (rest.rounds.find((r) => r.round === g.round)?.okPerSecond ?? NaN))) : undefined,
+    1,
+    "req/s, median of per-round ratios",
+  );
+  atMost("cpu-rest-vs-minimal", "server CPU per token, REST ÷ minimal token route", rest?.cpuRatios["minimal-token-route"], 1.3, "process tree utime+stime (all threads) per issued token");
+  atMost("cpu-grpc-vs-minimal", "server CPU per token, gRPC ÷ minimal token route", grpc?.cpuRatios["minimal-token-route"], 1.3, "process tree utime+stime (all threads) per issued token");
+  atLeast("read-vs-minimal", "authenticated read ÷ minimal token route", read?.ratios["minimal-token-route"], 0.5, "req/s (the minimal route's token issuance), median of per-round ratios");
+  const p99Detail = `median over rounds, ${connections} connections${connections === 50 ? "" : " (the goal is stated at 50)"}`;
+  atMost("p99-rest-issuance", "p99 latency of REST issuance (ms)", rest?.median.p99Ms, 25, p99Detail);
+  atMost("p99-grpc-issuance", "p99 latency of gRPC issuance (ms)", grpc?.median.p99Ms, 25, `${p99Detail} in flight`);
+  const service = scenarios.filter((x) => x.kind === "service" && x.rounds.length > 0);
+  const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses;
+  goals.push({
+    key: "zero-errors",
+    goal: "errors on the service (all scenarios, all rounds, invalidation probes)",
+    value: service.length ? serviceErrors : null,
+    target: "= 0",
+    met: service.length ? serviceErrors === 0 : null,
+    detail: service.map((x) => `${x.key} ${x.errors}`).join(", ") + `, invalidation probes ${invalidation.otherStatuses}`,
+  });
+  goals.push({
+    key: "invalidation-before-answer",
+    goal: "rotation refused on instance B before the rotate call returns",
+    value: invalidation.repetitions ? invalidation.refusedWhenAnswered / invalidation.repetitions : null,
+    target: "= 1 (every repetition)",
+    met: invalidation.repetitions ? invalidation.refusedWhenAnswered === invalidation.repetitions : null,
+    detail: invalidation.skipped
+      ? `not measured: ${invalidation.skipped}`
+      : `${invalidation.refusedWhenAnswered}/${invalidation.repetitions} repetitions; B refusing from ${fmtSigned(invalidation.delayMs?.p50)} ms (p50), ${fmtSigned(invalidation.delayMs?.max)} ms (max) relative to the rotate answer`,
+  });
+  // Round 1 includes warm-up growth (JIT code, connection pools, the V8 heap sizing itself to the
+  // load), so "flat" is judged on the rounds after it: each later round may grow RSS by ≤ 5 %.
+  const rss = memory.rssAfterRoundBytes;
+  const growth = rss.length >= 3 ? Math.max(...rss.slice(2).map((b, i) => b / rss[i + 1]!)) : undefined;
+  goals.push({
+    key: "rss-flat",
+    goal: "service RSS flat across repeated rounds (largest growth of a round after the second ÷ the round before)",
+    value: finite(growth),
+    target: "≤ 1.05",
+    met: growth === undefined ? null : growth <= 1.05,
+    detail: rss.length >= 3 ? `RSS after each round: ${rss.map((b) => fmtMb(b)).join(", ")} MB (round 1 includes warm-up growth)` : `needs ≥ 3 rounds (this run: ${rss.length})`,
+  });
+  return goals;
+}
+
+const finite = (n: number | undefined): number | null => (n === undefined || !Number.isFinite(n) ? null : n);
+
+// ---- output --------------------------------------------------------------------------------
+
+export const fmtRate = (n: number) => (!Number.isFinite(n) ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
+export const fmtMs = (n: number) => (!Number.isFinite(n) ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
+export const fmtRatio = (n: number | undefined | null) => (n === undefined || n === null || !Number.isFinite(n) ? "-" : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+export const fmtMb = (b: number | null | undefined) => (b === null || b === undefined ? "-" : (b / 1048576).toFixed(0));
+const fmtSigned = (n: number | undefined) => (n === undefined ? "-" : !Number.isFinite(n) ? "never" : `${n > 0 ? "+" : ""}${n.toFixed(1)}`);
+
+export function table(headers: string[], rows: string[][], rightAligned: ReadonlySet<number>): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
+  const rule = `|${widths.map((w, i) => (rightAligned.has(i) ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`;
+  return [line(headers), rule, ...rows.map(line)].join("\n");
+}
+
+/** The one table: medians over rounds; ratios are medians of same-round ratios. */
+export function scenarioTable(scenarios: readonly ScenarioSummary[]): string {
+  const headers = [
+    "scenario",
+    "req/s",
+    "spread",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+    "CPU µs/req",
+    ...BASELINES.map((b) => `÷ ${BASELINE_LABEL[b]}`),
+    "CPU × minimal",
+    "RSS MB before→after",
+  ];
+  const rows = scenarios
+    .filter((s) => s.rounds.length > 0)
+    .map((s) => [
+      s.title,
+      fmtRate(s.median.okPerSecond),
+      `±${(s.spreadPercent / 2).toFixed(0)}%`,
+      fmtMs(s.median.p50Ms),
+      fmtMs(s.median.p99Ms),
+      String(s.errors),
+      s.median.cpuMicrosPerRequest === null ? "-" : s.median.cpuMicrosPerRequest.toFixed(0),
+      ...BASELINES.map((b) => (b === s.key ? "1" : fmtRatio(s.ratios[b]))),
+      s.key === "minimal-token-route" ? "1" : fmtRatio(s.cpuRatios["minimal-token-route"]),
+      `${fmtMb(s.rssBeforeBytes)}→${fmtMb(s.rssAfterBytes)}`,
+    ]);
+  return table(headers, rows, new Set([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]));
+}
+
+export function goalsTable(goals: readonly Goal[]): string {
+  return table(
+    ["goal", "measured", "target", "verdict", "how"],
+    goals.map((g) => [
+      g.goal,
+      g.value === null ? "-" : Number.isInteger(g.value) ? String(g.value) : g.value >= 10 ? g.value.toFixed(1) : g.value.toFixed(2),
+      g.target,
+      g.met === null ? "not measured" : g.met ? "met" : "NOT MET",
+      g.detail,
+    ]),
+    new Set([1]),
+  );
+}
+
+export function invalidationLine(inv: InvalidationSummary): string {
+  if (inv.skipped) return `invalidation delay: not measured (${inv.skipped})`;
+  if (!inv.repetitions) return "invalidation delay: no repetition completed";
+  return (
+    `invalidation delay (rotate on A, authenticated read polled on B, ${inv.repetitions} repetitions): ` +
+    `B refused before the rotate answer arrived in ${inv.refusedWhenAnswered}/${inv.repetitions}; ` +
+    `B started refusing at p50 ${fmtSigned(inv.delayMs?.p50)} ms, max ${fmtSigned(inv.delayMs?.max)} ms relative to the answer ` +
+    `(rotate call p50 ${fmtMs(inv.rotateMs?.p50 ?? NaN)} ms; probes at most ${fmtMs(inv.probeGapMaxMs ?? NaN)} ms apart); ` +
+    `old token accepted by B after the answer: ${inv.acceptedAfterAnswer} times`
+  );
+}
+
+export function logLine(name: string, l: LogSummary): string[] {
+  return [`${name} log: ${l.lines} lines (${(l.bytes / 1e6).toFixed(1)} MB), ${l.warn} warn, ${l.error} error/fatal`, ...l.samples.map((s) => `  ${s}`)];
+}
