@@ -1,4 +1,4 @@
-import { open, seal } from "./aead.js";
+import { isWellFormed, open, seal } from "./aead.js";
 
 /**
  * SCIM bearer tokens: Base64 of a JSON envelope, as the platform documents it
@@ -21,7 +21,19 @@ interface EnvelopeJson {
 
 const VERSION = 1;
 
+/**
+ * The clientIds an envelope can carry: 1..256 (the contract's limit) RFC 3986 unreserved
+ * characters. The service's own are 26 lower-case base32 characters (generateClientId); nothing
+ * else (no lone surrogate, no control or non-ASCII character) is ever sealed or opened, so the
+ * clientId an envelope names is exactly the one its secret was sealed for.
+ */
+const CLIENT_ID = /^[A-Za-z0-9._~-]{1,256}$/;
+
+/** Throws (a programming error) for a clientId outside that alphabet or a secret that is not well-formed text. */
 export function sealScimToken(key: Buffer, keyId: string, envelope: ScimEnvelope): string {
+  if (!CLIENT_ID.test(envelope.clientId)) throw new TypeError("A SCIM token's clientId must be 1 to 256 of A-Z a-z 0-9 . _ ~ -");
+  // A lone surrogate would not survive UTF-8: the token would open to another secret.
+  if (!isWellFormed(envelope.secret)) throw new TypeError("A SCIM token's secret must be well-formed text");
   const json: EnvelopeJson = {
     v: VERSION,
     kid: keyId,
@@ -59,8 +71,7 @@ function isEnvelope(value: unknown): value is EnvelopeJson {
     typeof v.kid === "string" &&
     typeof v.scope === "string" &&
     typeof v.clientId === "string" &&
-    v.clientId.length > 0 &&
-    v.clientId.length <= 256 &&
+    CLIENT_ID.test(v.clientId) &&
     typeof v.encryptedSecret === "string" &&
     /^[A-Za-z0-9_-]+$/.test(v.encryptedSecret)
   );
