@@ -31,7 +31,10 @@ async function main(): Promise<void> {
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
   // Announced only once a signal can stop it gracefully.
-  service.app.log.info({ address, ...service.about }, "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)");
+  service.app.log.info(
+    { address, adminAddress: service.adminAddress, ...service.about },
+    "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
+  );
 }
 
 main().catch((error: unknown) => {

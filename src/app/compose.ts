@@ -6,10 +6,12 @@ import type { Clock } from "../domain/shared/clock.js";
 import { deriveKeyMaterial } from "../domain/shared/key-material.js";
 import { ALL_SCOPES } from "../domain/tokens/scopes.js";
 import { SUPPORTED_GRANTS } from "../domain/tokens/model.js";
+import { createAdminApp } from "../http/admin-app.js";
 import { createHttpApp } from "../http/fastify-app.js";
 import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
 import { createHealthService } from "../rpc/health.js";
+import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { contractServices, createRpcCore } from "../rpc/routes.js";
 import { ownDataDir } from "../store/data-dir-lock.js";
 import { openDatabase } from "../store/postgres/database.js";
@@ -36,14 +38,19 @@ export interface ServiceOptions {
   readonly now?: Clock;
 }
 
-/** A built, migrated instance: `listen` opens the port, `close` drains and releases everything in order. */
+/** A built, migrated instance: `listen` opens the port(s), `close` drains and releases everything in order. */
 export interface Service {
   readonly app: FastifyInstance;
+  /** The admin listener's app (OperatorService, /metrics) when ADMIN_PORT is set. */
+  readonly adminApp: FastifyInstance | undefined;
   /** In-process transport to every RPC, through the same interceptors as the network face. */
   readonly transport: Transport;
   /** What the instance runs on and where its generated secrets are kept, for the start log (never the secrets). */
   readonly about: { readonly database: string; readonly redis: string; readonly masterKey: string; readonly operatorToken: string };
+  /** Opens the admin port (when configured), then the public one; resolves with the public address. */
   listen(): Promise<string>;
+  /** Where the admin listener listens (e.g. http://127.0.0.1:9090) once `listen` resolved; undefined without one. */
+  readonly adminAddress: string | undefined;
   close(): Promise<void>;
 }
 
@@ -119,35 +126,57 @@ export async function createService(config: Config, options: ServiceOptions = {}
     lifecycle.started("background jobs", () => jobs.stop());
 
     const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
-    const health = createHealthService(async () => (await readiness()).database === "up", {
-      services: contractServices.map((s) => s.typeName),
-      pollIntervalMs: config.jobs.healthWatchIntervalMs,
-    });
+    // With an admin port, OperatorService is reported (and served) there only.
+    const healthOf = (services: readonly string[]) =>
+      createHealthService(async () => (await readiness()).database === "up", { services, pollIntervalMs: config.jobs.healthWatchIntervalMs });
+    const servedPublicly = contractServices.filter((s) => !http.admin || s !== OperatorService);
+    const health = healthOf(servedPublicly.map((s) => s.typeName));
+    const adminHealth = http.admin ? healthOf([OperatorService.typeName]) : undefined;
     const classifyError = (error: unknown) =>
       isDatabaseUnavailable(error) ? new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error }) : undefined;
-    const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } }, { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs }, health);
+    const rpc = createRpcCore(
+      { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
+      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs },
+      { health, admin: adminHealth && { health: adminHealth } },
+    );
     const app = await createHttpApp(
       http,
       rpc,
       {
         checks: readiness,
         storage: { database: database.kind, redis: shared.kind },
+        servesMetrics: !http.admin,
         jwks: () => domain.signingKeys.jwks,
         authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
       },
       { logger, metrics },
     );
-    // Stopped first: in-flight requests still need the pools, the jobs and the audit log.
+    const apps: FastifyInstance[] = [app];
+    // Stopped first: in-flight requests still need the pools, the jobs and the audit log. Both
+    // listeners drain at once (each within SHUTDOWN_TIMEOUT_MS); one failing leaves neither open.
     lifecycle.started("http", async () => {
       health.shutdown();
-      await app.close();
+      adminHealth?.shutdown();
+      const failed = (await Promise.allSettled(apps.map((a) => a.close()))).find((r) => r.status === "rejected");
+      if (failed) throw failed.reason;
     });
+    const adminApp = http.admin ? await createAdminApp(http, rpc, { logger, metrics }) : undefined;
+    if (adminApp) apps.push(adminApp);
 
+    let adminAddress: string | undefined;
     const service: Service = {
       app,
+      adminApp,
       transport: rpc.transport,
       about: { database: database.kind, redis: shared.kind, ...secrets.sources },
-      listen: () => app.listen({ host: http.host, port: http.port }),
+      async listen() {
+        // The admin port first: a deployment whose admin port cannot open never serves the public one.
+        if (adminApp && http.admin) adminAddress = await adminApp.listen({ host: http.admin.host, port: http.admin.port });
+        return app.listen({ host: http.host, port: http.port });
+      },
+      get adminAddress() {
+        return adminAddress;
+      },
       close: () => lifecycle.stop(),
     };
     registerInternals(service, { db: database.db, keys, migrate: () => database.migrate() });

@@ -20,9 +20,10 @@ Commands (each prints one JSON object on stdout):
   seed
   migrate
 
-Settings come from the same environment as the server: SERVER_URL (or HOST/PORT),
-OPERATOR_TOKEN (or DATA_DIR/operator-token), DATABASE_URL, DATA_DIR, REDIS_URL, MASTER_KEY.
-With no server answering at SERVER_URL the command runs in-process on that storage.`;
+Settings come from the same environment as the server: ADMIN_URL (or ADMIN_HOST/ADMIN_PORT
+when the server has an admin port, else SERVER_URL or HOST/PORT), OPERATOR_TOKEN (or
+DATA_DIR/operator-token), DATABASE_URL, DATA_DIR, REDIS_URL, MASTER_KEY.
+With no server answering there the command runs in-process on that storage.`;
 
 type OptionSpec = { type: "string" | "boolean" };
 

@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import { fromJson, toJson, type DescMessage, type DescMethodUnary, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { createValidator } from "@bufbuild/protovalidate";
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
@@ -11,13 +11,14 @@ import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { operatorTokenFile } from "../config/secret-files.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError } from "../store/data-dir-lock.js";
-import { gatewayRequestInfo } from "../rpc/request-context.js";
+import { requestInfoKey } from "../rpc/request-context.js";
 import { parseCommand, USAGE, UsageError } from "./arguments.js";
 
 /**
  * The operator CLI. Every command is an OperatorService RPC: sent to the running server at
- * SERVER_URL (the only safe way while a server owns an embedded DATA_DIR), or, when no server
- * answers, run in-process on the same storage through the same interceptors.
+ * ADMIN_URL (its admin listener when ADMIN_PORT is set, else SERVER_URL; the only safe way while
+ * a server owns an embedded DATA_DIR), or, when no server answers, run in-process on the same
+ * storage through the same interceptors.
  */
 async function run(argv: readonly string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
@@ -50,7 +51,7 @@ async function run(argv: readonly string[]): Promise<number> {
   try {
     let response: Message;
     try {
-      response = await call(createConnectTransport({ baseUrl: config.serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
+      response = await call(createConnectTransport({ baseUrl: config.adminUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       offline = await createService(config, {
@@ -62,7 +63,7 @@ async function run(argv: readonly string[]): Promise<number> {
     process.stdout.write(JSON.stringify(withRestDefaults(method.output, toJson(method.output, response) as JsonObject)) + "\n");
     return 0;
   } catch (error) {
-    return reportFailure(error);
+    return reportFailure(error, config.adminUrl);
   } finally {
     await offline?.close();
   }
@@ -73,7 +74,7 @@ async function call(transport: Transport, token: string | undefined, method: Des
   if (token) headers.set("authorization", `Bearer ${token}`);
   // In-process calls get a request id of their own, as a network request would.
   const info = { requestId: crypto.randomUUID(), remoteAddress: "cli" };
-  const response = await gatewayRequestInfo.run(info, () => transport.unary(method, undefined, timeoutMs, headers, request, undefined));
+  const response = await transport.unary(method, undefined, timeoutMs, headers, request, createContextValues().set(requestInfoKey, info));
   return response.message;
 }
 
@@ -92,18 +93,26 @@ function isUnreachable(error: unknown): boolean {
   return /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(text);
 }
 
-function reportFailure(error: unknown): number {
+function reportFailure(error: unknown, serverUrl: string): number {
   if (error instanceof ConfigError) {
     process.stderr.write(`error: ${error.message}\n`);
     return 2;
   }
   if (error instanceof DataDirBusyError) {
-    process.stderr.write(`error: ${error.message}; is the server running at another SERVER_URL?\n`);
+    process.stderr.write(`error: ${error.message}; is the server running at another ADMIN_URL (or SERVER_URL)?\n`);
     return 1;
   }
   if (error instanceof ConnectError) {
     const body = error.findDetails(ErrorResponseSchema)[0];
     const first = body?.errorMessages[0];
+    if ((!body && error.code === Code.Unimplemented) || first?.errorCode === "ROUTE_NOT_FOUND") {
+      // A listener without OperatorService: the public port of a server that has an admin port.
+      process.stderr.write(
+        `error: ${serverUrl} does not serve OperatorService (${first?.errorCode ?? Code[error.code]}); ` +
+          "if the server has an admin port (ADMIN_PORT), set ADMIN_URL or ADMIN_PORT to reach it\n",
+      );
+      return 1;
+    }
     const parameters = first?.errorParameters.map((p) => `${p.name}=${p.value}`).join(", ");
     process.stderr.write(
       `error: ${first?.message ?? error.rawMessage} (${first?.errorCode ?? Code[error.code]}${parameters ? `; ${parameters}` : ""})` +

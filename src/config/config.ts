@@ -20,6 +20,8 @@ export interface Config {
   readonly logLevel: string;
   /** Where the CLI finds a running server. */
   readonly serverUrl: string;
+  /** Where the CLI sends its operator RPCs: the admin listener when one is configured, else serverUrl. */
+  readonly adminUrl: string;
   /** How long one CLI command waits for its RPC. */
   readonly cliRequestTimeoutMs: number;
 }
@@ -27,6 +29,11 @@ export interface Config {
 export interface HttpConfig {
   readonly host: string;
   readonly port: number;
+  /**
+   * A second listener for the operator surface (OperatorService, its reflection, /metrics);
+   * when set, the public port no longer serves them. Undefined: everything on the one port.
+   */
+  readonly admin: AdminListenerConfig | undefined;
   readonly bodyLimitBytes: number;
   /** Longer request URLs get 414. */
   readonly maxUrlBytes: number;
@@ -46,6 +53,11 @@ export interface HttpConfig {
   readonly requestDeadlineMs: number;
   /** After this long past SIGTERM the process exits with code 1 whatever is still running. */
   readonly shutdownDeadlineMs: number;
+}
+
+export interface AdminListenerConfig {
+  readonly host: string;
+  readonly port: number;
 }
 
 export interface StorageConfig {
@@ -152,6 +164,24 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value.trim();
 }
 
+/** How a client on this machine reaches a listener bound to `host` (a wildcard address means this machine). */
+function localUrl(host: string, port: number): string {
+  const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  return `http://${clientHost.includes(":") ? `[${clientHost}]` : clientHost}:${port}`;
+}
+
+/**
+ * ADMIN_PORT unset: no admin listener. Its host defaults to the loopback address, not HOST: it
+ * is an operator surface, reached from the machine or through a deliberate ADMIN_HOST.
+ */
+function adminListenerFrom(env: NodeJS.ProcessEnv, publicPort: number): AdminListenerConfig | undefined {
+  if (nonEmpty(env.ADMIN_PORT) === undefined) return undefined;
+  const port = intFrom(env, "ADMIN_PORT", 0, 0, 65535);
+  // Port 0 (any free port, as tests use) cannot collide; the same fixed port would not start.
+  if (port !== 0 && port === publicPort) throw new ConfigError(`ADMIN_PORT must differ from PORT, both are ${port}`);
+  return { host: nonEmpty(env.ADMIN_HOST) ?? "127.0.0.1", port };
+}
+
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
 
@@ -162,14 +192,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(databaseSchema)) {
     throw new ConfigError(`DATABASE_SCHEMA must be a lower-case SQL identifier, got "${databaseSchema}"`);
   }
-  const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
-  const serverUrl = nonEmpty(env.SERVER_URL) ?? `http://${clientHost.includes(":") ? `[${clientHost}]` : clientHost}:${port}`;
+  const serverUrl = nonEmpty(env.SERVER_URL) ?? localUrl(host, port);
+  const admin = adminListenerFrom(env, port);
+  const adminUrl = nonEmpty(env.ADMIN_URL) ? urlFrom(env, "ADMIN_URL", "") : admin ? localUrl(admin.host, admin.port) : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
   const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
   return {
     http: {
       host,
       port,
+      admin,
       bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
       // Below Node's 16 KiB header limit, so a long URL gets 414 rather than the parser's 431.
       maxUrlBytes: intFrom(env, "HTTP_MAX_URL_BYTES", 8 * 1024, 256, 15 * 1024),
@@ -188,7 +220,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       databaseSchema,
       dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
       databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
-      databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS),
+      databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
       redisUrl: nonEmpty(env.REDIS_URL),
       redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
       redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
@@ -230,6 +262,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? "info",
     serverUrl,
+    adminUrl,
     cliRequestTimeoutMs: intFrom(env, "CLI_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
   };
 }

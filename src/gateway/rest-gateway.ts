@@ -7,12 +7,14 @@ import {
   type JsonValue,
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
-import { ConnectError, type Transport } from "@connectrpc/connect";
+import { ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ErrorResponseSchema, type ErrorDialect } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
-import { gatewayRequestInfo } from "../rpc/request-context.js";
+import { requestInfoKey } from "../rpc/request-context.js";
 import { sendError } from "./error-reply.js";
 import type { RestRoute } from "./http-rules.js";
+import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
 import { withRestDefaults } from "./json-shape.js";
 
 /** Request headers the RPC may need; everything else stays at the edge. */
@@ -40,23 +42,29 @@ export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRo
     app.route({
       method: route.verb,
       url: route.fastifyPath,
+      config: { errorDialect: route.dialect } as object,
       handler: (request, reply) => handle(route, transport, request, reply),
     });
   }
 }
 
+/** The error dialect of the REST route a request matched, so Fastify's own refusals of its body (413, 415, 400) speak it too. */
+export function routeDialectOf(request: FastifyRequest): ErrorDialect | undefined {
+  return (request.routeOptions.config as { errorDialect?: ErrorDialect } | undefined)?.errorDialect;
+}
+
 async function handle(route: RestRoute, transport: Transport, request: FastifyRequest, reply: FastifyReply) {
   try {
     checkContentType(route, request);
+    checkDepth(request);
     const message = decodeRequest(route, request);
     const headers = new Headers();
     for (const name of FORWARDED_REQUEST_HEADERS) {
       const value = request.headers[name];
       if (typeof value === "string") headers.set(name, value);
     }
-    const response = await gatewayRequestInfo.run({ requestId: request.id, remoteAddress: request.ip }, () =>
-      transport.unary(route.method, undefined, undefined, headers, message, undefined),
-    );
+    const context = createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip });
+    const response = await transport.unary(route.method, undefined, undefined, headers, message, context);
     for (const name of FORWARDED_RESPONSE_HEADERS) {
       const value = response.header.get(name);
       if (value !== null) reply.header(name, value);
@@ -66,6 +74,11 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
     const json = route.canonicalJson ? canonical : withRestDefaults(route.method.output, canonical);
     return reply.code(200).type("application/json; charset=utf-8").send(json);
   } catch (error) {
+    // The RPC core logs its own failures (they arrive as ConnectErrors carrying an ErrorResponse);
+    // anything else failed here or in the transport, and must leave a trace with its cause.
+    if (!(error instanceof DomainError) && !(error instanceof ConnectError && error.findDetails(ErrorResponseSchema).length > 0)) {
+      request.log.error({ err: error, rpc: `${route.method.parent.typeName}/${route.method.name}` }, "rest gateway request failed");
+    }
     // Headers the RPC set before failing (Retry-After and RateLimit on a 429, Deprecation) still apply.
     if (error instanceof ConnectError) {
       for (const name of FORWARDED_RESPONSE_HEADERS) {
@@ -87,6 +100,12 @@ function checkContentType(route: RestRoute, request: FastifyRequest): void {
   if (isForm(request) === route.formBody) return;
   const expected = route.formBody ? "application/x-www-form-urlencoded" : "application/json";
   throw new DomainError("UNSUPPORTED_MEDIA_TYPE", `This operation takes ${expected}`, { params: [{ name: "content-type", value: expected }] });
+}
+
+/** Bodies nested deeper than MAX_JSON_DEPTH are refused before decoding (see json-depth.ts). */
+function checkDepth(request: FastifyRequest): void {
+  if (isForm(request) || !jsonDepthExceeds(request.body, MAX_JSON_DEPTH)) return;
+  throw invalidArgument(`The request body is nested deeper than ${MAX_JSON_DEPTH} levels`, [{ name: "body", value: `deeper than ${MAX_JSON_DEPTH} levels` }]);
 }
 
 function decodeRequest(route: RestRoute, request: FastifyRequest) {

@@ -1,7 +1,5 @@
 import crypto from "node:crypto";
 import { STATUS_CODES } from "node:http";
-import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import { createContextValues } from "@connectrpc/connect";
 import formBody from "@fastify/formbody";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { FastifyBaseLogger } from "fastify";
@@ -9,10 +7,10 @@ import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { renderError, sendError } from "../gateway/error-reply.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
-import { registerRestRoutes } from "../gateway/rest-gateway.js";
+import { registerRestRoutes, routeDialectOf } from "../gateway/rest-gateway.js";
 import type { Metrics } from "../observability/metrics.js";
-import { requestInfoKey } from "../rpc/request-context.js";
 import { contractServices, type RpcCore } from "../rpc/routes.js";
+import { connectRoutes } from "./connect-handlers.js";
 import { createDualProtocolServer } from "./dual-protocol-server.js";
 import { registerOperationalRoutes, type OperationalDeps } from "./operational-routes.js";
 
@@ -29,14 +27,34 @@ export interface HttpSettings {
 }
 
 /**
- * The HTTP face on one port: every RPC in every protocol (connect-fastify), the REST gateway
- * derived from the contract, and the operational routes. Every failure, Fastify's own included,
- * is an ErrorResponse.
+ * The public HTTP face: the public RPCs in every protocol, the REST gateway derived from the
+ * contract, and the operational routes.
  */
 export async function createHttpApp(
   settings: HttpSettings,
   rpc: RpcCore,
   operational: Omit<OperationalDeps, "openApi" | "metrics">,
+  observers: { logger: FastifyBaseLogger; metrics: Metrics },
+): Promise<FastifyInstance> {
+  const app = await createRpcApp(settings, rpc, observers);
+  const restRoutes = restRoutesOf(contractServices);
+  await app.register(async (gateway) => {
+    await gateway.register(formBody);
+    registerRestRoutes(gateway, restRoutes, rpc.transport);
+  });
+  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes) });
+  await app.ready();
+  return app;
+}
+
+/**
+ * One port's Fastify: the given routes in every protocol (connect-fastify) on the dual-protocol
+ * server. Every failure, Fastify's own included, is an ErrorResponse. The public face above and
+ * the admin face (admin-app.ts) are both built on it.
+ */
+export async function createRpcApp(
+  settings: HttpSettings,
+  rpc: Pick<RpcCore, "routes" | "interceptors">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
 ): Promise<FastifyInstance> {
   const app = Fastify({
@@ -85,28 +103,22 @@ export async function createHttpApp(
   );
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: number }).statusCode ?? 500;
-    if (status === 413) return sendError(reply, new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large"));
-    if (status === 415) return sendError(reply, new DomainError("UNSUPPORTED_MEDIA_TYPE", "Unsupported Content-Type"));
-    if (status >= 400 && status < 500) return sendError(reply, invalidArgument(`Malformed request: ${(error as Error).message}`));
+    const dialect = routeDialectOf(request);
+    if (status === 413) return sendError(reply, new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large"), dialect);
+    if (status === 415) return sendError(reply, new DomainError("UNSUPPORTED_MEDIA_TYPE", "Unsupported Content-Type"), dialect);
+    if (status >= 400 && status < 500) return sendError(reply, invalidArgument(`Malformed request: ${(error as Error).message}`), dialect);
     request.log.error({ err: error }, "request failed");
     return sendError(reply, error);
   });
 
-  await app.register(fastifyConnectPlugin, {
+  // Every RPC path answers with an ErrorResponse, connect's own protocol refusals included (connect-handlers.ts).
+  await app.register(connectRoutes, {
     routes: rpc.routes,
     interceptors: rpc.interceptors,
     readMaxBytes: settings.bodyLimitBytes,
     shutdownTimeoutMs: settings.shutdownTimeoutMs,
-    contextValues: (request) => createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip }),
   });
 
-  const restRoutes = restRoutesOf(contractServices);
-  await app.register(async (gateway) => {
-    await gateway.register(formBody);
-    registerRestRoutes(gateway, restRoutes, rpc.transport);
-  });
-  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes) });
-  await app.ready();
   return app;
 }
 

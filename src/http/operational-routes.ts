@@ -10,6 +10,8 @@ export interface OperationalDeps {
   /** What each dependency runs on, for the readiness body ("postgres" or "pglite", "redis" or "memory"). */
   readonly storage: Readonly<Record<string, string>>;
   readonly metrics: Metrics;
+  /** False when the admin listener serves /metrics instead (ADMIN_PORT): the public port then has none. */
+  readonly servesMetrics: boolean;
   readonly openApi: object;
   /** The public halves of every key whose tokens may still be valid. */
   readonly jwks: () => object;
@@ -19,9 +21,7 @@ export interface OperationalDeps {
 
 /** Probes, metrics and the API description: served beside the documented API, not part of it. */
 export function registerOperationalRoutes(app: FastifyInstance, deps: OperationalDeps): void {
-  // Liveness: the process answers. Says nothing about dependencies, so a load balancer does not
-  // restart every instance when Postgres blips.
-  app.get("/healthz", async () => ({ status: "ok" }));
+  registerLiveness(app);
 
   // Readiness: this instance can serve. "degraded" (Redis away, fallbacks serving) is still ready:
   // one Redis blip must not empty a load balancer.
@@ -37,10 +37,7 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
     );
   });
 
-  app.get("/metrics", async (_request, reply) => {
-    reply.type(deps.metrics.registry.contentType);
-    return deps.metrics.registry.metrics();
-  });
+  if (deps.servesMetrics) registerMetrics(app, deps.metrics);
 
   app.get("/openapi.json", async () => deps.openApi);
 
@@ -50,4 +47,25 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   });
 
   app.get("/.well-known/oauth-authorization-server", async () => deps.authorizationServerMetadata);
+}
+
+/** What the admin listener serves besides OperatorService: liveness (for its own probe) and the metrics. */
+export function registerAdminRoutes(app: FastifyInstance, deps: { readonly metrics: Metrics }): void {
+  registerLiveness(app);
+  registerMetrics(app, deps.metrics);
+}
+
+/**
+ * Liveness: the process answers. Says nothing about dependencies, so a load balancer does not
+ * restart every instance when Postgres blips.
+ */
+function registerLiveness(app: FastifyInstance): void {
+  app.get("/healthz", async () => ({ status: "ok" }));
+}
+
+function registerMetrics(app: FastifyInstance, metrics: Metrics): void {
+  app.get("/metrics", async (_request, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
 }

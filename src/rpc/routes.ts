@@ -1,5 +1,5 @@
 import type { DescFile, DescService } from "@bufbuild/protobuf";
-import { createRouterTransport, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
+import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
 import { createValidateInterceptor } from "@connectrpc/validate";
 import { AirCreditService, file_travel_aircredit_v3_air_credit } from "../../gen/travel/aircredit/v3/air_credit_pb.js";
 import { ApiUserService, file_travel_apiuser_v2_api_user } from "../../gen/travel/apiuser/v2/api_user_pb.js";
@@ -13,6 +13,7 @@ import type { DomainError } from "../errors/domain-error.js";
 import type { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
 import type { Metrics } from "../observability/metrics.js";
 import { registerHealth, type HealthService } from "./health.js";
+import { createInProcessTransport } from "./in-process-transport.js";
 import { authenticationInterceptor, type Verifiers } from "./interceptors/authentication-interceptor.js";
 import { deadlineInterceptor } from "./interceptors/deadline-interceptor.js";
 import { errorInterceptor } from "./interceptors/error-interceptor.js";
@@ -47,14 +48,31 @@ export interface RpcDomain {
   readonly verifiers: Verifiers;
 }
 
+/**
+ * Which faces the RPCs are served on. By default one: every service on the public port. With
+ * `admin`, OperatorService moves to a face of its own (the admin port, ADMIN_PORT): the public
+ * face then neither routes it nor lists it in reflection.
+ */
+export interface RpcFaces {
+  /** The public face's gRPC health; given, the face serves reflection and health too. */
+  readonly health?: HealthService;
+  /** Serve OperatorService on the admin face only; its health, given, is served there with reflection. */
+  readonly admin?: { readonly health?: HealthService };
+}
+
+type Routes = (router: ConnectRouter) => void;
+
 export interface RpcCore {
-  readonly routes: (router: ConnectRouter) => void;
+  /** The public face: every service, or every service but OperatorService when an admin face is configured. */
+  readonly routes: Routes;
+  /** The admin face (OperatorService, its reflection and health); undefined without one. */
+  readonly adminRoutes: Routes | undefined;
   /**
    * Outermost first: errors see every failure, metrics see final codes; text is checked before
    * authentication (no control byte reaches a log line or a query), validation after it.
    */
   readonly interceptors: Interceptor[];
-  /** In-process calls through the same interceptors as the network face (the REST gateway, the CLI). */
+  /** In-process calls to every service through the same interceptors as the network faces (the REST gateway, the CLI). */
   readonly transport: Transport;
 }
 
@@ -65,19 +83,22 @@ export interface RpcCore {
 export function createRpcCore(
   domain: RpcDomain,
   observers: { logger: Logger; metrics: Metrics; classifyError?: (error: unknown) => DomainError | undefined; deadlineMs?: number },
-  health?: HealthService,
+  faces: RpcFaces = {},
 ): RpcCore {
-  const routes = (router: ConnectRouter) => {
-    router.service(AuthService, new AuthServiceHandler(domain.tokenEndpoint));
-    router.service(ApiUserService, new ApiUserServiceHandler(domain.apiUserAdmin));
+  const auth = new AuthServiceHandler(domain.tokenEndpoint);
+  const apiUsers = new ApiUserServiceHandler(domain.apiUserAdmin);
+  const operator = new OperatorServiceHandler(domain.operator);
+  const publicServices = (router: ConnectRouter) => {
+    router.service(AuthService, auth);
+    router.service(ApiUserService, apiUsers);
     router.service(UserService, {});
     router.service(AirCreditService, {});
-    router.service(OperatorService, new OperatorServiceHandler(domain.operator));
-    if (health) {
-      registerReflection(router, [...serviceFiles]);
-      registerHealth(router, health);
-    }
   };
+  const operatorService = (router: ConnectRouter) => router.service(OperatorService, operator);
+  const everything = withInfrastructure((router) => {
+    publicServices(router);
+    operatorService(router);
+  }, serviceFiles, faces.health);
   const interceptors = [
     errorInterceptor(observers.logger, observers.classifyError),
     metricsInterceptor(observers.metrics),
@@ -86,5 +107,30 @@ export function createRpcCore(
     authenticationInterceptor(domain.verifiers),
     createValidateInterceptor(),
   ];
-  return { routes, interceptors, transport: createRouterTransport(routes, { router: { interceptors } }) };
+  return {
+    routes: faces.admin ? withInfrastructure(publicServices, serviceFiles.filter((f) => f !== file_travel_operator_v1_operator), faces.health) : everything,
+    adminRoutes: faces.admin && withInfrastructure(operatorService, [file_travel_operator_v1_operator, file_travel_common_v1_error], faces.admin.health),
+    interceptors,
+    transport: createInProcessTransport(
+      [
+        { service: AuthService, impl: auth },
+        { service: ApiUserService, impl: apiUsers },
+        { service: UserService, impl: {} },
+        { service: AirCreditService, impl: {} },
+        { service: OperatorService, impl: operator },
+      ],
+      interceptors,
+    ),
+  };
+}
+
+/** A face's services, plus reflection over `files` and gRPC health when the face has a health state. */
+function withInfrastructure(services: Routes, files: readonly DescFile[], health: HealthService | undefined): Routes {
+  return (router) => {
+    services(router);
+    if (health) {
+      registerReflection(router, [...files]);
+      registerHealth(router, health);
+    }
+  };
 }

@@ -23,7 +23,7 @@
 //       oversized request too, on a server process of its own followed by SIGTERM.
 // (a) and (c) must be client errors (4xx) on every face, never INTERNAL or another 5xx; the one
 // 5xx allowed is 501 NOT_IMPLEMENTED, the documented answer of an RPC whose issue is not done.
-// Cases that fail because of a known src/ problem run as `todo` (KNOWN_SRC_PROBLEMS below).
+// Cases that fail because of a known src/ problem run as `todo` (knownProblemOf below).
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, describe, test } from "node:test";
@@ -500,17 +500,12 @@ function assertParity(route: RestRoute, c: Case, outcomes: readonly Outcome[], c
 // ---- known src/ problems -------------------------------------------------------------------
 
 /**
- * Failures this test finds in src/ that are not fixed yet. Their cases still run and report
- * (node:test `todo`: "not ok … # TODO" while broken, "ok … # TODO" once src is fixed, when the
- * entry must go); each names the cause and the fix. Nothing else is excused.
+ * Failures this test finds in src/ that are not fixed yet: knownProblemOf names the cause and the
+ * fix of a case, which then runs as `todo` ("not ok … # TODO" while broken, "ok … # TODO" once src
+ * is fixed, when the entry must go). Nothing else is excused, and nothing is now: the last one
+ * (oversized RPC messages refused by connect before the interceptors, without an ErrorResponse and
+ * as RESOURCE_EXHAUSTED while REST says 413 PAYLOAD_TOO_LARGE) is fixed in src/http/connect-handlers.ts.
  */
-const KNOWN_SRC_PROBLEMS = {
-  oversized:
-    "src/http/fastify-app.ts (fastifyConnectPlugin readMaxBytes): connect-node refuses an RPC message over readMaxBytes before the " +
-    "interceptors run, so gRPC, gRPC-Web and Connect get RESOURCE_EXHAUSTED without an ErrorResponse detail (HTTP 429 by the table) " +
-    "while REST gets 413 PAYLOAD_TOO_LARGE; over HTTP/1.1 the early answer also says keep-alive and then resets the connection",
-} as const;
-
 function knownProblemOf(_route: RestRoute, _c: Case): string | undefined {
   return undefined;
 }
@@ -616,7 +611,7 @@ describe(`requests over BODY_LIMIT_BYTES, then SIGTERM (${backend})`, () => {
   });
 
   for (const { route, c } of oversized) {
-    test(`${fullName(route)}: ${c.name}`, { todo: KNOWN_SRC_PROBLEMS.oversized }, () => runCase(faces, route, c, adminToken));
+    test(`${fullName(route)}: ${c.name}`, () => runCase(faces, route, c, adminToken));
   }
 
   test("afterwards SIGTERM still stops the server within SHUTDOWN_TIMEOUT_MS, with exit code 0", async () => {

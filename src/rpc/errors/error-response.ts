@@ -6,6 +6,7 @@ import { isErrorCode, specOf, type ErrorCode } from "../../errors/codes.js";
 import { DomainError, type ErrorParameter } from "../../errors/domain-error.js";
 import { CODE_BY_KIND } from "./connect-codes.js";
 import { OAUTH_ERROR_BY_CODE } from "./dialects.js";
+import { wellFormed } from "./printable.js";
 
 export interface TranslatedError {
   readonly code: Code;
@@ -88,8 +89,11 @@ function fieldPathOf(violation: Violation, input: DescMessage | undefined): stri
   return parts.join(".");
 }
 
-/** The ConnectError that carries an ErrorResponse as its detail, for every protocol. */
+/**
+ * The ConnectError that carries an ErrorResponse as its detail, for every protocol. Its message is
+ * well-formed Unicode: gRPC's grpc-message (percent-encoded) cannot be written otherwise.
+ */
 export function toConnectError(translated: TranslatedError): ConnectError {
-  const message = translated.body.errorMessages[0]?.message ?? "error";
+  const message = wellFormed(translated.body.errorMessages[0]?.message ?? "error");
   return new ConnectError(message, translated.code, undefined, [{ desc: ErrorResponseSchema, value: translated.body }]);
 }

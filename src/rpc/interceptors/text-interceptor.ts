@@ -2,12 +2,15 @@ import { ScalarType, type DescField, type DescMessage, type Message } from "@buf
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { Interceptor } from "@connectrpc/connect";
 import { invalidArgument } from "../../errors/domain-error.js";
+import { printable } from "../errors/printable.js";
 
 /**
  * Control characters (C0 except tab, line feed and carriage return, and DEL) and lone UTF-16
  * surrogates (text that was not valid Unicode) are refused in every string of every request,
  * whatever the protocol: no identifier, form field or body value carries them into logs,
- * Postgres (which cannot store NUL in text) or the audit trail.
+ * Postgres (which cannot store NUL in text) or the audit trail. Nor into the refusal: a map key
+ * named in the field path has those characters escaped (`fields[\u0000]`), so the message is
+ * printable, well-formed Unicode on every protocol.
  */
 // eslint-disable-next-line no-control-regex
 const FORBIDDEN = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -58,7 +61,7 @@ function inField(field: DescField, value: unknown, path: string): string | undef
     }
     case "map":
       for (const [key, item] of value as Iterable<[unknown, unknown]>) {
-        const itemPath = `${path}[${String(key)}]`;
+        const itemPath = `${path}[${printable(String(key))}]`;
         if (typeof key === "string" && FORBIDDEN.test(key)) return itemPath;
         if (field.mapKind === "scalar" && field.scalar === ScalarType.STRING && FORBIDDEN.test(item as string)) return itemPath;
         if (field.mapKind === "message") {

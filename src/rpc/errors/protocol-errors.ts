@@ -1,0 +1,56 @@
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { DomainError } from "../../errors/domain-error.js";
+import { printable } from "./printable.js";
+
+/** How much of the protocol layer's own complaint the caller gets to see. */
+const MAX_REASON_LENGTH = 200;
+
+/**
+ * The internal errors of Connect's protocol layer that are the caller's fault: bytes that are not
+ * a message, a body its content encoding cannot decompress, an envelope flagged compressed
+ * without an encoding. Every other INTERNAL of that layer is the server's.
+ */
+const CLIENT_CAUSED_INTERNAL = /^(parse binary: |decompression failed|received compressed envelope|received parsed JSON request body)/;
+
+/**
+ * A refusal by Connect's protocol layer, which runs before the interceptor chain (so before
+ * errorInterceptor), as a catalogue error. Everything about the request's bytes — a message that
+ * does not decode, a body that does not decompress, a bad envelope, an unknown content encoding, a
+ * timeout header that is not one, a unary call with no message or two — is the caller's:
+ * INVALID_ARGUMENT naming connect's reason (escaped, cut short), never INTERNAL. A message over
+ * the size limit is PAYLOAD_TOO_LARGE, as on REST. Anything else is INTERNAL_ERROR, with the
+ * original as the cause for the log.
+ */
+export function protocolRefusal(error: ConnectError): DomainError {
+  const reason = error.rawMessage;
+  switch (error.code) {
+    case Code.ResourceExhausted:
+      if (reason.includes("readMaxBytes")) return new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large", { cause: error });
+      break;
+    case Code.DeadlineExceeded:
+      return new DomainError("DEADLINE_EXCEEDED", "The request's deadline passed before it was read", { cause: error });
+    case Code.Canceled:
+      return new DomainError("CANCELED", "The caller canceled the request", { cause: error });
+    case Code.InvalidArgument:
+      return undecodable(reason, error);
+    case Code.Unimplemented:
+      // "protocol error: missing/extra input message", "unknown compression": gRPC's UNIMPLEMENTED, yet nothing is missing on our side.
+      if (/^(protocol error|unknown compression)/.test(reason)) return undecodable(reason, error);
+      break;
+    case Code.Internal:
+      if (CLIENT_CAUSED_INTERNAL.test(reason)) return undecodable(reason, error);
+      break;
+    default:
+      break;
+  }
+  return new DomainError("INTERNAL_ERROR", "An internal error occurred", { cause: error });
+}
+
+/** The message whose error could not even be written (it was not well-formed Unicode): the request's bytes, which only the protocol layer quotes. */
+export function unwritableRefusal(cause: unknown): DomainError {
+  return new DomainError("API_VALIDATION_FAILED", "The request could not be decoded", { cause });
+}
+
+function undecodable(reason: string, cause: ConnectError): DomainError {
+  return new DomainError("API_VALIDATION_FAILED", `The request could not be decoded: ${printable(reason, MAX_REASON_LENGTH)}`, { cause });
+}
