@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import { createContextKey, type ContextValues } from "@connectrpc/connect";
 
 /** What every RPC knows about the request that carried it, whichever face it came through. */
@@ -8,22 +7,16 @@ export interface RequestInfo {
   readonly remoteAddress: string;
 }
 
-/** Set by the network face (connect-fastify's contextValues) from the Fastify request. */
+/**
+ * Set by whoever hands a request to the RPC core: the network faces (src/http/connect-handlers.ts)
+ * and the REST gateway from the Fastify request, the CLI for its own calls. Headers would not
+ * do: network callers could forge them.
+ */
 export const requestInfoKey = createContextKey<RequestInfo | undefined>(undefined, {
   description: "request id and peer of a network call",
 });
 
-/**
- * Set by the REST gateway around its in-process call. The router transport does not carry
- * call-option context values to handlers, and headers could be forged by network callers,
- * so the gateway hands its request identity over in async-local storage instead.
- */
-export const gatewayRequestInfo = new AsyncLocalStorage<RequestInfo>();
-
 /** Takes the context values of a handler (ctx.values) or an interceptor (req.contextValues). */
 export function requestInfoOf(values: ContextValues): RequestInfo {
-  return (
-    values.get(requestInfoKey) ??
-    gatewayRequestInfo.getStore() ?? { requestId: "unknown", remoteAddress: "unknown" }
-  );
+  return values.get(requestInfoKey) ?? { requestId: "unknown", remoteAddress: "unknown" };
 }

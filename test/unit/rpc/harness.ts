@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { Code, ConnectError, createClient, createContextValues, type Client, type Transport } from "@connectrpc/connect";
 import { ApiUserService } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { AuthService } from "../../../gen/travel/auth/v2/auth_pb.js";
 import { ErrorResponseSchema, type ErrorResponse } from "../../../gen/travel/common/v1/error_pb.js";
@@ -11,7 +12,7 @@ import { loadConfig } from "../../../src/config/config.js";
 import { deriveKeyMaterial, type KeyMaterial } from "../../../src/domain/shared/key-material.js";
 import { silentLogger } from "../../../src/domain/shared/observability.js";
 import { createMetrics, type Metrics } from "../../../src/observability/metrics.js";
-import { gatewayRequestInfo } from "../../../src/rpc/request-context.js";
+import { requestInfoKey, type RequestInfo } from "../../../src/rpc/request-context.js";
 import { createRpcCore, type RpcCore } from "../../../src/rpc/routes.js";
 import { openSharedState } from "../../../src/store/shared-state.js";
 import { FakeChangeFeed } from "../../fakes/change-feed.js";
@@ -65,7 +66,8 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   await domain.signingKeys.start();
   await domain.generations.start();
   await feed.connecting;
-  const rpc = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: async () => [] } }, { logger: silentLogger, metrics });
+  const core = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: async () => [] } }, { logger: silentLogger, metrics });
+  const rpc = { ...core, transport: withAmbientRequest(core.transport) };
   return {
     clock,
     store,
@@ -81,9 +83,24 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   };
 }
 
+/** The request `asRequest` is running, for the harness's transport to hand over. */
+const ambientRequest = new AsyncLocalStorage<RequestInfo>();
+
 /** Runs `call` as the REST gateway would: with a request id and a source address. */
 export function asRequest<T>(requestId: string, remoteAddress: string, call: () => Promise<T>): Promise<T> {
-  return gatewayRequestInfo.run({ requestId, remoteAddress }, call);
+  return ambientRequest.run({ requestId, remoteAddress }, call);
+}
+
+/** The core's transport, giving each call the request of the `asRequest` around it as the gateway gives its own. */
+function withAmbientRequest(transport: Transport): Transport {
+  return {
+    unary: (method, signal, timeoutMs, header, input, contextValues) => {
+      const info = ambientRequest.getStore();
+      const values = info ? (contextValues ?? createContextValues()).set(requestInfoKey, info) : contextValues;
+      return transport.unary(method, signal, timeoutMs, header, input, values);
+    },
+    stream: (...args) => transport.stream(...args),
+  };
 }
 
 export const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
