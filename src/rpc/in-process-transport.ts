@@ -37,10 +37,10 @@ export function createInProcessTransport(bindings: readonly ServiceBinding[], in
     const spec = createServiceImplSpec(service, impl as ServiceImpl<DescService>);
     for (const method of service.methods) {
       if (method.methodKind !== "unary") continue;
-      const implementation = spec.methods[method.localName]?.impl as UnaryImpl | undefined;
+      // createServiceImplSpec gives every method an implementation: a missing one throws UNIMPLEMENTED.
+      const implementation = spec.methods[method.localName]!.impl as UnaryImpl;
       const innermost = async (request: UnaryRequest): Promise<UnaryResponse> => {
         const context = handlerContextOf(request, request.contextValues.get(callHeadersKey));
-        if (!implementation) throw new ConnectError(`${service.typeName}.${method.name} is not implemented`, Code.Unimplemented);
         const output = await implementation(request.message, context);
         const message = isMessage(output, method.output) ? output : create(method.output, output);
         return { stream: false, service, method, header: context.responseHeader, trailer: context.responseTrailer, message } as UnaryResponse;
