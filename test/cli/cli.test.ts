@@ -4,14 +4,13 @@
 // offline, when no server answers. Runs on the backend chosen by TEST_BACKEND.
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { backend, isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
-import { childEnv, repoRoot, spawnServer, type ServerProcess } from "../helpers/server-process.js";
+import { runCli, spawnServer, type CliResult, type ServerProcess } from "../helpers/server-process.js";
 import { openDatabase } from "../../src/store/postgres/database.js";
 import { toCount } from "../../src/store/postgres/tables.js";
 
@@ -19,38 +18,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Nothing listens on port 1: the CLI finds no server there and runs the RPC in-process. */
 const NO_SERVER = "http://127.0.0.1:1";
 
-interface CliResult {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs `node --import tsx src/cli/main.ts ...args` with exactly the given service settings. */
-function runCli(args: readonly string[], env: Record<string, string>, timeoutMs = 30_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-      cwd: repoRoot,
-      env: childEnv(env),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`cli ${args.join(" ")} did not finish within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`));
-    }, timeoutMs);
-    child.once("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 /** Runs several CLI invocations, at most `limit` at a time (the machine has few cores). */
 async function runAll<T>(items: readonly T[], limit: number, run: (item: T) => Promise<CliResult>): Promise<CliResult[]> {

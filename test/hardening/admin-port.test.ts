@@ -4,7 +4,6 @@
 // reflection, health) and the CLI as a child process. Without ADMIN_PORT nothing changes; the
 // rest of the suite runs that way.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
@@ -14,7 +13,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { ConfigError, loadConfig } from "../../src/config/config.js";
 import { backend, newStorage, serviceEnv, TEST_OPERATOR_TOKEN, type Storage } from "../helpers/backend.js";
-import { childEnv, repoRoot, spawnServer, type ServerProcess } from "../helpers/server-process.js";
+import { runCli as runCliProcess, spawnServer, type CliResult, type ServerProcess } from "../helpers/server-process.js";
 import { dropStorage, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
 
 const OPERATOR = "travel.operator.v1.OperatorService";
@@ -102,33 +101,8 @@ async function connectCodeOf(transport: Transport): Promise<Code> {
 
 // ---- the CLI as operators run it ----------------------------------------------------------
 
-interface CliResult {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function runCli(args: readonly string[], env: Record<string, string>, timeoutMs = 60_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], { cwd: repoRoot, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`cli ${args.join(" ")} did not finish within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`));
-    }, timeoutMs);
-    child.once("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** The CLI under a loaded machine: twice the default wait. */
+const runCli = (args: readonly string[], env: Record<string, string>) => runCliProcess(args, env, 60_000);
 
 function cliJson(r: CliResult): Record<string, unknown> {
   assert.equal(r.code, 0, `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(0, 3000)}`);
