@@ -48,7 +48,7 @@ export async function createHttpApp(
 }
 
 /**
- * One port's Fastify: the given routes in every protocol (connect-fastify) on the dual-protocol
+ * One port's Fastify: the given routes in every protocol (connect-handlers.ts) on the dual-protocol
  * server. Every failure, Fastify's own included, is an ErrorResponse. The public face above and
  * the admin face (admin-app.ts) are both built on it.
  */

@@ -90,7 +90,7 @@ export function serviceEnv(storage: Storage, extra: Record<string, string> = {})
     MASTER_KEY: TEST_MASTER_KEY,
     OPERATOR_TOKEN: TEST_OPERATOR_TOKEN,
     TOKEN_ISSUER: "http://auth.test",
-    // connect-fastify's drain timer is not unref'd: a short one keeps test processes from lingering.
+    // A short drain: a stop() with a stream still open (HTTP/2 sessions are destroyed after it) ends quickly.
     SHUTDOWN_TIMEOUT_MS: "500",
     // Each storage gets its own Redis keys, so parallel test files never share budgets or state.
     REDIS_KEY_PREFIX: redisKeyPrefixOf(storage),

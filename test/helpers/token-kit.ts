@@ -56,8 +56,7 @@ export async function startTokenService(
   options: { env?: Record<string, string>; now?: () => Date; storage?: Storage } = {},
 ): Promise<RunningService> {
   const storage = options.storage ?? newStorage();
-  // connect-fastify arms a (not unref'd) SHUTDOWN_TIMEOUT_MS timer on close, which would keep each
-  // test process alive 10 s after its last service stopped.
+  // A short drain (as serviceEnv sets it): a stop() with a stream still open ends quickly.
   const config = loadConfig(serviceEnv(storage, { SHUTDOWN_TIMEOUT_MS: "500", ...options.env }));
   const chunks: string[] = [];
   const logStream = new PassThrough();
