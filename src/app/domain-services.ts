@@ -71,7 +71,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     ...config.audit,
     closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
   });
-  const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters);
+  const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters, shared.admission);
   const tenants = new TenantService(uow, repos.tenants);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
   return {
@@ -79,7 +79,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     generations,
     auditLog,
     limiter,
-    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog),
+    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog, metrics.tokenAdmissions),
     apiUserAdmin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock),
     operator: {
       tenants,

@@ -11,6 +11,8 @@ export interface Metrics {
   readonly redisFallbacks: Counter<"operation">;
   /** Rate-limiter calls served by the per-instance in-memory limiter because Redis failed. */
   readonly rateLimiterFallbacks: Counter;
+  /** Token-endpoint admissions by path: one Redis round trip for a client record held in process, or step by step. */
+  readonly tokenAdmissions: Counter<"path">;
   readonly auditWritten: Counter;
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
@@ -60,6 +62,12 @@ export function createMetrics(): Metrics {
     rateLimiterFallbacks: new Counter({
       name: "rate_limiter_fallbacks_total",
       help: "Rate-limit decisions made by the in-memory insurance limiter because Redis failed",
+      registers: [registry],
+    }),
+    tokenAdmissions: new Counter({
+      name: "token_admissions_total",
+      help: "Token-endpoint requests admitted or refused in one Redis round trip (one_round_trip) or step by step (step_by_step)",
+      labelNames: ["path"],
       registers: [registry],
     }),
     auditWritten: new Counter({ name: "audit_events_written_total", help: "Audit events written in batches", registers: [registry] }),

@@ -1,10 +1,11 @@
 import type { Logger } from "../domain/shared/observability.js";
-import type { BudgetCounters } from "../domain/rate-limit/ports.js";
+import type { AdmissionStore, BudgetCounters } from "../domain/rate-limit/ports.js";
 import type { GenerationCache } from "../domain/tokens/ports.js";
 import { memoryBudgetCounters } from "./memory/budget-counters.js";
 import { MemoryGenerationCache } from "./memory/generation-cache.js";
 import { redisBudgetCounters } from "./redis/budget-counters.js";
 import { RedisGenerationCache } from "./redis/generation-cache.js";
+import { RedisTokenAdmission } from "./redis/token-admission.js";
 import { CircuitBreaker } from "./redis/circuit-breaker.js";
 import { closeRedis, openRedis, pingRedis, type RedisOptions } from "./redis/redis-client.js";
 
@@ -16,6 +17,8 @@ export interface SharedState {
   readonly kind: "redis" | "memory";
   readonly generationCache: GenerationCache;
   readonly budgetCounters: BudgetCounters;
+  /** Redis only: a token request's credential check and budgets in one round trip (the in-process twins need no trip). */
+  readonly admission: AdmissionStore | undefined;
   /**
    * "up", or "degraded" when Redis does not answer (or the breaker is open): the instance still
    * serves, reading credential states from Postgres and limiting rates in process.
@@ -41,6 +44,7 @@ export function openSharedState(options: SharedStateOptions, logger: Logger): Sh
       kind: "memory",
       generationCache: new MemoryGenerationCache(),
       budgetCounters: memoryBudgetCounters(options.keyPrefix),
+      admission: undefined,
       status: async () => "up",
       close: async () => {},
     };
@@ -60,6 +64,7 @@ export function openSharedState(options: SharedStateOptions, logger: Logger): Sh
     kind: "redis",
     generationCache: new RedisGenerationCache(redis, options.keyPrefix, options.credentialCacheSeconds, breaker, options.redis.commandTimeoutMs),
     budgetCounters: redisBudgetCounters(redis, options.keyPrefix, options.onRateLimitFallback, breaker, options.redis.commandTimeoutMs),
+    admission: new RedisTokenAdmission(redis, options.keyPrefix, breaker, options.redis.commandTimeoutMs),
     status: async () => (!breaker.tripped && (await pingRedis(redis, redisOptions.commandTimeoutMs)) ? "up" : "degraded"),
     close: () => closeRedis(redis),
   };

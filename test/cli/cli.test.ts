@@ -94,7 +94,7 @@ describe(`operator CLI (${backend})`, () => {
     const requestsTo = (rpc: string) =>
       server
         .logLines()
-        .filter((line) => line.msg === "incoming request" && (line.req as { url?: string } | undefined)?.url === `/travel.operator.v1.OperatorService/${rpc}`)
+        .filter((line) => line.msg === "request completed" && (line.req as { url?: string } | undefined)?.url === `/travel.operator.v1.OperatorService/${rpc}`)
         .length;
 
     /**

@@ -111,10 +111,10 @@ describe(`server shutdown on SIGTERM (${backend})`, () => {
   const storages: Storage[] = [];
   const servers: ServerProcess[] = [];
 
-  async function start(): Promise<ServerProcess> {
+  async function start(extra: Record<string, string> = {}): Promise<ServerProcess> {
     const storage = newStorage();
     storages.push(storage);
-    const server = await spawnServer(serviceEnv(storage));
+    const server = await spawnServer(serviceEnv(storage, extra));
     servers.push(server);
     return server;
   }
@@ -138,7 +138,8 @@ describe(`server shutdown on SIGTERM (${backend})`, () => {
   });
 
   it("stops accepting, finishes the request in flight with working pools, then exits 0", { timeout: 60_000 }, async () => {
-    const server = await start();
+    // At debug level the server logs each request as it arrives ("incoming request").
+    const server = await start({ LOG_LEVEL: "debug" });
     const body = Buffer.from(JSON.stringify({ name: "Shutdown Travel", maxApiUsers: 6 }), "utf8");
     const half = Math.floor(body.length / 2);
 

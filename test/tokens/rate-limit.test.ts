@@ -269,4 +269,28 @@ describe("token endpoint rate limits", () => {
       grpcs.close();
     }
   });
+
+  test("a client this instance holds is decided in one Redis round trip (token_admissions_total), with the same answers; the embedded default decides step by step", async () => {
+    const { address, admin, baseUrl } = await scenario();
+    const admissions = async () => {
+      const text = await (await fetch(`${baseUrl}/metrics`)).text();
+      const count = (path: string) => Number(new RegExp(`^token_admissions_total\\{path="${path}"\\} (\\d+)`, "m").exec(text)?.[1] ?? 0);
+      return { oneTrip: count("one_round_trip"), stepByStep: count("step_by_step") };
+    };
+    assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, "the first request loads the record");
+    const before = await admissions();
+    const answers = [];
+    for (const secret of [admin.clientSecret, "wrong", admin.clientSecret, "wrong", admin.clientSecret]) {
+      const res = await tokenRequest(baseUrl, address, { ...admin, clientSecret: secret });
+      answers.push(res.status === 200 ? `200 r=${rateLimitOf(res).remaining}` : `${res.status} ${res.body.errorMessages[0].errorCode}`);
+    }
+    // Client budget 3 (one spent above), address 5 (one spent above), failures 2 at this address.
+    assert.deepEqual(answers, ["200 r=1", "403 INVALID_CLIENT", "200 r=0", "403 INVALID_CLIENT", "429 TOO_MANY_REQUESTS"]);
+    const after = await admissions();
+    // With Redis: the first of the five finds the record held but no credential state in Redis
+    // yet (loading the record does not publish it), so it goes step by step and fills it.
+    const redis = process.env.TEST_BACKEND === "postgres";
+    assert.equal(after.oneTrip - before.oneTrip, redis ? 4 : 0);
+    assert.equal(after.stepByStep - before.stepByStep, redis ? 1 : 5);
+  });
 });

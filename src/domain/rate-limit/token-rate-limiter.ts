@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
-import type { Budget, BudgetName, Lockout, RateLimitDecision, RateLimits } from "./model.js";
-import type { BudgetCounter, BudgetCounters } from "./ports.js";
+import { tighterOf, type Budget, type BudgetName, type Lockout, type RateLimitDecision, type RateLimits } from "./model.js";
+import type { AdmissionStore, BudgetCounter, BudgetCounters, BudgetReading } from "./ports.js";
 
 /** A failed-authentication point reserved for one attempt; released when the attempt succeeds. */
 export interface AttemptReservation {
@@ -8,6 +8,11 @@ export interface AttemptReservation {
   /** Gives the point back: only failures count. */
   release(): Promise<void>;
 }
+
+/** A one-round-trip admission's outcome: `unknown` means take the step-by-step path (nothing was spent). */
+export type HeldClientAdmission =
+  | { readonly kind: "unknown" }
+  | { readonly kind: "admitted" | "refused" | "limited" | "client-limited"; readonly decision: RateLimitDecision };
 
 /**
  * Rate limiting of the OAuth token endpoints (POST /v2/auth/oauth2-token, the legacy
@@ -32,7 +37,12 @@ export class TokenRateLimiter {
   readonly #clientAtAddressFailures: LimitedBudget;
   readonly #unknownClientFailures: LimitedBudget;
 
-  constructor(limits: RateLimits, counters: BudgetCounters) {
+  constructor(
+    limits: RateLimits,
+    counters: BudgetCounters,
+    /** Redis: every budget of a request for a client this instance holds, in one round trip. */
+    private readonly admission?: AdmissionStore,
+  ) {
     const make = (name: BudgetName, budget: Budget): LimitedBudget => ({ name, budget, counter: counters(name, budget) });
     this.#client = make("client", limits.perClient);
     this.#address = make("address", limits.perAddress);
@@ -63,6 +73,45 @@ export class TokenRateLimiter {
     if (!state.allowed) return { decision: denied([state]), release: async () => {} };
     // A refund that cannot reach its store leaves one failure counted until the window ends: never an error for the caller.
     return { decision: allowed(state), release: () => state.refund().catch(() => {}) };
+  }
+
+  /**
+   * The same rules as consumeAddress → reserveAttempt → consumeClient, in one atomic call, for a
+   * client whose record this instance holds (`authenticated`: the secret matched that record).
+   * The store spends nothing unless the record's generation is still current and it has seen
+   * every change up to `knownChange`; otherwise, or without a store, `unknown`.
+   */
+  async admitHeldClient(
+    clientId: string,
+    address: string,
+    held: { readonly generation: number; readonly knownChange: number; readonly authenticated: boolean },
+  ): Promise<HeldClientAdmission> {
+    if (!this.admission) return { kind: "unknown" };
+    const failures = this.#failureBudgetOf(clientId, address);
+    const key = clientKey(clientId);
+    const result = await this.admission.admit({
+      clientId,
+      ...held,
+      budgets: {
+        address: { name: this.#address.name, key: address, budget: this.#address.budget },
+        failures: { name: failures.budget.name, key: failures.key, budget: failures.budget.budget },
+        client: { name: this.#client.name, key, budget: this.#client.budget },
+      },
+    });
+    if (!result || result.kind === "stale") return { kind: "unknown" };
+    const addressState = read(this.#address, result.address);
+    switch (result.kind) {
+      case "address-limited":
+        return { kind: "limited", decision: denied([addressState]) };
+      case "locked-out":
+        return { kind: "limited", decision: denied([read(failures.budget, result.other!)]) };
+      case "refused":
+        return { kind: "refused", decision: allowed(addressState) };
+      case "client-limited":
+        return { kind: "client-limited", decision: denied([read(this.#client, result.other!)]) };
+      case "admitted":
+        return { kind: "admitted", decision: tighterOf(allowed(addressState), allowed(read(this.#client, result.other!))) };
+    }
   }
 
   /** The operator's view of one lockout: a client at an address, or unknown client ids from an address. */
@@ -102,6 +151,12 @@ interface BudgetState {
 async function consume(of: LimitedBudget, key: string): Promise<BudgetState> {
   const { allowed, remaining, msBeforeReset, refund } = await of.counter.consume(key, 1);
   return { of, allowed, remaining: allowed ? remaining : 0, msBeforeReset, refund };
+}
+
+/** A counter read by the admission store, as the state of one budget. */
+function read(of: LimitedBudget, reading: BudgetReading): BudgetState {
+  const remaining = Math.max(0, of.budget.points - reading.consumed);
+  return { of, allowed: true, remaining, msBeforeReset: reading.msBeforeReset, refund: async () => {} };
 }
 
 /** Client ids are client-supplied: only a digest of one goes into a key. */

@@ -45,12 +45,40 @@ export class ClientAuthenticator {
     return { clientId, secret: clientSecret, client: user?.credentialType === "CLIENT_CREDENTIALS" ? user : undefined };
   }
 
+  /**
+   * The one-round-trip path's first step: the record this instance holds for the named client,
+   * with the presented secret already compared to it (in constant time). The record is still to
+   * be checked against the current generation (with `knownChange`). Undefined when no record is
+   * held or the credentials are not a plain id and secret: the step-by-step path answers those.
+   */
+  heldAttempt(presented: PresentedCredentials): HeldAttempt | undefined {
+    if (!this.records) return undefined;
+    let credentials: { clientId: string; clientSecret: string };
+    try {
+      credentials = credentialsOf(presented);
+    } catch {
+      return undefined;
+    }
+    if (!credentials.clientId || !credentials.clientSecret) return undefined;
+    const held = this.records.held(credentials.clientId);
+    if (held?.record.credentialType !== "CLIENT_CREDENTIALS") return undefined;
+    const authenticated = verifyClientSecret(this.pepper, credentials.clientSecret, held.record.secretHash);
+    return { client: held.record, knownChange: held.knownChange, authenticated };
+  }
+
   /** Second step, in constant time: an unknown client runs the same comparison and gets the same answer as a wrong secret. */
   verify(attempt: ClientAttempt): ApiUser {
     const matches = verifyClientSecret(this.pepper, attempt.secret, attempt.client?.secretHash);
     if (!attempt.client || !matches) throw invalidClient();
     return attempt.client;
   }
+}
+
+/** A held record and whether the presented secret matches it. */
+export interface HeldAttempt {
+  readonly client: ApiUser;
+  readonly knownChange: number;
+  readonly authenticated: boolean;
 }
 
 /** A client authentication in progress: what was presented, and who it names (undefined: nobody who may). */

@@ -3,6 +3,8 @@ import type { ApiUser } from "../api-users/model.js";
 /** What the cache validates against: the current generation of each client (undefined: revoked or unknown). */
 export interface CurrentGenerations {
   current(clientIds: readonly string[]): Promise<Map<string, number | undefined>>;
+  /** The change number a shared cache must have seen to be believed; undefined while it cannot be. */
+  believableFrom(): number | undefined;
 }
 
 /**
@@ -34,6 +36,19 @@ export class ClientRecordCache {
     const loaded = await load();
     if (loaded) this.remember(loaded);
     return loaded;
+  }
+
+  /**
+   * The record held for `clientId`, not yet checked: the caller has it checked against the
+   * current generation, with `knownChange` (see CurrentGenerations.believableFrom), in the same
+   * round trip as its rate limits. Undefined when none is held or the shared cache cannot be believed.
+   */
+  held(clientId: string): { record: ApiUser; knownChange: number } | undefined {
+    const record = this.records.get(clientId);
+    const knownChange = this.generations.believableFrom();
+    if (!record || knownChange === undefined) return undefined;
+    this.remember(record);
+    return { record, knownChange };
   }
 
   get size(): number {

@@ -95,6 +95,14 @@ export class CredentialGenerations implements CredentialChangePublisher {
     return result;
   }
 
+  /**
+   * The change number the shared cache's watermark must reach for its states to be believed
+   * (what current() checks); undefined while the change feed is down and nothing can vouch for it.
+   */
+  believableFrom(): number | undefined {
+    return this.feed.connected ? this.knownSeq : undefined;
+  }
+
   /** Numbers the change inside its transaction (the database announces it to every instance at commit). */
   recordChange(tx: Tx, clientId: string): Promise<NumberedChange> {
     return this.changes.record(tx, clientId);

@@ -96,4 +96,9 @@ export interface TokenRequestLimiter {
   consumeAddress(address: string): Promise<RateLimitDecision>;
   consumeClient(clientId: string): Promise<RateLimitDecision>;
   reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; release(): Promise<void> }>;
+  admitHeldClient(
+    clientId: string,
+    address: string,
+    held: { readonly generation: number; readonly knownChange: number; readonly authenticated: boolean },
+  ): Promise<{ readonly kind: "unknown" } | { readonly kind: "admitted" | "refused" | "limited" | "client-limited"; readonly decision: RateLimitDecision }>;
 }

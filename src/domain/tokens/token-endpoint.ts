@@ -1,10 +1,11 @@
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import type { AuditSink } from "../audit/model.js";
+import type { LabelledCounter } from "../shared/observability.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
 import { ClientAuthenticator } from "./client-authenticator.js";
 import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from "./model.js";
-import { tooManyRequests } from "./oauth-errors.js";
+import { invalidClient, tooManyRequests } from "./oauth-errors.js";
 import { tighterOf } from "../rate-limit/model.js";
 import type { TokenRequestLimiter } from "./ports.js";
 import { TokenService } from "./token-service.js";
@@ -29,15 +30,14 @@ export class TokenEndpoint {
     private readonly clients: ClientAuthenticator,
     private readonly tokens: TokenService,
     private readonly audit: AuditSink,
+    /** Counts which path decided each request: one_round_trip or step_by_step. */
+    private readonly admissions: LabelledCounter<"path"> = { inc() {} },
   ) {}
 
   /** POST /v2/auth/oauth2-token (FetchOauth2Token). */
   fetchToken(request: TokenRequest, call: TokenCall): Promise<IssuedToken> {
     return this.audited(request.credentials, request.grantType.slice(0, 80), call, async (authenticated) => {
-      const addressBudget = await this.limitAddress(call);
-      TokenService.checkGrantType(request.grantType);
-      const client = authenticated(await this.authenticate(request.credentials, call));
-      await this.limitClient(client, addressBudget, call);
+      const client = await this.admit(request.credentials, call, authenticated, () => TokenService.checkGrantType(request.grantType));
       return this.tokens.grant(client, request);
     });
   }
@@ -45,9 +45,7 @@ export class TokenEndpoint {
   /** The deprecated /get-auth-token: JSON credentials only, the documented legacy lifetime. */
   legacyToken(credentials: PresentedCredentials, call: TokenCall): Promise<IssuedToken> {
     return this.audited(credentials, "legacy", call, async (authenticated) => {
-      const addressBudget = await this.limitAddress(call);
-      const client = authenticated(await this.authenticate(credentials, call));
-      await this.limitClient(client, addressBudget, call);
+      const client = await this.admit(credentials, call, authenticated);
       return this.tokens.legacyToken(client);
     });
   }
@@ -60,9 +58,7 @@ export class TokenEndpoint {
   async introspect(credentials: PresentedCredentials, token: string, call: TokenCall): Promise<Principal | undefined> {
     let client: ApiUser | undefined;
     try {
-      const addressBudget = await this.limitAddress(call);
-      client = await this.authenticate(credentials, call);
-      await this.limitClient(client, addressBudget, call);
+      client = await this.admit(credentials, call, (c) => (client = c));
     } catch (error) {
       this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, client, error, call, {});
       throw error;
@@ -78,6 +74,64 @@ export class TokenEndpoint {
       details: { active: principal !== undefined, remoteAddress: call.remoteAddress },
     });
     return principal;
+  }
+
+  /**
+   * Rate limit the address → check the request → authenticate the client → spend its budget.
+   * For a client whose record this instance holds, that is one round trip to the shared store
+   * (see admitHeld); otherwise, or when the store cannot vouch for the record, step by step.
+   * `authenticated` learns the client as soon as it has authenticated (the audit names it even
+   * when its own budget then refuses the request).
+   */
+  private async admit(
+    credentials: PresentedCredentials,
+    call: TokenCall,
+    authenticated: (client: ApiUser) => void,
+    checkRequest: () => void = () => {},
+  ): Promise<ApiUser> {
+    const held = await this.admitHeld(credentials, call, authenticated, checkRequest);
+    if (held) return held;
+    this.admissions.inc({ path: "step_by_step" });
+    const addressBudget = await this.limitAddress(call);
+    checkRequest();
+    const client = await this.authenticate(credentials, call);
+    authenticated(client);
+    await this.limitClient(client, addressBudget, call);
+    return client;
+  }
+
+  /**
+   * The hot path: the secret is compared to the held record first, then one atomic call checks
+   * that the record is current and spends the address point, the client point or a failure
+   * point (a spent failure budget refuses the attempt whatever the secret). Undefined — nothing
+   * spent — sends the request the step-by-step way, which also answers a malformed request.
+   */
+  private async admitHeld(
+    credentials: PresentedCredentials,
+    call: TokenCall,
+    authenticated: (client: ApiUser) => void,
+    checkRequest: () => void,
+  ): Promise<ApiUser | undefined> {
+    const attempt = this.clients.heldAttempt(credentials);
+    if (!attempt) return undefined;
+    try {
+      checkRequest();
+    } catch {
+      return undefined;
+    }
+    const { client, knownChange } = attempt;
+    const admission = await this.limiter.admitHeldClient(client.clientId, call.remoteAddress, {
+      generation: client.credentialGeneration,
+      knownChange,
+      authenticated: attempt.authenticated,
+    });
+    if (admission.kind === "unknown") return undefined;
+    this.admissions.inc({ path: "one_round_trip" });
+    call.onRateLimit(admission.decision);
+    if (admission.kind === "refused") throw invalidClient();
+    if (admission.kind === "admitted" || admission.kind === "client-limited") authenticated(client);
+    if (admission.kind !== "admitted") throw tooManyRequests(admission.decision.retryAfterSeconds ?? 1);
+    return client;
   }
 
   /** Every request spends a point of its source address's budget, first. */

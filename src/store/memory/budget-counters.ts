@@ -8,7 +8,12 @@ export function memoryBudgetCounters(keyPrefix: string): BudgetCounters {
 }
 
 export function limiterOptions(keyPrefix: string, name: string, budget: Budget) {
-  return { keyPrefix: `${keyPrefix}ratelimit:token:${name}`, points: budget.points, duration: budget.durationSeconds };
+  return { keyPrefix: budgetKeyPrefix(keyPrefix, name), points: budget.points, duration: budget.durationSeconds };
+}
+
+/** Where a budget's counters live; rate-limiter-flexible stores the counter of `key` under `<this>:<key>`. */
+export function budgetKeyPrefix(keyPrefix: string, name: string): string {
+  return `${keyPrefix}ratelimit:token:${name}`;
 }
 
 /** A rate-limiter-flexible limiter (Redis or memory) as one budget's counter. */

@@ -30,7 +30,7 @@ return 1`;
  * and the watermark under `<prefix>cred:watermark` (no TTL). Read in one MGET.
  */
 export class RedisGenerationCache implements GenerationCache {
-  private readonly watermarkKey: string;
+  private readonly watermarkRedisKey: string;
 
   constructor(
     private readonly redis: RedisClientType,
@@ -40,17 +40,17 @@ export class RedisGenerationCache implements GenerationCache {
     private readonly breaker: CircuitBreaker,
     private readonly commandTimeoutMs: number,
   ) {
-    this.watermarkKey = `${keyPrefix}cred:watermark`;
+    this.watermarkRedisKey = watermarkKey(keyPrefix);
   }
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
-    const keys = [this.watermarkKey, ...clientIds.map((id) => this.key(id))];
+    const keys = [this.watermarkRedisKey, ...clientIds.map((id) => this.key(id))];
     const [watermark, ...values] = await this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs));
     return { states: values.map((v) => (v === null ? undefined : decode(v))), watermark: watermark === null ? 0 : Number(watermark) };
   }
 
   async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
-    const keys = [this.watermarkKey];
+    const keys = [this.watermarkRedisKey];
     const args = [String(watermark?.to ?? 0), String(this.ttlSeconds), String(watermark?.ifAtLeast ?? 0)];
     for (const [id, state] of states) {
       keys.push(this.key(id));
@@ -60,9 +60,12 @@ export class RedisGenerationCache implements GenerationCache {
   }
 
   private key(clientId: string): string {
-    return `${this.keyPrefix}cred:${clientId}`;
+    return credentialKey(this.keyPrefix, clientId);
   }
 }
+
+export const watermarkKey = (keyPrefix: string): string => `${keyPrefix}cred:watermark`;
+export const credentialKey = (keyPrefix: string, clientId: string): string => `${keyPrefix}cred:${clientId}`;
 
 function encode(state: CredentialState): string {
   return state.generation === undefined ? `r:${state.changeSeq}` : `g:${state.generation}:${state.changeSeq}`;

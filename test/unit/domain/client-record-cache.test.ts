@@ -49,7 +49,7 @@ describe("ClientRecordCache: API-user records in process, used only while their 
   });
 
   test("bounded: the least recently used record leaves first", async () => {
-    const generations = { current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 1])) };
+    const generations = { current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 1])), believableFrom: () => 0 };
     const cache = new ClientRecordCache(generations, 2);
     const record = (clientId: string): ApiUser => ({ clientId, tmcId, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS", secretHash: Buffer.alloc(32), credentialGeneration: 1 });
     let loads = 0;

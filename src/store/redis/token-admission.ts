@@ -1,0 +1,95 @@
+import type { RedisClientType } from "redis";
+import type { AdmissionRequest, AdmissionResult, AdmissionStore, BudgetReading } from "../../domain/rate-limit/ports.js";
+import type { BudgetName } from "../../domain/rate-limit/model.js";
+import { budgetKeyPrefix } from "../memory/budget-counters.js";
+import type { CircuitBreaker } from "./circuit-breaker.js";
+import { withinTimeout } from "./command-timeout.js";
+import { credentialKey, watermarkKey } from "./generation-cache.js";
+
+/**
+ * A token request's whole Redis work in one script: the credential check first (nothing is spent
+ * when the cache cannot vouch for the caller's record), then the address budget, the failure
+ * budget, and the client budget or a failure point. Counters use rate-limiter-flexible's keys
+ * and layout (an integer with a TTL, the window opened by the first point), so the step-by-step
+ * path, the operator's lockout view and this script count the same points.
+ *
+ * KEYS: watermark, credential, address, failures, client.
+ * ARGV: known change, expected generation, authenticated (1/0), then points and seconds of the
+ * address, failure and client budgets.
+ * Returns {status, address count, address ms, other count, other ms}; the "other" budget is the
+ * one the status names (client, or failures).
+ */
+const ADMIT_SCRIPT = `
+local function window(key, seconds)
+  redis.call('SET', key, 0, 'EX', seconds, 'NX')
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then redis.call('EXPIRE', key, seconds); ttl = seconds * 1000 end
+  return tonumber(redis.call('GET', key)), ttl
+end
+local watermark = tonumber(redis.call('GET', KEYS[1]) or '0')
+if watermark < tonumber(ARGV[1]) then return {0, 0, 0, 0, 0} end
+local state = redis.call('GET', KEYS[2])
+if not state or string.match(state, '^g:(%d+):') ~= ARGV[2] then return {0, 0, 0, 0, 0} end
+local address, addressTtl = window(KEYS[3], ARGV[5])
+if address >= tonumber(ARGV[4]) then return {3, address, addressTtl, 0, 0} end
+address = redis.call('INCR', KEYS[3])
+local failures = tonumber(redis.call('GET', KEYS[4]) or '0')
+if failures >= tonumber(ARGV[6]) then return {4, address, addressTtl, failures, redis.call('PTTL', KEYS[4])} end
+if ARGV[3] ~= '1' then
+  local _, failureTtl = window(KEYS[4], ARGV[7])
+  return {2, address, addressTtl, redis.call('INCR', KEYS[4]), failureTtl}
+end
+local client, clientTtl = window(KEYS[5], ARGV[9])
+if client >= tonumber(ARGV[8]) then return {5, address, addressTtl, client, clientTtl} end
+return {1, address, addressTtl, redis.call('INCR', KEYS[5]), clientTtl}`;
+
+const STATUSES = ["stale", "admitted", "refused", "address-limited", "locked-out", "client-limited"] as const;
+
+/** The one-round-trip admission on Redis; undefined (take the step-by-step path) while the breaker is open or Redis fails or stalls. */
+export class RedisTokenAdmission implements AdmissionStore {
+  constructor(
+    private readonly redis: RedisClientType,
+    private readonly keyPrefix: string,
+    private readonly breaker: CircuitBreaker,
+    private readonly commandTimeoutMs: number,
+  ) {}
+
+  async admit(request: AdmissionRequest): Promise<AdmissionResult | undefined> {
+    const { address, failures, client } = request.budgets;
+    const keys = [
+      watermarkKey(this.keyPrefix),
+      credentialKey(this.keyPrefix, request.clientId),
+      this.budgetKey(address.name, address.key),
+      this.budgetKey(failures.name, failures.key),
+      this.budgetKey(client.name, client.key),
+    ];
+    const args = [
+      String(request.knownChange),
+      String(request.generation),
+      request.authenticated ? "1" : "0",
+      ...[address, failures, client].flatMap((b) => [String(b.budget.points), String(b.budget.durationSeconds)]),
+    ];
+    let reply: number[];
+    try {
+      reply = (await this.breaker.run(() => withinTimeout(this.redis.eval(ADMIT_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs))) as number[];
+    } catch {
+      // An open breaker refuses at once (run() checks it: asking isOpen first would take the
+      // half-open trial and never report it). A failure is counted by the breaker; the
+      // step-by-step path meets it too and falls back (and reports it).
+      return undefined;
+    }
+    const [status, addressCount, addressMs, otherCount, otherMs] = reply.map(Number) as [number, number, number, number, number];
+    const kind = STATUSES[status] ?? "stale";
+    const reading = (count: number, ms: number): BudgetReading => ({ consumed: count, msBeforeReset: Math.max(0, ms) });
+    return {
+      kind,
+      address: reading(addressCount, addressMs),
+      other: kind === "stale" || kind === "address-limited" ? undefined : reading(otherCount, otherMs),
+    };
+  }
+
+  /** rate-limiter-flexible's key for a budget's counter (RateLimiterAbstract.getKey). */
+  private budgetKey(name: BudgetName, key: string): string {
+    return `${budgetKeyPrefix(this.keyPrefix, name)}:${key}`;
+  }
+}
