@@ -10,16 +10,21 @@ export { AuthenticationKind, ErrorDialect };
  * its errors are worded. The authentication interceptor, the error translation, the REST
  * gateway and the OpenAPI generator all ask here, so no service is special-cased by name.
  */
-export function authenticationOf(method: DescMethod): AuthenticationKind {
-  return getOption(method, method_authentication) || getOption(method.parent, authentication);
-}
+export const authenticationOf = memoized((method: DescMethod): AuthenticationKind => getOption(method, method_authentication) || getOption(method.parent, authentication));
 
-export function errorDialectOf(service: DescService): ErrorDialect {
-  return getOption(service, error_dialect);
-}
+export const errorDialectOf = memoized((service: DescService): ErrorDialect => getOption(service, error_dialect));
 
-export function accessRuleOf(method: DescMethod): AccessRule {
-  return getOption(method, access);
+export const accessRuleOf = memoized((method: DescMethod): AccessRule => getOption(method, access));
+
+/** Options never change; reading one decodes it anew each time (a few % of a token request's CPU), so each is read once per descriptor. */
+function memoized<D extends object, R>(read: (descriptor: D) => R): (descriptor: D) => R {
+  const known = new WeakMap<D, R>();
+  return (descriptor) => {
+    if (known.has(descriptor)) return known.get(descriptor)!;
+    const value = read(descriptor);
+    known.set(descriptor, value);
+    return value;
+  };
 }
 
 /**

@@ -169,9 +169,16 @@ export class CredentialGenerations implements CredentialChangePublisher {
     return new Map(clientIds.map((id) => [id, found.get(id) ?? { generation: undefined, changeSeq: 0 }]));
   }
 
+  /**
+   * Counted always; logged at warn when Redis failed. A stale watermark is logged at debug: right
+   * after another instance's change it is expected (the database announces the change before that
+   * instance has written the cache), and a cache that really missed changes shows in the reconcile's
+   * "republished" line and in the metric.
+   */
   private fallback(operation: "read" | "write" | "stale", error: unknown): void {
     this.fallbacks.inc({ operation });
-    this.logger.warn({ err: { message: (error as Error).message }, operation }, "credential state: the cache cannot be used, using Postgres");
+    const level = operation === "stale" ? "debug" : "warn";
+    this.logger[level]({ err: { message: (error as Error).message }, operation }, "credential state: the cache cannot be used, using Postgres");
   }
 }
 
