@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
-import { after, before, describe, test } from "node:test";
-import { createClient, type RedisClientType } from "redis";
+import { describe, test } from "node:test";
+import { createClient } from "redis";
 import type { RateLimits } from "../../src/domain/rate-limit/model.js";
 import { TokenRateLimiter } from "../../src/domain/rate-limit/token-rate-limiter.js";
 import { redisBudgetCounters } from "../../src/store/redis/budget-counters.js";
 import { CircuitBreaker } from "../../src/store/redis/circuit-breaker.js";
 import { RedisGenerationCache } from "../../src/store/redis/generation-cache.js";
 import { RedisTokenAdmission } from "../../src/store/redis/token-admission.js";
-import { TEST_REDIS_URL } from "../helpers/backend.js";
+import { useSharedRedis } from "../helpers/shared-redis.js";
 
 /**
  * The one-round-trip admission (src/store/redis/token-admission.ts) against a real Redis: the
@@ -21,24 +20,14 @@ const LIMITS: RateLimits = {
   failures: { points: 2, durationSeconds: 900 },
 };
 
-const runId = `test:admit:${process.pid}:${Date.now().toString(36)}:${crypto.randomBytes(3).toString("hex")}:`;
+const shared = useSharedRedis("admit");
+const unique = shared.uniquePrefix;
 let counter = 0;
-const unique = () => `${runId}${counter++}:`;
 const newAddress = () => `203.0.113.${++counter}`;
-
-let redis: RedisClientType;
-before(async () => {
-  redis = createClient({ url: TEST_REDIS_URL, disableOfflineQueue: true });
-  redis.on("error", () => {});
-  await redis.connect();
-});
-after(async () => {
-  for (const key of await redis.keys(`${runId}*`)) await redis.del(key);
-  await redis.close();
-});
 
 /** A limiter with the admission store and the step-by-step counters on one key prefix, and a cache holding `clientId` at generation 1, change 5. */
 async function setUp(limits = LIMITS, breaker = new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 })) {
+  const redis = shared.redis();
   const prefix = unique();
   const cache = new RedisGenerationCache(redis, prefix, 60, breaker, 1_000);
   const clientId = `client-${counter}`;
@@ -108,7 +97,7 @@ describe("one-round-trip token admission (Redis)", () => {
   });
 
   test("the address budget refuses first, and a refusal takes nothing", async () => {
-    const { admit, limiter } = await setUp({ ...LIMITS, perAddress: { points: 2, durationSeconds: 60 } });
+    const { admit, limiter, clientId } = await setUp({ ...LIMITS, perAddress: { points: 2, durationSeconds: 60 } });
     const address = newAddress();
     assert.equal((await admit(address, true)).kind, "admitted");
     assert.equal((await admit(address, false)).kind, "refused");
@@ -116,8 +105,7 @@ describe("one-round-trip token admission (Redis)", () => {
     assert.ok(refused.kind === "limited");
     assert.equal(refused.decision.exhausted, "address");
     assert.equal((await admit(address, false)).kind, "limited", "a wrong secret from a spent address costs no failure point");
-    const { failures } = await limiter.lockout(`client-${counter}`, address);
-    assert.equal(failures, 0);
+    assert.equal((await limiter.lockout(clientId, address)).failures, 1, "only the wrong secret sent while the address had points left");
   });
 
   test("nothing is spent unless the cache vouches for the held record: other generation, revoked, missing, or a watermark behind a known change", async () => {
@@ -127,9 +115,9 @@ describe("one-round-trip token admission (Redis)", () => {
     assert.equal((await admit(address, true, { generation: 1, knownChange: 6 })).kind, "unknown", "the cache missed change 6");
     await cache.write(new Map([[clientId, { generation: undefined, changeSeq: 6 }]]), { to: 6, ifAtLeast: 5 });
     assert.equal((await admit(address, true, { generation: 1, knownChange: 6 })).kind, "unknown", "revoked");
-    await redis.del(`${prefix}cred:${clientId}`);
+    await shared.redis().del(`${prefix}cred:${clientId}`);
     assert.equal((await admit(address, false, { generation: 1, knownChange: 6 })).kind, "unknown", "not cached");
-    assert.equal((await redis.keys(`${prefix}ratelimit:*`)).length, 0, "no budget was touched");
+    assert.equal((await shared.redis().keys(`${prefix}ratelimit:*`)).length, 0, "no budget was touched");
   });
 
   test("with Redis unreachable or the breaker open, the admission steps aside (unknown) at once", async () => {

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { createClient, type RedisClientType } from "redis";
 import { ConfigError } from "../../src/config/config.js";
@@ -11,7 +10,7 @@ import { rateLimitHeaders, rateLimitPolicy } from "../../src/rpc/rate-limit-head
 import { memoryBudgetCounters } from "../../src/store/memory/budget-counters.js";
 import { redisBudgetCounters } from "../../src/store/redis/budget-counters.js";
 import { CircuitBreaker } from "../../src/store/redis/circuit-breaker.js";
-import { TEST_REDIS_URL } from "../helpers/backend.js";
+import { useSharedRedis } from "../helpers/shared-redis.js";
 
 const LIMITS: RateLimits = {
   perClient: { points: 3, durationSeconds: 60 },
@@ -19,9 +18,8 @@ const LIMITS: RateLimits = {
   failures: { points: 2, durationSeconds: 900 },
 };
 
-const runId = `test:rl:${process.pid}:${Date.now().toString(36)}:${crypto.randomBytes(3).toString("hex")}:`;
-let prefixCounter = 0;
-const uniquePrefix = () => `${runId}${prefixCounter++}:`;
+const shared = useSharedRedis("rl");
+const { uniquePrefix } = shared;
 
 /** Addresses unique to each test, so tests sharing a limiter never share a budget by accident. */
 let addressCounter = 0;
@@ -40,22 +38,10 @@ async function both(limiter: TokenRateLimiter, clientId: string | undefined, add
   return tighterOf(byAddress, await limiter.consumeClient(clientId));
 }
 
-let redis: RedisClientType;
-
-before(async () => {
-  redis = createClient({ url: TEST_REDIS_URL, disableOfflineQueue: true });
-  redis.on("error", () => {});
-  await redis.connect();
-});
-
-after(async () => {
-  for (const key of await redis.keys(`${runId}*`)) await redis.del(key);
-  await redis.close();
-});
 
 const kinds = [
   { kind: "memory", redis: () => undefined },
-  { kind: "redis", redis: () => redis },
+  { kind: "redis", redis: () => shared.redis() },
 ] as const;
 
 for (const { kind, redis: redisOf } of kinds) {
@@ -212,7 +198,7 @@ for (const { kind, redis: redisOf } of kinds) {
 describe("reservations across a circuit breaker", () => {
   test("a reservation is given back to the store that took it, even after the breaker opened meanwhile", async () => {
     const breaker = new CircuitBreaker({ failureThreshold: 1, openMs: 60_000 });
-    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(redis, uniquePrefix(), () => {}, breaker, 1_000));
+    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(shared.redis(), uniquePrefix(), () => {}, breaker, 1_000));
     const address = newAddress();
     const reservation = await limiter.reserveAttempt("flapping", true, address);
     assert.equal(reservation.decision.allowed, true);
