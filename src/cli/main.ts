@@ -79,7 +79,7 @@ async function call(transport: Transport, token: string | undefined, method: Des
 }
 
 function operatorToken(config: Config): string | undefined {
-  if (config.secrets.operatorToken) return config.secrets.operatorToken;
+  if (config.secrets.operatorToken) return config.secrets.operatorToken.value;
   try {
     return fs.readFileSync(operatorTokenFile(config.storage.dataDir), "utf8").trim();
   } catch {

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { ConfigError } from "./config-error.js";
 import { rateLimitsFromEnv, type RateLimits } from "./rate-limits.js";
+import { secretSetting, type SecretSetting } from "./secret-settings.js";
 
 export { ConfigError };
 
@@ -84,11 +85,12 @@ export interface StorageConfig {
   readonly databaseQueryTimeoutMs: number;
 }
 
+/** Secret settings come from `NAME` or from the file named by `NAME_FILE` (secret-settings.ts). */
 export interface SecretsConfig {
   /** Base64 of ≥ 32 bytes from which the secret pepper and encryption keys are derived; generated in dataDir when absent. */
-  readonly masterKey: string | undefined;
+  readonly masterKey: SecretSetting | undefined;
   /** Operator credential; generated in dataDir when absent. */
-  readonly operatorToken: string | undefined;
+  readonly operatorToken: SecretSetting | undefined;
 }
 
 export interface TokenConfig {
@@ -216,12 +218,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       shutdownDeadlineMs: intFrom(env, "SHUTDOWN_DEADLINE_MS", shutdownTimeoutMs + 5_000, 0, 900_000),
     },
     storage: {
-      databaseUrl: nonEmpty(env.DATABASE_URL),
+      databaseUrl: secretSetting(env, "DATABASE_URL")?.value,
       databaseSchema,
       dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
       databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
       databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
-      redisUrl: nonEmpty(env.REDIS_URL),
+      redisUrl: secretSetting(env, "REDIS_URL")?.value,
       redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
       redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
       redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
@@ -231,8 +233,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       databaseQueryTimeoutMs: intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS),
     },
     secrets: {
-      masterKey: nonEmpty(env.MASTER_KEY),
-      operatorToken: nonEmpty(env.OPERATOR_TOKEN),
+      masterKey: secretSetting(env, "MASTER_KEY"),
+      operatorToken: secretSetting(env, "OPERATOR_TOKEN"),
     },
     tokens: {
       issuer,

@@ -5,8 +5,9 @@ import { ConfigError } from "./config-error.js";
 import type { Config } from "./config.js";
 
 /**
- * The deployment's two secrets: MASTER_KEY and OPERATOR_TOKEN from the environment, or, on the
- * embedded default, generated once and kept in DATA_DIR with owner-only permissions.
+ * The deployment's two secrets: MASTER_KEY and OPERATOR_TOKEN from the environment (or the files
+ * MASTER_KEY_FILE and OPERATOR_TOKEN_FILE name), or, when absent, generated once and kept in
+ * DATA_DIR with owner-only permissions.
  */
 export interface LoadedSecrets {
   readonly masterKey: Buffer;
@@ -17,19 +18,19 @@ export interface LoadedSecrets {
 
 export function loadSecrets(config: Pick<Config, "secrets" | "storage">): LoadedSecrets {
   const { dataDir } = config.storage;
+  const { masterKey: givenKey, operatorToken: givenToken } = config.secrets;
   const masterKeyFile = path.join(dataDir, "master.key");
-  const masterKey =
-    config.secrets.masterKey !== undefined
-      ? decodeMasterKey(config.secrets.masterKey, "MASTER_KEY")
-      : decodeMasterKey(readOrCreateSecretFile(masterKeyFile, () => crypto.randomBytes(32).toString("base64")), masterKeyFile);
-  const operatorToken = config.secrets.operatorToken ?? readOrCreateSecretFile(operatorTokenFile(dataDir), () => crypto.randomBytes(32).toString("base64url"));
-  checkOperatorToken(operatorToken, config.secrets.operatorToken !== undefined ? "OPERATOR_TOKEN" : operatorTokenFile(dataDir));
+  const masterKey = givenKey
+    ? decodeMasterKey(givenKey.value, givenKey.source === "environment" ? "MASTER_KEY" : `MASTER_KEY_FILE (${givenKey.source})`)
+    : decodeMasterKey(readOrCreateSecretFile(masterKeyFile, () => crypto.randomBytes(32).toString("base64")), masterKeyFile);
+  const operatorToken = givenToken?.value ?? readOrCreateSecretFile(operatorTokenFile(dataDir), () => crypto.randomBytes(32).toString("base64url"));
+  checkOperatorToken(operatorToken, givenToken ? (givenToken.source === "environment" ? "OPERATOR_TOKEN" : `OPERATOR_TOKEN_FILE (${givenToken.source})`) : operatorTokenFile(dataDir));
   return {
     masterKey,
     operatorToken,
     sources: {
-      masterKey: config.secrets.masterKey !== undefined ? "environment" : masterKeyFile,
-      operatorToken: config.secrets.operatorToken !== undefined ? "environment" : operatorTokenFile(dataDir),
+      masterKey: givenKey?.source ?? masterKeyFile,
+      operatorToken: givenToken?.source ?? operatorTokenFile(dataDir),
     },
   };
 }

@@ -55,3 +55,48 @@ describe("secrets generated on first start", () => {
     }
   });
 });
+
+describe("secret settings from files (NAME_FILE)", () => {
+  /** A secret file as Docker or Kubernetes mounts it: owner-only, with a trailing newline. */
+  const secretFile = (content: string): string => {
+    const file = path.join(newDataDir(), "..", `secret-${tempDirs.length}-${Math.random().toString(36).slice(2)}`);
+    fs.writeFileSync(file, content, { mode: 0o600 });
+    return file;
+  };
+
+  test("MASTER_KEY_FILE, OPERATOR_TOKEN_FILE, DATABASE_URL_FILE and REDIS_URL_FILE are read once at start; the start log names the files", () => {
+    const dataDir = newDataDir();
+    const master = Buffer.alloc(32, 9);
+    const token = "Vb8Nq2Lx5Tz7Wr3Ks9Pm4Hj6Dg1Fc0Ya";
+    const files = {
+      MASTER_KEY_FILE: secretFile(`${master.toString("base64")}\n`),
+      OPERATOR_TOKEN_FILE: secretFile(`${token}\n`),
+      DATABASE_URL_FILE: secretFile("postgres://app:s3cret@db.internal:5432/auth\n"),
+      REDIS_URL_FILE: secretFile("redis://:s3cret@cache.internal:6379\r\n"),
+    };
+    const config = loadConfig({ DATA_DIR: dataDir, ...files });
+    assert.equal(config.storage.databaseUrl, "postgres://app:s3cret@db.internal:5432/auth");
+    assert.equal(config.storage.redisUrl, "redis://:s3cret@cache.internal:6379");
+    const secrets = loadSecrets(config);
+    assert.deepEqual(secrets.masterKey, master);
+    assert.equal(secrets.operatorToken, token);
+    assert.deepEqual(secrets.sources, { masterKey: files.MASTER_KEY_FILE, operatorToken: files.OPERATOR_TOKEN_FILE });
+    assert.equal(fs.existsSync(operatorTokenFile(dataDir)), false, "nothing generated");
+    // Read once: changing the file later changes nothing for the running configuration.
+    fs.writeFileSync(files.DATABASE_URL_FILE, "postgres://other/db");
+    assert.equal(config.storage.databaseUrl, "postgres://app:s3cret@db.internal:5432/auth");
+  });
+
+  test("both NAME and NAME_FILE, an unreadable file or an empty one is refused at start, naming the variable and never the content", () => {
+    const dataDir = newDataDir();
+    const url = secretFile("postgres://app:s3cret@db/auth");
+    assert.throws(() => loadConfig({ DATA_DIR: dataDir, DATABASE_URL: "postgres://x/y", DATABASE_URL_FILE: url }), /^Error: Set DATABASE_URL or DATABASE_URL_FILE, not both$/);
+    assert.throws(() => loadConfig({ DATA_DIR: dataDir, REDIS_URL_FILE: "/nonexistent/redis-url" }), /^Error: REDIS_URL_FILE: cannot read \/nonexistent\/redis-url \(ENOENT\)$/);
+    assert.throws(() => loadConfig({ DATA_DIR: dataDir, MASTER_KEY_FILE: secretFile("\n") }), /MASTER_KEY_FILE: .* is empty$/);
+    const weak = secretFile("short-token\n");
+    assert.throws(
+      () => loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN_FILE: weak })),
+      (error: Error) => error.message.startsWith(`OPERATOR_TOKEN_FILE (${weak}) must be at least 32`) && !error.message.includes("short-token"),
+    );
+  });
+});
