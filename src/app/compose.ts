@@ -198,7 +198,11 @@ function authorizationServerMetadata(issuer: string): object {
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     scopes_supported: ALL_SCOPES,
+    // No authorization endpoint (machine clients only), so no response types.
     response_types_supported: [],
-    token_endpoint_auth_signing_alg_values_supported: ["EdDSA"],
+    // `sub` is the same for every client (an API user's client id or a user's id).
+    subject_types_supported: ["public"],
+    // Access tokens are RFC 9068 JWTs signed EdDSA (RFC 9068 section 2.1 names this metadata).
+    access_token_signing_alg_values_supported: ["EdDSA"],
   };
 }

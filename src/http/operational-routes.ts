@@ -47,6 +47,10 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   });
 
   app.get("/.well-known/oauth-authorization-server", async () => deps.authorizationServerMetadata);
+  // OpenID Connect discovery's address for the same document (RFC 8414 section 5): standard
+  // clients (openid-client's default discovery) look here first. No ID tokens are issued, so it
+  // claims no id_token or authorization endpoint.
+  app.get("/.well-known/openid-configuration", async () => deps.authorizationServerMetadata);
 }
 
 /** What the admin listener serves besides OperatorService: liveness (for its own probe) and the metrics. */

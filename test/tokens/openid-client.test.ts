@@ -157,6 +157,29 @@ describe("openid-client", () => {
     assert.equal(inactive.active, false);
   });
 
+  test("default discovery (OpenID Connect, /.well-known/openid-configuration) finds the same metadata and works for client credentials", async () => {
+    const asked: string[] = [];
+    const reroute: client.CustomFetch = (url, options) => {
+      asked.push(new URL(url).pathname);
+      return fetch(url.replace(ISSUER, baseUrl), options as RequestInit);
+    };
+    const config = await client.discovery(new URL(ISSUER), admin.clientId, undefined, client.ClientSecretBasic(admin.clientSecret), {
+      execute: [client.allowInsecureRequests],
+      [client.customFetch]: reroute,
+    });
+    assert.deepEqual(asked, ["/.well-known/openid-configuration"]);
+    const meta = config.serverMetadata();
+    assert.equal(meta.issuer, ISSUER);
+    assert.equal(meta.token_endpoint, `${ISSUER}${TOKEN_PATH}`);
+    assert.equal(meta.authorization_endpoint, undefined, "no endpoint that does not exist is advertised");
+    assert.equal(meta.id_token_signing_alg_values_supported, undefined, "no ID tokens are issued");
+    const oauth = await (await fetch(`${baseUrl}/.well-known/oauth-authorization-server`)).json();
+    assert.deepEqual(await (await fetch(`${baseUrl}/.well-known/openid-configuration`)).json(), oauth, "one document at both addresses");
+    const tokens = await client.clientCredentialsGrant(config, { scope: "openid users:read" });
+    assert.equal(tokens.scope, "openid users:read");
+    assert.equal((await verify(tokens.access_token)).sub, admin.clientId);
+  });
+
   test("discovery of the RFC 8414 metadata (issuer http://auth.test reached through customFetch)", async () => {
     const reroute: client.CustomFetch = (url, options) => fetch(url.replace(ISSUER, baseUrl), options as RequestInit);
     const config = await client.discovery(new URL(ISSUER), admin.clientId, undefined, client.ClientSecretBasic(admin.clientSecret), {
