@@ -12,6 +12,8 @@ export interface DomainErrorOptions {
   readonly detail?: string;
   /** Kept for the log; never sent to the caller. */
   readonly cause?: unknown;
+  /** The WWW-Authenticate challenge of an authentication refusal (RFC 6750 section 3), sent as a response header. */
+  readonly challenge?: string;
 }
 
 /**
@@ -22,6 +24,7 @@ export interface DomainErrorOptions {
 export class DomainError extends Error {
   readonly params: readonly ErrorParameter[];
   readonly detail: string;
+  readonly challenge: string | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -32,6 +35,7 @@ export class DomainError extends Error {
     this.name = "DomainError";
     this.params = options.params ?? [];
     this.detail = options.detail ?? "";
+    this.challenge = options.challenge;
   }
 
   get kind(): ErrorKind {

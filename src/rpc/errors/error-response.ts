@@ -93,7 +93,9 @@ function fieldPathOf(violation: Violation, input: DescMessage | undefined): stri
  * The ConnectError that carries an ErrorResponse as its detail, for every protocol. Its message is
  * well-formed Unicode: gRPC's grpc-message (percent-encoded) cannot be written otherwise.
  */
-export function toConnectError(translated: TranslatedError): ConnectError {
+export function toConnectError(translated: TranslatedError, challenge?: string): ConnectError {
   const message = wellFormed(translated.body.errorMessages[0]?.message ?? "error");
-  return new ConnectError(message, translated.code, undefined, [{ desc: ErrorResponseSchema, value: translated.body }]);
+  // The challenge travels as error metadata: a response header on every protocol and for REST.
+  const metadata = challenge === undefined ? undefined : new Headers({ "www-authenticate": challenge });
+  return new ConnectError(message, translated.code, metadata, [{ desc: ErrorResponseSchema, value: translated.body }]);
 }

@@ -25,7 +25,7 @@ export function errorInterceptor(logger: Logger, classify: (error: unknown) => D
       } else if (!(error instanceof DomainError)) {
         logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }
-      throw toConnectError(translated);
+      throw toConnectError(translated, error instanceof DomainError ? error.challenge : undefined);
     }
   };
 }
