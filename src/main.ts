@@ -1,5 +1,6 @@
 import { createService } from "./app/compose.js";
 import { ConfigError, loadConfig } from "./config/config.js";
+import { removeServerRecord, writeServerRecord } from "./config/server-record.js";
 import { DataDirBusyError } from "./store/data-dir-lock.js";
 
 /**
@@ -10,6 +11,8 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const service = await createService(config);
   const address = await service.listen();
+  // The CLI of another terminal finds this server here, whatever its port.
+  writeServerRecord(config.storage.dataDir, { url: address, adminUrl: service.adminAddress, pid: process.pid });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -20,6 +23,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.http.shutdownDeadlineMs);
     deadline.unref();
+    removeServerRecord(config.storage.dataDir, process.pid);
     service.close().then(
       () => process.exit(0),
       (error: unknown) => {

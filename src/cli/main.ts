@@ -9,6 +9,7 @@ import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { createService, type Service } from "../app/compose.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { operatorTokenFile } from "../config/secret-files.js";
+import { readServerRecord } from "../config/server-record.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError } from "../store/data-dir-lock.js";
 import { requestInfoKey } from "../rpc/request-context.js";
@@ -48,10 +49,11 @@ async function run(argv: readonly string[]): Promise<number> {
   }
 
   let offline: Service | undefined;
+  const serverUrl = operatorUrlOf(config, process.env);
   try {
     let response: Message;
     try {
-      response = await call(createConnectTransport({ baseUrl: config.adminUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
+      response = await call(createConnectTransport({ baseUrl: serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       offline = await createService(config, {
@@ -63,10 +65,20 @@ async function run(argv: readonly string[]): Promise<number> {
     process.stdout.write(JSON.stringify(withRestDefaults(method.output, toJson(method.output, response) as JsonObject)) + "\n");
     return 0;
   } catch (error) {
-    return reportFailure(error, config.adminUrl);
+    return reportFailure(error, serverUrl);
   } finally {
     await offline?.close();
   }
+}
+
+/**
+ * Where OperatorService is: ADMIN_URL, SERVER_URL or ADMIN_PORT when set; else the address a
+ * server running on this DATA_DIR recorded (its admin listener if it has one); else the default.
+ */
+function operatorUrlOf(config: Config, env: NodeJS.ProcessEnv): string {
+  if (["ADMIN_URL", "SERVER_URL", "ADMIN_PORT"].some((name) => env[name]?.trim())) return config.adminUrl;
+  const running = readServerRecord(config.storage.dataDir);
+  return running ? (running.adminUrl ?? running.url) : config.adminUrl;
 }
 
 async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message, timeoutMs: number) {
