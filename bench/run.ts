@@ -33,6 +33,14 @@ import {
 } from "./report.js";
 import { createBackend, repoRoot, startBaseline, startService, stopAllServers, type Backend, type LogSummary, type ServerProcess, type ServiceInstance } from "./server.js";
 
+/** Users of the SCIM company of the scim-filtered-list scenario, and its connections. */
+const SCIM_USERS = 10_000;
+const SCIM_CONNECTIONS = 4;
+/** Credits of the company of the air-credits-list scenario, how many go per import request, and its connections. */
+const AIR_CREDITS = 100_000;
+const AIR_CREDITS_PER_IMPORT = 150;
+const AIR_CREDITS_CONNECTIONS = 2;
+
 const HELP = `Usage: npm run -s bench -- [options]
 
 Starts, as child processes on 127.0.0.1: the service twice (instances A and B, one fresh
@@ -54,6 +62,14 @@ Scenarios (all on instance A but invalidation):
   minimal-token-route  baseline: POST /token (in-memory clients, one HMAC compare, EdDSA JWT)
   oidc-provider        baseline: node-oidc-provider 9, client_credentials, JWT access tokens (EdDSA)
   invalidation         rotate a client on A, time until B refuses its old token
+  scim-filtered-list   SCIM lists of a company of ${SCIM_USERS} users (created over SCIM first):
+                       GET /v2/scim/v2/Users?filter=userName eq "…" (other users round-robin)
+                       and, as scim-filtered-list-sw, a userName sw "…" filter (10 matches each);
+                       at most ${SCIM_CONNECTIONS} connections (latency, not throughput, is the question)
+  air-credits-list     POST /v3/air/company-transferable-unused-credits/list on a company of
+                       ${AIR_CREDITS} credits (imported through OperatorService.ImportAirCredits
+                       first), filtered by airline, expiry window and PCCs, pages round-robin;
+                       at most ${AIR_CREDITS_CONNECTIONS} connections (goal: p99 under 50 ms)
 
 Options:
   --duration N        measured seconds per scenario per round (default 8)
@@ -91,6 +107,8 @@ const ALL_SCENARIOS = [
   "minimal-token-route",
   "oidc-provider",
   "invalidation",
+  "scim-filtered-list",
+  "air-credits-list",
 ] as const;
 
 interface Options {
@@ -340,7 +358,7 @@ async function main(): Promise<number> {
   let serviceB: ServiceInstance | undefined;
   try {
     const wants = (key: string) => options.only.has(key);
-    const wantsService = ["rest-issuance", "grpc-issuance", "authenticated-read", "introspection", "invalidation"].some(wants);
+    const wantsService = ["rest-issuance", "grpc-issuance", "authenticated-read", "introspection", "invalidation", "scim-filtered-list", "air-credits-list"].some(wants);
     const wantsB = wants("invalidation") && options.invalidationReps > 0 && !options.embedded;
     if (wants("invalidation") && options.embedded) invalidationSkipped = "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)";
     else if (wants("invalidation") && options.invalidationReps === 0) invalidationSkipped = "--invalidation 0";
@@ -478,6 +496,8 @@ async function main(): Promise<number> {
         });
       }
     }
+    if (serviceA && wants("scim-filtered-list")) scenarios.push(...(await scimScenarios(serviceA, backend.operatorToken, options.connections)));
+    if (serviceA && wants("air-credits-list")) scenarios.push(await airCreditScenario(serviceA, backend.operatorToken, options.connections));
     const bare = baselines["bare-fastify"];
     if (bare) {
       const answer = await request(`${bare.baseUrl}/`);
@@ -642,6 +662,144 @@ async function main(): Promise<number> {
   } else if (options.out) progress(`not writing ${options.out}: the run had problems`);
   if (problems.length > 0) return 1;
   return options.failOnGoals && goals.some((g) => g.met === false) ? 1 : 0;
+}
+
+/**
+ * scim-filtered-list: a company with SCIM_USERS users, created through SCIM itself (POST
+ * /v2/scim/v2/Users, 16 in flight), then two loads on it: an `eq` filter on userName and a `sw`
+ * filter matching 10 users, each with request variants spread over the company.
+ */
+async function scimScenarios(A: ServiceInstance, operatorToken: string, connections: number): Promise<LoadScenario[]> {
+  const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "SCIM bench TMC", maxApiUsers: 10 })) as { tmcId?: string };
+  const company = (await operator(A, operatorToken, "CreateCompany", { tmcId: tmc.tmcId, name: "SCIM bench company" })) as { orgId?: string };
+  const scimUser = (await operator(A, operatorToken, "CreateApiUser", { tmcId: tmc.tmcId, orgId: company.orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })) as { scimToken?: string };
+  if (!scimUser.scimToken) throw new Error(`OperatorService.CreateApiUser (SCIM_TOKEN) returned ${JSON.stringify(scimUser)}`);
+  const headers = { authorization: `Bearer ${scimUser.scimToken}`, "content-type": "application/scim+json" };
+  const userName = (i: number) => `u${String(i).padStart(5, "0")}@scim-bench.example`;
+  const started = Date.now();
+  await inParallel(SCIM_USERS, 16, async (i) => {
+    const body = JSON.stringify({ schemas: ["urn:ietf:params:scim:schemas:core:2.0:User"], userName: userName(i), name: { givenName: `Given${i}`, familyName: `Family${i}` }, externalId: `ext-${i}`, active: true });
+    const answer = await request(`${A.baseUrl}/v2/scim/v2/Users`, { headers, body });
+    if (answer.status !== 201) throw new Error(`SCIM create answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  });
+  progress(`seeded: a company with ${SCIM_USERS} users over SCIM in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  const get = { authorization: headers.authorization };
+  const path = (filter: string) => `/v2/scim/v2/Users?filter=${encodeURIComponent(filter)}`;
+  const eqVariants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({ method: "GET", path: path(`userName eq "${userName((k * 49) % SCIM_USERS)}"`), headers: get }));
+  // "u0123" matches u01230 … u01239: 10 users.
+  const swVariants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({ method: "GET", path: path(`userName sw "u${String((k * 7) % 1000).padStart(4, "0")}"`), headers: get }));
+  const check = async (variant: HttpRequestSpec, expected: number) => {
+    const answer = await request(`${A.baseUrl}${variant.path}`, { headers: get });
+    const list = answer.status === 200 ? answer.json<{ totalResults?: number; Resources?: unknown[] }>() : undefined;
+    if (list?.totalResults !== expected || list.Resources?.length !== expected) throw new Error(`GET ${variant.path} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+    return `200 ListResponse with ${expected} of ${SCIM_USERS} users`;
+  };
+  const scimConnections = Math.min(connections, SCIM_CONNECTIONS);
+  return [
+    {
+      key: "scim-filtered-list",
+      title: `SCIM userName eq, ${SCIM_USERS} users (service)`,
+      kind: "service",
+      face: "REST",
+      server: A,
+      job: { kind: "http", baseUrl: A.baseUrl, variants: eqVariants, connections: scimConnections },
+      expected: ["200"],
+      answered: await check(eqVariants[1]!, 1),
+    },
+    {
+      key: "scim-filtered-list-sw",
+      title: `SCIM userName sw, ${SCIM_USERS} users (service)`,
+      kind: "service",
+      face: "REST",
+      server: A,
+      job: { kind: "http", baseUrl: A.baseUrl, variants: swVariants, connections: scimConnections },
+      expected: ["200"],
+      answered: await check(swVariants[1]!, 10),
+    },
+  ];
+}
+
+/**
+ * air-credits-list: a company with AIR_CREDITS unused credits (imported AIR_CREDITS_PER_IMPORT at
+ * a time through OperatorService.ImportAirCredits, 3 requests in flight: each request is one
+ * transaction and must fit BODY_LIMIT_BYTES), then filtered list pages read by a TMC admin.
+ */
+async function airCreditScenario(A: ServiceInstance, operatorToken: string, connections: number): Promise<LoadScenario> {
+  const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "Air-credit bench TMC", maxApiUsers: 10 })) as { tmcId?: string };
+  const company = (await operator(A, operatorToken, "CreateCompany", { tmcId: tmc.tmcId, name: "Air-credit bench company" })) as { orgId?: string };
+  const admin = (await operator(A, operatorToken, "CreateApiUser", { tmcId: tmc.tmcId, role: "TMC_ADMIN" })) as { clientId?: string; clientSecret?: string };
+  if (!company.orgId || !admin.clientId || !admin.clientSecret) throw new Error("air-credits-list: could not create its tenant");
+  const airlines = ["AA", "UA", "DL", "BA", "LH", "AF", "AC", "WN"];
+  const sources = ["SABRE", "AMADEUS", "NDC", "TRAVEL_FUSION"];
+  const accesses = ["CARD_ACCESS_CENTRAL", "CARD_ACCESS_PERSONAL", "CARD_ACCESS_CORPORATE"];
+  const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
+  const dayAt = (days: number) => new Date(today + days * 86_400_000).toISOString().slice(0, 10);
+  const credit = (i: number) => ({
+    ticketNumber: `9${String(i).padStart(12, "0")}`,
+    airlineCode: airlines[i % airlines.length],
+    totalFare: { amount: `${100 + (i % 900)}.${String(i % 100).padStart(2, "0")}`, currencyCode: "USD" },
+    issueDate: { iso8601: dayAt(-30 - (i % 300)) },
+    // About 5 % expired, 6 % used; the rest spread over two years. Attributes vary independently.
+    expiryDate: { iso8601: dayAt(i % 19 === 0 ? -1 - (i % 30) : (i * 37) % 730) },
+    pcc: `P${String(Math.floor(i / 7) % 20).padStart(2, "0")}`,
+    source: sources[i % sources.length],
+    status: i % 17 === 0 ? "USED" : "OPEN",
+    fopLabel: `FOP label ${Math.floor(i / 3) % 10}`,
+    fopCardAccessType: accesses[i % accesses.length],
+    legalEntityName: `Legal entity ${Math.floor(i / 11) % 5}`,
+    email: `traveler${i % 500}@air-bench.example`,
+  });
+  const started = Date.now();
+  const batches = Math.ceil(AIR_CREDITS / AIR_CREDITS_PER_IMPORT);
+  await inParallel(batches, 3, async (b) => {
+    const credits = Array.from({ length: Math.min(AIR_CREDITS_PER_IMPORT, AIR_CREDITS - b * AIR_CREDITS_PER_IMPORT) }, (_, k) => credit(b * AIR_CREDITS_PER_IMPORT + k));
+    // An import is one transaction: on 503 (the database busy past its timeout) nothing was written, so retry.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await operator(A, operatorToken, "ImportAirCredits", { companyId: company.orgId, credits });
+      } catch (error) {
+        if (attempt >= 5 || !String(error).includes("answered 503")) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+      }
+    }
+  });
+  // One last import on a quiet database: it gathers the statistics a deployment's autovacuum
+  // would have by then (the concurrent imports' attempts may have timed out).
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  await operator(A, operatorToken, "ImportAirCredits", { companyId: company.orgId, credits: [credit(0)] });
+  progress(`seeded: a company with ${AIR_CREDITS} air credits through ImportAirCredits in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  const token = await issueRest(A.baseUrl, { clientId: admin.clientId, clientSecret: admin.clientSecret });
+  const headers = { ...JSON_TYPE, authorization: `Bearer ${token}` };
+  const variants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({
+    method: "POST",
+    path: "/v3/air/company-transferable-unused-credits/list",
+    headers,
+    body: JSON.stringify({
+      companyId: { id: company.orgId },
+      offset: (k % 3) * 100,
+      companyCreditFilter: {
+        selectedAirlines: [airlines[k % 7], airlines[(k + 3) % 7]],
+        expiryDateRange: { expiryDateStart: { iso8601: dayAt(k % 300) }, expiryDateEnd: { iso8601: dayAt((k % 300) + 180) } },
+        pccs: [`P${String(k % 20).padStart(2, "0")}`, `P${String((k + 5) % 20).padStart(2, "0")}`, `P${String((k + 10) % 20).padStart(2, "0")}`],
+      },
+    }),
+  }));
+  const probe = variants[0]!;
+  const answer = await request(`${A.baseUrl}${probe.path}`, { headers, body: probe.body! });
+  const page = answer.status === 200 ? answer.json<{ unusedCreditInfos?: unknown[]; paginationParams?: { totalRecords?: number }; companyTransferablePccs?: unknown[] }>() : undefined;
+  if (!page?.unusedCreditInfos?.length || !page.paginationParams?.totalRecords || page.companyTransferablePccs?.length !== 20) {
+    throw new Error(`air-credits-list: the list answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  }
+  return {
+    key: "air-credits-list",
+    title: `air-credit list, filtered, ${AIR_CREDITS} credits (service)`,
+    kind: "service",
+    face: "REST",
+    server: A,
+    job: { kind: "http", baseUrl: A.baseUrl, variants, connections: Math.min(connections, AIR_CREDITS_CONNECTIONS) },
+    expected: ["200"],
+    answered: `200 with ${page.unusedCreditInfos.length} of ${page.paginationParams.totalRecords} matching credits`,
+  };
 }
 
 main().then(

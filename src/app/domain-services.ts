@@ -1,4 +1,7 @@
 import type { Config } from "../config/config.js";
+import { AirCreditImport } from "../domain/air-credits/air-credit-import.js";
+import { AirCreditListing } from "../domain/air-credits/air-credit-listing.js";
+import { AirCreditMigration } from "../domain/air-credits/air-credit-migration.js";
 import { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
 import { ApiUserProvisioning } from "../domain/api-users/api-user-provisioning.js";
 import { ScimAuthenticator } from "../domain/api-users/scim-authenticator.js";
@@ -7,6 +10,7 @@ import { AuditTrail } from "../domain/audit/audit-trail.js";
 import { OperatorAuthenticator } from "../domain/operator/operator-authenticator.js";
 import { OperatorCredential } from "../domain/operator/operator-credential.js";
 import { TokenRateLimiter } from "../domain/rate-limit/token-rate-limiter.js";
+import { ScimUsers } from "../domain/scim/scim-users.js";
 import { DemoSeeder } from "../domain/seed/demo-seed.js";
 import type { Clock } from "../domain/shared/clock.js";
 import type { KeyMaterial } from "../domain/shared/key-material.js";
@@ -21,7 +25,9 @@ import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
 import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
 import { TokenService } from "../domain/tokens/token-service.js";
 import { TrustedIssuers } from "../domain/tokens/trusted-issuers.js";
+import { UserProfiles } from "../domain/users/user-profiles.js";
 import type { Metrics } from "../observability/metrics.js";
+import { fopInfoProblem } from "../rpc/mappers/air-credit-mappers.js";
 import type { Repositories } from "../store/postgres/repositories/index.js";
 import type { SharedState } from "../store/shared-state.js";
 import type { ChangeFeed } from "../domain/tokens/ports.js";
@@ -81,8 +87,16 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     limiter,
     tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog, metrics.tokenAdmissions),
     apiUserAdmin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock),
+    // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
+    scimUsers: new ScimUsers(uow, repos.scimUsers, repos.audit, `${tokens.issuer.replace(/\/+$/, "")}/v2/scim/v2`),
+    userProfiles: new UserProfiles(uow, repos.users, repos.audit),
+    airCredits: {
+      listing: new AirCreditListing(uow, repos.airCredits, clock),
+      migration: new AirCreditMigration(uow, repos.airCredits, repos.audit, clock),
+    },
     operator: {
       tenants,
+      airCreditImport: new AirCreditImport(uow, repos.tenants, repos.airCredits, fopInfoProblem),
       provisioning,
       signingKeys,
       trustedIssuers,

@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import { parseArgs } from "node:util";
 
 /** Wrong or missing arguments: reported on stderr with exit code 2, before anything is written. */
@@ -17,6 +18,7 @@ Commands (each prints one JSON object on stdout):
   trusted-issuer add --tmc-id ID --issuer ISS (--jwks-uri URL | --jwks JSON) [--audience AUD]
   lockout show --address IP [--client-id ID]      (without --client-id: unknown client ids from IP)
   lockout reset --address IP [--client-id ID]
+  credits import --company-id ID --file credits.json   (a JSON array of UnusedCreditInfo objects)
   seed
   migrate
 
@@ -41,11 +43,14 @@ export interface CommandSpec {
     | "seed"
     | "migrate"
     | "getTokenLockout"
-    | "resetTokenLockout";
+    | "resetTokenLockout"
+    | "importAirCredits";
   readonly options: Record<string, OptionSpec>;
   readonly required: readonly string[];
   readonly integers?: readonly string[];
   readonly choices?: Readonly<Record<string, readonly string[]>>;
+  /** Options naming a JSON file whose contents (an array) become this request field. */
+  readonly jsonFiles?: Readonly<Record<string, string>>;
   /** Option name → request JSON field (defaults to the camelCase of the option). */
   readonly rename?: Readonly<Record<string, string>>;
 }
@@ -81,6 +86,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   "lockout show": { rpc: "getTokenLockout", options: { address: str, "client-id": str }, required: ["address"] },
   "lockout reset": { rpc: "resetTokenLockout", options: { address: str, "client-id": str }, required: ["address"] },
+  "credits import": { rpc: "importAirCredits", options: { "company-id": str, file: str }, required: ["company-id", "file"], jsonFiles: { file: "credits" } },
   seed: { rpc: "seed", options: {}, required: [] },
   migrate: { rpc: "migrate", options: {}, required: [] },
 };
@@ -89,7 +95,7 @@ export interface ParsedCommand {
   readonly name: string;
   readonly spec: CommandSpec;
   /** The request message as protobuf JSON. */
-  readonly request: Record<string, string | number | boolean>;
+  readonly request: Record<string, string | number | boolean | unknown[]>;
 }
 
 export function parseCommand(argv: readonly string[]): ParsedCommand {
@@ -108,14 +114,16 @@ export function parseCommand(argv: readonly string[]): ParsedCommand {
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const request: Record<string, string | number | boolean> = {};
+  const request: Record<string, string | number | boolean | unknown[]> = {};
   for (const option of spec.required) {
     if (values[option] === undefined || values[option] === "") throw new UsageError(`--${option} is required for "${name}"`);
   }
   for (const [option, value] of Object.entries(values)) {
     if (value === undefined) continue;
     const field = spec.rename?.[option] ?? option.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-    if (spec.integers?.includes(option)) {
+    if (spec.jsonFiles?.[option]) {
+      request[spec.jsonFiles[option]!] = readJsonArray(option, String(value));
+    } else if (spec.integers?.includes(option)) {
       if (typeof value !== "string" || !/^\d{1,9}$/.test(value)) throw new UsageError(`--${option} must be a whole number, got "${String(value)}"`);
       request[field] = Number(value);
     } else if (spec.choices?.[option]) {
@@ -128,4 +136,24 @@ export function parseCommand(argv: readonly string[]): ParsedCommand {
     }
   }
   return { name, spec, request };
+}
+
+/** A JSON file holding an array; anything else is a usage error. */
+function readJsonArray(option: string, file: string): unknown[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    throw new UsageError(`--${option}: cannot read ${file}: ${(error as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--${option}: ${file} is not JSON: ${(error as Error).message}`);
+  }
+  if (!Array.isArray(parsed)) throw new UsageError(`--${option}: ${file} must hold a JSON array`);
+  const notObject = parsed.findIndex((item) => typeof item !== "object" || item === null || Array.isArray(item));
+  if (notObject >= 0) throw new UsageError(`--${option}: element ${notObject} of ${file} must be a JSON object`);
+  return parsed;
 }

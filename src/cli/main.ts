@@ -33,7 +33,7 @@ async function run(argv: readonly string[]): Promise<number> {
     const command = parseCommand(argv);
     config = loadConfig();
     method = OperatorService.method[command.spec.rpc] as DescMethodUnary<DescMessage, DescMessage>;
-    request = fromJson(method.input, command.request);
+    request = fromJson(method.input, command.request as JsonObject);
     // Checked here too, so wrong arguments fail with exit 2 before anything is sent or written.
     const result = createValidator().validate(method.input, request);
     if (result.kind !== "valid") {

@@ -41,6 +41,12 @@ export const ERROR_CODES = {
   ROUTE_NOT_FOUND: { kind: "NOT_FOUND", description: "No REST route has this method and path" },
   ALREADY_EXISTS: { kind: "ALREADY_EXISTS", description: "A resource with the same unique key exists" },
   API_USER_LIMIT_EXCEEDED: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "The TMC already has its maximum number of active API users" },
+  // SCIM provisioning (RFC 7644 3.12: each has its scimType in the SCIM error dialect)
+  INVALID_FILTER: { kind: "INVALID_ARGUMENT", description: "The SCIM filter is malformed or uses an attribute or operator that is not supported" },
+  INVALID_PATH: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH path is malformed" },
+  INVALID_VALUE: { kind: "INVALID_ARGUMENT", description: "A SCIM attribute value is missing, of the wrong type or not allowed" },
+  NO_TARGET: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH operation names no target (remove without a path, or a filter that matches nothing)" },
+  MUTABILITY: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH operation tries to change a read-only attribute" },
   // OAuth token endpoints (RFC 6749 5.2, RFC 8693 2.2.2)
   INVALID_REQUEST: { kind: "INVALID_ARGUMENT", description: "The token request is malformed" },
   INVALID_CLIENT: { kind: "PERMISSION_DENIED", description: "Client authentication failed (unknown client or wrong secret)" },

@@ -31,6 +31,12 @@ export interface RestRoute {
   readonly successStatus: number;
   /** Canonical protobuf JSON instead of the REST defaults (travel.common.v1.rest canonical_json). */
   readonly canonicalJson: boolean;
+  /** google.api.http response_body: the response field whose JSON is the whole REST answer ("" for the message). */
+  readonly responseBody: string;
+  /** travel.common.v1.rest content_type: the body and answer media type when not application/json (application/json is accepted too). */
+  readonly contentType: string;
+  /** The rule is one of google.api.http additional_bindings (a second path for the same RPC). */
+  readonly additionalBinding: boolean;
 }
 
 export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
@@ -39,31 +45,37 @@ export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
     for (const method of service.methods) {
       // REST maps unary calls only; streaming RPCs stay on gRPC/Connect.
       if (method.methodKind !== "unary") continue;
-      const rule = getOption(method, http);
-      if (rule.pattern.case === undefined || rule.pattern.case === "custom") continue;
-      const template = rule.pattern.value;
-      const pathFields = [...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map(([, variable]) => {
-        const field = method.input.fields.find((f) => f.name === variable);
-        if (!field) throw new Error(`${method.name}: path variable {${variable}} names no request field`);
-        return { variable: variable!, field };
-      });
-      const options = getOption(method, rest);
-      routes.push({
-        method: method as DescMethodUnary<DescMessage, DescMessage>,
-        verb: rule.pattern.case.toUpperCase() as HttpVerb,
-        template,
-        fastifyPath: template.replace(/\{([a-z_][a-z0-9_]*)\}/g, ":$1"),
-        pathFields,
-        body: rule.body,
-        operationId: options.operationId || method.localName,
-        formBody: options.formBody,
-        authentication: authenticationOf(method),
-        dialect: errorDialectOf(service),
-        errorStatuses: options.errorStatuses,
-        noContent: method.output.fields.length === 0,
-        successStatus: options.successStatus || (method.output.fields.length === 0 ? 204 : 200),
-        canonicalJson: options.canonicalJson,
-      });
+      const primary = getOption(method, http);
+      // A rule's additional_bindings serve the same RPC on further paths (one level deep, as google.api.http allows).
+      for (const [index, rule] of [primary, ...primary.additionalBindings].entries()) {
+        if (rule.pattern.case === undefined || rule.pattern.case === "custom") continue;
+        const template = rule.pattern.value;
+        const pathFields = [...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map(([, variable]) => {
+          const field = method.input.fields.find((f) => f.name === variable);
+          if (!field) throw new Error(`${method.name}: path variable {${variable}} names no request field`);
+          return { variable: variable!, field };
+        });
+        const options = getOption(method, rest);
+        routes.push({
+          method: method as DescMethodUnary<DescMessage, DescMessage>,
+          verb: rule.pattern.case.toUpperCase() as HttpVerb,
+          template,
+          fastifyPath: template.replace(/\{([a-z_][a-z0-9_]*)\}/g, ":$1"),
+          pathFields,
+          body: rule.body,
+          operationId: (options.operationId || method.localName) + (index === 0 ? "" : `_${index}`),
+          formBody: options.formBody,
+          authentication: authenticationOf(method),
+          dialect: errorDialectOf(service),
+          errorStatuses: options.errorStatuses,
+          noContent: method.output.fields.length === 0,
+          successStatus: options.successStatus || (method.output.fields.length === 0 ? 204 : 200),
+          canonicalJson: options.canonicalJson,
+          responseBody: rule.responseBody,
+          contentType: options.contentType,
+          additionalBinding: index > 0,
+        });
+      }
     }
   }
   return routes;

@@ -15,7 +15,7 @@ import {
   type RepeatedRules,
   type StringRules,
 } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
-import { AuthenticationKind } from "../rpc/contract.js";
+import { AuthenticationKind, ErrorDialect } from "../rpc/contract.js";
 import type { RestRoute } from "./http-rules.js";
 
 type Schema = Record<string, unknown>;
@@ -98,6 +98,10 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
             .filter((f) => !pathFieldDescs.includes(f) && f.name !== route.body)
             .map((f) => ({ name: f.jsonName, in: "query", required: false, schema: fieldSchema(f) }))),
     ];
+    // travel.common.v1.rest content_type (SCIM) and google.api.http response_body shape the answer.
+    const mediaType = route.contentType || "application/json";
+    const responseField = route.responseBody ? route.method.output.fields.find((f) => f.name === route.responseBody) : undefined;
+    const responseSchema = responseField ? fieldSchema(responseField) : refMessage(route.method.output);
     // Bearer (the document's default) for access tokens; the token endpoints authenticate the client in the request.
     const isPublic = route.authentication === AuthenticationKind.CLIENT_SECRET;
     const operation: Record<string, unknown> = {
@@ -110,11 +114,11 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
       responses: {
         ...(route.noContent
           ? { [String(route.successStatus)]: { description: "No Content" } }
-          : { "200": { description: "OK", content: { "application/json": { schema: refMessage(route.method.output) } } } }),
+          : { [String(route.successStatus)]: { description: "OK", content: { [mediaType]: { schema: responseSchema } } } }),
         ...Object.fromEntries(
           route.errorStatuses.map((status) => [
             String(status),
-            { description: "ErrorResponse", content: { "application/json": { schema: { $ref: "#/components/schemas/travel.common.v1.ErrorResponse" } } } },
+            { description: "ErrorResponse", content: { [route.dialect === ErrorDialect.SCIM ? "application/scim+json" : "application/json"]: { schema: { $ref: "#/components/schemas/travel.common.v1.ErrorResponse" } } } },
           ]),
         ),
       },
@@ -126,6 +130,8 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
         content: { [route.formBody ? "application/x-www-form-urlencoded" : "application/json"]: { schema } },
       };
     }
+    const bodyField = route.body !== "*" && route.body !== "" ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
+    if (bodyField) operation.requestBody = { required: true, content: { [mediaType]: { schema: fieldSchema(bodyField) } } };
     (paths[path] ??= {})[route.verb.toLowerCase()] = operation;
   }
 
@@ -147,6 +153,10 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
       },
       error: { type: "string", description: "RFC 6749 error code (token endpoint only)" },
       error_description: { type: "string", description: "RFC 6749 error description (token endpoint only)" },
+      schemas: { type: "array", items: { type: "string" }, description: "SCIM error dialect (SCIM paths only): the SCIM Error message URN" },
+      status: { type: "string", description: "SCIM error dialect: the HTTP status as a string" },
+      scimType: { type: "string", description: "SCIM error dialect: the RFC 7644 3.12 detail error keyword" },
+      detail: { type: "string", description: "SCIM error dialect: a human-readable message" },
     },
   };
 

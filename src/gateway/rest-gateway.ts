@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ErrorResponseSchema, type ErrorDialect } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { requestInfoKey } from "../rpc/request-context.js";
-import { sendError } from "./error-reply.js";
+import { noteRefusal, sendError } from "./error-reply.js";
 import type { RestRoute } from "./http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
 import { withRestDefaults } from "./json-shape.js";
@@ -30,6 +30,7 @@ const FORWARDED_RESPONSE_HEADERS = [
   "ratelimit",
   "ratelimit-policy",
   "www-authenticate",
+  "location",
 ];
 
 /**
@@ -38,6 +39,10 @@ const FORWARDED_RESPONSE_HEADERS = [
  * network face, so authentication, validation and errors are one code path for both.
  */
 export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRoute[], transport: Transport): void {
+  // Media types the contract declares (travel.common.v1.rest content_type, e.g. application/scim+json) are JSON.
+  for (const type of new Set(routes.map((r) => r.contentType).filter((t) => t !== "" && t !== "application/json"))) {
+    if (!app.hasContentTypeParser(type)) app.addContentTypeParser(type, { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
+  }
   for (const route of routes) {
     app.route({
       method: route.verb,
@@ -63,7 +68,11 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
       const value = request.headers[name];
       if (typeof value === "string") headers.set(name, value);
     }
-    const context = createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip });
+    const context = createContextValues().set(requestInfoKey, {
+      requestId: request.id,
+      remoteAddress: request.ip,
+      refused: (refusal) => noteRefusal(request, refusal),
+    });
     const response = await transport.unary(route.method, undefined, undefined, headers, message, context);
     for (const name of FORWARDED_RESPONSE_HEADERS) {
       const value = response.header.get(name);
@@ -72,7 +81,10 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
     if (route.noContent) return reply.code(route.successStatus).send();
     const canonical = toJson(route.method.output, response.message) as JsonObject;
     const json = route.canonicalJson ? canonical : withRestDefaults(route.method.output, canonical);
-    return reply.code(200).type("application/json; charset=utf-8").send(json);
+    return reply
+      .code(route.successStatus)
+      .type(`${route.contentType || "application/json"}; charset=utf-8`)
+      .send(route.responseBody ? responseBodyOf(route, json) : json);
   } catch (error) {
     // The RPC core logs its own failures (they arrive as ConnectErrors carrying an ErrorResponse);
     // anything else failed here or in the transport, and must leave a trace with its cause.
@@ -90,6 +102,12 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
   }
 }
 
+/** google.api.http response_body: the named response field's JSON is the whole answer. */
+function responseBodyOf(route: RestRoute, json: JsonObject): JsonValue {
+  const field = route.method.output.fields.find((f) => f.name === route.responseBody);
+  return (field && json[field.jsonName]) ?? {};
+}
+
 /**
  * The contract says which body a route takes (travel.common.v1.rest form_body): the OAuth
  * endpoints take a form (RFC 6749 4.4.2) and refuse JSON; every other route takes JSON and
@@ -97,8 +115,8 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
  */
 function checkContentType(route: RestRoute, request: FastifyRequest): void {
   if (request.body === undefined) return;
-  if (isForm(request) === route.formBody) return;
-  const expected = route.formBody ? "application/x-www-form-urlencoded" : "application/json";
+  if (isForm(request) === route.formBody && acceptsJsonType(route, request)) return;
+  const expected = route.formBody ? "application/x-www-form-urlencoded" : route.contentType || "application/json";
   throw new DomainError("UNSUPPORTED_MEDIA_TYPE", `This operation takes ${expected}`, { params: [{ name: "content-type", value: expected }] });
 }
 
@@ -158,6 +176,13 @@ function bodyObject(request: FastifyRequest, input: DescMessage): JsonObject {
     if (field) json[field.jsonName] = fromText(field, value, name);
   }
   return json;
+}
+
+/** A route declaring a media type (application/scim+json) takes it or application/json, nothing else. */
+function acceptsJsonType(route: RestRoute, request: FastifyRequest): boolean {
+  if (route.formBody || route.contentType === "") return true;
+  const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  return type === "application/json" || type === route.contentType;
 }
 
 function isForm(request: FastifyRequest): boolean {

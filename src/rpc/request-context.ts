@@ -5,6 +5,8 @@ export interface RequestInfo {
   /** The id the logs carry; returned to clients as ErrorResponse.debugIdentifier. */
   readonly requestId: string;
   readonly remoteAddress: string;
+  /** Told why the RPC was refused (the face puts it in the request's log line). */
+  readonly refused?: (refusal: { readonly errorCode: string; readonly message: string; readonly rpc: string }) => void;
 }
 
 /**

@@ -6,8 +6,11 @@ import { ApiUserService, file_travel_apiuser_v2_api_user } from "../../gen/trave
 import { AuthService, file_travel_auth_v2_auth } from "../../gen/travel/auth/v2/auth_pb.js";
 import { file_travel_common_v1_error } from "../../gen/travel/common/v1/error_pb.js";
 import { file_travel_operator_v1_operator, OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
+import { file_travel_scim_v2_scim, ScimService } from "../../gen/travel/scim/v2/scim_pb.js";
 import { file_travel_user_v2_user, UserService } from "../../gen/travel/user/v2/user_pb.js";
 import type { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
+import type { ScimUsers } from "../domain/scim/scim-users.js";
+import type { UserProfiles } from "../domain/users/user-profiles.js";
 import type { Logger } from "../domain/shared/observability.js";
 import type { DomainError } from "../errors/domain-error.js";
 import type { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
@@ -20,9 +23,12 @@ import { errorInterceptor } from "./interceptors/error-interceptor.js";
 import { metricsInterceptor } from "./interceptors/metrics-interceptor.js";
 import { textInterceptor } from "./interceptors/text-interceptor.js";
 import { registerReflection } from "./reflection.js";
+import { AirCreditServiceHandler, type AirCreditDomain } from "./services/air-credit-service.js";
 import { ApiUserServiceHandler } from "./services/api-user-service.js";
 import { AuthServiceHandler } from "./services/auth-service.js";
 import { OperatorServiceHandler, type OperatorDomain } from "./services/operator-service.js";
+import { ScimServiceHandler } from "./services/scim-service.js";
+import { UserServiceHandler } from "./services/user-service.js";
 
 /**
  * The files reflection serves: every service, and the ErrorResponse detail so tools such as
@@ -34,16 +40,20 @@ export const serviceFiles: readonly DescFile[] = [
   file_travel_user_v2_user,
   file_travel_aircredit_v3_air_credit,
   file_travel_operator_v1_operator,
+  file_travel_scim_v2_scim,
   file_travel_common_v1_error,
 ];
 
 /** Every service of the contract; the REST gateway exposes those whose methods have HTTP rules. */
-export const contractServices: readonly DescService[] = [AuthService, ApiUserService, UserService, AirCreditService, OperatorService];
+export const contractServices: readonly DescService[] = [AuthService, ApiUserService, UserService, AirCreditService, OperatorService, ScimService];
 
 /** The domain services the RPC core translates to. */
 export interface RpcDomain {
   readonly tokenEndpoint: TokenEndpoint;
   readonly apiUserAdmin: ApiUserAdmin;
+  readonly scimUsers: ScimUsers;
+  readonly userProfiles: UserProfiles;
+  readonly airCredits: AirCreditDomain;
   readonly operator: OperatorDomain;
   readonly verifiers: Verifiers;
 }
@@ -87,12 +97,16 @@ export function createRpcCore(
 ): RpcCore {
   const auth = new AuthServiceHandler(domain.tokenEndpoint);
   const apiUsers = new ApiUserServiceHandler(domain.apiUserAdmin);
+  const users = new UserServiceHandler(domain.userProfiles);
   const operator = new OperatorServiceHandler(domain.operator);
+  const airCredits = new AirCreditServiceHandler(domain.airCredits);
+  const scim = new ScimServiceHandler(domain.scimUsers);
   const publicServices = (router: ConnectRouter) => {
     router.service(AuthService, auth);
     router.service(ApiUserService, apiUsers);
-    router.service(UserService, {});
-    router.service(AirCreditService, {});
+    router.service(UserService, users);
+    router.service(AirCreditService, airCredits);
+    router.service(ScimService, scim);
   };
   const operatorService = (router: ConnectRouter) => router.service(OperatorService, operator);
   const everything = withInfrastructure((router) => {
@@ -115,9 +129,10 @@ export function createRpcCore(
       [
         { service: AuthService, impl: auth },
         { service: ApiUserService, impl: apiUsers },
-        { service: UserService, impl: {} },
-        { service: AirCreditService, impl: {} },
+        { service: UserService, impl: users },
+        { service: AirCreditService, impl: airCredits },
         { service: OperatorService, impl: operator },
+        { service: ScimService, impl: scim },
       ],
       interceptors,
     ),

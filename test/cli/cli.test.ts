@@ -213,7 +213,7 @@ describe(`operator CLI (${backend})`, () => {
       assert.equal(new Set(json.userIds as unknown[]).size, 3);
       assert.ok(typeof json.clientId === "string" && json.clientId.length > 0);
       assert.ok(typeof json.clientSecret === "string" && json.clientSecret.length > 0);
-      assert.equal(json.airCreditCount, 3);
+      assert.equal(json.airCreditCount, 13);
     });
 
     it("migrate applies nothing: the server already migrated", { timeout: 60_000 }, async () => {

@@ -1,6 +1,17 @@
 import crypto from "node:crypto";
-import type { NewAirCredit, NewPaymentSource } from "../../src/domain/air-credits/model.js";
-import type { AirCreditRepository } from "../../src/domain/air-credits/ports.js";
+import type {
+  CreditFilter,
+  CreditPage,
+  CreditUsageType,
+  ImportedCredit,
+  LockedCredit,
+  NewAirCredit,
+  NewPaymentSource,
+  TransferableOn,
+  TransferableValues,
+  UnusedCredit,
+} from "../../src/domain/air-credits/model.js";
+import type { AirCreditRepository, UnusedCreditRepository } from "../../src/domain/air-credits/ports.js";
 import type { ApiUser, ApiUserCredentialType, ApiUserRole, NewApiUser } from "../../src/domain/api-users/model.js";
 import type { ApiUserRepository, ClientRefreshTokens } from "../../src/domain/api-users/ports.js";
 import type { AuditEvent, RecordedAuditEvent } from "../../src/domain/audit/model.js";
@@ -10,6 +21,10 @@ import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-sc
 import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model.js";
 import type { TenantRepository } from "../../src/domain/tenants/ports.js";
+import type { FilterAttribute, ScimUser, ScimUserAttributes, UserFilter, UserPage } from "../../src/domain/scim/model.js";
+import type { ScimUserRepository } from "../../src/domain/scim/ports.js";
+import type { ProfileChange, UserProfileRecord } from "../../src/domain/users/model.js";
+import type { UserProfileRepository } from "../../src/domain/users/ports.js";
 import type {
   BoundCredential,
   CredentialState,
@@ -71,6 +86,15 @@ interface UserRow {
   readonly givenName: string;
   readonly familyName: string;
   readonly isActive: boolean;
+  /** external_id (null until the IdP sets one). */
+  readonly externalId?: string;
+  /** The profile jsonb: the rest of the UserProfile document ({} when unset). */
+  readonly profile?: Readonly<Record<string, unknown>>;
+  readonly updatedAt?: Date;
+  /** created_at (the clock at insert; SCIM pages by it). */
+  readonly createdAt?: Date;
+  /** scim_deleted_at: set by SCIM DELETE, the user is then invisible to SCIM. */
+  readonly scimDeletedAt?: Date;
 }
 
 export interface ApiUserRow {
@@ -206,6 +230,8 @@ export class MemoryDatabase {
   readonly trustedIssuers = new Table<string, TrustedIssuerRow>("trusted_issuers", (r) => issuerKey(r.tmcId, r.issuer));
   readonly paymentSources = new Table<string, PaymentSourceRow>("payment_sources", (r) => r.id);
   readonly airCredits = new Table<string, AirCreditRow>("air_credits", (r) => r.id);
+  /** The v3 credits (air_credits' v3 columns), one per (company, ticket number). */
+  readonly unusedCredits = new Table<string, UnusedCredit>("air_credits_v3", (r) => `${r.companyId}:${r.ticketNumber}`);
   readonly credentialChanges = new Table<number, CredentialChangeRow>("credential_changes", (r) => r.seq);
 
   /** Every transaction that ended, in order. */
@@ -497,10 +523,10 @@ export class InMemoryTenantRepository implements TenantRepository {
     const company = this.db.get(tx, this.db.companies, companyId);
     if (!company || company.tmcId !== scope.tmcId) throw notFound("Company", [{ name: "orgId", value: companyId }]);
     const emailNormalized = user.email.toLowerCase();
-    // The unique index users_tmc_email_unique: a concurrent insert of the same key is waited for.
-    await this.db.lock(tx, `users_tmc_email_unique:${scope.tmcId}:${emailNormalized}`);
-    if (this.db.read(tx, this.db.users).some((u) => u.tmcId === scope.tmcId && u.emailNormalized === emailNormalized)) {
-      throw uniqueViolation("A user with this email already exists in the TMC");
+    // The unique index users_company_email_unique: a concurrent insert of the same key is waited for.
+    await this.db.lock(tx, `users_company_email_unique:${companyId}:${emailNormalized}`);
+    if (this.db.read(tx, this.db.users).some((u) => u.companyId === companyId && u.emailNormalized === emailNormalized && !u.scimDeletedAt)) {
+      throw uniqueViolation("A user with this email already exists in the company");
     }
     const row: UserRow = {
       id: crypto.randomUUID(),
@@ -511,6 +537,8 @@ export class InMemoryTenantRepository implements TenantRepository {
       givenName: user.givenName,
       familyName: user.familyName,
       isActive: user.isActive,
+      createdAt: this.db.clock(),
+      updatedAt: this.db.clock(),
     };
     await this.db.insert(tx, this.db.users, row);
     return toUser(row);
@@ -518,13 +546,204 @@ export class InMemoryTenantRepository implements TenantRepository {
 
   async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined> {
     const normalized = email.toLowerCase();
-    const row = this.db.read(tx, this.db.users).find((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive);
-    return row && toUser(row);
+    const rows = this.db.read(tx, this.db.users).filter((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive);
+    if (rows.length > 1) throw new DomainError("INVALID_GRANT", "The subject_token's email names more than one active user of the TMC", { params: [{ name: "subject_token", value: "ambiguous email" }] });
+    return rows[0] && toUser(rows[0]);
   }
 
   async findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined> {
     const row = this.db.read(tx, this.db.users).find((u) => u.tmcId === scope.tmcId && u.id === userId && u.isActive);
     return row && toUser(row);
+  }
+}
+
+/** users as PostgresUserRepository reads and writes them: joined with the company's and TMC's names, scoped to the TMC. */
+export class InMemoryUserRepository implements UserProfileRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async find(tx: Tx, scope: TenantScope, userId: string): Promise<UserProfileRecord | undefined> {
+    const row = this.db.get(tx, this.db.users, userId);
+    return row && row.tmcId === scope.tmcId ? this.toRecord(tx, row) : undefined;
+  }
+
+  async lock(tx: Tx, scope: TenantScope, userId: string): Promise<UserProfileRecord | undefined> {
+    if (this.db.get(tx, this.db.users, userId)?.tmcId !== scope.tmcId) return undefined;
+    await this.db.lock(tx, this.db.rowLock(this.db.users, userId));
+    return this.find(tx, scope, userId);
+  }
+
+  async update(tx: Tx, scope: TenantScope, userId: string, change: ProfileChange): Promise<void> {
+    await this.db.update(
+      tx,
+      this.db.users,
+      (r) => r.tmcId === scope.tmcId && r.id === userId,
+      (r) => ({ ...r, givenName: change.givenName, familyName: change.familyName, profile: jsonCopy(change.profile), updatedAt: this.db.clock() }),
+    );
+  }
+
+  private toRecord(tx: Tx, row: UserRow): UserProfileRecord {
+    return {
+      id: row.id,
+      tmcId: row.tmcId,
+      tmcName: this.db.get(tx, this.db.tmcs, row.tmcId)!.name,
+      companyId: row.companyId,
+      companyName: this.db.get(tx, this.db.companies, row.companyId)!.name,
+      email: row.email,
+      givenName: row.givenName,
+      familyName: row.familyName,
+      isActive: row.isActive,
+      externalId: row.externalId,
+      profile: jsonCopy(row.profile ?? {}) as Record<string, unknown>,
+    };
+  }
+}
+
+/** users as PostgresScimUserRepository sees them: one company of one TMC, without SCIM-deleted rows; filters evaluated in memory. */
+export class InMemoryScimUserRepository implements ScimUserRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  private visible(tx: Tx, scope: TenantScope, companyId: string): UserRow[] {
+    return this.db.read(tx, this.db.users).filter((u) => u.tmcId === scope.tmcId && u.companyId === companyId && !u.scimDeletedAt);
+  }
+
+  async list(tx: Tx, scope: TenantScope, companyId: string, filter: UserFilter | undefined, page: UserPage): Promise<{ users: ScimUser[]; total: number }> {
+    const matching = this.visible(tx, scope, companyId)
+      .filter((u) => !filter || matchesScimFilter(u, filter))
+      .sort((a, b) => (a.createdAt?.getTime() ?? 0) - (b.createdAt?.getTime() ?? 0) || a.id.localeCompare(b.id));
+    return { users: matching.slice(page.startIndex - 1, page.startIndex - 1 + page.count).map(toScimUser), total: matching.length };
+  }
+
+  async find(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
+    const row = this.visible(tx, scope, companyId).find((u) => u.id === userId);
+    return row && toScimUser(row);
+  }
+
+  async lock(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
+    if (!this.visible(tx, scope, companyId).some((u) => u.id === userId)) return undefined;
+    await this.db.lock(tx, this.db.rowLock(this.db.users, userId));
+    return this.find(tx, scope, companyId, userId);
+  }
+
+  async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserAttributes): Promise<ScimUser> {
+    const company = this.db.get(tx, this.db.companies, companyId);
+    if (!company || company.tmcId !== scope.tmcId) throw notFound("Company", [{ name: "orgId", value: companyId }]);
+    await this.checkUnique(tx, scope, companyId, undefined, user);
+    const now = this.db.clock();
+    const row: UserRow = { id: crypto.randomUUID(), companyId, tmcId: scope.tmcId, ...scimColumns(user), createdAt: now, updatedAt: now };
+    await this.db.insert(tx, this.db.users, row);
+    return toScimUser(row);
+  }
+
+  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserAttributes): Promise<ScimUser | undefined> {
+    if (!this.visible(tx, scope, companyId).some((u) => u.id === userId)) return undefined;
+    await this.checkUnique(tx, scope, companyId, userId, user);
+    await this.db.update(tx, this.db.users, (r) => r.id === userId, (r) => ({ ...r, ...scimColumns(user), updatedAt: this.db.clock() }));
+    return this.find(tx, scope, companyId, userId);
+  }
+
+  async markDeleted(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<boolean> {
+    if (!this.visible(tx, scope, companyId).some((u) => u.id === userId)) return false;
+    const now = this.db.clock();
+    await this.db.update(tx, this.db.users, (r) => r.id === userId, (r) => ({ ...r, isActive: false, scimDeletedAt: now, updatedAt: now }));
+    return true;
+  }
+
+  /** The partial unique indexes users_company_email_unique and users_company_external_id_unique. */
+  private async checkUnique(tx: Tx, scope: TenantScope, companyId: string, userId: string | undefined, user: ScimUserAttributes): Promise<void> {
+    const emailNormalized = user.userName.toLowerCase();
+    await this.db.lock(tx, `users_company_email_unique:${companyId}:${emailNormalized}`);
+    const others = this.visible(tx, scope, companyId).filter((u) => u.id !== userId);
+    if (others.some((u) => u.emailNormalized === emailNormalized)) throw uniqueViolation("A user with this userName exists in the company");
+    if (user.externalId !== undefined && others.some((u) => u.externalId === user.externalId)) throw uniqueViolation("A user with this externalId exists in the company");
+  }
+}
+
+function scimColumns(user: ScimUserAttributes) {
+  return {
+    email: user.userName,
+    emailNormalized: user.userName.toLowerCase(),
+    givenName: user.givenName,
+    familyName: user.familyName,
+    isActive: user.active,
+    externalId: user.externalId,
+  };
+}
+
+function toScimUser(row: UserRow): ScimUser {
+  return {
+    id: row.id,
+    companyId: row.companyId,
+    tmcId: row.tmcId,
+    userName: row.email,
+    givenName: row.givenName,
+    familyName: row.familyName,
+    active: row.isActive,
+    externalId: row.externalId,
+    created: row.createdAt ?? new Date(0),
+    lastModified: row.updatedAt ?? row.createdAt ?? new Date(0),
+  };
+}
+
+/** A UserFilter evaluated on a row, as PostgresScimUserRepository's SQL does. */
+function matchesScimFilter(row: UserRow, filter: UserFilter): boolean {
+  switch (filter.kind) {
+    case "and":
+      return filter.filters.every((f) => matchesScimFilter(row, f));
+    case "or":
+      return filter.filters.some((f) => matchesScimFilter(row, f));
+    case "not":
+      return !matchesScimFilter(row, filter.filter);
+    case "constant":
+      return filter.value;
+    case "present": {
+      const value = scimValueOf(row, filter.attribute);
+      return value !== undefined && value !== "";
+    }
+    case "compare": {
+      const actual = scimValueOf(row, filter.attribute);
+      if (filter.op === "ne") return actual === undefined || !sameScimValue(actual, filter.value);
+      if (actual === undefined) return false;
+      const expected = filter.value;
+      switch (filter.op) {
+        case "eq":
+          return sameScimValue(actual, expected);
+        case "co":
+          return String(actual).includes(String(expected));
+        case "sw":
+          return String(actual).startsWith(String(expected));
+        case "ew":
+          return String(actual).endsWith(String(expected));
+        default: {
+          const [a, b] = [actual instanceof Date ? actual.getTime() : actual, expected instanceof Date ? expected.getTime() : expected];
+          return filter.op === "gt" ? a > b : filter.op === "ge" ? a >= b : filter.op === "lt" ? a < b : a <= b;
+        }
+      }
+    }
+  }
+}
+
+function sameScimValue(a: string | boolean | Date, b: string | boolean | Date): boolean {
+  return a instanceof Date && b instanceof Date ? a.getTime() === b.getTime() : a === b;
+}
+
+function scimValueOf(row: UserRow, attribute: FilterAttribute): string | boolean | Date | undefined {
+  switch (attribute) {
+    case "id":
+      return row.id;
+    case "userName":
+      return row.emailNormalized;
+    case "externalId":
+      return row.externalId;
+    case "givenName":
+      return row.givenName.toLowerCase();
+    case "familyName":
+      return row.familyName.toLowerCase();
+    case "active":
+      return row.isActive;
+    case "created":
+      return row.createdAt;
+    case "lastModified":
+      return row.updatedAt ?? row.createdAt;
   }
 }
 
@@ -733,7 +952,7 @@ export class InMemoryTrustedIssuerRepository implements TrustedIssuerRepository 
   }
 }
 
-export class InMemoryAirCreditRepository implements AirCreditRepository {
+export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedCreditRepository {
   constructor(private readonly db: MemoryDatabase) {}
 
   async insertPaymentSource(tx: Tx, scope: TenantScope, source: NewPaymentSource): Promise<string> {
@@ -756,6 +975,65 @@ export class InMemoryAirCreditRepository implements AirCreditRepository {
       this.db.write(tx, this.db.airCredits, id, { ...credit, id, status: "OPEN" });
     }
     return credits.length;
+  }
+
+  async companyExists(tx: Tx, scope: TenantScope, companyId: string): Promise<boolean> {
+    return this.db.get(tx, this.db.companies, companyId)?.tmcId === scope.tmcId;
+  }
+
+  async listTransferable(tx: Tx, scope: TenantScope, companyId: string, on: TransferableOn, filter: CreditFilter, page: { offset: number; limit: number }): Promise<CreditPage> {
+    const any = (values: readonly string[], value: string | undefined) => values.length === 0 || (value !== undefined && values.includes(value));
+    const matching = this.transferable(tx, scope, companyId, on)
+      .filter((c) => any(filter.suppliers, c.source) && any(filter.airlineCodes, c.airlineCode) && any(filter.fopLabels, c.fopLabel) && any(filter.pccs, c.pcc))
+      .filter((c) => any(filter.fopCardAccessTypes, c.fopCardAccessType) && any(filter.legalEntityNames, c.legalEntityName))
+      .filter((c) => (filter.expiryFrom === undefined || c.expiryDate >= filter.expiryFrom) && (filter.expiryTo === undefined || c.expiryDate <= filter.expiryTo))
+      .sort((a, b) => (a.expiryDate === b.expiryDate ? (a.ticketNumber < b.ticketNumber ? -1 : 1) : a.expiryDate < b.expiryDate ? -1 : 1));
+    return { credits: matching.slice(page.offset, page.offset + page.limit), totalRecords: matching.length };
+  }
+
+  async transferableValues(tx: Tx, scope: TenantScope, companyId: string, on: TransferableOn): Promise<TransferableValues> {
+    const credits = this.transferable(tx, scope, companyId, on);
+    const distinct = (pick: (c: UnusedCredit) => string | undefined) => [...new Set(credits.flatMap((c) => (pick(c) ? [pick(c)!] : [])))].sort();
+    return { fopLabels: distinct((c) => c.fopLabel), pccs: distinct((c) => c.pcc), legalEntityNames: distinct((c) => c.legalEntityName) };
+  }
+
+  async lockByPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): Promise<LockedCredit[]> {
+    await this.db.lock(tx, `payment_source:${paymentSourceId}`);
+    return this.ofPaymentSource(tx, scope, paymentSourceId).map((c) => ({
+      companyId: c.companyId, status: c.status, expiryDate: c.expiryDate, airlineCode: c.airlineCode, creditUsageType: c.creditUsageType,
+    }));
+  }
+
+  async setUsageType(tx: Tx, scope: TenantScope, paymentSourceId: string, type: CreditUsageType): Promise<void> {
+    for (const c of this.ofPaymentSource(tx, scope, paymentSourceId)) this.db.write(tx, this.db.unusedCredits, `${c.companyId}:${c.ticketNumber}`, { ...c, creditUsageType: type });
+  }
+
+  async upsertCredits(tx: Tx, scope: TenantScope, companyId: string, credits: readonly ImportedCredit[]): Promise<{ created: number; updated: number }> {
+    this.assertCompaniesOfTenant(tx, scope, [companyId]);
+    let updated = 0;
+    for (const credit of credits) {
+      const key = `${companyId}:${credit.ticketNumber}`;
+      const existing = this.db.get(tx, this.db.unusedCredits, key);
+      if (existing) updated++;
+      const paymentSourceId = credit.paymentSourceId || existing?.paymentSourceId || crypto.randomUUID();
+      this.db.write(tx, this.db.unusedCredits, key, { ...credit, companyId, paymentSourceId });
+    }
+    return { created: credits.length - updated, updated };
+  }
+
+  async refreshStatisticsIfStale(_tx: Tx): Promise<void> {}
+
+  private transferable(tx: Tx, scope: TenantScope, companyId: string, on: TransferableOn): UnusedCredit[] {
+    if (this.db.get(tx, this.db.companies, companyId)?.tmcId !== scope.tmcId) return [];
+    return this.db
+      .read(tx, this.db.unusedCredits)
+      .filter((c) => c.companyId === companyId && c.status === "OPEN" && c.creditUsageType !== "COMPANY" && c.expiryDate >= on.today && on.airlineCodes.includes(c.airlineCode));
+  }
+
+  private ofPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): UnusedCredit[] {
+    return this.db
+      .read(tx, this.db.unusedCredits)
+      .filter((c) => c.paymentSourceId === paymentSourceId && this.db.get(tx, this.db.companies, c.companyId)?.tmcId === scope.tmcId);
   }
 
   private assertCompaniesOfTenant(tx: Tx, scope: TenantScope, companyIds: readonly string[]): void {
@@ -838,6 +1116,8 @@ export function inMemoryRepositories(db: MemoryDatabase) {
     trustedIssuers: new InMemoryTrustedIssuerRepository(db),
     airCredits: new InMemoryAirCreditRepository(db),
     credentialChanges: new InMemoryCredentialChangeLog(db),
+    scimUsers: new InMemoryScimUserRepository(db),
+    users: new InMemoryUserRepository(db),
   };
 }
 

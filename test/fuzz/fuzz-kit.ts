@@ -360,7 +360,8 @@ export function assertRestErrorResponse(
   } catch {
     assert.fail(`${response.statusCode} without a JSON ErrorResponse body: ${show(response.body)} ${context()}`);
   }
-  assert.match(String(response.headers["content-type"]), /^application\/json/, `${response.statusCode} content type ${context()}`);
+  // application/scim+json on the SCIM routes (their error dialect), application/json everywhere else.
+  assert.match(String(response.headers["content-type"]), /^application\/(scim\+)?json/, `${response.statusCode} content type ${context()}`);
   assert.ok(typeof body.debugIdentifier === "string" && body.debugIdentifier.length > 0, `${response.statusCode} without debugIdentifier: ${show(body)} ${context()}`);
   assert.equal(body.debugIdentifier, response.headers["x-request-id"], `debugIdentifier is the request id ${context()}`);
   const first = Array.isArray(body.errorMessages) ? body.errorMessages[0] : undefined;

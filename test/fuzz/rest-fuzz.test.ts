@@ -18,7 +18,7 @@
 //      legitimate and feed later cases.
 // Then fixed cases: JSON bodies past the gateway's depth limit (MAX_JSON_DEPTH) are refused on
 // every JSON route, with or without a credential, and the Connect face answers the same body
-// 4xx (or 501 from the UserService, not implemented yet).
+// 4xx (or 501 from a service not implemented yet: none today).
 //
 // Size: FUZZ_RUNS cases per property (default 100, fuzz-kit.ts), about 1 300 requests: on the
 // 2-core machine 35–60 s per backend for the whole file (its fuzzing 20–48 s, 20–25 s of CPU),
@@ -66,7 +66,7 @@ import {
 
 const routes = restRoutesOf(contractServices);
 /** Services whose issue is not done: the RPC core registers them without handlers (src/rpc/routes.ts). */
-const UNIMPLEMENTED_SERVICES = new Set(["travel.user.v2.UserService", "travel.aircredit.v3.AirCreditService"]);
+const UNIMPLEMENTED_SERVICES = new Set<string>();
 const MAX_URL_BYTES = 8192;
 
 // ---- the world the requests are made in -------------------------------------------------------
@@ -568,10 +568,10 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
     const rest = (depth: number, headers: Record<string, string> = admin) =>
       inject({ method: "PUT", url: `/v2/users/${userId}`, headers: { "content-type": "application/json", ...headers }, payload: body(depth) });
 
-    // At the limit the request reaches the RPC: UserService is not implemented yet (501, README "Status").
+    // At the limit the request reaches the RPC, which stores it (200, no body: README "User profiles").
     const atLimit = await rest(MAX_JSON_DEPTH);
-    assert.equal(atLimit.statusCode, 501, atLimit.body);
-    assert.equal(assertRestErrorResponse(atLimit, () => atLimit.body).errorMessages?.[0]?.errorCode, "NOT_IMPLEMENTED");
+    assert.equal(atLimit.statusCode, 200, atLimit.body);
+    assert.equal(atLimit.body, "");
     assert.equal((await rest(MAX_JSON_DEPTH, {})).statusCode, 401);
 
     // 49..97 levels decoded as JSON and then failed protobuf binary's limit in the in-process transport: 500 before.

@@ -72,7 +72,7 @@ const BODY_LIMIT_BYTES = 65_536;
 const CALL_TIMEOUT_MS = 15_000;
 const methods: UnaryMethod[] = contractServices.flatMap((s) => s.methods.filter((m): m is UnaryMethod => m.methodKind === "unary"));
 /** Services whose issue is not done: registered without handlers (src/rpc/routes.ts), UNIMPLEMENTED by design. */
-const UNIMPLEMENTED_SERVICES = new Set(["travel.user.v2.UserService", "travel.aircredit.v3.AirCreditService"]);
+const UNIMPLEMENTED_SERVICES = new Set<string>();
 /** Operator RPCs whose every success writes something big (a migration run, a demo tenant, a signing key): no valid credential. */
 const NO_VALID_CREDENTIAL = new Set(["Migrate", "Seed", "RotateSigningKey"]);
 const FORBIDDEN_CODES = new Set([Code.Internal, Code.Unknown, Code.Unavailable, Code.DataLoss]);

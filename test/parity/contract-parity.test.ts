@@ -265,11 +265,23 @@ function restFace(baseUrl: string): Face {
         json = undefined;
       }
       const raw = `${res.status} ${text.slice(0, 500)}`;
-      if (res.status < 300) return { face: "REST (fetch)", ok: true, httpStatus: res.status, response: (json ?? {}) as JsonObject, raw };
+      if (res.status < 300) {
+        // google.api.http response_body: REST answers with that field's JSON alone; the RPC faces with the message.
+        const field = route.responseBody ? route.method.output.fields.find((f) => f.name === route.responseBody) : undefined;
+        const response = (field && json !== undefined ? { [field.jsonName]: json } : (json ?? {})) as JsonObject;
+        return { face: "REST (fetch)", ok: true, httpStatus: res.status, response, raw };
+      }
       let error: ErrorView | undefined;
       try {
-        error = errorView(fromJson(ErrorResponseSchema, json ?? null));
-      } catch {
+        const body = fromJson(ErrorResponseSchema, json ?? null);
+        // The SCIM dialect's `status` is the HTTP status, which only REST has (the RPC faces carry their code).
+        if (body.status !== "") {
+          assert.equal(body.status, String(res.status), "REST: the SCIM error status is the HTTP status");
+          body.status = "";
+        }
+        error = errorView(body);
+      } catch (failure) {
+        if (failure instanceof assert.AssertionError) throw failure;
         error = undefined;
       }
       if (error) assert.equal(res.headers.get("x-request-id"), error.debugIdentifier, "REST: debugIdentifier is the x-request-id");
@@ -349,8 +361,13 @@ function encodedSize(route: RestRoute, request: JsonObject): number {
   return Math.max(Buffer.byteLength(JSON.stringify(request)), toBinary(route.method.input, fromJson(route.method.input, request)).length);
 }
 
-/** Fits the service's body limit with room for framing: what (c) is about is the strings, not the body size. */
-const fits = (route: RestRoute, request: JsonObject) => encodedSize(route, request) <= BODY_LIMIT_BYTES - 1024;
+/**
+ * Fits the service's body limit with room for framing, and where the fields travel in the URL
+ * (query parameters and path variables of a route whose body is not the whole request), the URL
+ * limit too: what (c) is about is the strings, not the body or URL size.
+ */
+const fits = (route: RestRoute, request: JsonObject) =>
+  encodedSize(route, request) <= BODY_LIMIT_BYTES - 1024 && (route.body === "*" || Buffer.byteLength(JSON.stringify(request)) <= MAX_URL_BYTES - 1024);
 
 /**
  * The string paths in requests that each fit the body limit, as few requests as possible:

@@ -181,9 +181,11 @@ describe("migrations", () => {
       await refused(db("api_users").insert({ ...row }), "23505");
     });
 
-    it("users: the normalized email is unique per TMC, the external id too when set", async () => {
+    it("users: the normalized email is unique per company (not per TMC), the external id too when set, among users SCIM has not deleted", async () => {
       const companyId = crypto.randomUUID();
+      const otherCompanyId = crypto.randomUUID();
       await db("companies").insert({ id: companyId, tmc_id: tmcId, name: "People Co" });
+      await db("companies").insert({ id: otherCompanyId, tmc_id: tmcId, name: "Other People Co" });
       const user = (overrides: Record<string, unknown>) => ({
         id: crypto.randomUUID(),
         company_id: companyId,
@@ -194,16 +196,23 @@ describe("migrations", () => {
         family_name: "B",
         ...overrides,
       });
-      await db("users").insert(user({}));
-      await refused(db("users").insert(user({ email: "A@example.com" })), "23505", "users_tmc_email_unique");
+      const first = user({});
+      await db("users").insert(first);
+      await refused(db("users").insert(user({ email: "A@example.com" })), "23505", "users_company_email_unique");
+      // Another company of the same TMC may hold the same email and external id (SCIM uniqueness is per company).
+      await db("users").insert(user({ company_id: otherCompanyId, email: "A@example.com" }));
       // Two users without an external id are fine; the same external id twice is not.
       await db("users").insert(user({ email: "b@example.com", email_normalized: "b@example.com" }));
       await db("users").insert(user({ email: "c@example.com", email_normalized: "c@example.com", external_id: "ext-1" }));
       await refused(
         db("users").insert(user({ email: "d@example.com", email_normalized: "d@example.com", external_id: "ext-1" })),
         "23505",
-        "users_tmc_external_id_unique",
+        "users_company_external_id_unique",
       );
+      await db("users").insert(user({ company_id: otherCompanyId, email: "d@example.com", email_normalized: "d@example.com", external_id: "ext-1" }));
+      // A user deleted over SCIM frees its email for a new user of the company.
+      await db("users").where({ id: first.id }).update({ is_active: false, scim_deleted_at: db.fn.now() });
+      await db("users").insert(user({}));
     });
   });
 });

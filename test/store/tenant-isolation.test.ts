@@ -29,6 +29,7 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "credentialChanges.latest": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.since": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.prune": "the deployment's change numbers: client ids only, no tenant data",
+  "airCredits.refreshStatisticsIfStale": "the planner's statistics of a table: no tenant data",
 };
 
 function refreshToken(clientId: string, tokenHash: Buffer, id = crypto.randomUUID(), familyId = crypto.randomUUID()) {
@@ -265,6 +266,122 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     };
     await assert.rejects(repos.airCredits.insertCredits(uow.direct, scopeA, [credit]), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
     assert.equal(await repos.airCredits.insertCredits(uow.direct, scopeB, [credit]), 1);
+  });
+
+  isolation("users.find", async () => {
+    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    assert.ok(userB);
+    assert.equal(await repos.users.find(uow.direct, scopeA, userB.id), undefined);
+    assert.equal((await repos.users.find(uow.direct, scopeB, userB.id))?.companyId, companyB);
+  });
+
+  isolation("users.lock", async () => {
+    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    assert.ok(userB);
+    await uow.transaction(async (tx) => assert.equal(await repos.users.lock(tx, scopeA, userB.id), undefined));
+    await uow.transaction(async (tx) => assert.equal((await repos.users.lock(tx, scopeB, userB.id))?.id, userB.id));
+  });
+
+  isolation("users.update", async () => {
+    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    assert.ok(userB);
+    await repos.users.update(uow.direct, scopeA, userB.id, { givenName: "Intruder", familyName: "A", profile: { tier: "SEAT1A" } });
+    const untouched = await repos.users.find(uow.direct, scopeB, userB.id);
+    assert.deepEqual([untouched?.givenName, untouched?.familyName, untouched?.profile], ["B", "User", {}], "A's update did not reach B's user");
+  });
+
+  const v3Credit = (ticketNumber: string, paymentSourceId = "") => ({
+    paymentSourceId, ticketNumber, sourcePnr: undefined, spotnanaPnr: undefined, airlineCode: "AA", airlineName: undefined,
+    totalFare: { amount: "10.00", currencyCode: "USD" }, issueDate: "2026-01-01", expiryDate: "2099-01-01", usedDate: undefined,
+    departureDate: undefined, segmentsAvailable: undefined, passengerName: undefined, departureCountry: undefined, arrivalCountry: undefined,
+    ticketType: "ETICKET", pcc: "B1", status: "OPEN" as const, source: "SABRE", tripId: undefined, redeemVia: undefined, sourceOfTruth: undefined,
+    owningPcc: undefined, creditUsageType: "PERSONAL" as const, email: undefined, fopInfo: undefined, fopLabel: "B label", previousTicket: undefined,
+    fopCardAccessType: undefined, legalEntityName: "B entity",
+  });
+  const v3On = { today: "2026-01-01", airlineCodes: ["AA"] };
+  const v3Filter = { suppliers: [], airlineCodes: [], expiryFrom: undefined, expiryTo: undefined, fopLabels: [], pccs: [], fopCardAccessTypes: [], legalEntityNames: [] };
+  const sourceOfB = crypto.randomUUID();
+
+  isolation("airCredits.upsertCredits", async () => {
+    await assert.rejects(repos.airCredits.upsertCredits(uow.direct, scopeA, companyB, [v3Credit("9990000000001")]), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
+    assert.deepEqual(await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000001", sourceOfB)]), { created: 1, updated: 0 });
+  });
+
+  isolation("airCredits.companyExists", async () => {
+    assert.equal(await repos.airCredits.companyExists(uow.direct, scopeA, companyB), false);
+    assert.equal(await repos.airCredits.companyExists(uow.direct, scopeB, companyB), true);
+  });
+
+  isolation("airCredits.listTransferable", async () => {
+    await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000002")]);
+    const page = { offset: 0, limit: 10 };
+    assert.equal((await repos.airCredits.listTransferable(uow.direct, scopeA, companyB, v3On, v3Filter, page)).totalRecords, 0);
+    assert.ok((await repos.airCredits.listTransferable(uow.direct, scopeB, companyB, v3On, v3Filter, page)).totalRecords > 0);
+  });
+
+  isolation("airCredits.transferableValues", async () => {
+    await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000003")]);
+    assert.deepEqual(await repos.airCredits.transferableValues(uow.direct, scopeA, companyB, v3On), { fopLabels: [], pccs: [], legalEntityNames: [] });
+    assert.deepEqual((await repos.airCredits.transferableValues(uow.direct, scopeB, companyB, v3On)).pccs, ["B1"]);
+  });
+
+  isolation("airCredits.lockByPaymentSource", async () => {
+    await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000004", sourceOfB)]);
+    assert.deepEqual(await uow.transaction((tx) => repos.airCredits.lockByPaymentSource(tx, scopeA, sourceOfB)), []);
+    assert.ok((await uow.transaction((tx) => repos.airCredits.lockByPaymentSource(tx, scopeB, sourceOfB))).length > 0);
+  });
+
+  isolation("airCredits.setUsageType", async () => {
+    await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000005", sourceOfB)]);
+    await repos.airCredits.setUsageType(uow.direct, scopeA, sourceOfB, "COMPANY");
+    const locked = await uow.transaction((tx) => repos.airCredits.lockByPaymentSource(tx, scopeB, sourceOfB));
+    assert.ok(locked.every((c) => c.creditUsageType === "PERSONAL"), "A's change did not reach B's credits");
+  });
+
+  // SCIM: confined to the tenant and one of its companies; B's company named with A's scope finds nothing.
+  const scimAttrs = (userName: string) => ({ userName, givenName: "S", familyName: "C", active: true, externalId: undefined });
+  const scimUserOfB = async () => {
+    const { users } = await repos.scimUsers.list(uow.direct, scopeB, companyB, { kind: "compare", attribute: "userName", op: "eq", value: emailB }, { startIndex: 1, count: 10 });
+    assert.equal(users.length, 1, "B's user, seen with B's scope");
+    return users[0]!;
+  };
+
+  isolation("scimUsers.list", async () => {
+    const all = { startIndex: 1, count: 200 };
+    assert.deepEqual(await repos.scimUsers.list(uow.direct, scopeA, companyB, undefined, all), { users: [], total: 0 });
+    assert.deepEqual(await repos.scimUsers.list(uow.direct, scopeA, companyB, { kind: "compare", attribute: "userName", op: "eq", value: emailB }, all), { users: [], total: 0 });
+    assert.equal((await repos.scimUsers.list(uow.direct, scopeA, companyA, { kind: "compare", attribute: "userName", op: "sw", value: "b." }, all)).total, 0);
+  });
+
+  isolation("scimUsers.find", async () => {
+    const user = await scimUserOfB();
+    assert.equal(await repos.scimUsers.find(uow.direct, scopeA, companyB, user.id), undefined);
+    assert.equal(await repos.scimUsers.find(uow.direct, scopeA, companyA, user.id), undefined);
+    assert.equal((await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.id, user.id);
+  });
+
+  isolation("scimUsers.lock", async () => {
+    const user = await scimUserOfB();
+    await uow.transaction(async (tx) => assert.equal(await repos.scimUsers.lock(tx, scopeA, companyB, user.id), undefined));
+  });
+
+  isolation("scimUsers.insert", async () => {
+    await assert.rejects(repos.scimUsers.insert(uow.direct, scopeA, companyB, scimAttrs("scim.intruder@a.example")), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
+    assert.equal((await repos.scimUsers.list(uow.direct, scopeB, companyB, undefined, { startIndex: 1, count: 200 })).users.some((u) => u.userName === "scim.intruder@a.example"), false);
+    // The same userName in another company (here another tenant's) is no conflict.
+    assert.equal((await repos.scimUsers.insert(uow.direct, scopeA, companyA, scimAttrs(emailB))).tmcId, a.id);
+  });
+
+  isolation("scimUsers.update", async () => {
+    const user = await scimUserOfB();
+    assert.equal(await repos.scimUsers.update(uow.direct, scopeA, companyB, user.id, scimAttrs("taken.over@a.example")), undefined);
+    assert.equal((await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.userName, emailB, "B's user unchanged");
+  });
+
+  isolation("scimUsers.markDeleted", async () => {
+    const user = await scimUserOfB();
+    assert.equal(await repos.scimUsers.markDeleted(uow.direct, scopeA, companyB, user.id), false);
+    assert.equal((await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.active, true, "B's user still there and active");
   });
 
   test("every repository method is either tested under two tenants above or listed as unscoped with its reason", () => {

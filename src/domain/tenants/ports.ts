@@ -16,9 +16,13 @@ export interface TenantRepository {
    * Unscoped by nature: it is how the scope is found.
    */
   tenantOfCompany(tx: Tx, companyId: string): Promise<TenantScope | undefined>;
-  /** Throws ALREADY_EXISTS when the email is taken in the TMC. */
+  /** Throws ALREADY_EXISTS when the email is taken in the company. */
   createUser(tx: Tx, scope: TenantScope, companyId: string, user: NewUser): Promise<User>;
-  /** The active user with this email (case-insensitive) in the tenant. */
+  /**
+   * The active user with this email (case-insensitive) in the tenant. Emails are unique per
+   * company, not per TMC: when the email names active users of several companies this throws
+   * INVALID_GRANT (token exchange refuses an ambiguous subject rather than picking one).
+   */
   findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined>;
   /** The active user with this id in the tenant. */
   findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined>;

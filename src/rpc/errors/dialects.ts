@@ -15,3 +15,21 @@ export const OAUTH_ERROR_BY_CODE: Readonly<Partial<Record<ErrorCode, string>>> =
   UNSUPPORTED_GRANT_TYPE: "unsupported_grant_type",
   TOO_MANY_REQUESTS: "slow_down",
 };
+
+/** The SCIM Error message URN (RFC 7644 3.12). */
+export const SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error";
+
+/**
+ * RFC 7644 3.12 `scimType` of the catalogue codes that have one. The generic 400
+ * (API_VALIDATION_FAILED: malformed JSON, a wrong field type, a field the request schema does not
+ * have) is `invalidSyntax`; other codes carry no scimType.
+ */
+export const SCIM_TYPE_BY_CODE: Readonly<Partial<Record<ErrorCode, string>>> = {
+  INVALID_FILTER: "invalidFilter",
+  INVALID_PATH: "invalidPath",
+  INVALID_VALUE: "invalidValue",
+  NO_TARGET: "noTarget",
+  MUTABILITY: "mutability",
+  ALREADY_EXISTS: "uniqueness",
+  API_VALIDATION_FAILED: "invalidSyntax",
+};

@@ -5,7 +5,7 @@ import { ErrorDialect, ErrorResponseSchema, type ErrorResponse } from "../../../
 import { isErrorCode, specOf, type ErrorCode } from "../../errors/codes.js";
 import { DomainError, type ErrorParameter } from "../../errors/domain-error.js";
 import { CODE_BY_KIND } from "./connect-codes.js";
-import { OAUTH_ERROR_BY_CODE } from "./dialects.js";
+import { OAUTH_ERROR_BY_CODE, SCIM_ERROR_SCHEMA, SCIM_TYPE_BY_CODE } from "./dialects.js";
 import { wellFormed } from "./printable.js";
 
 export interface TranslatedError {
@@ -22,6 +22,7 @@ export interface TranslatedError {
 export function translateError(error: unknown, requestId: string, input?: DescMessage, dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED): TranslatedError {
   const translated = baseTranslation(error, requestId, input);
   if (dialect === ErrorDialect.OAUTH) applyOAuthDialect(translated);
+  if (dialect === ErrorDialect.SCIM) applyScimDialect(translated);
   return translated;
 }
 
@@ -73,6 +74,17 @@ function applyOAuthDialect(translated: TranslatedError): void {
   if (!oauthError) return;
   translated.body.error = oauthError;
   translated.body.errorDescription = translated.body.errorMessages[0]?.message ?? "The request is invalid";
+}
+
+/**
+ * RFC 7644 3.12: `schemas`, `scimType` and `detail` beside the ErrorResponse fields. `status` is
+ * the HTTP status, which only the REST face knows: it sets it (gateway/error-reply.ts).
+ */
+function applyScimDialect(translated: TranslatedError): void {
+  if (translated.body.schemas.length > 0) return;
+  translated.body.schemas = [SCIM_ERROR_SCHEMA];
+  translated.body.scimType = SCIM_TYPE_BY_CODE[translated.errorCode] ?? "";
+  translated.body.detail = translated.body.errorMessages[0]?.message ?? "The request failed";
 }
 
 /** The violated field as a REST client names it: JSON names joined by dots ("companyId.id"). */

@@ -1,6 +1,8 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import type { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
+import type { AirCreditImport } from "../../domain/air-credits/air-credit-import.js";
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
 import type { AuditTrail } from "../../domain/audit/audit-trail.js";
 import type { TokenRateLimiter } from "../../domain/rate-limit/token-rate-limiter.js";
@@ -13,6 +15,7 @@ import { requestInfoOf } from "../request-context.js";
 
 export interface OperatorDomain {
   readonly tenants: TenantService;
+  readonly airCreditImport: AirCreditImport;
   readonly provisioning: ApiUserProvisioning;
   readonly signingKeys: SigningKeyRing;
   readonly trustedIssuers: TrustedIssuers;
@@ -101,6 +104,10 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   async resetTokenLockout(req: { clientId: string; address: string }) {
     await this.domain.limiter.resetLockout(req.clientId || undefined, req.address);
     return { clientId: req.clientId, address: req.address };
+  }
+
+  async importAirCredits(req: { companyId: string; credits: JsonObject[] }) {
+    return this.domain.airCreditImport.import(req.companyId.toLowerCase(), req.credits);
   }
 
   async seed(_req: unknown, ctx: HandlerContext) {

@@ -59,10 +59,11 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
       },
       {
         name: "domain-npm-only-jose",
-        comment: "4. Of npm packages the domain may import only jose (node built-ins are fine).",
+        comment:
+          "4. Of npm packages the domain may import only jose and the two pure SCIM libraries (scim2-parse-filter, scim-patch: no I/O, no state) (node built-ins are fine).",
         severity: "error",
         from: { path: in_("domain") },
-        to: { dependencyTypes: npm, pathNot: "(^|/)node_modules/jose/" },
+        to: { dependencyTypes: npm, pathNot: "(^|/)node_modules/(jose|scim2-parse-filter|scim-patch)/" },
       },
       {
         name: "domain-area-imports-other-areas-only-by-model-or-ports",

@@ -248,11 +248,21 @@ describe("in-memory store", () => {
     await r.tenants.createUser(tx, a, companyA, { email: "Ada@Example.com", givenName: "Ada", familyName: "L", isActive: false });
     await rejectsWith(r.tenants.createUser(tx, a, companyA, { email: "ada@example.COM", givenName: "Ada", familyName: "L", isActive: true }), {
       code: "ALREADY_EXISTS",
-      message: "A user with this email already exists in the TMC",
+      message: "A user with this email already exists in the company",
     });
     await r.tenants.createUser(tx, b, companyB, { email: "ada@example.com", givenName: "Ada", familyName: "L", isActive: true });
     assert.equal(await r.tenants.findActiveUserByEmail(tx, a, "ADA@example.com"), undefined, "inactive users are not found");
     assert.equal((await r.tenants.findActiveUserByEmail(tx, b, "ADA@example.com"))?.tmcId, b.tmcId);
+    // Emails are unique per company: another company of the same TMC may hold it, and token exchange then refuses the ambiguous email.
+    const companyA2 = (await r.tenants.createCompany(tx, a, "A Two")).id;
+    await r.tenants.createUser(tx, a, companyA2, { email: "ada@example.com", givenName: "Ada", familyName: "L", isActive: true });
+    assert.equal((await r.tenants.findActiveUserByEmail(tx, a, "ADA@example.com"))?.companyId, companyA2, "one active user: found");
+    await r.tenants.createUser(tx, a, (await r.tenants.createCompany(tx, a, "A Three")).id, { email: "ADA@example.com", givenName: "Ada", familyName: "L", isActive: true });
+    await rejectsWith(r.tenants.findActiveUserByEmail(tx, a, "ada@example.com"), {
+      code: "INVALID_GRANT",
+      message: "The subject_token's email names more than one active user of the TMC",
+      params: [{ name: "subject_token", value: "ambiguous email" }],
+    });
 
     await r.apiUsers.insert(tx, a, apiUser("dup"));
     await rejectsWith(r.apiUsers.insert(tx, b, apiUser("dup")), { code: "ALREADY_EXISTS", message: "The resource already exists" });

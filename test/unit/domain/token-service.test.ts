@@ -390,6 +390,21 @@ describe("TokenService", () => {
       assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub, bob.id);
     });
 
+    test("an email that names active users of two companies of the TMC (userName is unique per company) is refused as invalid_grant, never picked", async () => {
+      const otherOrgId = (await f.tenants.createCompany(tmcId, "Initech")).id;
+      const twin = await f.tenants.createUser({ orgId: otherOrgId, email: "ADA@acme.example", givenName: "Ada", familyName: "Twin", isActive: true });
+      for (const caller of [admin, companyAdmin]) {
+        await rejectsWith(viaJwt(caller, await signIdp({ email: "ada@acme.example" })), {
+          code: "INVALID_GRANT",
+          message: "The subject_token's email names more than one active user of the TMC",
+          params: [{ name: "subject_token", value: "ambiguous email" }],
+        });
+      }
+      // Once one of them is inactive, the email names one user again.
+      await f.store.db.update(f.uow.direct, f.store.db.users, (u) => u.id === twin.id, (u) => ({ ...u, isActive: false }));
+      assert.equal(decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
+    });
+
     test("an issuer is added only with an audience: API_VALIDATION_FAILED naming audience", async () => {
       const other = "https://idp.other.example";
       const noAudience = {

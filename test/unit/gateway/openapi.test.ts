@@ -182,8 +182,31 @@ const validSamples: Record<string, SampleRequest[]> = {
       },
     },
   ],
-  migrateUnusedCreditsInCompanyCredits: [{ body: { paymentSourceIds: ["ps-1", "ps-2"], updateCreditUsageTypeTo: "COMPANY" } }],
+  migrateUnusedCreditsInCompanyCredits: [{ body: { paymentSourceIds: ["d059044a-cacd-4b53-883d-7355530f54e7", "5d1e0406-0705-4d32-90e4-e132e680f1ea"], updateCreditUsageTypeTo: "COMPANY" } }],
 };
+
+/** SCIM (RFC 7644) requests as Entra ID and Okta send them, on both base URLs (operationId, and operationId_1 for /v2/scim). */
+const SCIM_USER = {
+  schemas: ["urn:ietf:params:scim:schemas:core:2.0:User"],
+  userName: "ada@example.com",
+  name: { givenName: "Ada", familyName: "Lovelace" },
+  emails: [{ value: "ada@example.com", type: "work", primary: true }],
+  active: true,
+};
+const scimSamples: Record<string, SampleRequest[]> = {
+  scimListUsers: [{ query: { filter: 'userName eq "ada@example.com"' } }, { query: { filter: 'userName sw "ada"', startIndex: 1, count: 100, attributes: "userName" } }],
+  scimGetUser: [{ path: { userId: USER } }, { path: { userId: USER }, query: { excludedAttributes: "emails" } }],
+  scimCreateUser: [{ body: SCIM_USER }],
+  scimReplaceUser: [{ path: { userId: USER }, body: { ...SCIM_USER, id: USER, externalId: "00u1okta" } }],
+  scimPatchUser: [{ path: { userId: USER }, body: { schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], Operations: [{ op: "Replace", path: "active", value: "False" }] } }],
+  scimDeleteUser: [{ path: { userId: USER } }],
+  scimGetResourceType: [{ path: { resourceTypeId: "User" } }],
+  scimGetSchema: [{ path: { schemaId: "urn:ietf:params:scim:schemas:core:2.0:User" } }],
+};
+for (const [operationId, samples] of Object.entries(scimSamples)) {
+  validSamples[operationId] = samples;
+  validSamples[`${operationId}_1`] = samples;
+}
 
 /** Requests the service refuses, each with the reason the schema must give. */
 const invalidSamples: Array<{ operationId: string; request: SampleRequest; why: RegExp }> = [
@@ -263,9 +286,9 @@ describe("OpenAPI document", () => {
     // Repeated rules: item counts and the rules of each item.
     assert.deepEqual(s["travel.aircredit.v3.MigrateCompanyCreditsRequest"].properties.paymentSourceIds, {
       type: "array",
-      items: { type: "string", minLength: 1, maxLength: 128 },
+      items: { type: "string", format: "uuid" },
       minItems: 1,
-      maxItems: 500,
+      maxItems: 100,
     });
     assert.deepEqual(s["travel.user.v2.Latlng"].properties.latitude, { type: "number", minimum: -90, maximum: 90 });
   });
@@ -283,7 +306,7 @@ describe("OpenAPI document", () => {
     assert.ok(needing.length >= 10, `found ${needing.length} operations`);
     assert.deepEqual(Object.keys(validSamples).sort(), [...needing].sort());
     for (const o of operations.filter((o) => o.body)) {
-      assert.ok(["application/json", "application/x-www-form-urlencoded"].includes(o.body!.mediaType), `${o.operationId}: ${o.body!.mediaType}`);
+      assert.ok(["application/json", "application/x-www-form-urlencoded", "application/scim+json"].includes(o.body!.mediaType), `${o.operationId}: ${o.body!.mediaType}`);
     }
     assert.equal(operation("fetchOauth2Token").body?.mediaType, "application/x-www-form-urlencoded");
   });

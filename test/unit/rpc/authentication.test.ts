@@ -110,13 +110,16 @@ describe("authentication interceptor", () => {
       await rejectsWithRpc(list(bearer(minted)), denied("This operation requires the role TMC_ADMIN"));
     });
 
-    test("a method without a role rule takes any role with the scope; an RPC not built yet then answers 501", async () => {
+    test("a method without a role rule takes any role with the scope: the RPC itself answers", async () => {
       const companyAdmin = await h.operator.createApiUser({ tmcId: tenant.tmcId, orgId: tenant.orgId, role: 2 }, asOperator);
       const token = await accessToken(h, companyAdmin.clientId, companyAdmin.clientSecret);
-      await rejectsWithRpc(h.users.getUser({ userId: crypto.randomUUID() }, bearer(token)), {
-        code: Code.Unimplemented,
-        errorCode: "NOT_IMPLEMENTED",
-        message: "travel.user.v2.UserService.GetUser is not implemented",
+      // Past the interceptor: only GetUser knows that no such user exists.
+      const userId = crypto.randomUUID();
+      await rejectsWithRpc(h.users.getUser({ userId }, bearer(token)), {
+        code: Code.NotFound,
+        errorCode: "NOT_FOUND",
+        message: "User not found",
+        params: [{ name: "userId", value: userId }],
       });
       await rejectsWithRpc(h.users.getUser({ userId: crypto.randomUUID() }), unauthenticated("An access token is required (Authorization: Bearer <token>)"));
     });
@@ -176,8 +179,8 @@ describe("authentication interceptor", () => {
 
   test("every outcome is counted by code", async () => {
     const text = await h.metrics.registry.getSingleMetricAsString("rpc_requests_total");
-    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="Unauthenticated"\} [1-9]/);
-    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="PermissionDenied"\} [1-9]/);
+    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="unauthenticated"\} [1-9]/);
+    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="permission_denied"\} [1-9]/);
     assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="ok"\} [1-9]/);
   });
 });

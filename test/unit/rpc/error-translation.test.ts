@@ -7,9 +7,10 @@ import { GetApiUsersRequestSchema } from "../../../gen/travel/apiuser/v2/api_use
 import { ErrorDialect, ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
 import { ERROR_CODES, type ErrorCode } from "../../../src/errors/codes.js";
 import { DomainError } from "../../../src/errors/domain-error.js";
+import { renderError } from "../../../src/gateway/error-reply.js";
 import { httpStatusOf, STATUS_BY_CODE } from "../../../src/gateway/http-status.js";
 import { CODE_BY_KIND } from "../../../src/rpc/errors/connect-codes.js";
-import { OAUTH_ERROR_BY_CODE } from "../../../src/rpc/errors/dialects.js";
+import { OAUTH_ERROR_BY_CODE, SCIM_TYPE_BY_CODE } from "../../../src/rpc/errors/dialects.js";
 import { toConnectError, translateError } from "../../../src/rpc/errors/error-response.js";
 
 /** Every Connect code (the numeric members of the enum). */
@@ -29,6 +30,11 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   ROUTE_NOT_FOUND: { code: Code.NotFound, status: 404 },
   ALREADY_EXISTS: { code: Code.AlreadyExists, status: 409 },
   API_USER_LIMIT_EXCEEDED: { code: Code.FailedPrecondition, status: 409 },
+  INVALID_FILTER: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
+  INVALID_PATH: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
+  INVALID_VALUE: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
+  NO_TARGET: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
+  MUTABILITY: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
   INVALID_REQUEST: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
   INVALID_CLIENT: { code: Code.PermissionDenied, status: 403, oauth: "invalid_client" },
   CLIENT_AUTHENTICATION_REQUIRED: { code: Code.Unauthenticated, status: 401, oauth: "invalid_client" },
@@ -134,6 +140,32 @@ describe("catalogue code → translateError → Connect code → HTTP status", (
 
   test("the dialect table only names catalogue codes", () => {
     for (const code of Object.keys(OAUTH_ERROR_BY_CODE)) assert.ok(code in ERROR_CODES, code);
+    for (const code of Object.keys(SCIM_TYPE_BY_CODE)) assert.ok(code in ERROR_CODES, code);
+  });
+
+  test("the SCIM dialect (RFC 7644 3.12): schemas, scimType and detail beside the ErrorResponse; the REST face adds status", () => {
+    const scimTypes: Partial<Record<ErrorCode, string>> = {
+      INVALID_FILTER: "invalidFilter",
+      INVALID_PATH: "invalidPath",
+      INVALID_VALUE: "invalidValue",
+      NO_TARGET: "noTarget",
+      MUTABILITY: "mutability",
+      ALREADY_EXISTS: "uniqueness",
+      API_VALIDATION_FAILED: "invalidSyntax",
+    };
+    for (const errorCode of Object.keys(ERROR_CODES) as ErrorCode[]) {
+      const translated = translateError(new DomainError(errorCode, `message of ${errorCode}`), "req-s", undefined, ErrorDialect.SCIM);
+      assert.deepEqual(
+        [translated.code, translated.body.schemas, translated.body.scimType, translated.body.detail, translated.body.status, translated.body.error],
+        [EXPECTED[errorCode].code, ["urn:ietf:params:scim:api:messages:2.0:Error"], scimTypes[errorCode] ?? "", `message of ${errorCode}`, "", ""],
+        errorCode,
+      );
+      const { status, json } = renderError(new DomainError(errorCode, `message of ${errorCode}`), "req-s", ErrorDialect.SCIM);
+      assert.equal(status, EXPECTED[errorCode].status);
+      assert.equal((json as Record<string, unknown>).status, String(status), errorCode);
+    }
+    const plain = translateError(new DomainError("INVALID_FILTER", "x"), "req-p");
+    assert.deepEqual([plain.body.schemas, plain.body.scimType, plain.body.detail], [[], "", ""], "other dialects carry no SCIM fields");
   });
 });
 

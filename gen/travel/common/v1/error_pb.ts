@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/common/v1/error.proto.
  */
 export const file_travel_common_v1_error: GenFile = /*@__PURE__*/
-  fileDesc("Chx0cmF2ZWwvY29tbW9uL3YxL2Vycm9yLnByb3RvEhB0cmF2ZWwuY29tbW9uLnYxIp4BCg1FcnJvclJlc3BvbnNlEhgKEGRlYnVnX2lkZW50aWZpZXIYASABKAkSNgoOZXJyb3JfbWVzc2FnZXMYAiADKAsyHi50cmF2ZWwuY29tbW9uLnYxLkVycm9yTWVzc2FnZRINCgVlcnJvchgDIAEoCRIsChFlcnJvcl9kZXNjcmlwdGlvbhgEIAEoCVIRZXJyb3JfZGVzY3JpcHRpb24ihQEKDEVycm9yTWVzc2FnZRISCgplcnJvcl9jb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSOgoQZXJyb3JfcGFyYW1ldGVycxgDIAMoCzIgLnRyYXZlbC5jb21tb24udjEuRXJyb3JQYXJhbWV0ZXISFAoMZXJyb3JfZGV0YWlsGAQgASgJIi0KDkVycm9yUGFyYW1ldGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkqOAoMRXJyb3JEaWFsZWN0Eh0KGUVSUk9SX0RJQUxFQ1RfVU5TUEVDSUZJRUQQABIJCgVPQVVUSBABOmYKDWVycm9yX2RpYWxlY3QSHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYpZADIAEoDjIeLnRyYXZlbC5jb21tb24udjEuRXJyb3JEaWFsZWN0UgxlcnJvckRpYWxlY3RiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("Chx0cmF2ZWwvY29tbW9uL3YxL2Vycm9yLnByb3RvEhB0cmF2ZWwuY29tbW9uLnYxIuIBCg1FcnJvclJlc3BvbnNlEhgKEGRlYnVnX2lkZW50aWZpZXIYASABKAkSNgoOZXJyb3JfbWVzc2FnZXMYAiADKAsyHi50cmF2ZWwuY29tbW9uLnYxLkVycm9yTWVzc2FnZRINCgVlcnJvchgDIAEoCRIsChFlcnJvcl9kZXNjcmlwdGlvbhgEIAEoCVIRZXJyb3JfZGVzY3JpcHRpb24SDwoHc2NoZW1hcxgFIAMoCRIOCgZzdGF0dXMYBiABKAkSEQoJc2NpbV90eXBlGAcgASgJEg4KBmRldGFpbBgIIAEoCSKFAQoMRXJyb3JNZXNzYWdlEhIKCmVycm9yX2NvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRI6ChBlcnJvcl9wYXJhbWV0ZXJzGAMgAygLMiAudHJhdmVsLmNvbW1vbi52MS5FcnJvclBhcmFtZXRlchIUCgxlcnJvcl9kZXRhaWwYBCABKAkiLQoORXJyb3JQYXJhbWV0ZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSpCCgxFcnJvckRpYWxlY3QSHQoZRVJST1JfRElBTEVDVF9VTlNQRUNJRklFRBAAEgkKBU9BVVRIEAESCAoEU0NJTRACOmYKDWVycm9yX2RpYWxlY3QSHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYpZADIAEoDjIeLnRyYXZlbC5jb21tb24udjEuRXJyb3JEaWFsZWN0UgxlcnJvckRpYWxlY3RiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * The platform's error body (spec 2.11). REST callers receive it as the JSON body;
@@ -46,6 +46,34 @@ export type ErrorResponse = Message<"travel.common.v1.ErrorResponse"> & {
    * @generated from field: string error_description = 4 [json_name = "error_description"];
    */
   errorDescription: string;
+
+  /**
+   * SCIM error dialect (RFC 7644 3.12): the SCIM Error message URN, set with the fields below.
+   *
+   * @generated from field: repeated string schemas = 5;
+   */
+  schemas: string[];
+
+  /**
+   * SCIM error dialect: the HTTP status code as a string (set by the REST face).
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * SCIM error dialect: the SCIM detail error keyword (invalidFilter, uniqueness, ...), when one applies.
+   *
+   * @generated from field: string scim_type = 7;
+   */
+  scimType: string;
+
+  /**
+   * SCIM error dialect: a human-readable message.
+   *
+   * @generated from field: string detail = 8;
+   */
+  detail: string;
 };
 
 /**
@@ -131,6 +159,14 @@ export enum ErrorDialect {
    * @generated from enum value: OAUTH = 1;
    */
   OAUTH = 1,
+
+  /**
+   * RFC 7644 3.12: `schemas` (the SCIM Error URN), `status`, `scimType` and `detail` beside the
+   * ErrorResponse fields; the REST face answers application/scim+json.
+   *
+   * @generated from enum value: SCIM = 2;
+   */
+  SCIM = 2,
 }
 
 /**

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/common/v1/rest.proto.
  */
 export const file_travel_common_v1_rest: GenFile = /*@__PURE__*/
-  fileDesc("Cht0cmF2ZWwvY29tbW9uL3YxL3Jlc3QucHJvdG8SEHRyYXZlbC5jb21tb24udjEifgoLUmVzdE9wdGlvbnMSFAoMb3BlcmF0aW9uX2lkGAEgASgJEhEKCWZvcm1fYm9keRgCIAEoCBIWCg5lcnJvcl9zdGF0dXNlcxgDIAMoBRIWCg5zdWNjZXNzX3N0YXR1cxgEIAEoBRIWCg5jYW5vbmljYWxfanNvbhgFIAEoCDpTCgRyZXN0Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYopADIAEoCzIdLnRyYXZlbC5jb21tb24udjEuUmVzdE9wdGlvbnNSBHJlc3RiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("Cht0cmF2ZWwvY29tbW9uL3YxL3Jlc3QucHJvdG8SEHRyYXZlbC5jb21tb24udjEilAEKC1Jlc3RPcHRpb25zEhQKDG9wZXJhdGlvbl9pZBgBIAEoCRIRCglmb3JtX2JvZHkYAiABKAgSFgoOZXJyb3Jfc3RhdHVzZXMYAyADKAUSFgoOc3VjY2Vzc19zdGF0dXMYBCABKAUSFgoOY2Fub25pY2FsX2pzb24YBSABKAgSFAoMY29udGVudF90eXBlGAYgASgJOlMKBHJlc3QSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxiikAMgASgLMh0udHJhdmVsLmNvbW1vbi52MS5SZXN0T3B0aW9uc1IEcmVzdGIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * How an RPC appears on the documented REST face, next to its google.api.http rule.
@@ -56,6 +56,14 @@ export type RestOptions = Message<"travel.common.v1.RestOptions"> & {
    * @generated from field: bool canonical_json = 5;
    */
   canonicalJson: boolean;
+
+  /**
+   * The media type of the REST body and answer when it is not application/json (SCIM:
+   * application/scim+json). Requests may send it or application/json; answers carry it.
+   *
+   * @generated from field: string content_type = 6;
+   */
+  contentType: string;
 };
 
 /**

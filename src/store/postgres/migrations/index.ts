@@ -5,6 +5,8 @@ import * as credentialOutbox from "./20261121000300_credential_outbox.js";
 import * as dropServiceSettings from "./20261122000100_drop_service_settings.js";
 import * as credentialChanges from "./20261122000200_credential_changes.js";
 import * as refreshTokenAct from "./20261122000300_refresh_token_act.js";
+import * as usersScim from "./20261122000400_users_scim.js";
+import * as airCreditsV3 from "./20261122000500_air_credits_v3.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -17,6 +19,8 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261122000100_drop_service_settings", dropServiceSettings],
   ["20261122000200_credential_changes", credentialChanges],
   ["20261122000300_refresh_token_act", refreshTokenAct],
+  ["20261122000400_users_scim", usersScim],
+  ["20261122000500_air_credits_v3", airCreditsV3],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -3,9 +3,11 @@ import { PostgresApiUserRepository } from "./api-user-repository.js";
 import { PostgresAuditRepository } from "./audit-repository.js";
 import { credentialChangeChannel, PostgresCredentialChangeLog } from "./credential-change-log.js";
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
+import { PostgresScimUserRepository } from "./scim-user-repository.js";
 import { PostgresSigningKeyRepository } from "./signing-key-repository.js";
 import { PostgresTenantRepository } from "./tenant-repository.js";
 import { PostgresTrustedIssuerRepository } from "./trusted-issuer-repository.js";
+import { PostgresUserRepository } from "./user-repository.js";
 
 /**
  * Every repository of the Postgres (and embedded PGlite) store. They hold no state: the Tx says
@@ -21,6 +23,8 @@ export function postgresRepositories(schema = "public") {
     trustedIssuers: new PostgresTrustedIssuerRepository(),
     airCredits: new PostgresAirCreditRepository(),
     credentialChanges: new PostgresCredentialChangeLog(credentialChangeChannel(schema)),
+    scimUsers: new PostgresScimUserRepository(),
+    users: new PostgresUserRepository(),
   };
 }
 

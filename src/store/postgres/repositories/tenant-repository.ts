@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import { notFound } from "../../../errors/domain-error.js";
+import { DomainError, notFound } from "../../../errors/domain-error.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../../domain/tenants/model.js";
@@ -70,7 +70,7 @@ export class PostgresTenantRepository implements TenantRepository {
         .returning("*");
       return toUser(row!);
     } catch (error) {
-      rethrowDbError(error, "A user with this email already exists in the TMC");
+      rethrowDbError(error, "A user with this email already exists in the company");
     }
   }
 
@@ -80,11 +80,18 @@ export class PostgresTenantRepository implements TenantRepository {
   }
 
   async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined> {
-    const row = await knexOf(tx)<UserRow>("users")
+    // userName is unique per company (users_scim migration), so one email may name users of two companies of the TMC.
+    const rows = await knexOf(tx)<UserRow>("users")
       .where({ tmc_id: scope.tmcId, email_normalized: email.toLowerCase(), is_active: true })
-      .first();
-    return row && toUser(row);
+      .limit(2);
+    if (rows.length > 1) throw ambiguousEmail();
+    return rows[0] && toUser(rows[0]);
   }
+}
+
+/** Token exchange must never pick one of several users an email names: the grant is refused. */
+function ambiguousEmail(): DomainError {
+  return new DomainError("INVALID_GRANT", "The subject_token's email names more than one active user of the TMC", { params: [{ name: "subject_token", value: "ambiguous email" }] });
 }
 
 function toTmc(row: TmcRow): Tmc {

@@ -1,0 +1,74 @@
+/** SCIM 2.0 (RFC 7643, RFC 7644) provisioning of a company's users, mapped onto the `users` table. */
+
+export const USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User";
+export const LIST_RESPONSE_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse";
+export const PATCH_OP_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:PatchOp";
+export const SERVICE_PROVIDER_CONFIG_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig";
+export const RESOURCE_TYPE_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:ResourceType";
+export const SCHEMA_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Schema";
+
+/** Results per page when the client names no count, and the most it may ask for (larger counts are capped). */
+export const DEFAULT_PAGE_COUNT = 100;
+export const MAX_PAGE_COUNT = 200;
+/** Longest filter expression, and most comparisons in one (a filter is one indexed query, not a program). */
+export const MAX_FILTER_LENGTH = 2048;
+export const MAX_FILTER_TERMS = 50;
+/** Most operations in one PATCH request. */
+export const MAX_PATCH_OPERATIONS = 100;
+
+/** The SCIM API user a request comes from: every operation is confined to its company. */
+export interface ScimCaller {
+  readonly clientId: string;
+  readonly tmcId: string;
+  /** The API user's company (orgId). */
+  readonly companyId: string;
+}
+
+/**
+ * A user as SCIM sees it: id = users.id, userName = users.email (the business email, also the
+ * primary work email), name.givenName/familyName, active = is_active, externalId.
+ */
+export interface ScimUser {
+  readonly id: string;
+  readonly companyId: string;
+  readonly tmcId: string;
+  readonly userName: string;
+  readonly givenName: string;
+  readonly familyName: string;
+  readonly active: boolean;
+  readonly externalId: string | undefined;
+  readonly created: Date;
+  readonly lastModified: Date;
+}
+
+/** The attributes a client writes (create, replace, patch). */
+export interface ScimUserAttributes {
+  readonly userName: string;
+  readonly givenName: string;
+  readonly familyName: string;
+  readonly active: boolean;
+  readonly externalId: string | undefined;
+}
+
+/** The stored attributes a filter may compare (the repository maps each to a column). */
+export type FilterAttribute = "id" | "userName" | "externalId" | "givenName" | "familyName" | "active" | "created" | "lastModified";
+
+export type CompareOperator = "eq" | "ne" | "co" | "sw" | "ew" | "gt" | "ge" | "lt" | "le";
+
+/**
+ * A SCIM filter translated to what the repository can query: every leaf names a supported
+ * attribute and a value of its type. String comparisons of userName, givenName and familyName
+ * are case-insensitive (caseExact false, RFC 7643 4.1.1); id and externalId are case-exact.
+ */
+export type UserFilter =
+  | { readonly kind: "and" | "or"; readonly filters: readonly UserFilter[] }
+  | { readonly kind: "not"; readonly filter: UserFilter }
+  | { readonly kind: "compare"; readonly attribute: FilterAttribute; readonly op: CompareOperator; readonly value: string | boolean | Date }
+  | { readonly kind: "present"; readonly attribute: FilterAttribute }
+  | { readonly kind: "constant"; readonly value: boolean };
+
+export interface UserPage {
+  /** 1-based, as SCIM counts. */
+  readonly startIndex: number;
+  readonly count: number;
+}

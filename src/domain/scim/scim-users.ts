@@ -1,0 +1,153 @@
+import { DomainError, notFound } from "../../errors/domain-error.js";
+import type { AuditEvent } from "../audit/model.js";
+import type { AuditRepository } from "../audit/ports.js";
+import { tenantScope } from "../shared/tenant-scope.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import { parseUserFilter } from "./filter.js";
+import { DEFAULT_PAGE_COUNT, MAX_PAGE_COUNT, USER_SCHEMA, type ScimCaller, type ScimUser, type ScimUserAttributes } from "./model.js";
+import { applyPatch } from "./patch.js";
+import type { ScimUserRepository } from "./ports.js";
+import { listResponse, project, serviceProviderConfig, userAttributes, userResource, userResourceType, userSchema, type ScimJson } from "./resource.js";
+
+/** What a list or read asks for besides the filter and page (RFC 7644 3.9). */
+export interface Projection {
+  readonly attributes: string;
+  readonly excludedAttributes: string;
+}
+
+/**
+ * SCIM 2.0 provisioning of a company's users (RFC 7644). Every operation is confined to the
+ * calling SCIM API user's company: another company's user is "not found", exactly like an
+ * unknown one. Users deleted over SCIM are deactivated (is_active = false), stay in the table
+ * for the profile API, and are "not found" over SCIM from then on. Every write is audited in its
+ * own transaction, like the other admin operations (actor = the SCIM API user's clientId; the
+ * target user's id and the names of the attributes written, never their values).
+ */
+export class ScimUsers {
+  constructor(
+    private readonly uow: UnitOfWork,
+    private readonly users: ScimUserRepository,
+    private readonly audit: AuditRepository,
+    /** The SCIM base URL (…/v2/scim/v2) for meta.location and Location. */
+    private readonly baseUrl: string,
+  ) {}
+
+  async list(caller: ScimCaller, request: { filter: string; startIndex: number | undefined; count: number | undefined } & Projection): Promise<ScimJson> {
+    const filter = parseUserFilter(request.filter);
+    // RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; larger counts are capped.
+    const startIndex = Math.max(1, request.startIndex ?? 1);
+    const count = Math.min(MAX_PAGE_COUNT, Math.max(0, request.count ?? DEFAULT_PAGE_COUNT));
+    const { users, total } = await this.users.list(this.uow.direct, tenantScope(caller.tmcId), caller.companyId, filter, { startIndex, count });
+    return listResponse(
+      users.map((u) => project(userResource(u, this.baseUrl), request.attributes, request.excludedAttributes)),
+      total,
+      startIndex,
+    );
+  }
+
+  async get(caller: ScimCaller, userId: string, projection: Projection = { attributes: "", excludedAttributes: "" }): Promise<ScimJson> {
+    const user = await this.users.find(this.uow.direct, tenantScope(caller.tmcId), caller.companyId, userId);
+    if (!user) throw userNotFound(userId);
+    return project(userResource(user, this.baseUrl), projection.attributes, projection.excludedAttributes);
+  }
+
+  async create(caller: ScimCaller, resource: ScimJson, requestId: string): Promise<{ resource: ScimJson; location: string }> {
+    const attributes = userAttributes(resource);
+    const user = await this.uow.transaction(async (tx) => {
+      const created = await this.users.insert(tx, tenantScope(caller.tmcId), caller.companyId, attributes);
+      await this.audit.append(tx, [event("SCIM_USER_CREATE", caller, created.id, requestId, attributes)]);
+      return created;
+    });
+    const json = userResource(user, this.baseUrl);
+    return { resource: json, location: (json.meta as { location: string }).location };
+  }
+
+  async replace(caller: ScimCaller, userId: string, resource: ScimJson, requestId: string): Promise<ScimJson> {
+    return this.write(caller, userId, "SCIM_USER_REPLACE", requestId, (current) => userAttributes(resource, current));
+  }
+
+  async patch(caller: ScimCaller, userId: string, patch: ScimJson, requestId: string): Promise<ScimJson> {
+    return this.write(caller, userId, "SCIM_USER_PATCH", requestId, (current) => {
+      const patched = applyPatch(userResource(current, this.baseUrl), patch);
+      return userAttributes(patched, current, false);
+    });
+  }
+
+  async delete(caller: ScimCaller, userId: string, requestId: string): Promise<void> {
+    const scope = tenantScope(caller.tmcId);
+    await this.uow.transaction(async (tx) => {
+      if (!(await this.users.markDeleted(tx, scope, caller.companyId, userId))) throw userNotFound(userId);
+      await this.audit.append(tx, [event("SCIM_USER_DELETE", caller, userId, requestId)]);
+    });
+  }
+
+  serviceProviderConfig(): ScimJson {
+    return serviceProviderConfig(this.baseUrl);
+  }
+
+  resourceTypes(): ScimJson {
+    return listResponse([userResourceType(this.baseUrl)], 1, 1);
+  }
+
+  resourceType(id: string): ScimJson {
+    if (id !== "User") throw notFound("Resource type", [{ name: "resourceTypeId", value: id.slice(0, 100) }]);
+    return userResourceType(this.baseUrl);
+  }
+
+  schemas(): ScimJson {
+    return listResponse([userSchema(this.baseUrl)], 1, 1);
+  }
+
+  schema(id: string): ScimJson {
+    if (id !== USER_SCHEMA) throw notFound("Schema", [{ name: "schemaId", value: id.slice(0, 100) }]);
+    return userSchema(this.baseUrl);
+  }
+
+  /** Locks the user, computes its new attributes from the current ones, stores and audits them in one transaction. */
+  private async write(caller: ScimCaller, userId: string, action: string, requestId: string, next: (current: ScimUser) => ScimUserAttributes): Promise<ScimJson> {
+    const scope = tenantScope(caller.tmcId);
+    const user = await this.uow.transaction(async (tx) => {
+      const current = await this.users.lock(tx, scope, caller.companyId, userId);
+      if (!current) throw userNotFound(userId);
+      const attributes = next(current);
+      const updated = await this.users.update(tx, scope, caller.companyId, userId, attributes);
+      if (!updated) throw userNotFound(userId);
+      await this.audit.append(tx, [event(action, caller, userId, requestId, changedAttributes(current, attributes))]);
+      return updated;
+    });
+    return userResource(user, this.baseUrl);
+  }
+}
+
+function userNotFound(userId: string): DomainError {
+  return notFound("User", [{ name: "id", value: userId.slice(0, 100) }]);
+}
+
+/** Attribute names only: the audit trail holds no personal data. */
+function changedAttributes(current: ScimUser, next: ScimUserAttributes): Partial<ScimUserAttributes> {
+  const changed: Record<string, unknown> = {};
+  if (current.userName !== next.userName) changed.userName = next.userName;
+  if (current.givenName !== next.givenName) changed.givenName = next.givenName;
+  if (current.familyName !== next.familyName) changed.familyName = next.familyName;
+  if (current.active !== next.active) changed.active = next.active;
+  if (current.externalId !== next.externalId) changed.externalId = next.externalId;
+  return changed as Partial<ScimUserAttributes>;
+}
+
+function event(action: string, caller: ScimCaller, userId: string, requestId: string, attributes?: Partial<ScimUserAttributes>): AuditEvent {
+  const names = attributes ? Object.keys(attributes).sort().join(",") : undefined;
+  return {
+    action,
+    outcome: "SUCCESS",
+    actor: caller.clientId,
+    tmcId: caller.tmcId,
+    targetClientId: null,
+    debugIdentifier: requestId,
+    details: {
+      targetUserId: userId,
+      orgId: caller.companyId,
+      ...(names !== undefined ? { attributes: names } : {}),
+      ...(attributes && "active" in attributes && attributes.active !== undefined ? { active: attributes.active } : {}),
+    },
+  };
+}

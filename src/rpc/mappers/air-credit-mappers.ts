@@ -1,0 +1,131 @@
+import { fromJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  CreditUsageType,
+  MigrationStatus,
+  NameSuffix,
+  UnusedCreditFopCardAccessType,
+  UnusedCreditFopSchema,
+  UnusedCreditInfo_CreditStatus,
+  UnusedCreditInfo_RedeemVia,
+  UnusedCreditInfo_SegmentsAvailable,
+  UnusedCreditInfo_SourceOfTruth,
+  UnusedCreditInfo_ThirdPartySource,
+  UnusedCreditInfo_TicketType,
+  type CompanyCreditFilter,
+  type ListCompanyTransferableUnusedCreditsResponseSchema,
+  type MigrateCompanyCreditsResponseSchema,
+  type UnusedCreditInfoSchema,
+} from "../../../gen/travel/aircredit/v3/air_credit_pb.js";
+import type { CreditListing } from "../../domain/air-credits/air-credit-listing.js";
+import type { MigrationOutcome } from "../../domain/air-credits/air-credit-migration.js";
+import type { CreditFilter, UnusedCredit } from "../../domain/air-credits/model.js";
+
+type EnumObject = Record<string, string | number>;
+
+/** A domain enum string → its proto number (0, the unset value, for anything unknown). */
+function enumValue<E extends EnumObject>(enumObject: E, name: string | undefined): E[keyof E] {
+  const value = name === undefined ? undefined : enumObject[name];
+  return (typeof value === "number" ? value : 0) as E[keyof E];
+}
+
+/** The request's filter, normalised: `pccs` wins over the deprecated `pcc`; unset values mean "any". */
+export function creditFilter(filter: CompanyCreditFilter | undefined): CreditFilter {
+  const range = filter?.expiryDateRange;
+  const pccs = filter?.pccs.length ? filter.pccs : filter?.pcc ? [filter.pcc] : [];
+  return {
+    suppliers: filter?.supplier ? [filter.supplier] : [],
+    airlineCodes: filter?.selectedAirlines ?? [],
+    expiryFrom: range?.expiryDateStart?.iso8601 || undefined,
+    expiryTo: range?.expiryDateEnd?.iso8601 || undefined,
+    fopLabels: filter?.fopLabel ?? [],
+    pccs,
+    fopCardAccessTypes: filter?.fopCardAccessType ?? [],
+    legalEntityNames: filter?.legalEntityNames ?? [],
+  };
+}
+
+const date = (iso8601: string | undefined) => (iso8601 === undefined ? undefined : { iso8601 });
+
+/** A stored FOP object as the contract's UnusedCreditFop; one it cannot read is left out. */
+function fopInfo(value: Readonly<Record<string, unknown>> | undefined) {
+  if (value === undefined) return undefined;
+  try {
+    return fromJson(UnusedCreditFopSchema, value as JsonValue, { ignoreUnknownFields: true });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Checks a FOP object against the contract's UnusedCreditFop: the reason it is not one, or undefined. */
+export function fopInfoProblem(value: unknown): string | undefined {
+  try {
+    fromJson(UnusedCreditFopSchema, value as JsonValue);
+    return undefined;
+  } catch (error) {
+    return `is not an UnusedCreditFop: ${(error as Error).message}`;
+  }
+}
+
+export function unusedCreditInfo(c: UnusedCredit): MessageInitShape<typeof UnusedCreditInfoSchema> {
+  return {
+    sourcePnr: c.sourcePnr ?? "",
+    spotnanaPnr: c.spotnanaPnr ?? "",
+    ticketNumber: c.ticketNumber,
+    airlineCode: c.airlineCode,
+    airlineInfo: { airlineCode: c.airlineCode, airlineName: c.airlineName ?? "" },
+    // The decimal text becomes a JSON number only here, at the edge (Money.amount is a double).
+    totalFare: { amount: Number(c.totalFare.amount), currencyCode: c.totalFare.currencyCode },
+    issueDate: date(c.issueDate),
+    expiryDate: date(c.expiryDate),
+    usedDate: date(c.usedDate),
+    departureDate: date(c.departureDate),
+    segmentsAvailable: enumValue(UnusedCreditInfo_SegmentsAvailable, c.segmentsAvailable),
+    passengerName: c.passengerName && {
+      given: c.passengerName.given,
+      family1: c.passengerName.family1,
+      family2: c.passengerName.family2 ?? "",
+      middle: c.passengerName.middle ?? "",
+      preferred: c.passengerName.preferred ?? "",
+      suffix: enumValue(NameSuffix, c.passengerName.suffix),
+    },
+    departureCountry: c.departureCountry ?? "",
+    arrivalCountry: c.arrivalCountry ?? "",
+    ticketType: enumValue(UnusedCreditInfo_TicketType, c.ticketType),
+    pcc: c.pcc ?? "",
+    status: enumValue(UnusedCreditInfo_CreditStatus, c.status),
+    source: enumValue(UnusedCreditInfo_ThirdPartySource, c.source),
+    tripId: c.tripId ?? "",
+    redeemVia: enumValue(UnusedCreditInfo_RedeemVia, c.redeemVia),
+    sourceOfTruth: enumValue(UnusedCreditInfo_SourceOfTruth, c.sourceOfTruth),
+    owningPcc: c.owningPcc ?? "",
+    paymentSourceId: c.paymentSourceId,
+    creditUsageType: enumValue(CreditUsageType, c.creditUsageType),
+    email: c.email ?? "",
+    fopInfo: fopInfo(c.fopInfo),
+    fopLabel: c.fopLabel ?? "",
+    exchangeInfo: c.previousTicket === undefined ? undefined : { previousTicket: c.previousTicket },
+    fopCardAccessType: enumValue(UnusedCreditFopCardAccessType, c.fopCardAccessType),
+    legalEntityName: c.legalEntityName ?? "",
+  };
+}
+
+export function listResponse(listing: CreditListing): MessageInitShape<typeof ListCompanyTransferableUnusedCreditsResponseSchema> {
+  return {
+    unusedCreditInfos: listing.credits.map(unusedCreditInfo),
+    paginationParams: { offset: listing.offset, totalRecords: listing.totalRecords },
+    companyTransferableFopLabels: [...listing.fopLabels],
+    companyTransferablePccs: [...listing.pccs],
+    companyTransferableLegalEntityNames: [...listing.legalEntityNames],
+    supportedAirlines: listing.supportedAirlines.map((a) => ({ ...a })),
+  };
+}
+
+export function migrateResponse(outcomes: readonly MigrationOutcome[]): MessageInitShape<typeof MigrateCompanyCreditsResponseSchema> {
+  return {
+    migrationStatus: outcomes.map((o) => ({
+      paymentSourceId: o.paymentSourceId,
+      status: o.status === "SUCCESS" ? MigrationStatus.SUCCESS : MigrationStatus.FAILED,
+      failureReason: o.failureReason ?? "",
+    })),
+  };
+}

@@ -1,0 +1,45 @@
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type {
+  AirCreditService,
+  ListCompanyTransferableUnusedCreditsRequest,
+  MigrateCompanyCreditsRequest,
+} from "../../../gen/travel/aircredit/v3/air_credit_pb.js";
+import type { AirCreditCaller, AirCreditListing } from "../../domain/air-credits/air-credit-listing.js";
+import type { AirCreditMigration } from "../../domain/air-credits/air-credit-migration.js";
+import type { Principal } from "../../domain/tokens/model.js";
+import { callerOf } from "../caller.js";
+import { creditFilter, listResponse, migrateResponse } from "../mappers/air-credit-mappers.js";
+import { requestInfoOf } from "../request-context.js";
+
+export interface AirCreditDomain {
+  readonly listing: AirCreditListing;
+  readonly migration: AirCreditMigration;
+}
+
+/** Translates AirCreditService RPCs to the domain; the interceptor has checked token, scope and the request's rules. */
+export class AirCreditServiceHandler implements ServiceImpl<typeof AirCreditService> {
+  constructor(private readonly domain: AirCreditDomain) {}
+
+  async listCompanyTransferableUnusedCredits(req: ListCompanyTransferableUnusedCreditsRequest, ctx: HandlerContext) {
+    const listing = await this.domain.listing.list(airCreditCaller(callerOf(ctx)), {
+      companyId: (req.companyId?.id ?? "").toLowerCase(),
+      filter: creditFilter(req.companyCreditFilter),
+      offset: req.offset,
+    });
+    return listResponse(listing);
+  }
+
+  async migrateCompanyCredits(req: MigrateCompanyCreditsRequest, ctx: HandlerContext) {
+    const outcomes = await this.domain.migration.migrate(
+      airCreditCaller(callerOf(ctx)),
+      req.paymentSourceIds,
+      req.updateCreditUsageTypeTo,
+      requestInfoOf(ctx.values).requestId,
+    );
+    return migrateResponse(outcomes);
+  }
+}
+
+function airCreditCaller(principal: Principal): AirCreditCaller {
+  return { clientId: principal.clientId, tmcId: principal.tmcId, orgId: principal.orgId, role: principal.role };
+}

@@ -1,0 +1,207 @@
+import crypto from "node:crypto";
+import type { Knex } from "knex";
+import { DomainError } from "../../../errors/domain-error.js";
+import type { ScimUser, ScimUserAttributes, UserFilter, UserPage, FilterAttribute } from "../../../domain/scim/model.js";
+import type { ScimUserRepository } from "../../../domain/scim/ports.js";
+import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
+import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import { knexOf, rethrowDbError } from "../unit-of-work.js";
+
+/** The columns of `users` SCIM reads and writes (users_scim migration). */
+interface ScimUserRow {
+  id: string;
+  company_id: string;
+  tmc_id: string;
+  email: string;
+  email_normalized: string;
+  given_name: string;
+  family_name: string;
+  is_active: boolean;
+  external_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  scim_deleted_at: Date | null;
+}
+
+const COLUMNS = ["id", "company_id", "tmc_id", "email", "given_name", "family_name", "is_active", "external_id", "created_at", "updated_at"] as const;
+
+/** Stored attribute → column; case-insensitive attributes compare lower-cased columns (email_normalized is lower(email)). */
+const COLUMN: Readonly<Record<FilterAttribute, { column: string; lower?: string }>> = {
+  id: { column: "id" },
+  userName: { column: "email_normalized", lower: "email_normalized" },
+  externalId: { column: "external_id" },
+  givenName: { column: "given_name", lower: "lower(given_name)" },
+  familyName: { column: "family_name", lower: "lower(family_name)" },
+  active: { column: "is_active" },
+  created: { column: "created_at" },
+  lastModified: { column: "updated_at" },
+};
+
+const SQL_OPERATOR = { eq: "=", ne: "<>", gt: ">", ge: ">=", lt: "<", le: "<=" } as const;
+
+/**
+ * SCIM's view of the `users` table, confined to one company of one TMC, without the users SCIM
+ * deleted. Filters become parameterised knex conditions (values are always bound, never spliced).
+ */
+export class PostgresScimUserRepository implements ScimUserRepository {
+  async list(tx: Tx, scope: TenantScope, companyId: string, filter: UserFilter | undefined, page: UserPage): Promise<{ users: ScimUser[]; total: number }> {
+    const db = knexOf(tx);
+    const base = () => {
+      const query = visible(db, scope, companyId);
+      if (filter) query.where((qb) => condition(qb, filter));
+      return query;
+    };
+    // One round trip in the common case: the page with the total of the whole match (a window
+    // count); only an empty page (count 0, or beyond the last match) asks for the total alone.
+    const rows = (page.count === 0
+      ? []
+      : await base()
+          .select([...COLUMNS, db.raw("count(*) over () as total")])
+          .orderBy([{ column: "created_at" }, { column: "id" }])
+          .offset(page.startIndex - 1)
+          .limit(page.count)) as unknown as Array<ScimUserRow & { total: string | number }>;
+    const total = rows.length > 0 ? Number(rows[0]!.total) : Number((await base().count<{ count: string | number }[]>({ count: "*" }))[0]?.count ?? 0);
+    return { users: rows.map(toScimUser), total };
+  }
+
+  async find(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
+    if (!isUuid(userId)) return undefined;
+    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).first([...COLUMNS]);
+    return row && toScimUser(row as unknown as ScimUserRow);
+  }
+
+  async lock(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
+    if (!isUuid(userId)) return undefined;
+    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).forUpdate().first([...COLUMNS]);
+    return row && toScimUser(row as unknown as ScimUserRow);
+  }
+
+  async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserAttributes): Promise<ScimUser> {
+    const db = knexOf(tx);
+    const company = await db("companies").where({ id: companyId, tmc_id: scope.tmcId }).first("id");
+    if (!company) throw new DomainError("NOT_FOUND", "Company not found", { params: [{ name: "orgId", value: companyId }] });
+    try {
+      const [row] = await db<ScimUserRow>("users")
+        .insert({ id: crypto.randomUUID(), company_id: companyId, tmc_id: scope.tmcId, ...columnsOf(user) })
+        .returning(COLUMNS);
+      return toScimUser(row as ScimUserRow);
+    } catch (error) {
+      rethrowUniqueness(error);
+    }
+  }
+
+  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserAttributes): Promise<ScimUser | undefined> {
+    if (!isUuid(userId)) return undefined;
+    const db = knexOf(tx);
+    try {
+      const [row] = await visible(db, scope, companyId)
+        .where({ id: userId })
+        .update({ ...columnsOf(user), updated_at: db.fn.now() as unknown as Date })
+        .returning(COLUMNS);
+      return row && toScimUser(row as unknown as ScimUserRow);
+    } catch (error) {
+      rethrowUniqueness(error);
+    }
+  }
+
+  async markDeleted(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<boolean> {
+    if (!isUuid(userId)) return false;
+    const db = knexOf(tx);
+    const changed = await visible(db, scope, companyId)
+      .where({ id: userId })
+      .update({ is_active: false, scim_deleted_at: db.fn.now() as unknown as Date, updated_at: db.fn.now() as unknown as Date });
+    return Number(changed) > 0;
+  }
+}
+
+/** The company's users SCIM sees: the tenant and company first, in every query. */
+function visible(db: Knex | Knex.Transaction, scope: TenantScope, companyId: string) {
+  return db<ScimUserRow>("users").where({ tmc_id: scope.tmcId, company_id: companyId }).whereNull("scim_deleted_at");
+}
+
+function columnsOf(user: ScimUserAttributes) {
+  return {
+    email: user.userName,
+    email_normalized: user.userName.toLowerCase(),
+    given_name: user.givenName,
+    family_name: user.familyName,
+    is_active: user.active,
+    external_id: user.externalId ?? null,
+  };
+}
+
+/** A UserFilter as a knex condition: every value a bound parameter. */
+function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
+  switch (filter.kind) {
+    case "and":
+      for (const f of filter.filters) qb.andWhere((inner) => condition(inner, f));
+      return;
+    case "or":
+      for (const f of filter.filters) qb.orWhere((inner) => condition(inner, f));
+      return;
+    case "not":
+      qb.whereNot((inner) => condition(inner, filter.filter));
+      return;
+    case "constant":
+      qb.whereRaw(filter.value ? "true" : "false");
+      return;
+    case "present": {
+      const { column } = COLUMN[filter.attribute];
+      if (filter.attribute === "externalId") qb.whereNotNull(column).andWhere(column, "<>", "");
+      else if (column === "given_name" || column === "family_name" || column === "email_normalized") qb.where(column, "<>", "");
+      else qb.whereNotNull(column);
+      return;
+    }
+    case "compare": {
+      const { column, lower } = COLUMN[filter.attribute];
+      const target = lower ?? column;
+      const value = filter.value;
+      switch (filter.op) {
+        case "co":
+        case "sw":
+        case "ew": {
+          const escaped = String(value).replace(/[\\%_]/g, (c) => `\\${c}`);
+          const pattern = filter.op === "sw" ? `${escaped}%` : filter.op === "ew" ? `%${escaped}` : `%${escaped}%`;
+          qb.whereRaw(`${target} like ? escape '\\'`, [pattern]);
+          return;
+        }
+        case "ne":
+          // RFC 7644: an unassigned attribute is "not equal" to any value.
+          if (filter.attribute === "externalId") qb.where((inner) => inner.whereNull(column).orWhere(column, "<>", value as string));
+          else qb.whereRaw(`${target} <> ?`, [value as string | boolean]);
+          return;
+        default:
+          if (filter.attribute === "id" && !isUuid(String(value))) {
+            qb.whereRaw(filter.op === "eq" ? "false" : "true");
+            return;
+          }
+          qb.whereRaw(`${target} ${SQL_OPERATOR[filter.op]} ?`, [value instanceof Date ? value.toISOString() : (value as string | boolean)]);
+      }
+    }
+  }
+}
+
+function rethrowUniqueness(error: unknown): never {
+  const constraint = (error as { constraint?: unknown }).constraint;
+  if (constraint === "users_company_external_id_unique") rethrowDbError(error, "A user with this externalId exists in the company");
+  rethrowDbError(error, "A user with this userName exists in the company");
+}
+
+function isUuid(value: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
+}
+
+function toScimUser(row: ScimUserRow): ScimUser {
+  return {
+    id: row.id,
+    companyId: row.company_id,
+    tmcId: row.tmc_id,
+    userName: row.email,
+    givenName: row.given_name,
+    familyName: row.family_name,
+    active: row.is_active,
+    externalId: row.external_id ?? undefined,
+    created: new Date(row.created_at),
+    lastModified: new Date(row.updated_at),
+  };
+}
