@@ -19,6 +19,7 @@ import { toConnectError, translateError } from "../rpc/errors/error-response.js"
 import { printable } from "../rpc/errors/printable.js";
 import { protocolRefusal, unwritableRefusal } from "../rpc/errors/protocol-errors.js";
 import { requestInfoKey } from "../rpc/request-context.js";
+import { noteRefusal } from "../gateway/error-reply.js";
 
 export interface ConnectRoutesOptions {
   /** Registers the services on the router (RpcCore.routes). */
@@ -91,7 +92,7 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
       request.raw,
       reply.raw,
       undefined,
-      createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip }),
+      createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip, refused: (refusal) => noteRefusal(request, refusal) }),
     );
     response = await handler(uRequest);
     response = await withErrorResponse(response, protocol, handler, request);
@@ -192,6 +193,7 @@ function errorAnswer(protocol: Protocol, error: DomainError, handler: UniversalH
   const translated = translateError(error, request.id, handler.method.input, errorDialectOf(handler.service));
   const rpc = `${handler.service.typeName}/${handler.method.name}`;
   const cause = error.cause instanceof ConnectError ? printable(error.cause.rawMessage, 300) : error.cause instanceof Error ? error.cause.name : undefined;
+  noteRefusal(request, { errorCode: error.code, message: error.message, rpc });
   if (error.code === "INTERNAL_ERROR") request.log.error({ rpc, protocol, err: error.cause }, "rpc failed in the protocol layer");
   else request.log.info({ rpc, protocol, errorCode: error.code, cause }, "rpc refused by the protocol layer");
 

@@ -3,7 +3,7 @@ import { STATUS_CODES } from "node:http";
 import formBody from "@fastify/formbody";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
-import { renderError, sendError } from "../gateway/error-reply.js";
+import { refusalOf, renderError, sendError } from "../gateway/error-reply.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
 import { registerRestRoutes, routeDialectOf } from "../gateway/rest-gateway.js";
@@ -133,8 +133,11 @@ class OneLinePerRequest extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, "request errored");
-    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, "request completed");
+    // A refusal says why: the catalogue errorCode, its message and the RPC (never a secret: messages are written for callers).
+    const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
+    const line = { req: request, res: reply, responseTime: reply.elapsedTime, ...(refusal ? { errorCode: refusal.errorCode, errorMessage: refusal.message, rpc: refusal.rpc } : {}) };
+    if (error) reply.log.error({ ...line, err: error }, "request errored");
+    else reply.log.info(line, "request completed");
   }
 }
 

@@ -158,11 +158,11 @@ describe("ErrorResponse for every failure", () => {
     );
   });
 
-  test("an RPC whose issue is not done → 501, never a made-up 200", async () => {
+  test("a user the caller cannot see → 404 NOT_FOUND, never a made-up 200", async () => {
     assertErrorResponse(
       await inject({ method: "GET", url: "/v2/users/6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" }),
-      501,
-      "NOT_IMPLEMENTED",
+      404,
+      "NOT_FOUND",
     );
   });
 
@@ -174,9 +174,42 @@ describe("ErrorResponse for every failure", () => {
       .split("\n")
       .filter((l) => l.includes(id))
       .map((l) => JSON.parse(l));
-    assert.ok(lines.length >= 2, "request and response lines carry the id");
+    // One line per request at info ("request completed"), carrying the id, the request and the status.
+    const completed = lines.filter((l) => l.msg === "request completed");
+    assert.equal(completed.length, 1, "the request's line carries the id");
     assert.ok(lines.every((l) => l.reqId === id));
-    assert.ok(lines.some((l) => l.res?.statusCode === 400));
+    assert.equal(completed[0].res?.statusCode, 400);
+    assert.equal(completed[0].req?.url, "/v2/api-users?limit=…");
+    // It says why: the catalogue code, the message and the RPC behind the route.
+    assert.equal(completed[0].errorCode, response.json().errorMessages[0].errorCode);
+    assert.equal(completed[0].errorMessage, response.json().errorMessages[0].message);
+    assert.equal(completed[0].rpc, "travel.apiuser.v2.ApiUserService/GetApiUsers");
+  });
+
+  test("a refusal on an RPC face (Connect) is logged with its errorCode, message and RPC; a success line has none", async () => {
+    const refused = await fetch(`${running.baseUrl}/travel.apiuser.v2.ApiUserService/GetApiUsers`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(refused.status, 401);
+    const id = refused.headers.get("x-request-id")!;
+    const ok = await fetch(`${running.baseUrl}/healthz`);
+    const okId = ok.headers.get("x-request-id")!;
+    const lineOf = (reqId: string) =>
+      running
+        .logs()
+        .split("\n")
+        .filter((l) => l.includes(reqId))
+        .map((l) => JSON.parse(l))
+        .find((l) => l.msg === "request completed");
+    const line = lineOf(id);
+    assert.equal(line?.errorCode, "USER_NOT_AUTHENTICATED");
+    assert.match(line?.errorMessage ?? "", /access token is required/);
+    assert.equal(line?.rpc, "travel.apiuser.v2.ApiUserService/GetApiUsers");
+    const okLine = lineOf(okId);
+    assert.equal(okLine?.res?.statusCode, 200);
+    assert.equal(okLine?.errorCode, undefined);
   });
 
   test("garbage never yields a 500", async () => {

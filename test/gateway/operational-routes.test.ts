@@ -31,7 +31,7 @@ describe("probes, metrics and the API description", () => {
     assert.deepEqual(body.storage, isPostgres ? { database: "postgres", redis: "redis" } : { database: "pglite", redis: "memory" });
   });
 
-  test("buf curl lists the five services, reflection and health over gRPC reflection", async () => {
+  test("buf curl lists the six services, reflection and health over gRPC reflection", async () => {
     const { stdout } = await promisify(execFile)("node_modules/.bin/buf", ["curl", "--http2-prior-knowledge", "--list-services", running.baseUrl]);
     assert.deepEqual(stdout.trim().split("\n").sort(), [
       "grpc.health.v1.Health",
@@ -41,6 +41,7 @@ describe("probes, metrics and the API description", () => {
       "travel.apiuser.v2.ApiUserService",
       "travel.auth.v2.AuthService",
       "travel.operator.v1.OperatorService",
+      "travel.scim.v2.ScimService",
       "travel.user.v2.UserService",
     ]);
   });
@@ -51,7 +52,7 @@ describe("probes, metrics and the API description", () => {
     const text = await (await fetch(`${running.baseUrl}/metrics`)).text();
     assert.match(text, /http_requests_total\{method="GET",route="\/v2\/api-users",status="401"\} [1-9]/);
     assert.match(text, /http_request_duration_seconds_bucket\{le="[\d.]+",method="GET",route="\/v2\/api-users"\}/);
-    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="Unauthenticated"\} [1-9]/);
+    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="unauthenticated"\} [1-9]/);
     assert.match(text, /rpc_requests_total\{service="travel.operator.v1.OperatorService",method="CreateTmc",code="ok"\} [1-9]/);
     assert.match(text, /process_cpu_seconds_total/);
   });

@@ -16,7 +16,7 @@ export function errorInterceptor(logger: Logger, classify: (error: unknown) => D
     try {
       return await next(req);
     } catch (thrown) {
-      const { requestId } = requestInfoOf(req.contextValues);
+      const { requestId, refused } = requestInfoOf(req.contextValues);
       // A driver's failure the composition root knows how to name (the database is unavailable: 503).
       const error = thrown instanceof DomainError ? thrown : (classify(thrown) ?? thrown);
       const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
@@ -25,6 +25,8 @@ export function errorInterceptor(logger: Logger, classify: (error: unknown) => D
       } else if (!(error instanceof DomainError)) {
         logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }
+      const first = translated.body.errorMessages[0];
+      if (first) refused?.({ errorCode: first.errorCode, message: first.message, rpc: `${req.service.typeName}/${req.method.name}` });
       throw toConnectError(translated, error instanceof DomainError ? error.challenge : undefined);
     }
   };

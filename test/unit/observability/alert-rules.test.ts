@@ -3,6 +3,7 @@ import fs from "node:fs";
 import { test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { createMetrics } from "../../../src/observability/metrics.js";
+import { codeLabel } from "../../../src/rpc/interceptors/metrics-interceptor.js";
 
 /**
  * deploy/prometheus-alerts.yml names metrics and label values by hand; a renamed metric would
@@ -50,7 +51,8 @@ function selectors(expr: string): Array<{ metric: string; labels: Array<[string,
 async function checkRules(text: string): Promise<number> {
   const metrics = createMetrics();
   const exported = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name));
-  const rpcCodes = new Set(["ok", ...Object.values(Code).filter((v): v is string => typeof v === "string")]);
+  // The values the metrics interceptor emits: "ok", then every Connect code as it labels it.
+  const rpcCodes = new Set(["ok", ...Object.values(Code).filter((v): v is Code => typeof v === "number").map(codeLabel)]);
   let checked = 0;
   for (const expr of expressions(text)) {
     for (const { metric, labels } of selectors(expr)) {
@@ -74,7 +76,7 @@ test("every metric an alert rule names is exported, with the labels and code val
 test("the check fails for a metric, a label or a code value that does not exist", async () => {
   await assert.rejects(checkRules("        expr: sum(rate(auth_tokens_made_up_total[5m])) > 0"), /does not export/);
   await assert.rejects(checkRules('        expr: sum(rate(rpc_requests_total{grant="x"}[5m])) > 0'), /has no label grant/);
-  await assert.rejects(checkRules('        expr: sum(rate(rpc_requests_total{code=~"permission_denied"}[5m])) > 0'), /never emitted/);
+  await assert.rejects(checkRules('        expr: sum(rate(rpc_requests_total{code=~"PermissionDenied"}[5m])) > 0'), /never emitted/);
 });
 
 /** prom-client keeps label names on the metric objects, not in the JSON dump. */
