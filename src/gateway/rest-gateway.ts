@@ -132,7 +132,7 @@ function decodeRequest(route: RestRoute, request: FastifyRequest) {
     // RFC 6749 3.2: unrecognised form parameters are ignored; JSON bodies are checked strictly.
     return fromJson(route.method.input, json, { ignoreUnknownFields: isForm(request) });
   } catch (error) {
-    throw decodeFailure(error, route.method.input);
+    throw decodeFailure(error, route.method.input, json);
   }
 }
 
@@ -206,13 +206,59 @@ function fromText(field: DescField, raw: string | string[], name: string): JsonV
   return field.fieldKind === "list" ? [raw] : raw;
 }
 
+/**
+ * The JSON path ("companyCreditFilter.expiryDateRange.expiryDateStart", "credits[3].totalFare")
+ * of the first field present in `json` that `matches`, following the descriptor (depth bounded by
+ * the JSON depth limit already checked).
+ */
+function jsonPathOf(
+  message: DescMessage,
+  json: unknown,
+  matches: (parent: DescMessage, field: DescField, value: unknown) => boolean,
+  prefix = "",
+): string | undefined {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return undefined;
+  const object = json as Record<string, unknown>;
+  for (const f of message.fields) {
+    const key = f.jsonName in object ? f.jsonName : f.name in object ? f.name : undefined;
+    if (key === undefined) continue;
+    const path = `${prefix}${f.jsonName}`;
+    const value = object[key];
+    if (matches(message, f, value)) return path;
+    const inner: Array<[unknown, string]> =
+      f.fieldKind === "message"
+        ? [[value, `${path}.`]]
+        : f.fieldKind === "list" && f.listKind === "message" && Array.isArray(value)
+          ? value.map((item, i) => [item, `${path}[${i}].`])
+          : f.fieldKind === "map" && f.mapKind === "message" && typeof value === "object" && value !== null
+            ? Object.entries(value).map(([k, item]) => [item, `${path}.${k}.`])
+            : [];
+    for (const [item, itemPrefix] of inner) {
+      const found = jsonPathOf((f as { message: DescMessage }).message, item, matches, itemPrefix);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
 /** protobuf-es decode errors, reworded without internal type names. */
-function decodeFailure(error: unknown, input: DescMessage) {
+function decodeFailure(error: unknown, input: DescMessage, json: unknown) {
   const text = error instanceof Error ? error.message : String(error);
-  const field = /^cannot decode field [\w.]+\.(\w+) from JSON: (.*)$/s.exec(text);
+  const field = /^cannot decode field ([\w.]+)\.(\w+) from JSON: (.*)$/s.exec(text);
   if (field) {
-    const name = input.fields.find((f) => f.name === field[1])?.jsonName ?? field[1]!;
-    return invalidArgument(`Invalid value for field "${name}": ${field[2]}`, [{ name, value: "invalid" }]);
+    // protobuf-es names the field by its message type, not its place: find that place in the body.
+    const name =
+      jsonPathOf(input, json, (parent, f) => parent.typeName === field[1] && f.name === field[2]) ??
+      input.fields.find((f) => f.name === field[2])?.jsonName ??
+      field[2]!;
+    return invalidArgument(`Invalid value for field "${name}": ${field[3]}`, [{ name, value: "invalid" }]);
+  }
+  const message = /^cannot decode message ([\w.]+) from JSON: (.*)$/s.exec(text);
+  if (message) {
+    // A message-typed field given something that is not an object: name the field holding it.
+    const isObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v);
+    const name = jsonPathOf(input, json, (_, f, value) => f.message?.typeName === message[1] && !isObject(value) && value !== null);
+    if (name) return invalidArgument(`Invalid value for field "${name}": ${message[2]}`, [{ name, value: "invalid" }]);
   }
   const rest = /^cannot decode (?:message )?[\w.]+ from JSON: (.*)$/s.exec(text);
   return invalidArgument(`The request could not be decoded: ${rest ? rest[1] : "malformed input"}`);

@@ -69,7 +69,12 @@ export async function createRpcApp(
     routerOptions: { maxParamLength: settings.maxUrlBytes },
     serverFactory: (handler) => createDualProtocolServer(handler, settings) as never,
     // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
-    frameworkErrors: (error, _request, reply) => sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`)),
+    // Fastify answers these before routing, so no hook runs: the request's line is written here.
+    frameworkErrors: (error, request, reply) => {
+      const sent = sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`));
+      OneLinePerRequest.completed(request, reply);
+      return sent;
+    },
     // The HTTP parser's refusals happen before any request exists: answer on the raw socket.
     clientErrorHandler(error, socket) {
       const refusal = parserRefusal(error as NodeJS.ErrnoException);
@@ -133,11 +138,18 @@ class OneLinePerRequest extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    // A refusal says why: the catalogue errorCode, its message and the RPC (never a secret: messages are written for callers).
+    if (error) reply.log.error({ ...OneLinePerRequest.line(request, reply), err: error }, "request errored");
+    else OneLinePerRequest.completed(request, reply);
+  }
+
+  static completed(request: FastifyRequest, reply: FastifyReply): void {
+    reply.log.info(OneLinePerRequest.line(request, reply), "request completed");
+  }
+
+  /** A refusal says why: the catalogue errorCode, its message and the RPC (never a secret: messages are written for callers). */
+  private static line(request: FastifyRequest, reply: FastifyReply): object {
     const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
-    const line = { req: request, res: reply, responseTime: reply.elapsedTime, ...(refusal ? { errorCode: refusal.errorCode, errorMessage: refusal.message, rpc: refusal.rpc } : {}) };
-    if (error) reply.log.error({ ...line, err: error }, "request errored");
-    else reply.log.info(line, "request completed");
+    return { req: request, res: reply, responseTime: reply.elapsedTime, ...(refusal ? { errorCode: refusal.errorCode, errorMessage: refusal.message, rpc: refusal.rpc } : {}) };
   }
 }
 

@@ -213,10 +213,15 @@ describe(`air credits: list (${backend})`, () => {
       assert.match(unknown.body.errorMessages[0].message, /colour/);
     });
 
-    test("a wrong type deeper in the body → 400 (the gateway cannot name nested fields yet)", async () => {
+    test("a wrong type deeper in the body → 400 naming the field by its JSON path", async () => {
       const post = (body: Record<string, unknown>) => rest(running.baseUrl, LIST_PATH, body, tokens.tmcA);
-      assertErrorAnswer(await post({ companyId: { id: companyA1 }, companyCreditFilter: { selectedAirlines: "AA" } }), 400, "API_VALIDATION_FAILED");
-      assertErrorAnswer(await post({ companyId: { id: companyA1 }, companyCreditFilter: { expiryDateRange: { expiryDateStart: "2027-01-01" } } }), 400, "API_VALIDATION_FAILED");
+      assertErrorAnswer(await post({ companyId: { id: companyA1 }, companyCreditFilter: { selectedAirlines: "AA" } }), 400, "API_VALIDATION_FAILED", "companyCreditFilter.selectedAirlines");
+      assertErrorAnswer(
+        await post({ companyId: { id: companyA1 }, companyCreditFilter: { expiryDateRange: { expiryDateStart: "2027-01-01" } } }),
+        400,
+        "API_VALIDATION_FAILED",
+        "companyCreditFilter.expiryDateRange.expiryDateStart",
+      );
     });
   });
 });
