@@ -32,6 +32,8 @@ export interface UserRow {
   profile: Record<string, unknown>;
   created_at: Date;
   updated_at: Date;
+  /** Set by a SCIM DELETE (users_scim migration): hidden from SCIM, still readable as an inactive profile. */
+  scim_deleted_at: Date | null;
 }
 
 export interface ApiUserRow {

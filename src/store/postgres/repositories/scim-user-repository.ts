@@ -5,23 +5,11 @@ import type { ScimUser, ScimUserAttributes, UserFilter, UserPage, FilterAttribut
 import type { ScimUserRepository } from "../../../domain/scim/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import type { UserRow } from "../tables.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
-/** The columns of `users` SCIM reads and writes (users_scim migration). */
-interface ScimUserRow {
-  id: string;
-  company_id: string;
-  tmc_id: string;
-  email: string;
-  email_normalized: string;
-  given_name: string;
-  family_name: string;
-  is_active: boolean;
-  external_id: string | null;
-  created_at: Date;
-  updated_at: Date;
-  scim_deleted_at: Date | null;
-}
+/** The columns of `users` SCIM reads and writes: all but the profile document. */
+type ScimUserRow = Omit<UserRow, "profile">;
 
 const COLUMNS = ["id", "company_id", "tmc_id", "email", "given_name", "family_name", "is_active", "external_id", "created_at", "updated_at"] as const;
 
