@@ -10,6 +10,7 @@ import { createAdminApp } from "../http/admin-app.js";
 import { createHttpApp } from "../http/fastify-app.js";
 import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
+import { startTracing, type SpanExporter } from "../observability/tracing.js";
 import { createHealthService } from "../rpc/health.js";
 import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { contractServices, createRpcCore } from "../rpc/routes.js";
@@ -20,6 +21,8 @@ import { credentialChangeChannel } from "../store/postgres/repositories/credenti
 import { PostgresChangeFeed } from "../store/postgres/change-feed.js";
 import { LocalChangeFeed } from "../store/memory/change-feed.js";
 import { KnexUnitOfWork } from "../store/postgres/unit-of-work.js";
+import { traceQueries } from "../store/postgres/query-spans.js";
+import { traceRedisCommands } from "../store/redis/redis-spans.js";
 import { openSharedState } from "../store/shared-state.js";
 import { startBackgroundJobs } from "./background-jobs.js";
 import { createDomainServices } from "./domain-services.js";
@@ -36,6 +39,11 @@ export interface ServiceOptions {
   readonly skipMigrations?: boolean;
   /** The clock tokens are issued and verified with (tests move it). */
   readonly now?: Clock;
+  /**
+   * Tests only: turn tracing on and export spans here (e.g. an InMemorySpanExporter) instead of
+   * OTLP. Deliberately not an environment variable, so no deployment can set it by mistake.
+   */
+  readonly spanExporter?: SpanExporter;
 }
 
 /** A built, migrated instance: `listen` opens the port(s), `close` drains and releases everything in order. */
@@ -68,6 +76,15 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const logger = createLogger(config.logLevel, options.logStream);
     const metrics = createMetrics();
     const clock = options.now ?? (() => new Date());
+    // Off (nothing created) unless OTEL_EXPORTER_OTLP_ENDPOINT is set; stopped last, so it flushes the spans of the whole shutdown.
+    const tracing = startTracing({ otlpEndpoint: config.tracing.otlpEndpoint, spanExporter: options.spanExporter });
+    if (tracing) {
+      traceRedisCommands(tracing.tracer);
+      lifecycle.started("tracing", async () => {
+        traceRedisCommands(undefined);
+        await tracing.shutdown();
+      });
+    }
 
     const database = openDatabase({
       databaseUrl: storage.databaseUrl,
@@ -78,6 +95,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       queryTimeoutMs: storage.databaseQueryTimeoutMs,
     });
     lifecycle.started("database", () => database.close());
+    if (tracing) traceQueries(database.db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
     if (!options.skipMigrations) await database.migrate();
     const shared = openSharedState(
       {
@@ -136,7 +154,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       isDatabaseUnavailable(error) ? new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error }) : undefined;
     const rpc = createRpcCore(
       { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
-      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs },
+      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer },
       { health, admin: adminHealth && { health: adminHealth } },
     );
     const app = await createHttpApp(
@@ -197,6 +215,8 @@ function authorizationServerMetadata(issuer: string): object {
     grant_types_supported: SUPPORTED_GRANTS,
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    revocation_endpoint: `${issuer}/v2/auth/revoke`,
+    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     scopes_supported: ALL_SCOPES,
     // No authorization endpoint (machine clients only), so no response types.
     response_types_supported: [],

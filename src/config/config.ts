@@ -18,6 +18,7 @@ export interface Config {
   readonly rateLimits: RateLimits;
   readonly jobs: JobsConfig;
   readonly audit: AuditConfig;
+  readonly tracing: TracingConfig;
   readonly logLevel: string;
   /** Where the CLI finds a running server. */
   readonly serverUrl: string;
@@ -25,6 +26,12 @@ export interface Config {
   readonly adminUrl: string;
   /** How long one CLI command waits for its RPC. */
   readonly cliRequestTimeoutMs: number;
+}
+
+/** OpenTelemetry tracing: off unless an OTLP endpoint is set (the exporter reads the other OTEL_* variables itself). */
+export interface TracingConfig {
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans go over OTLP/HTTP; undefined: tracing is off. */
+  readonly otlpEndpoint: string | undefined;
 }
 
 export interface HttpConfig {
@@ -261,6 +268,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     audit: {
       batchSize: intFrom(env, "AUDIT_BATCH_SIZE", 500, 1, 10_000),
       maxBuffered: intFrom(env, "AUDIT_MAX_BUFFERED", 100_000, 1, 10_000_000),
+    },
+    tracing: {
+      otlpEndpoint: nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT) === undefined ? undefined : urlFrom(env, "OTEL_EXPORTER_OTLP_ENDPOINT", ""),
     },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? "info",
     serverUrl,

@@ -17,8 +17,8 @@ import type { RestRoute } from "./http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
 import { withRestDefaults } from "./json-shape.js";
 
-/** Request headers the RPC may need; everything else stays at the edge. */
-const FORWARDED_REQUEST_HEADERS = ["authorization", "user-agent"];
+/** Request headers the RPC may need (W3C trace context: the RPC's span continues the caller's trace); everything else stays at the edge. */
+const FORWARDED_REQUEST_HEADERS = ["authorization", "user-agent", "traceparent", "tracestate"];
 /** Response headers an RPC may set for REST callers. */
 const FORWARDED_RESPONSE_HEADERS = [
   "cache-control",

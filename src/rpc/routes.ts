@@ -15,6 +15,7 @@ import type { Logger } from "../domain/shared/observability.js";
 import type { DomainError } from "../errors/domain-error.js";
 import type { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { Tracer } from "@opentelemetry/api";
 import { registerHealth, type HealthService } from "./health.js";
 import { createInProcessTransport } from "./in-process-transport.js";
 import { authenticationInterceptor, type Verifiers } from "./interceptors/authentication-interceptor.js";
@@ -22,6 +23,7 @@ import { deadlineInterceptor } from "./interceptors/deadline-interceptor.js";
 import { errorInterceptor } from "./interceptors/error-interceptor.js";
 import { metricsInterceptor } from "./interceptors/metrics-interceptor.js";
 import { textInterceptor } from "./interceptors/text-interceptor.js";
+import { tracingInterceptor } from "./interceptors/tracing-interceptor.js";
 import { registerReflection } from "./reflection.js";
 import { AirCreditServiceHandler, type AirCreditDomain } from "./services/air-credit-service.js";
 import { ApiUserServiceHandler } from "./services/api-user-service.js";
@@ -78,8 +80,9 @@ export interface RpcCore {
   /** The admin face (OperatorService, its reflection and health); undefined without one. */
   readonly adminRoutes: Routes | undefined;
   /**
-   * Outermost first: errors see every failure, metrics see final codes; text is checked before
-   * authentication (no control byte reaches a log line or a query), validation after it.
+   * Outermost first (tracing, when on, around everything): errors see every failure, metrics see
+   * final codes; text is checked before authentication (no control byte reaches a log line or a
+   * query), validation after it.
    */
   readonly interceptors: Interceptor[];
   /** In-process calls to every service through the same interceptors as the network faces (the REST gateway, the CLI). */
@@ -92,7 +95,7 @@ export interface RpcCore {
  */
 export function createRpcCore(
   domain: RpcDomain,
-  observers: { logger: Logger; metrics: Metrics; classifyError?: (error: unknown) => DomainError | undefined; deadlineMs?: number },
+  observers: { logger: Logger; metrics: Metrics; classifyError?: (error: unknown) => DomainError | undefined; deadlineMs?: number; tracer?: Tracer },
   faces: RpcFaces = {},
 ): RpcCore {
   const auth = new AuthServiceHandler(domain.tokenEndpoint);
@@ -114,6 +117,8 @@ export function createRpcCore(
     operatorService(router);
   }, serviceFiles, faces.health);
   const interceptors = [
+    // Only when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT): outermost, so its span holds the final outcome.
+    ...(observers.tracer ? [tracingInterceptor(observers.tracer)] : []),
     errorInterceptor(observers.logger, observers.classifyError),
     metricsInterceptor(observers.metrics),
     deadlineInterceptor(observers.deadlineMs ?? 10_000),

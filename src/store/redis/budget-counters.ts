@@ -4,6 +4,7 @@ import type { BudgetCounter, BudgetCounters } from "../../domain/rate-limit/port
 import { asBudgetCounter, limiterOptions } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
+import { redisSpan } from "./redis-spans.js";
 
 /**
  * Budgets shared by every instance, in Redis (rate-limiter-flexible's atomic counters). While
@@ -41,13 +42,13 @@ export function redisBudgetCounters(
      * answer in time (then the insurance answers it), counts as a failure.
      */
     const guarded =
-      <A extends unknown[], R>(call: (counter: BudgetCounter, ...args: A) => Promise<R>) =>
+      <A extends unknown[], R>(command: string, call: (counter: BudgetCounter, ...args: A) => Promise<R>) =>
       async (...args: A): Promise<R> => {
         if (breaker.isOpen) return call(viaInsurance, ...args);
         const before = fallbacks;
         let result: R;
         try {
-          result = await withinTimeout(call(viaRedis, ...args), commandTimeoutMs);
+          result = await redisSpan(command, withinTimeout(call(viaRedis, ...args), commandTimeoutMs), "rate-limit");
         } catch (error) {
           breaker.failure();
           onFallback(error);
@@ -58,7 +59,7 @@ export function redisBudgetCounters(
         return result;
       };
     return {
-      consume: guarded(async (counter, key: string, points: number) => {
+      consume: guarded("EVAL", async (counter, key: string, points: number) => {
         const taken = await counter.consume(key, points);
         if (counter !== viaRedis) return taken;
         // A refund to Redis is sent without waiting: a stalled Redis applies it when it resumes
@@ -66,8 +67,8 @@ export function redisBudgetCounters(
         // failure point that was never a failure.
         return { ...taken, refund: async () => void taken.refund().catch(() => {}) };
       }),
-      peek: guarded((counter, key: string) => counter.peek(key)),
-      reset: guarded((counter, key: string) => counter.reset(key)),
+      peek: guarded("MULTI", (counter, key: string) => counter.peek(key)),
+      reset: guarded("DEL", (counter, key: string) => counter.reset(key)),
     };
   };
 }

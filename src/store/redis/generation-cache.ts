@@ -3,21 +3,21 @@ import type { CredentialState } from "../../domain/tokens/model.js";
 import type { GenerationCache, WatermarkRaise } from "../../domain/tokens/ports.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
+import { redisSpan } from "./redis-spans.js";
 
 /**
  * Stores each state unless the key holds one with a higher change number, then raises the
  * watermark to ARGV[1] if it is at least ARGV[3] (0 and 0: leave it). KEYS: watermark, client
- * keys…; ARGV: raise-to, ttl, if-at-least, then (seq, value) per client. One script, so states
- * and the watermark that covers them are written atomically.
+ * keys…; ARGV: raise-to, (unused), if-at-least, then (seq, value, ttl) per client. One script, so
+ * states and the watermark that covers them are written atomically.
  */
 const WRITE_SCRIPT = `
-local ttl = tonumber(ARGV[2])
 for i = 2, #KEYS do
-  local seq = tonumber(ARGV[(i - 2) * 2 + 4])
+  local seq = tonumber(ARGV[(i - 2) * 3 + 4])
   local current = redis.call('GET', KEYS[i])
   local currentSeq = -1
   if current then currentSeq = tonumber(string.match(current, ':(%d+)$')) or -1 end
-  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 2 + 5], 'EX', ttl) end
+  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 3 + 5], 'EX', tonumber(ARGV[(i - 2) * 3 + 6])) end
 end
 local raiseTo = tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -45,7 +45,7 @@ export class RedisGenerationCache implements GenerationCache {
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
     const keys = [this.watermarkRedisKey, ...clientIds.map((id) => this.key(id))];
-    const [watermark, ...values] = await this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs));
+    const [watermark, ...values] = await redisSpan("MGET", this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs)));
     return { states: values.map((v) => (v === null ? undefined : decode(v))), watermark: watermark === null ? 0 : Number(watermark) };
   }
 
@@ -54,9 +54,10 @@ export class RedisGenerationCache implements GenerationCache {
     const args = [String(watermark?.to ?? 0), String(this.ttlSeconds), String(watermark?.ifAtLeast ?? 0)];
     for (const [id, state] of states) {
       keys.push(this.key(id));
-      args.push(String(state.changeSeq), encode(state));
+      // A revoked token's state must outlive the token; everything else the cache's TTL.
+      args.push(String(state.changeSeq), encode(state), String(Math.max(state.ttlSeconds ?? 0, this.ttlSeconds)));
     }
-    await this.breaker.run(() => withinTimeout(this.redis.eval(WRITE_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs));
+    await redisSpan("EVAL", this.breaker.run(() => withinTimeout(this.redis.eval(WRITE_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs)), "generation-cache.write");
   }
 
   private key(clientId: string): string {

@@ -5,6 +5,7 @@ import { budgetKeyPrefix } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
 import { credentialKey, watermarkKey } from "./generation-cache.js";
+import { redisSpan } from "./redis-spans.js";
 
 /**
  * A token request's whole Redis work in one script: the credential check first (nothing is spent
@@ -71,7 +72,7 @@ export class RedisTokenAdmission implements AdmissionStore {
     ];
     let reply: number[];
     try {
-      reply = (await this.breaker.run(() => withinTimeout(this.redis.eval(ADMIT_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs))) as number[];
+      reply = (await redisSpan("EVAL", this.breaker.run(() => withinTimeout(this.redis.eval(ADMIT_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs)), "token-admission")) as number[];
     } catch {
       // An open breaker refuses at once (run() checks it: asking isOpen first would take the
       // half-open trial and never report it). A failure is counted by the breaker; the

@@ -85,6 +85,7 @@ describe("architecture: the import graph of src/ and gen/", () => {
       .flatMap((m) => m.dependencies)
       .find((d) => d.module === "knex")?.resolved;
     assert.ok(knex && /(^|\/)node_modules\/knex\//.test(knex), `knex resolves into node_modules (${knex})`);
+    const sdkTraceBase = result.modules.flatMap((m) => m.dependencies).find((d) => d.module === "@opentelemetry/sdk-trace-base")?.resolved;
     assert.deepEqual(
       triples(result.summary.violations),
       [
@@ -115,6 +116,8 @@ describe("architecture: the import graph of src/ and gen/", () => {
         "app-only-from-main-and-cli | src/rpc/b.ts | src/app/compose.ts",
         // 11
         "gen-not-to-src | gen/demo_pb.ts | src/errors/codes.ts",
+        // 12
+        `opentelemetry-sdk-only-in-observability | src/store/traced.ts | ${sdkTraceBase}`,
         // an import that does not resolve
         "no-unresolvable | src/rpc/b.ts | ./missing.js",
       ].sort(),

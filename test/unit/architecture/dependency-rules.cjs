@@ -130,6 +130,14 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
         to: { path: S },
       },
       {
+        name: "opentelemetry-sdk-only-in-observability",
+        comment:
+          "12. Of OpenTelemetry, only src/observability (the SDK setup, tracing.ts) may import the SDK and exporter packages; the RPC core and the stores make their spans with @opentelemetry/api alone (a no-op while tracing is off), and the domain imports none of it (rule 4).",
+        severity: "error",
+        from: { path: S, pathNot: in_("observability") },
+        to: { dependencyTypes: npm, path: "(^|/)node_modules/@opentelemetry/(?!api/)" },
+      },
+      {
         name: "no-unresolvable",
         comment:
           "Every import of src/ and gen/ resolves: a cruise that cannot resolve sees no edges to judge, and an unresolved package cannot be told from an allowed one.",
