@@ -3,7 +3,7 @@ import { errors as joseErrors, jwtVerify, type CryptoKey, type JWTPayload } from
 import { unauthenticated } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import type { CredentialGenerations } from "./credential-generations.js";
-import type { BoundCredential, Principal } from "./model.js";
+import { TOKEN_NOT_REVOKED, tokenCredentialId, type BoundCredential, type Principal } from "./model.js";
 import { SIGNING_ALG, type SigningKeyRing } from "./signing-key-ring.js";
 
 export interface NewAccessToken {
@@ -95,9 +95,12 @@ export class AccessTokens {
       throw unauthenticated(reasonOf(error));
     }
     const principal = toPrincipal(payload);
-    const current = await this.credentials.current(principal.credentials.map(([id]) => id));
-    for (const [clientId, generation] of principal.credentials) {
-      if (current.get(clientId) !== generation) throw unauthenticated("The access token has been revoked");
+    // Every credential the token is bound to must still have its generation, and the token itself
+    // must not have been revoked (RFC 7009): one round trip for all of them.
+    const required: ReadonlyArray<readonly [string, number]> = [...principal.credentials, [tokenCredentialId(principal.tokenId), TOKEN_NOT_REVOKED]];
+    const current = await this.credentials.current(required.map(([id]) => id));
+    for (const [id, generation] of required) {
+      if (current.get(id) !== generation) throw unauthenticated("The access token has been revoked");
     }
     return principal;
   }

@@ -1,12 +1,17 @@
-import type { ApiUserRepository, CredentialChangePublisher } from "../api-users/ports.js";
+import type { CredentialChangePublisher } from "../api-users/ports.js";
 import type { Clock } from "../shared/clock.js";
 import type { LabelledCounter, Logger } from "../shared/observability.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
-import type { CredentialState } from "./model.js";
+import { isTokenCredentialId, TOKEN_NOT_REVOKED, type CredentialState } from "./model.js";
 import type { ChangeFeed, CredentialChangeLog, GenerationCache, NumberedChange } from "./ports.js";
 
 /** Current generation per client id; undefined for a revoked or unknown client. */
 export type Generations = Map<string, number | undefined>;
+
+/** Where the truth about credential states is read (Postgres): API users, and revoked access tokens under their token credential ids. */
+export interface CredentialStateSource {
+  credentialStates(tx: Tx, ids: readonly string[]): Promise<Map<string, CredentialState>>;
+}
 
 export interface CredentialGenerationsOptions {
   /** Changes older than this are forgotten by the log: no cached state can be older (the cache's TTL). */
@@ -35,7 +40,7 @@ export class CredentialGenerations implements CredentialChangePublisher {
 
   constructor(
     private readonly uow: UnitOfWork,
-    private readonly apiUsers: ApiUserRepository,
+    private readonly source: CredentialStateSource,
     private readonly changes: CredentialChangeLog,
     private readonly cache: GenerationCache,
     private readonly feed: ChangeFeed,
@@ -83,7 +88,10 @@ export class CredentialGenerations implements CredentialChangePublisher {
     const missing: string[] = [];
     clientIds.forEach((id, i) => {
       const state = read.states[i];
-      if (state === undefined) missing.push(id);
+      // A token credential is cached only once revoked: under a watermark that covers every change,
+      // its absence means "not revoked" (its revocation would have been written before the raise).
+      if (state === undefined && isTokenCredentialId(id)) result.set(id, TOKEN_NOT_REVOKED);
+      else if (state === undefined) missing.push(id);
       else result.set(id, state.generation);
     });
     if (missing.length > 0) {
@@ -165,8 +173,10 @@ export class CredentialGenerations implements CredentialChangePublisher {
   }
 
   private async fromDatabase(clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
-    const found = await this.apiUsers.credentialStates(this.uow.direct, clientIds);
-    return new Map(clientIds.map((id) => [id, found.get(id) ?? { generation: undefined, changeSeq: 0 }]));
+    const found = await this.source.credentialStates(this.uow.direct, clientIds);
+    const absent = (id: string): CredentialState =>
+      isTokenCredentialId(id) ? { generation: TOKEN_NOT_REVOKED, changeSeq: 0 } : { generation: undefined, changeSeq: 0 };
+    return new Map(clientIds.map((id) => [id, found.get(id) ?? absent(id)]));
   }
 
   /**

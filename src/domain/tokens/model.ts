@@ -107,4 +107,25 @@ export interface TrustedIssuer {
 export interface CredentialState {
   readonly generation: number | undefined;
   readonly changeSeq: number;
+  /** How long a shared cache must keep this state at least (a revoked token's: until it expires); absent, the cache's default. */
+  readonly ttlSeconds?: number;
+}
+
+/**
+ * An access token revoked one by one (RFC 7009) takes part in credential checks as a credential
+ * of its own, `jti:<jti>`: generation TOKEN_NOT_REVOKED while it is not revoked, none once it is.
+ * Every token names its own, so revoking one is refused at once on every instance through the
+ * same round trip that checks the API users' generations.
+ */
+export const tokenCredentialId = (jti: string): string => `jti:${jti}`;
+export const isTokenCredentialId = (id: string): boolean => id.startsWith("jti:");
+export const jtiOfTokenCredential = (id: string): string => id.slice("jti:".length);
+export const TOKEN_NOT_REVOKED = 0;
+
+/** A revocation of one access token (RFC 7009), kept until the token would have expired. */
+export interface RevokedAccessToken {
+  readonly jti: string;
+  /** The API user it was issued to. */
+  readonly clientId: string;
+  readonly expiresAt: Date;
 }

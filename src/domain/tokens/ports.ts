@@ -1,7 +1,7 @@
 import type { RateLimitDecision } from "../rate-limit/model.js";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import type { CredentialState, NewRefreshToken, RefreshTokenRecord, SigningKeyRecord, TrustedIssuer } from "./model.js";
+import type { CredentialState, NewRefreshToken, RefreshTokenRecord, RevokedAccessToken, SigningKeyRecord, TrustedIssuer } from "./model.js";
 
 /** Signing keys shared by every instance (not tenant data). */
 export interface SigningKeyRepository {
@@ -21,9 +21,21 @@ export interface RefreshTokenRepository {
   revokeAllOfClient(tx: Tx, scope: TenantScope, clientId: string, now: Date): Promise<void>;
 }
 
+/** Access tokens revoked one by one (RFC 7009). */
+export interface RevokedTokenRepository {
+  /** Records the revocation; false when the token was revoked already. */
+  insert(tx: Tx, scope: TenantScope, token: RevokedAccessToken): Promise<boolean>;
+  /** The revocations among `jtis` (absent: not revoked), with their change numbers. */
+  revocations(tx: Tx, jtis: readonly string[]): Promise<Map<string, { readonly changeSeq: number; readonly expiresAt: Date }>>;
+}
+
 export interface TrustedIssuerRepository {
   upsert(tx: Tx, scope: TenantScope, issuer: TrustedIssuer): Promise<void>;
   find(tx: Tx, scope: TenantScope, issuer: string): Promise<TrustedIssuer | undefined>;
+  /** The tenant's trusted issuers, by issuer. */
+  list(tx: Tx, scope: TenantScope): Promise<TrustedIssuer[]>;
+  /** Deletes one; false when the tenant has no such issuer. */
+  remove(tx: Tx, scope: TenantScope, issuer: string): Promise<boolean>;
 }
 
 /**

@@ -8,6 +8,7 @@ import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from 
 import { invalidClient, tooManyRequests } from "./oauth-errors.js";
 import { tighterOf } from "../rate-limit/model.js";
 import type { TokenRequestLimiter } from "./ports.js";
+import type { TokenRevocation } from "./token-revocation.js";
 import { TokenService } from "./token-service.js";
 
 /** What the token endpoint knows about the call besides its parameters. */
@@ -30,8 +31,12 @@ export class TokenEndpoint {
     private readonly clients: ClientAuthenticator,
     private readonly tokens: TokenService,
     private readonly audit: AuditSink,
-    /** Counts which path decided each request: one_round_trip or step_by_step. */
-    private readonly admissions: LabelledCounter<"path"> = { inc() {} },
+    private readonly wiring: {
+      /** RFC 7009 revocation (revoke()). */
+      readonly revocation?: TokenRevocation;
+      /** Counts which path decided each request: one_round_trip or step_by_step. */
+      readonly admissions?: LabelledCounter<"path">;
+    } = {},
   ) {}
 
   /** POST /v2/auth/oauth2-token (FetchOauth2Token). */
@@ -91,7 +96,7 @@ export class TokenEndpoint {
   ): Promise<ApiUser> {
     const held = await this.admitHeld(credentials, call, authenticated, checkRequest);
     if (held) return held;
-    this.admissions.inc({ path: "step_by_step" });
+    this.wiring.admissions?.inc({ path: "step_by_step" });
     const addressBudget = await this.limitAddress(call);
     checkRequest();
     const client = await this.authenticate(credentials, call);
@@ -126,12 +131,39 @@ export class TokenEndpoint {
       authenticated: attempt.authenticated,
     });
     if (admission.kind === "unknown") return undefined;
-    this.admissions.inc({ path: "one_round_trip" });
+    this.wiring.admissions?.inc({ path: "one_round_trip" });
     call.onRateLimit(admission.decision);
     if (admission.kind === "refused") throw invalidClient();
     if (admission.kind === "admitted" || admission.kind === "client-limited") authenticated(client);
     if (admission.kind !== "admitted") throw tooManyRequests(admission.decision.retryAfterSeconds ?? 1);
     return client;
+  }
+
+  /**
+   * RFC 7009: the authenticated client revokes a token issued to it. Rate limited and
+   * authenticated like the token endpoint; every answer audited (TOKEN_REVOKED with what was
+   * revoked, or nothing for a token there was nothing to revoke; a refusal TOKEN_REVOCATION_REFUSED).
+   */
+  async revoke(credentials: PresentedCredentials, token: string, hint: string, call: TokenCall): Promise<void> {
+    if (!this.wiring.revocation) throw new Error("token revocation is not wired");
+    let client: ApiUser | undefined;
+    let revoked: string | undefined;
+    try {
+      client = await this.admit(credentials, call, (c) => (client = c));
+      revoked = await this.wiring.revocation.revoke(client, token, hint);
+    } catch (error) {
+      this.recordRefusal("TOKEN_REVOCATION_REFUSED", credentials, client, error, call, {});
+      throw error;
+    }
+    this.audit.record({
+      action: "TOKEN_REVOKED",
+      outcome: "SUCCESS",
+      actor: client.clientId,
+      tmcId: client.tmcId,
+      targetClientId: client.clientId,
+      debugIdentifier: call.requestId,
+      details: { revoked: revoked ?? "nothing", remoteAddress: call.remoteAddress },
+    });
   }
 
   /** Every request spends a point of its source address's budget, first. */
@@ -194,7 +226,7 @@ export class TokenEndpoint {
 
   /** A refusal in the trail: who claimed to call (never the secret), the errorCode, rate limited or not. */
   private recordRefusal(
-    action: "TOKEN_REFUSED" | "TOKEN_INTROSPECTION_REFUSED",
+    action: "TOKEN_REFUSED" | "TOKEN_INTROSPECTION_REFUSED" | "TOKEN_REVOCATION_REFUSED",
     credentials: PresentedCredentials,
     client: ApiUser | undefined,
     error: unknown,

@@ -242,7 +242,7 @@ export class TokenService {
   }
 
   private refreshHash(token: string): Buffer {
-    return hashClientSecret(this.settings.pepper, `refresh:${token}`);
+    return refreshTokenHash(this.settings.pepper, token);
   }
 
   /** Our own tokens name us as issuer; any other JWT (an IdP's RFC 9068 token too) goes to the trusted issuers. */
@@ -294,4 +294,9 @@ function requestedAudience(request: TokenRequest): string {
 function isAbsoluteUriWithoutFragment(value: string): boolean {
   if (!URL.canParse(value)) return false;
   return !new URL(value).hash && !value.includes("#");
+}
+
+/** What is stored of a refresh token: its keyed hash (the token itself is shown once). */
+export function refreshTokenHash(pepper: Buffer, token: string): Buffer {
+  return hashClientSecret(pepper, `refresh:${token}`);
 }

@@ -1,5 +1,5 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { AuthService, FetchOauth2TokenRequest, GetAuthTokenRequest, IntrospectTokenRequest } from "../../../gen/travel/auth/v2/auth_pb.js";
+import type { AuthService, FetchOauth2TokenRequest, GetAuthTokenRequest, IntrospectTokenRequest, RevokeTokenRequest } from "../../../gen/travel/auth/v2/auth_pb.js";
 import type { PresentedCredentials } from "../../domain/tokens/model.js";
 import type { TokenCall, TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
 import { DomainError } from "../../errors/domain-error.js";
@@ -39,6 +39,12 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     // No challenge here: the legacy endpoint takes its credentials in the JSON body only.
     const issued = await this.endpoint.legacyToken(credentials, tokenCall(ctx));
     return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
+  }
+
+  async revokeToken(req: RevokeTokenRequest, ctx: HandlerContext) {
+    noStore(ctx);
+    await challenged(ctx, this.endpoint.revoke(presented(req.clientId, req.clientSecret, ctx), req.token, req.tokenTypeHint, tokenCall(ctx)));
+    return {};
   }
 
   async introspectToken(req: IntrospectTokenRequest, ctx: HandlerContext) {

@@ -119,6 +119,7 @@ const validSamples: Record<string, SampleRequest[]> = {
     { body: { grant_type: "client_credentials" } },
   ],
   introspectToken: [{ body: { token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln", token_type_hint: "access_token", client_id: "k9TQ0n3lX2", client_secret: "s3cr3t" } }],
+  revokeToken: [{ body: { token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln", token_type_hint: "access_token", client_id: "k9TQ0n3lX2", client_secret: "s3cr3t" } }],
   getAuthToken: [{ body: { clientId: "k9TQ0n3lX2", clientSecret: "s3cr3t-Zq8wYc1" } }],
   createApiUser: [
     { body: {} },

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/auth/v2/auth.proto.
  */
 export const file_travel_auth_v2_auth: GenFile = /*@__PURE__*/
-  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLFAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEhoKCHJlc291cmNlGAogASgJQgi6SAVyAxiAECLhAQoYRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlEiIKDGFjY2Vzc190b2tlbhgBIAEoCVIMYWNjZXNzX3Rva2VuEh4KCnRva2VuX3R5cGUYAiABKAlSCnRva2VuX3R5cGUSHgoKZXhwaXJlc19pbhgDIAEoBVIKZXhwaXJlc19pbhIkCg1yZWZyZXNoX3Rva2VuGAQgASgJUg1yZWZyZXNoX3Rva2VuEg0KBXNjb3BlGAUgASgJEiwKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJUhFpc3N1ZWRfdG9rZW5fdHlwZSJTChNHZXRBdXRoVG9rZW5SZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISHwoNY2xpZW50X3NlY3JldBgCIAEoCUIIukgFcgMYgAgiUwoUR2V0QXV0aFRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSHgoWZXhwaXJ5X3RpbWVfaW5fc2Vjb25kcxgCIAEoBRIMCgR0eXBlGAMgASgJIr8BChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhoKBXRva2VuGAEgASgJQgu6SAhyBhABGICAARIxCg90b2tlbl90eXBlX2hpbnQYAiABKAlCB7pIBHICGEBSD3Rva2VuX3R5cGVfaGludBImCgljbGllbnRfaWQYAyABKAlCCLpIBXIDGIACUgljbGllbnRfaWQSLgoNY2xpZW50X3NlY3JldBgEIAEoCUIIukgFcgMYgAhSDWNsaWVudF9zZWNyZXQi+gEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEhMKBmFjdGl2ZRgBIAEoCEgAiAEBEg0KBXNjb3BlGAIgASgJEhwKCWNsaWVudF9pZBgDIAEoCVIJY2xpZW50X2lkEh4KCnRva2VuX3R5cGUYBCABKAlSCnRva2VuX3R5cGUSCwoDZXhwGAUgASgNEgsKA2lhdBgGIAEoDRILCgNzdWIYByABKAkSCwoDYXVkGAggAygJEgsKA2lzcxgJIAEoCRILCgNqdGkYCiABKAkSFgoGdG1jX2lkGAsgASgJUgZ0bWNfaWQSDAoEcm9sZRgMIAEoCUIJCgdfYWN0aXZlMvwDCgtBdXRoU2VydmljZRKnAQoQRmV0Y2hPYXV0aDJUb2tlbhInLnRyYXZlbC5hdXRoLnYyLkZldGNoT2F1dGgyVG9rZW5SZXF1ZXN0GigudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlIkCSghkcChBmZXRjaE9hdXRoMlRva2VuEAEaBpADkwOtA4LT5JMCGjoBKiIVL3YyL2F1dGgvb2F1dGgyLXRva2VuEqMBCg9JbnRyb3NwZWN0VG9rZW4SJi50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXF1ZXN0GicudHJhdmVsLmF1dGgudjIuSW50cm9zcGVjdFRva2VuUmVzcG9uc2UiP5KCGR0KD2ludHJvc3BlY3RUb2tlbhABGgaQA5MDrQMoAYLT5JMCGDoBKiITL3YyL2F1dGgvaW50cm9zcGVjdBKSAQoMR2V0QXV0aFRva2VuEiMudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVxdWVzdBokLnRyYXZlbC5hdXRoLnYyLkdldEF1dGhUb2tlblJlc3BvbnNlIjeIAgGSghkWCgxnZXRBdXRoVG9rZW4aBpADkwOtA4LT5JMCFDoBKiIPL2dldC1hdXRoLXRva2VuGgigghkCqIIZAWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
+  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLFAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEhoKCHJlc291cmNlGAogASgJQgi6SAVyAxiAECLhAQoYRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlEiIKDGFjY2Vzc190b2tlbhgBIAEoCVIMYWNjZXNzX3Rva2VuEh4KCnRva2VuX3R5cGUYAiABKAlSCnRva2VuX3R5cGUSHgoKZXhwaXJlc19pbhgDIAEoBVIKZXhwaXJlc19pbhIkCg1yZWZyZXNoX3Rva2VuGAQgASgJUg1yZWZyZXNoX3Rva2VuEg0KBXNjb3BlGAUgASgJEiwKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJUhFpc3N1ZWRfdG9rZW5fdHlwZSJTChNHZXRBdXRoVG9rZW5SZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISHwoNY2xpZW50X3NlY3JldBgCIAEoCUIIukgFcgMYgAgiUwoUR2V0QXV0aFRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSHgoWZXhwaXJ5X3RpbWVfaW5fc2Vjb25kcxgCIAEoBRIMCgR0eXBlGAMgASgJIr8BChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhoKBXRva2VuGAEgASgJQgu6SAhyBhABGICAARIxCg90b2tlbl90eXBlX2hpbnQYAiABKAlCB7pIBHICGEBSD3Rva2VuX3R5cGVfaGludBImCgljbGllbnRfaWQYAyABKAlCCLpIBXIDGIACUgljbGllbnRfaWQSLgoNY2xpZW50X3NlY3JldBgEIAEoCUIIukgFcgMYgAhSDWNsaWVudF9zZWNyZXQiuwEKElJldm9rZVRva2VuUmVxdWVzdBIaCgV0b2tlbhgBIAEoCUILukgIcgYQARiAgAESMQoPdG9rZW5fdHlwZV9oaW50GAIgASgJQge6SARyAhhAUg90b2tlbl90eXBlX2hpbnQSJgoJY2xpZW50X2lkGAMgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYBCABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0IhUKE1Jldm9rZVRva2VuUmVzcG9uc2Ui+gEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEhMKBmFjdGl2ZRgBIAEoCEgAiAEBEg0KBXNjb3BlGAIgASgJEhwKCWNsaWVudF9pZBgDIAEoCVIJY2xpZW50X2lkEh4KCnRva2VuX3R5cGUYBCABKAlSCnRva2VuX3R5cGUSCwoDZXhwGAUgASgNEgsKA2lhdBgGIAEoDRILCgNzdWIYByABKAkSCwoDYXVkGAggAygJEgsKA2lzcxgJIAEoCRILCgNqdGkYCiABKAkSFgoGdG1jX2lkGAsgASgJUgZ0bWNfaWQSDAoEcm9sZRgMIAEoCUIJCgdfYWN0aXZlMpEFCgtBdXRoU2VydmljZRKnAQoQRmV0Y2hPYXV0aDJUb2tlbhInLnRyYXZlbC5hdXRoLnYyLkZldGNoT2F1dGgyVG9rZW5SZXF1ZXN0GigudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlIkCSghkcChBmZXRjaE9hdXRoMlRva2VuEAEaBpADkwOtA4LT5JMCGjoBKiIVL3YyL2F1dGgvb2F1dGgyLXRva2VuEqMBCg9JbnRyb3NwZWN0VG9rZW4SJi50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXF1ZXN0GicudHJhdmVsLmF1dGgudjIuSW50cm9zcGVjdFRva2VuUmVzcG9uc2UiP5KCGR0KD2ludHJvc3BlY3RUb2tlbhABGgaQA5MDrQMoAYLT5JMCGDoBKiITL3YyL2F1dGgvaW50cm9zcGVjdBKSAQoLUmV2b2tlVG9rZW4SIi50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlcXVlc3QaIy50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlc3BvbnNlIjqSghkcCgtyZXZva2VUb2tlbhABGgiQA5EDkwOtAyDIAYLT5JMCFDoBKiIPL3YyL2F1dGgvcmV2b2tlEpIBCgxHZXRBdXRoVG9rZW4SIy50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXF1ZXN0GiQudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVzcG9uc2UiN4gCAZKCGRYKDGdldEF1dGhUb2tlbhoGkAOTA60DgtPkkwIUOgEqIg8vZ2V0LWF1dGgtdG9rZW4aCKCCGQKoghkBYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
 
 /**
  * OAuthTokenRequest (spec 2.9). Field names are the RFC 6749 form field names.
@@ -229,6 +229,56 @@ export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = 
   messageDesc(file_travel_auth_v2_auth, 4);
 
 /**
+ * RFC 7009 section 2.1, form-encoded. token_type_hint is "access_token" or "refresh_token"; any
+ * other value is ignored (the server searches every token type it supports anyway).
+ *
+ * @generated from message travel.auth.v2.RevokeTokenRequest
+ */
+export type RevokeTokenRequest = Message<"travel.auth.v2.RevokeTokenRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string token_type_hint = 2 [json_name = "token_type_hint"];
+   */
+  tokenTypeHint: string;
+
+  /**
+   * @generated from field: string client_id = 3 [json_name = "client_id"];
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string client_secret = 4 [json_name = "client_secret"];
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message travel.auth.v2.RevokeTokenRequest.
+ * Use `create(RevokeTokenRequestSchema)` to create a new message.
+ */
+export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 5);
+
+/**
+ * RFC 7009 section 2.2: 200 with no body.
+ *
+ * @generated from message travel.auth.v2.RevokeTokenResponse
+ */
+export type RevokeTokenResponse = Message<"travel.auth.v2.RevokeTokenResponse"> & {
+};
+
+/**
+ * Describes the message travel.auth.v2.RevokeTokenResponse.
+ * Use `create(RevokeTokenResponseSchema)` to create a new message.
+ */
+export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 6);
+
+/**
  * RFC 7662 section 2.2. Only `active` is set for an inactive token.
  *
  * @generated from message travel.auth.v2.IntrospectTokenResponse
@@ -306,7 +356,7 @@ export type IntrospectTokenResponse = Message<"travel.auth.v2.IntrospectTokenRes
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 5);
+  messageDesc(file_travel_auth_v2_auth, 7);
 
 /**
  * Issues OAuth 2.0 access tokens to API users (spec 4.1, 5).
@@ -336,6 +386,19 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof IntrospectTokenRequestSchema;
     output: typeof IntrospectTokenResponseSchema;
+  },
+  /**
+   * Token revocation (RFC 7009): a client revokes a refresh token or an access token issued to
+   * it. Client-authenticated like the token endpoint. Answers 200 with no body, also for a token
+   * that is unknown, invalid or expired (RFC 7009 section 2.2); a token issued to another client
+   * is refused (400 invalid_request). A revoked access token is refused at once on every instance.
+   *
+   * @generated from rpc travel.auth.v2.AuthService.RevokeToken
+   */
+  revokeToken: {
+    methodKind: "unary";
+    input: typeof RevokeTokenRequestSchema;
+    output: typeof RevokeTokenResponseSchema;
   },
   /**
    * Deprecated legacy token endpoint; prefer FetchOauth2Token. Shares its rate limit.

@@ -7,6 +7,7 @@ import * as credentialChanges from "./20261122000200_credential_changes.js";
 import * as refreshTokenAct from "./20261122000300_refresh_token_act.js";
 import * as usersScim from "./20261122000400_users_scim.js";
 import * as airCreditsV3 from "./20261122000500_air_credits_v3.js";
+import * as revokedAccessTokens from "./20261122000600_revoked_access_tokens.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -21,6 +22,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261122000300_refresh_token_act", refreshTokenAct],
   ["20261122000400_users_scim", usersScim],
   ["20261122000500_air_credits_v3", airCreditsV3],
+  ["20261122000600_revoked_access_tokens", revokedAccessTokens],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,4 +1,5 @@
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import { isTokenCredentialId, jtiOfTokenCredential } from "../../../domain/tokens/model.js";
 import type { CredentialChangeLog, NumberedChange } from "../../../domain/tokens/ports.js";
 import type { CredentialChangeRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
@@ -21,7 +22,9 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
     const previous = await this.latest(tx);
     const [row] = await db<CredentialChangeRow>("credential_changes").insert({ client_id: clientId }).returning("seq");
     const seq = Number(row!.seq);
-    await db("api_users").where({ client_id: clientId }).update({ change_seq: seq });
+    // The changed credential carries its number: an API user, or a revoked access token (`jti:<jti>`).
+    if (isTokenCredentialId(clientId)) await db("revoked_access_tokens").where({ jti: jtiOfTokenCredential(clientId) }).update({ change_seq: seq });
+    else await db("api_users").where({ client_id: clientId }).update({ change_seq: seq });
     await db.raw("select pg_notify(?, ?)", [this.channel, String(seq)]);
     return { seq, previous };
   }
