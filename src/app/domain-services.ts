@@ -6,8 +6,8 @@ import { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
 import { ApiUserProvisioning } from "../domain/api-users/api-user-provisioning.js";
 import { ScimAuthenticator } from "../domain/api-users/scim-authenticator.js";
 import { AuditLog } from "../domain/audit/audit-log.js";
-import { AuditTrail } from "../domain/audit/audit-trail.js";
 import { OperatorAuthenticator } from "../domain/operator/operator-authenticator.js";
+import { OperatorConsole } from "../domain/operator/operator-console.js";
 import { OperatorCredential } from "../domain/operator/operator-credential.js";
 import { TokenRateLimiter } from "../domain/rate-limit/token-rate-limiter.js";
 import { ScimUsers } from "../domain/scim/scim-users.js";
@@ -21,8 +21,10 @@ import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../domain/tokens/client-record-cache.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
+import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
 import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
 import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
+import { TokenRevocation } from "../domain/tokens/token-revocation.js";
 import { TokenService } from "../domain/tokens/token-service.js";
 import { TrustedIssuers } from "../domain/tokens/trusted-issuers.js";
 import { UserProfiles } from "../domain/users/user-profiles.js";
@@ -61,9 +63,12 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     { maxTokenLifetimeSeconds: Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds), unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs },
     clock,
   );
-  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialChanges, shared.generationCache, changeFeed, logger, metrics.redisFallbacks, clock, {
-    // A cached state lives at most the cache's TTL, so older changes can no longer be contradicted.
-    logRetentionSeconds: tokens.credentialCacheSeconds + 60,
+  const maxTokenLifetimeSeconds = Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
+  const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);
+  const generations = new CredentialGenerations(uow, credentialStates, repos.credentialChanges, shared.generationCache, changeFeed, logger, metrics.redisFallbacks, clock, {
+    // A cached API-user state lives at most the cache's TTL; a revoked token's must be
+    // republishable (after Redis lost it) for as long as the token could be presented.
+    logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds) + 60,
     reconcileBatch: 1000,
   });
   const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
@@ -80,13 +85,17 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
   const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters, shared.admission);
   const tenants = new TenantService(uow, repos.tenants);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
+  const apiUserAdmin = new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock);
   return {
     signingKeys,
     generations,
     auditLog,
     limiter,
-    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog, metrics.tokenAdmissions),
-    apiUserAdmin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock),
+    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog, {
+      revocation: new TokenRevocation(uow, accessTokens, repos.refreshTokens, repos.revokedTokens, generations, keys.secretPepper, clock),
+      admissions: metrics.tokenAdmissions,
+    }),
+    apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
     scimUsers: new ScimUsers(uow, repos.scimUsers, repos.audit, `${tokens.issuer.replace(/\/+$/, "")}/v2/scim/v2`),
     userProfiles: new UserProfiles(uow, repos.users, repos.audit),
@@ -100,7 +109,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
       provisioning,
       signingKeys,
       trustedIssuers,
-      auditTrail: new AuditTrail(uow, repos.audit),
+      console: new OperatorConsole(uow, repos.tenants, repos.apiUsers, repos.trustedIssuers, repos.audit, apiUserAdmin),
       seeder: new DemoSeeder(uow, tenants, provisioning, repos.airCredits, clock),
       limiter,
     },

@@ -13,7 +13,8 @@ import { readServerRecord } from "../config/server-record.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError } from "../store/data-dir-lock.js";
 import { requestInfoKey } from "../rpc/request-context.js";
-import { parseCommand, USAGE, UsageError } from "./arguments.js";
+import { Answered, optionOfField, parseCommand, usage, UsageError, type OutputFormat } from "./arguments.js";
+import { renderTable } from "./table.js";
 
 /**
  * The operator CLI. Every command is an OperatorService RPC: sent to the running server at
@@ -22,15 +23,13 @@ import { parseCommand, USAGE, UsageError } from "./arguments.js";
  * storage through the same interceptors.
  */
 async function run(argv: readonly string[]): Promise<number> {
-  if (argv.includes("--help") || argv.includes("-h")) {
-    process.stderr.write(USAGE + "\n");
-    return 0;
-  }
   let config: Config;
   let method: DescMethodUnary<DescMessage, DescMessage>;
   let request: Message;
+  let output: OutputFormat;
   try {
     const command = parseCommand(argv);
+    output = command.output;
     config = loadConfig();
     method = OperatorService.method[command.spec.rpc] as DescMethodUnary<DescMessage, DescMessage>;
     request = fromJson(method.input, command.request as JsonObject);
@@ -38,11 +37,15 @@ async function run(argv: readonly string[]): Promise<number> {
     const result = createValidator().validate(method.input, request);
     if (result.kind !== "valid") {
       // Name the option the user typed: "tmc_id: must be a valid UUID" → "--tmc-id: must be a valid UUID".
-      throw new UsageError(result.error.message.replace(/^([a-z_]+):/, (_, field: string) => `--${field.replace(/_/g, "-")}:`));
+      throw new UsageError(
+        result.error.message.replace(/^([a-z_]+(\[\d+\])?):/, (_, field: string) => `${optionOfField(command.spec, field)}:`),
+        command.usage,
+      );
     }
   } catch (error) {
+    if (error instanceof Answered) return 0;
     if (error instanceof UsageError || error instanceof ConfigError) {
-      process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
+      process.stderr.write(`error: ${error.message}\n\n${error instanceof UsageError && error.usage ? error.usage : usage()}\n`);
       return 2;
     }
     throw error;
@@ -62,7 +65,12 @@ async function run(argv: readonly string[]): Promise<number> {
       });
       response = await call(offline.transport, operatorToken(config), method, request, config.cliRequestTimeoutMs);
     }
-    process.stdout.write(JSON.stringify(withRestDefaults(method.output, toJson(method.output, response) as JsonObject)) + "\n");
+    // A table shows every column, empty ones as "-"; JSON keeps the REST shape (empty strings left out).
+    process.stdout.write(
+      output === "table"
+        ? renderTable(toJson(method.output, response, { alwaysEmitImplicit: true }) as JsonObject)
+        : JSON.stringify(withRestDefaults(method.output, toJson(method.output, response) as JsonObject)) + "\n",
+    );
     return 0;
   } catch (error) {
     return reportFailure(error, serverUrl);

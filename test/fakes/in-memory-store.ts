@@ -13,14 +13,14 @@ import type {
 } from "../../src/domain/air-credits/model.js";
 import type { AirCreditRepository, UnusedCreditRepository } from "../../src/domain/air-credits/ports.js";
 import type { ApiUser, ApiUserCredentialType, ApiUserRole, NewApiUser } from "../../src/domain/api-users/model.js";
-import type { ApiUserRepository, ClientRefreshTokens } from "../../src/domain/api-users/ports.js";
+import type { ApiUserListing, ApiUserRepository, ClientRefreshTokens } from "../../src/domain/api-users/ports.js";
 import type { AuditEvent, RecordedAuditEvent } from "../../src/domain/audit/model.js";
-import type { AuditRepository } from "../../src/domain/audit/ports.js";
+import type { AuditFilter, AuditRepository, NumberedAuditEvent } from "../../src/domain/audit/ports.js";
 import { systemClock, type Clock } from "../../src/domain/shared/clock.js";
 import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-scope.js";
 import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model.js";
-import type { TenantRepository } from "../../src/domain/tenants/ports.js";
+import type { TenantRepository, TmcWithUsage } from "../../src/domain/tenants/ports.js";
 import type { FilterAttribute, ScimUser, ScimUserAttributes, UserFilter, UserPage } from "../../src/domain/scim/model.js";
 import type { ScimUserRepository } from "../../src/domain/scim/ports.js";
 import type { ProfileChange, UserProfileRecord } from "../../src/domain/users/model.js";
@@ -30,11 +30,12 @@ import type {
   CredentialState,
   NewRefreshToken,
   RefreshTokenRecord,
+  RevokedAccessToken,
   SigningKeyRecord,
   SubjectKind,
   TrustedIssuer,
 } from "../../src/domain/tokens/model.js";
-import type { CredentialChangeLog, NumberedChange, RefreshTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
+import type { CredentialChangeLog, NumberedChange, RefreshTokenRepository, RevokedTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
 import { DomainError, notFound } from "../../src/errors/domain-error.js";
 import type { Repositories } from "../../src/store/postgres/repositories/index.js";
 
@@ -108,6 +109,8 @@ export interface ApiUserRow {
   readonly createdBy: string;
   /** Stands for created_at: strictly increasing, so the order is creation order. */
   readonly createdSeq: number;
+  /** created_at as the clock read it at insert (listed to the operator; the order is createdSeq's). */
+  readonly createdAt: Date;
   readonly rotatedAt: Date | undefined;
   readonly revokedAt: Date | undefined;
   /** change_seq: the credential_changes.seq of the last change to this credential (0 before any). */
@@ -233,6 +236,7 @@ export class MemoryDatabase {
   /** The v3 credits (air_credits' v3 columns), one per (company, ticket number). */
   readonly unusedCredits = new Table<string, UnusedCredit>("air_credits_v3", (r) => `${r.companyId}:${r.ticketNumber}`);
   readonly credentialChanges = new Table<number, CredentialChangeRow>("credential_changes", (r) => r.seq);
+  readonly revokedAccessTokens = new Table<string, RevokedAccessTokenRow>("revoked_access_tokens", (r) => r.jti);
 
   /** Every transaction that ended, in order. */
   readonly transactions: TransactionRecord[] = [];
@@ -481,6 +485,15 @@ export class InMemoryTenantRepository implements TenantRepository {
     const row: TmcRow = { id: crypto.randomUUID(), name, maxApiUsers };
     await this.db.insert(tx, this.db.tmcs, row);
     return toTmc(row);
+  }
+
+  async listTmcs(tx: Tx, page: { limit: number; offset: number }): Promise<{ tmcs: TmcWithUsage[]; total: number }> {
+    const apiUsers = this.db.read(tx, this.db.apiUsers);
+    const all = this.db.read(tx, this.db.tmcs).sort((a, b) => compareText(a.name, b.name) || compareText(a.id, b.id));
+    return {
+      tmcs: all.slice(page.offset, page.offset + page.limit).map((r) => ({ ...toTmc(r), activeApiUsers: apiUsers.filter(activeOf(tenantScope(r.id))).length })),
+      total: all.length,
+    };
   }
 
   async findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {
@@ -764,6 +777,7 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
       credentialGeneration: 1,
       createdBy: user.createdBy,
       createdSeq: this.db.nextSequence(),
+      createdAt: this.db.clock(),
       rotatedAt: undefined,
       revokedAt: undefined,
       changeSeq: 0,
@@ -781,6 +795,23 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
       .sort((a, b) => a.createdSeq - b.createdSeq || compareText(a.clientId, b.clientId))
       .slice(page.offset, page.offset + page.limit)
       .map((r) => r.clientId);
+  }
+
+  async listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]> {
+    return this.db
+      .read(tx, this.db.apiUsers)
+      .filter(activeOf(scope))
+      .sort((a, b) => a.createdSeq - b.createdSeq || compareText(a.clientId, b.clientId))
+      .slice(page.offset, page.offset + page.limit)
+      .map((r) => ({
+        clientId: r.clientId,
+        orgId: r.orgId,
+        role: r.role,
+        credentialType: r.credentialType,
+        createdAt: new Date(r.createdAt),
+        createdBy: r.createdBy,
+        rotatedAt: r.rotatedAt && new Date(r.rotatedAt),
+      }));
   }
 
   async lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined> {
@@ -853,6 +884,32 @@ export class InMemoryAuditRepository implements AuditRepository {
       .slice(0, limit)
       .map(({ id: _id, ...event }) => ({ ...event, details: { ...event.details } }));
   }
+
+  async search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
+    const time = (d: Date | undefined) => d?.getTime();
+    return this.db
+      .read(tx, this.db.auditEvents)
+      .filter((r) => r.tmcId === scope.tmcId)
+      .filter((r) => filter.actions.length === 0 || filter.actions.includes(r.action))
+      .filter((r) => filter.clientId === undefined || r.actor === filter.clientId || r.targetClientId === filter.clientId)
+      .filter((r) => filter.since === undefined || r.occurredAt.getTime() >= time(filter.since)!)
+      .filter((r) => filter.until === undefined || r.occurredAt.getTime() < time(filter.until)!)
+      .filter((r) => filter.beforeId === undefined || r.id < Number(filter.beforeId))
+      .sort((a, b) => b.id - a.id)
+      .slice(0, limit)
+      .map(({ id, ...event }) => ({ ...event, id: String(id), details: { ...event.details } }));
+  }
+
+  async lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>> {
+    const wanted = new Set(clientIds);
+    const last = new Map<string, Date>();
+    for (const r of this.db.read(tx, this.db.auditEvents)) {
+      if (r.tmcId !== scope.tmcId || r.action !== "TOKEN_ISSUED" || r.targetClientId === null || !wanted.has(r.targetClientId)) continue;
+      const seen = last.get(r.targetClientId);
+      if (!seen || seen.getTime() < r.occurredAt.getTime()) last.set(r.targetClientId, new Date(r.occurredAt));
+    }
+    return last;
+  }
 }
 
 export class InMemorySigningKeyRepository implements SigningKeyRepository {
@@ -880,6 +937,29 @@ export class InMemorySigningKeyRepository implements SigningKeyRepository {
 
   async retireAll(tx: Tx, now: Date, notAfter: Date): Promise<void> {
     await this.db.update(tx, this.db.signingKeys, (r) => r.retiredAt === undefined, (r) => ({ ...r, retiredAt: now, notAfter }));
+  }
+}
+
+interface RevokedAccessTokenRow {
+  readonly jti: string;
+  readonly clientId: string;
+  readonly tmcId: string;
+  readonly expiresAt: Date;
+  readonly changeSeq: number;
+}
+
+export class InMemoryRevokedTokenRepository implements RevokedTokenRepository {
+  constructor(private readonly db: MemoryDatabase) {}
+
+  async insert(tx: Tx, scope: TenantScope, token: RevokedAccessToken): Promise<boolean> {
+    if (this.db.get(tx, this.db.revokedAccessTokens, token.jti)) return false;
+    await this.db.insert(tx, this.db.revokedAccessTokens, { jti: token.jti, clientId: token.clientId, tmcId: scope.tmcId, expiresAt: token.expiresAt, changeSeq: 0 });
+    return true;
+  }
+
+  async revocations(tx: Tx, jtis: readonly string[]): Promise<Map<string, { changeSeq: number; expiresAt: Date }>> {
+    const wanted = new Set(jtis);
+    return new Map(this.db.read(tx, this.db.revokedAccessTokens).filter((r) => wanted.has(r.jti)).map((r) => [r.jti, { changeSeq: r.changeSeq, expiresAt: r.expiresAt }]));
   }
 }
 
@@ -948,8 +1028,29 @@ export class InMemoryTrustedIssuerRepository implements TrustedIssuerRepository 
 
   async find(tx: Tx, scope: TenantScope, issuer: string): Promise<TrustedIssuer | undefined> {
     const row = this.db.get(tx, this.db.trustedIssuers, issuerKey(scope.tmcId, issuer));
-    return row && { issuer: row.issuer, jwksUri: row.jwksUri, jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks), audience: row.audience };
+    return row && toIssuer(row);
   }
+
+  async list(tx: Tx, scope: TenantScope): Promise<TrustedIssuer[]> {
+    return this.db
+      .read(tx, this.db.trustedIssuers)
+      .filter((r) => r.tmcId === scope.tmcId)
+      .sort((a, b) => compareText(a.issuer, b.issuer))
+      .map(toIssuer);
+  }
+
+  async remove(tx: Tx, scope: TenantScope, issuer: string): Promise<boolean> {
+    const key = issuerKey(scope.tmcId, issuer);
+    if (!this.db.get(tx, this.db.trustedIssuers, key)) return false;
+    await this.db.lock(tx, this.db.rowLock(this.db.trustedIssuers, key));
+    if (!this.db.get(tx, this.db.trustedIssuers, key)) return false;
+    this.db.write(tx, this.db.trustedIssuers, key, undefined);
+    return true;
+  }
+}
+
+function toIssuer(row: TrustedIssuerRow): TrustedIssuer {
+  return { issuer: row.issuer, jwksUri: row.jwksUri, jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks), audience: row.audience };
 }
 
 export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedCreditRepository {
@@ -1113,6 +1214,7 @@ export function inMemoryRepositories(db: MemoryDatabase) {
     audit: new InMemoryAuditRepository(db),
     signingKeys: new InMemorySigningKeyRepository(db),
     refreshTokens: new InMemoryRefreshTokenRepository(db),
+    revokedTokens: new InMemoryRevokedTokenRepository(db),
     trustedIssuers: new InMemoryTrustedIssuerRepository(db),
     airCredits: new InMemoryAirCreditRepository(db),
     credentialChanges: new InMemoryCredentialChangeLog(db),

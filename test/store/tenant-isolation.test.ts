@@ -19,8 +19,11 @@ import { dropStorage } from "../helpers/service.js";
 const UNSCOPED: Readonly<Record<string, string>> = {
   "tenants.createTmc": "creates a tenant",
   "tenants.tenantOfCompany": "the operator names a company without its TMC: it is how the scope is found",
+  "tenants.listTmcs": "the operator's list of every tenant: it is how tenants are found",
   "apiUsers.findActive": "authentication: resolving a presented client id is how the tenant becomes known",
   "apiUsers.credentialStates": "token verification: the credential states a signed token names",
+  "revokedTokens.revocations": "token verification: whether the signed token being verified was revoked, by its jti",
+  "revokedTokens.insert": "records the caller's own token (verified as issued to it) by its random jti: no other tenant's row can be named",
   "audit.append": "each event carries its own tenant (or none, for unattributable requests)",
   "signingKeys.listPublished": "signing keys are the deployment's, not a tenant's",
   "signingKeys.insert": "signing keys are the deployment's, not a tenant's",
@@ -169,6 +172,13 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     assert.ok(!listed.includes(clientB));
   });
 
+  isolation("apiUsers.listActiveDetails", async () => {
+    const listed = (await repos.apiUsers.listActiveDetails(uow.direct, scopeA, { limit: 100, offset: 0 })).map((u) => u.clientId);
+    assert.ok(listed.includes(clientA));
+    assert.ok(!listed.includes(clientB));
+    assert.ok((await repos.apiUsers.listActiveDetails(uow.direct, scopeB, { limit: 100, offset: 0 })).some((u) => u.clientId === clientB));
+  });
+
   isolation("apiUsers.lockActive", async () => {
     await uow.transaction(async (tx) => {
       assert.equal(await repos.apiUsers.lockActive(tx, scopeA, clientB), undefined);
@@ -197,6 +207,26 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     const listed = await repos.audit.list(uow.direct, scopeA, 100);
     assert.ok(listed.some((e) => e.debugIdentifier === "ra"));
     assert.ok(listed.every((e) => e.tmcId === a.id));
+  });
+
+  isolation("audit.search", async () => {
+    await repos.audit.append(uow.direct, [
+      { action: "SEARCHED", outcome: "SUCCESS", actor: clientB, tmcId: b.id, targetClientId: clientB, debugIdentifier: "sb" },
+      { action: "SEARCHED", outcome: "SUCCESS", actor: clientA, tmcId: a.id, targetClientId: clientA, debugIdentifier: "sa" },
+    ]);
+    const all = { actions: [], clientId: undefined, since: undefined, until: undefined, beforeId: undefined };
+    const ofA = await repos.audit.search(uow.direct, scopeA, { ...all, actions: ["SEARCHED"] }, 100);
+    assert.deepEqual(ofA.map((e) => e.debugIdentifier), ["sa"]);
+    assert.deepEqual(await repos.audit.search(uow.direct, scopeA, { ...all, clientId: clientB }, 100), [], "B's client through A");
+    assert.deepEqual((await repos.audit.search(uow.direct, scopeB, { ...all, clientId: clientB, actions: ["SEARCHED"] }, 100)).map((e) => e.debugIdentifier), ["sb"]);
+  });
+
+  isolation("audit.lastTokenIssued", async () => {
+    await repos.audit.append(uow.direct, [
+      { action: "TOKEN_ISSUED", outcome: "SUCCESS", actor: clientB, tmcId: b.id, targetClientId: clientB, debugIdentifier: "tb", occurredAt: new Date("2026-11-22T10:00:00Z") },
+    ]);
+    assert.deepEqual([...(await repos.audit.lastTokenIssued(uow.direct, scopeA, [clientA, clientB]))], []);
+    assert.deepEqual([...(await repos.audit.lastTokenIssued(uow.direct, scopeB, [clientB]))], [[clientB, new Date("2026-11-22T10:00:00Z")]]);
   });
 
   describe("refresh tokens", () => {
@@ -248,6 +278,20 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   isolation("trustedIssuers.find", async () => {
     await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://only-b.example", jwksUri: "https://only-b.example/jwks", jwks: undefined, audience: undefined });
     assert.equal(await repos.trustedIssuers.find(uow.direct, scopeA, "https://only-b.example"), undefined);
+  });
+
+  isolation("trustedIssuers.list", async () => {
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://listed-b.example", jwksUri: "https://listed-b.example/jwks", jwks: undefined, audience: "b" });
+    assert.ok(!(await repos.trustedIssuers.list(uow.direct, scopeA)).some((i) => i.issuer === "https://listed-b.example"));
+    assert.ok((await repos.trustedIssuers.list(uow.direct, scopeB)).some((i) => i.issuer === "https://listed-b.example"));
+  });
+
+  isolation("trustedIssuers.remove", async () => {
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://removed-b.example", jwksUri: "https://removed-b.example/jwks", jwks: undefined, audience: "b" });
+    assert.equal(await repos.trustedIssuers.remove(uow.direct, scopeA, "https://removed-b.example"), false);
+    assert.ok(await repos.trustedIssuers.find(uow.direct, scopeB, "https://removed-b.example"), "B's issuer is still trusted");
+    assert.equal(await repos.trustedIssuers.remove(uow.direct, scopeB, "https://removed-b.example"), true);
+    assert.equal(await repos.trustedIssuers.find(uow.direct, scopeB, "https://removed-b.example"), undefined);
   });
 
   isolation("airCredits.insertPaymentSource", async () => {

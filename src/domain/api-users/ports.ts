@@ -2,7 +2,19 @@ import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import type { CredentialState } from "../tokens/model.js";
 import type { NumberedChange } from "../tokens/ports.js";
-import type { ApiUser, NewApiUser } from "./model.js";
+import type { ApiUser, ApiUserCredentialType, ApiUserRole, NewApiUser } from "./model.js";
+
+/** An active API user as the operator lists it: never its secret. */
+export interface ApiUserListing {
+  readonly clientId: string;
+  readonly orgId: string | undefined;
+  readonly role: ApiUserRole;
+  readonly credentialType: ApiUserCredentialType;
+  readonly createdAt: Date;
+  /** clientId of the creating admin, or "operator". */
+  readonly createdBy: string | undefined;
+  readonly rotatedAt: Date | undefined;
+}
 
 /** API users, active and revoked (revoked rows stay as tombstones so a clientId is never reused). */
 export interface ApiUserRepository {
@@ -10,6 +22,8 @@ export interface ApiUserRepository {
   countActive(tx: Tx, scope: TenantScope): Promise<number>;
   /** Client ids of active users by creation time, then client id. */
   listActive(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<string[]>;
+  /** The same page as `listActive`, with what the operator sees of each user. */
+  listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]>;
   /** Locks an active user of the tenant for the rest of the transaction. */
   lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined>;
   setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void>;

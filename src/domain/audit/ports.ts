@@ -13,9 +13,32 @@ export class AuditRecordRejected extends Error {
   }
 }
 
+/** What the operator's `audit list` narrows the trail to; every part is optional. */
+export interface AuditFilter {
+  /** Any of these actions (none: every action). */
+  readonly actions: readonly string[];
+  /** Events whose actor or target is this client. */
+  readonly clientId: string | undefined;
+  /** occurred_at >= since. */
+  readonly since: Date | undefined;
+  /** occurred_at < until. */
+  readonly until: Date | undefined;
+  /** Keyset paging: only events with an id below this one (the last id of the previous page). */
+  readonly beforeId: string | undefined;
+}
+
+/** An event with its position in the trail (a bigserial, as text). */
+export interface NumberedAuditEvent extends RecordedAuditEvent {
+  readonly id: string;
+}
+
 export interface AuditRepository {
   /** Appends events; each carries its own tenant (or none, for unattributable requests). */
   append(tx: Tx, events: readonly AuditEvent[]): Promise<void>;
   /** A tenant's trail, newest first. */
   list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]>;
+  /** A tenant's trail narrowed by `filter`, newest (highest id) first, at most `limit` events. */
+  search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]>;
+  /** When each of `clientIds` last got a token (its newest TOKEN_ISSUED event in the tenant); clients without one are absent. */
+  lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>>;
 }

@@ -2,9 +2,16 @@ import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "./model.js";
 
-/** TMCs, their companies and users. Every method but `createTmc` is confined to one tenant. */
+/** A TMC with how many active (not revoked) API users it holds: the operator's view. */
+export interface TmcWithUsage extends Tmc {
+  readonly activeApiUsers: number;
+}
+
+/** TMCs, their companies and users. Every method but `createTmc` and `listTmcs` is confined to one tenant. */
 export interface TenantRepository {
   createTmc(tx: Tx, name: string, maxApiUsers: number): Promise<Tmc>;
+  /** Every TMC, by name then id, with its active API-user count; and how many TMCs there are. The operator's, unscoped by nature. */
+  listTmcs(tx: Tx, page: { limit: number; offset: number }): Promise<{ tmcs: TmcWithUsage[]; total: number }>;
   findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined>;
   /** Locks the TMC row for the rest of the transaction: serialises limit checks per tenant. */
   lockTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined>;

@@ -1,10 +1,12 @@
 import type { JsonObject } from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
+import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import type { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
 import type { AirCreditImport } from "../../domain/air-credits/air-credit-import.js";
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
-import type { AuditTrail } from "../../domain/audit/audit-trail.js";
+import type { RecordedAuditEvent } from "../../domain/audit/model.js";
+import type { OperatorConsole } from "../../domain/operator/operator-console.js";
 import type { TokenRateLimiter } from "../../domain/rate-limit/token-rate-limiter.js";
 import type { DemoSeeder } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
@@ -13,13 +15,17 @@ import type { TrustedIssuers } from "../../domain/tokens/trusted-issuers.js";
 import { credentialResponse, credentialTypeName, roleName } from "../mappers/api-user-mappers.js";
 import { requestInfoOf } from "../request-context.js";
 
+/** Page size of the operator's lists when the request names none. */
+const DEFAULT_LIMIT = 100;
+
 export interface OperatorDomain {
   readonly tenants: TenantService;
   readonly airCreditImport: AirCreditImport;
   readonly provisioning: ApiUserProvisioning;
   readonly signingKeys: SigningKeyRing;
   readonly trustedIssuers: TrustedIssuers;
-  readonly auditTrail: AuditTrail;
+  /** Listing TMCs, API users, trusted issuers and the audit trail; revoking API users; removing issuers. */
+  readonly console: OperatorConsole;
   readonly seeder: DemoSeeder;
   readonly limiter: TokenRateLimiter;
   /** Applies pending migrations; returns their names. */
@@ -76,20 +82,60 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return { tmcId: req.tmcId, issuer: req.issuer };
   }
 
-  async listAuditEvents(req: { tmcId: string; limit?: number }) {
-    const events = await this.domain.auditTrail.list(req.tmcId, req.limit ?? 100);
+  async listAuditEvents(req: { tmcId: string; limit?: number; actions: string[]; clientId: string; since?: Timestamp; until?: Timestamp; pageToken: string }) {
+    const page = await this.domain.console.auditEvents(
+      req.tmcId,
+      {
+        actions: req.actions,
+        clientId: req.clientId || undefined,
+        since: req.since && timestampDate(req.since),
+        until: req.until && timestampDate(req.until),
+        beforeId: req.pageToken || undefined,
+      },
+      req.limit ?? DEFAULT_LIMIT,
+    );
+    return { events: page.events.map(auditEventOf), nextPageToken: page.nextPageToken ?? "" };
+  }
+
+  async listTmcs(req: { limit?: number; offset: number }) {
+    const { tmcs, total } = await this.domain.console.listTmcs({ limit: req.limit ?? DEFAULT_LIMIT, offset: req.offset });
+    return { tmcs: tmcs.map(tmcSummaryOf), totalCount: total };
+  }
+
+  async getTmc(req: { tmcId: string }) {
+    return { tmc: tmcSummaryOf(await this.domain.console.getTmc(req.tmcId)) };
+  }
+
+  async listApiUsers(req: { tmcId: string; limit?: number; offset: number }) {
+    const { apiUsers, total } = await this.domain.console.listApiUsers(req.tmcId, { limit: req.limit ?? DEFAULT_LIMIT, offset: req.offset });
     return {
-      events: events.map((e) => ({
-        occurredAt: e.occurredAt.toISOString(),
-        action: e.action,
-        outcome: e.outcome,
-        actor: e.actor ?? "",
-        tmcId: e.tmcId ?? "",
-        targetClientId: e.targetClientId ?? "",
-        debugIdentifier: e.debugIdentifier ?? "",
-        details: Object.fromEntries(Object.entries(e.details ?? {}).map(([k, v]) => [k, String(v)])),
+      apiUsers: apiUsers.map((u) => ({
+        clientId: u.clientId,
+        role: ApiUserRole[u.role],
+        credentialType: ApiUserCredentialType[u.credentialType],
+        orgId: u.orgId ?? "",
+        createdAt: u.createdAt.toISOString(),
+        createdBy: u.createdBy ?? "",
+        rotatedAt: u.rotatedAt?.toISOString() ?? "",
+        lastTokenIssuedAt: u.lastTokenIssuedAt?.toISOString() ?? "",
       })),
+      totalCount: total,
     };
+  }
+
+  async revokeApiUser(req: { tmcId: string; clientId: string }, ctx: HandlerContext) {
+    await this.domain.console.revokeApiUser(req.tmcId, req.clientId, requestInfoOf(ctx.values).requestId);
+    return { tmcId: req.tmcId, clientId: req.clientId };
+  }
+
+  async listTrustedIssuers(req: { tmcId: string }) {
+    const issuers = await this.domain.console.listTrustedIssuers(req.tmcId);
+    return { issuers: issuers.map((i) => ({ issuer: i.issuer, jwksUri: i.jwksUri ?? "", inlineJwks: i.jwks !== undefined, audience: i.audience ?? "" })) };
+  }
+
+  async removeTrustedIssuer(req: { tmcId: string; issuer: string }, ctx: HandlerContext) {
+    await this.domain.console.removeTrustedIssuer(req.tmcId, req.issuer, requestInfoOf(ctx.values).requestId);
+    return { tmcId: req.tmcId, issuer: req.issuer };
   }
 
   async migrate() {
@@ -113,4 +159,21 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   async seed(_req: unknown, ctx: HandlerContext) {
     return this.domain.seeder.seed(requestInfoOf(ctx.values).requestId);
   }
+}
+
+function auditEventOf(e: RecordedAuditEvent) {
+  return {
+    occurredAt: e.occurredAt.toISOString(),
+    action: e.action,
+    outcome: e.outcome,
+    actor: e.actor ?? "",
+    tmcId: e.tmcId ?? "",
+    targetClientId: e.targetClientId ?? "",
+    debugIdentifier: e.debugIdentifier ?? "",
+    details: Object.fromEntries(Object.entries(e.details ?? {}).map(([k, v]) => [k, String(v)])),
+  };
+}
+
+function tmcSummaryOf(tmc: { id: string; name: string; maxApiUsers: number; activeApiUsers: number }) {
+  return { tmcId: tmc.id, name: tmc.name, maxApiUsers: tmc.maxApiUsers, activeApiUsers: tmc.activeApiUsers };
 }

@@ -20,6 +20,12 @@ class FlakyAuditRepository implements AuditRepository {
   async list() {
     return [];
   }
+  async search() {
+    return [];
+  }
+  async lastTokenIssued() {
+    return new Map<string, Date>();
+  }
 }
 
 function counter() {

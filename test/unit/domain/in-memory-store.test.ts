@@ -197,6 +197,19 @@ describe("in-memory store", () => {
     assert.deepEqual([stillB?.usedAt, stillB?.revokedAt], [undefined, undefined]);
     assert.equal(await r.trustedIssuers.find(tx, a, "https://idp.b"), undefined);
     assert.deepEqual(await r.audit.list(tx, a, 10), []);
+    // The operator's reads and the issuer removal.
+    await r.audit.append(tx, [{ action: "TOKEN_ISSUED", outcome: "SUCCESS", actor: "client-b", tmcId: b.tmcId, targetClientId: "client-b", debugIdentifier: null }]);
+    assert.deepEqual(await r.apiUsers.listActiveDetails(tx, a, { limit: 10, offset: 0 }), []);
+    assert.deepEqual((await r.apiUsers.listActiveDetails(tx, b, { limit: 10, offset: 0 })).map((u) => u.clientId), ["client-b"]);
+    const everything = { actions: [], clientId: undefined, since: undefined, until: undefined, beforeId: undefined };
+    assert.deepEqual(await r.audit.search(tx, a, everything, 10), []);
+    assert.deepEqual(await r.audit.search(tx, a, { ...everything, clientId: "client-b" }, 10), []);
+    assert.deepEqual((await r.audit.search(tx, b, { ...everything, clientId: "client-b" }, 10)).map((e) => e.action), ["TOKEN_ISSUED", "B"]);
+    assert.deepEqual([...(await r.audit.lastTokenIssued(tx, a, ["client-b"]))], []);
+    assert.deepEqual([...(await r.audit.lastTokenIssued(tx, b, ["client-b"]))], [["client-b", clock.now()]]);
+    assert.deepEqual(await r.trustedIssuers.list(tx, a), []);
+    assert.equal(await r.trustedIssuers.remove(tx, a, "https://idp.b"), false);
+    assert.equal((await r.trustedIssuers.find(tx, b, "https://idp.b"))?.issuer, "https://idp.b", "B still trusts its issuer");
     await rejectsWith(r.airCredits.insertPaymentSource(tx, a, { companyId: companyB, fopLabel: "Card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL", transferable: true }), {
       code: "NOT_FOUND",
       message: "Company not found",

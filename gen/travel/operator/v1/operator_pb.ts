@@ -5,7 +5,8 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { ApiUserCredentialType, ApiUserRole } from "../../apiuser/v2/api_user_pb.js";
 import { file_travel_apiuser_v2_api_user } from "../../apiuser/v2/api_user_pb.js";
 import { file_travel_common_v1_authentication } from "../../common/v1/authentication_pb.js";
@@ -15,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkiXAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQFCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJJChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudCJPChZHZXRUb2tlbkxvY2tvdXRSZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISGAoHYWRkcmVzcxgCIAEoCUIHukgEcgJwASKJAQoXR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSEAoIZmFpbHVyZXMYAyABKAUSDQoFbGltaXQYBCABKAUSEgoKbG9ja2VkX291dBgFIAEoCBIVCg1yZXNldF9zZWNvbmRzGAYgASgFIlEKGFJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiPwoZUmVzZXRUb2tlbkxvY2tvdXRSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJuChdJbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBIcCgpjb21wYW55X2lkGAEgASgJQgi6SAVyA7ABARI1CgdjcmVkaXRzGAIgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEILukgIkgEFCAEQiCciUAoYSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEhIKCmNvbXBhbnlfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoBRIPCgd1cGRhdGVkGAMgASgFMsUKCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkiygIKFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIeCgVsaW1pdBgCIAEoBUIKukgHGgUY6AcoAUgAiAEBEiEKB2FjdGlvbnMYAyADKAlCELpIDZIBChAUIgZyBBABGEASGwoJY2xpZW50X2lkGAQgASgJQgi6SAVyAxiAAhI8CgVzaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjwKBXVudGlsGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIRukgOsgELIgcI/4LR/68HMgASMAoKcGFnZV90b2tlbhgHIAEoCUIcukgZchcyFV4oWzEtOV1bMC05XXswLDE3fSk/JEIICgZfbGltaXQigwIKCkF1ZGl0RXZlbnQSEwoLb2NjdXJyZWRfYXQYASABKAkSDgoGYWN0aW9uGAIgASgJEg8KB291dGNvbWUYAyABKAkSDQoFYWN0b3IYBCABKAkSDgoGdG1jX2lkGAUgASgJEhgKEHRhcmdldF9jbGllbnRfaWQYBiABKAkSGAoQZGVidWdfaWRlbnRpZmllchgHIAEoCRI8CgdkZXRhaWxzGAggAygLMisudHJhdmVsLm9wZXJhdG9yLnYxLkF1ZGl0RXZlbnQuRGV0YWlsc0VudHJ5Gi4KDERldGFpbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImIKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEi4KBmV2ZW50cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChZHZXRUb2tlbkxvY2tvdXRSZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISGAoHYWRkcmVzcxgCIAEoCUIHukgEcgJwASKJAQoXR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSEAoIZmFpbHVyZXMYAyABKAUSDQoFbGltaXQYBCABKAUSEgoKbG9ja2VkX291dBgFIAEoCBIVCg1yZXNldF9zZWNvbmRzGAYgASgFIlEKGFJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiPwoZUmVzZXRUb2tlbkxvY2tvdXRSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJuChdJbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBIcCgpjb21wYW55X2lkGAEgASgJQgi6SAVyA7ABARI1CgdjcmVkaXRzGAIgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEILukgIkgEFCAEQiCciUAoYSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEhIKCmNvbXBhbnlfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoBRIPCgd1cGRhdGVkGAMgASgFIlQKD0xpc3RUbWNzUmVxdWVzdBIeCgVsaW1pdBgBIAEoBUIKukgHGgUY6AcoAUgAiAEBEhcKBm9mZnNldBgCIAEoBUIHukgEGgIoAEIICgZfbGltaXQiWwoKVG1jU3VtbWFyeRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFEhgKEGFjdGl2ZV9hcGlfdXNlcnMYBCABKAUiVQoQTGlzdFRtY3NSZXNwb25zZRIsCgR0bWNzGAEgAygLMh4udHJhdmVsLm9wZXJhdG9yLnYxLlRtY1N1bW1hcnkSEwoLdG90YWxfY291bnQYAiABKAUiKQoNR2V0VG1jUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBIj0KDkdldFRtY1Jlc3BvbnNlEisKA3RtYxgBIAEoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5InIKE0xpc3RBcGlVc2Vyc1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIeCgVsaW1pdBgCIAEoBUIKukgHGgUY6AcoAUgAiAEBEhcKBm9mZnNldBgDIAEoBUIHukgEGgIoAEIICgZfbGltaXQi/wEKD09wZXJhdG9yQXBpVXNlchIRCgljbGllbnRfaWQYASABKAkSLAoEcm9sZRgCIAEoDjIeLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJSb2xlEkEKD2NyZWRlbnRpYWxfdHlwZRgDIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZRIOCgZvcmdfaWQYBCABKAkSEgoKY3JlYXRlZF9hdBgFIAEoCRISCgpjcmVhdGVkX2J5GAYgASgJEhIKCnJvdGF0ZWRfYXQYByABKAkSHAoUbGFzdF90b2tlbl9pc3N1ZWRfYXQYCCABKAkiYwoUTGlzdEFwaVVzZXJzUmVzcG9uc2USNgoJYXBpX3VzZXJzGAEgAygLMiMudHJhdmVsLm9wZXJhdG9yLnYxLk9wZXJhdG9yQXBpVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBSJPChRSZXZva2VBcGlVc2VyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh0KCWNsaWVudF9pZBgCIAEoCUIKukgHcgUQARiAAiI6ChVSZXZva2VBcGlVc2VyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEhEKCWNsaWVudF9pZBgCIAEoCSI1ChlMaXN0VHJ1c3RlZElzc3VlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQEiWAoNVHJ1c3RlZElzc3VlchIOCgZpc3N1ZXIYASABKAkSEAoIandrc191cmkYAiABKAkSEwoLaW5saW5lX2p3a3MYAyABKAgSEAoIYXVkaWVuY2UYBCABKAkiUAoaTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USMgoHaXNzdWVycxgBIAMoCzIhLnRyYXZlbC5vcGVyYXRvci52MS5UcnVzdGVkSXNzdWVyIlIKGlJlbW92ZVRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQIj0KG1JlbW92ZVRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJMqMPCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -513,6 +514,41 @@ export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEvents
    * @generated from field: optional int32 limit = 2;
    */
   limit?: number | undefined;
+
+  /**
+   * Only events with one of these actions (e.g. TOKEN_ISSUED, API_USER_REVOKE); all when empty.
+   *
+   * @generated from field: repeated string actions = 3;
+   */
+  actions: string[];
+
+  /**
+   * Only events whose actor or target is this client id.
+   *
+   * @generated from field: string client_id = 4;
+   */
+  clientId: string;
+
+  /**
+   * Only events at or after this time (years 1970 to 9999).
+   *
+   * @generated from field: google.protobuf.Timestamp since = 5;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * Only events before this time (years 1970 to 9999).
+   *
+   * @generated from field: google.protobuf.Timestamp until = 6;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * The next_page_token of the previous page; empty for the first (newest) page.
+   *
+   * @generated from field: string page_token = 7;
+   */
+  pageToken: string;
 };
 
 /**
@@ -584,6 +620,13 @@ export type ListAuditEventsResponse = Message<"travel.operator.v1.ListAuditEvent
    * @generated from field: repeated travel.operator.v1.AuditEvent events = 1;
    */
   events: AuditEvent[];
+
+  /**
+   * Give it as page_token for the next (older) page; empty when this page is the last.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -768,6 +811,401 @@ export const ImportAirCreditsResponseSchema: GenMessage<ImportAirCreditsResponse
   messageDesc(file_travel_operator_v1_operator, 26);
 
 /**
+ * @generated from message travel.operator.v1.ListTmcsRequest
+ */
+export type ListTmcsRequest = Message<"travel.operator.v1.ListTmcsRequest"> & {
+  /**
+   * At most this many TMCs; 100 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * TMCs to skip (limit/offset paging; totalCount says how many there are).
+   *
+   * @generated from field: int32 offset = 2;
+   */
+  offset: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListTmcsRequest.
+ * Use `create(ListTmcsRequestSchema)` to create a new message.
+ */
+export const ListTmcsRequestSchema: GenMessage<ListTmcsRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 27);
+
+/**
+ * A TMC as the operator sees it.
+ *
+ * @generated from message travel.operator.v1.TmcSummary
+ */
+export type TmcSummary = Message<"travel.operator.v1.TmcSummary"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: int32 max_api_users = 3;
+   */
+  maxApiUsers: number;
+
+  /**
+   * Active (not revoked) API users; at most max_api_users unless the limit was lowered.
+   *
+   * @generated from field: int32 active_api_users = 4;
+   */
+  activeApiUsers: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.TmcSummary.
+ * Use `create(TmcSummarySchema)` to create a new message.
+ */
+export const TmcSummarySchema: GenMessage<TmcSummary> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 28);
+
+/**
+ * @generated from message travel.operator.v1.ListTmcsResponse
+ */
+export type ListTmcsResponse = Message<"travel.operator.v1.ListTmcsResponse"> & {
+  /**
+   * @generated from field: repeated travel.operator.v1.TmcSummary tmcs = 1;
+   */
+  tmcs: TmcSummary[];
+
+  /**
+   * @generated from field: int32 total_count = 2;
+   */
+  totalCount: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListTmcsResponse.
+ * Use `create(ListTmcsResponseSchema)` to create a new message.
+ */
+export const ListTmcsResponseSchema: GenMessage<ListTmcsResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 29);
+
+/**
+ * @generated from message travel.operator.v1.GetTmcRequest
+ */
+export type GetTmcRequest = Message<"travel.operator.v1.GetTmcRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.GetTmcRequest.
+ * Use `create(GetTmcRequestSchema)` to create a new message.
+ */
+export const GetTmcRequestSchema: GenMessage<GetTmcRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 30);
+
+/**
+ * @generated from message travel.operator.v1.GetTmcResponse
+ */
+export type GetTmcResponse = Message<"travel.operator.v1.GetTmcResponse"> & {
+  /**
+   * @generated from field: travel.operator.v1.TmcSummary tmc = 1;
+   */
+  tmc?: TmcSummary | undefined;
+};
+
+/**
+ * Describes the message travel.operator.v1.GetTmcResponse.
+ * Use `create(GetTmcResponseSchema)` to create a new message.
+ */
+export const GetTmcResponseSchema: GenMessage<GetTmcResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 31);
+
+/**
+ * @generated from message travel.operator.v1.ListApiUsersRequest
+ */
+export type ListApiUsersRequest = Message<"travel.operator.v1.ListApiUsersRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * At most this many API users; 100 when absent.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * API users to skip (limit/offset paging; totalCount says how many there are).
+   *
+   * @generated from field: int32 offset = 3;
+   */
+  offset: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListApiUsersRequest.
+ * Use `create(ListApiUsersRequestSchema)` to create a new message.
+ */
+export const ListApiUsersRequestSchema: GenMessage<ListApiUsersRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 32);
+
+/**
+ * An active API user; never its secret.
+ *
+ * @generated from message travel.operator.v1.OperatorApiUser
+ */
+export type OperatorApiUser = Message<"travel.operator.v1.OperatorApiUser"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: travel.apiuser.v2.ApiUserRole role = 2;
+   */
+  role: ApiUserRole;
+
+  /**
+   * @generated from field: travel.apiuser.v2.ApiUserCredentialType credential_type = 3;
+   */
+  credentialType: ApiUserCredentialType;
+
+  /**
+   * The company of a COMPANY_ADMIN; empty for a TMC_ADMIN.
+   *
+   * @generated from field: string org_id = 4;
+   */
+  orgId: string;
+
+  /**
+   * RFC 3339.
+   *
+   * @generated from field: string created_at = 5;
+   */
+  createdAt: string;
+
+  /**
+   * clientId of the creating admin, or "operator".
+   *
+   * @generated from field: string created_by = 6;
+   */
+  createdBy: string;
+
+  /**
+   * RFC 3339; empty when never rotated.
+   *
+   * @generated from field: string rotated_at = 7;
+   */
+  rotatedAt: string;
+
+  /**
+   * RFC 3339, from the newest TOKEN_ISSUED audit event; empty when none is recorded.
+   *
+   * @generated from field: string last_token_issued_at = 8;
+   */
+  lastTokenIssuedAt: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.OperatorApiUser.
+ * Use `create(OperatorApiUserSchema)` to create a new message.
+ */
+export const OperatorApiUserSchema: GenMessage<OperatorApiUser> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 33);
+
+/**
+ * @generated from message travel.operator.v1.ListApiUsersResponse
+ */
+export type ListApiUsersResponse = Message<"travel.operator.v1.ListApiUsersResponse"> & {
+  /**
+   * @generated from field: repeated travel.operator.v1.OperatorApiUser api_users = 1;
+   */
+  apiUsers: OperatorApiUser[];
+
+  /**
+   * Active API users of the TMC.
+   *
+   * @generated from field: int32 total_count = 2;
+   */
+  totalCount: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListApiUsersResponse.
+ * Use `create(ListApiUsersResponseSchema)` to create a new message.
+ */
+export const ListApiUsersResponseSchema: GenMessage<ListApiUsersResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 34);
+
+/**
+ * @generated from message travel.operator.v1.RevokeApiUserRequest
+ */
+export type RevokeApiUserRequest = Message<"travel.operator.v1.RevokeApiUserRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RevokeApiUserRequest.
+ * Use `create(RevokeApiUserRequestSchema)` to create a new message.
+ */
+export const RevokeApiUserRequestSchema: GenMessage<RevokeApiUserRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 35);
+
+/**
+ * @generated from message travel.operator.v1.RevokeApiUserResponse
+ */
+export type RevokeApiUserResponse = Message<"travel.operator.v1.RevokeApiUserResponse"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RevokeApiUserResponse.
+ * Use `create(RevokeApiUserResponseSchema)` to create a new message.
+ */
+export const RevokeApiUserResponseSchema: GenMessage<RevokeApiUserResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 36);
+
+/**
+ * @generated from message travel.operator.v1.ListTrustedIssuersRequest
+ */
+export type ListTrustedIssuersRequest = Message<"travel.operator.v1.ListTrustedIssuersRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListTrustedIssuersRequest.
+ * Use `create(ListTrustedIssuersRequestSchema)` to create a new message.
+ */
+export const ListTrustedIssuersRequestSchema: GenMessage<ListTrustedIssuersRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 37);
+
+/**
+ * @generated from message travel.operator.v1.TrustedIssuer
+ */
+export type TrustedIssuer = Message<"travel.operator.v1.TrustedIssuer"> & {
+  /**
+   * @generated from field: string issuer = 1;
+   */
+  issuer: string;
+
+  /**
+   * Empty when the JWKS is inline.
+   *
+   * @generated from field: string jwks_uri = 2;
+   */
+  jwksUri: string;
+
+  /**
+   * Whether the JWKS is configured inline (its keys are not shown).
+   *
+   * @generated from field: bool inline_jwks = 3;
+   */
+  inlineJwks: boolean;
+
+  /**
+   * @generated from field: string audience = 4;
+   */
+  audience: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.TrustedIssuer.
+ * Use `create(TrustedIssuerSchema)` to create a new message.
+ */
+export const TrustedIssuerSchema: GenMessage<TrustedIssuer> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 38);
+
+/**
+ * @generated from message travel.operator.v1.ListTrustedIssuersResponse
+ */
+export type ListTrustedIssuersResponse = Message<"travel.operator.v1.ListTrustedIssuersResponse"> & {
+  /**
+   * @generated from field: repeated travel.operator.v1.TrustedIssuer issuers = 1;
+   */
+  issuers: TrustedIssuer[];
+};
+
+/**
+ * Describes the message travel.operator.v1.ListTrustedIssuersResponse.
+ * Use `create(ListTrustedIssuersResponseSchema)` to create a new message.
+ */
+export const ListTrustedIssuersResponseSchema: GenMessage<ListTrustedIssuersResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 39);
+
+/**
+ * @generated from message travel.operator.v1.RemoveTrustedIssuerRequest
+ */
+export type RemoveTrustedIssuerRequest = Message<"travel.operator.v1.RemoveTrustedIssuerRequest"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string issuer = 2;
+   */
+  issuer: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RemoveTrustedIssuerRequest.
+ * Use `create(RemoveTrustedIssuerRequestSchema)` to create a new message.
+ */
+export const RemoveTrustedIssuerRequestSchema: GenMessage<RemoveTrustedIssuerRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 40);
+
+/**
+ * @generated from message travel.operator.v1.RemoveTrustedIssuerResponse
+ */
+export type RemoveTrustedIssuerResponse = Message<"travel.operator.v1.RemoveTrustedIssuerResponse"> & {
+  /**
+   * @generated from field: string tmc_id = 1;
+   */
+  tmcId: string;
+
+  /**
+   * @generated from field: string issuer = 2;
+   */
+  issuer: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RemoveTrustedIssuerResponse.
+ * Use `create(RemoveTrustedIssuerResponseSchema)` to create a new message.
+ */
+export const RemoveTrustedIssuerResponseSchema: GenMessage<RemoveTrustedIssuerResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 41);
+
+/**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
  * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs.
@@ -907,6 +1345,69 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof ImportAirCreditsRequestSchema;
     output: typeof ImportAirCreditsResponseSchema;
+  },
+  /**
+   * Lists TMCs by name (then id), each with its API-user limit and active API-user count.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListTmcs
+   */
+  listTmcs: {
+    methodKind: "unary";
+    input: typeof ListTmcsRequestSchema;
+    output: typeof ListTmcsResponseSchema;
+  },
+  /**
+   * One TMC with its API-user limit and active API-user count; NOT_FOUND when unknown.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.GetTmc
+   */
+  getTmc: {
+    methodKind: "unary";
+    input: typeof GetTmcRequestSchema;
+    output: typeof GetTmcResponseSchema;
+  },
+  /**
+   * A TMC's active API users by creation time, with when each last got a token (from the audit
+   * trail's TOKEN_ISSUED events, so it lags by the audit flush interval).
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListApiUsers
+   */
+  listApiUsers: {
+    methodKind: "unary";
+    input: typeof ListApiUsersRequestSchema;
+    output: typeof ListApiUsersResponseSchema;
+  },
+  /**
+   * Revokes a TMC's API user as a TMC admin's revoke does: every token of it dies at once on
+   * every instance, its refresh tokens with it; audited API_USER_REVOKE with actor "operator".
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RevokeApiUser
+   */
+  revokeApiUser: {
+    methodKind: "unary";
+    input: typeof RevokeApiUserRequestSchema;
+    output: typeof RevokeApiUserResponseSchema;
+  },
+  /**
+   * The identity providers a TMC trusts for token exchange, by issuer.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListTrustedIssuers
+   */
+  listTrustedIssuers: {
+    methodKind: "unary";
+    input: typeof ListTrustedIssuersRequestSchema;
+    output: typeof ListTrustedIssuersResponseSchema;
+  },
+  /**
+   * Stops trusting an issuer: its tokens are refused for token exchange from the next request
+   * on; audited TRUSTED_ISSUER_REMOVE with actor "operator".
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RemoveTrustedIssuer
+   */
+  removeTrustedIssuer: {
+    methodKind: "unary";
+    input: typeof RemoveTrustedIssuerRequestSchema;
+    output: typeof RemoveTrustedIssuerResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_travel_operator_v1_operator, 0);

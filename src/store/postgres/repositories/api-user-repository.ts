@@ -1,5 +1,5 @@
 import type { ApiUser, NewApiUser } from "../../../domain/api-users/model.js";
-import type { ApiUserRepository } from "../../../domain/api-users/ports.js";
+import type { ApiUserListing, ApiUserRepository } from "../../../domain/api-users/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { CredentialState } from "../../../domain/tokens/model.js";
@@ -31,6 +31,23 @@ export class PostgresApiUserRepository implements ApiUserRepository {
       .offset(page.offset)
       .select("client_id");
     return rows.map((r) => r.client_id);
+  }
+
+  async listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]> {
+    const rows = await active(tx, scope)
+      .orderBy([{ column: "created_at" }, { column: "client_id" }])
+      .limit(page.limit)
+      .offset(page.offset)
+      .select("client_id", "org_id", "role", "credential_type", "created_at", "created_by", "rotated_at");
+    return rows.map((r) => ({
+      clientId: r.client_id,
+      orgId: r.org_id ?? undefined,
+      role: r.role,
+      credentialType: r.credential_type,
+      createdAt: new Date(r.created_at),
+      createdBy: r.created_by ?? undefined,
+      rotatedAt: r.rotated_at ? new Date(r.rotated_at) : undefined,
+    }));
   }
 
   async lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined> {

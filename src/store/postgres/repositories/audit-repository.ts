@@ -1,5 +1,5 @@
 import type { AuditEvent, RecordedAuditEvent } from "../../../domain/audit/model.js";
-import { AuditRecordRejected, type AuditRepository } from "../../../domain/audit/ports.js";
+import { AuditRecordRejected, type AuditFilter, type AuditRepository, type NumberedAuditEvent } from "../../../domain/audit/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { AuditEventRow } from "../tables.js";
@@ -30,15 +30,44 @@ export class PostgresAuditRepository implements AuditRepository {
 
   async list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]> {
     const rows = await knexOf(tx)<AuditEventRow>("audit_events").where({ tmc_id: scope.tmcId }).orderBy("id", "desc").limit(limit);
-    return rows.map((r) => ({
-      occurredAt: new Date(r.occurred_at),
-      action: r.action,
-      outcome: r.outcome as AuditEvent["outcome"],
-      actor: r.actor,
-      tmcId: r.tmc_id,
-      targetClientId: r.target_client_id,
-      debugIdentifier: r.debug_identifier,
-      details: Object.fromEntries(Object.entries(r.details ?? {}).map(([k, v]) => [k, typeof v === "number" || typeof v === "boolean" ? v : String(v)])),
-    }));
+    return rows.map(toEvent);
   }
+
+  async search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
+    const query = knexOf(tx)<AuditEventRow>("audit_events").where({ tmc_id: scope.tmcId });
+    if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
+    if (filter.clientId !== undefined) {
+      const clientId = filter.clientId;
+      query.where((q) => q.where("actor", clientId).orWhere("target_client_id", clientId));
+    }
+    if (filter.since) query.where("occurred_at", ">=", filter.since);
+    if (filter.until) query.where("occurred_at", "<", filter.until);
+    if (filter.beforeId !== undefined) query.where("id", "<", filter.beforeId);
+    const rows = await query.orderBy("id", "desc").limit(limit);
+    return rows.map((r) => ({ ...toEvent(r), id: String(r.id) }));
+  }
+
+  async lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>> {
+    if (clientIds.length === 0) return new Map();
+    const rows = (await knexOf(tx)<AuditEventRow>("audit_events")
+      .where({ tmc_id: scope.tmcId, action: "TOKEN_ISSUED" })
+      .whereIn("target_client_id", [...clientIds])
+      .groupBy("target_client_id")
+      .select("target_client_id")
+      .max({ last: "occurred_at" })) as unknown as Array<{ target_client_id: string; last: Date | string }>;
+    return new Map(rows.map((r) => [r.target_client_id, new Date(r.last)]));
+  }
+}
+
+function toEvent(r: AuditEventRow): RecordedAuditEvent {
+  return {
+    occurredAt: new Date(r.occurred_at),
+    action: r.action,
+    outcome: r.outcome as AuditEvent["outcome"],
+    actor: r.actor,
+    tmcId: r.tmc_id,
+    targetClientId: r.target_client_id,
+    debugIdentifier: r.debug_identifier,
+    details: Object.fromEntries(Object.entries(r.details ?? {}).map(([k, v]) => [k, typeof v === "number" || typeof v === "boolean" ? v : String(v)])),
+  };
 }

@@ -3,6 +3,7 @@ import { PostgresApiUserRepository } from "./api-user-repository.js";
 import { PostgresAuditRepository } from "./audit-repository.js";
 import { credentialChangeChannel, PostgresCredentialChangeLog } from "./credential-change-log.js";
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
+import { PostgresRevokedTokenRepository } from "./revoked-token-repository.js";
 import { PostgresScimUserRepository } from "./scim-user-repository.js";
 import { PostgresSigningKeyRepository } from "./signing-key-repository.js";
 import { PostgresTenantRepository } from "./tenant-repository.js";
@@ -20,6 +21,7 @@ export function postgresRepositories(schema = "public") {
     audit: new PostgresAuditRepository(),
     signingKeys: new PostgresSigningKeyRepository(),
     refreshTokens: new PostgresRefreshTokenRepository(),
+    revokedTokens: new PostgresRevokedTokenRepository(),
     trustedIssuers: new PostgresTrustedIssuerRepository(),
     airCredits: new PostgresAirCreditRepository(),
     credentialChanges: new PostgresCredentialChangeLog(credentialChangeChannel(schema)),

@@ -3,14 +3,26 @@ import { DomainError, notFound } from "../../../errors/domain-error.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../../domain/tenants/model.js";
-import type { TenantRepository } from "../../../domain/tenants/ports.js";
-import type { CompanyRow, TmcRow, UserRow } from "../tables.js";
+import type { TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
+import { toCount, type CompanyRow, type TmcRow, type UserRow } from "../tables.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
 export class PostgresTenantRepository implements TenantRepository {
   async createTmc(tx: Tx, name: string, maxApiUsers: number): Promise<Tmc> {
     const [row] = await knexOf(tx)<TmcRow>("tmcs").insert({ id: crypto.randomUUID(), name, max_api_users: maxApiUsers }).returning("*");
     return toTmc(row!);
+  }
+
+  async listTmcs(tx: Tx, page: { limit: number; offset: number }): Promise<{ tmcs: TmcWithUsage[]; total: number }> {
+    const db = knexOf(tx);
+    // Byte order (C collation) of the name, the same on every database's default collation.
+    const rows = (await db("tmcs as t")
+      .select("t.*", db.raw("(select count(*) from api_users a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users"))
+      .orderByRaw('t.name collate "C", t.id')
+      .limit(page.limit)
+      .offset(page.offset)) as Array<TmcRow & { active_api_users: unknown }>;
+    const total = await db<TmcRow>("tmcs").count({ n: "*" }).first();
+    return { tmcs: rows.map((r) => ({ ...toTmc(r), activeApiUsers: toCount(r.active_api_users) })), total: toCount(total?.n) };
   }
 
   async findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {

@@ -1,0 +1,98 @@
+import { notFound } from "../../errors/domain-error.js";
+import type { ApiUserListing, ApiUserRepository } from "../api-users/ports.js";
+import type { AuditFilter, AuditRepository, NumberedAuditEvent } from "../audit/ports.js";
+import { tenantScope } from "../shared/tenant-scope.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { TenantRepository, TmcWithUsage } from "../tenants/ports.js";
+import type { TrustedIssuer } from "../tokens/model.js";
+import type { TrustedIssuerRepository } from "../tokens/ports.js";
+
+/** The actor the audit trail names for every operator change. */
+export const OPERATOR_ACTOR = "operator";
+
+/** The TMC admin's revocation (ApiUserAdmin.revoke), as far as the operator needs it. */
+export interface ApiUserRevoker {
+  revoke(caller: { clientId: string; tmcId: string }, clientId: string, requestId: string): Promise<void>;
+}
+
+export interface OperatorApiUser extends ApiUserListing {
+  /** The newest TOKEN_ISSUED event of the client in the audit trail (lags by the audit flush interval). */
+  readonly lastTokenIssuedAt: Date | undefined;
+}
+
+export interface Page {
+  readonly limit: number;
+  readonly offset: number;
+}
+
+/**
+ * What the platform operator reads and changes across tenants beyond creating them: TMCs with
+ * their usage, a TMC's API users (revocable as its admin would), trusted issuers and the audit
+ * trail. Reads never touch the token hot path: "last token issued" comes from the audit trail,
+ * which the token endpoint already writes off the request path.
+ */
+export class OperatorConsole {
+  constructor(
+    private readonly uow: UnitOfWork,
+    private readonly tenants: TenantRepository,
+    private readonly apiUsers: ApiUserRepository,
+    private readonly issuers: TrustedIssuerRepository,
+    private readonly audit: AuditRepository,
+    private readonly revoker: ApiUserRevoker,
+  ) {}
+
+  listTmcs(page: Page): Promise<{ tmcs: TmcWithUsage[]; total: number }> {
+    return this.tenants.listTmcs(this.uow.direct, page);
+  }
+
+  async getTmc(tmcId: string): Promise<TmcWithUsage> {
+    const scope = tenantScope(tmcId);
+    const tmc = await this.tenants.findTmc(this.uow.direct, scope);
+    if (!tmc) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+    return { ...tmc, activeApiUsers: await this.apiUsers.countActive(this.uow.direct, scope) };
+  }
+
+  async listApiUsers(tmcId: string, page: Page): Promise<{ apiUsers: OperatorApiUser[]; total: number }> {
+    const scope = await this.existingTmc(tmcId);
+    const listed = await this.apiUsers.listActiveDetails(this.uow.direct, scope, page);
+    const total = await this.apiUsers.countActive(this.uow.direct, scope);
+    const lastIssued = await this.audit.lastTokenIssued(this.uow.direct, scope, listed.map((u) => u.clientId));
+    return { apiUsers: listed.map((u) => ({ ...u, lastTokenIssuedAt: lastIssued.get(u.clientId) })), total };
+  }
+
+  /** The TMC admin's revoke with the operator as the caller: same transaction, same instant effect everywhere. */
+  async revokeApiUser(tmcId: string, clientId: string, requestId: string): Promise<void> {
+    await this.revoker.revoke({ clientId: OPERATOR_ACTOR, tmcId }, clientId, requestId);
+  }
+
+  async listTrustedIssuers(tmcId: string): Promise<TrustedIssuer[]> {
+    return this.issuers.list(this.uow.direct, await this.existingTmc(tmcId));
+  }
+
+  async removeTrustedIssuer(tmcId: string, issuer: string, requestId: string): Promise<void> {
+    const scope = tenantScope(tmcId);
+    await this.uow.transaction(async (tx) => {
+      if (!(await this.issuers.remove(tx, scope, issuer))) {
+        throw notFound("Trusted issuer", [
+          { name: "tmcId", value: tmcId },
+          { name: "issuer", value: issuer },
+        ]);
+      }
+      await this.audit.append(tx, [
+        { action: "TRUSTED_ISSUER_REMOVE", outcome: "SUCCESS", actor: OPERATOR_ACTOR, tmcId, targetClientId: null, debugIdentifier: requestId, details: { issuer } },
+      ]);
+    });
+  }
+
+  /** A page of the trail, newest first, and the token of the next (older) page when there may be one. */
+  async auditEvents(tmcId: string, filter: AuditFilter, limit: number): Promise<{ events: NumberedAuditEvent[]; nextPageToken: string | undefined }> {
+    const events = await this.audit.search(this.uow.direct, tenantScope(tmcId), filter, limit);
+    return { events, nextPageToken: events.length === limit ? events.at(-1)!.id : undefined };
+  }
+
+  private async existingTmc(tmcId: string) {
+    const scope = tenantScope(tmcId);
+    if (!(await this.tenants.findTmc(this.uow.direct, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+    return scope;
+  }
+}
