@@ -1,7 +1,6 @@
 import crypto from "node:crypto";
-import { notFound } from "../../../errors/domain-error.js";
 import type { Knex } from "knex";
-import { DomainError } from "../../../errors/domain-error.js";
+import { DomainError, notFound } from "../../../errors/domain-error.js";
 import type {
   CreditFilter,
   CreditPage,
