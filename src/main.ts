@@ -1,6 +1,6 @@
 import { createService } from "./app/compose.js";
 import { ConfigError, loadConfig } from "./config/config.js";
-import { removeServerRecord, writeServerRecord } from "./config/server-record.js";
+import { removeServerRecord, writeServerRecord } from "./store/server-record.js";
 import { DataDirBusyError } from "./store/data-dir-lock.js";
 
 /**

@@ -9,7 +9,7 @@ import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { createService, type Service } from "../app/compose.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { operatorTokenFile } from "../config/secret-files.js";
-import { readServerRecord } from "../config/server-record.js";
+import { readServerRecord } from "../store/server-record.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError } from "../store/data-dir-lock.js";
 import { requestInfoKey } from "../rpc/request-context.js";

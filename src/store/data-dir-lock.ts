@@ -32,7 +32,7 @@ export function ownDataDir(dataDir: string): () => void {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
       const owner = Number(fs.readFileSync(lockFile, "utf8"));
       // Our own pid in the file is a leftover of an earlier run that had the same pid (pid 1 in a container).
-      if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) {
+      if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && processIsAlive(owner)) {
         throw new DataDirBusyError(`${dataDir} is in use by process ${owner}`);
       }
       fs.rmSync(lockFile, { force: true });
@@ -41,7 +41,8 @@ export function ownDataDir(dataDir: string): () => void {
   throw new DataDirBusyError(`could not claim ${dataDir}`);
 }
 
-function isAlive(pid: number): boolean {
+/** Whether process `pid` runs (EPERM: it exists but belongs to another user — still running). */
+export function processIsAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -1,5 +1,5 @@
 // The CLI finds a running server by itself: the server records its address in DATA_DIR while it
-// runs (src/config/server-record.ts), so a second terminal with the same DATA_DIR reaches it
+// runs (src/store/server-record.ts), so a second terminal with the same DATA_DIR reaches it
 // whatever PORT it was started with; SERVER_URL still wins, and the record goes away on stop.
 import assert from "node:assert/strict";
 import fs from "node:fs";

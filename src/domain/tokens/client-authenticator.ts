@@ -42,7 +42,7 @@ export class ClientAuthenticator {
     if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
     const load = () => this.apiUsers.findActive(this.uow.direct, clientId);
     const user = this.records ? await this.records.find(clientId, load) : await load();
-    return { clientId, secret: clientSecret, client: user?.credentialType === "CLIENT_CREDENTIALS" ? user : undefined };
+    return { clientId, secret: clientSecret, client: tokenEndpointClient(user) };
   }
 
   /**
@@ -61,9 +61,10 @@ export class ClientAuthenticator {
     }
     if (!credentials.clientId || !credentials.clientSecret) return undefined;
     const held = this.records.held(credentials.clientId);
-    if (held?.record.credentialType !== "CLIENT_CREDENTIALS") return undefined;
-    const authenticated = verifyClientSecret(this.pepper, credentials.clientSecret, held.record.secretHash);
-    return { client: held.record, knownChange: held.knownChange, authenticated };
+    const client = tokenEndpointClient(held?.record);
+    if (!held || !client) return undefined;
+    const authenticated = verifyClientSecret(this.pepper, credentials.clientSecret, client.secretHash);
+    return { client, knownChange: held.knownChange, authenticated };
   }
 
   /** Second step, in constant time: an unknown client runs the same comparison and gets the same answer as a wrong secret. */
@@ -72,6 +73,11 @@ export class ClientAuthenticator {
     if (!attempt.client || !matches) throw invalidClient();
     return attempt.client;
   }
+}
+
+/** The user if it may use the token endpoint: SCIM-token users authenticate on SCIM paths only. */
+function tokenEndpointClient(user: ApiUser | undefined): ApiUser | undefined {
+  return user?.credentialType === "CLIENT_CREDENTIALS" ? user : undefined;
 }
 
 /** A held record and whether the presented secret matches it. */

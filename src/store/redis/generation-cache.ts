@@ -7,21 +7,21 @@ import { redisSpan } from "./redis-spans.js";
 
 /**
  * Stores each state unless the key holds one with a higher change number, then raises the
- * watermark to ARGV[1] if it is at least ARGV[3] (0 and 0: leave it). KEYS: watermark, client
- * keys…; ARGV: raise-to, (unused), if-at-least, then (seq, value, ttl) per client. One script, so
- * states and the watermark that covers them are written atomically.
+ * watermark to ARGV[1] if it is at least ARGV[2] (0 and 0: leave it). KEYS: watermark, client
+ * keys…; ARGV: raise-to, if-at-least, then (seq, value, ttl) per client. One script, so states and
+ * the watermark that covers them are written atomically.
  */
 const WRITE_SCRIPT = `
 for i = 2, #KEYS do
-  local seq = tonumber(ARGV[(i - 2) * 3 + 4])
+  local seq = tonumber(ARGV[(i - 2) * 3 + 3])
   local current = redis.call('GET', KEYS[i])
   local currentSeq = -1
   if current then currentSeq = tonumber(string.match(current, ':(%d+)$')) or -1 end
-  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 3 + 5], 'EX', tonumber(ARGV[(i - 2) * 3 + 6])) end
+  if seq >= currentSeq then redis.call('SET', KEYS[i], ARGV[(i - 2) * 3 + 4], 'EX', tonumber(ARGV[(i - 2) * 3 + 5])) end
 end
 local raiseTo = tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if raiseTo > current and current >= tonumber(ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1]) end
+if raiseTo > current and current >= tonumber(ARGV[2]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1`;
 
 /**
@@ -51,7 +51,7 @@ export class RedisGenerationCache implements GenerationCache {
 
   async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
     const keys = [this.watermarkRedisKey];
-    const args = [String(watermark?.to ?? 0), String(this.ttlSeconds), String(watermark?.ifAtLeast ?? 0)];
+    const args = [String(watermark?.to ?? 0), String(watermark?.ifAtLeast ?? 0)];
     for (const [id, state] of states) {
       keys.push(this.key(id));
       // A revoked token's state must outlive the token; everything else the cache's TTL.

@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { processIsAlive } from "./data-dir-lock.js";
 
 /**
  * Where a running server can be reached, kept in DATA_DIR while it runs, so that the CLI in
@@ -36,7 +37,7 @@ export function removeServerRecord(dataDir: string, pid: number): void {
 /** The record of a server that is still running, or undefined. */
 export function readServerRecord(dataDir: string): ServerRecord | undefined {
   const record = readRecord(dataDir);
-  return record && isRunning(record.pid) ? record : undefined;
+  return record && processIsAlive(record.pid) ? record : undefined;
 }
 
 function readRecord(dataDir: string): ServerRecord | undefined {
@@ -49,14 +50,4 @@ function readRecord(dataDir: string): ServerRecord | undefined {
   const { url, adminUrl, pid } = (parsed ?? {}) as Record<string, unknown>;
   if (typeof url !== "string" || !/^https?:\/\//.test(url) || typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) return undefined;
   return { url, adminUrl: typeof adminUrl === "string" && /^https?:\/\//.test(adminUrl) ? adminUrl : undefined, pid };
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else — still running.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
