@@ -17,6 +17,8 @@
 # directories it created. Exit status: 0 when every file passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The runtime is the project's pinned Node (package.json's "node" dependency), not the machine's.
+export PATH="$PWD/node_modules/.bin:$PATH"
 export FUZZ_RUNS=${FUZZ_RUNS:-5000}
 export FUZZ_VERBOSE=${FUZZ_VERBOSE:-1}
 if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test/fuzz -name '*.test.ts' | sort); fi
@@ -32,7 +34,7 @@ run() {
   shift
   echo "## fuzz: $label, FUZZ_RUNS=$FUZZ_RUNS: $*"
   local start=$SECONDS
-  node --test --test-concurrency=1 --test-timeout=0 --import tsx "$@" || status=1
+  node --test --test-reporter=tap --test-concurrency=1 --test-timeout=0 --import tsx "$@" || status=1
   echo "## fuzz: $label done in $((SECONDS - start)) s"
 }
 if [ "${#pure[@]}" -gt 0 ]; then run "no backend" "${pure[@]}"; fi

@@ -5,6 +5,8 @@
 # admin, and an authenticated read with it. Exits non-zero at the first step that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The runtime is the project's pinned Node (package.json's "node" dependency), not the machine's.
+export PATH="$PWD/node_modules/.bin:$PATH"
 
 npm run -s build
 data_dir="$(mktemp -d)"

@@ -7,7 +7,17 @@ import { DataDirBusyError } from "./store/data-dir-lock.js";
  * Starts one instance. SIGTERM/SIGINT: stop accepting, let in-flight requests finish (up to
  * SHUTDOWN_TIMEOUT_MS), close pools, exit 0.
  */
+/** The oldest Node major this service runs on: older lines no longer get security fixes. */
+const MINIMUM_NODE_MAJOR = 24;
+
 async function main(): Promise<void> {
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major < MINIMUM_NODE_MAJOR) {
+    // npm start and npm test use the pinned runtime in node_modules/.bin; a bare `node` may be older.
+    throw new ConfigError(
+      `Node ${process.versions.node} is not supported: run on Node ${MINIMUM_NODE_MAJOR}+ (npm start uses the pinned node_modules/.bin/node)`,
+    );
+  }
   const config = loadConfig();
   const service = await createService(config);
   const address = await service.listen();
