@@ -61,6 +61,8 @@ function protocolOf(contentType: string | undefined): Protocol {
  * with that id. Answers that carry the detail (every error of the interceptor chain) and
  * successes pass untouched; the checks on them are a status, a trailer or a flag byte.
  */
+const ACCEPTED_COMPRESSION = [compressionGzip, compressionBrotli];
+
 export const connectRoutes: FastifyPluginAsync<ConnectRoutesOptions> = async (scope, options) => {
   const shutdown = new AbortController();
   scope.addHook("preClose", (done) => {
@@ -71,7 +73,7 @@ export const connectRoutes: FastifyPluginAsync<ConnectRoutesOptions> = async (sc
     interceptors: options.interceptors,
     readMaxBytes: options.readMaxBytes,
     shutdownSignal: shutdown.signal,
-    acceptCompression: [compressionGzip, compressionBrotli],
+    acceptCompression: ACCEPTED_COMPRESSION,
   });
   options.routes(router);
 
@@ -136,6 +138,10 @@ async function withErrorResponse(response: UniversalServerResponse, protocol: Pr
       const plain = decompressed(bytes, header.get("content-encoding"));
       if (plain?.includes(CONNECT_DETAIL_MARK)) return { ...response, body: createAsyncIterable([bytes]) };
       const original = plain ? errorFromJsonBytes(plain, undefined, new ConnectError(`HTTP ${response.status}`, Code.Unknown)) : new ConnectError(`HTTP ${response.status}`, Code.Unknown);
+      // Connect 2.2 no longer copies its negotiation header onto this refusal; the client needs it to choose again.
+      if (/unknown compression/.test(original.rawMessage) && !header.has("accept-encoding")) {
+        header.set("accept-encoding", ACCEPTED_COMPRESSION.map((c) => c.name).join(","));
+      }
       return errorAnswer(protocol, protocolRefusal(original), handler, request, header);
     }
     return errorAnswer(protocol, refusalByStatus(response.status, request), handler, request, header);
