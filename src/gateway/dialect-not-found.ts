@@ -8,13 +8,20 @@ import type { DialectPathSpace } from "./path-dialects.js";
  * SCIM endpoints RFC 7644 defines that this service does not offer: 501 (RFC 7644 3.12 "service
  * provider does not support the request operation"; ServiceProviderConfig says bulk.supported
  * false), where a 404 or 405 would tell an IdP the URL is wrong. Matched on the path's segments
- * after the base URL: /Bulk, /.search (3.4.3, also under a resource type), /Me (3.11).
+ * after a SCIM base URL: /Bulk (3.7), /.search and /{resource}/.search (3.4.3), /Me[/…] (3.11).
  */
-const SCIM_UNSUPPORTED_ENDPOINTS: ReadonlyArray<{ readonly pattern: RegExp; readonly what: string }> = [
-  { pattern: /\/Bulk\/?$/, what: "Bulk operations (RFC 7644 3.7) are" },
-  { pattern: /\/\.search\/?$/, what: "Searching with POST /.search (RFC 7644 3.4.3) is" },
-  { pattern: /\/Me(\/[^/]*)?\/?$/, what: "The /Me alias (RFC 7644 3.11) is" },
-];
+function unsupportedScimEndpoint(segments: readonly string[]): string | undefined {
+  if (segments.length === 1 && segments[0] === "Bulk") return "Bulk operations (RFC 7644 3.7) are";
+  if (segments.length <= 2 && segments.at(-1) === ".search") return "Searching with POST .search (RFC 7644 3.4.3) is";
+  if (segments[0] === "Me") return "The /Me alias (RFC 7644 3.11) is";
+  return undefined;
+}
+
+/** The base URLs of a space: where its fixed collections live (/v2/scim/v2/Users → /v2/scim/v2), longest first. */
+function baseUrlsOf(space: DialectPathSpace): string[] {
+  const fixed = space.routes.map((r) => r.route.template).filter((t) => !t.includes("{"));
+  return [...new Set(fixed.map((t) => t.slice(0, t.lastIndexOf("/"))))].sort((x, y) => y.length - x.length);
+}
 
 /**
  * The not-found answer of each dialect's path space (path-dialects.ts), in that dialect: 405 with
@@ -25,11 +32,13 @@ export function registerDialectNotFound(app: FastifyInstance, spaces: readonly D
   for (const space of spaces) {
     void app.register(
       async (scoped) => {
+        const bases = baseUrlsOf(space);
         scoped.setNotFoundHandler((request, reply) => {
           const path = request.url.split("?")[0]!;
-          if (space.dialect === ErrorDialect.SCIM) {
-            const unsupported = SCIM_UNSUPPORTED_ENDPOINTS.find((e) => e.pattern.test(path));
-            if (unsupported) return sendError(reply, new DomainError("NOT_IMPLEMENTED", `${unsupported.what} not supported by this service`), space.dialect);
+          const base = bases.find((b) => path.startsWith(`${b}/`));
+          if (space.dialect === ErrorDialect.SCIM && base !== undefined) {
+            const unsupported = unsupportedScimEndpoint(path.slice(base.length).split("/").filter((s) => s !== ""));
+            if (unsupported) return sendError(reply, new DomainError("NOT_IMPLEMENTED", `${unsupported} not supported by this service`), space.dialect);
           }
           const allowed = [...new Set(space.routes.filter((r) => r.matches(path)).map((r) => r.route.verb))];
           if (allowed.length > 0) {

@@ -118,6 +118,10 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
       scimError(await scim(running, a.scimToken, "POST", `${base}/.search`, { schemas: ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"] }), 501);
       scimError(await scim(running, a.scimToken, "POST", `${base}/Users/.search`, { schemas: ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"] }), 501);
       scimError(await get(`${base}/Me`), 501);
+      scimError(await scim(running, a.scimToken, "PATCH", `${base}/Me`, {}), 501);
+      // "Me" as a user id is just an id.
+      scimError(await get(`${base}/Users/Me`), 404);
+      scimError(await scim(running, a.scimToken, "POST", `${base}/Users/Me`, newUser("me@edge.example")), 405);
       // A SCIM resource, another method.
       const wrong = await scim(running, a.scimToken, "DELETE", `${base}/Users`);
       scimError(wrong, 405);
