@@ -74,6 +74,11 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
       assert.deepEqual([page.body.schemas, page.body.totalResults, page.body.startIndex, page.body.itemsPerPage], [[LIST_RESPONSE], 2, 1, 1], query);
       assert.equal(page.body.Resources[0].userName, "bob@edge.example", query);
     }
+    // Entra's existence check (form-encoded spaces) and Okta's import page, as they send them.
+    const entra = await get(`${USERS}?filter=userName+eq+%22ada%40edge.example%22`);
+    assert.deepEqual([entra.status, entra.body.totalResults], [200, 1], JSON.stringify(entra.body));
+    const okta = await get(`${USERS}?filter=userName%20eq%20%22ADA@edge.example%22&startIndex=1&count=100`);
+    assert.deepEqual([okta.status, okta.body.totalResults, okta.body.Resources[0]?.userName], [200, 1, "ada@edge.example"], JSON.stringify(okta.body));
     // Microsoft's DeltaSync sample: startindex=0&count=100 with excludedAttributes in lower case.
     const delta = await get(`${USERS}?startindex=0&count=100&excludedattributes=name`);
     assert.equal(delta.status, 200, JSON.stringify(delta.body));
