@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long property-based fuzzing run (test/fuzz). `npm test` runs the same files with
+# The long property-based fuzzing run (test/fuzz and every other *-fuzz.test.ts). `npm test` runs the same files with
 # FUZZ_RUNS=100 (the default of test/fuzz/fuzz-kit.ts); this runs every property with FUZZ_RUNS
 # cases (default 5000, the SCIM envelope's pure properties ten times that), one file at a time,
 # with no per-file timeout, and prints what the cases reached (FUZZ_VERBOSE=1). Files that start
@@ -21,7 +21,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 export FUZZ_RUNS=${FUZZ_RUNS:-5000}
 export FUZZ_VERBOSE=${FUZZ_VERBOSE:-1}
-if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test/fuzz -name '*.test.ts' | sort); fi
+# test/fuzz, and the fuzz files beside the area they fuzz (test/scim/scim-fuzz.test.ts: the SCIM filter grammar).
+if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <({ find test/fuzz -name '*.test.ts'; find test -path test/fuzz -prune -o -name '*-fuzz.test.ts' -print; } | sort); fi
 served=()
 pure=()
 for file in "${files[@]}"; do

@@ -32,8 +32,13 @@ export function sendError(reply: FastifyReply, error: unknown, dialect = ErrorDi
     .code(status)
     .header("x-request-id", reply.request.id)
     .header("cache-control", "no-store")
-    .type(dialect === ErrorDialect.SCIM ? "application/scim+json; charset=utf-8" : "application/json; charset=utf-8")
+    .type(errorContentTypeOf(dialect))
     .send(json);
+}
+
+/** The media type of an error body in `dialect` (RFC 7644 3.12: SCIM errors are application/scim+json). */
+export function errorContentTypeOf(dialect: ErrorDialect): string {
+  return dialect === ErrorDialect.SCIM ? "application/scim+json; charset=utf-8" : "application/json; charset=utf-8";
 }
 
 /** The HTTP status and JSON body of any failure, for replies written outside Fastify (a raw socket). */

@@ -9,7 +9,7 @@ import {
 import { ScalarType } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ErrorResponseSchema, type ErrorDialect } from "../../gen/travel/common/v1/error_pb.js";
+import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { noteRefusal, sendError } from "./error-reply.js";
@@ -44,12 +44,17 @@ export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRo
     if (!app.hasContentTypeParser(type)) app.addContentTypeParser(type, { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
   }
   for (const route of routes) {
-    app.route({
-      method: route.verb,
-      url: route.fastifyPath,
-      config: { errorDialect: route.dialect } as object,
-      handler: (request, reply) => handle(route, transport, request, reply),
-    });
+    // SCIM clients append a slash to the collection (GET /Users/?filter=…): without its own route
+    // that would be GET /Users/{id} with an empty id. SCIM routes answer on both spellings.
+    const urls = route.dialect === ErrorDialect.SCIM ? [route.fastifyPath, `${route.fastifyPath}/`] : [route.fastifyPath];
+    for (const url of urls) {
+      app.route({
+        method: route.verb,
+        url,
+        config: { errorDialect: route.dialect } as object,
+        handler: (request, reply) => handle(route, transport, request, reply),
+      });
+    }
   }
 }
 
@@ -149,9 +154,21 @@ function requestJson(route: RestRoute, request: FastifyRequest): JsonObject {
   // Query parameters fill the remaining fields (GET, or a body rule naming one field).
   if (route.body !== "*") {
     const query = (request.query ?? {}) as Record<string, string | string[]>;
+    const scim = route.dialect === ErrorDialect.SCIM;
+    const filled = new Set<string>();
     for (const [name, raw] of Object.entries(query)) {
-      const field = fieldByName(input, name);
-      if (!field) throw invalidArgument(`Unknown query parameter "${name}"`, [{ name, value: "unknown" }]);
+      // SCIM (RFC 7644 3.4.2, 3.10): parameter names are case-insensitive, since IdPs send
+      // startindex, Count or excludedattributes; parameters SCIM does not define here are ignored,
+      // as SCIM service providers do (and RFC 6749 3.1 for OAuth). Elsewhere names are exact and
+      // an unknown one is refused.
+      const field = scim ? fieldByNameIgnoringCase(input, name) : fieldByName(input, name);
+      if (!field) {
+        if (scim) continue;
+        throw invalidArgument(`Unknown query parameter "${name}"`, [{ name, value: "unknown" }]);
+      }
+      // count=1&Count=2 names one parameter twice.
+      if (filled.has(field.name)) throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
+      filled.add(field.name);
       json[field.jsonName] = fromText(field, raw, name);
     }
   }
@@ -191,6 +208,11 @@ function isForm(request: FastifyRequest): boolean {
 
 function fieldByName(input: DescMessage, name: string): DescField | undefined {
   return input.fields.find((f) => f.jsonName === name || f.name === name);
+}
+
+function fieldByNameIgnoringCase(input: DescMessage, name: string): DescField | undefined {
+  const lower = name.toLowerCase();
+  return input.fields.find((f) => f.jsonName.toLowerCase() === lower || f.name.toLowerCase() === lower);
 }
 
 /** Query, path and form values arrive as text; protobuf JSON accepts numbers as strings, not booleans. */

@@ -15,6 +15,17 @@ export interface DualProtocolOptions {
   readonly shutdownTimeoutMs: number;
 }
 
+/**
+ * A parser error (431, 400, 408) of an HTTP/1.1 request, with the path of the request it belongs
+ * to when that can be known, so the refusal can speak the path's error dialect (SCIM): the path at
+ * the start of the bytes the parser failed on, or else of the connection's first bytes while the
+ * connection has served no request. A request whose headers arrived in several reads on a reused
+ * connection has none.
+ */
+export interface ParserError extends NodeJS.ErrnoException {
+  requestPath?: string;
+}
+
 /** Fastify's request handler; it serves both protocols' compatibility APIs. */
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
@@ -48,6 +59,10 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
     session.once("close", () => sessions.delete(session));
   });
 
+  // Each HTTP/1.1 connection's first request path, until a request has arrived on it.
+  const firstRequestPaths = new WeakMap<net.Socket, string>();
+  http1.on("request", (request: http.IncomingMessage) => firstRequestPaths.delete(request.socket));
+
   const server = net.createServer((socket) => {
     let received: Buffer = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
@@ -67,6 +82,8 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
         // handle directly; resuming the JS stream here would race it for the same bytes.
         h2.emit("connection", socket);
       } else {
+        const path = requestPathOf(received);
+        if (path !== undefined) firstRequestPaths.set(socket, path);
         http1.emit("connection", socket);
         socket.resume();
       }
@@ -83,7 +100,12 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
   // idle-connection tracking, which close() relies on. Its parser errors (431, 408, malformed
   // requests) go to the outer server, where Fastify's clientErrorHandler listens.
   server.on("listening", () => http1.emit("listening"));
-  http1.on("clientError", (error, socket) => server.emit("clientError", error, socket));
+  http1.on("clientError", (error: ParserError, socket: net.Socket) => {
+    // Node's parser errors carry the bytes they failed on as rawPacket.
+    const rawPacket = (error as { rawPacket?: unknown }).rawPacket;
+    error.requestPath = requestPathOf(Buffer.isBuffer(rawPacket) ? rawPacket : undefined) ?? firstRequestPaths.get(socket);
+    server.emit("clientError", error, socket);
+  });
   const closeOuter = server.close.bind(server);
   server.close = (callback?: (err?: Error) => void) => {
     closeOuter(callback);
@@ -97,4 +119,10 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
     return server;
   };
   return server;
+}
+
+/** The path of an HTTP/1.1 request line at the start of `bytes` (only its start is needed: it picks a dialect). */
+function requestPathOf(bytes: Buffer | undefined): string | undefined {
+  if (!bytes) return undefined;
+  return /^[A-Z]{1,20} (\/[^\s?#]*)/.exec(bytes.subarray(0, 512).toString("latin1"))?.[1];
 }

@@ -3,14 +3,17 @@ import { STATUS_CODES } from "node:http";
 import formBody from "@fastify/formbody";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
-import { refusalOf, renderError, sendError } from "../gateway/error-reply.js";
+import { registerDialectNotFound } from "../gateway/dialect-not-found.js";
+import { errorContentTypeOf, refusalOf, renderError, sendError } from "../gateway/error-reply.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
+import { dialectPathSpaces, pathSpaceOf } from "../gateway/path-dialects.js";
 import { registerRestRoutes, routeDialectOf } from "../gateway/rest-gateway.js";
 import type { Metrics } from "../observability/metrics.js";
+import { ErrorDialect } from "../rpc/contract.js";
 import { contractServices, type RpcCore } from "../rpc/routes.js";
 import { connectRoutes } from "./connect-handlers.js";
-import { createDualProtocolServer } from "./dual-protocol-server.js";
+import { createDualProtocolServer, type ParserError } from "./dual-protocol-server.js";
 import { registerOperationalRoutes, type OperationalDeps } from "./operational-routes.js";
 
 export interface HttpSettings {
@@ -35,11 +38,13 @@ export async function createHttpApp(
   operational: Omit<OperationalDeps, "openApi" | "metrics">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
 ): Promise<FastifyInstance> {
-  const app = await createRpcApp(settings, rpc, observers);
   const restRoutes = restRoutesOf(contractServices);
+  const pathSpaces = dialectPathSpaces(restRoutes);
+  const app = await createRpcApp(settings, rpc, observers, (url) => pathSpaceOf(pathSpaces, url)?.dialect);
   await app.register(async (gateway) => {
     await gateway.register(formBody);
     registerRestRoutes(gateway, restRoutes, rpc.transport);
+    registerDialectNotFound(gateway, pathSpaces);
   });
   registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes) });
   await app.ready();
@@ -48,14 +53,17 @@ export async function createHttpApp(
 
 /**
  * One port's Fastify: the given routes in every protocol (connect-handlers.ts) on the dual-protocol
- * server. Every failure, Fastify's own included, is an ErrorResponse. The public face above and
- * the admin face (admin-app.ts) are both built on it.
+ * server. Every failure, Fastify's own included, is an ErrorResponse; in the dialect the path's
+ * space speaks (`dialectOfPath`: SCIM under /v2/scim/) when it happens before or outside a route.
+ * The public face above and the admin face (admin-app.ts) are both built on it.
  */
 export async function createRpcApp(
   settings: HttpSettings,
   rpc: Pick<RpcCore, "routes" | "interceptors">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
+  dialectOfPath: (url: string) => ErrorDialect | undefined = () => undefined,
 ): Promise<FastifyInstance> {
+  const dialectOf = (url: string | undefined) => (url === undefined ? undefined : dialectOfPath(url));
   const app = Fastify({
     loggerInstance: observers.logger,
     genReqId: () => crypto.randomUUID(),
@@ -71,7 +79,7 @@ export async function createRpcApp(
     // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
     // Fastify answers these before routing, so no hook runs: the request's line is written here.
     frameworkErrors: (error, request, reply) => {
-      const sent = sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`));
+      const sent = sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`), dialectOf(request.url));
       OneLinePerRequest.completed(request, reply);
       return sent;
     },
@@ -81,10 +89,11 @@ export async function createRpcApp(
       if (!refusal || !socket.writable) return socket.destroy();
       const requestId = crypto.randomUUID();
       observers.logger.info({ reqId: requestId, code: (error as NodeJS.ErrnoException).code }, "request refused by the HTTP parser");
-      const { status, json } = renderError(refusal, requestId);
+      const dialect = dialectOf((error as unknown as ParserError).requestPath) ?? ErrorDialect.ERROR_DIALECT_UNSPECIFIED;
+      const { status, json } = renderError(refusal, requestId, dialect);
       const body = JSON.stringify(json);
       socket.end(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: ${errorContentTypeOf(dialect)}\r\n` +
           `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n${body}`,
       );
     },
@@ -93,7 +102,7 @@ export async function createRpcApp(
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (Buffer.byteLength(request.url) > settings.maxUrlBytes) {
-      return sendError(reply, new DomainError("URI_TOO_LONG", `The request URL is longer than ${settings.maxUrlBytes} bytes`));
+      return sendError(reply, new DomainError("URI_TOO_LONG", `The request URL is longer than ${settings.maxUrlBytes} bytes`), dialectOf(request.url));
     }
   });
   app.addHook("onResponse", async (request, reply) => {
@@ -108,12 +117,12 @@ export async function createRpcApp(
   );
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: number }).statusCode ?? 500;
-    const dialect = routeDialectOf(request);
+    const dialect = routeDialectOf(request) ?? dialectOf(request.url);
     if (status === 413) return sendError(reply, new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large"), dialect);
     if (status === 415) return sendError(reply, new DomainError("UNSUPPORTED_MEDIA_TYPE", "Unsupported Content-Type"), dialect);
     if (status >= 400 && status < 500) return sendError(reply, invalidArgument(`Malformed request: ${(error as Error).message}`), dialect);
     request.log.error({ err: error }, "request failed");
-    return sendError(reply, error);
+    return sendError(reply, error, dialect);
   });
 
   // Every RPC path answers with an ErrorResponse, connect's own protocol refusals included (connect-handlers.ts).

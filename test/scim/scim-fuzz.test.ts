@@ -1,7 +1,13 @@
 // Property tests of the SCIM surface with a VALID SCIM token (the other fuzz files never get past
 // authentication here): generated filters, list parameters, user bodies and PATCH bodies reach
 // the filter parser, scim-patch and the database, and every answer is a 2xx or a SCIM 4xx error
-// (application/scim+json, schemas, status, detail) — never a 5xx. Seeds: see test/fuzz/fuzz-kit.ts.
+// (application/scim+json, schemas, status, detail) — never a 5xx. The filter grammar (RFC 7644
+// 3.4.2.2) is generated from its parts: attribute names from a vocabulary with Object.prototype's
+// keys, every operator × every attribute type, values of every type and extreme dates (year 0000,
+// offsets across a year's edge); any such filter is 200 or 400 invalidFilter, and one built only
+// of supported attributes, allowed operators and typed values is 200 (issue 18 finding 4: these
+// properties fail on the code before that fix). `npm test` runs RUNS cases per property;
+// `bash scripts/fuzz.sh test/scim/scim-fuzz.test.ts` many more. Seeds: see test/fuzz/fuzz-kit.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import fc from "fast-check";
@@ -24,6 +30,74 @@ const filterText = fc
     { maxLength: 12 },
   )
   .map((parts) => parts.join(""));
+
+// ---- the filter grammar (RFC 7644 3.4.2.2), built from parts ---------------------------------------
+
+/** Every operator, and the attribute types the service filters on with the operators each allows. */
+const COMPARE_OPERATORS = ["eq", "ne", "co", "sw", "ew", "gt", "ge", "lt", "le"] as const;
+const STRING_ATTRIBUTES = ["userName", "emails", "emails.value", "externalId", "name.givenName", "name.familyName"];
+const SUPPORTED: ReadonlyArray<{ names: readonly string[]; ops: readonly string[]; value: fc.Arbitrary<string> }> = [
+  { names: STRING_ATTRIBUTES, ops: ["eq", "ne", "co", "sw", "ew"], value: fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)) },
+  { names: ["id"], ops: ["eq", "ne"], value: fc.oneof(fc.uuid(), fc.string({ maxLength: 12 })).map((t) => JSON.stringify(t)) },
+  { names: ["active"], ops: ["eq", "ne"], value: fc.constantFrom("true", "false", '"True"', '"false"') },
+  { names: ["meta.created", "meta.lastModified"], ops: ["eq", "gt", "ge", "lt", "le"], value: fc.date({ min: new Date("0002-01-01T00:00:00Z"), max: new Date("9998-12-31T23:59:59Z"), noInvalidDate: true }).map((d) => JSON.stringify(d.toISOString())) },
+];
+
+/** Attribute names: the supported ones in any case and with the schema URN, Object.prototype's keys, and others. */
+const attributeName = fc.oneof(
+  fc.constantFrom(...SUPPORTED.flatMap((a) => a.names), "emails.type", "emails.primary", "name", "meta", "title", "displayName", "groups", "x.y.z"),
+  fc.constantFrom(...Object.getOwnPropertyNames(Object.prototype), "prototype", "__proto__.x", "constructor.name", "emails.__proto__", "name.constructor"),
+  fc.constantFrom(...STRING_ATTRIBUTES, "id", "meta.created").map((n) => `urn:ietf:params:scim:schemas:core:2.0:User:${n}`),
+  fc.constantFrom("USERNAME", "Active", "META.CREATED", "iD", "Name.GivenName"),
+);
+
+/** Date-times at and beyond the edges: year 0000, offsets that cross a year boundary, impossible fields. */
+const extremeDate = fc
+  .tuple(
+    fc.oneof(fc.constantFrom(0, 1, 9999), fc.integer({ min: 0, max: 9999 })),
+    fc.integer({ min: 0, max: 13 }),
+    fc.integer({ min: 0, max: 32 }),
+    fc.integer({ min: 0, max: 25 }),
+    fc.constantFrom("Z", "+01:00", "-01:00", "+14:00", "-12:00", "", ".999999999Z", "+24:00"),
+  )
+  .map(([y, mo, d, h, zone]) => `${String(y).padStart(4, "0")}-${String(mo).padStart(2, "0")}-${String(d).padStart(2, "0")}T${String(h).padStart(2, "0")}:59:59${zone}`);
+
+/** Comparison values of every type the grammar has, and the wrong ones. */
+const filterValue = fc.oneof(
+  fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)),
+  fc.uuid().map((t) => JSON.stringify(t)),
+  extremeDate.map((t) => JSON.stringify(t)),
+  fc.constantFrom("true", "false", "null", "0", "-1", "1e308", '"+275760-09-13T00:00:00Z"', '"-000001-01-01T00:00:00Z"', '"2026-02-30T00:00:00Z"', '"%_\\"', '"\u0000"'),
+);
+
+/** Any leaf: every attribute name × every operator × every value type (most are refused, none may fail). */
+const anyLeaf = fc.oneof(
+  fc.tuple(attributeName, fc.constantFrom(...COMPARE_OPERATORS), filterValue).map(([a, op, v]) => `${a} ${op} ${v}`),
+  attributeName.map((a) => `${a} pr`),
+  // The date attributes meet the extreme dates often, not by chance alone.
+  fc.tuple(fc.constantFrom("meta.created", "meta.lastModified"), fc.constantFrom(...COMPARE_OPERATORS), extremeDate).map(([a, op, d]) => `${a} ${op} "${d}"`),
+  fc.tuple(fc.constantFrom("emails", "__proto__", "constructor", "name"), attributeName, fc.constantFrom(...COMPARE_OPERATORS), filterValue).map(([a, sub, op, v]) => `${a}[${sub} ${op} ${v}]`),
+);
+
+/** A leaf that is supported by construction: a supported attribute, an operator it allows, a value of its type. */
+const supportedLeaf = fc.oneof(
+  ...SUPPORTED.map((a) => fc.tuple(fc.constantFrom(...a.names), fc.constantFrom(...a.ops), a.value).map(([n, op, v]) => `${n} ${op} ${v}`)),
+  fc.constantFrom(...SUPPORTED.flatMap((a) => a.names)).map((n) => `${n} pr`),
+  fc.constantFrom('emails[type eq "work"]', "emails[primary eq true]", "emails[value pr]"),
+);
+
+/** and / or / not / parentheses over leaves, at most a few levels deep. */
+function filterOver(leaf: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  return fc.letrec<{ node: string }>((tie) => ({
+    node: fc.oneof(
+      { depthSize: "small", maxDepth: 4, withCrossShrink: true },
+      leaf,
+      fc.tuple(tie("node"), tie("node")).map(([x, y]) => `(${x}) and (${y})`),
+      fc.tuple(tie("node"), tie("node")).map(([x, y]) => `${x} or ${y}`),
+      tie("node").map((x) => `not (${x})`),
+    ),
+  })).node;
+}
 
 const scimValue: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
   value: fc.oneof(
@@ -130,6 +204,30 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
           const list = JSON.parse(response.body);
           assert.ok(list.itemsPerPage <= 200 && list.Resources.length === list.itemsPerPage);
         }
+      }),
+      fuzzParams(RUNS),
+    );
+  });
+
+  test("filter grammar: every attribute name (Object.prototype's too) × every operator × every value type → 200 or 400 invalidFilter", async () => {
+    await fc.assert(
+      fc.asyncProperty(filterOver(anyLeaf), async (filter) => {
+        const response = await inject("GET", `/v2/scim/v2/Users?filter=${encodeURIComponent(filter)}`);
+        assertScimAnswer(response, `filter ${JSON.stringify(filter)}`);
+        if (response.statusCode !== 200) {
+          assert.equal(response.statusCode, 400, `filter ${JSON.stringify(filter)}: ${response.body}`);
+          assert.equal(JSON.parse(response.body).scimType, "invalidFilter", `filter ${JSON.stringify(filter)}: ${response.body}`);
+        }
+      }),
+      fuzzParams(RUNS),
+    );
+  });
+
+  test("filter grammar: filters of supported attributes, operators and typed values (dates of the years 0002–9998) are answered 200", async () => {
+    await fc.assert(
+      fc.asyncProperty(filterOver(supportedLeaf), async (filter) => {
+        const response = await inject("GET", `/v2/scim/v2/Users?filter=${encodeURIComponent(filter)}`);
+        assert.equal(response.statusCode, 200, `filter ${JSON.stringify(filter)}: ${response.body.slice(0, 300)}`);
       }),
       fuzzParams(RUNS),
     );

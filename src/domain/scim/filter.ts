@@ -21,6 +21,10 @@ const ATTRIBUTES: Readonly<Record<string, { attribute: FilterAttribute; kind: Ki
   "meta.lastmodified": { attribute: "lastModified", kind: "date", ops: ["eq", "gt", "ge", "lt", "le", "pr"] },
 };
 
+/** The date-times a filter may compare with (UTC): what Postgres and RFC 3339's four-digit years share. */
+const MIN_FILTER_YEAR = 1;
+const MAX_FILTER_YEAR = 9999;
+
 /** Inside emails[...]: the one email object {type: "work", primary: true, value: userName}. */
 const EMAIL_SUBATTRIBUTES = new Set(["type", "primary", "value"]);
 
@@ -103,7 +107,9 @@ function attributeName(path: string): string {
 }
 
 function lookup(path: string, op: string) {
-  const spec = ATTRIBUTES[attributeName(path)];
+  // Own keys only: "__proto__", "constructor" or "toString" must not find Object.prototype's members.
+  const name = attributeName(path);
+  const spec = Object.hasOwn(ATTRIBUTES, name) ? ATTRIBUTES[name] : undefined;
   if (!spec) throw invalidFilter(`Filtering on "${printable(path)}" is not supported`);
   if (!spec.ops.includes(op)) throw invalidFilter(`The operator "${op}" is not supported on "${printable(path)}"`);
   return spec;
@@ -119,6 +125,10 @@ function valueOf(kind: Kind, path: string, value: unknown): string | boolean | D
     case "date": {
       const date = typeof value === "string" && /^\d{4}-\d{2}-\d{2}T/.test(value) ? new Date(value) : undefined;
       if (!date || Number.isNaN(date.getTime())) throw invalidFilter(`"${printable(path)}" compares with a date-time (RFC 3339)`);
+      // Postgres timestamps have no year 0 and the column's ISO text has four digits: years 0001–9999
+      // in UTC (an offset can move "0001-01-01T00:00:00+01:00" into year 0).
+      const year = date.getUTCFullYear();
+      if (year < MIN_FILTER_YEAR || year > MAX_FILTER_YEAR) throw invalidFilter(`"${printable(path)}" compares with a date-time in the years 0001 to 9999`);
       return date;
     }
     default:

@@ -47,9 +47,13 @@ export function sealScimToken(key: Buffer, keyId: string, envelope: ScimEnvelope
 /** Strict decode; undefined for anything malformed, forged or sealed under an unknown key. */
 export function openScimToken(keys: ReadonlyMap<string, Buffer>, token: string): ScimEnvelope | undefined {
   if (token.length > 4096 || !/^[A-Za-z0-9+/]+={0,2}$/.test(token)) return undefined;
+  // Only the exact string issued: Node's decoder also takes a token with its padding cut or
+  // other trailing bits, so the decoded bytes must encode back to the very same text.
+  const bytes = Buffer.from(token, "base64");
+  if (bytes.toString("base64") !== token) return undefined;
   let json: unknown;
   try {
-    json = JSON.parse(Buffer.from(token, "base64").toString("utf8"));
+    json = JSON.parse(bytes.toString("utf8"));
   } catch {
     return undefined;
   }

@@ -2,7 +2,7 @@ import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import { DomainError, permissionDenied, unauthenticated } from "../../errors/domain-error.js";
 import type { ApiUser } from "../../domain/api-users/model.js";
 import type { Principal } from "../../domain/tokens/model.js";
-import { bearerTokenOf } from "../bearer-token.js";
+import { bearerTokenOf, scimTokenOf } from "../bearer-token.js";
 import { accessRuleOf, authenticationOf, AuthenticationKind, isPublicInfrastructure } from "../contract.js";
 import { requestInfoOf } from "../request-context.js";
 
@@ -69,7 +69,7 @@ export function authenticationInterceptor(verifiers: Verifiers): Interceptor {
         return next(req);
       }
       case AuthenticationKind.SCIM_TOKEN: {
-        const token = bearerTokenOf(req.header);
+        const token = scimTokenOf(req.header);
         if (token === undefined) throw withChallenge(unauthenticated("A valid SCIM token is required"), "Bearer");
         req.contextValues.set(scimClientKey, await verifiers.scimTokens.authenticate(token).catch(challengeInvalidToken));
         return next(req);

@@ -144,6 +144,12 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
       const { column, lower } = COLUMN[filter.attribute];
       const target = lower ?? column;
       const value = filter.value;
+      // Before every operator: text that is not a UUID never equals the uuid column (and would make
+      // Postgres fail the cast), so eq matches nothing and ne matches every user.
+      if (filter.attribute === "id" && !isUuid(String(value))) {
+        qb.whereRaw(filter.op === "ne" ? "true" : "false");
+        return;
+      }
       switch (filter.op) {
         case "co":
         case "sw":
@@ -159,10 +165,6 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
           else qb.whereRaw(`${target} <> ?`, [value as string | boolean]);
           return;
         default:
-          if (filter.attribute === "id" && !isUuid(String(value))) {
-            qb.whereRaw(filter.op === "eq" ? "false" : "true");
-            return;
-          }
           qb.whereRaw(`${target} ${SQL_OPERATOR[filter.op]} ?`, [value instanceof Date ? value.toISOString() : (value as string | boolean)]);
       }
     }
