@@ -216,6 +216,18 @@ describe(`air credits: list (${backend})`, () => {
     });
   }
 
+  test("the demo seed's credits, every page of them, are valid against the reference's schema (REST and gRPC)", async () => {
+    const seed = await operatorCall<{ orgId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const token = await tokenFor(running.baseUrl, { clientId: seed.clientId, clientSecret: seed.clientSecret });
+    for (const face of ["REST", "gRPC"] as const) {
+      // call() passes every answer through the kit's JSON Schema check.
+      const answer = await call(face, { companyId: { id: seed.orgId } }, token);
+      assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      assert.ok(tickets(answer).length > 0);
+      for (const credit of answer.body.unusedCreditInfos as Array<Record<string, any>>) assert.ok(credit.airlineInfo?.airlineName, "every airlineInfo names its airline");
+    }
+  });
+
   describe("REST only: JSON the gRPC client cannot even encode", () => {
     test("a string offset and an unknown field → 400 naming the field", async () => {
       const post = (body: Record<string, unknown>) => rest(running.baseUrl, LIST_PATH, body, tokens.tmcA);
