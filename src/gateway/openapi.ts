@@ -188,7 +188,8 @@ function scalarSchema(type: ScalarType): Schema {
     case ScalarType.SFIXED64:
     case ScalarType.UINT64:
     case ScalarType.FIXED64:
-      return { type: "string", format: "int64" };
+      // The REST face writes them as JSON integers (src/gateway/json-shape.ts).
+      return { type: "integer", format: "int64" };
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
       return { type: "number" };

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import Ajv2020Module from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type { ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
@@ -17,6 +20,47 @@ export type Face = "REST" | "gRPC";
 export interface Answer {
   status: number;
   body: Record<string, any>;
+}
+
+// ---- the reference's schemas over every answer -----------------------------------------------
+
+/** The reference OpenAPI of the two v3 operations (/work/shared/reference, copied under test/). */
+const REFERENCE = JSON.parse(readFileSync(new URL("./air-credits.openapi.json", import.meta.url), "utf8"));
+const REFERENCE_ID = "https://reference.example/air-credits.openapi.json";
+
+const Ajv2020 = ((Ajv2020Module as any).default ?? Ajv2020Module) as typeof import("ajv/dist/2020.js").default;
+const addFormats = ((addFormatsModule as any).default ?? addFormatsModule) as typeof import("ajv-formats").default;
+// OpenAPI 3.1 schemas are JSON Schema 2020-12; its own keywords (example, discriminator, x-*) are annotations.
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
+ajv.addFormat("int32", { type: "number", validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31 });
+ajv.addFormat("double", { type: "number", validate: (n: number) => Number.isFinite(n) });
+ajv.addSchema(REFERENCE, REFERENCE_ID);
+
+const responseSchema = (path: string) => {
+  const validate = ajv.getSchema(`${REFERENCE_ID}#/paths/${path.replaceAll("/", "~1")}/post/responses/200/content/application~1json/schema`);
+  assert.ok(validate, `the reference has a 200 schema for ${path}`);
+  return validate;
+};
+const SUCCESS_SCHEMAS: Record<string, ReturnType<typeof responseSchema>> = {
+  [LIST_PATH]: responseSchema(LIST_PATH),
+  [MIGRATE_PATH]: responseSchema(MIGRATE_PATH),
+};
+const errorSchema = ajv.getSchema(`${REFERENCE_ID}#/components/schemas/ErrorResponse`)!;
+
+/**
+ * Every answer of the air-credit tests passes through here (rest() and the gRPC client below):
+ * a 200 body must be valid against the reference's response schema of its operation, any other
+ * against its ErrorResponse. What the validator reports is the assertion message.
+ */
+export function assertReferenceShape(path: string, answer: Answer): Answer {
+  const validate = answer.status === 200 ? SUCCESS_SCHEMAS[path] : errorSchema;
+  assert.ok(validate, `no reference schema for ${path}`);
+  if (!validate(answer.body)) {
+    const problems = (validate.errors ?? []).slice(0, 10).map((e) => `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`);
+    assert.fail(`${path} answered ${answer.status} with a body the reference's schema refuses:\n  ${problems.join("\n  ")}`);
+  }
+  return answer;
 }
 
 const GRPC_TO_HTTP: Record<number, number> = { 0: 200, 3: 400, 5: 404, 7: 403, 16: 401 };
@@ -43,15 +87,15 @@ export function airCreditGrpc(baseUrl: string) {
     });
   };
   return {
-    list: (request: Record<string, unknown>, token?: string) => call("listCompanyTransferableUnusedCredits", request, token),
-    migrate: (request: Record<string, unknown>, token?: string) => call("migrateCompanyCredits", request, token),
+    list: async (request: Record<string, unknown>, token?: string) => assertReferenceShape(LIST_PATH, await call("listCompanyTransferableUnusedCredits", request, token)),
+    migrate: async (request: Record<string, unknown>, token?: string) => assertReferenceShape(MIGRATE_PATH, await call("migrateCompanyCredits", request, token)),
     close: () => client.close(),
   };
 }
 
 export async function rest(baseUrl: string, path: string, body: unknown, token?: string): Promise<Answer> {
   const reply = await postJson(baseUrl, path, body, token === undefined ? {} : { authorization: `Bearer ${token}` });
-  return { status: reply.status, body: reply.body };
+  return assertReferenceShape(path, { status: reply.status, body: reply.body });
 }
 
 export function assertErrorAnswer(answer: Answer, status: number, errorCode: string, parameterName?: string): void {

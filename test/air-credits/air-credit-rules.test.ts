@@ -53,7 +53,9 @@ describe("air-credit rules", () => {
     assert.equal(credits[0]!.airlineCode, "AA");
     assert.equal(credits[0]!.airlineName, "American Airlines");
     assert.deepEqual(credits[0]!.totalFare, { amount: "412.3", currencyCode: "USD" });
-    assert.equal(credits[0]!.expiryDate, "2027-01-31");
+    // The instant is kept (issue 18, finding 8), in UTC; a date alone is its midnight UTC.
+    assert.equal(credits[0]!.expiryDate, "2027-01-31T08:00:00.000Z");
+    assert.equal(credits[1]!.expiryDate, "2026-01-31T00:00:00.000Z");
     assert.deepEqual([credits[0]!.status, credits[0]!.source, credits[0]!.creditUsageType, credits[0]!.ticketType, credits[0]!.paymentSourceId], ["OPEN", "SABRE", "PERSONAL", "ETICKET", ""]);
     assert.deepEqual(credits[0]!.fopInfo, { card: { number: "****1234" } });
     assert.deepEqual(credits[1]!.totalFare, { amount: "0.105", currencyCode: "KWD" });
@@ -78,7 +80,7 @@ describe("air-credit rules", () => {
       { name: "credits[4].expiryDate", value: "must not be before issueDate" },
       { name: "credits[5].paymentSourceId", value: "must be a UUID" },
       { name: "credits[5].creditUsageType", value: "must be one of PERSONAL, COMPANY" },
-      { name: "credits[6].expiryDate", value: 'must be {"iso8601": "YYYY-MM-DD"} (a date-time is cut to its date)' },
+      { name: "credits[6].expiryDate", value: 'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)' },
     ]);
   });
 });

@@ -116,11 +116,12 @@ describe(`air credits: list (${backend})`, () => {
         const [credit] = answer.body.unusedCreditInfos as Array<Record<string, any>>;
         assert.equal(credit!.ticketNumber, t(1));
         assert.equal(credit!.airlineCode, "AA");
-        assert.deepEqual(credit!.airlineInfo, { airlineCode: "AA", airlineName: "AA Airlines" });
+        assert.deepEqual(credit!.airlineInfo, { airlineCode: "AA", airlineName: "American Airlines" }, "the name of SUPPORTED_AIRLINES, not the import's");
         assert.equal(credit!.totalFare.amount, 412.3);
         assert.equal(credit!.totalFare.currencyCode, "USD");
-        assert.deepEqual(credit!.expiryDate, { iso8601: day(10) });
-        assert.deepEqual(credit!.departureDate, { iso8601: day(-30) });
+        // DateTimeOffset: an imported date is its midnight UTC; a date-time keeps its instant.
+        assert.deepEqual(credit!.expiryDate, { iso8601: `${day(10)}T00:00:00Z` });
+        assert.deepEqual(credit!.departureDate, { iso8601: `${day(-30)}T17:32:00Z` });
         assert.equal(credit!.status, "OPEN");
         assert.equal(credit!.source, "SABRE");
         assert.equal(credit!.creditUsageType, "PERSONAL");
@@ -192,6 +193,17 @@ describe(`air credits: list (${backend})`, () => {
       test("validation: a negative offset → 400", async () => {
         assertErrorAnswer(await listA1(face, undefined, { offset: -1 }), 400, "API_VALIDATION_FAILED", "offset");
       });
+
+      test("offset is bounded (issue 19): 10000 is the deepest page, 10001 and beyond → 400 naming offset", async () => {
+        const deepest = await call(face, { companyId: { id: companyA2 }, offset: 10_000 });
+        assert.equal(deepest.status, 200, JSON.stringify(deepest.body));
+        assert.deepEqual([tickets(deepest).length, totalOf(deepest)], [0, 250]);
+        for (const offset of [10_001, 90_000, 10_000_000]) {
+          const answer = await call(face, { companyId: { id: companyA2 }, offset });
+          assertErrorAnswer(answer, 400, "API_VALIDATION_FAILED", "offset");
+          assert.match(JSON.stringify(answer.body), /10000/, "the message says the bound");
+        }
+      });
     });
   }
 
@@ -203,6 +215,18 @@ describe(`air credits: list (${backend})`, () => {
       assertErrorAnswer(unknownAccess, 400, "API_VALIDATION_FAILED", "companyCreditFilter.fopCardAccessType[1]");
     });
   }
+
+  test("the demo seed's credits, every page of them, are valid against the reference's schema (REST and gRPC)", async () => {
+    const seed = await operatorCall<{ orgId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const token = await tokenFor(running.baseUrl, { clientId: seed.clientId, clientSecret: seed.clientSecret });
+    for (const face of ["REST", "gRPC"] as const) {
+      // call() passes every answer through the kit's JSON Schema check.
+      const answer = await call(face, { companyId: { id: seed.orgId } }, token);
+      assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      assert.ok(tickets(answer).length > 0);
+      for (const credit of answer.body.unusedCreditInfos as Array<Record<string, any>>) assert.ok(credit.airlineInfo?.airlineName, "every airlineInfo names its airline");
+    }
+  });
 
   describe("REST only: JSON the gRPC client cannot even encode", () => {
     test("a string offset and an unknown field → 400 naming the field", async () => {

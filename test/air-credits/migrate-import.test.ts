@@ -142,11 +142,23 @@ describe(`air credits: migrate and import (${backend})`, () => {
         assertErrorAnswer(await migrate(face, { paymentSourceIds: [id] }), 400, "API_VALIDATION_FAILED", "updateCreditUsageTypeTo");
       });
 
-      test("validation: no ids, more than 100, or an id that is not a UUID → 400", async () => {
+      test("validation: no ids, more than 100, or an id longer than 64 characters → 400", async () => {
         assertErrorAnswer(await migrate(face, { paymentSourceIds: [], updateCreditUsageTypeTo: "COMPANY" }), 400, "API_VALIDATION_FAILED", "paymentSourceIds");
         const many = Array.from({ length: 101 }, () => uuid());
         assertErrorAnswer(await migrate(face, { paymentSourceIds: many, updateCreditUsageTypeTo: "COMPANY" }), 400, "API_VALIDATION_FAILED", "paymentSourceIds");
-        assertErrorAnswer(await migrate(face, { paymentSourceIds: [uuid(), "nope"], updateCreditUsageTypeTo: "COMPANY" }), 400, "API_VALIDATION_FAILED", "paymentSourceIds[1]");
+        assertErrorAnswer(await migrate(face, { paymentSourceIds: [uuid(), "x".repeat(65)], updateCreditUsageTypeTo: "COMPANY" }), 400, "API_VALIDATION_FAILED", "paymentSourceIds[1]");
+      });
+
+      test("a malformed id is answered FAILED for itself (issue 19), the other ids are migrated", async () => {
+        const ids = await seed(companyA1, [spec(`14${p}0000000001`)]);
+        const good = ids[`14${p}0000000001`]!;
+        const answer = await migrate(face, { paymentSourceIds: ["nope", good, "1234"], updateCreditUsageTypeTo: "COMPANY" });
+        assert.equal(answer.status, 200, JSON.stringify(answer.body));
+        assert.deepEqual(
+          (answer.body.migrationStatus as any[]).map((m) => [m.paymentSourceId, m.status, m.failureReason || undefined]),
+          [["nope", "FAILED", "PAYMENT_SOURCE_NOT_FOUND"], [good, "SUCCESS", undefined], ["1234", "FAILED", "PAYMENT_SOURCE_NOT_FOUND"]],
+        );
+        assert.equal((await migrationEvents(good)).length, 1);
       });
 
       test("authentication and scope: no token 401, a read-only token 403", async () => {
@@ -193,6 +205,31 @@ describe(`air credits: migrate and import (${backend})`, () => {
       assert.equal(detail.errorMessages[0].errorParameters[0].value, "is required");
       assert.equal(detail.errorMessages[0].errorParameters[5].value, "repeats the ticket number of credits[0]");
       assert.equal((await listTickets(companyA2)).size, before, "not even the valid rows were imported");
+    });
+
+    test("a date-time with an offset keeps its instant (issue 18, finding 8): shown in UTC, filtered by its UTC day", async () => {
+      const rows = [
+        { ...creditJson(spec("2400000000001")), expiryDate: { iso8601: "2030-12-31T23:30:00-05:00" } },
+        { ...creditJson(spec("2400000000002")), expiryDate: { iso8601: "2030-12-31T22:00+0100" }, issueDate: { iso8601: "2030-01-01T00:00:00.250Z" } },
+        { ...creditJson(spec("2400000000003")), expiryDate: { iso8601: "2030-12-31" } },
+      ];
+      assert.equal((await importCredits(running.baseUrl, companyA2, rows)).created, 3);
+      const listed = await listTickets(companyA2);
+      assert.deepEqual(listed.get("2400000000001")!.expiryDate, { iso8601: "2031-01-01T04:30:00Z" });
+      assert.deepEqual(listed.get("2400000000002")!.expiryDate, { iso8601: "2030-12-31T21:00:00Z" });
+      assert.deepEqual(listed.get("2400000000002")!.issueDate, { iso8601: "2030-01-01T00:00:00Z" });
+      assert.deepEqual(listed.get("2400000000003")!.expiryDate, { iso8601: "2030-12-31T00:00:00Z" });
+      const onDay = async (iso8601: string) => {
+        const answer = await rest(running.baseUrl, LIST_PATH, { companyId: { id: companyA2 }, companyCreditFilter: { expiryDateRange: { expiryDateStart: { iso8601 }, expiryDateEnd: { iso8601 } } } }, tokens.tmcA);
+        return (answer.body.unusedCreditInfos as Array<{ ticketNumber: string }>).map((c) => c.ticketNumber).filter((t) => t.startsWith("24")).sort();
+      };
+      assert.deepEqual(await onDay("2030-12-31"), ["2400000000002", "2400000000003"]);
+      assert.deepEqual(await onDay("2031-01-01"), ["2400000000001"]);
+      // A time without Z or an offset names no instant: refused, naming the field.
+      const response = await importRaw(companyA2, [{ ...creditJson(spec("2400000000004")), expiryDate: { iso8601: "2030-12-31T23:30:00" } }]);
+      assert.equal(response.status, 400);
+      const detail = ((await response.json()) as any).details[0].debug;
+      assert.deepEqual(detail.errorMessages[0].errorParameters.map((p: any) => p.name), ["credits[0].expiryDate.iso8601"]);
     });
 
     test("re-importing a ticket number updates the credit instead of duplicating it, keeping its payment source", async () => {

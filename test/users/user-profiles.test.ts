@@ -207,6 +207,7 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
   /** What GET answers for a user created by the operator and never updated. */
   const initialProfile = (id: string, email: string, orgId: string, companyName: string, isActive = true) => ({
     id,
+    persona: "UNKNOWN_PERSONA",
     personalInfo: { email, name: { given: "Ada", family1: "Lovelace" } },
     businessInfo: { email, organizationRef: { id: orgId, name: companyName }, legalEntityRef: { id: orgId, name: companyName } },
     isActive,
@@ -305,6 +306,7 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
         const company = { id: seed.orgId, name: "Acme Corporation" };
         assert.deepEqual(reply.body, asRest({
           id,
+          persona: "UNKNOWN_PERSONA",
           personalInfo: { email, name: { given, family1 } },
           businessInfo: { email, organizationRef: company, legalEntityRef: company },
           isActive,
@@ -321,7 +323,7 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
     test("PUT then GET: the whole document comes back, the name columns change, identity stays in the columns", async () => {
       const id = await createUser(a.orgId, `rich.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const email = (await userRow(id)).email as string;
-      const legalEntityId = crypto.randomUUID();
+      const legalEntityId = a.orgId;
       const document = richDocument(a.orgId, legalEntityId, email);
       const before = await userRow(id);
       const put = await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, document);
@@ -454,10 +456,11 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
           { name: "externalId", value: "cannot be changed: it is owned by the identity provider (SCIM)" },
         ]),
       );
-      // isActive is not part of the update document at all: the strict JSON decoding refuses it.
-      const activation = errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...valid(), isActive: false }), 400);
-      assert.equal((activation.errorMessages as any[])[0].errorCode, "API_VALIDATION_FAILED");
-      assert.match(JSON.stringify(activation), /isActive/);
+      // isActive is read-only: echoed as GET wrote it, it is ignored; a different value is refused.
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...valid(), isActive: false }), 400),
+        errorBody("API_VALIDATION_FAILED", refused, [{ name: "isActive", value: "cannot be changed: activation is managed by the identity provider (SCIM)" }]),
+      );
       assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
       assert.equal((await auditEvents(a.tmcId)).length, auditBefore, "no audit row");
       // The same email in another case is the same identity: accepted, the stored spelling kept.
@@ -486,6 +489,87 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
         invalid([{ name: "personalInfo.addresses[0].addressLines", value: "must contain at least 1 item(s)" }]),
       );
       assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
+    });
+
+    test("round trip (issue 19): a GET body is accepted back by PUT unchanged and GET answers the same, with and without optional fields", async () => {
+      const plain = await createUser(a.orgId, `plain.${crypto.randomUUID().slice(0, 8)}@acme.example`);
+      const rich = await createUser(a.orgId, `roundtrip.${crypto.randomUUID().slice(0, 8)}@acme.example`);
+      const richEmail = (await userRow(rich)).email as string;
+      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${rich}`, tokens.tmcAdmin, richDocument(a.orgId, a.orgId, richEmail))).status, 200);
+      const inactive = await createUser(a.orgId, `sleeper.${crypto.randomUUID().slice(0, 8)}@acme.example`, true);
+      for (const [id, query] of [[plain, ""], [rich, ""], [inactive, "?includeInactive=true"]] as const) {
+        const first = await rest(baseUrl, "GET", `/v2/users/${id}${query}`, tokens.tmcAdmin);
+        assert.equal(first.status, 200, first.text);
+        // What the reference's clients saw wrong, on the wire as it is (not through asRest).
+        assert.ok(typeof first.body.persona === "string", `persona is always present: ${first.text}`);
+        assert.ok("id" in first.body && "isActive" in first.body && "contractingTmcRef" in first.body, "the read-only fields are there");
+        const put = await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, first.body);
+        assert.equal(put.status, 200, `PUT of the GET body: ${put.text}`);
+        const second = await rest(baseUrl, "GET", `/v2/users/${id}${query}`, tokens.tmcAdmin);
+        assert.deepEqual(second.body, first.body);
+      }
+      const plainBody = (await rest(baseUrl, "GET", `/v2/users/${plain}`, tokens.tmcAdmin)).body;
+      assert.equal(plainBody.persona, "UNKNOWN_PERSONA");
+      const richBody = (await rest(baseUrl, "GET", `/v2/users/${rich}`, tokens.tmcAdmin)).body;
+      assert.deepEqual(richBody.personalInfo.identityDocs, [{ passport: { docId: "123456789", issueCountry: "GB", expiryDate: { iso8601: "2030-01-01" } } }], "a Struct's JSON object, no \"fields\"");
+      assert.deepEqual(richBody.personalInfo.phoneNumbers.map((p: any) => p.nationalNumber), [2079460000, 7700900123], "nationalNumber is a JSON integer");
+      assert.equal(richBody.businessInfo.phoneNumbers[0].nationalNumber, 2079460999);
+      // A number or a string is read alike.
+      const asString = structuredClone(richBody);
+      asString.personalInfo.phoneNumbers[0].nationalNumber = "2079460000";
+      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${rich}`, tokens.tmcAdmin, asString)).status, 200);
+      assert.deepEqual((await rest(baseUrl, "GET", `/v2/users/${rich}`, tokens.tmcAdmin)).body, richBody);
+    });
+
+    test("read-only fields sent back with a different value: 400 naming each field, nothing written", async () => {
+      const id = await createUser(a.orgId, `readonly.${crypto.randomUUID().slice(0, 8)}@acme.example`);
+      const body = (await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).body;
+      const rowBefore = await userRow(id);
+      const refused = "The update changes fields that cannot be changed through this operation";
+      const changed = { ...body, id: crypto.randomUUID(), isActive: false, contractingTmcRef: { id: b.tmcId, name: "Elsewhere" } };
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, changed), 400),
+        errorBody("API_VALIDATION_FAILED", refused, [
+          { name: "id", value: "must be the user's id (the path's userId)" },
+          { name: "isActive", value: "cannot be changed: activation is managed by the identity provider (SCIM)" },
+          { name: "contractingTmcRef.id", value: "must be the user's TMC: a user cannot be moved to another TMC" },
+          { name: "contractingTmcRef.name", value: "must be the TMC's name: a TMC is not renamed through a user" },
+        ]),
+      );
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...body, id: "not-a-uuid" }), 400),
+        errorBody("API_VALIDATION_FAILED", "The request is invalid", [{ name: "id", value: "must be a valid UUID" }]),
+      );
+      assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
+      // The same values in another case are the same ids: accepted.
+      const upper = { ...body, id: id.toUpperCase(), contractingTmcRef: { id: a.tmcId.toUpperCase() } };
+      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, upper)).status, 200);
+    });
+
+    test("legalEntityRef (issue 18, finding 8): another TMC's company, another company of the TMC and an unknown id get the same 400; nothing written", async () => {
+      const id = await createUser(a.orgId, `legal.${crypto.randomUUID().slice(0, 8)}@acme.example`);
+      const foreignId = await createUser(b.orgId, `legal.${crypto.randomUUID().slice(0, 8)}@beta.example`);
+      const rowBefore = await userRow(id);
+      const document = (legalEntityId: string) => ({ persona: "EMPLOYEE", businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: legalEntityId, name: "Acme Ltd" } } });
+      const refusal = errorBody("API_VALIDATION_FAILED", "The update changes fields that cannot be changed through this operation", [
+        { name: "businessInfo.legalEntityRef.id", value: "must be the user's company: the only legal entity known for the user" },
+      ]);
+      for (const [token, legalEntityId] of [
+        [tokens.tmcAdmin, b.orgId],
+        [tokens.companyAdmin, b.orgId],
+        [tokens.tmcAdmin, otherOrgId],
+        [tokens.tmcAdmin, crypto.randomUUID()],
+      ] as const) {
+        assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, token, document(legalEntityId)), 400), refusal, legalEntityId);
+      }
+      assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
+      // TMC B's admin cannot use TMC A's company either, and its own user's company is accepted.
+      const bDocument = { persona: "EMPLOYEE", businessInfo: { organizationRef: { id: b.orgId }, legalEntityRef: { id: a.orgId } } };
+      assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${foreignId}`, tokens.otherTmcAdmin, bDocument), 400), refusal);
+      const own = { ...bDocument, businessInfo: { ...bDocument.businessInfo, legalEntityRef: { id: b.orgId, name: "Beta Legal" } } };
+      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${foreignId}`, tokens.otherTmcAdmin, own)).status, 200);
+      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, document(a.orgId))).status, 200);
+      assert.deepEqual((await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).body.businessInfo.legalEntityRef, { id: a.orgId, name: "Acme Ltd" });
     });
 
     test("an inactive user can be updated (its activation is the IdP's); it stays inactive", async () => {
@@ -527,6 +611,29 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       assertGrpcError(await grpcClient.call("getUser", { userId }), GRPC_STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED", "An access token is required (Authorization: Bearer <token>)");
       assertGrpcError(await grpcClient.call("getUser", { userId: "42" }, tokens.tmcAdmin), GRPC_STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED", "The request is invalid", [
         { name: "userId", value: "must be a valid UUID" },
+      ]);
+    });
+
+    test("round trip over gRPC: GetUser's response sent back as UpdateUser unchanged; a foreign legal entity is refused", async () => {
+      const id = await createUser(a.orgId, `grpc-rt.${crypto.randomUUID().slice(0, 8)}@acme.example`);
+      const email = (await userRow(id)).email as string;
+      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, richDocument(a.orgId, a.orgId, email))).status, 200);
+      {
+        const before = await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin);
+        const got = await grpcClient.call("getUser", { userId: id }, tokens.tmcAdmin);
+        assert.equal(got.ok, true, JSON.stringify(got.errorResponse));
+        assert.equal(got.response.persona, "EMPLOYEE");
+        const updated = await grpcClient.call("updateUser", { ...got.response, userId: id }, tokens.tmcAdmin);
+        assert.equal(updated.ok, true, JSON.stringify(updated.errorResponse));
+        assert.deepEqual((await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).body, before.body);
+      }
+      const plain = await createUser(a.orgId, `grpc-plain.${crypto.randomUUID().slice(0, 8)}@acme.example`);
+      const plainGot = await grpcClient.call("getUser", { userId: plain }, tokens.tmcAdmin);
+      assert.equal(plainGot.response.persona, "UNKNOWN_PERSONA", "persona is always present");
+      assert.equal((await grpcClient.call("updateUser", { ...plainGot.response, userId: plain }, tokens.tmcAdmin)).ok, true);
+      const foreign = { ...plainGot.response, userId: plain, businessInfo: { ...plainGot.response.businessInfo, legalEntityRef: { id: b.orgId } } };
+      assertGrpcError(await grpcClient.call("updateUser", foreign, tokens.tmcAdmin), GRPC_STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED", "The update changes fields that cannot be changed through this operation", [
+        { name: "businessInfo.legalEntityRef.id", value: "must be the user's company: the only legal entity known for the user" },
       ]);
     });
 

@@ -154,7 +154,7 @@ class RowReader {
       fopCardAccessType: this.choice(o, "fopCardAccessType", CARD_ACCESS),
       legalEntityName: this.text(o, "legalEntityName", { max: 256 }),
     } satisfies ImportedCredit;
-    if (issueDate && expiryDate && issueDate > expiryDate) this.fail("expiryDate", "must not be before issueDate");
+    if (issueDate && expiryDate && Date.parse(issueDate) > Date.parse(expiryDate)) this.fail("expiryDate", "must not be before issueDate");
     return this.failed ? undefined : credit;
   }
 
@@ -216,6 +216,11 @@ class RowReader {
     return currencyCode ? { amount: amount!, currencyCode } : undefined;
   }
 
+  /**
+   * A DateModel or DateTimeOffset as the UTC instant it names (2030-12-31T23:30:00-05:00 is
+   * 2031-01-01T04:30:00.000Z): the instant is kept, never cut to its local date. A date alone is
+   * its midnight UTC; a time without Z or an offset names no instant and is refused.
+   */
   private date(o: Json, field: string, required: boolean): string | undefined {
     const value = o[field];
     if (value === undefined || value === null) {
@@ -223,13 +228,12 @@ class RowReader {
       return undefined;
     }
     const iso = typeof value === "object" && !Array.isArray(value) ? (value as Json).iso8601 : undefined;
-    if (typeof iso !== "string") return this.fail(field, 'must be {"iso8601": "YYYY-MM-DD"} (a date-time is cut to its date)');
-    const date = iso.slice(0, 10);
-    const rest = iso.slice(10);
-    if (!isCalendarDate(date) || !(rest === "" || /^T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$/.test(rest))) {
-      return this.fail(`${field}.iso8601`, "must be an ISO 8601 date (YYYY-MM-DD) or date-time that exists");
+    if (typeof iso !== "string") return this.fail(field, 'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)');
+    const instant = utcInstantOf(iso);
+    if (instant === undefined) {
+      return this.fail(`${field}.iso8601`, "must be an ISO 8601 date (YYYY-MM-DD) or a date-time with Z or an offset (YYYY-MM-DDThh:mm[:ss]±hh:mm) that exists");
     }
-    return date;
+    return instant;
   }
 
   private name(o: Json): PassengerName | undefined {
@@ -273,4 +277,21 @@ class RowReader {
 
 function pick<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
   return value === undefined ? {} : ({ [key]: value } as Record<K, string>);
+}
+
+const DATE_TIME = /^T([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(\.\d{1,9})?)?(Z|([+-])(0\d|1[0-4]):?([0-5]\d))$/;
+
+/** YYYY-MM-DD, or a date-time with Z or an offset, as its UTC instant (toISOString), or undefined. */
+export function utcInstantOf(iso: string): string | undefined {
+  const date = iso.slice(0, 10);
+  if (!isCalendarDate(date)) return undefined;
+  const rest = iso.slice(10);
+  if (rest === "") return `${date}T00:00:00.000Z`;
+  const m = DATE_TIME.exec(rest);
+  if (!m) return undefined;
+  const [, hours, minutes, seconds, fraction, zone, sign, offsetHours, offsetMinutes] = m;
+  const at = new Date(`${date}T00:00:00.000Z`);
+  at.setUTCHours(Number(hours), Number(minutes), Number(seconds ?? 0), Math.floor(Number(`0${fraction ?? ""}`) * 1000));
+  const offset = zone === "Z" ? 0 : (sign === "-" ? -1 : 1) * (Number(offsetHours) * 60 + Number(offsetMinutes));
+  return new Date(at.getTime() - offset * 60_000).toISOString();
 }

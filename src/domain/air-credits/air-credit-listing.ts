@@ -5,7 +5,7 @@ import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { CreditFilter, UnusedCredit } from "./model.js";
 import type { UnusedCreditRepository } from "./ports.js";
-import { SUPPORTED_AIRLINES, transferableOn } from "./transferability.js";
+import { airlineName, SUPPORTED_AIRLINES, transferableOn } from "./transferability.js";
 
 /** Credits per page of the list (the spec does not say; README "Air credits"). */
 export const CREDIT_PAGE_SIZE = 100;
@@ -61,7 +61,10 @@ export class AirCreditListing {
       this.credits.listTransferable(tx, scope, query.companyId, on, query.filter, { offset: query.offset, limit: CREDIT_PAGE_SIZE }),
       this.credits.transferableValues(tx, scope, query.companyId, on),
     ]);
-    return { credits: page.credits, offset: query.offset, totalRecords: page.totalRecords, ...values, supportedAirlines: SUPPORTED_AIRLINES };
+    // The airline's name is one fact (SUPPORTED_AIRLINES), whatever an import wrote; the
+    // reference requires it in every airlineInfo.
+    const credits = page.credits.map((c) => ({ ...c, airlineName: airlineName(c.airlineCode) ?? c.airlineName }));
+    return { credits, offset: query.offset, totalRecords: page.totalRecords, ...values, supportedAirlines: SUPPORTED_AIRLINES };
   }
 }
 

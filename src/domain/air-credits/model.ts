@@ -20,7 +20,7 @@ export interface NewAirCredit {
   readonly sourcePnr: string | undefined;
   readonly totalFareAmount: string;
   readonly currencyCode: string;
-  /** ISO 8601 dates (YYYY-MM-DD). */
+  /** ISO 8601 dates (YYYY-MM-DD, midnight UTC) or instants with Z or an offset. */
   readonly issueDate: string;
   readonly expiryDate: string;
 }
@@ -45,8 +45,9 @@ export interface Amount {
 }
 
 /**
- * An unused credit as the v3 API shows it (reference UnusedCreditInfo). Dates are ISO 8601
- * calendar dates (YYYY-MM-DD); enum-valued fields hold the reference's enum strings.
+ * An unused credit as the v3 API shows it (reference UnusedCreditInfo). Dates are instants in
+ * UTC, ISO 8601 (the reference's DateTimeOffset: 2031-01-01T04:30:00Z; an import's date alone is
+ * its midnight UTC); enum-valued fields hold the reference's enum strings.
  */
 export interface UnusedCredit {
   readonly paymentSourceId: string;
@@ -91,7 +92,7 @@ export type ImportedCredit = Omit<UnusedCredit, "companyId">;
 export interface CreditFilter {
   readonly suppliers: readonly string[];
   readonly airlineCodes: readonly string[];
-  /** Inclusive YYYY-MM-DD bounds. */
+  /** Inclusive YYYY-MM-DD bounds, on the expiry instant's calendar day in UTC. */
   readonly expiryFrom: string | undefined;
   readonly expiryTo: string | undefined;
   readonly fopLabels: readonly string[];

@@ -20,7 +20,10 @@ export const USER_UPDATED = "USER_UPDATED";
  * the truth for their fields; the rest of the document lives as the caller wrote it in the
  * profile and the columns are merged over it on read. An update replaces the whole document
  * (PUT), may change the name, and refuses — writing nothing — a document that would move the user
- * to another company or change its identity email or IdP-owned externalId.
+ * to another company or TMC, change its id, activation, identity email or IdP-owned externalId,
+ * or name a legal entity other than the user's company (the only one this service knows for it).
+ * Read-only fields echoed with their current value are ignored, so a GET body goes back to PUT
+ * unchanged (Kubernetes, Keycloak, SCIM RFC 7644 section 3.5.1).
  */
 export class UserProfiles {
   constructor(
@@ -40,7 +43,7 @@ export class UserProfiles {
     const scope = tenantScope(caller.tmcId);
     await this.uow.transaction(async (tx) => {
       const user = visibleTo(caller, await this.users.lock(tx, scope, userId), userId);
-      refuseIdentityChanges(user, document);
+      refuseIdentityChanges(user, userId, document);
       const name = objectAt(document, "personalInfo", "name");
       const change = {
         givenName: nonEmpty(name?.given) ?? user.givenName,
@@ -67,8 +70,12 @@ function userNotFound(userId: string): DomainError {
 }
 
 /** The identity fields an update may not change; each refused one is named, and nothing is written. */
-function refuseIdentityChanges(user: UserProfileRecord, document: ProfileDocument): void {
+function refuseIdentityChanges(user: UserProfileRecord, userId: string, document: ProfileDocument): void {
   const refused: ErrorParameter[] = [];
+  const id = nonEmpty(document.id);
+  if (id !== undefined && id.toLowerCase() !== userId.toLowerCase()) {
+    refused.push({ name: IDENTITY_FIELDS.id, value: "must be the user's id (the path's userId)" });
+  }
   const organization = objectAt(document, "businessInfo", "organizationRef");
   const organizationId = nonEmpty(organization?.id);
   if (organizationId !== undefined && organizationId.toLowerCase() !== user.companyId.toLowerCase()) {
@@ -86,13 +93,33 @@ function refuseIdentityChanges(user: UserProfileRecord, document: ProfileDocumen
   if (externalId !== undefined && externalId !== user.externalId) {
     refused.push({ name: IDENTITY_FIELDS.externalId, value: "cannot be changed: it is owned by the identity provider (SCIM)" });
   }
-  if (document.isActive !== undefined) {
+  if (document.isActive !== undefined && document.isActive !== user.isActive) {
     refused.push({ name: IDENTITY_FIELDS.isActive, value: "cannot be changed: activation is managed by the identity provider (SCIM)" });
+  }
+  const tmc = objectAt(document, "contractingTmcRef");
+  const tmcId = nonEmpty(tmc?.id);
+  if (tmcId !== undefined && tmcId.toLowerCase() !== user.tmcId.toLowerCase()) {
+    refused.push({ name: IDENTITY_FIELDS.tmcId, value: "must be the user's TMC: a user cannot be moved to another TMC" });
+  }
+  const tmcName = nonEmpty(tmc?.name);
+  if (tmcName !== undefined && tmcName !== user.tmcName) {
+    refused.push({ name: IDENTITY_FIELDS.tmcName, value: "must be the TMC's name: a TMC is not renamed through a user" });
+  }
+  // The same answer for an unknown id, another company's and another TMC's: nothing tells
+  // whether the id exists elsewhere (issue 18, finding 8).
+  const legalEntityId = nonEmpty(objectAt(document, "businessInfo", "legalEntityRef")?.id);
+  if (legalEntityId !== undefined && legalEntityId.toLowerCase() !== user.companyId.toLowerCase()) {
+    refused.push({ name: LEGAL_ENTITY_ID, value: "must be the user's company: the only legal entity known for the user" });
   }
   if (refused.length > 0) {
     throw new DomainError("API_VALIDATION_FAILED", "The update changes fields that cannot be changed through this operation", { params: refused });
   }
 }
+
+const LEGAL_ENTITY_ID = "businessInfo.legalEntityRef.id";
+
+/** The reference's Persona value for "none given": what a profile never updated reads. */
+const NO_PERSONA = "UNKNOWN_PERSONA";
 
 /** The document as read: the stored profile with the identity columns merged over it. */
 export function documentOf(user: UserProfileRecord): ProfileDocument {
@@ -106,7 +133,9 @@ export function documentOf(user: UserProfileRecord): ProfileDocument {
   const businessInfo: ProfileDocument = { ...(objectAt(document, "businessInfo") ?? {}), email: user.email, organizationRef: company };
   // The reference requires a legal entity; until one is stored, the company is its own.
   if (objectAt(businessInfo, "legalEntityRef") === undefined) businessInfo.legalEntityRef = { ...company };
-  const merged: ProfileDocument = { ...document, id: user.id, personalInfo, businessInfo, isActive: user.isActive, contractingTmcRef: { id: user.tmcId, name: user.tmcName } };
+  // Always present: updateUser requires persona, and a GET body must be accepted back as it is.
+  const persona = document.persona ?? NO_PERSONA;
+  const merged: ProfileDocument = { ...document, persona, id: user.id, personalInfo, businessInfo, isActive: user.isActive, contractingTmcRef: { id: user.tmcId, name: user.tmcName } };
   if (user.externalId !== undefined) merged.externalId = user.externalId;
   else delete merged.externalId;
   return merged;

@@ -72,7 +72,8 @@ export function unusedCreditInfo(c: UnusedCredit): MessageInitShape<typeof Unuse
     spotnanaPnr: c.spotnanaPnr ?? "",
     ticketNumber: c.ticketNumber,
     airlineCode: c.airlineCode,
-    airlineInfo: { airlineCode: c.airlineCode, airlineName: c.airlineName ?? "" },
+    // The reference requires both fields: without a name there is no airlineInfo.
+    airlineInfo: c.airlineName === undefined ? undefined : { airlineCode: c.airlineCode, airlineName: c.airlineName },
     // The decimal text becomes a JSON number only here, at the edge (Money.amount is a double).
     totalFare: { amount: Number(c.totalFare.amount), currencyCode: c.totalFare.currencyCode },
     issueDate: date(c.issueDate),

@@ -43,8 +43,9 @@ describe("UserProfiles", () => {
     ...document,
   });
 
-  test("get: the columns merged over the stored profile; the company is the legal entity until one is stored", async () => {
+  test("get: the columns merged over the stored profile; the company is the legal entity until one is stored; persona always present", async () => {
     assert.deepEqual(await profiles.get(tmcAdmin, userId, false), {
+      persona: "UNKNOWN_PERSONA",
       id: userId,
       personalInfo: { email: "Ada@Acme.example", name: { given: "Ada", family1: "Lovelace" } },
       businessInfo: { email: "Ada@Acme.example", organizationRef: { id: orgId, name: "Acme" }, legalEntityRef: { id: orgId, name: "Acme" } },

@@ -158,7 +158,7 @@ const validSamples: Record<string, SampleRequest[]> = {
           title: "MS",
           nationality: "British",
           preferredLanguage: "en-GB",
-          phoneNumbers: [{ countryCode: 44, isoCountryCode: "GB", nationalNumber: "2079460000", type: "MOBILE" }],
+          phoneNumbers: [{ countryCode: 44, isoCountryCode: "GB", nationalNumber: 2079460000, type: "MOBILE" }],
           profilePicture: { url: "https://cdn.example.test/jane.png" },
           identityDocs: [{ passport: { docId: "123456789", issueCountry: "GB" } }],
         },
@@ -287,7 +287,7 @@ describe("OpenAPI document", () => {
     // Repeated rules: item counts and the rules of each item.
     assert.deepEqual(s["travel.aircredit.v3.MigrateCompanyCreditsRequest"].properties.paymentSourceIds, {
       type: "array",
-      items: { type: "string", format: "uuid" },
+      items: { type: "string", maxLength: 64 },
       minItems: 1,
       maxItems: 100,
     });

@@ -51,8 +51,8 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
         source_pnr: c.sourcePnr ?? null,
         total_fare_amount: c.totalFareAmount,
         currency_code: c.currencyCode,
-        issue_date: c.issueDate,
-        expiry_date: c.expiryDate,
+        issue_date: instantOf(c.issueDate),
+        expiry_date: instantOf(c.expiryDate),
       })),
     );
     return credits.length;
@@ -211,9 +211,22 @@ interface CreditRow {
 
 type PassengerNameJson = NonNullable<UnusedCredit["passengerName"]>;
 
-const day = (column: string) => `to_char(c.${column}, 'YYYY-MM-DD') as ${column}`;
+/** An instant as the reference's DateTimeOffset writes it, in UTC whatever the session's time zone: 2031-01-01T04:30:00Z. */
+const instant = (column: string) => `to_char(c.${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as ${column}`;
 
-/** Dates and amounts as text: the same on pg and PGlite, and never a float or a local-time Date. */
+/** The instant a day starts, in UTC: what a calendar date of a filter or of "today" is compared as. */
+const utcMidnight = (day: string) => `${day}T00:00:00Z`;
+
+/** A calendar date (YYYY-MM-DD) as its midnight UTC; an instant with its zone as it is. */
+const instantOf = (value: string) => (value.length === 10 ? utcMidnight(value) : value);
+
+function nextDay(day: string): string {
+  const date = new Date(utcMidnight(day));
+  date.setUTCDate(date.getUTCDate() + 1);
+  return date.toISOString().slice(0, 10);
+}
+
+/** Instants and amounts as text: the same on pg and PGlite, and never a float or a local-time Date. */
 const CREDIT_COLUMNS = [
   "c.payment_source_id", "c.company_id", "c.ticket_number", "c.source_pnr", "c.spotnana_pnr", "c.airline_code", "c.airline_name",
   "c.currency_code", "c.segments_available", "c.passenger_name", "c.departure_country", "c.arrival_country", "c.ticket_type", "c.pcc",
@@ -225,7 +238,7 @@ function creditColumns(db: Knex): Array<string | Knex.Raw> {
   return [
     ...CREDIT_COLUMNS,
     db.raw("c.total_fare_amount::text as total_fare_amount"),
-    ...["issue_date", "expiry_date", "used_date", "departure_date"].map((column) => db.raw(day(column))),
+    ...["issue_date", "expiry_date", "used_date", "departure_date"].map((column) => db.raw(instant(column))),
   ];
 }
 
@@ -243,15 +256,16 @@ function transferable(db: Knex, scope: TenantScope, companyId: string, on: Trans
     .whereExists(db("companies").select(db.raw("1")).where({ id: companyId, tmc_id: scope.tmcId }))
     // Literals, so the planner matches the partial indexes' predicate.
     .whereRaw("c.status = 'OPEN' AND c.credit_usage_type <> 'COMPANY'")
-    .where("c.expiry_date", ">=", on.today)
+    .where("c.expiry_date", ">=", utcMidnight(on.today))
     .whereIn("c.airline_code", [...on.airlineCodes]);
 }
 
 function applyFilter(query: Knex.QueryBuilder, filter: CreditFilter): Knex.QueryBuilder {
   if (filter.suppliers.length > 0) query.whereIn("c.supplier", [...filter.suppliers]);
   if (filter.airlineCodes.length > 0) query.whereIn("c.airline_code", [...filter.airlineCodes]);
-  if (filter.expiryFrom !== undefined) query.where("c.expiry_date", ">=", filter.expiryFrom);
-  if (filter.expiryTo !== undefined) query.where("c.expiry_date", "<=", filter.expiryTo);
+  // Calendar days of the expiry instant in UTC, both ends inclusive.
+  if (filter.expiryFrom !== undefined) query.where("c.expiry_date", ">=", utcMidnight(filter.expiryFrom));
+  if (filter.expiryTo !== undefined) query.where("c.expiry_date", "<", utcMidnight(nextDay(filter.expiryTo)));
   if (filter.fopLabels.length > 0) query.whereIn("c.fop_label", [...filter.fopLabels]);
   if (filter.pccs.length > 0) query.whereIn("c.pcc", [...filter.pccs]);
   if (filter.fopCardAccessTypes.length > 0) query.whereIn("c.fop_card_access_type", [...filter.fopCardAccessTypes]);
@@ -267,7 +281,7 @@ function applyFilter(query: Knex.QueryBuilder, filter: CreditFilter): Knex.Query
 async function distinctTransferable(db: Knex, scope: TenantScope, companyId: string, on: TransferableOn, column: "fop_label" | "pcc" | "legal_entity_name"): Promise<string[]> {
   const airlines = on.airlineCodes.map(() => "?").join(", ");
   const condition = `c.company_id = ? AND c.status = 'OPEN' AND c.credit_usage_type <> 'COMPANY' AND c.expiry_date >= ? AND c.airline_code IN (${airlines})`;
-  const params = [companyId, on.today, ...on.airlineCodes];
+  const params = [companyId, utcMidnight(on.today), ...on.airlineCodes];
   const result = await db.raw(
     `WITH RECURSIVE v(val) AS (
        (SELECT c.${column} FROM air_credits AS c WHERE ${condition} AND c.${column} > '' ORDER BY c.${column} LIMIT 1)
