@@ -174,6 +174,9 @@ export async function createService(config: Config, options: ServiceOptions = {}
         storage: { database: database.kind, redis: shared.kind },
         servesMetrics: !http.admin,
         jwks: () => domain.signingKeys.jwks,
+        // 5 minutes, or a third of the pre-publication period when that is shorter: a cache that
+        // follows it refetches at least twice between a key's publication and its first token.
+        jwksMaxAgeSeconds: Math.min(300, Math.floor(tokens.signingKeyPrepublishSeconds / 3)),
         authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
       },
       { logger, metrics },
