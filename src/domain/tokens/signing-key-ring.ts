@@ -97,6 +97,8 @@ export class SigningKeyRing {
   private lastReloadMs = 0;
   private lastReloadAt = 0;
   private reloading: Promise<void> | undefined;
+  /** An announcement arrived while a reload was under way (that reload may have read before the change committed). */
+  private announcedDuringReload = false;
 
   constructor(
     private readonly uow: UnitOfWork,
@@ -119,7 +121,10 @@ export class SigningKeyRing {
       await this.reload();
     }
     // Errors are left to the periodic reload, which logs them and tries again.
-    this.feed.onSigningKeyChange(() => void this.reload().catch(() => {}));
+    this.feed.onSigningKeyChange(() => {
+      if (this.reloading) this.announcedDuringReload = true;
+      else void this.reload().catch(() => {});
+    });
   }
 
   get jwks(): JSONWebKeySet {
@@ -132,7 +137,7 @@ export class SigningKeyRing {
 
   /** Every published key with its state now, latest activation first, as the database has them (for operators). */
   async list(): Promise<Array<{ record: SigningKeyRecord; state: SigningKeyState }>> {
-    await this.reload();
+    await this.freshReload();
     return signingKeyStates(
       this.state().map((k) => k.record),
       this.now(),
@@ -172,14 +177,26 @@ export class SigningKeyRing {
       await this.keys.announceChange(tx);
       return { kid, activatesAt, withdrawnKids: immediately ? published.map((r) => r.kid) : [] };
     });
-    await this.reload();
+    await this.freshReload();
     return { ...rotation, publishedKids: this.view().jwks.keys.map((k) => k.kid!) };
   }
 
   /** Picks up keys created or retired by other instances. */
   async reload(): Promise<void> {
-    this.reloading ??= this.load().finally(() => (this.reloading = undefined));
+    this.reloading ??= this.load().finally(() => {
+      this.reloading = undefined;
+      if (this.announcedDuringReload) {
+        this.announcedDuringReload = false;
+        void this.reload().catch(() => {});
+      }
+    });
     return this.reloading;
+  }
+
+  /** A reload that starts after this call: one already under way may have read too early. */
+  private async freshReload(): Promise<void> {
+    await this.reloading?.catch(() => {});
+    await this.reload();
   }
 
   private async load(): Promise<void> {

@@ -11,6 +11,11 @@ import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeChangeFeed } from "../../fakes/change-feed.js";
 import { AUDIENCE, createDomainFixture, ISSUER, LEGACY_TTL, newApiUser, newTenant, PREPUBLISH_SECONDS, tokenRequest, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
 
+/** Polls a condition of in-process state (no I/O but the fake's) for up to a second. */
+async function waitUntil(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !condition(); i++) await sleep(10);
+}
+
 const notValid = { code: "USER_NOT_AUTHENTICATED", message: "The access token is not valid" } as const;
 /** The retired key's stay after its successor activates: the longest token lifetime + 5 minutes of verifiers' clock skew. */
 const RETIRED_STAY_SECONDS = LEGACY_TTL + 300;
@@ -191,6 +196,21 @@ describe("SigningKeyRing", () => {
     assert.equal((await a.tokens.verify(await issueOn(b))).clientId, client.clientId);
     f.clock.set(rotated.activatesAt);
     assert.equal(kidOf(await issueOn(b)), rotated.kid);
+  });
+
+  test("an announcement that arrives while a reload is reading loads again afterwards (that reload may have read before the commit)", async () => {
+    const a = await otherInstance({ unknownKeyReloadIntervalMs: 60_000 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    f.store.afterNext("signingKeys.listPublished", () => gate);
+    const periodic = a.ring.reload(); // reads the keys, then waits at the gate
+    await sleep(0);
+    const rotated = await f.signingKeys.rotate();
+    assert.equal(a.feed.signingKeyChangesDelivered, 1);
+    release();
+    await periodic;
+    await waitUntil(() => publishedKids(a.ring).includes(rotated.kid));
+    assert.deepEqual(publishedKids(a.ring), [rotated.kid, f.signingKeys.signingKey.kid]);
   });
 
   test("an instance that missed the announcement still publishes the next key after its periodic reload, long before it activates", async () => {
