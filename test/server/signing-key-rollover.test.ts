@@ -70,6 +70,8 @@ describe(`signing-key rotation under load (${isPostgres ? "two instances on one 
 
   test("rotate on the last instance while every instance issues and verifies: 0 refusals; the next key is published everywhere before any token carries it; the retired key stays until its tokens expire", async () => {
     const rotator = instances.at(-1)!;
+    // A cache that obeys the JWKS's max-age refetches at least twice within the pre-publication period.
+    assert.equal((await fetch(`${rotator.baseUrl}/.well-known/jwks.json`)).headers.get("cache-control"), `public, max-age=${Math.floor(PREPUBLISH_SECONDS / 3)}`);
     const oldKid = decodeProtectedHeader(await tokenFrom(instances[0]!)).kid!;
 
     // When each instance's JWKS was first seen holding each key (polled every 50 ms).
