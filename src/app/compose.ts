@@ -18,6 +18,7 @@ import { ownDataDir } from "../store/data-dir-lock.js";
 import { openDatabase } from "../store/postgres/database.js";
 import { postgresRepositories } from "../store/postgres/repositories/index.js";
 import { credentialChangeChannel } from "../store/postgres/repositories/credential-change-log.js";
+import { signingKeyChangeChannel } from "../store/postgres/repositories/signing-key-repository.js";
 import { PostgresChangeFeed } from "../store/postgres/change-feed.js";
 import { LocalChangeFeed } from "../store/memory/change-feed.js";
 import { KnexUnitOfWork } from "../store/postgres/unit-of-work.js";
@@ -122,7 +123,15 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const repositories = postgresRepositories(storage.databaseSchema);
     // Every instance over one Postgres hears of every credential change; the embedded database has one instance.
     const changeFeed = storage.databaseUrl
-      ? new PostgresChangeFeed({ connectionString: storage.databaseUrl, channel: credentialChangeChannel(storage.databaseSchema), reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs }, logger)
+      ? new PostgresChangeFeed(
+          {
+            connectionString: storage.databaseUrl,
+            channel: credentialChangeChannel(storage.databaseSchema),
+            signingKeyChannel: signingKeyChangeChannel(storage.databaseSchema),
+            reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs,
+          },
+          logger,
+        )
       : new LocalChangeFeed();
     const domain = createDomainServices({ config, uow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
     // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
@@ -165,6 +174,9 @@ export async function createService(config: Config, options: ServiceOptions = {}
         storage: { database: database.kind, redis: shared.kind },
         servesMetrics: !http.admin,
         jwks: () => domain.signingKeys.jwks,
+        // 5 minutes, or a third of the pre-publication period when that is shorter: a cache that
+        // follows it refetches at least twice between a key's publication and its first token.
+        jwksMaxAgeSeconds: Math.min(300, Math.floor(tokens.signingKeyPrepublishSeconds / 3)),
         authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
       },
       { logger, metrics },

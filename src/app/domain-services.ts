@@ -56,14 +56,15 @@ export interface DomainInputs {
 /** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
 export function createDomainServices({ config, uow, repositories: repos, shared, changeFeed, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
   const { tokens } = config;
+  const maxTokenLifetimeSeconds = Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
   const signingKeys = new SigningKeyRing(
     uow,
     repos.signingKeys,
+    changeFeed,
     keys.signingKeyEncryptionKey,
-    { maxTokenLifetimeSeconds: Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds), unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs },
+    { prepublishSeconds: tokens.signingKeyPrepublishSeconds, maxTokenLifetimeSeconds, unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs },
     clock,
   );
-  const maxTokenLifetimeSeconds = Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
   const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);
   const generations = new CredentialGenerations(uow, credentialStates, repos.credentialChanges, shared.generationCache, changeFeed, logger, metrics.redisFallbacks, clock, {
     // A cached API-user state lives at most the cache's TTL; a revoked token's must be

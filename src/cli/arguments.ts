@@ -43,6 +43,7 @@ export interface CommandSpec {
     | "listApiUsers"
     | "revokeApiUser"
     | "rotateSigningKey"
+    | "listSigningKeys"
     | "listAuditEvents"
     | "addTrustedIssuer"
     | "listTrustedIssuers"
@@ -154,7 +155,13 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     lists: { action: "actions" },
     times: ["since", "until"],
   },
-  "keys rotate": { rpc: "rotateSigningKey", description: "start signing with a new key (the previous ones keep verifying)", options: {}, required: [] },
+  "keys rotate": {
+    rpc: "rotateSigningKey",
+    description: "publish a new signing key; every instance signs with it after SIGNING_KEY_PREPUBLISH_SECONDS (the current one keeps verifying its tokens)",
+    options: { now: { type: "boolean", help: "emergency (compromised key): sign with the new key at once and withdraw every other key at once" } },
+    required: [],
+  },
+  "keys list": { rpc: "listSigningKeys", description: "list the published signing keys with their state (NEXT, ACTIVE, RETIRED) and instants", options: {}, required: [] },
   "trusted-issuer add": {
     rpc: "addTrustedIssuer",
     description: "trust an identity provider's JWTs for a TMC's token exchange",
@@ -203,7 +210,7 @@ const GROUPS: Readonly<Record<string, string>> = {
   user: "user profiles: create",
   "api-user": "API users: create, list, revoke",
   audit: "the audit trail: list",
-  keys: "signing keys: rotate",
+  keys: "signing keys: rotate, list",
   "trusted-issuer": "trusted identity providers: add, list, remove",
   lockout: "token-endpoint lockouts: show, reset",
   credits: "air credits: import",

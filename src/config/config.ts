@@ -115,6 +115,12 @@ export interface TokenConfig {
   readonly credentialCacheSeconds: number;
   /** A token with an unknown `kid` reloads the signing keys at most this often. */
   readonly unknownKeyReloadIntervalMs: number;
+  /**
+   * How long `keys rotate` publishes the next signing key (JWKS, verification on every instance)
+   * before any instance signs with it: longer than every JWKS cache downstream and than
+   * SIGNING_KEY_RELOAD_INTERVAL_MS, so no verifier meets a token whose key it has not loaded.
+   */
+  readonly signingKeyPrepublishSeconds: number;
   /** Fetching a trusted issuer's JWKS by URL: timeout, pause after a failure, and cache lifetime. */
   readonly jwksFetchTimeoutMs: number;
   readonly jwksCooldownMs: number;
@@ -125,7 +131,7 @@ export interface TokenConfig {
 
 /** Background jobs of every instance. */
 export interface JobsConfig {
-  /** Picks up signing keys rotated by another instance. */
+  /** Picks up signing keys rotated by another instance (when its announcement did not arrive). */
   readonly signingKeyReloadIntervalMs: number;
   /**
    * Asks Postgres for the latest credential change and repairs the cache if it missed any: the
@@ -206,6 +212,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const adminUrl = nonEmpty(env.ADMIN_URL) ? urlFrom(env, "ADMIN_URL", "") : admin ? localUrl(admin.host, admin.port) : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
   const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
+  const signingKeyReloadIntervalMs = intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS);
+  // 15 minutes: above the 10 minutes JWKS caches commonly hold (jose's default, this service's
+  // own JWKS_CACHE_MAX_AGE_MS), plus a reload interval and clock skew.
+  const signingKeyPrepublishSeconds = intFrom(env, "SIGNING_KEY_PREPUBLISH_SECONDS", 900, 1, 7 * 86_400);
+  if (signingKeyPrepublishSeconds * 1000 <= signingKeyReloadIntervalMs) {
+    throw new ConfigError(
+      `SIGNING_KEY_PREPUBLISH_SECONDS (${signingKeyPrepublishSeconds} s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (${signingKeyReloadIntervalMs} ms): an instance that missed the announcement must still load the next key before it signs`,
+    );
+  }
   return {
     http: {
       host,
@@ -252,6 +267,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       refreshTokenTtlSeconds: intFrom(env, "REFRESH_TOKEN_TTL_SECONDS", 30 * 86_400, 300, 365 * 86_400),
       credentialCacheSeconds: intFrom(env, "CREDENTIAL_CACHE_SECONDS", 300, 1, 86_400),
       unknownKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_UNKNOWN_KID_RELOAD_MS", 5_000, 0, HOUR_MS),
+      signingKeyPrepublishSeconds,
       jwksFetchTimeoutMs: intFrom(env, "JWKS_FETCH_TIMEOUT_MS", 3_000, 100, MINUTE_MS),
       jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
       jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
@@ -259,7 +275,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     rateLimits: rateLimitsFromEnv(env),
     jobs: {
-      signingKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS),
+      signingKeyReloadIntervalMs,
       credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 500, 10, HOUR_MS),
       credentialLogPruneIntervalMs: intFrom(env, "CREDENTIAL_LOG_PRUNE_INTERVAL_MS", 60_000, 10, 24 * HOUR_MS),
       auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),

@@ -42,6 +42,7 @@ export const ERROR_CODES = {
   METHOD_NOT_ALLOWED: { kind: "UNIMPLEMENTED", httpStatus: 405, description: "The path is a SCIM resource, but not with this method (Allow names those it has)" },
   ALREADY_EXISTS: { kind: "ALREADY_EXISTS", description: "A resource with the same unique key exists" },
   API_USER_LIMIT_EXCEEDED: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "The TMC already has its maximum number of active API users" },
+  SIGNING_KEY_ROTATION_PENDING: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "A signing key is already published and waiting to activate; rotate again once it signs, or rotate --now" },
   // SCIM provisioning (RFC 7644 3.12: each has its scimType in the SCIM error dialect)
   INVALID_FILTER: { kind: "INVALID_ARGUMENT", description: "The SCIM filter is malformed or uses an attribute or operator that is not supported" },
   INVALID_PATH: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH path is malformed" },

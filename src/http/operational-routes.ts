@@ -15,6 +15,8 @@ export interface OperationalDeps {
   readonly openApi: object;
   /** The public halves of every key whose tokens may still be valid. */
   readonly jwks: () => object;
+  /** The JWKS's Cache-Control max-age: short enough that a cache obeying it sees a new key well before it signs. */
+  readonly jwksMaxAgeSeconds: number;
   /** RFC 8414 authorization server metadata. */
   readonly authorizationServerMetadata: object;
 }
@@ -42,7 +44,7 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   app.get("/openapi.json", async () => deps.openApi);
 
   app.get("/.well-known/jwks.json", async (_request, reply) => {
-    reply.header("cache-control", "public, max-age=300");
+    reply.header("cache-control", `public, max-age=${deps.jwksMaxAgeSeconds}`);
     return deps.jwks();
   });
 

@@ -16,16 +16,26 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
   });
 }
 
-describe("CLI: signing keys and trusted issuers", { timeout: 120_000 }, () => {
+describe("CLI: signing keys and trusted issuers", { timeout: 240_000 }, () => {
   after(() => dropStorage(storage));
 
-  test("keys rotate starts a new signing key and keeps the previous ones published", async () => {
+  test("keys rotate publishes the next key, keys rotate --now signs at once and withdraws the rest, keys list shows states", async () => {
     const first = await cli("keys", "rotate");
     assert.equal(first.code, 0, first.stderr);
-    const one = JSON.parse(first.stdout);
-    const second = JSON.parse((await cli("keys", "rotate")).stdout);
-    assert.notEqual(second.kid, one.kid);
-    assert.deepEqual(second.publishedKids.slice(0, 2), [second.kid, one.kid]);
+    const next = JSON.parse(first.stdout);
+    assert.equal(next.publishedKids[0], next.kid);
+    assert.ok(Date.parse(next.activatesAt) > Date.now() + 800_000, "activates after SIGNING_KEY_PREPUBLISH_SECONDS (900 s)");
+    const listed = JSON.parse((await cli("keys", "list")).stdout);
+    assert.deepEqual(
+      listed.keys.map((k: { state: string }) => k.state),
+      ["NEXT", "ACTIVE"],
+    );
+    assert.equal(listed.keys[0].kid, next.kid);
+
+    // A second planned rotation while this one waits is refused (test/tokens/legacy-introspection-keys.test.ts).
+    const emergency = JSON.parse((await cli("keys", "rotate", "--now")).stdout);
+    assert.deepEqual(emergency.publishedKids, [emergency.kid]);
+    assert.ok(emergency.withdrawnKids.includes(next.kid) && emergency.withdrawnKids.includes(listed.keys[1].kid));
   });
 
   test("trusted-issuer add takes exactly one of --jwks-uri and --jwks, a real JWKS, and an --audience", async () => {

@@ -1,5 +1,5 @@
 import type { ChangeFeed } from "../../src/domain/tokens/ports.js";
-import type { MemoryDatabase } from "./in-memory-store.js";
+import { InMemorySigningKeyRepository, type MemoryDatabase } from "./in-memory-store.js";
 
 /**
  * The ChangeFeed port (PostgresChangeFeed: LISTEN on a dedicated connection) over the in-memory
@@ -29,6 +29,9 @@ export class FakeChangeFeed implements ChangeFeed {
   private onChange: ((seq: number) => void) | undefined;
   private onConnected: (() => Promise<void>) | undefined;
   private unlisten: (() => void) | undefined;
+  private readonly signingKeyListeners: Array<() => void> = [];
+  /** Signing-key changes handed to the instance (the rest are lost with the connection, as change numbers are). */
+  signingKeyChangesDelivered = 0;
 
   constructor(
     private readonly db: MemoryDatabase,
@@ -39,11 +42,15 @@ export class FakeChangeFeed implements ChangeFeed {
     return this.isConnected;
   }
 
+  onSigningKeyChange(listener: () => void): void {
+    this.signingKeyListeners.push(listener);
+  }
+
   start(onChange: (seq: number) => void, onConnected: () => Promise<void>): void {
     if (this.onChange) throw new Error("fake change feed: started twice");
     this.onChange = onChange;
     this.onConnected = onConnected;
-    this.unlisten = this.db.listen((payload) => this.receive(Number(payload)));
+    this.unlisten = this.db.listen((payload) => (payload === InMemorySigningKeyRepository.CHANGE_PAYLOAD ? this.receiveSigningKeyChange() : this.receive(Number(payload))));
     if (this.options.autoConnect ?? true) void this.connect().catch(() => {});
   }
 
@@ -70,6 +77,8 @@ export class FakeChangeFeed implements ChangeFeed {
       if (!this.listening) return; // lost again while catching up
       this.connections += 1;
       this.isConnected = true;
+      // As PostgresChangeFeed: a key change may have been missed while disconnected.
+      for (const listener of this.signingKeyListeners) listener();
     })();
     return this.connecting;
   }
@@ -90,6 +99,12 @@ export class FakeChangeFeed implements ChangeFeed {
   deliverHeld(): void {
     this.withholding = false;
     for (const seq of this.held.splice(0)) this.hand(seq);
+  }
+
+  private receiveSigningKeyChange(): void {
+    if (!this.listening) return;
+    this.signingKeyChangesDelivered += 1;
+    for (const listener of this.signingKeyListeners) listener();
   }
 
   private receive(seq: number): void {

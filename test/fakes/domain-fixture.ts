@@ -26,6 +26,8 @@ export const OTHER_API = "http://travel.test/v2";
 export const ACCESS_TTL = 3600;
 export const LEGACY_TTL = 86_400;
 export const REFRESH_TTL = 30 * 86_400;
+/** SIGNING_KEY_PREPUBLISH_SECONDS's default. */
+export const PREPUBLISH_SECONDS = 900;
 export const TMC_ADMIN_SCOPES = ["api-users", "users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"];
 export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-users");
 /** What createDomainServices passes with the default CREDENTIAL_CACHE_SECONDS (300). */
@@ -90,8 +92,9 @@ export async function createDomainFixture(
   const signingKeys = new SigningKeyRing(
     uow,
     repos.signingKeys,
+    feed,
     keys.signingKeyEncryptionKey,
-    { maxTokenLifetimeSeconds: LEGACY_TTL, unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000 },
+    { prepublishSeconds: PREPUBLISH_SECONDS, maxTokenLifetimeSeconds: LEGACY_TTL, unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000 },
     clock.now,
   );
   await signingKeys.start();

@@ -29,6 +29,7 @@ import type {
   BoundCredential,
   CredentialState,
   NewRefreshToken,
+  NewSigningKey,
   RefreshTokenRecord,
   RevokedAccessToken,
   SigningKeyRecord,
@@ -128,6 +129,8 @@ interface SigningKeyRow {
   readonly publicJwk: Record<string, unknown>;
   readonly privateJwkCiphertext: string;
   readonly createdSeq: number;
+  readonly createdAt: Date;
+  readonly activatesAt: Date;
   readonly retiredAt: Date | undefined;
   readonly notAfter: Date | undefined;
 }
@@ -913,30 +916,63 @@ export class InMemoryAuditRepository implements AuditRepository {
 }
 
 export class InMemorySigningKeyRepository implements SigningKeyRepository {
+  /** The key of the advisory lock (PostgresSigningKeyRepository's ROTATION_LOCK_KEY). */
+  static readonly ROTATION_LOCK = "pg_advisory_xact_lock:727501115";
+  /** The NOTIFY payload of a signing-key change (FakeChangeFeed tells it from a change number). */
+  static readonly CHANGE_PAYLOAD = "signing-keys";
+
   constructor(private readonly db: MemoryDatabase) {}
 
   async listPublished(tx: Tx, now: Date): Promise<SigningKeyRecord[]> {
     return this.db
       .read(tx, this.db.signingKeys)
       .filter((r) => r.notAfter === undefined || r.notAfter.getTime() > now.getTime())
-      .sort((a, b) => b.createdSeq - a.createdSeq || compareText(b.kid, a.kid))
-      .map((r) => ({ kid: r.kid, alg: r.alg, publicJwk: { ...r.publicJwk }, privateJwkCiphertext: r.privateJwkCiphertext, retired: r.retiredAt !== undefined }));
+      .sort((a, b) => b.activatesAt.getTime() - a.activatesAt.getTime() || b.createdAt.getTime() - a.createdAt.getTime() || compareText(b.kid, a.kid))
+      .map((r) => ({
+        kid: r.kid,
+        alg: r.alg,
+        publicJwk: { ...r.publicJwk },
+        privateJwkCiphertext: r.privateJwkCiphertext,
+        createdAt: new Date(r.createdAt),
+        activatesAt: new Date(r.activatesAt),
+        retiredAt: r.retiredAt && new Date(r.retiredAt),
+        notAfter: r.notAfter && new Date(r.notAfter),
+      }));
   }
 
-  async insert(tx: Tx, key: Omit<SigningKeyRecord, "retired">): Promise<void> {
+  async lockForRotation(tx: Tx): Promise<void> {
+    await this.db.lock(tx, InMemorySigningKeyRepository.ROTATION_LOCK);
+  }
+
+  async insert(tx: Tx, key: NewSigningKey): Promise<void> {
     await this.db.insert(tx, this.db.signingKeys, {
       kid: key.kid,
       alg: key.alg,
       publicJwk: jsonCopy(key.publicJwk),
       privateJwkCiphertext: key.privateJwkCiphertext,
       createdSeq: this.db.nextSequence(),
+      createdAt: new Date(key.createdAt),
+      activatesAt: new Date(key.activatesAt),
       retiredAt: undefined,
       notAfter: undefined,
     });
   }
 
-  async retireAll(tx: Tx, now: Date, notAfter: Date): Promise<void> {
-    await this.db.update(tx, this.db.signingKeys, (r) => r.retiredAt === undefined, (r) => ({ ...r, retiredAt: now, notAfter }));
+  async retireAll(tx: Tx, retiredAt: Date, notAfter: Date, options: { readonly except: string; readonly withdraw: boolean }): Promise<void> {
+    await this.db.update(tx, this.db.signingKeys, (r) => r.retiredAt === undefined && r.kid !== options.except, (r) => ({ ...r, retiredAt, notAfter }));
+    if (options.withdraw) {
+      await this.db.update(
+        tx,
+        this.db.signingKeys,
+        (r) => r.kid !== options.except && (r.notAfter === undefined || r.notAfter.getTime() > notAfter.getTime()),
+        (r) => ({ ...r, notAfter }),
+      );
+    }
+  }
+
+  async announceChange(tx: Tx): Promise<void> {
+    this.db.use(tx);
+    this.db.notify(tx, InMemorySigningKeyRepository.CHANGE_PAYLOAD);
   }
 }
 

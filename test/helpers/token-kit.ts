@@ -228,12 +228,12 @@ export function partsOf(token: string): { header: Record<string, any>; payload: 
   return { header: JSON.parse(Buffer.from(h!, "base64url").toString("utf8")), payload: JSON.parse(Buffer.from(p!, "base64url").toString("utf8")) };
 }
 
-/** The service's current signing key (kid, private key), decrypted from its database row. */
-export async function genuineSigningKey(running: RunningService): Promise<{ kid: string; key: CryptoKey }> {
-  const rows: Array<{ kid: string; alg: string; private_jwk_ciphertext: string; retired_at: Date | null }> = await internalsOf(running.service)
+/** The service's current signing key (kid, private key), decrypted from its database row: the newest one activated by now. */
+export async function genuineSigningKey(running: RunningService, now: Date = new Date()): Promise<{ kid: string; key: CryptoKey }> {
+  const rows: Array<{ kid: string; alg: string; private_jwk_ciphertext: string; activates_at: Date }> = await internalsOf(running.service)
     .db("signing_keys")
-    .orderBy("created_at", "desc");
-  const row = rows.find((r) => r.retired_at === null) ?? rows[0];
+    .orderBy("activates_at", "desc");
+  const row = rows.find((r) => new Date(r.activates_at).getTime() <= now.getTime()) ?? rows.at(-1);
   assert.ok(row, "the service has a signing key");
   const plaintext = open(internalsOf(running.service).keys.signingKeyEncryptionKey, Buffer.from(row.private_jwk_ciphertext, "base64url"), `signing-key:${row.kid}`);
   assert.ok(plaintext, "the signing key decrypts with the test master key");

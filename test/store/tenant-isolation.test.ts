@@ -28,6 +28,8 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "signingKeys.listPublished": "signing keys are the deployment's, not a tenant's",
   "signingKeys.insert": "signing keys are the deployment's, not a tenant's",
   "signingKeys.retireAll": "signing keys are the deployment's, not a tenant's",
+  "signingKeys.lockForRotation": "signing keys are the deployment's, not a tenant's",
+  "signingKeys.announceChange": "signing keys are the deployment's, not a tenant's",
   "credentialChanges.record": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.latest": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.since": "the deployment's change numbers: client ids only, no tenant data",

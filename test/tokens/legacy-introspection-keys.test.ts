@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
-import { operatorCall, type RunningService } from "../helpers/service.js";
+import { operatorCall, operatorHeaders, type RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
   assertApiUsersPage,
@@ -216,26 +216,28 @@ describe("introspection POST /v2/auth/introspect", () => {
 });
 
 describe("signing key rotation", () => {
-  test("RotateSigningKey: new kid; old tokens still verify (JWKS lists both); new tokens carry the new kid", async () => {
+  test("RotateSigningKey: the new kid is published first, signs from activatesAt; old tokens still verify (JWKS lists both)", async () => {
     const before = await accessTokenOf(baseUrl, admin);
     const oldKid = decodeProtectedHeader(before).kid!;
 
-    const rotated = await operatorCall<{ kid: string; publishedKids: string[] }>(baseUrl, "RotateSigningKey", {});
+    const rotated = await operatorCall<{ kid: string; publishedKids: string[]; activatesAt: string }>(baseUrl, "RotateSigningKey", {});
     assert.equal(typeof rotated.kid, "string");
     assert.notEqual(rotated.kid, oldKid);
-    assert.ok(rotated.publishedKids.includes(rotated.kid));
-    assert.ok(rotated.publishedKids.includes(oldKid));
-    assert.equal(rotated.publishedKids[0], rotated.kid, "newest first");
+    assert.deepEqual(rotated.publishedKids, [rotated.kid, oldKid], "latest activation first");
+    const wait = (Date.parse(rotated.activatesAt) - clock.now().getTime()) / 1000;
+    assert.ok(Math.abs(wait - 900) < 5, `activates after SIGNING_KEY_PREPUBLISH_SECONDS (900 s by default), got ${wait} s`);
 
     const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
     const kids = jwks.keys.map((k) => k.kid);
     assert.ok(kids.includes(oldKid), "the old kid is still published");
-    assert.ok(kids.includes(rotated.kid), "the new kid is published");
+    assert.ok(kids.includes(rotated.kid), "the new kid is published before it signs");
+    assert.equal(decodeProtectedHeader(await accessTokenOf(baseUrl, admin)).kid, oldKid, "the current key signs until the activation");
 
-    // An independent verifier with the current JWKS accepts both.
+    // An independent verifier with the JWKS fetched before the activation accepts both.
     const keySet = createLocalJWKSet(jwks);
     const options = { issuer: ISSUER, audience: AUDIENCE, typ: "at+jwt", algorithms: ["EdDSA"] };
     await jwtVerify(before, keySet, options);
+    clock.advanceSeconds(wait);
     const after = await accessTokenOf(baseUrl, admin);
     assert.equal(decodeProtectedHeader(after).kid, rotated.kid);
     await jwtVerify(after, keySet, options);
@@ -247,11 +249,36 @@ describe("signing key rotation", () => {
     assert.equal(introspected.body.active, true);
 
     // A second rotation keeps all three published.
-    const again = await operatorCall<{ kid: string; publishedKids: string[] }>(baseUrl, "RotateSigningKey", {});
+    const again = await operatorCall<{ kid: string; publishedKids: string[]; activatesAt: string }>(baseUrl, "RotateSigningKey", {});
     const kids2 = ((await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet).keys.map((k) => k.kid);
-    for (const kid of [oldKid, rotated.kid, again.kid]) assert.ok(kids2.includes(kid), `kid ${kid} published`);
+    assert.deepEqual(kids2, [again.kid, rotated.kid, oldKid]);
+    clock.advanceSeconds((Date.parse(again.activatesAt) - clock.now().getTime()) / 1000);
     assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: before }));
     assert.equal(decodeProtectedHeader(await accessTokenOf(baseUrl, admin)).kid, again.kid);
+  });
+
+  test("a second RotateSigningKey while a key waits to activate → FAILED_PRECONDITION SIGNING_KEY_ROTATION_PENDING; now: true rotates at once and withdraws the rest", async () => {
+    const pending = await operatorCall<{ kid: string; activatesAt: string }>(baseUrl, "RotateSigningKey", {});
+    const refused = await postJson(baseUrl, "/travel.operator.v1.OperatorService/RotateSigningKey", {}, operatorHeaders);
+    assert.equal(refused.status, 400, "Connect maps failed_precondition to HTTP 400");
+    assert.equal(refused.body.code, "failed_precondition");
+    const [error] = refused.body.details[0].debug.errorMessages;
+    assert.equal(error.errorCode, "SIGNING_KEY_ROTATION_PENDING");
+    assert.deepEqual(error.errorParameters, [
+      { name: "kid", value: pending.kid },
+      { name: "activatesAt", value: pending.activatesAt },
+    ]);
+
+    const before = await accessTokenOf(baseUrl, admin);
+    const emergency = await operatorCall<{ kid: string; publishedKids: string[]; withdrawnKids: string[] }>(baseUrl, "RotateSigningKey", { now: true });
+    assert.deepEqual(emergency.publishedKids, [emergency.kid]);
+    assert.ok(emergency.withdrawnKids.includes(pending.kid) && emergency.withdrawnKids.includes(decodeProtectedHeader(before).kid!));
+    const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
+    assert.deepEqual(jwks.keys.map((k) => k.kid), [emergency.kid]);
+    assert.equal((await getWith(baseUrl, "/v2/api-users?limit=5", { token: before })).status, 401, "the withdrawn key's tokens are refused at once");
+    const after = await accessTokenOf(baseUrl, admin);
+    assert.equal(decodeProtectedHeader(after).kid, emergency.kid);
+    assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: after }));
   });
 
   test("RotateSigningKey requires the operator token", async () => {

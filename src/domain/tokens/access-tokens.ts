@@ -4,7 +4,7 @@ import { unauthenticated } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import type { CredentialGenerations } from "./credential-generations.js";
 import { TOKEN_NOT_REVOKED, tokenCredentialId, type BoundCredential, type Principal } from "./model.js";
-import { SIGNING_ALG, type SigningKeyRing } from "./signing-key-ring.js";
+import { SIGNING_ALG, VERIFICATION_CLOCK_TOLERANCE_SECONDS, type SigningKeyRing } from "./signing-key-ring.js";
 
 export interface NewAccessToken {
   clientId: string;
@@ -88,7 +88,7 @@ export class AccessTokens {
         algorithms: [SIGNING_ALG],
         typ: "at+jwt",
         currentDate: this.now(),
-        clockTolerance: 5,
+        clockTolerance: VERIFICATION_CLOCK_TOLERANCE_SECONDS,
         requiredClaims: ["sub", "exp", "iat", "jti", "aud", "client_id", "tmc_id", "role", "gen"],
       })) as { payload: Claims });
     } catch (error) {

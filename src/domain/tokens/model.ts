@@ -65,13 +65,25 @@ export interface IssuedToken {
 }
 
 /** A stored signing key; the private half is encrypted at rest. */
+/**
+ * One signing key and its life, every instant stored with it (Postgres is the truth, so every
+ * instance computes the same state from the same row): published from `createdAt`, signing from
+ * `activatesAt` until a newer key activates, verifying until `notAfter` (then dropped).
+ */
 export interface SigningKeyRecord {
   readonly kid: string;
   readonly alg: string;
   readonly publicJwk: Record<string, unknown>;
   readonly privateJwkCiphertext: string;
-  readonly retired: boolean;
+  readonly createdAt: Date;
+  readonly activatesAt: Date;
+  /** When a newer key took over signing (set when that key was scheduled); undefined while none has. */
+  readonly retiredAt: Date | undefined;
+  /** From this instant no token it signed can be valid: it leaves the JWKS and stops verifying. */
+  readonly notAfter: Date | undefined;
 }
+
+export type NewSigningKey = Omit<SigningKeyRecord, "retiredAt" | "notAfter">;
 
 export interface RefreshTokenRecord {
   readonly id: string;

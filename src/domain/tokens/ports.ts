@@ -1,15 +1,26 @@
 import type { RateLimitDecision } from "../rate-limit/model.js";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import type { CredentialState, NewRefreshToken, RefreshTokenRecord, RevokedAccessToken, SigningKeyRecord, TrustedIssuer } from "./model.js";
+import type { CredentialState, NewRefreshToken, NewSigningKey, RefreshTokenRecord, RevokedAccessToken, SigningKeyRecord, TrustedIssuer } from "./model.js";
 
 /** Signing keys shared by every instance (not tenant data). */
 export interface SigningKeyRepository {
-  /** Keys that may still have valid tokens, newest first. */
+  /** Keys that may still have valid tokens (`notAfter` unset or after `now`), latest activation first. */
   listPublished(tx: Tx, now: Date): Promise<SigningKeyRecord[]>;
-  insert(tx: Tx, key: Omit<SigningKeyRecord, "retired">): Promise<void>;
-  /** Stops every current key from signing; each keeps verifying until `notAfter`. */
-  retireAll(tx: Tx, now: Date, notAfter: Date): Promise<void>;
+  /**
+   * Serialises rotations across instances until the transaction ends (a transaction-level lock):
+   * a read after it sees every rotation committed before, so two cannot both schedule a key.
+   */
+  lockForRotation(tx: Tx): Promise<void>;
+  insert(tx: Tx, key: NewSigningKey): Promise<void>;
+  /**
+   * Every key not yet retired stops signing at `retiredAt` (when its successor activates) and
+   * keeps verifying until `notAfter`; with `withdraw`, every other key's `notAfter` is brought
+   * forward to it too (an emergency rotation drops them all at once).
+   */
+  retireAll(tx: Tx, retiredAt: Date, notAfter: Date, options: { readonly except: string; readonly withdraw: boolean }): Promise<void>;
+  /** Tells every instance (at commit) that the keys changed: NOTIFY on the signing-key channel. */
+  announceChange(tx: Tx): Promise<void>;
 }
 
 export interface RefreshTokenRepository {
@@ -93,7 +104,7 @@ export interface CredentialChangeLog {
  * embedded default has one instance and needs none). While it is not connected an instance
  * cannot know whether the cache missed a change, so it does not believe the cache.
  */
-export interface ChangeFeed {
+export interface ChangeFeed extends SigningKeyChangeFeed {
   readonly connected: boolean;
   /**
    * `onChange` gets every committed change number; `onConnected` runs after each (re)connection,
@@ -101,6 +112,15 @@ export interface ChangeFeed {
    */
   start(onChange: (seq: number) => void, onConnected: () => Promise<void>): void;
   stop(): Promise<void>;
+}
+
+/** Signing-key changes committed by any instance, on the same LISTEN connection as the credential changes. */
+export interface SigningKeyChangeFeed {
+  /**
+   * `listener` runs for every committed signing-key change, and after every (re)connection of the
+   * feed (a change may have been missed while it was down). Register before the feed starts.
+   */
+  onSigningKeyChange(listener: () => void): void;
 }
 
 /** The token endpoints' budgets (implemented by the rate-limit area's TokenRateLimiter). */

@@ -1,99 +1,257 @@
 import crypto from "node:crypto";
-import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type FlattenedJWSInput, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from "jose";
+import { DomainError } from "../../errors/domain-error.js";
 import { open, seal } from "../shared/aead.js";
 import type { Clock } from "../shared/clock.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
 import type { SigningKeyRecord } from "./model.js";
-import type { SigningKeyRepository } from "./ports.js";
+import type { SigningKeyChangeFeed, SigningKeyRepository } from "./ports.js";
 
 /** The only signature algorithm this service issues and accepts for its own tokens. */
 export const SIGNING_ALG = "EdDSA";
 
-interface LoadedKeys {
+/** How far past `exp` (and before `iat`) this service still accepts its own tokens. */
+export const VERIFICATION_CLOCK_TOLERANCE_SECONDS = 5;
+
+/**
+ * How long a retired key stays published past the last token it can have signed: the clock skew
+ * that downstream verifiers allow (5 minutes is .NET's default, the largest common one; jose and
+ * Spring allow less), so none of them meets a still-accepted token whose key has gone.
+ */
+export const RETIRED_KEY_GRACE_SECONDS = 300;
+
+/**
+ * The shortest gap between two reloads caused by unknown key ids when the token may be newer than
+ * the last reload: what a flood of forged tokens can cost is one small query per gap.
+ */
+const UNKNOWN_KID_MIN_RELOAD_GAP_MS = 250;
+
+export type SigningKeyState = "next" | "active" | "retired";
+
+export interface SigningKeyRotation {
+  readonly kid: string;
+  /** When every instance starts signing with it. */
+  readonly activatesAt: Date;
+  /** Key ids published once the rotation committed, latest activation first. */
+  readonly publishedKids: string[];
+  /** Keys dropped at once by an emergency rotation (none for a planned one). */
+  readonly withdrawnKids: string[];
+}
+
+export interface SigningKeyRingOptions {
+  /** How long a new key is published before any instance signs with it. */
+  readonly prepublishSeconds: number;
+  /** How long a retired key must keep verifying: the longest token lifetime. */
+  readonly maxTokenLifetimeSeconds: number;
+  /** A token with an unknown kid reloads the keys at most this often (unless it may be newer than the last reload). */
+  readonly unknownKeyReloadIntervalMs: number;
+}
+
+/**
+ * The state of every published key at `now`, latest activation first: the newest key whose
+ * activation time has passed is `active` (it signs), newer ones are `next` (published and
+ * verifying, not signing yet), older ones `retired` (verifying until `notAfter`). Keys past their
+ * `notAfter` are gone. A pure function of the stored instants, so every instance that loaded the
+ * same rows agrees at the same instant without asking the others. Should no key have activated
+ * (only possible with a clock behind the one that scheduled the first key), the earliest one
+ * signs rather than none.
+ */
+export function signingKeyStates(records: readonly SigningKeyRecord[], now: Date): Array<{ record: SigningKeyRecord; state: SigningKeyState }> {
+  const t = now.getTime();
+  const published = records
+    .filter((r) => r.notAfter === undefined || r.notAfter.getTime() > t)
+    .sort((a, b) => b.activatesAt.getTime() - a.activatesAt.getTime() || b.createdAt.getTime() - a.createdAt.getTime() || (a.kid < b.kid ? 1 : a.kid > b.kid ? -1 : 0));
+  const active = published.find((r) => r.activatesAt.getTime() <= t) ?? published.at(-1);
+  const activeIndex = active ? published.indexOf(active) : published.length;
+  return published.map((record, i) => ({ record, state: i < activeIndex ? "next" : i === activeIndex ? "active" : "retired" }));
+}
+
+interface LoadedKey {
+  readonly record: SigningKeyRecord;
+  readonly key: CryptoKey;
+}
+
+/** What the ring answers with between two transitions (a key activating or expiring). */
+interface View {
   readonly signing: { kid: string; key: CryptoKey };
   readonly jwks: JSONWebKeySet;
   readonly verifier: JWTVerifyGetKey;
   readonly kids: ReadonlySet<string>;
+  /** The view holds for clock readings in [from, until). */
+  readonly from: number;
+  readonly until: number;
 }
 
 /**
  * Signing keys live in the database, their private halves encrypted, so every instance and every
- * restart signs and verifies with the same keys. Each instance reloads them periodically and at
- * once when it meets a key id it does not know (another instance rotated).
+ * restart signs and verifies with the same keys. A rotation publishes the next key first and
+ * stores when it activates: each instance loads it (at once through the change feed, at the
+ * latest at its periodic reload) and verifies with it well before any instance signs with it,
+ * then every instance switches at the stored instant by its own clock. An unknown key id still
+ * reloads (a missed announcement, an emergency rotation elsewhere).
  */
 export class SigningKeyRing {
-  private loaded: LoadedKeys | undefined;
-  private lastReload = 0;
+  private loaded: readonly LoadedKey[] | undefined;
+  private current: View | undefined;
+  /** Real time (throttling) and clock time (comparing with `iat`) at which the last reload began. */
+  private lastReloadMs = 0;
+  private lastReloadAt = 0;
   private reloading: Promise<void> | undefined;
+  /** An announcement arrived while a reload was under way (that reload may have read before the change committed). */
+  private announcedDuringReload = false;
 
   constructor(
     private readonly uow: UnitOfWork,
     private readonly keys: SigningKeyRepository,
+    private readonly feed: SigningKeyChangeFeed,
     private readonly encryptionKey: Buffer,
-    private readonly options: {
-      /** How long a retired key must keep verifying: the longest token lifetime. */
-      readonly maxTokenLifetimeSeconds: number;
-      /** A token with an unknown kid reloads the keys at most this often. */
-      readonly unknownKeyReloadIntervalMs: number;
-    },
+    private readonly options: SigningKeyRingOptions,
     private readonly now: Clock,
   ) {}
 
-  /** Loads the keys, creating the first one if there is none. */
+  /** Loads the keys, creating the first one (active at once) if there is none, and follows the change feed. */
   async start(): Promise<void> {
     await this.reload();
-    if (!this.loaded) {
-      await this.createKey(this.uow.direct);
+    if (!this.loaded?.length) {
+      await this.uow.transaction(async (tx) => {
+        await this.keys.lockForRotation(tx);
+        // Another instance starting at the same moment may have created it.
+        if ((await this.keys.listPublished(tx, this.now())).length === 0) await this.createKey(tx, this.now(), this.now());
+      });
       await this.reload();
     }
+    // Errors are left to the periodic reload, which logs them and tries again.
+    this.feed.onSigningKeyChange(() => {
+      if (this.reloading) this.announcedDuringReload = true;
+      else void this.reload().catch(() => {});
+    });
   }
 
   get jwks(): JSONWebKeySet {
-    return this.state().jwks;
+    return this.view().jwks;
   }
 
   get signingKey(): { kid: string; key: CryptoKey } {
-    return this.state().signing;
+    return this.view().signing;
   }
 
-  /** Key lookup for jose's jwtVerify; reloads once (at most every 5 s) on an unknown kid. */
+  /** Every published key with its state now, latest activation first, as the database has them (for operators). */
+  async list(): Promise<Array<{ record: SigningKeyRecord; state: SigningKeyState }>> {
+    await this.freshReload();
+    return signingKeyStates(
+      this.state().map((k) => k.record),
+      this.now(),
+    );
+  }
+
+  /** Key lookup for jose's jwtVerify: any published key verifies (next, active or retired). */
   readonly verificationKey: JWTVerifyGetKey = async (header, token) => {
-    if (header.kid && !this.state().kids.has(header.kid) && Date.now() - this.lastReload > this.options.unknownKeyReloadIntervalMs) await this.reload();
-    return this.state().verifier(header, token);
+    if (header.kid && !this.view().kids.has(header.kid) && this.mayReloadFor(token)) await this.reload();
+    return this.view().verifier(header, token);
   };
 
-  /** Starts signing with a new key; the previous ones keep verifying until their tokens expire. */
-  async rotate(): Promise<{ kid: string; publishedKids: string[] }> {
-    const kid = await this.uow.transaction(async (tx) => {
+  /**
+   * Publishes a new key. Planned (the default): it signs from `prepublishSeconds` on, and the
+   * current key, retired then, verifies until the longest token lifetime (+ grace) after that.
+   * `immediately` (an emergency: the current key is compromised): the new key signs at once and
+   * every other key is withdrawn at once, so every token they signed is refused from now on.
+   */
+  async rotate(options: { immediately?: boolean } = {}): Promise<SigningKeyRotation> {
+    const immediately = options.immediately ?? false;
+    const rotation = await this.uow.transaction(async (tx) => {
+      await this.keys.lockForRotation(tx);
       const now = this.now();
-      await this.keys.retireAll(tx, now, new Date(now.getTime() + (this.options.maxTokenLifetimeSeconds + 300) * 1000));
-      return this.createKey(tx);
+      const published = await this.keys.listPublished(tx, now);
+      const waiting = published.find((r) => r.activatesAt.getTime() > now.getTime());
+      if (waiting && !immediately) {
+        throw new DomainError(
+          "SIGNING_KEY_ROTATION_PENDING",
+          `Signing key ${waiting.kid} is already published and starts signing at ${waiting.activatesAt.toISOString()}; rotate again after that, or rotate now (emergency)`,
+          { params: [{ name: "kid", value: waiting.kid }, { name: "activatesAt", value: waiting.activatesAt.toISOString() }] },
+        );
+      }
+      const activatesAt = immediately ? now : new Date(now.getTime() + this.options.prepublishSeconds * 1000);
+      const kid = await this.createKey(tx, now, activatesAt);
+      const notAfter = immediately ? now : new Date(activatesAt.getTime() + (this.options.maxTokenLifetimeSeconds + RETIRED_KEY_GRACE_SECONDS) * 1000);
+      await this.keys.retireAll(tx, activatesAt, notAfter, { except: kid, withdraw: immediately });
+      await this.keys.announceChange(tx);
+      return { kid, activatesAt, withdrawnKids: immediately ? published.map((r) => r.kid) : [] };
     });
-    await this.reload();
-    return { kid, publishedKids: this.state().jwks.keys.map((k) => k.kid!) };
+    await this.freshReload();
+    return { ...rotation, publishedKids: this.view().jwks.keys.map((k) => k.kid!) };
   }
 
   /** Picks up keys created or retired by other instances. */
   async reload(): Promise<void> {
-    this.reloading ??= this.load().finally(() => (this.reloading = undefined));
+    this.reloading ??= this.load().finally(() => {
+      this.reloading = undefined;
+      if (this.announcedDuringReload) {
+        this.announcedDuringReload = false;
+        void this.reload().catch(() => {});
+      }
+    });
     return this.reloading;
   }
 
-  private async load(): Promise<void> {
-    this.lastReload = Date.now();
-    const rows = await this.keys.listPublished(this.uow.direct, this.now());
-    const active = rows.find((r) => !r.retired) ?? rows[0];
-    if (!active) return;
-    const jwks: JSONWebKeySet = { keys: rows.map((r) => ({ ...(r.publicJwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })) };
-    this.loaded = {
-      signing: { kid: active.kid, key: await this.privateKeyOf(active) },
-      jwks,
-      verifier: createLocalJWKSet(jwks),
-      kids: new Set(rows.map((r) => r.kid)),
-    };
+  /** A reload that starts after this call: one already under way may have read too early. */
+  private async freshReload(): Promise<void> {
+    await this.reloading?.catch(() => {});
+    await this.reload();
   }
 
-  private async createKey(tx: Tx): Promise<string> {
+  private async load(): Promise<void> {
+    this.lastReloadMs = Date.now();
+    this.lastReloadAt = this.now().getTime();
+    const records = await this.keys.listPublished(this.uow.direct, this.now());
+    if (records.length === 0) return;
+    // A key already loaded keeps its CryptoKey (and the KeyObject cached for it): only new keys are decrypted.
+    const known = new Map((this.loaded ?? []).map((k) => [k.record.kid, k.key]));
+    this.loaded = await Promise.all(records.map(async (record) => ({ record, key: known.get(record.kid) ?? (await this.privateKeyOf(record)) })));
+    this.current = undefined;
+  }
+
+  /**
+   * Reload for an unknown kid: at most every `unknownKeyReloadIntervalMs` — except when the
+   * token was issued after the last reload began (its key may be newer than what was loaded;
+   * `iat` is whole seconds of another clock, hence the margin), then at most every
+   * UNKNOWN_KID_MIN_RELOAD_GAP_MS. A forged `iat` buys no more than that.
+   */
+  private mayReloadFor(token: FlattenedJWSInput): boolean {
+    const sinceReloadMs = Date.now() - this.lastReloadMs;
+    if (sinceReloadMs > this.options.unknownKeyReloadIntervalMs) return true;
+    if (sinceReloadMs < UNKNOWN_KID_MIN_RELOAD_GAP_MS) return false;
+    const iat = issuedAtOf(token);
+    const marginMs = (1 + VERIFICATION_CLOCK_TOLERANCE_SECONDS) * 1000;
+    return iat !== undefined && iat * 1000 + marginMs > this.lastReloadAt && iat * 1000 <= this.now().getTime() + marginMs;
+  }
+
+  private view(): View {
+    const t = this.now().getTime();
+    if (this.current && t >= this.current.from && t < this.current.until) return this.current;
+    const loaded = this.state();
+    const states = signingKeyStates(
+      loaded.map((k) => k.record),
+      new Date(t),
+    );
+    const active = states.find((s) => s.state === "active");
+    if (!active) throw new Error("no signing key is published: every key has expired");
+    const keyOf = new Map(loaded.map((k) => [k.record.kid, k.key]));
+    const jwks: JSONWebKeySet = { keys: states.map(({ record: r }) => ({ ...(r.publicJwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })) };
+    // The next instant at which a key activates or expires: the view is recomputed then.
+    const transitions = loaded.flatMap((k) => [k.record.activatesAt.getTime(), k.record.notAfter?.getTime() ?? Infinity]).filter((x) => x > t);
+    const from = Math.max(...loaded.flatMap((k) => [k.record.activatesAt.getTime(), k.record.notAfter?.getTime() ?? -Infinity]).filter((x) => x <= t), -Infinity);
+    this.current = {
+      signing: { kid: active.record.kid, key: keyOf.get(active.record.kid)! },
+      jwks,
+      verifier: createLocalJWKSet(jwks),
+      kids: new Set(states.map((s) => s.record.kid)),
+      from,
+      until: Math.min(...transitions, Infinity),
+    };
+    return this.current;
+  }
+
+  private async createKey(tx: Tx, createdAt: Date, activatesAt: Date): Promise<string> {
     const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { crv: "Ed25519", extractable: true });
     const kid = crypto.randomBytes(12).toString("base64url");
     const privateJwk = await exportJWK(privateKey);
@@ -102,6 +260,8 @@ export class SigningKeyRing {
       alg: SIGNING_ALG,
       publicJwk: { ...(await exportJWK(publicKey)) },
       privateJwkCiphertext: seal(this.encryptionKey, Buffer.from(JSON.stringify(privateJwk)), `signing-key:${kid}`).toString("base64url"),
+      createdAt,
+      activatesAt,
     });
     return kid;
   }
@@ -112,8 +272,18 @@ export class SigningKeyRing {
     return (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg)) as CryptoKey;
   }
 
-  private state(): LoadedKeys {
+  private state(): readonly LoadedKey[] {
     if (!this.loaded) throw new Error("signing keys are not loaded");
     return this.loaded;
+  }
+}
+
+/** The unverified `iat` of a compact JWS's payload, if it is a number. */
+function issuedAtOf(token: FlattenedJWSInput): number | undefined {
+  try {
+    const payload = JSON.parse(Buffer.from(String(token.payload), "base64url").toString("utf8")) as { iat?: unknown };
+    return typeof payload.iat === "number" && Number.isFinite(payload.iat) ? payload.iat : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -68,8 +68,24 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return credentialResponse(created);
   }
 
-  async rotateSigningKey() {
-    return this.domain.signingKeys.rotate();
+  async rotateSigningKey(req: { now: boolean }) {
+    const rotation = await this.domain.signingKeys.rotate({ immediately: req.now });
+    return { ...rotation, activatesAt: rotation.activatesAt.toISOString() };
+  }
+
+  async listSigningKeys() {
+    const keys = await this.domain.signingKeys.list();
+    return {
+      keys: keys.map(({ record: r, state }) => ({
+        kid: r.kid,
+        alg: r.alg,
+        state: state.toUpperCase(),
+        createdAt: r.createdAt.toISOString(),
+        activatesAt: r.activatesAt.toISOString(),
+        retiredAt: r.retiredAt?.toISOString() ?? "",
+        notAfter: r.notAfter?.toISOString() ?? "",
+      })),
+    };
   }
 
   async addTrustedIssuer(req: { tmcId: string; issuer: string; jwksUri: string; jwks: string; audience: string }) {

@@ -7,6 +7,9 @@ import type { ChangeFeed } from "../../domain/tokens/ports.js";
 export class LocalChangeFeed implements ChangeFeed {
   readonly connected = true;
 
+  /** The one instance reloads its own keys after rotating them: there is nobody else to hear from. */
+  onSigningKeyChange(_listener: () => void): void {}
+
   start(_onChange: (seq: number) => void, onConnected: () => Promise<void>): void {
     void onConnected().catch(() => {});
   }

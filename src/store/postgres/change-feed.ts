@@ -5,6 +5,8 @@ import type { ChangeFeed } from "../../domain/tokens/ports.js";
 export interface PostgresChangeFeedOptions {
   readonly connectionString: string;
   readonly channel: string;
+  /** Where signing-key changes are announced (one LISTEN connection carries both). */
+  readonly signingKeyChannel: string;
   readonly reconnectMaxDelayMs: number;
 }
 
@@ -19,6 +21,7 @@ export class PostgresChangeFeed implements ChangeFeed {
   private stopped = false;
   private attempts = 0;
   private timer: NodeJS.Timeout | undefined;
+  private readonly signingKeyListeners: Array<() => void> = [];
 
   constructor(
     private readonly options: PostgresChangeFeedOptions,
@@ -27,6 +30,10 @@ export class PostgresChangeFeed implements ChangeFeed {
 
   get connected(): boolean {
     return this.isConnected;
+  }
+
+  onSigningKeyChange(listener: () => void): void {
+    this.signingKeyListeners.push(listener);
   }
 
   start(onChange: (seq: number) => void, onConnected: () => Promise<void>): void {
@@ -50,13 +57,17 @@ export class PostgresChangeFeed implements ChangeFeed {
       client.on("error", lost);
       client.on("end", () => lost());
       client.on("notification", (message) => {
+        if (message.channel === this.options.signingKeyChannel) return this.signingKeysChanged();
         const seq = Number(message.payload);
         if (Number.isSafeInteger(seq)) onChange(seq);
       });
       try {
         await client.connect();
-        await client.query(`LISTEN "${this.options.channel.replace(/"/g, '""')}"`);
+        await client.query(`LISTEN ${quoted(this.options.channel)}`);
+        await client.query(`LISTEN ${quoted(this.options.signingKeyChannel)}`);
         await onConnected();
+        // A key change announced while the connection was down would otherwise wait for the periodic reload.
+        this.signingKeysChanged();
         if (this.client !== client) return;
         if (this.attempts > 0) this.logger.info({}, "credential change feed connected again");
         this.attempts = 0;
@@ -66,6 +77,10 @@ export class PostgresChangeFeed implements ChangeFeed {
       }
     };
     void connect();
+  }
+
+  private signingKeysChanged(): void {
+    for (const listener of this.signingKeyListeners) listener();
   }
 
   async stop(): Promise<void> {
@@ -81,3 +96,5 @@ export class PostgresChangeFeed implements ChangeFeed {
     }
   }
 }
+
+const quoted = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`;

@@ -98,6 +98,7 @@ export interface SigningKeyRow {
   public_jwk: Record<string, unknown>;
   private_jwk_ciphertext: string;
   created_at: Date;
+  activates_at: Date;
   retired_at: Date | null;
   not_after: Date | null;
 }

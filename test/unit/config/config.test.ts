@@ -50,4 +50,17 @@ describe("configuration", () => {
     assert.throws(() => loadConfig({ CREDENTIAL_LOG_PRUNE_INTERVAL_MS: "hourly" }), /CREDENTIAL_LOG_PRUNE_INTERVAL_MS must be a whole number/);
     assert.throws(() => loadConfig({ DATABASE_POOL_MAX: "0" }), /DATABASE_POOL_MAX must be between 1/);
   });
+
+  test("the signing-key pre-publication period: 15 minutes by default, and longer than the reload interval", () => {
+    assert.equal(loadConfig({}).tokens.signingKeyPrepublishSeconds, 900);
+    assert.equal(loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "2", SIGNING_KEY_RELOAD_INTERVAL_MS: "500" }).tokens.signingKeyPrepublishSeconds, 2);
+    assert.throws(
+      () => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "60" }),
+      {
+        message:
+          "SIGNING_KEY_PREPUBLISH_SECONDS (60 s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (60000 ms): an instance that missed the announcement must still load the next key before it signs",
+      },
+    );
+    assert.throws(() => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "0" }), /SIGNING_KEY_PREPUBLISH_SECONDS must be between 1/);
+  });
 });

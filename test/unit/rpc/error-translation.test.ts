@@ -31,6 +31,7 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   METHOD_NOT_ALLOWED: { code: Code.Unimplemented, status: 405 },
   ALREADY_EXISTS: { code: Code.AlreadyExists, status: 409 },
   API_USER_LIMIT_EXCEEDED: { code: Code.FailedPrecondition, status: 409 },
+  SIGNING_KEY_ROTATION_PENDING: { code: Code.FailedPrecondition, status: 409 },
   INVALID_FILTER: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
   INVALID_PATH: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
   INVALID_VALUE: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiGQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QiPwoYUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIWCg5wdWJsaXNoZWRfa2lkcxgCIAMoCSKjAQoXQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIaCgZpc3N1ZXIYAiABKAlCCrpIB3IFEAEYgBASHQoIandrc191cmkYAyABKAlCC7pICNgBAXIDiAEBEhcKBGp3a3MYBCABKAlCCbpIBnIEGICABBIaCghhdWRpZW5jZRgFIAEoCUIIukgFcgMYgBAiOgoYQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIOCgZpc3N1ZXIYAiABKAkiygIKFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIeCgVsaW1pdBgCIAEoBUIKukgHGgUY6AcoAUgAiAEBEiEKB2FjdGlvbnMYAyADKAlCELpIDZIBChAUIgZyBBABGEASGwoJY2xpZW50X2lkGAQgASgJQgi6SAVyAxiAAhI8CgVzaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjwKBXVudGlsGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIRukgOsgELIgcI/4LR/68HMgASMAoKcGFnZV90b2tlbhgHIAEoCUIcukgZchcyFV4oWzEtOV1bMC05XXswLDE3fSk/JEIICgZfbGltaXQigwIKCkF1ZGl0RXZlbnQSEwoLb2NjdXJyZWRfYXQYASABKAkSDgoGYWN0aW9uGAIgASgJEg8KB291dGNvbWUYAyABKAkSDQoFYWN0b3IYBCABKAkSDgoGdG1jX2lkGAUgASgJEhgKEHRhcmdldF9jbGllbnRfaWQYBiABKAkSGAoQZGVidWdfaWRlbnRpZmllchgHIAEoCRI8CgdkZXRhaWxzGAggAygLMisudHJhdmVsLm9wZXJhdG9yLnYxLkF1ZGl0RXZlbnQuRGV0YWlsc0VudHJ5Gi4KDERldGFpbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImIKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEi4KBmV2ZW50cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChZHZXRUb2tlbkxvY2tvdXRSZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISGAoHYWRkcmVzcxgCIAEoCUIHukgEcgJwASKJAQoXR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSEAoIZmFpbHVyZXMYAyABKAUSDQoFbGltaXQYBCABKAUSEgoKbG9ja2VkX291dBgFIAEoCBIVCg1yZXNldF9zZWNvbmRzGAYgASgFIlEKGFJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiPwoZUmVzZXRUb2tlbkxvY2tvdXRSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJuChdJbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBIcCgpjb21wYW55X2lkGAEgASgJQgi6SAVyA7ABARI1CgdjcmVkaXRzGAIgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEILukgIkgEFCAEQiCciUAoYSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEhIKCmNvbXBhbnlfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoBRIPCgd1cGRhdGVkGAMgASgFIlQKD0xpc3RUbWNzUmVxdWVzdBIeCgVsaW1pdBgBIAEoBUIKukgHGgUY6AcoAUgAiAEBEhcKBm9mZnNldBgCIAEoBUIHukgEGgIoAEIICgZfbGltaXQiWwoKVG1jU3VtbWFyeRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFEhgKEGFjdGl2ZV9hcGlfdXNlcnMYBCABKAUiVQoQTGlzdFRtY3NSZXNwb25zZRIsCgR0bWNzGAEgAygLMh4udHJhdmVsLm9wZXJhdG9yLnYxLlRtY1N1bW1hcnkSEwoLdG90YWxfY291bnQYAiABKAUiKQoNR2V0VG1jUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBIj0KDkdldFRtY1Jlc3BvbnNlEisKA3RtYxgBIAEoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5InIKE0xpc3RBcGlVc2Vyc1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIeCgVsaW1pdBgCIAEoBUIKukgHGgUY6AcoAUgAiAEBEhcKBm9mZnNldBgDIAEoBUIHukgEGgIoAEIICgZfbGltaXQi/wEKD09wZXJhdG9yQXBpVXNlchIRCgljbGllbnRfaWQYASABKAkSLAoEcm9sZRgCIAEoDjIeLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJSb2xlEkEKD2NyZWRlbnRpYWxfdHlwZRgDIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZRIOCgZvcmdfaWQYBCABKAkSEgoKY3JlYXRlZF9hdBgFIAEoCRISCgpjcmVhdGVkX2J5GAYgASgJEhIKCnJvdGF0ZWRfYXQYByABKAkSHAoUbGFzdF90b2tlbl9pc3N1ZWRfYXQYCCABKAkiYwoUTGlzdEFwaVVzZXJzUmVzcG9uc2USNgoJYXBpX3VzZXJzGAEgAygLMiMudHJhdmVsLm9wZXJhdG9yLnYxLk9wZXJhdG9yQXBpVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBSJPChRSZXZva2VBcGlVc2VyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh0KCWNsaWVudF9pZBgCIAEoCUIKukgHcgUQARiAAiI6ChVSZXZva2VBcGlVc2VyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEhEKCWNsaWVudF9pZBgCIAEoCSI1ChlMaXN0VHJ1c3RlZElzc3VlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQEiWAoNVHJ1c3RlZElzc3VlchIOCgZpc3N1ZXIYASABKAkSEAoIandrc191cmkYAiABKAkSEwoLaW5saW5lX2p3a3MYAyABKAgSEAoIYXVkaWVuY2UYBCABKAkiUAoaTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USMgoHaXNzdWVycxgBIAMoCzIhLnRyYXZlbC5vcGVyYXRvci52MS5UcnVzdGVkSXNzdWVyIlIKGlJlbW92ZVRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQIj0KG1JlbW92ZVRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJMqMPCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkiowEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkibgoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESNQoHY3JlZGl0cxgCIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCC7pICJIBBQgBEIgnIlAKGEltcG9ydEFpckNyZWRpdHNSZXNwb25zZRISCgpjb21wYW55X2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAUSDwoHdXBkYXRlZBgDIAEoBSJUCg9MaXN0VG1jc1JlcXVlc3QSHgoFbGltaXQYASABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAiABKAVCB7pIBBoCKABCCAoGX2xpbWl0IlsKClRtY1N1bW1hcnkSDgoGdG1jX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFQoNbWF4X2FwaV91c2VycxgDIAEoBRIYChBhY3RpdmVfYXBpX3VzZXJzGAQgASgFIlUKEExpc3RUbWNzUmVzcG9uc2USLAoEdG1jcxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5EhMKC3RvdGFsX2NvdW50GAIgASgFIikKDUdldFRtY1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASI9Cg5HZXRUbWNSZXNwb25zZRIrCgN0bWMYASABKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeSJyChNMaXN0QXBpVXNlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAyABKAVCB7pIBBoCKABCCAoGX2xpbWl0Iv8BCg9PcGVyYXRvckFwaVVzZXISEQoJY2xpZW50X2lkGAEgASgJEiwKBHJvbGUYAiABKA4yHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyUm9sZRJBCg9jcmVkZW50aWFsX3R5cGUYAyABKA4yKC50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyQ3JlZGVudGlhbFR5cGUSDgoGb3JnX2lkGAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSEgoKY3JlYXRlZF9ieRgGIAEoCRISCgpyb3RhdGVkX2F0GAcgASgJEhwKFGxhc3RfdG9rZW5faXNzdWVkX2F0GAggASgJImMKFExpc3RBcGlVc2Vyc1Jlc3BvbnNlEjYKCWFwaV91c2VycxgBIAMoCzIjLnRyYXZlbC5vcGVyYXRvci52MS5PcGVyYXRvckFwaVVzZXISEwoLdG90YWxfY291bnQYAiABKAUiTwoUUmV2b2tlQXBpVXNlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIdCgljbGllbnRfaWQYAiABKAlCCrpIB3IFEAEYgAIiOgoVUmV2b2tlQXBpVXNlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkiNQoZTGlzdFRydXN0ZWRJc3N1ZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBIlgKDVRydXN0ZWRJc3N1ZXISDgoGaXNzdWVyGAEgASgJEhAKCGp3a3NfdXJpGAIgASgJEhMKC2lubGluZV9qd2tzGAMgASgIEhAKCGF1ZGllbmNlGAQgASgJIlAKGkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEjIKB2lzc3VlcnMYASADKAsyIS50cmF2ZWwub3BlcmF0b3IudjEuVHJ1c3RlZElzc3VlciJSChpSZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEhoKBmlzc3VlchgCIAEoCUIKukgHcgUQARiAECI9ChtSZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEg4KBmlzc3VlchgCIAEoCTKPEAoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEmoKD0xpc3RTaWduaW5nS2V5cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0U2lnbmluZ0tleXNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1Jlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlEmoKD0dldFRva2VuTG9ja291dBIqLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUb2tlbkxvY2tvdXRSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlc3BvbnNlEnAKEVJlc2V0VG9rZW5Mb2Nrb3V0EiwudHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBotLnRyYXZlbC5vcGVyYXRvci52MS5SZXNldFRva2VuTG9ja291dFJlc3BvbnNlEm0KEEltcG9ydEFpckNyZWRpdHMSKy50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlElUKCExpc3RUbWNzEiMudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVxdWVzdBokLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VG1jc1Jlc3BvbnNlEk8KBkdldFRtYxIhLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUbWNSZXF1ZXN0GiIudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1Jlc3BvbnNlEmEKDExpc3RBcGlVc2VycxInLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXBpVXNlcnNSZXF1ZXN0GigudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1Jlc3BvbnNlEmQKDVJldm9rZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlc3BvbnNlEnMKEkxpc3RUcnVzdGVkSXNzdWVycxItLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VHJ1c3RlZElzc3VlcnNSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEnYKE1JlbW92ZVRydXN0ZWRJc3N1ZXISLi50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlcXVlc3QaLy50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -397,6 +397,13 @@ export const SeedResponseSchema: GenMessage<SeedResponse> = /*@__PURE__*/
  * @generated from message travel.operator.v1.RotateSigningKeyRequest
  */
 export type RotateSigningKeyRequest = Message<"travel.operator.v1.RotateSigningKeyRequest"> & {
+  /**
+   * Emergency rotation: sign with the new key at once and withdraw every other key at once
+   * (instances that have not heard of it yet may refuse the new key's tokens for a moment).
+   *
+   * @generated from field: bool now = 1;
+   */
+  now: boolean;
 };
 
 /**
@@ -418,11 +425,25 @@ export type RotateSigningKeyResponse = Message<"travel.operator.v1.RotateSigning
   kid: string;
 
   /**
-   * Key ids still published for verification, newest first.
+   * Key ids still published for verification, latest activation first.
    *
    * @generated from field: repeated string published_kids = 2;
    */
   publishedKids: string[];
+
+  /**
+   * When every instance starts signing with it (RFC 3339).
+   *
+   * @generated from field: string activates_at = 3;
+   */
+  activatesAt: string;
+
+  /**
+   * Keys withdrawn by an emergency rotation: no longer published, their tokens refused.
+   *
+   * @generated from field: repeated string withdrawn_kids = 4;
+   */
+  withdrawnKids: string[];
 };
 
 /**
@@ -431,6 +452,91 @@ export type RotateSigningKeyResponse = Message<"travel.operator.v1.RotateSigning
  */
 export const RotateSigningKeyResponseSchema: GenMessage<RotateSigningKeyResponse> = /*@__PURE__*/
   messageDesc(file_travel_operator_v1_operator, 15);
+
+/**
+ * @generated from message travel.operator.v1.ListSigningKeysRequest
+ */
+export type ListSigningKeysRequest = Message<"travel.operator.v1.ListSigningKeysRequest"> & {
+};
+
+/**
+ * Describes the message travel.operator.v1.ListSigningKeysRequest.
+ * Use `create(ListSigningKeysRequestSchema)` to create a new message.
+ */
+export const ListSigningKeysRequestSchema: GenMessage<ListSigningKeysRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 16);
+
+/**
+ * @generated from message travel.operator.v1.ListSigningKeysResponse
+ */
+export type ListSigningKeysResponse = Message<"travel.operator.v1.ListSigningKeysResponse"> & {
+  /**
+   * Latest activation first.
+   *
+   * @generated from field: repeated travel.operator.v1.SigningKey keys = 1;
+   */
+  keys: SigningKey[];
+};
+
+/**
+ * Describes the message travel.operator.v1.ListSigningKeysResponse.
+ * Use `create(ListSigningKeysResponseSchema)` to create a new message.
+ */
+export const ListSigningKeysResponseSchema: GenMessage<ListSigningKeysResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 17);
+
+/**
+ * A published signing key (never its private half).
+ *
+ * @generated from message travel.operator.v1.SigningKey
+ */
+export type SigningKey = Message<"travel.operator.v1.SigningKey"> & {
+  /**
+   * @generated from field: string kid = 1;
+   */
+  kid: string;
+
+  /**
+   * @generated from field: string alg = 2;
+   */
+  alg: string;
+
+  /**
+   * NEXT (published, not signing yet), ACTIVE (signing) or RETIRED (verifying its tokens until not_after).
+   *
+   * @generated from field: string state = 3;
+   */
+  state: string;
+
+  /**
+   * RFC 3339 instants: published, signs from, stopped signing (empty while it has not), dropped (empty: not scheduled).
+   *
+   * @generated from field: string created_at = 4;
+   */
+  createdAt: string;
+
+  /**
+   * @generated from field: string activates_at = 5;
+   */
+  activatesAt: string;
+
+  /**
+   * @generated from field: string retired_at = 6;
+   */
+  retiredAt: string;
+
+  /**
+   * @generated from field: string not_after = 7;
+   */
+  notAfter: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.SigningKey.
+ * Use `create(SigningKeySchema)` to create a new message.
+ */
+export const SigningKeySchema: GenMessage<SigningKey> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 18);
 
 /**
  * @generated from message travel.operator.v1.AddTrustedIssuerRequest
@@ -475,7 +581,7 @@ export type AddTrustedIssuerRequest = Message<"travel.operator.v1.AddTrustedIssu
  * Use `create(AddTrustedIssuerRequestSchema)` to create a new message.
  */
 export const AddTrustedIssuerRequestSchema: GenMessage<AddTrustedIssuerRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 16);
+  messageDesc(file_travel_operator_v1_operator, 19);
 
 /**
  * @generated from message travel.operator.v1.AddTrustedIssuerResponse
@@ -497,7 +603,7 @@ export type AddTrustedIssuerResponse = Message<"travel.operator.v1.AddTrustedIss
  * Use `create(AddTrustedIssuerResponseSchema)` to create a new message.
  */
 export const AddTrustedIssuerResponseSchema: GenMessage<AddTrustedIssuerResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 17);
+  messageDesc(file_travel_operator_v1_operator, 20);
 
 /**
  * @generated from message travel.operator.v1.ListAuditEventsRequest
@@ -556,7 +662,7 @@ export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEvents
  * Use `create(ListAuditEventsRequestSchema)` to create a new message.
  */
 export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 18);
+  messageDesc(file_travel_operator_v1_operator, 21);
 
 /**
  * One audit event. Never holds a secret or a token.
@@ -610,7 +716,7 @@ export type AuditEvent = Message<"travel.operator.v1.AuditEvent"> & {
  * Use `create(AuditEventSchema)` to create a new message.
  */
 export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 19);
+  messageDesc(file_travel_operator_v1_operator, 22);
 
 /**
  * @generated from message travel.operator.v1.ListAuditEventsResponse
@@ -634,7 +740,7 @@ export type ListAuditEventsResponse = Message<"travel.operator.v1.ListAuditEvent
  * Use `create(ListAuditEventsResponseSchema)` to create a new message.
  */
 export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 20);
+  messageDesc(file_travel_operator_v1_operator, 23);
 
 /**
  * Names one lockout: a client id at an address, or unknown client ids at an address.
@@ -662,7 +768,7 @@ export type GetTokenLockoutRequest = Message<"travel.operator.v1.GetTokenLockout
  * Use `create(GetTokenLockoutRequestSchema)` to create a new message.
  */
 export const GetTokenLockoutRequestSchema: GenMessage<GetTokenLockoutRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 21);
+  messageDesc(file_travel_operator_v1_operator, 24);
 
 /**
  * @generated from message travel.operator.v1.GetTokenLockoutResponse
@@ -708,7 +814,7 @@ export type GetTokenLockoutResponse = Message<"travel.operator.v1.GetTokenLockou
  * Use `create(GetTokenLockoutResponseSchema)` to create a new message.
  */
 export const GetTokenLockoutResponseSchema: GenMessage<GetTokenLockoutResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 22);
+  messageDesc(file_travel_operator_v1_operator, 25);
 
 /**
  * @generated from message travel.operator.v1.ResetTokenLockoutRequest
@@ -730,7 +836,7 @@ export type ResetTokenLockoutRequest = Message<"travel.operator.v1.ResetTokenLoc
  * Use `create(ResetTokenLockoutRequestSchema)` to create a new message.
  */
 export const ResetTokenLockoutRequestSchema: GenMessage<ResetTokenLockoutRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 23);
+  messageDesc(file_travel_operator_v1_operator, 26);
 
 /**
  * @generated from message travel.operator.v1.ResetTokenLockoutResponse
@@ -752,7 +858,7 @@ export type ResetTokenLockoutResponse = Message<"travel.operator.v1.ResetTokenLo
  * Use `create(ResetTokenLockoutResponseSchema)` to create a new message.
  */
 export const ResetTokenLockoutResponseSchema: GenMessage<ResetTokenLockoutResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 24);
+  messageDesc(file_travel_operator_v1_operator, 27);
 
 /**
  * @generated from message travel.operator.v1.ImportAirCreditsRequest
@@ -777,7 +883,7 @@ export type ImportAirCreditsRequest = Message<"travel.operator.v1.ImportAirCredi
  * Use `create(ImportAirCreditsRequestSchema)` to create a new message.
  */
 export const ImportAirCreditsRequestSchema: GenMessage<ImportAirCreditsRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 25);
+  messageDesc(file_travel_operator_v1_operator, 28);
 
 /**
  * @generated from message travel.operator.v1.ImportAirCreditsResponse
@@ -808,7 +914,7 @@ export type ImportAirCreditsResponse = Message<"travel.operator.v1.ImportAirCred
  * Use `create(ImportAirCreditsResponseSchema)` to create a new message.
  */
 export const ImportAirCreditsResponseSchema: GenMessage<ImportAirCreditsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 26);
+  messageDesc(file_travel_operator_v1_operator, 29);
 
 /**
  * @generated from message travel.operator.v1.ListTmcsRequest
@@ -834,7 +940,7 @@ export type ListTmcsRequest = Message<"travel.operator.v1.ListTmcsRequest"> & {
  * Use `create(ListTmcsRequestSchema)` to create a new message.
  */
 export const ListTmcsRequestSchema: GenMessage<ListTmcsRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 27);
+  messageDesc(file_travel_operator_v1_operator, 30);
 
 /**
  * A TMC as the operator sees it.
@@ -870,7 +976,7 @@ export type TmcSummary = Message<"travel.operator.v1.TmcSummary"> & {
  * Use `create(TmcSummarySchema)` to create a new message.
  */
 export const TmcSummarySchema: GenMessage<TmcSummary> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 28);
+  messageDesc(file_travel_operator_v1_operator, 31);
 
 /**
  * @generated from message travel.operator.v1.ListTmcsResponse
@@ -892,7 +998,7 @@ export type ListTmcsResponse = Message<"travel.operator.v1.ListTmcsResponse"> & 
  * Use `create(ListTmcsResponseSchema)` to create a new message.
  */
 export const ListTmcsResponseSchema: GenMessage<ListTmcsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 29);
+  messageDesc(file_travel_operator_v1_operator, 32);
 
 /**
  * @generated from message travel.operator.v1.GetTmcRequest
@@ -909,7 +1015,7 @@ export type GetTmcRequest = Message<"travel.operator.v1.GetTmcRequest"> & {
  * Use `create(GetTmcRequestSchema)` to create a new message.
  */
 export const GetTmcRequestSchema: GenMessage<GetTmcRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 30);
+  messageDesc(file_travel_operator_v1_operator, 33);
 
 /**
  * @generated from message travel.operator.v1.GetTmcResponse
@@ -926,7 +1032,7 @@ export type GetTmcResponse = Message<"travel.operator.v1.GetTmcResponse"> & {
  * Use `create(GetTmcResponseSchema)` to create a new message.
  */
 export const GetTmcResponseSchema: GenMessage<GetTmcResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 31);
+  messageDesc(file_travel_operator_v1_operator, 34);
 
 /**
  * @generated from message travel.operator.v1.ListApiUsersRequest
@@ -957,7 +1063,7 @@ export type ListApiUsersRequest = Message<"travel.operator.v1.ListApiUsersReques
  * Use `create(ListApiUsersRequestSchema)` to create a new message.
  */
 export const ListApiUsersRequestSchema: GenMessage<ListApiUsersRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 32);
+  messageDesc(file_travel_operator_v1_operator, 35);
 
 /**
  * An active API user; never its secret.
@@ -1021,7 +1127,7 @@ export type OperatorApiUser = Message<"travel.operator.v1.OperatorApiUser"> & {
  * Use `create(OperatorApiUserSchema)` to create a new message.
  */
 export const OperatorApiUserSchema: GenMessage<OperatorApiUser> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 33);
+  messageDesc(file_travel_operator_v1_operator, 36);
 
 /**
  * @generated from message travel.operator.v1.ListApiUsersResponse
@@ -1045,7 +1151,7 @@ export type ListApiUsersResponse = Message<"travel.operator.v1.ListApiUsersRespo
  * Use `create(ListApiUsersResponseSchema)` to create a new message.
  */
 export const ListApiUsersResponseSchema: GenMessage<ListApiUsersResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 34);
+  messageDesc(file_travel_operator_v1_operator, 37);
 
 /**
  * @generated from message travel.operator.v1.RevokeApiUserRequest
@@ -1067,7 +1173,7 @@ export type RevokeApiUserRequest = Message<"travel.operator.v1.RevokeApiUserRequ
  * Use `create(RevokeApiUserRequestSchema)` to create a new message.
  */
 export const RevokeApiUserRequestSchema: GenMessage<RevokeApiUserRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 35);
+  messageDesc(file_travel_operator_v1_operator, 38);
 
 /**
  * @generated from message travel.operator.v1.RevokeApiUserResponse
@@ -1089,7 +1195,7 @@ export type RevokeApiUserResponse = Message<"travel.operator.v1.RevokeApiUserRes
  * Use `create(RevokeApiUserResponseSchema)` to create a new message.
  */
 export const RevokeApiUserResponseSchema: GenMessage<RevokeApiUserResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 36);
+  messageDesc(file_travel_operator_v1_operator, 39);
 
 /**
  * @generated from message travel.operator.v1.ListTrustedIssuersRequest
@@ -1106,7 +1212,7 @@ export type ListTrustedIssuersRequest = Message<"travel.operator.v1.ListTrustedI
  * Use `create(ListTrustedIssuersRequestSchema)` to create a new message.
  */
 export const ListTrustedIssuersRequestSchema: GenMessage<ListTrustedIssuersRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 37);
+  messageDesc(file_travel_operator_v1_operator, 40);
 
 /**
  * @generated from message travel.operator.v1.TrustedIssuer
@@ -1142,7 +1248,7 @@ export type TrustedIssuer = Message<"travel.operator.v1.TrustedIssuer"> & {
  * Use `create(TrustedIssuerSchema)` to create a new message.
  */
 export const TrustedIssuerSchema: GenMessage<TrustedIssuer> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 38);
+  messageDesc(file_travel_operator_v1_operator, 41);
 
 /**
  * @generated from message travel.operator.v1.ListTrustedIssuersResponse
@@ -1159,7 +1265,7 @@ export type ListTrustedIssuersResponse = Message<"travel.operator.v1.ListTrusted
  * Use `create(ListTrustedIssuersResponseSchema)` to create a new message.
  */
 export const ListTrustedIssuersResponseSchema: GenMessage<ListTrustedIssuersResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 39);
+  messageDesc(file_travel_operator_v1_operator, 42);
 
 /**
  * @generated from message travel.operator.v1.RemoveTrustedIssuerRequest
@@ -1181,7 +1287,7 @@ export type RemoveTrustedIssuerRequest = Message<"travel.operator.v1.RemoveTrust
  * Use `create(RemoveTrustedIssuerRequestSchema)` to create a new message.
  */
 export const RemoveTrustedIssuerRequestSchema: GenMessage<RemoveTrustedIssuerRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 40);
+  messageDesc(file_travel_operator_v1_operator, 43);
 
 /**
  * @generated from message travel.operator.v1.RemoveTrustedIssuerResponse
@@ -1203,7 +1309,7 @@ export type RemoveTrustedIssuerResponse = Message<"travel.operator.v1.RemoveTrus
  * Use `create(RemoveTrustedIssuerResponseSchema)` to create a new message.
  */
 export const RemoveTrustedIssuerResponseSchema: GenMessage<RemoveTrustedIssuerResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 41);
+  messageDesc(file_travel_operator_v1_operator, 44);
 
 /**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
@@ -1264,7 +1370,11 @@ export const OperatorService: GenService<{
     output: typeof CreateApiUserResponseSchema;
   },
   /**
-   * Starts signing with a new key; the previous keys keep verifying until their tokens have expired.
+   * Publishes a new signing key, which every instance starts signing with once
+   * SIGNING_KEY_PREPUBLISH_SECONDS have passed; the current key keeps verifying until its last
+   * token has expired. FAILED_PRECONDITION (409 SIGNING_KEY_ROTATION_PENDING) while a published key
+   * still waits to activate. With `now` (emergency: a compromised key) the new key signs at once
+   * and every other key is withdrawn at once: the tokens they signed are refused from then on.
    *
    * @generated from rpc travel.operator.v1.OperatorService.RotateSigningKey
    */
@@ -1272,6 +1382,16 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof RotateSigningKeyRequestSchema;
     output: typeof RotateSigningKeyResponseSchema;
+  },
+  /**
+   * Every published signing key with its state (NEXT, ACTIVE, RETIRED) and its instants.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListSigningKeys
+   */
+  listSigningKeys: {
+    methodKind: "unary";
+    input: typeof ListSigningKeysRequestSchema;
+    output: typeof ListSigningKeysResponseSchema;
   },
   /**
    * Trusts an external identity provider's JWTs for token exchange by a TMC's API users.

@@ -5,21 +5,21 @@ import { credentialChangeChannel, PostgresCredentialChangeLog } from "./credenti
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
 import { PostgresRevokedTokenRepository } from "./revoked-token-repository.js";
 import { PostgresScimUserRepository } from "./scim-user-repository.js";
-import { PostgresSigningKeyRepository } from "./signing-key-repository.js";
+import { PostgresSigningKeyRepository, signingKeyChangeChannel } from "./signing-key-repository.js";
 import { PostgresTenantRepository } from "./tenant-repository.js";
 import { PostgresTrustedIssuerRepository } from "./trusted-issuer-repository.js";
 import { PostgresUserRepository } from "./user-repository.js";
 
 /**
  * Every repository of the Postgres (and embedded PGlite) store. They hold no state: the Tx says
- * where to run. `schema` names the deployment's NOTIFY channel.
+ * where to run. `schema` names the deployment's NOTIFY channels.
  */
 export function postgresRepositories(schema = "public") {
   return {
     tenants: new PostgresTenantRepository(),
     apiUsers: new PostgresApiUserRepository(),
     audit: new PostgresAuditRepository(),
-    signingKeys: new PostgresSigningKeyRepository(),
+    signingKeys: new PostgresSigningKeyRepository(signingKeyChangeChannel(schema)),
     refreshTokens: new PostgresRefreshTokenRepository(),
     revokedTokens: new PostgresRevokedTokenRepository(),
     trustedIssuers: new PostgresTrustedIssuerRepository(),
