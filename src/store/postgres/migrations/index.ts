@@ -8,6 +8,7 @@ import * as refreshTokenAct from "./20261122000300_refresh_token_act.js";
 import * as usersScim from "./20261122000400_users_scim.js";
 import * as airCreditsV3 from "./20261122000500_air_credits_v3.js";
 import * as revokedAccessTokens from "./20261122000600_revoked_access_tokens.js";
+import * as usersScimNames from "./20261125000100_users_scim_names.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -23,6 +24,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261122000400_users_scim", usersScim],
   ["20261122000500_air_credits_v3", airCreditsV3],
   ["20261122000600_revoked_access_tokens", revokedAccessTokens],
+  ["20261125000100_users_scim_names", usersScimNames],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
