@@ -176,6 +176,24 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     assert.deepEqual([clearedProfile.employeeId || undefined, clearedProfile.departmentRef, clearedProfile.managerRef, clearedProfile.companySpecifiedAttributes ?? []], [undefined, undefined, undefined, []]);
   });
 
+  test("a SCIM write that leaves the extension as it is does not rewrite businessInfo (what the profile API set and SCIM cannot show stays)", async () => {
+    const user = await create();
+    const shown = await profile(user.id);
+    assert.equal(shown.status, 200, shown.text);
+    const departmentRef = { id: crypto.randomUUID() };
+    const put = await profile(user.id, "PUT", { personalInfo: shown.body.personalInfo, businessInfo: { ...shown.body.businessInfo, departmentRef, designation: "CTO" }, persona: "EMPLOYEE" });
+    assert.equal(put.status, 200, put.text);
+    assert.equal(ENTERPRISE in ok(await get(user.id)), false, "a reference without a name is no department");
+    ok(await patch(user.id, { op: "Replace", path: "displayName", value: "Unrelated" }));
+    ok(await scim(running, a.scimToken, "PUT", `${users}/${user.id}`, newUser(user.userName, { [ENTERPRISE]: {} })));
+    assert.deepEqual([(await profile(user.id)).body.businessInfo.departmentRef, (await profile(user.id)).body.businessInfo.designation], [departmentRef, "CTO"]);
+    ok(await patch(user.id, { op: "Add", path: `${ENTERPRISE}:department`, value: "Ops" }));
+    const after = (await profile(user.id)).body.businessInfo;
+    assert.equal(after.departmentRef.name, "Ops");
+    assert.match(after.departmentRef.id, UUID);
+    assert.equal(after.designation, "CTO");
+  });
+
   test("a PUT without the extension keeps it (not asserted, RFC 7644 3.5.1); with it, it replaces it", async () => {
     const user = await create({ [ENTERPRISE]: { employeeNumber: "1", department: "Ops" } });
     const kept = ok(await scim(running, a.scimToken, "PUT", `${users}/${user.id}`, newUser(user.userName, { displayName: "Renamed" })));

@@ -131,8 +131,10 @@ export class ScimUsers {
   private async recordOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, attributes: ScimUserAttributes): Promise<ScimUserRecord> {
     const { enterprise, ...columns } = attributes;
     if (enterprise === undefined) return { ...columns, businessInfo: undefined };
-    const stored = current ? enterpriseOf(current.businessInfo) : {};
-    let managerName = stored.managerName;
+    const { managerName: storedManagerName, ...stored } = current ? enterpriseOf(current.businessInfo) : {};
+    // Unchanged: businessInfo is not rewritten (fields SCIM cannot see, such as a reference without a name, stay as they are).
+    if (current && sameAttributes(stored, enterprise)) return { ...columns, businessInfo: undefined };
+    let managerName = storedManagerName;
     if (enterprise.managerId !== undefined && enterprise.managerId !== stored.managerId) {
       const manager = enterprise.managerId === current?.id ? undefined : await this.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
       if (!manager) throw new DomainError("INVALID_VALUE", "manager.value must be the id of another user of the company", { params: [{ name: "manager.value", value: "invalid" }] });
@@ -140,6 +142,11 @@ export class ScimUsers {
     }
     return { ...columns, businessInfo: withEnterprise(current?.businessInfo ?? {}, enterprise, caller.companyId, managerName) };
   }
+}
+
+function sameAttributes(a: object, b: object): boolean {
+  const entries = (o: object) => Object.entries(o).filter(([, v]) => v !== undefined).sort(([x], [y]) => x.localeCompare(y));
+  return JSON.stringify(entries(a)) === JSON.stringify(entries(b));
 }
 
 function userNotFound(userId: string): DomainError {
