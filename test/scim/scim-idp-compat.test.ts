@@ -51,7 +51,7 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     await dropStorage(running.storage);
   });
 
-  test('Entra\'s default mappings: displayName (path and path-less), name.formatted and emails[type eq "work"].value are stored and read back', async () => {
+  test('Entra\'s default mappings: displayName (path and path-less), name.formatted, emails[type eq "work"].value and title are stored and read back', async () => {
     const user = await create();
     assert.deepEqual([user.displayName, user.name.formatted], ["Ada Lovelace", "Ada Lovelace"], "created without them: givenName familyName");
     const newEmail = `moved.${serial}@compat.example`;
@@ -74,6 +74,9 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     assert.deepEqual([again.displayName, again.name.formatted], ["Ada K.", "A. K."], "path-less value object, plain and URN-qualified names");
     const found = ok(await scim(running, a.scimToken, "GET", `${users}?filter=${encodeURIComponent('displayName eq "ada k."')}`));
     assert.deepEqual(found.Resources.map((u: any) => u.id), [user.id], "/Schemas lists displayName, so it can be filtered on");
+    ok(await patch(user.id, { op: "Replace", path: "title", value: "Analyst" }));
+    assert.equal(ok(await get(user.id)).title, "Analyst");
+    assert.equal((await profile(user.id)).body.businessInfo.designation, "Analyst", "title is the profile's job title");
     ok(await patch(user.id, { op: "Remove", path: "displayName" }));
     assert.equal("displayName" in ok(await get(user.id)), false, "removed means removed, not re-derived");
   });
@@ -229,7 +232,7 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
         }
       }
     }
-    assert.equal(checked.length, 19, checked.join(", "));
+    assert.equal(checked.length, 20, checked.join(", "));
     // And nothing is shown that /Schemas does not list.
     const listed = new Set<string>(schemas.Resources.flatMap((s: any) => s.attributes.flatMap((x: any) => [x.name, ...(x.subAttributes ?? []).map((y: any) => `${x.name}.${y.name}`)])));
     const resource = ok(await get(user.id));
@@ -248,12 +251,12 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const user = await create();
     const before = ok(await get(user.id));
     const refusals: Array<[unknown, string]> = [
-      [{ op: "Replace", path: "title", value: "CTO" }, "noTarget"],
+      [{ op: "Replace", path: "nickName", value: "Ace" }, "noTarget"],
       [{ op: "Add", path: 'phoneNumbers[type eq "work"].value', value: "+1 555" }, "noTarget"],
       [{ op: "Replace", path: "name.middleName", value: "M" }, "noTarget"],
       [{ op: "Replace", path: `${ENTERPRISE}:bogus`, value: "x" }, "noTarget"],
       [{ op: "Replace", path: "urn:ietf:params:scim:schemas:extension:other:2.0:User:x", value: "x" }, "noTarget"],
-      [{ op: "Replace", value: { title: "CTO" } }, "noTarget"],
+      [{ op: "Replace", value: { preferredLanguage: "en-GB" } }, "noTarget"],
       [{ op: "Replace", path: "name..x", value: "x" }, "invalidPath"],
       [{ op: "Replace", path: 'displayName[value eq "x"]', value: "x" }, "invalidPath"],
       [{ op: "Replace", path: "id", value: "x" }, "mutability"],

@@ -54,12 +54,13 @@ describe(`SCIM provisioning as Entra ID and Okta send it (${backend})`, () => {
         userName: "Grace@Entra.example",
         name: { givenName: "Grace", familyName: "Hopper", formatted: "Grace Hopper" },
         displayName: "Grace Hopper",
+        title: "Rear Admiral",
         emails: [{ value: "Grace@Entra.example", type: "work", primary: true }],
         active: true,
         "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": { department: "Navy", employeeNumber: "42" },
         meta: { resourceType: "User", created: "-", lastModified: "-", location: "-" },
       },
-      "attributes outside /Schemas (title, phoneNumbers) are ignored in a whole resource; the enterprise extension is held",
+      "attributes outside /Schemas (phoneNumbers) are ignored in a whole resource; title and the enterprise extension are held",
     );
 
     // Filter by userName (case-insensitive), by externalId, and by the work email.

@@ -60,6 +60,16 @@ export function withEnterprise(businessInfo: BusinessInfo, enterprise: Enterpris
   return next;
 }
 
+/** title (RFC 7643 4.1.1, the job title) is businessInfo.designation. */
+export function titleOf(businessInfo: BusinessInfo): string | undefined {
+  return typeof businessInfo.designation === "string" && businessInfo.designation !== "" ? businessInfo.designation : undefined;
+}
+
+export function withTitle(businessInfo: BusinessInfo, title: string | undefined): BusinessInfo {
+  const { designation: _replaced, ...rest } = businessInfo;
+  return title === undefined ? rest : { ...rest, designation: title };
+}
+
 function namedReference(current: unknown, name: string | undefined, companyId: string, kind: string): Reference | undefined {
   if (name === undefined) return undefined;
   if (isObject(current) && (current as Reference).name === name && typeof (current as Reference).id === "string") return current as Reference;

@@ -71,10 +71,12 @@ export interface ScimUserAttributes {
   readonly externalId: string | undefined;
   /** undefined: the client did not send the extension (a replace keeps what is stored). */
   readonly enterprise: EnterpriseAttributes | undefined;
+  /** title (businessInfo.designation); undefined: not sent (a replace keeps it), {value: undefined}: removed. */
+  readonly title: { readonly value: string | undefined } | undefined;
 }
 
 /** What the repository writes: the columns, and businessInfo when it changes (undefined keeps it). */
-export interface ScimUserRecord extends Omit<ScimUserAttributes, "enterprise"> {
+export interface ScimUserRecord extends Omit<ScimUserAttributes, "enterprise" | "title"> {
   readonly businessInfo: BusinessInfo | undefined;
 }
 

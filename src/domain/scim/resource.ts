@@ -1,5 +1,5 @@
 import { DomainError, invalidArgument } from "../../errors/domain-error.js";
-import { enterpriseOf } from "./enterprise-profile.js";
+import { enterpriseOf, titleOf } from "./enterprise-profile.js";
 import {
   ENTERPRISE_USER_SCHEMA,
   LIST_RESPONSE_SCHEMA,
@@ -39,6 +39,7 @@ export function userResource(user: ScimUser, baseUrl: string): ScimJson {
     userName: user.userName,
     name: { givenName: user.givenName, familyName: user.familyName, ...(user.formattedName !== undefined ? { formatted: user.formattedName } : {}) },
     ...(user.displayName !== undefined ? { displayName: user.displayName } : {}),
+    ...(titleOf(user.businessInfo) !== undefined ? { title: titleOf(user.businessInfo) } : {}),
     emails: [{ value: user.userName, type: "work", primary: true }],
     active: user.active,
     ...(hasExtension ? { [ENTERPRISE_USER_SCHEMA]: extension } : {}),
@@ -98,6 +99,7 @@ export function userAttributes(json: ScimJson, mode: ReadMode): ScimUserAttribut
     active: active(attrs.get("active"), current?.active ?? true),
     externalId: typeof externalId === "string" && externalId !== "" ? externalId : undefined,
     enterprise: enterpriseAttributes(attrs.get(ENTERPRISE_USER_SCHEMA.toLowerCase()), mode),
+    title: attrs.has("title") || mode.kind === "patch" ? { value: text(attrs.get("title"), "title") || undefined } : undefined,
   };
 }
 

@@ -5,8 +5,8 @@ import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import { parseUserFilter } from "./filter.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import { enterpriseOf, withEnterprise } from "./enterprise-profile.js";
-import { DEFAULT_PAGE_COUNT, MAX_PAGE_COUNT, type ScimCaller, type ScimUser, type ScimUserAttributes, type ScimUserRecord } from "./model.js";
+import { enterpriseOf, titleOf, withEnterprise, withTitle } from "./enterprise-profile.js";
+import { DEFAULT_PAGE_COUNT, MAX_PAGE_COUNT, type EnterpriseAttributes, type ScimCaller, type ScimUser, type ScimUserAttributes, type ScimUserRecord } from "./model.js";
 import { applyPatch } from "./patch.js";
 import type { ScimUserRepository } from "./ports.js";
 import { listResponse, project, serviceProviderConfig, userAttributes, userResource, userResourceType, userSchemas, type ReadMode, type ScimJson } from "./resource.js";
@@ -123,24 +123,33 @@ export class ScimUsers {
     return userResource(user, this.baseUrl);
   }
 
-  /**
-   * The columns and businessInfo to store. A new manager must be another user of the company that
-   * SCIM sees (RFC 7643 4.3: manager.value is the manager's id); its displayName is kept with the
-   * reference. An unchanged manager is not looked up again (it may have left since).
-   */
+  /** The columns, and businessInfo when title or the enterprise extension changes it (else undefined: not rewritten). */
   private async recordOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, attributes: ScimUserAttributes): Promise<ScimUserRecord> {
-    const { enterprise, ...columns } = attributes;
-    if (enterprise === undefined) return { ...columns, businessInfo: undefined };
-    const { managerName: storedManagerName, ...stored } = current ? enterpriseOf(current.businessInfo) : {};
+    const { enterprise, title, ...columns } = attributes;
+    const before = current?.businessInfo ?? {};
+    let businessInfo = before;
+    if (title !== undefined && title.value !== titleOf(before)) businessInfo = withTitle(businessInfo, title.value);
+    const { managerName: storedManagerName, ...stored } = enterpriseOf(before);
     // Unchanged: businessInfo is not rewritten (fields SCIM cannot see, such as a reference without a name, stay as they are).
-    if (current && sameAttributes(stored, enterprise)) return { ...columns, businessInfo: undefined };
+    if (enterprise !== undefined && !(current && sameAttributes(stored, enterprise))) {
+      businessInfo = withEnterprise(businessInfo, enterprise, caller.companyId, await this.managerNameOf(tx, caller, current, enterprise, stored.managerId, storedManagerName));
+    }
+    return { ...columns, businessInfo: businessInfo === before ? undefined : businessInfo };
+  }
+
+  /**
+   * A new manager must be another user of the company that SCIM sees (RFC 7643 4.3: manager.value
+   * is the manager's id); its displayName is kept with the reference. An unchanged manager is not
+   * looked up again (it may have left since).
+   */
+  private async managerNameOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, enterprise: EnterpriseAttributes, storedManagerId: string | undefined, storedManagerName: string | undefined): Promise<string | undefined> {
     let managerName = storedManagerName;
-    if (enterprise.managerId !== undefined && enterprise.managerId !== stored.managerId) {
+    if (enterprise.managerId !== undefined && enterprise.managerId !== storedManagerId) {
       const manager = enterprise.managerId === current?.id ? undefined : await this.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
       if (!manager) throw new DomainError("INVALID_VALUE", "manager.value must be the id of another user of the company", { params: [{ name: "manager.value", value: "invalid" }] });
       managerName = manager.displayName ?? ([manager.givenName, manager.familyName].filter((p) => p !== "").join(" ") || undefined);
     }
-    return { ...columns, businessInfo: withEnterprise(current?.businessInfo ?? {}, enterprise, caller.companyId, managerName) };
+    return managerName;
   }
 }
 
@@ -155,7 +164,7 @@ function userNotFound(userId: string): DomainError {
 
 /** The SCIM attribute names a create wrote: the audit trail holds no personal data. */
 function writtenNames(attributes: ScimUserAttributes): AuditedNames {
-  const names = Object.entries(attributes).flatMap(([key, value]) => (key === "enterprise" || value === undefined ? [] : [key]));
+  const names = Object.entries(attributes).flatMap(([key, value]) => (key === "enterprise" || value === undefined || (key === "title" && attributes.title?.value === undefined) ? [] : [key]));
   for (const key of Object.keys(attributes.enterprise ?? {})) names.push(`enterprise.${key}`);
   return { names, active: attributes.active };
 }
@@ -164,6 +173,7 @@ function writtenNames(attributes: ScimUserAttributes): AuditedNames {
 function changedNames(before: ScimUser, after: ScimUser): AuditedNames {
   const core = ["userName", "givenName", "familyName", "formattedName", "displayName", "active", "externalId"] as const;
   const names: string[] = core.filter((key) => before[key] !== after[key]);
+  if (titleOf(before.businessInfo) !== titleOf(after.businessInfo)) names.push("title");
   const [was, is] = [enterpriseOf(before.businessInfo), enterpriseOf(after.businessInfo)];
   for (const key of new Set([...Object.keys(was), ...Object.keys(is)])) {
     if (key !== "managerName" && was[key as keyof typeof was] !== is[key as keyof typeof is]) names.push(`enterprise.${key}`);

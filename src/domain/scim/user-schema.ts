@@ -57,6 +57,7 @@ const USER: SchemaDefinition = {
       ],
     },
     { name: "displayName", type: "string", mutability: "readWrite", description: "Stored as sent; on create and replace without one, \"givenName familyName\"" },
+    { name: "title", type: "string", mutability: "readWrite", description: "businessInfo.designation (the job title); a replace without it keeps it" },
     {
       name: "emails",
       type: "complex",
