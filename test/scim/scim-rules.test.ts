@@ -48,7 +48,7 @@ describe(`SCIM rules: discovery, company isolation, malformed input, uniqueness,
       const user = schemas.body.Resources[0];
       assert.equal(schemas.body.Resources[1].id, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User");
       assert.equal(user.id, USER_SCHEMA);
-      assert.deepEqual(user.attributes.map((x: any) => x.name), ["id", "userName", "externalId", "name", "displayName", "emails", "active"], "exactly the supported attributes");
+      assert.deepEqual(user.attributes.map((x: any) => x.name), ["id", "userName", "externalId", "name", "displayName", "title", "emails", "active"], "exactly the supported attributes");
       const one = await scim(running, a.scimToken, "GET", `${base}/Schemas/${encodeURIComponent(USER_SCHEMA)}`);
       assert.deepEqual(one.body, user);
       scimError(await scim(running, a.scimToken, "GET", `${base}/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group`), 404);
