@@ -47,7 +47,7 @@ export const ERROR_CODES = {
   INVALID_FILTER: { kind: "INVALID_ARGUMENT", description: "The SCIM filter is malformed or uses an attribute or operator that is not supported" },
   INVALID_PATH: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH path is malformed" },
   INVALID_VALUE: { kind: "INVALID_ARGUMENT", description: "A SCIM attribute value is missing, of the wrong type or not allowed" },
-  NO_TARGET: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH operation names no target (remove without a path, or a filter that matches nothing)" },
+  NO_TARGET: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH operation names no target (remove without a path, a filter that matches nothing, or an attribute /Schemas does not list)" },
   MUTABILITY: { kind: "INVALID_ARGUMENT", description: "A SCIM PATCH operation tries to change a read-only attribute" },
   // OAuth token endpoints (RFC 6749 5.2, RFC 8693 2.2.2)
   INVALID_REQUEST: { kind: "INVALID_ARGUMENT", description: "The token request is malformed" },

@@ -21,7 +21,7 @@ import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-sc
 import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model.js";
 import type { TenantRepository, TmcWithUsage } from "../../src/domain/tenants/ports.js";
-import type { FilterAttribute, ScimUser, ScimUserAttributes, UserFilter, UserPage } from "../../src/domain/scim/model.js";
+import type { BusinessInfo, FilterAttribute, ScimUser, ScimUserRecord, UserFilter, UserPage } from "../../src/domain/scim/model.js";
 import type { ScimUserRepository } from "../../src/domain/scim/ports.js";
 import type { ProfileChange, UserProfileRecord } from "../../src/domain/users/model.js";
 import type { UserProfileRepository } from "../../src/domain/users/ports.js";
@@ -90,6 +90,9 @@ interface UserRow {
   readonly isActive: boolean;
   /** external_id (null until the IdP sets one). */
   readonly externalId?: string;
+  /** display_name and name_formatted: SCIM's, as the IdP set them. */
+  readonly displayName?: string;
+  readonly formattedName?: string;
   /** The profile jsonb: the rest of the UserProfile document ({} when unset). */
   readonly profile?: Readonly<Record<string, unknown>>;
   readonly updatedAt?: Date;
@@ -640,20 +643,20 @@ export class InMemoryScimUserRepository implements ScimUserRepository {
     return this.find(tx, scope, companyId, userId);
   }
 
-  async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserAttributes): Promise<ScimUser> {
+  async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserRecord): Promise<ScimUser> {
     const company = this.db.get(tx, this.db.companies, companyId);
     if (!company || company.tmcId !== scope.tmcId) throw notFound("Company", [{ name: "orgId", value: companyId }]);
     await this.checkUnique(tx, scope, companyId, undefined, user);
     const now = this.db.clock();
-    const row: UserRow = { id: crypto.randomUUID(), companyId, tmcId: scope.tmcId, ...scimColumns(user), createdAt: now, updatedAt: now };
+    const row: UserRow = { id: crypto.randomUUID(), companyId, tmcId: scope.tmcId, ...scimColumns(user, {}), createdAt: now, updatedAt: now };
     await this.db.insert(tx, this.db.users, row);
     return toScimUser(row);
   }
 
-  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserAttributes): Promise<ScimUser | undefined> {
+  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserRecord): Promise<ScimUser | undefined> {
     if (!this.visible(tx, scope, companyId).some((u) => u.id === userId)) return undefined;
     await this.checkUnique(tx, scope, companyId, userId, user);
-    await this.db.update(tx, this.db.users, (r) => r.id === userId, (r) => ({ ...r, ...scimColumns(user), updatedAt: this.db.clock() }));
+    await this.db.update(tx, this.db.users, (r) => r.id === userId, (r) => ({ ...r, ...scimColumns(user, r.profile ?? {}), updatedAt: this.db.clock() }));
     return this.find(tx, scope, companyId, userId);
   }
 
@@ -665,7 +668,7 @@ export class InMemoryScimUserRepository implements ScimUserRepository {
   }
 
   /** The partial unique indexes users_company_email_unique and users_company_external_id_unique. */
-  private async checkUnique(tx: Tx, scope: TenantScope, companyId: string, userId: string | undefined, user: ScimUserAttributes): Promise<void> {
+  private async checkUnique(tx: Tx, scope: TenantScope, companyId: string, userId: string | undefined, user: ScimUserRecord): Promise<void> {
     const emailNormalized = user.userName.toLowerCase();
     await this.db.lock(tx, `users_company_email_unique:${companyId}:${emailNormalized}`);
     const others = this.visible(tx, scope, companyId).filter((u) => u.id !== userId);
@@ -674,14 +677,18 @@ export class InMemoryScimUserRepository implements ScimUserRepository {
   }
 }
 
-function scimColumns(user: ScimUserAttributes) {
+/** As PostgresScimUserRepository writes: the columns, and profile.businessInfo only when given. */
+function scimColumns(user: ScimUserRecord, profile: Readonly<Record<string, unknown>>) {
   return {
     email: user.userName,
     emailNormalized: user.userName.toLowerCase(),
     givenName: user.givenName,
     familyName: user.familyName,
+    displayName: user.displayName,
+    formattedName: user.formattedName,
     isActive: user.active,
     externalId: user.externalId,
+    profile: user.businessInfo !== undefined ? { ...profile, businessInfo: structuredClone(user.businessInfo) } : profile,
   };
 }
 
@@ -693,11 +700,18 @@ function toScimUser(row: UserRow): ScimUser {
     userName: row.email,
     givenName: row.givenName,
     familyName: row.familyName,
+    formattedName: row.formattedName,
+    displayName: row.displayName,
     active: row.isActive,
     externalId: row.externalId,
+    businessInfo: businessInfoOf(row.profile?.businessInfo),
     created: row.createdAt ?? new Date(0),
     lastModified: row.updatedAt ?? row.createdAt ?? new Date(0),
   };
+}
+
+function businessInfoOf(value: unknown): BusinessInfo {
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? structuredClone(value as BusinessInfo) : {};
 }
 
 /** A UserFilter evaluated on a row, as PostgresScimUserRepository's SQL does. */
@@ -754,6 +768,8 @@ function scimValueOf(row: UserRow, attribute: FilterAttribute): string | boolean
       return row.givenName.toLowerCase();
     case "familyName":
       return row.familyName.toLowerCase();
+    case "displayName":
+      return row.displayName?.toLowerCase();
     case "active":
       return row.isActive;
     case "created":

@@ -48,17 +48,19 @@ describe(`SCIM provisioning as Entra ID and Okta send it (${backend})`, () => {
     assert.deepEqual(
       { ...created.body, meta: { ...created.body.meta, created: "-", lastModified: "-", location: "-" } },
       {
-        schemas: [USER_SCHEMA],
+        schemas: [USER_SCHEMA, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
         id,
         externalId: "entra-0001",
         userName: "Grace@Entra.example",
         name: { givenName: "Grace", familyName: "Hopper", formatted: "Grace Hopper" },
         displayName: "Grace Hopper",
+        title: "Rear Admiral",
         emails: [{ value: "Grace@Entra.example", type: "work", primary: true }],
         active: true,
+        "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": { department: "Navy", employeeNumber: "42" },
         meta: { resourceType: "User", created: "-", lastModified: "-", location: "-" },
       },
-      "unsupported attributes (title, phoneNumbers, the enterprise extension) are accepted and not returned",
+      "attributes outside /Schemas (phoneNumbers) are ignored in a whole resource; title and the enterprise extension are held",
     );
 
     // Filter by userName (case-insensitive), by externalId, and by the work email.

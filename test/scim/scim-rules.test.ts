@@ -44,10 +44,11 @@ describe(`SCIM rules: discovery, company isolation, malformed input, uniqueness,
       scimError(await scim(running, a.scimToken, "GET", `${base}/ResourceTypes/Group`), 404);
 
       const schemas = await scim(running, a.scimToken, "GET", `${base}/Schemas`);
-      assert.equal(schemas.body.totalResults, 1);
+      assert.equal(schemas.body.totalResults, 2);
       const user = schemas.body.Resources[0];
+      assert.equal(schemas.body.Resources[1].id, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User");
       assert.equal(user.id, USER_SCHEMA);
-      assert.deepEqual(user.attributes.map((x: any) => x.name), ["id", "userName", "externalId", "name", "displayName", "emails", "active"], "exactly the supported attributes");
+      assert.deepEqual(user.attributes.map((x: any) => x.name), ["id", "userName", "externalId", "name", "displayName", "title", "emails", "active"], "exactly the supported attributes");
       const one = await scim(running, a.scimToken, "GET", `${base}/Schemas/${encodeURIComponent(USER_SCHEMA)}`);
       assert.deepEqual(one.body, user);
       scimError(await scim(running, a.scimToken, "GET", `${base}/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group`), 404);
@@ -161,7 +162,7 @@ describe(`SCIM rules: discovery, company isolation, malformed input, uniqueness,
     for (let batch = 0; batch < 5; batch++) {
       const created = await Promise.all(Array.from({ length: 45 }, (_, i) => scim(running, c.scimToken, "POST", "/v2/scim/v2/Users", newUser(`p${String(batch * 45 + i).padStart(3, "0")}@paging.example`))));
       for (const x of created) {
-        assert.equal(x.status, 201);
+        assert.equal(x.status, 201, JSON.stringify(x.body));
         ids.push(x.body.id);
       }
     }

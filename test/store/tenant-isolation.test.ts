@@ -385,7 +385,7 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   });
 
   // SCIM: confined to the tenant and one of its companies; B's company named with A's scope finds nothing.
-  const scimAttrs = (userName: string) => ({ userName, givenName: "S", familyName: "C", active: true, externalId: undefined });
+  const scimAttrs = (userName: string) => ({ userName, givenName: "S", familyName: "C", formattedName: undefined, displayName: undefined, active: true, externalId: undefined, businessInfo: { employeeId: "E-1" } });
   const scimUserOfB = async () => {
     const { users } = await repos.scimUsers.list(uow.direct, scopeB, companyB, { kind: "compare", attribute: "userName", op: "eq", value: emailB }, { startIndex: 1, count: 10 });
     assert.equal(users.length, 1, "B's user, seen with B's scope");

@@ -16,6 +16,7 @@ const ATTRIBUTES: Readonly<Record<string, { attribute: FilterAttribute; kind: Ki
   externalid: { attribute: "externalId", kind: "caseExact", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
   "name.givenname": { attribute: "givenName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
   "name.familyname": { attribute: "familyName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
+  displayname: { attribute: "displayName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
   active: { attribute: "active", kind: "boolean", ops: ["eq", "ne", "pr"] },
   "meta.created": { attribute: "created", kind: "date", ops: ["eq", "gt", "ge", "lt", "le", "pr"] },
   "meta.lastmodified": { attribute: "lastModified", kind: "date", ops: ["eq", "gt", "ge", "lt", "le", "pr"] },

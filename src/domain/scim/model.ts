@@ -1,6 +1,7 @@
 /** SCIM 2.0 (RFC 7643, RFC 7644) provisioning of a company's users, mapped onto the `users` table. */
 
 export const USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User";
+export const ENTERPRISE_USER_SCHEMA = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User";
 export const LIST_RESPONSE_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse";
 export const PATCH_OP_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:PatchOp";
 export const SERVICE_PROVIDER_CONFIG_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig";
@@ -24,9 +25,13 @@ export interface ScimCaller {
   readonly companyId: string;
 }
 
+/** The stored user profile's businessInfo object (proto JSON names), {} when there is none. */
+export type BusinessInfo = { readonly [field: string]: unknown };
+
 /**
  * A user as SCIM sees it: id = users.id, userName = users.email (the business email, also the
- * primary work email), name.givenName/familyName, active = is_active, externalId.
+ * one work email), name.givenName/familyName, name.formatted and displayName (their own columns),
+ * active = is_active, externalId, and the profile's businessInfo (the enterprise extension).
  */
 export interface ScimUser {
   readonly id: string;
@@ -35,10 +40,24 @@ export interface ScimUser {
   readonly userName: string;
   readonly givenName: string;
   readonly familyName: string;
+  readonly formattedName: string | undefined;
+  readonly displayName: string | undefined;
   readonly active: boolean;
   readonly externalId: string | undefined;
+  readonly businessInfo: BusinessInfo;
   readonly created: Date;
   readonly lastModified: Date;
+}
+
+/** The enterprise extension's attributes (RFC 7643 4.3); absent = not set. */
+export interface EnterpriseAttributes {
+  readonly employeeNumber?: string;
+  readonly costCenter?: string;
+  readonly organization?: string;
+  readonly division?: string;
+  readonly department?: string;
+  /** manager.value: the id of another user of the company. */
+  readonly managerId?: string;
 }
 
 /** The attributes a client writes (create, replace, patch). */
@@ -46,19 +65,30 @@ export interface ScimUserAttributes {
   readonly userName: string;
   readonly givenName: string;
   readonly familyName: string;
+  readonly formattedName: string | undefined;
+  readonly displayName: string | undefined;
   readonly active: boolean;
   readonly externalId: string | undefined;
+  /** undefined: the client did not send the extension (a replace keeps what is stored). */
+  readonly enterprise: EnterpriseAttributes | undefined;
+  /** title (businessInfo.designation); undefined: not sent (a replace keeps it), {value: undefined}: removed. */
+  readonly title: { readonly value: string | undefined } | undefined;
+}
+
+/** What the repository writes: the columns, and businessInfo when it changes (undefined keeps it). */
+export interface ScimUserRecord extends Omit<ScimUserAttributes, "enterprise" | "title"> {
+  readonly businessInfo: BusinessInfo | undefined;
 }
 
 /** The stored attributes a filter may compare (the repository maps each to a column). */
-export type FilterAttribute = "id" | "userName" | "externalId" | "givenName" | "familyName" | "active" | "created" | "lastModified";
+export type FilterAttribute = "id" | "userName" | "externalId" | "givenName" | "familyName" | "displayName" | "active" | "created" | "lastModified";
 
 export type CompareOperator = "eq" | "ne" | "co" | "sw" | "ew" | "gt" | "ge" | "lt" | "le";
 
 /**
  * A SCIM filter translated to what the repository can query: every leaf names a supported
- * attribute and a value of its type. String comparisons of userName, givenName and familyName
- * are case-insensitive (caseExact false, RFC 7643 4.1.1); id and externalId are case-exact.
+ * attribute and a value of its type. String comparisons of userName, givenName, familyName and
+ * displayName are case-insensitive (caseExact false, RFC 7643 4.1.1); id and externalId are case-exact.
  */
 export type UserFilter =
   | { readonly kind: "and" | "or"; readonly filters: readonly UserFilter[] }

@@ -1,26 +1,27 @@
 import { InvalidScimPatchOp, NoPathInScimPatchOp, NoTarget, ScimError, scimPatch, type ScimPatchOperation, type ScimResource } from "scim-patch";
 import { parse } from "scim2-parse-filter";
 import { DomainError, invalidArgument } from "../../errors/domain-error.js";
-import { MAX_PATCH_OPERATIONS, PATCH_OP_SCHEMA, USER_SCHEMA } from "./model.js";
+import { ENTERPRISE_USER_SCHEMA, MAX_PATCH_OPERATIONS, PATCH_OP_SCHEMA, USER_SCHEMA } from "./model.js";
 import type { ScimJson } from "./resource.js";
+import { attributeNamed, schemaNamed, SERVICE_OWNED } from "./user-schema.js";
 
 const invalidPath = (message: string) => new DomainError("INVALID_PATH", message, { params: [{ name: "path", value: "invalid" }] });
 
-/** Top-level User attributes this service stores; PATCH paths naming any other attribute are ignored (RFC 7643: unsupported attributes). */
-const STORED = new Set(["username", "name", "active", "externalid", "emails", "displayname"]);
-const READ_ONLY = new Set(["id", "meta", "schemas"]);
 /** Keys that would reach Object.prototype through scim-patch's path walking. */
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 
 /** One attribute path (RFC 7644 3.10 ATTRPATH, or a valuePath with a sub-attribute): attr[.sub] or attr[filter][.sub]. */
-const PATH = /^(?:(urn:[A-Za-z0-9:._-]+):)?([A-Za-z][\w$-]*)(\[(.+)\])?(?:\.([A-Za-z][\w$-]*))?$/s;
+const PATH = /^(?:(urn:[A-Za-z0-9:._-]+):)?([A-Za-z$][\w$-]*)(\[(.+)\])?(?:\.([A-Za-z$][\w$-]*))?$/s;
 
 /**
  * Applies a SCIM PatchOp (RFC 7644 3.5.2) to a User resource with scim-patch, after checking the
- * message and each operation: op names are case-insensitive (Entra ID sends "Replace"),
- * operations on attributes the service does not store are ignored, a path-less replace of a
- * value object works as RFC 7644 describes. Every failure of the message or of scim-patch is a
- * SCIM 400 (invalidSyntax, invalidPath, invalidValue, noTarget, mutability), never a 500.
+ * message and each operation against the schema table (user-schema.ts): op names are
+ * case-insensitive (Entra ID sends "Replace"); a path naming an attribute the schema lacks is
+ * noTarget, a read-only one mutability, a malformed one invalidPath — nothing is silently
+ * dropped. A path-less value object, or a value for the enterprise extension's URN, is taken
+ * apart into one operation per attribute it names ("name.givenName" and URN-qualified names
+ * included); id, meta and schemas echoed back in such an object are ignored (RFC 7644 3.3).
+ * Every failure of the message or of scim-patch is a SCIM 400, never a 500.
  */
 export function applyPatch(resource: ScimJson, patch: ScimJson): ScimJson {
   const schemas = patch.schemas;
@@ -30,11 +31,7 @@ export function applyPatch(resource: ScimJson, patch: ScimJson): ScimJson {
   const operations = patch.Operations ?? patch.operations;
   if (!Array.isArray(operations) || operations.length === 0) throw invalidArgument('A PATCH request needs a non-empty "Operations" array', [{ name: "Operations", value: "missing" }]);
   if (operations.length > MAX_PATCH_OPERATIONS) throw invalidArgument(`A PATCH request has at most ${MAX_PATCH_OPERATIONS} operations`, [{ name: "Operations", value: "too many" }]);
-  const applicable: ScimPatchOperation[] = [];
-  for (const [index, raw] of operations.entries()) {
-    const operation = checkedOperation(raw, index);
-    if (operation) applicable.push(operation);
-  }
+  const applicable = operations.flatMap((raw, index) => checkedOperations(raw, index));
   try {
     return scimPatch(structuredClone(resource) as unknown as ScimResource, applicable, { mutateDocument: true, treatMissingAsAdd: true }) as unknown as ScimJson;
   } catch (error) {
@@ -42,7 +39,9 @@ export function applyPatch(resource: ScimJson, patch: ScimJson): ScimJson {
   }
 }
 
-function checkedOperation(raw: unknown, index: number): ScimPatchOperation | undefined {
+type OpName = "add" | "replace" | "remove";
+
+function checkedOperations(raw: unknown, index: number): ScimPatchOperation[] {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw invalidArgument(`Operations[${index}] must be an object`, [{ name: `Operations[${index}]`, value: "invalid" }]);
   const { op, path, value } = raw as { op?: unknown; path?: unknown; value?: unknown };
   const name = typeof op === "string" ? op.toLowerCase() : "";
@@ -53,62 +52,74 @@ function checkedOperation(raw: unknown, index: number): ScimPatchOperation | und
   checkKeys(value);
   if (name === "remove" && (path === undefined || path === "")) throw new DomainError("NO_TARGET", `Operations[${index}]: remove needs a path`, { params: [{ name: `Operations[${index}].path`, value: "missing" }] });
   if (name !== "remove" && value === undefined) throw new DomainError("INVALID_VALUE", `Operations[${index}]: ${name} needs a value`, { params: [{ name: `Operations[${index}].value`, value: "missing" }] });
-  if (path === undefined || path === "") {
-    if (typeof value !== "object" || value === null || Array.isArray(value)) {
-      throw new DomainError("INVALID_VALUE", `Operations[${index}]: without a path, the value must be an object of attributes`, { params: [{ name: `Operations[${index}].value`, value: "invalid" }] });
-    }
-    if (Object.keys(value).some((key) => READ_ONLY.has(key.toLowerCase()))) {
-      // id, meta and schemas are read-only; a client echoing them back changes nothing (RFC 7644 3.5.2).
-      const kept = Object.fromEntries(Object.entries(value).filter(([key]) => !READ_ONLY.has(key.toLowerCase())));
-      return { op: name, value: kept } as ScimPatchOperation;
-    }
-    return { op: name, value } as ScimPatchOperation;
+  if (path === undefined || path === "") return spread(name, undefined, value, index);
+  if (path.trim().toLowerCase() === ENTERPRISE_USER_SCHEMA.toLowerCase()) {
+    if (name === "remove") return enterpriseAttributes().map((a) => ({ op: "remove", path: `${ENTERPRISE_USER_SCHEMA}:${a.name}` }) as ScimPatchOperation);
+    return spread(name, ENTERPRISE_USER_SCHEMA, value, index);
   }
-  const attribute = pathAttribute(path);
-  if (READ_ONLY.has(attribute)) throw new DomainError("MUTABILITY", `"${attribute}" is read-only`, { params: [{ name: `Operations[${index}].path`, value: "read-only" }] });
-  if (!STORED.has(attribute)) return undefined;
-  return { op: name, path: canonicalPath(path), value } as ScimPatchOperation;
+  return [operation(name, path, value, index)];
 }
 
-/** The top-level attribute a path names (lower-cased), after checking its syntax and any value filter in it. */
-function pathAttribute(path: string): string {
+/** A value object without a path (or for the extension's URN): one operation per attribute it holds. */
+function spread(op: OpName, urn: string | undefined, value: unknown, index: number): ScimPatchOperation[] {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new DomainError("INVALID_VALUE", `Operations[${index}]: without a path, the value must be an object of attributes`, { params: [{ name: `Operations[${index}].value`, value: "invalid" }] });
+  }
+  return Object.entries(value).flatMap(([key, inner]) => {
+    if (urn === undefined && SERVICE_OWNED.has(key.toLowerCase())) return [];
+    if (urn === undefined && key.toLowerCase() === ENTERPRISE_USER_SCHEMA.toLowerCase()) return spread(op, ENTERPRISE_USER_SCHEMA, inner, index);
+    return [operation(op, urn === undefined ? key : `${urn}:${key}`, inner, index)];
+  });
+}
+
+function operation(op: OpName, path: string, value: unknown, index: number): ScimPatchOperation {
+  const target = resolvedPath(path, index);
+  // Entra ID sends the manager as the bare id: {value: id} is what the schema says.
+  const shaped = target.endsWith(":manager") && typeof value === "string" ? { value } : value;
+  return (op === "remove" ? { op, path: target } : { op, path: target, value: shaped }) as ScimPatchOperation;
+}
+
+/**
+ * The path with its attribute names as the schema spells them (scim-patch matches names exactly;
+ * RFC 7644 3.10 makes them case-insensitive), after checking it against the schema table.
+ */
+function resolvedPath(path: string, index: number): string {
   const match = PATH.exec(path.trim());
-  if (!match) throw invalidPath(`The path "${path.slice(0, 100)}" is not a valid SCIM attribute path`);
-  const [, urn, attribute, , filter, sub] = match;
+  if (!match) throw invalidPath(`The path "${printable(path)}" is not a valid SCIM attribute path`);
+  const [, urn, attribute, bracket, filter, sub] = match;
   for (const part of [attribute, sub]) if (part && FORBIDDEN_KEYS.has(part.toLowerCase())) throw invalidPath("The path names a forbidden attribute");
   if (filter !== undefined) {
     try {
       parse(filter);
     } catch {
-      throw invalidPath(`The value filter in "${path.slice(0, 100)}" is not a valid SCIM filter`);
+      throw invalidPath(`The value filter in "${printable(path)}" is not a valid SCIM filter`);
     }
   }
-  // Extension schemas (the enterprise extension, …) are not stored: their attributes are ignored.
-  if (urn !== undefined && urn.toLowerCase() !== USER_SCHEMA.toLowerCase()) return `${urn.toLowerCase()}:${attribute!.toLowerCase()}`;
-  return attribute!.toLowerCase();
+  const at = { params: [{ name: `Operations[${index}].path`, value: printable(path) }] };
+  const schema = schemaNamed(urn);
+  if (!schema) throw new DomainError("NO_TARGET", `"${printable(urn!)}" is not a schema of the User resource (see /Schemas)`, at);
+  if (schema.id === USER_SCHEMA && SERVICE_OWNED.has(attribute!.toLowerCase())) throw new DomainError("MUTABILITY", `"${attribute!.toLowerCase()}" is read-only`, at);
+  const definition = attributeNamed(schema.attributes, attribute!);
+  if (!definition) throw new DomainError("NO_TARGET", `The User resource holds no attribute "${printable(attribute!)}" (see /Schemas)`, at);
+  if (definition.mutability === "readOnly") throw new DomainError("MUTABILITY", `"${definition.name}" is read-only`, at);
+  if (bracket !== undefined && !definition.multiValued) throw invalidPath(`"${definition.name}" is not multi-valued: a value filter does not apply`);
+  let subName = "";
+  if (sub !== undefined) {
+    const subDefinition = attributeNamed(definition.subAttributes, sub);
+    if (!subDefinition) throw new DomainError("NO_TARGET", `"${definition.name}" has no sub-attribute "${printable(sub)}" (see /Schemas)`, at);
+    if (subDefinition.mutability === "readOnly") throw new DomainError("MUTABILITY", `"${definition.name}.${subDefinition.name}" is read-only`, at);
+    subName = `.${subDefinition.name}`;
+  }
+  return `${schema.id === USER_SCHEMA ? "" : `${schema.id}:`}${definition.name}${bracket ?? ""}${subName}`;
 }
 
-/**
- * scim-patch matches attribute names exactly; resources use the RFC's camelCase, clients may not
- * (RFC 7644 3.10: names are case-insensitive), so the known names are written canonically.
- */
-const CANONICAL: Readonly<Record<string, string>> = {
-  username: "userName",
-  name: "name",
-  active: "active",
-  externalid: "externalId",
-  emails: "emails",
-  displayname: "displayName",
-  givenname: "givenName",
-  familyname: "familyName",
-  value: "value",
-};
+function enterpriseAttributes() {
+  return schemaNamed(ENTERPRISE_USER_SCHEMA)!.attributes;
+}
 
-function canonicalPath(path: string): string {
-  const match = PATH.exec(path.trim())!;
-  const [, , attribute, bracket, , sub] = match;
-  const canonical = (name: string) => CANONICAL[name.toLowerCase()] ?? name;
-  return `${canonical(attribute!)}${bracket ?? ""}${sub ? `.${canonical(sub)}` : ""}`;
+/** Paths echoed in messages, without anything that is not plain text. */
+function printable(text: string): string {
+  return text.replace(/[^\w.:$\[\] "-]/g, "?").slice(0, 100);
 }
 
 /** No key anywhere in a value may reach Object.prototype (scim-patch assigns dotted keys by walking objects). */

@@ -1,6 +1,6 @@
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import type { ScimUser, ScimUserAttributes, UserFilter, UserPage } from "./model.js";
+import type { ScimUser, ScimUserRecord, UserFilter, UserPage } from "./model.js";
 
 /**
  * The users of one company as SCIM provisions them (the `users` table). Every method is confined
@@ -12,10 +12,10 @@ export interface ScimUserRepository {
   find(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined>;
   /** Locks the user's row for the rest of the transaction. */
   lock(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined>;
-  /** Throws ALREADY_EXISTS when the userName (case-insensitive) or externalId is taken in the company. */
-  insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserAttributes): Promise<ScimUser>;
+  /** Throws ALREADY_EXISTS when the userName (case-insensitive) or externalId is taken in the company; writes businessInfo into the profile only when it is given. */
+  insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserRecord): Promise<ScimUser>;
   /** Throws ALREADY_EXISTS like insert. */
-  update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserAttributes): Promise<ScimUser | undefined>;
+  update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserRecord): Promise<ScimUser | undefined>;
   /** SCIM DELETE: is_active = false and invisible to SCIM from now on (the row stays for the profile API). */
   markDeleted(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<boolean>;
 }

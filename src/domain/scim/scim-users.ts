@@ -4,10 +4,12 @@ import type { AuditRepository } from "../audit/ports.js";
 import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import { parseUserFilter } from "./filter.js";
-import { DEFAULT_PAGE_COUNT, MAX_PAGE_COUNT, USER_SCHEMA, type ScimCaller, type ScimUser, type ScimUserAttributes } from "./model.js";
+import type { Tx } from "../shared/unit-of-work.js";
+import { enterpriseOf, titleOf, withEnterprise, withTitle } from "./enterprise-profile.js";
+import { DEFAULT_PAGE_COUNT, MAX_PAGE_COUNT, type EnterpriseAttributes, type ScimCaller, type ScimUser, type ScimUserAttributes, type ScimUserRecord } from "./model.js";
 import { applyPatch } from "./patch.js";
 import type { ScimUserRepository } from "./ports.js";
-import { listResponse, project, serviceProviderConfig, userAttributes, userResource, userResourceType, userSchema, type ScimJson } from "./resource.js";
+import { listResponse, project, serviceProviderConfig, userAttributes, userResource, userResourceType, userSchemas, type ReadMode, type ScimJson } from "./resource.js";
 
 /** What a list or read asks for besides the filter and page (RFC 7644 3.9). */
 export interface Projection {
@@ -52,10 +54,11 @@ export class ScimUsers {
   }
 
   async create(caller: ScimCaller, resource: ScimJson, requestId: string): Promise<{ resource: ScimJson; location: string }> {
-    const attributes = userAttributes(resource);
+    const attributes = userAttributes(resource, { kind: "create" });
     const user = await this.uow.transaction(async (tx) => {
-      const created = await this.users.insert(tx, tenantScope(caller.tmcId), caller.companyId, attributes);
-      await this.audit.append(tx, [event("SCIM_USER_CREATE", caller, created.id, requestId, attributes)]);
+      const record = await this.recordOf(tx, caller, undefined, attributes);
+      const created = await this.users.insert(tx, tenantScope(caller.tmcId), caller.companyId, record);
+      await this.audit.append(tx, [event("SCIM_USER_CREATE", caller, created.id, requestId, writtenNames(attributes))]);
       return created;
     });
     const json = userResource(user, this.baseUrl);
@@ -63,13 +66,13 @@ export class ScimUsers {
   }
 
   async replace(caller: ScimCaller, userId: string, resource: ScimJson, requestId: string): Promise<ScimJson> {
-    return this.write(caller, userId, "SCIM_USER_REPLACE", requestId, (current) => userAttributes(resource, current));
+    return this.write(caller, userId, "SCIM_USER_REPLACE", requestId, (current) => userAttributes(resource, { kind: "replace", current }));
   }
 
   async patch(caller: ScimCaller, userId: string, patch: ScimJson, requestId: string): Promise<ScimJson> {
     return this.write(caller, userId, "SCIM_USER_PATCH", requestId, (current) => {
       const patched = applyPatch(userResource(current, this.baseUrl), patch);
-      return userAttributes(patched, current, false);
+      return userAttributes(patched, { kind: "patch", current } satisfies ReadMode);
     });
   }
 
@@ -95,12 +98,14 @@ export class ScimUsers {
   }
 
   schemas(): ScimJson {
-    return listResponse([userSchema(this.baseUrl)], 1, 1);
+    const schemas = userSchemas(this.baseUrl);
+    return listResponse(schemas, schemas.length, 1);
   }
 
   schema(id: string): ScimJson {
-    if (id !== USER_SCHEMA) throw notFound("Schema", [{ name: "schemaId", value: id.slice(0, 100) }]);
-    return userSchema(this.baseUrl);
+    const schema = userSchemas(this.baseUrl).find((s) => s.id === id);
+    if (!schema) throw notFound("Schema", [{ name: "schemaId", value: id.slice(0, 100) }]);
+    return schema;
   }
 
   /** Locks the user, computes its new attributes from the current ones, stores and audits them in one transaction. */
@@ -109,33 +114,80 @@ export class ScimUsers {
     const user = await this.uow.transaction(async (tx) => {
       const current = await this.users.lock(tx, scope, caller.companyId, userId);
       if (!current) throw userNotFound(userId);
-      const attributes = next(current);
-      const updated = await this.users.update(tx, scope, caller.companyId, userId, attributes);
+      const record = await this.recordOf(tx, caller, current, next(current));
+      const updated = await this.users.update(tx, scope, caller.companyId, userId, record);
       if (!updated) throw userNotFound(userId);
-      await this.audit.append(tx, [event(action, caller, userId, requestId, changedAttributes(current, attributes))]);
+      await this.audit.append(tx, [event(action, caller, userId, requestId, changedNames(current, updated))]);
       return updated;
     });
     return userResource(user, this.baseUrl);
   }
+
+  /** The columns, and businessInfo when title or the enterprise extension changes it (else undefined: not rewritten). */
+  private async recordOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, attributes: ScimUserAttributes): Promise<ScimUserRecord> {
+    const { enterprise, title, ...columns } = attributes;
+    const before = current?.businessInfo ?? {};
+    let businessInfo = before;
+    if (title !== undefined && title.value !== titleOf(before)) businessInfo = withTitle(businessInfo, title.value);
+    const { managerName: storedManagerName, ...stored } = enterpriseOf(before);
+    // Unchanged: businessInfo is not rewritten (fields SCIM cannot see, such as a reference without a name, stay as they are).
+    if (enterprise !== undefined && !(current && sameAttributes(stored, enterprise))) {
+      businessInfo = withEnterprise(businessInfo, enterprise, caller.companyId, await this.managerNameOf(tx, caller, current, enterprise, stored.managerId, storedManagerName));
+    }
+    return { ...columns, businessInfo: businessInfo === before ? undefined : businessInfo };
+  }
+
+  /**
+   * A new manager must be another user of the company that SCIM sees (RFC 7643 4.3: manager.value
+   * is the manager's id); its displayName is kept with the reference. An unchanged manager is not
+   * looked up again (it may have left since).
+   */
+  private async managerNameOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, enterprise: EnterpriseAttributes, storedManagerId: string | undefined, storedManagerName: string | undefined): Promise<string | undefined> {
+    let managerName = storedManagerName;
+    if (enterprise.managerId !== undefined && enterprise.managerId !== storedManagerId) {
+      const manager = enterprise.managerId === current?.id ? undefined : await this.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
+      if (!manager) throw new DomainError("INVALID_VALUE", "manager.value must be the id of another user of the company", { params: [{ name: "manager.value", value: "invalid" }] });
+      managerName = manager.displayName ?? ([manager.givenName, manager.familyName].filter((p) => p !== "").join(" ") || undefined);
+    }
+    return managerName;
+  }
+}
+
+function sameAttributes(a: object, b: object): boolean {
+  const entries = (o: object) => Object.entries(o).filter(([, v]) => v !== undefined).sort(([x], [y]) => x.localeCompare(y));
+  return JSON.stringify(entries(a)) === JSON.stringify(entries(b));
 }
 
 function userNotFound(userId: string): DomainError {
   return notFound("User", [{ name: "id", value: userId.slice(0, 100) }]);
 }
 
-/** Attribute names only: the audit trail holds no personal data. */
-function changedAttributes(current: ScimUser, next: ScimUserAttributes): Partial<ScimUserAttributes> {
-  const changed: Record<string, unknown> = {};
-  if (current.userName !== next.userName) changed.userName = next.userName;
-  if (current.givenName !== next.givenName) changed.givenName = next.givenName;
-  if (current.familyName !== next.familyName) changed.familyName = next.familyName;
-  if (current.active !== next.active) changed.active = next.active;
-  if (current.externalId !== next.externalId) changed.externalId = next.externalId;
-  return changed as Partial<ScimUserAttributes>;
+/** The SCIM attribute names a create wrote: the audit trail holds no personal data. */
+function writtenNames(attributes: ScimUserAttributes): AuditedNames {
+  const names = Object.entries(attributes).flatMap(([key, value]) => (key === "enterprise" || value === undefined || (key === "title" && attributes.title?.value === undefined) ? [] : [key]));
+  for (const key of Object.keys(attributes.enterprise ?? {})) names.push(`enterprise.${key}`);
+  return { names, active: attributes.active };
 }
 
-function event(action: string, caller: ScimCaller, userId: string, requestId: string, attributes?: Partial<ScimUserAttributes>): AuditEvent {
-  const names = attributes ? Object.keys(attributes).sort().join(",") : undefined;
+/** The SCIM attribute names whose stored value changed (enterprise ones as enterprise.<name>). */
+function changedNames(before: ScimUser, after: ScimUser): AuditedNames {
+  const core = ["userName", "givenName", "familyName", "formattedName", "displayName", "active", "externalId"] as const;
+  const names: string[] = core.filter((key) => before[key] !== after[key]);
+  if (titleOf(before.businessInfo) !== titleOf(after.businessInfo)) names.push("title");
+  const [was, is] = [enterpriseOf(before.businessInfo), enterpriseOf(after.businessInfo)];
+  for (const key of new Set([...Object.keys(was), ...Object.keys(is)])) {
+    if (key !== "managerName" && was[key as keyof typeof was] !== is[key as keyof typeof is]) names.push(`enterprise.${key}`);
+  }
+  return { names, active: before.active !== after.active ? after.active : undefined };
+}
+
+interface AuditedNames {
+  readonly names: readonly string[];
+  /** The new activation state, when it is part of the change. */
+  readonly active: boolean | undefined;
+}
+
+function event(action: string, caller: ScimCaller, userId: string, requestId: string, written?: AuditedNames): AuditEvent {
   return {
     action,
     outcome: "SUCCESS",
@@ -146,8 +198,8 @@ function event(action: string, caller: ScimCaller, userId: string, requestId: st
     details: {
       targetUserId: userId,
       orgId: caller.companyId,
-      ...(names !== undefined ? { attributes: names } : {}),
-      ...(attributes && "active" in attributes && attributes.active !== undefined ? { active: attributes.active } : {}),
+      ...(written !== undefined ? { attributes: [...written.names].sort().join(",") } : {}),
+      ...(written?.active !== undefined ? { active: written.active } : {}),
     },
   };
 }

@@ -29,6 +29,9 @@ export interface UserRow {
   family_name: string;
   is_active: boolean;
   external_id: string | null;
+  /** SCIM displayName and name.formatted as the IdP set them (users_scim_names migration). */
+  display_name: string | null;
+  name_formatted: string | null;
   profile: Record<string, unknown>;
   created_at: Date;
   updated_at: Date;

@@ -69,8 +69,9 @@ describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
     assert.equal(applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "REPLACE", value: { active: false } }] }).active, false);
     assert.equal((applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", value: { "name.givenName": "Z" } }] }).name as { givenName: string }).givenName, "Z");
     assert.equal((applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", path: "NAME.GIVENNAME", value: "Q" }] }).name as { givenName: string }).givenName, "Q");
-    const ignored = applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", value: "X" }, { op: "add", path: "title", value: "T" }] });
-    assert.deepEqual(ignored, resource, "operations on attributes that are not stored are ignored");
+    const enterprise = applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", value: "X" }] });
+    assert.deepEqual(enterprise["urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"], { department: "X" }, "the enterprise extension is held");
+    assert.throws(() => applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "T" }] }), (e: unknown) => (e as { code?: string }).code === "NO_TARGET", "an attribute the schema lacks is refused, not dropped");
   });
 
   test("refusals", async () => {

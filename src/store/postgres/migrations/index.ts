@@ -10,6 +10,7 @@ import * as airCreditsV3 from "./20261122000500_air_credits_v3.js";
 import * as revokedAccessTokens from "./20261122000600_revoked_access_tokens.js";
 import * as airCreditInstants from "./20261125000100_air_credit_instants.js";
 import * as signingKeyActivation from "./20261125000200_signing_key_activation.js";
+import * as usersScimNames from "./20261125000300_users_scim_names.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -27,6 +28,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261122000600_revoked_access_tokens", revokedAccessTokens],
   ["20261125000100_air_credit_instants", airCreditInstants],
   ["20261125000200_signing_key_activation", signingKeyActivation],
+  ["20261125000300_users_scim_names", usersScimNames],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,17 +1,19 @@
 import crypto from "node:crypto";
 import type { Knex } from "knex";
 import { DomainError } from "../../../errors/domain-error.js";
-import type { ScimUser, ScimUserAttributes, UserFilter, UserPage, FilterAttribute } from "../../../domain/scim/model.js";
+import type { BusinessInfo, FilterAttribute, ScimUser, ScimUserRecord, UserFilter, UserPage } from "../../../domain/scim/model.js";
 import type { ScimUserRepository } from "../../../domain/scim/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { UserRow } from "../tables.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
-/** The columns of `users` SCIM reads and writes: all but the profile document. */
-type ScimUserRow = Omit<UserRow, "profile">;
+/** The columns of `users` SCIM reads, and of the profile document only businessInfo (the enterprise extension). */
+type ScimUserRow = Omit<UserRow, "profile"> & { profile?: unknown; business_info: BusinessInfo | string | null };
 
-const COLUMNS = ["id", "company_id", "tmc_id", "email", "given_name", "family_name", "is_active", "external_id", "created_at", "updated_at"] as const;
+const COLUMNS = ["id", "company_id", "tmc_id", "email", "given_name", "family_name", "display_name", "name_formatted", "is_active", "external_id", "created_at", "updated_at"] as const;
+/** The columns and the profile's businessInfo (not the whole document: it holds personal data SCIM never shows). */
+const selected = (db: Knex | Knex.Transaction) => [...COLUMNS, db.raw("profile->'businessInfo' as business_info")];
 
 /** Stored attribute → column; case-insensitive attributes compare lower-cased columns (email_normalized is lower(email)). */
 const COLUMN: Readonly<Record<FilterAttribute, { column: string; lower?: string }>> = {
@@ -20,6 +22,7 @@ const COLUMN: Readonly<Record<FilterAttribute, { column: string; lower?: string 
   externalId: { column: "external_id" },
   givenName: { column: "given_name", lower: "lower(given_name)" },
   familyName: { column: "family_name", lower: "lower(family_name)" },
+  displayName: { column: "display_name", lower: "lower(display_name)" },
   active: { column: "is_active" },
   created: { column: "created_at" },
   lastModified: { column: "updated_at" },
@@ -44,7 +47,7 @@ export class PostgresScimUserRepository implements ScimUserRepository {
     const rows = (page.count === 0
       ? []
       : await base()
-          .select([...COLUMNS, db.raw("count(*) over () as total")])
+          .select([...selected(db), db.raw("count(*) over () as total")])
           .orderBy([{ column: "created_at" }, { column: "id" }])
           .offset(page.startIndex - 1)
           .limit(page.count)) as unknown as Array<ScimUserRow & { total: string | number }>;
@@ -54,38 +57,38 @@ export class PostgresScimUserRepository implements ScimUserRepository {
 
   async find(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
-    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).first([...COLUMNS]);
+    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).first(selected(knexOf(tx)));
     return row && toScimUser(row as unknown as ScimUserRow);
   }
 
   async lock(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
-    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).forUpdate().first([...COLUMNS]);
+    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).forUpdate().first(selected(knexOf(tx)));
     return row && toScimUser(row as unknown as ScimUserRow);
   }
 
-  async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserAttributes): Promise<ScimUser> {
+  async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserRecord): Promise<ScimUser> {
     const db = knexOf(tx);
     const company = await db("companies").where({ id: companyId, tmc_id: scope.tmcId }).first("id");
     if (!company) throw new DomainError("NOT_FOUND", "Company not found", { params: [{ name: "orgId", value: companyId }] });
     try {
       const [row] = await db<ScimUserRow>("users")
-        .insert({ id: crypto.randomUUID(), company_id: companyId, tmc_id: scope.tmcId, ...columnsOf(user) })
-        .returning(COLUMNS);
+        .insert({ id: crypto.randomUUID(), company_id: companyId, tmc_id: scope.tmcId, ...columnsOf(db, user, "insert") })
+        .returning(selected(db) as never);
       return toScimUser(row as ScimUserRow);
     } catch (error) {
       rethrowUniqueness(error);
     }
   }
 
-  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserAttributes): Promise<ScimUser | undefined> {
+  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserRecord): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
     const db = knexOf(tx);
     try {
       const [row] = await visible(db, scope, companyId)
         .where({ id: userId })
-        .update({ ...columnsOf(user), updated_at: db.fn.now() as unknown as Date })
-        .returning(COLUMNS);
+        .update({ ...columnsOf(db, user, "update"), updated_at: db.fn.now() as unknown as Date })
+        .returning(selected(db) as never);
       return row && toScimUser(row as unknown as ScimUserRow);
     } catch (error) {
       rethrowUniqueness(error);
@@ -107,14 +110,22 @@ function visible(db: Knex | Knex.Transaction, scope: TenantScope, companyId: str
   return db<ScimUserRow>("users").where({ tmc_id: scope.tmcId, company_id: companyId }).whereNull("scim_deleted_at");
 }
 
-function columnsOf(user: ScimUserAttributes) {
+function columnsOf(db: Knex | Knex.Transaction, user: ScimUserRecord, write: "insert" | "update") {
   return {
     email: user.userName,
     email_normalized: user.userName.toLowerCase(),
     given_name: user.givenName,
     family_name: user.familyName,
+    display_name: user.displayName ?? null,
+    name_formatted: user.formattedName ?? null,
     is_active: user.active,
     external_id: user.externalId ?? null,
+    // Only businessInfo changes; the rest of the profile document stays as the profile API wrote it.
+    ...(user.businessInfo === undefined
+      ? {}
+      : write === "insert"
+        ? { profile: JSON.stringify({ businessInfo: user.businessInfo }) }
+        : { profile: db.raw("jsonb_set(coalesce(profile, '{}'::jsonb), '{businessInfo}', ?::jsonb)", [JSON.stringify(user.businessInfo)]) }),
   };
 }
 
@@ -137,6 +148,7 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
       const { column } = COLUMN[filter.attribute];
       if (filter.attribute === "externalId") qb.whereNotNull(column).andWhere(column, "<>", "");
       else if (column === "given_name" || column === "family_name" || column === "email_normalized") qb.where(column, "<>", "");
+      else if (column === "display_name") qb.whereNotNull(column).andWhere(column, "<>", "");
       else qb.whereNotNull(column);
       return;
     }
@@ -177,6 +189,12 @@ function rethrowUniqueness(error: unknown): never {
   rethrowDbError(error, "A user with this userName exists in the company");
 }
 
+/** jsonb comes back parsed from pg and PGlite; a non-object (never written by the profile API) counts as none. */
+function businessInfoOf(value: BusinessInfo | string | null): BusinessInfo {
+  const parsed: unknown = typeof value === "string" ? JSON.parse(value) : value;
+  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as BusinessInfo) : {};
+}
+
 function isUuid(value: string): boolean {
   return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
 }
@@ -189,8 +207,11 @@ function toScimUser(row: ScimUserRow): ScimUser {
     userName: row.email,
     givenName: row.given_name,
     familyName: row.family_name,
+    formattedName: row.name_formatted ?? undefined,
+    displayName: row.display_name ?? undefined,
     active: row.is_active,
     externalId: row.external_id ?? undefined,
+    businessInfo: businessInfoOf(row.business_info),
     created: new Date(row.created_at),
     lastModified: new Date(row.updated_at),
   };
