@@ -29,7 +29,7 @@ import { createDomainServices } from "./domain-services.js";
 import { Lifecycle } from "./lifecycle.js";
 import { readinessOf } from "./readiness.js";
 import { DomainError } from "../errors/domain-error.js";
-import { isDatabaseUnavailable } from "../store/postgres/unavailable.js";
+import { databaseFailureOf } from "../store/postgres/unavailable.js";
 import { registerInternals } from "./test-access.js";
 
 export interface ServiceOptions {
@@ -150,8 +150,16 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const servedPublicly = contractServices.filter((s) => !http.admin || s !== OperatorService);
     const health = healthOf(servedPublicly.map((s) => s.typeName));
     const adminHealth = http.admin ? healthOf([OperatorService.typeName]) : undefined;
-    const classifyError = (error: unknown) =>
-      isDatabaseUnavailable(error) ? new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error }) : undefined;
+    const classifyError = (error: unknown) => {
+      switch (databaseFailureOf(error)) {
+        case "unavailable":
+          return new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error, retryAfterSeconds: 1 });
+        case "contended":
+          return new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", { cause: error, retryAfterSeconds: 1 });
+        default:
+          return undefined;
+      }
+    };
     const rpc = createRpcCore(
       { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
       { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer },
