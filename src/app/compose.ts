@@ -93,9 +93,13 @@ export async function createService(config: Config, options: ServiceOptions = {}
       poolMax: storage.databasePoolMax,
       acquireTimeoutMs: storage.databaseAcquireTimeoutMs,
       queryTimeoutMs: storage.databaseQueryTimeoutMs,
+      lockTimeoutMs: storage.databaseLockTimeoutMs,
+      jobsPoolMax: storage.databaseJobsPoolMax,
     });
     lifecycle.started("database", () => database.close());
-    if (tracing) traceQueries(database.db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+    if (tracing) {
+      for (const db of new Set([database.db, database.jobsDb])) traceQueries(db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+    }
     if (!options.skipMigrations) await database.migrate();
     const shared = openSharedState(
       {
@@ -119,12 +123,13 @@ export async function createService(config: Config, options: ServiceOptions = {}
     lifecycle.started("redis", () => shared.close());
 
     const uow = new KnexUnitOfWork(database.db);
+    const jobsUow = database.jobsDb === database.db ? uow : new KnexUnitOfWork(database.jobsDb);
     const repositories = postgresRepositories(storage.databaseSchema);
     // Every instance over one Postgres hears of every credential change; the embedded database has one instance.
     const changeFeed = storage.databaseUrl
       ? new PostgresChangeFeed({ connectionString: storage.databaseUrl, channel: credentialChangeChannel(storage.databaseSchema), reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs }, logger)
       : new LocalChangeFeed();
-    const domain = createDomainServices({ config, uow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
+    const domain = createDomainServices({ config, uow, jobsUow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
     // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
     if (!options.skipMigrations) {
       await domain.signingKeys.start();
@@ -162,7 +167,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     };
     const rpc = createRpcCore(
       { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
-      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer },
+      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer, principalBudget: config.principalBudget },
       { health, admin: adminHealth && { health: adminHealth } },
     );
     const app = await createHttpApp(
