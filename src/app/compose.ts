@@ -122,7 +122,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     lifecycle.started("redis", () => shared.close());
 
-    const uow = new KnexUnitOfWork(database.db);
+    const uow = new KnexUnitOfWork(database.db, storage.databaseLockWaitMs);
     const jobsUow = database.jobsDb === database.db ? uow : new KnexUnitOfWork(database.jobsDb);
     const repositories = postgresRepositories(storage.databaseSchema);
     // Every instance over one Postgres hears of every credential change; the embedded database has one instance.

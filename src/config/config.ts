@@ -92,8 +92,13 @@ export interface StorageConfig {
   readonly redisBreakerOpenMs: number;
   /** Client-side limit on one Postgres query (a stalled server cannot enforce its own). */
   readonly databaseQueryTimeoutMs: number;
-  /** Longest wait of a request for a row lock (Postgres lock_timeout); 0: no limit but the query timeout. */
+  /**
+   * Longest wait of one statement for a lock it takes implicitly (Postgres lock_timeout: a foreign
+   * key check, an UPDATE); explicit row locks are taken NOWAIT. 0: no limit but the query timeout.
+   */
   readonly databaseLockTimeoutMs: number;
+  /** How long a transaction that met a busy row is retried (holding no connection between attempts) before 409 RESOURCE_BUSY. */
+  readonly databaseLockWaitMs: number;
   /** Connections of the background jobs' own pool (Postgres only). */
   readonly databaseJobsPoolMax: number;
 }
@@ -265,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
       databaseQueryTimeoutMs,
       databaseLockTimeoutMs,
+      databaseLockWaitMs: intFrom(env, "DATABASE_LOCK_WAIT_MS", 2_000, 0, 10 * MINUTE_MS),
       databaseJobsPoolMax: intFrom(env, "DATABASE_JOBS_POOL_MAX", 2, 1, 100),
     },
     secrets: {
