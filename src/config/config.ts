@@ -294,7 +294,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimits: rateLimitsFromEnv(env),
     principalBudget: {
       concurrency: intFrom(env, "RPC_CONCURRENCY_PER_PRINCIPAL", 4, 1, 10_000),
-      queue: intFrom(env, "RPC_QUEUE_PER_PRINCIPAL", 16, 0, 100_000),
+      queue: intFrom(env, "RPC_QUEUE_PER_PRINCIPAL", 64, 0, 100_000),
       rate: budgetFrom(env, "RPC_RATE_LIMIT_PER_PRINCIPAL", { points: 5_000, durationSeconds: 10 }),
     },
     jobs: {

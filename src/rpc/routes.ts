@@ -134,7 +134,8 @@ export function createRpcCore(
     textInterceptor(),
     authenticationInterceptor(domain.verifiers),
     // After authentication (it budgets the principal), before anything that may touch the database.
-    ...(observers.principalBudget ? [principalBudgetInterceptor({ ...observers.principalBudget, maxQueueWaitMs: observers.deadlineMs ?? 10_000 })] : []),
+    // A queued call gives up at half the deadline: the caller gets 429 with Retry-After, not a 504.
+    ...(observers.principalBudget ? [principalBudgetInterceptor({ ...observers.principalBudget, maxQueueWaitMs: (observers.deadlineMs ?? 10_000) / 2 })] : []),
     createValidateInterceptor(),
   ];
   return {

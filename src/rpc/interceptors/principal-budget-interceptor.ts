@@ -9,7 +9,7 @@ export interface PrincipalBudget {
   readonly queue: number;
   /** RPCs of one principal per fixed window on this instance. */
   readonly rate: { readonly points: number; readonly durationSeconds: number };
-  /** Longest wait in the queue (the request deadline: a caller past it has had its answer). */
+  /** Longest wait in the queue (below the request deadline, so the caller hears 429 rather than 504). */
   readonly maxQueueWaitMs: number;
   /** Milliseconds clock (tests move it). */
   readonly now?: () => number;
