@@ -30,7 +30,7 @@ import { createDomainServices } from "./domain-services.js";
 import { Lifecycle } from "./lifecycle.js";
 import { readinessOf } from "./readiness.js";
 import { DomainError } from "../errors/domain-error.js";
-import { isDatabaseUnavailable } from "../store/postgres/unavailable.js";
+import { databaseFailureOf } from "../store/postgres/unavailable.js";
 import { registerInternals } from "./test-access.js";
 
 export interface ServiceOptions {
@@ -94,9 +94,13 @@ export async function createService(config: Config, options: ServiceOptions = {}
       poolMax: storage.databasePoolMax,
       acquireTimeoutMs: storage.databaseAcquireTimeoutMs,
       queryTimeoutMs: storage.databaseQueryTimeoutMs,
+      lockTimeoutMs: storage.databaseLockTimeoutMs,
+      jobsPoolMax: storage.databaseJobsPoolMax,
     });
     lifecycle.started("database", () => database.close());
-    if (tracing) traceQueries(database.db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+    if (tracing) {
+      for (const db of new Set([database.db, database.jobsDb])) traceQueries(db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+    }
     if (!options.skipMigrations) await database.migrate();
     const shared = openSharedState(
       {
@@ -119,7 +123,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
     );
     lifecycle.started("redis", () => shared.close());
 
-    const uow = new KnexUnitOfWork(database.db);
+    const uow = new KnexUnitOfWork(database.db, storage.databaseLockWaitMs);
+    const jobsUow = database.jobsDb === database.db ? uow : new KnexUnitOfWork(database.jobsDb);
     const repositories = postgresRepositories(storage.databaseSchema);
     // Every instance over one Postgres hears of every credential change; the embedded database has one instance.
     const changeFeed = storage.databaseUrl
@@ -133,7 +138,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
           logger,
         )
       : new LocalChangeFeed();
-    const domain = createDomainServices({ config, uow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
+    const domain = createDomainServices({ config, uow, jobsUow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
     // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
     if (!options.skipMigrations) {
       await domain.signingKeys.start();
@@ -159,11 +164,19 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const servedPublicly = contractServices.filter((s) => !http.admin || s !== OperatorService);
     const health = healthOf(servedPublicly.map((s) => s.typeName));
     const adminHealth = http.admin ? healthOf([OperatorService.typeName]) : undefined;
-    const classifyError = (error: unknown) =>
-      isDatabaseUnavailable(error) ? new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error }) : undefined;
+    const classifyError = (error: unknown) => {
+      switch (databaseFailureOf(error)) {
+        case "unavailable":
+          return new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error, retryAfterSeconds: 1 });
+        case "contended":
+          return new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", { cause: error, retryAfterSeconds: 1 });
+        default:
+          return undefined;
+      }
+    };
     const rpc = createRpcCore(
       { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
-      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer },
+      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer, principalBudget: config.principalBudget },
       { health, admin: adminHealth && { health: adminHealth } },
     );
     const app = await createHttpApp(

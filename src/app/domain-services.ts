@@ -42,6 +42,8 @@ const CLIENT_RECORD_CACHE_SIZE = 10_000;
 export interface DomainInputs {
   readonly config: Config;
   readonly uow: UnitOfWork;
+  /** The background jobs' own connections (a small pool of their own on Postgres). */
+  readonly jobsUow: UnitOfWork;
   readonly repositories: Repositories;
   readonly shared: SharedState;
   /** Committed credential changes pushed by the database. */
@@ -54,11 +56,12 @@ export interface DomainInputs {
 }
 
 /** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
-export function createDomainServices({ config, uow, repositories: repos, shared, changeFeed, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
+export function createDomainServices({ config, uow, jobsUow, repositories: repos, shared, changeFeed, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
   const { tokens } = config;
   const maxTokenLifetimeSeconds = Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
+  // Keys are read at start, on a timer and on an unknown kid, never per request: the jobs' connections.
   const signingKeys = new SigningKeyRing(
-    uow,
+    jobsUow,
     repos.signingKeys,
     changeFeed,
     keys.signingKeyEncryptionKey,
@@ -71,6 +74,7 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     // republishable (after Redis lost it) for as long as the token could be presented.
     logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds) + 60,
     reconcileBatch: 1000,
+    backgroundUow: jobsUow,
   });
   const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
   const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, {
@@ -79,7 +83,8 @@ export function createDomainServices({ config, uow, repositories: repos, shared,
     cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
   }, tokens.externalTokenMaxLifetimeSeconds);
   const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, repos.apiUsers, { ...tokens, pepper: keys.secretPepper }, clock);
-  const auditLog = new AuditLog(uow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped, rejected: metrics.auditRejected }, clock, {
+  // Buffered events are written off the request path, by the audit flush job.
+  const auditLog = new AuditLog(jobsUow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped, rejected: metrics.auditRejected }, clock, {
     ...config.audit,
     closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
   });

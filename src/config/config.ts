@@ -1,6 +1,6 @@
 import path from "node:path";
 import { ConfigError } from "./config-error.js";
-import { rateLimitsFromEnv, type RateLimits } from "./rate-limits.js";
+import { budgetFrom, rateLimitsFromEnv, type Budget, type RateLimits } from "./rate-limits.js";
 import { secretSetting, type SecretSetting } from "./secret-settings.js";
 
 export { ConfigError };
@@ -16,6 +16,8 @@ export interface Config {
   readonly secrets: SecretsConfig;
   readonly tokens: TokenConfig;
   readonly rateLimits: RateLimits;
+  /** What one authenticated principal may ask of one instance at once and per window. */
+  readonly principalBudget: PrincipalBudgetConfig;
   readonly jobs: JobsConfig;
   readonly audit: AuditConfig;
   readonly tracing: TracingConfig;
@@ -90,6 +92,29 @@ export interface StorageConfig {
   readonly redisBreakerOpenMs: number;
   /** Client-side limit on one Postgres query (a stalled server cannot enforce its own). */
   readonly databaseQueryTimeoutMs: number;
+  /**
+   * Longest wait of one statement for a lock it takes implicitly (Postgres lock_timeout: a foreign
+   * key check, an UPDATE); explicit row locks are taken NOWAIT. 0: no limit but the query timeout.
+   */
+  readonly databaseLockTimeoutMs: number;
+  /** How long a transaction that met a busy row is retried (holding no connection between attempts) before 409 RESOURCE_BUSY. */
+  readonly databaseLockWaitMs: number;
+  /** Connections of the background jobs' own pool (Postgres only). */
+  readonly databaseJobsPoolMax: number;
+}
+
+/**
+ * Per principal (the API user behind an access token, or a SCIM client) and per instance, on
+ * every RPC that takes a bearer credential: the token endpoints have their own limiter, the
+ * operator's surface is not budgeted.
+ */
+export interface PrincipalBudgetConfig {
+  /** RPCs of one principal running at once; further ones wait in memory, holding no connection. */
+  readonly concurrency: number;
+  /** RPCs of one principal waiting for a running slot; beyond it: 429 TOO_MANY_CONCURRENT_REQUESTS. */
+  readonly queue: number;
+  /** RPCs of one principal per fixed window (in process, per instance): beyond it 429 TOO_MANY_REQUESTS. */
+  readonly rate: Budget;
 }
 
 /** Secret settings come from `NAME` or from the file named by `NAME_FILE` (secret-settings.ts). */
@@ -221,6 +246,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `SIGNING_KEY_PREPUBLISH_SECONDS (${signingKeyPrepublishSeconds} s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (${signingKeyReloadIntervalMs} ms): an instance that missed the announcement must still load the next key before it signs`,
     );
   }
+  const databaseQueryTimeoutMs = intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS);
+  // Half the query timeout by default: a lock wait must end as a 409 before the statement timeout makes it a 503.
+  const databaseLockTimeoutMs = intFrom(env, "DATABASE_LOCK_TIMEOUT_MS", Math.floor(databaseQueryTimeoutMs / 2), 0, 10 * MINUTE_MS);
+  if (databaseLockTimeoutMs >= databaseQueryTimeoutMs) {
+    throw new ConfigError(`DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS (${databaseQueryTimeoutMs}), got ${databaseLockTimeoutMs}`);
+  }
   return {
     http: {
       host,
@@ -252,7 +283,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 500, 10, MINUTE_MS),
       redisBreakerFailures: intFrom(env, "REDIS_BREAKER_FAILURES", 3, 1, 1000),
       redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
-      databaseQueryTimeoutMs: intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS),
+      databaseQueryTimeoutMs,
+      databaseLockTimeoutMs,
+      databaseLockWaitMs: intFrom(env, "DATABASE_LOCK_WAIT_MS", 2_000, 0, 10 * MINUTE_MS),
+      databaseJobsPoolMax: intFrom(env, "DATABASE_JOBS_POOL_MAX", 2, 1, 100),
     },
     secrets: {
       masterKey: secretSetting(env, "MASTER_KEY"),
@@ -274,6 +308,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
     },
     rateLimits: rateLimitsFromEnv(env),
+    principalBudget: {
+      concurrency: intFrom(env, "RPC_CONCURRENCY_PER_PRINCIPAL", 4, 1, 10_000),
+      queue: intFrom(env, "RPC_QUEUE_PER_PRINCIPAL", 64, 0, 100_000),
+      rate: budgetFrom(env, "RPC_RATE_LIMIT_PER_PRINCIPAL", { points: 5_000, durationSeconds: 10 }),
+    },
     jobs: {
       signingKeyReloadIntervalMs,
       credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 500, 10, HOUR_MS),

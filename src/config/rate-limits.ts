@@ -25,7 +25,7 @@ export const DEFAULT_RATE_LIMITS: RateLimits = Object.freeze({
 const MAX_POINTS = 1_000_000;
 const MAX_SECONDS = 86_400;
 
-function budgetFrom(env: NodeJS.ProcessEnv, name: string, fallback: Budget): Budget {
+export function budgetFrom(env: NodeJS.ProcessEnv, name: string, fallback: Budget): Budget {
   const raw = env[name];
   if (raw === undefined || raw.trim() === "") return fallback;
   const match = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(raw);

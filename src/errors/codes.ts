@@ -11,6 +11,7 @@ export type ErrorKind =
   | "NOT_FOUND"
   | "ALREADY_EXISTS"
   | "FAILED_PRECONDITION"
+  | "ABORTED"
   | "RESOURCE_EXHAUSTED"
   | "UNIMPLEMENTED"
   | "UNAVAILABLE"
@@ -58,6 +59,9 @@ export const ERROR_CODES = {
   INVALID_TARGET: { kind: "INVALID_ARGUMENT", description: "The requested audience is not allowed" },
   UNSUPPORTED_GRANT_TYPE: { kind: "INVALID_ARGUMENT", description: "The grant_type is not supported" },
   TOO_MANY_REQUESTS: { kind: "RESOURCE_EXHAUSTED", description: "A rate limit is exhausted; retry after Retry-After seconds" },
+  TOO_MANY_CONCURRENT_REQUESTS: { kind: "RESOURCE_EXHAUSTED", description: "The caller already has RPC_CONCURRENCY_PER_PRINCIPAL calls running and RPC_QUEUE_PER_PRINCIPAL waiting on this instance; retry after Retry-After seconds" },
+  // Contention (AIP-193, as Datastore and Firestore answer it): safe to retry the same call
+  RESOURCE_BUSY: { kind: "ABORTED", description: "Another request is changing the same resource and held it longer than DATABASE_LOCK_TIMEOUT_MS; nothing was changed by this call; retry after Retry-After seconds" },
   // The service
   NOT_IMPLEMENTED: { kind: "UNIMPLEMENTED", description: "The operation is not implemented yet" },
   SERVICE_NOT_READY: { kind: "UNAVAILABLE", description: "A dependency of the service is unreachable" },

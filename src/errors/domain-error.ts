@@ -14,6 +14,8 @@ export interface DomainErrorOptions {
   readonly cause?: unknown;
   /** The WWW-Authenticate challenge of an authentication refusal (RFC 6750 section 3), sent as a response header. */
   readonly challenge?: string;
+  /** Seconds after which a retry may succeed, sent as the Retry-After header (RFC 9110 10.2.3) on 429, 503 and 409 ABORTED. */
+  readonly retryAfterSeconds?: number;
 }
 
 /**
@@ -25,6 +27,7 @@ export class DomainError extends Error {
   readonly params: readonly ErrorParameter[];
   readonly detail: string;
   readonly challenge: string | undefined;
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -36,6 +39,7 @@ export class DomainError extends Error {
     this.params = options.params ?? [];
     this.detail = options.detail ?? "";
     this.challenge = options.challenge;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 
   get kind(): ErrorKind {

@@ -22,6 +22,7 @@ import { authenticationInterceptor, type Verifiers } from "./interceptors/authen
 import { deadlineInterceptor } from "./interceptors/deadline-interceptor.js";
 import { errorInterceptor } from "./interceptors/error-interceptor.js";
 import { metricsInterceptor } from "./interceptors/metrics-interceptor.js";
+import { principalBudgetInterceptor, type PrincipalBudget } from "./interceptors/principal-budget-interceptor.js";
 import { textInterceptor } from "./interceptors/text-interceptor.js";
 import { tracingInterceptor } from "./interceptors/tracing-interceptor.js";
 import { registerReflection } from "./reflection.js";
@@ -82,7 +83,7 @@ export interface RpcCore {
   /**
    * Outermost first (tracing, when on, around everything): errors see every failure, metrics see
    * final codes; text is checked before authentication (no control byte reaches a log line or a
-   * query), validation after it.
+   * query), the principal's budget and validation after it.
    */
   readonly interceptors: Interceptor[];
   /** In-process calls to every service through the same interceptors as the network faces (the REST gateway, the CLI). */
@@ -95,7 +96,15 @@ export interface RpcCore {
  */
 export function createRpcCore(
   domain: RpcDomain,
-  observers: { logger: Logger; metrics: Metrics; classifyError?: (error: unknown) => DomainError | undefined; deadlineMs?: number; tracer?: Tracer },
+  observers: {
+    logger: Logger;
+    metrics: Metrics;
+    classifyError?: (error: unknown) => DomainError | undefined;
+    deadlineMs?: number;
+    tracer?: Tracer;
+    /** Per-principal concurrency and rate on bearer-authenticated RPCs; absent: none. */
+    principalBudget?: Omit<PrincipalBudget, "maxQueueWaitMs">;
+  },
   faces: RpcFaces = {},
 ): RpcCore {
   const auth = new AuthServiceHandler(domain.tokenEndpoint);
@@ -124,6 +133,9 @@ export function createRpcCore(
     deadlineInterceptor(observers.deadlineMs ?? 10_000),
     textInterceptor(),
     authenticationInterceptor(domain.verifiers),
+    // After authentication (it budgets the principal), before anything that may touch the database.
+    // A queued call gives up at half the deadline: the caller gets 429 with Retry-After, not a 504.
+    ...(observers.principalBudget ? [principalBudgetInterceptor({ ...observers.principalBudget, maxQueueWaitMs: (observers.deadlineMs ?? 10_000) / 2 })] : []),
     createValidateInterceptor(),
   ];
   return {

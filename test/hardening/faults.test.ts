@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { accessToken, callApi, fetchToken } from "../helpers/api.js";
-import { isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL } from "../helpers/backend.js";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
+import { newTenant, ROOMY_RATE_LIMITS } from "../helpers/token-kit.js";
+import { spawnServer, type ServerProcess } from "../helpers/server-process.js";
 
 /**
  * Issue 8, failure 4: with Redis stopped by SIGSTOP every request waited out the stall (up to
@@ -109,24 +111,93 @@ describe("bounded latency while a dependency stalls", { skip: !isPostgres && "th
     console.log(`redis stall: ${samples.length} requests, p99 ${p99(samples).toFixed(0)} ms, 0 non-200`);
   });
 
-  test("Postgres stalled for 20 s: answers are 503 (never 500), p99 under 2 s, then service resumes", async () => {
-    const stop = sleep(22_000);
-    const loading = load(8, mixed, stop);
-    await sleep(1_000);
+});
+
+/**
+ * Issue 18, finding 3: under a closed loop of 8 workers a warm pool of 10 never opens a new
+ * connection, so a stall only ever surfaced as query timeouts, which were known. Here the service
+ * runs in its own process (as deployed) behind a proxy to Postgres, and requests are fired at a
+ * fixed rate whatever the answers (an open loop) from more principals than the pool has
+ * connections, so they must open new connections into the stall (node-postgres fails those with
+ * "timeout expired", which was answered 500) and wait for pooled ones (the acquire timeout). The
+ * stall outlasts every timeout on the way: connect and acquire (0.5 s), query (1 s).
+ */
+describe("Postgres stalled under an open loop larger than the pool", { skip: !isPostgres && "the embedded default has no Postgres server to stall" }, () => {
+  let pgProxy: TcpProxy;
+  let server: ServerProcess;
+  let baseUrl: string;
+  let seed: { clientId: string; clientSecret: string };
+  const storage = newStorage();
+
+  before(async () => {
+    pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
+    const url = new URL(TEST_DATABASE_URL);
+    url.port = String(pgProxy.port);
+    server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS, DATABASE_URL: url.toString() }));
+    baseUrl = server.address;
+    seed = await operatorCall(baseUrl, "Seed", {});
+  });
+  after(async () => {
+    pgProxy?.resume();
+    await server?.stop();
+    await pgProxy?.close();
+    await dropStorage(storage);
+  });
+
+  test("stalled for 6 s under an open loop (a request fired every 10 ms, answered or not): every answer is 200 or 503 DEPENDENCY_UNAVAILABLE with Retry-After (never 500), then service resumes", async () => {
+    // One after another, so the pool holds few connections when the stall begins (it keeps idle
+    // ones 30 s): the open loop must then open new ones into the stall.
+    const readers: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const tenant = await newTenant(baseUrl);
+      readers.push(await accessToken(baseUrl, tenant.admin.clientId, tenant.admin.clientSecret));
+    }
+    const RATE_PER_SECOND = 100;
+    const answers: Array<Promise<{ status: number; retryAfter: string | null; ms: number; errorCode?: string }>> = [];
+    let fired = 0;
+    const fire = () => {
+      const i = fired++;
+      const started = performance.now();
+      // Mostly reads that need Postgres; every fourth a token request (served from the caches while they are warm).
+      const request = i % 4 === 3 ? fetchToken(baseUrl, seed.clientId, seed.clientSecret) : callApi(baseUrl, "/v2/api-users?limit=1", readers[i % readers.length]!);
+      answers.push(
+        request.then(
+          async (r) => {
+            const body = (await r.json().catch(() => ({}))) as { errorMessages?: Array<{ errorCode?: string }> };
+            return { status: r.status, retryAfter: r.headers.get("retry-after"), ms: performance.now() - started, errorCode: body.errorMessages?.[0]?.errorCode };
+          },
+          () => ({ status: 0, retryAfter: null, ms: performance.now() - started }),
+        ),
+      );
+    };
+    // An open loop: a request every 10 ms whether or not earlier ones were answered.
+    const timer = setInterval(fire, 1000 / RATE_PER_SECOND);
+    await sleep(200);
     pgProxy.stall();
-    await sleep(20_000);
+    await sleep(6_000);
     pgProxy.resume();
-    const samples = await loading;
-    const statuses = new Set(samples.map((s) => s.status));
-    assert.ok(![...statuses].some((s) => s >= 500 && s !== 503), `statuses: ${[...statuses].join(",")}`);
-    assert.ok(samples.some((s) => s.status === 503), "the stall was felt");
-    assert.ok(p99(samples) < 2_000, `p99 ${p99(samples).toFixed(0)} ms over ${samples.length} requests`);
+    await sleep(1_000);
+    clearInterval(timer);
+    const samples = await Promise.all(answers);
+    const byStatus = new Map<string, number>();
+    for (const s of samples) byStatus.set(`${s.status}${s.errorCode ? ` ${s.errorCode}` : ""}`, (byStatus.get(`${s.status}${s.errorCode ? ` ${s.errorCode}` : ""}`) ?? 0) + 1);
+    const summary = [...byStatus].map(([status, n]) => `${status} ×${n}`).join(", ");
+    const wrong = samples.filter((s) => s.status !== 200 && s.status !== 503);
+    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} of ${samples.length} neither 200 nor 503 (${summary})`);
+    const unavailable = samples.filter((s) => s.status === 503);
+    assert.ok(unavailable.length > 0, `the stall was felt (${summary})`);
+    assert.ok(unavailable.every((s) => s.errorCode === "DEPENDENCY_UNAVAILABLE" && s.retryAfter === "1"), `every 503 is DEPENDENCY_UNAVAILABLE with Retry-After: 1 (${summary})`);
+    // Nothing hangs: the request deadline (REQUEST_DEADLINE_MS, 5 s) bounds the RPC; the margin is
+    // for a loaded machine's event loops (this runner's and the server's).
+    assert.ok(samples.every((s) => s.ms < 10_000), `slowest answer ${Math.max(...samples.map((s) => s.ms)).toFixed(0)} ms`);
     let status = 0;
     for (let i = 0; i < 50 && status !== 200; i++) {
-      status = await mixed();
+      status = (await callApi(baseUrl, "/v2/api-users?limit=1", readers[0]!)).status;
       if (status !== 200) await sleep(200);
     }
     assert.equal(status, 200, "service resumed without a restart");
-    console.log(`postgres stall: ${samples.length} requests, p99 ${p99(samples).toFixed(0)} ms, statuses ${[...statuses].join(",")}`);
+    const all = await Promise.all(readers.map((t) => callApi(baseUrl, "/v2/api-users?limit=1", t).then((r) => r.status)));
+    assert.deepEqual(all, readers.map(() => 200), "every reader is served again");
+    console.log(`postgres stall (open loop, ${RATE_PER_SECOND}/s asked, ${(samples.length / 6.2).toFixed(0)}/s fired): ${samples.length} requests: ${summary}; p99 ${p99(samples).toFixed(0)} ms, max ${Math.max(...samples.map((s) => s.ms)).toFixed(0)} ms`);
   });
 });

@@ -20,7 +20,6 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, targetHost);
     const pair = [client, upstream];
-    if (stalled) pair.forEach((s) => s.pause());
     for (const s of pair) {
       sockets.add(s);
       // Either side going away takes the other with it, as a real connection loss would.
@@ -31,6 +30,8 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
       s.on("error", () => s.destroy());
     }
     client.pipe(upstream).pipe(client);
+    // After pipe(), which resumes its source: a connection opened during a stall is stalled too.
+    if (stalled) pair.forEach((s) => s.pause());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as net.AddressInfo).port;

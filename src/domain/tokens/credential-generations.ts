@@ -18,6 +18,11 @@ export interface CredentialGenerationsOptions {
   readonly logRetentionSeconds: number;
   /** Most changes republished by one reconcile. */
   readonly reconcileBatch: number;
+  /**
+   * Where reconcile and prune run: the background jobs' own connections, so requests that fill
+   * theirs cannot stop the repair of a missed change. Absent: the same as the requests'.
+   */
+  readonly backgroundUow?: UnitOfWork;
 }
 
 /**
@@ -147,22 +152,26 @@ export class CredentialGenerations implements CredentialChangePublisher {
 
   /** Forgets log entries older than any state the cache can still hold. */
   async pruneLog(): Promise<number> {
-    return this.changes.prune(this.uow.direct, new Date(this.clock().getTime() - this.options.logRetentionSeconds * 1000));
+    return this.changes.prune(this.background.direct, new Date(this.clock().getTime() - this.options.logRetentionSeconds * 1000));
+  }
+
+  private get background(): UnitOfWork {
+    return this.options.backgroundUow ?? this.uow;
   }
 
   private async reconcileOnce(): Promise<number> {
-    const latest = await this.changes.latest(this.uow.direct);
+    const latest = await this.changes.latest(this.background.direct);
     this.learn(latest);
     const { watermark } = await this.cache.read([]);
     if (watermark >= latest) return 0;
     // Changes commit in number order, so every change up to `latest` is in the log now (unless
     // pruned: older than any state the cache can still hold).
-    const missed = await this.changes.since(this.uow.direct, watermark, this.options.reconcileBatch);
+    const missed = await this.changes.since(this.background.direct, watermark, this.options.reconcileBatch);
     if (missed.length === 0) {
       await this.cache.write(new Map(), { to: latest, ifAtLeast: watermark });
       return 0;
     }
-    const states = await this.fromDatabase([...new Set(missed.map((m) => m.clientId))]);
+    const states = await this.fromDatabase([...new Set(missed.map((m) => m.clientId))], this.background);
     await this.cache.write(states, { to: missed[missed.length - 1]!.seq, ifAtLeast: watermark });
     this.logger.info({ count: missed.length, from: watermark }, "credential state: republished changes the cache had missed");
     return missed.length;
@@ -172,8 +181,8 @@ export class CredentialGenerations implements CredentialChangePublisher {
     if (seq > this.knownSeq) this.knownSeq = seq;
   }
 
-  private async fromDatabase(clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
-    const found = await this.source.credentialStates(this.uow.direct, clientIds);
+  private async fromDatabase(clientIds: readonly string[], uow = this.uow): Promise<Map<string, CredentialState>> {
+    const found = await this.source.credentialStates(uow.direct, clientIds);
     const absent = (id: string): CredentialState =>
       isTokenCredentialId(id) ? { generation: TOKEN_NOT_REVOKED, changeSeq: 0 } : { generation: undefined, changeSeq: 0 };
     return new Map(clientIds.map((id) => [id, found.get(id) ?? absent(id)]));

@@ -9,6 +9,7 @@ export const CODE_BY_KIND: Readonly<Record<ErrorKind, Code>> = {
   NOT_FOUND: Code.NotFound,
   ALREADY_EXISTS: Code.AlreadyExists,
   FAILED_PRECONDITION: Code.FailedPrecondition,
+  ABORTED: Code.Aborted,
   RESOURCE_EXHAUSTED: Code.ResourceExhausted,
   UNIMPLEMENTED: Code.Unimplemented,
   UNAVAILABLE: Code.Unavailable,

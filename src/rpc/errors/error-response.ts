@@ -105,9 +105,11 @@ function fieldPathOf(violation: Violation, input: DescMessage | undefined): stri
  * The ConnectError that carries an ErrorResponse as its detail, for every protocol. Its message is
  * well-formed Unicode: gRPC's grpc-message (percent-encoded) cannot be written otherwise.
  */
-export function toConnectError(translated: TranslatedError, challenge?: string): ConnectError {
+export function toConnectError(translated: TranslatedError, headers: { challenge?: string; retryAfterSeconds?: number } = {}): ConnectError {
   const message = wellFormed(translated.body.errorMessages[0]?.message ?? "error");
-  // The challenge travels as error metadata: a response header on every protocol and for REST.
-  const metadata = challenge === undefined ? undefined : new Headers({ "www-authenticate": challenge });
+  // The challenge and Retry-After travel as error metadata: response headers on every protocol and for REST.
+  const metadata = new Headers();
+  if (headers.challenge !== undefined) metadata.set("www-authenticate", headers.challenge);
+  if (headers.retryAfterSeconds !== undefined) metadata.set("retry-after", String(Math.max(1, Math.ceil(headers.retryAfterSeconds))));
   return new ConnectError(message, translated.code, metadata, [{ desc: ErrorResponseSchema, value: translated.body }]);
 }

@@ -27,7 +27,7 @@ export function errorInterceptor(logger: Logger, classify: (error: unknown) => D
       }
       const first = translated.body.errorMessages[0];
       if (first) refused?.({ errorCode: first.errorCode, message: first.message, rpc: `${req.service.typeName}/${req.method.name}` });
-      throw toConnectError(translated, error instanceof DomainError ? error.challenge : undefined);
+      throw toConnectError(translated, error instanceof DomainError ? error : {});
     }
   };
 }

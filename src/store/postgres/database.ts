@@ -10,7 +10,14 @@ export type DatabaseKind = "postgres" | "pglite";
 
 export interface Database {
   readonly kind: DatabaseKind;
+  /** The pool requests use. */
   readonly db: Knex;
+  /**
+   * The pool background jobs use (credential reconcile, audit flush, key reload, log prune): a
+   * small one of its own on Postgres, so requests that fill theirs cannot stop the jobs. PGlite
+   * has a single connection, so there it is the same handle as `db`.
+   */
+  readonly jobsDb: Knex;
   readonly schema: string;
   /** Applies pending migrations; returns the names it applied. Safe when several instances start at once. */
   migrate(): Promise<string[]>;
@@ -28,19 +35,22 @@ export interface DatabaseOptions {
   readonly acquireTimeoutMs?: number;
   /** Client-side limit on one query; the server is also told (statement_timeout). */
   readonly queryTimeoutMs?: number;
+  /** Longest wait for a row lock (lock_timeout) on the request pool; past it the statement fails with 55P03. */
+  readonly lockTimeoutMs?: number;
+  /** Connections of the background jobs' own pool. */
+  readonly jobsPoolMax?: number;
 }
 
 /** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
 const MIGRATION_LOCK_KEY = 727_501_113;
 
 export function openDatabase(options: DatabaseOptions): Database {
-  return options.databaseUrl
-    ? openPostgres(options.databaseUrl, options.schema, options.poolMax ?? 10, options.acquireTimeoutMs ?? 10_000, options.queryTimeoutMs ?? 30_000)
-    : openPglite(options.dataDir);
+  return options.databaseUrl ? openPostgres(options.databaseUrl, options) : openPglite(options.dataDir);
 }
 
-function openPostgres(connectionString: string, schema: string, poolMax: number, acquireTimeoutMs: number, queryTimeoutMs: number): Database {
-  const connect = (timeouts: boolean, max: number) =>
+function openPostgres(connectionString: string, options: DatabaseOptions): Database {
+  const { schema, poolMax = 10, acquireTimeoutMs = 10_000, queryTimeoutMs = 30_000, lockTimeoutMs, jobsPoolMax = 2 } = options;
+  const connect = (timeouts: { lockTimeoutMs?: number } | undefined, max: number) =>
     knex({
       client: "pg",
       connection: {
@@ -49,20 +59,27 @@ function openPostgres(connectionString: string, schema: string, poolMax: number,
         keepAlive: true,
         // A stalled server cannot enforce its own timeout: the client gives up too.
         ...(timeouts ? { query_timeout: queryTimeoutMs, statement_timeout: queryTimeoutMs, connectionTimeoutMillis: acquireTimeoutMs } : {}),
+        // A request waiting for a row lock holds a pooled connection while it waits: lock_timeout
+        // ends the wait (55P03, answered 409 RESOURCE_BUSY with Retry-After) well before
+        // statement_timeout would, so one busy row cannot park the pool.
+        ...(timeouts?.lockTimeoutMs ? { lock_timeout: timeouts.lockTimeoutMs } : {}),
       },
       searchPath: [schema],
       pool: { min: 0, max },
       acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
     });
-  const db = connect(true, poolMax);
+  const db = connect({ lockTimeoutMs }, poolMax);
+  // The jobs take no row locks that requests wait on, and a job may wait its turn for one.
+  const jobsDb = connect({}, jobsPoolMax);
   return {
     kind: "postgres",
     db,
+    jobsDb,
     schema,
     async migrate() {
       // Migrations run on their own short-lived pool without the request timeouts: waiting for
       // another instance's migration, or building an index, may rightly take longer than a request.
-      const migrator = connect(false, 2);
+      const migrator = connect(undefined, 2);
       try {
         // Knex's own lock table makes a second concurrent migrator fail instead of wait, and
         // CREATE SCHEMA IF NOT EXISTS can race too; a session advisory lock held on one dedicated
@@ -84,7 +101,9 @@ function openPostgres(connectionString: string, schema: string, poolMax: number,
       }
     },
     ping: () => pingDatabase(db),
-    close: () => db.destroy(),
+    close: async () => {
+      await Promise.all([db.destroy(), jobsDb.destroy()]);
+    },
   };
 }
 
@@ -95,6 +114,7 @@ function openPglite(dataDir: string): Database {
   return {
     kind: "pglite",
     db,
+    jobsDb: db,
     schema: "public",
     // One process owns an embedded database (see ownDataDir), so no cross-process lock is needed.
     migrate: () => runMigrations(db, "public"),

@@ -1,33 +1,72 @@
-/** Driver error codes that mean "the database cannot be reached or cannot serve now", not "this request is wrong". */
-const UNAVAILABLE_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "ENOTFOUND",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
+/**
+ * How a database failure is answered: `unavailable` (503, retry the call later: the database cannot
+ * be reached, is stalled, shutting down or out of connections) or `contended` (409 ABORTED: another
+ * transaction holds the rows this one needs; retry the call). Anything else is not the database's
+ * state but a bug, and stays an internal error.
+ */
+export type DatabaseFailure = "unavailable" | "contended";
+
+/** Socket errors (node:net, node:dns) on the way to the server. */
+const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN"]);
+
+/** SQLSTATEs that say the server cannot serve now (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
+const UNAVAILABLE_SQLSTATES = new Set([
   "57P01", // admin_shutdown
   "57P02", // crash_shutdown
-  "57P03", // cannot_connect_now
-  "57014", // query_canceled (statement_timeout)
-  "53300", // too_many_connections
-  "08000",
-  "08001",
-  "08003",
-  "08004",
-  "08006",
+  "57P03", // cannot_connect_now (starting up, recovery)
+  "57P05", // idle_session_timeout: the server closed an idle pooled session
+  "57014", // query_canceled: statement_timeout, or the server cancelled it
+  "25P03", // idle_in_transaction_session_timeout
 ]);
+/** Whole classes: 08 connection exception, 53 insufficient resources (53300 too_many_connections, disk, memory). */
+const UNAVAILABLE_SQLSTATE_CLASSES = new Set(["08", "53"]);
+
+/** Lock contention: lock_timeout or NOWAIT (55P03), a deadlock victim (40P01), a serialization failure (40001). */
+const CONTENDED_SQLSTATES = new Set(["55P03", "40P01", "40001"]);
+
+/**
+ * Driver messages without a code: node-postgres ("timeout expired" when connectionTimeoutMillis
+ * passes while connecting, "Connection terminated unexpectedly", "Query read timeout", …),
+ * pg-pool, Knex (a pool acquire timeout, a destroyed pool) and PGlite (closed or closing).
+ */
+// Not anchored: Knex prefixes a failed query's message with its SQL.
+const UNAVAILABLE_MESSAGES =
+  /(timeout expired|Connection terminated|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|Cannot use a pool after calling end|Unable to acquire a connection|Knex: Timeout acquiring a connection|PGlite is clos(ed|ing))/;
+
+interface ErrorLike {
+  readonly code?: unknown;
+  readonly name?: unknown;
+  readonly message?: unknown;
+  readonly cause?: unknown;
+  readonly errors?: unknown;
+}
+
+/** What kind of database failure `error` is, looking through causes and AggregateErrors; undefined when it is none. */
+export function databaseFailureOf(error: unknown, depth = 0): DatabaseFailure | undefined {
+  if (depth > 4 || typeof error !== "object" || error === null) return undefined;
+  const e = error as ErrorLike;
+  if (typeof e.code === "string") {
+    if (CONTENDED_SQLSTATES.has(e.code)) return "contended";
+    if (SOCKET_CODES.has(e.code) || UNAVAILABLE_SQLSTATES.has(e.code) || (/^[0-9A-Z]{5}$/.test(e.code) && UNAVAILABLE_SQLSTATE_CLASSES.has(e.code.slice(0, 2)))) {
+      return "unavailable";
+    }
+  }
+  if (e.name === "KnexTimeoutError") return "unavailable";
+  if (typeof e.message === "string" && UNAVAILABLE_MESSAGES.test(e.message)) return "unavailable";
+  // Connecting to a name with several addresses fails with an AggregateError of one error per address.
+  if (Array.isArray(e.errors)) {
+    for (const inner of e.errors) {
+      const failure = databaseFailureOf(inner, depth + 1);
+      if (failure) return failure;
+    }
+  }
+  return databaseFailureOf(e.cause, depth + 1);
+}
 
 /**
  * Whether a failure means Postgres is unreachable, stalled or shutting down: the caller gets 503
  * and may retry, instead of an internal error.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  for (let e = error as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
-    if (typeof e.code === "string" && UNAVAILABLE_CODES.has(e.code)) return true;
-    if (e.name === "KnexTimeoutError") return true;
-    if (typeof e.message === "string" && /Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(e.message)) return true;
-  }
-  return false;
+  return databaseFailureOf(error) === "unavailable";
 }

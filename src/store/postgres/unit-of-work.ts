@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import { DomainError } from "../../errors/domain-error.js";
 import type { Tx, UnitOfWork } from "../../domain/shared/unit-of-work.js";
+import { databaseFailureOf } from "./unavailable.js";
 
 /** The Knex query runner behind a domain Tx (a transaction, or the pool for `direct`). */
 export function knexOf(tx: Tx): Knex {
@@ -15,19 +16,37 @@ function asTx(db: Knex): Tx {
 /**
  * Transactions for the domain. Driver errors the caller caused become catalogue errors here
  * (Backstage's rethrowError): a unique violation is ALREADY_EXISTS, a missing reference NOT_FOUND.
+ *
+ * Row locks are taken with NOWAIT (and the session's lock_timeout bounds the implicit ones), so a
+ * busy row fails the transaction at once instead of parking its pooled connection (issue 18,
+ * finding 2). The transaction is then rolled back, its connection returned, and the whole unit
+ * retried after a short jittered pause, for at most `lockWaitMs`; past it the caller gets 409
+ * RESOURCE_BUSY with Retry-After. A rolled-back attempt left nothing behind, so a retry is safe.
  */
 export class KnexUnitOfWork implements UnitOfWork {
   readonly direct: Tx;
 
-  constructor(private readonly db: Knex) {
+  constructor(
+    private readonly db: Knex,
+    private readonly lockWaitMs = 2_000,
+  ) {
     this.direct = asTx(db);
   }
 
   async transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
-    try {
-      return await this.db.transaction((trx) => work(asTx(trx)));
-    } catch (error) {
-      rethrowDbError(error);
+    const giveUpAt = Date.now() + this.lockWaitMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.db.transaction((trx) => work(asTx(trx)));
+      } catch (error) {
+        if (databaseFailureOf(error) !== "contended") rethrowDbError(error);
+        // 10, 20, 40, 80, then 100 ms at most, each with jitter, so contenders do not retry in step.
+        const pauseMs = Math.min(100, 10 * 2 ** attempt) * (0.5 + Math.random());
+        if (Date.now() + pauseMs > giveUpAt) {
+          throw new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", { cause: error, retryAfterSeconds: 1 });
+        }
+        await new Promise((resolve) => setTimeout(resolve, pauseMs));
+      }
     }
   }
 }

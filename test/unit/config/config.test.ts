@@ -63,4 +63,18 @@ describe("configuration", () => {
     );
     assert.throws(() => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "0" }), /SIGNING_KEY_PREPUBLISH_SECONDS must be between 1/);
   });
+
+  test("issue 18: lock waits, the jobs pool and the per-principal budget have sane defaults; a lock timeout at or above the query timeout is refused", () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      [config.storage.databaseLockWaitMs, config.storage.databaseLockTimeoutMs, config.storage.databaseQueryTimeoutMs, config.storage.databaseJobsPoolMax],
+      [2_000, 500, 1_000, 2],
+    );
+    assert.deepEqual(config.principalBudget, { concurrency: 4, queue: 64, rate: { points: 5_000, durationSeconds: 10 } });
+    assert.equal(loadConfig({ DATABASE_QUERY_TIMEOUT_MS: "3000" }).storage.databaseLockTimeoutMs, 1_500, "half the query timeout");
+    assert.deepEqual(loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "100/1" }).principalBudget.rate, { points: 100, durationSeconds: 1 });
+    assert.throws(() => loadConfig({ DATABASE_LOCK_TIMEOUT_MS: "1000" }), /DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS/);
+    assert.throws(() => loadConfig({ RPC_CONCURRENCY_PER_PRINCIPAL: "0" }), ConfigError);
+    assert.throws(() => loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "lots" }), ConfigError);
+  });
 });

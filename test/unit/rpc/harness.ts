@@ -54,6 +54,7 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   const domain = createDomainServices({
     config,
     uow: store.uow,
+    jobsUow: store.uow,
     repositories: store.asRepositories,
     shared,
     changeFeed: feed,
@@ -66,7 +67,7 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   await domain.signingKeys.start();
   await domain.generations.start();
   await feed.connecting;
-  const core = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: async () => [] } }, { logger: silentLogger, metrics });
+  const core = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: async () => [] } }, { logger: silentLogger, metrics, principalBudget: config.principalBudget });
   const rpc = { ...core, transport: withAmbientRequest(core.transport) };
   return {
     clock,

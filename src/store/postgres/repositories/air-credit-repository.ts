@@ -97,7 +97,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
          FROM air_credits AS c JOIN companies AS co ON co.id = c.company_id
         WHERE c.payment_source_id = ? AND co.tmc_id = ?
         ORDER BY c.id
-          FOR UPDATE OF c`,
+          FOR UPDATE OF c NOWAIT`,
       [paymentSourceId, scope.tmcId],
     );
     return (result.rows as Array<Record<string, string>>).map((r) => ({

@@ -51,7 +51,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
   }
 
   async lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined> {
-    const row = await active(tx, scope).where({ client_id: clientId }).forUpdate().first();
+    const row = await active(tx, scope).where({ client_id: clientId }).forUpdate().noWait().first();
     return row && toApiUser(row);
   }
 

@@ -25,7 +25,7 @@ export class PostgresRefreshTokenRepository implements RefreshTokenRepository, C
   }
 
   async lockByHash(tx: Tx, scope: TenantScope, tokenHash: Buffer): Promise<RefreshTokenRecord | undefined> {
-    const row = await ofTenant(tx, scope).where({ token_hash: tokenHash }).forUpdate().first();
+    const row = await ofTenant(tx, scope).where({ token_hash: tokenHash }).forUpdate().noWait().first();
     return row && toRecord(row);
   }
 

@@ -63,7 +63,7 @@ export class PostgresScimUserRepository implements ScimUserRepository {
 
   async lock(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
-    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).forUpdate().first(selected(knexOf(tx)));
+    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).forUpdate().noWait().first(selected(knexOf(tx)));
     return row && toScimUser(row as unknown as ScimUserRow);
   }
 

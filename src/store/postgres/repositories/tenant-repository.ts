@@ -31,7 +31,7 @@ export class PostgresTenantRepository implements TenantRepository {
   }
 
   async lockTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {
-    const row = await knexOf(tx)<TmcRow>("tmcs").where({ id: scope.tmcId }).forUpdate().first();
+    const row = await knexOf(tx)<TmcRow>("tmcs").where({ id: scope.tmcId }).forUpdate().noWait().first();
     return row && toTmc(row);
   }
 

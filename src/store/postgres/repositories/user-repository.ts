@@ -25,7 +25,7 @@ export class PostgresUserRepository implements UserProfileRepository {
 
   async lock(tx: Tx, scope: TenantScope, userId: string): Promise<UserProfileRecord | undefined> {
     if (!UUID.test(userId)) return undefined;
-    const row = await profiles(tx, scope, userId).forUpdate("users").first();
+    const row = await profiles(tx, scope, userId).forUpdate("users").noWait().first();
     return row && toRecord(row);
   }
 
