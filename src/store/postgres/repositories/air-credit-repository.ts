@@ -93,7 +93,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
 
   async lockByPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): Promise<LockedCredit[]> {
     const result = await knexOf(tx).raw(
-      `SELECT c.company_id, c.status, to_char(c.expiry_date, 'YYYY-MM-DD') AS expiry_date, c.airline_code, c.credit_usage_type
+      `SELECT c.company_id, c.status, to_char(c.expiry_date AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS expiry_date, c.airline_code, c.credit_usage_type
          FROM air_credits AS c JOIN companies AS co ON co.id = c.company_id
         WHERE c.payment_source_id = ? AND co.tmc_id = ?
         ORDER BY c.id
