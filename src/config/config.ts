@@ -180,6 +180,19 @@ function localUrl(host: string, port: number): string {
 }
 
 /**
+ * The issuer when TOKEN_ISSUER is unset: the address clients use, since discovery (RFC 8414
+ * section 3.3) refuses metadata whose issuer differs from the URL it was fetched from. SERVER_URL
+ * when set; else HOST itself when it names one address (HOST=127.0.0.1 gives http://127.0.0.1:PORT);
+ * else, for a wildcard HOST, http://localhost:PORT (this machine by name).
+ */
+function defaultIssuer(env: NodeJS.ProcessEnv, host: string, port: number): string {
+  const serverUrl = nonEmpty(env.SERVER_URL);
+  if (serverUrl) return serverUrl.replace(/\/+$/, "");
+  const wildcard = host === "0.0.0.0" || host === "::";
+  return localUrl(wildcard ? "localhost" : host, port);
+}
+
+/**
  * ADMIN_PORT unset: no admin listener. Its host defaults to the loopback address, not HOST: it
  * is an operator surface, reached from the machine or through a deliberate ADMIN_HOST.
  */
@@ -205,7 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const admin = adminListenerFrom(env, port);
   const adminUrl = nonEmpty(env.ADMIN_URL) ? urlFrom(env, "ADMIN_URL", "") : admin ? localUrl(admin.host, admin.port) : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
-  const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
+  const issuer = urlFrom(env, "TOKEN_ISSUER", defaultIssuer(env, host, port));
   return {
     http: {
       host,
