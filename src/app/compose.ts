@@ -166,6 +166,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
         servesMetrics: !http.admin,
         jwks: () => domain.signingKeys.jwks,
         authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
+        // The issuer is the service's public base URL (the discovery documents' endpoints hang off it).
+        publicUrl: tokens.issuer,
       },
       { logger, metrics },
     );

@@ -32,7 +32,7 @@ export interface HttpSettings {
 export async function createHttpApp(
   settings: HttpSettings,
   rpc: RpcCore,
-  operational: Omit<OperationalDeps, "openApi" | "metrics">,
+  operational: Omit<OperationalDeps, "openApi" | "metrics"> & { readonly publicUrl: string },
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
 ): Promise<FastifyInstance> {
   const app = await createRpcApp(settings, rpc, observers);
@@ -41,7 +41,7 @@ export async function createHttpApp(
     await gateway.register(formBody);
     registerRestRoutes(gateway, restRoutes, rpc.transport);
   });
-  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes) });
+  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes, { serverUrl: operational.publicUrl }) });
   await app.ready();
   return app;
 }
