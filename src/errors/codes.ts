@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   // Resources
   NOT_FOUND: { kind: "NOT_FOUND", description: "The resource does not exist, or belongs to another tenant" },
   ROUTE_NOT_FOUND: { kind: "NOT_FOUND", description: "No REST route has this method and path" },
+  METHOD_NOT_ALLOWED: { kind: "INVALID_ARGUMENT", httpStatus: 405, description: "The REST path exists but not with this HTTP method; Allow names the methods it takes" },
   ALREADY_EXISTS: { kind: "ALREADY_EXISTS", description: "A resource with the same unique key exists" },
   API_USER_LIMIT_EXCEEDED: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "The TMC already has its maximum number of active API users" },
   // SCIM provisioning (RFC 7644 3.12: each has its scimType in the SCIM error dialect)

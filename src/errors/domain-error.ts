@@ -14,6 +14,11 @@ export interface DomainErrorOptions {
   readonly cause?: unknown;
   /** The WWW-Authenticate challenge of an authentication refusal (RFC 6750 section 3), sent as a response header. */
   readonly challenge?: string;
+  /**
+   * For the operator's log line of the refusal only, never sent to the caller: which client, which
+   * check failed, where the wire answer is deliberately uniform (INVALID_CLIENT). Never a secret.
+   */
+  readonly logged?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -25,6 +30,7 @@ export class DomainError extends Error {
   readonly params: readonly ErrorParameter[];
   readonly detail: string;
   readonly challenge: string | undefined;
+  readonly logged: Readonly<Record<string, string>> | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -36,6 +42,7 @@ export class DomainError extends Error {
     this.params = options.params ?? [];
     this.detail = options.detail ?? "";
     this.challenge = options.challenge;
+    this.logged = options.logged;
   }
 
   get kind(): ErrorKind {

@@ -28,6 +28,7 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   PERMISSION_DENIED: { code: Code.PermissionDenied, status: 403 },
   NOT_FOUND: { code: Code.NotFound, status: 404 },
   ROUTE_NOT_FOUND: { code: Code.NotFound, status: 404 },
+  METHOD_NOT_ALLOWED: { code: Code.InvalidArgument, status: 405, oauth: "invalid_request" },
   ALREADY_EXISTS: { code: Code.AlreadyExists, status: 409 },
   API_USER_LIMIT_EXCEEDED: { code: Code.FailedPrecondition, status: 409 },
   INVALID_FILTER: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
