@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import { newStorage, serviceEnv } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
 
@@ -46,11 +46,6 @@ async function usageError(args: string[], pattern: RegExp): Promise<Run> {
 
 describe("CLI: help, version, suggestions, --output table and the operator's lists", { timeout: 240_000 }, () => {
   after(() => dropStorage(storage));
-  // A fresh DATA_DIR: the first offline run must be told to create the store (issue 19).
-  before(async () => {
-    const created = await cli("migrate", "--init");
-    assert.equal(created.code, 0, created.stderr);
-  });
 
   test("--help on stdout with exit 0 at every level; --version prints package.json's version", async () => {
     const [top, short, group, leaf, versionRun] = await Promise.all([cli("--help"), cli("-h"), cli("tmc", "--help"), cli("tmc", "create", "--help"), cli("--version")]);
@@ -102,7 +97,8 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
   });
 
   test("tmc list and get, api-user list and revoke, trusted-issuer list and remove, audit list with filters and pages", async () => {
-    const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3");
+    // The first command on this fresh storage: --init creates the store (issue 19).
+    const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3", "--init");
     assert.deepEqual(await json("tmc", "get", "--tmc-id", tmc.tmcId), { tmc: { tmcId: tmc.tmcId, name: "Operator Travel", maxApiUsers: 3, activeApiUsers: 0 } });
     const first = await json("api-user", "create", "--tmc-id", tmc.tmcId);
     const second = await json("api-user", "create", "--tmc-id", tmc.tmcId);
