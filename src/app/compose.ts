@@ -4,7 +4,7 @@ import type { Config } from "../config/config.js";
 import { loadSecrets } from "../config/secret-files.js";
 import type { Clock } from "../domain/shared/clock.js";
 import { deriveKeyMaterial } from "../domain/shared/key-material.js";
-import { ALL_SCOPES } from "../domain/tokens/scopes.js";
+import { ADVERTISED_SCOPES } from "../domain/tokens/scopes.js";
 import { SUPPORTED_GRANTS } from "../domain/tokens/model.js";
 import { createAdminApp } from "../http/admin-app.js";
 import { createHttpApp } from "../http/fastify-app.js";
@@ -191,6 +191,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
         // follows it refetches at least twice between a key's publication and its first token.
         jwksMaxAgeSeconds: Math.min(300, Math.floor(tokens.signingKeyPrepublishSeconds / 3)),
         authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
+        // The issuer is the service's public base URL (the discovery documents' endpoints hang off it).
+        publicUrl: tokens.issuer,
       },
       { logger, metrics },
     );
@@ -242,9 +244,13 @@ function authorizationServerMetadata(issuer: string): object {
     introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     revocation_endpoint: `${issuer}/v2/auth/revoke`,
     revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
-    scopes_supported: ALL_SCOPES,
-    // No authorization endpoint (machine clients only), so no response types.
-    response_types_supported: [],
+    scopes_supported: ADVERTISED_SCOPES,
+    // RFC 8414 makes this REQUIRED (and section 3.2 forbids an empty array), and validators such as
+    // authlib refuse a document without it. There is no authorization endpoint (machine clients
+    // only), so the one honest value is "none" (OAuth 2.0 Multiple Response Type Encoding
+    // Practices, IANA-registered): the authorization endpoint issues nothing, because there is none.
+    // "code" or "token" would claim a flow this server does not offer.
+    response_types_supported: ["none"],
     // `sub` is the same for every client (an API user's client id or a user's id).
     subject_types_supported: ["public"],
     // Access tokens are RFC 9068 JWTs signed EdDSA (RFC 9068 section 2.1 names this metadata).

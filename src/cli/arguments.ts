@@ -221,7 +221,9 @@ Every command is an OperatorService RPC; it prints one JSON object on stdout (--
 for people). Settings come from the same environment as the server: ADMIN_URL (or ADMIN_HOST/
 ADMIN_PORT when the server has an admin port, else SERVER_URL or HOST/PORT), OPERATOR_TOKEN (or
 DATA_DIR/operator-token), DATABASE_URL, DATA_DIR, REDIS_URL, MASTER_KEY. With no server
-answering there the command runs in-process on that storage.
+answering there the command runs in-process on that storage; an empty DATA_DIR is refused
+unless --init says to create a new store there. Where it runs is said on stderr. While a server
+is still starting on DATA_DIR, the command waits for it (up to CLI_REQUEST_TIMEOUT_MS).
 Exit codes: 0 done, 1 failed (errorCode and debugIdentifier on stderr), 2 wrong arguments.`;
 
 export interface ParsedCommand {
@@ -230,6 +232,8 @@ export interface ParsedCommand {
   /** The request message as protobuf JSON. */
   readonly request: Record<string, string | number | boolean | unknown[]>;
   readonly output: OutputFormat;
+  /** --init: an offline run may create a new store in an empty DATA_DIR. */
+  readonly init: boolean;
   /** The command's help, for errors found later (the request's validation). */
   readonly usage: string;
 }
@@ -295,6 +299,7 @@ function buildProgram(stdout: (text: string) => void, done: (command: ParsedComm
       command.addOption(declared);
     }
     command.addOption(new Option("--output <format>", "json (default, for scripts) or table (for people)").choices(["json", "table"]).default("json"));
+    command.addOption(new Option("--init", "with no server answering, create a new store if DATA_DIR holds none (refused otherwise)"));
     command.action((values: Record<string, unknown>) => done(toParsed(name, spec, values, command.helpInformation())));
   }
   return program;
@@ -333,7 +338,7 @@ function toParsed(name: string, spec: CommandSpec, values: Record<string, unknow
       request[field] = value as string | boolean;
     }
   }
-  return { name, spec, request, output: values.output === "table" ? "table" : "json", usage: help };
+  return { name, spec, request, output: values.output === "table" ? "table" : "json", init: values.init === true, usage: help };
 }
 
 /** The option of a request field a validation message names ("client_id" → "--client-id", "actions[2]" → "--action"). */

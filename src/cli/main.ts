@@ -9,9 +9,10 @@ import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { createService, type Service } from "../app/compose.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { operatorTokenFile } from "../config/secret-files.js";
-import { readServerRecord } from "../store/server-record.js";
+import { readServerRecord, serverRecordFile, type ServerRecord } from "../store/server-record.js";
+import { embeddedDatabaseExists } from "../store/postgres/database.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
-import { DataDirBusyError } from "../store/data-dir-lock.js";
+import { DataDirBusyError, dataDirOwner } from "../store/data-dir-lock.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { Answered, optionOfField, parseCommand, usage, UsageError, type OutputFormat } from "./arguments.js";
 import { renderTable } from "./table.js";
@@ -27,9 +28,11 @@ async function run(argv: readonly string[]): Promise<number> {
   let method: DescMethodUnary<DescMessage, DescMessage>;
   let request: Message;
   let output: OutputFormat;
+  let init: boolean;
   try {
     const command = parseCommand(argv);
     output = command.output;
+    init = command.init;
     config = loadConfig();
     method = OperatorService.method[command.spec.rpc] as DescMethodUnary<DescMessage, DescMessage>;
     request = fromJson(method.input, command.request as JsonObject);
@@ -52,13 +55,22 @@ async function run(argv: readonly string[]): Promise<number> {
   }
 
   let offline: Service | undefined;
-  const serverUrl = operatorUrlOf(config, process.env);
+  let serverUrl = config.adminUrl;
   try {
+    const target = await operatorTargetOf(config, process.env);
+    serverUrl = target.url;
     let response: Message;
     try {
+      say(`using the server at ${target.url} (${target.source})`);
       response = await call(createConnectTransport({ baseUrl: serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
     } catch (error) {
       if (!isUnreachable(error)) throw error;
+      const { databaseUrl, dataDir, databaseSchema } = config.storage;
+      if (!databaseUrl && !init && !embeddedDatabaseExists(dataDir)) throw new NoStoreError(serverUrl, dataDir);
+      say(
+        `no server answers at ${serverUrl}; running in-process on ` +
+          (databaseUrl ? `DATABASE_URL ${withoutCredentials(databaseUrl)} (schema ${databaseSchema})` : `DATA_DIR ${dataDir} (embedded database${embeddedDatabaseExists(dataDir) ? "" : ", created now: --init"})`),
+      );
       offline = await createService(config, {
         logStream: process.stderr,
         skipMigrations: method.name === "Migrate",
@@ -79,14 +91,62 @@ async function run(argv: readonly string[]): Promise<number> {
   }
 }
 
+/** The CLI's own notes on stderr (stdout carries only the answer): where it runs. */
+function say(text: string): void {
+  process.stderr.write(`cli: ${text}\n`);
+}
+
+/** An offline run found no store where it would write, and was not told to create one. */
+class NoStoreError extends Error {
+  constructor(serverUrl: string, dataDir: string) {
+    super(
+      `no server answers at ${serverUrl} and DATA_DIR ${dataDir} holds no store; a new one here would not be the ` +
+        "running server's (its credentials would be refused there). Run with the server's DATA_DIR, or SERVER_URL/ADMIN_URL " +
+        "naming it; or pass --init to create a new store in this DATA_DIR",
+    );
+  }
+}
+
+/** DATA_DIR is held by a process that announced no server within the wait. */
+class ServerNotStartedError extends Error {}
+
 /**
- * Where OperatorService is: ADMIN_URL, SERVER_URL or ADMIN_PORT when set; else the address a
- * server running on this DATA_DIR recorded (its admin listener if it has one); else the default.
+ * Where OperatorService is, and why there: ADMIN_URL, SERVER_URL or ADMIN_PORT when set; else the
+ * address a server running on this DATA_DIR recorded (its admin listener if it has one); else the
+ * default. A process holding DATA_DIR that has recorded no address yet is a server still starting
+ * (migrations run before it listens): the CLI waits for its record rather than colliding with it.
  */
-function operatorUrlOf(config: Config, env: NodeJS.ProcessEnv): string {
-  if (["ADMIN_URL", "SERVER_URL", "ADMIN_PORT"].some((name) => env[name]?.trim())) return config.adminUrl;
-  const running = readServerRecord(config.storage.dataDir);
-  return running ? (running.adminUrl ?? running.url) : config.adminUrl;
+async function operatorTargetOf(config: Config, env: NodeJS.ProcessEnv): Promise<{ url: string; source: string }> {
+  const named = ["ADMIN_URL", "SERVER_URL", "ADMIN_PORT"].find((name) => env[name]?.trim());
+  if (named) return { url: config.adminUrl, source: named };
+  const { dataDir } = config.storage;
+  const recorded = (record: ServerRecord) => ({ url: record.adminUrl ?? record.url, source: `recorded by server process ${record.pid} in ${serverRecordFile(dataDir)}` });
+  const running = readServerRecord(dataDir);
+  if (running) return recorded(running);
+  const owner = config.storage.databaseUrl ? undefined : dataDirOwner(dataDir);
+  if (owner === undefined) return { url: config.adminUrl, source: "the default: HOST and PORT" };
+  say(`DATA_DIR ${dataDir} is held by process ${owner}, which has not announced a server yet; waiting for it (up to ${config.cliRequestTimeoutMs} ms)`);
+  const deadline = Date.now() + config.cliRequestTimeoutMs;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = readServerRecord(dataDir);
+    if (started) return recorded(started);
+    if (dataDirOwner(dataDir) === undefined) return { url: config.adminUrl, source: "the default: HOST and PORT" };
+  }
+  throw new ServerNotStartedError(
+    `DATA_DIR ${dataDir} is held by process ${owner}, which announced no server within ${config.cliRequestTimeoutMs} ms: ` +
+      "if it is a server still starting, retry once it logs \"service listening\"; if it is another CLI run, wait for it to end",
+  );
+}
+
+/** A database URL fit for a message: no user, no password, no query. */
+function withoutCredentials(databaseUrl: string): string {
+  try {
+    const url = new URL(databaseUrl);
+    return `${url.protocol}//${url.host}${url.pathname}`;
+  } catch {
+    return "(unparsable)";
+  }
 }
 
 async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message, timeoutMs: number) {
@@ -117,6 +177,10 @@ function reportFailure(error: unknown, serverUrl: string): number {
   if (error instanceof ConfigError) {
     process.stderr.write(`error: ${error.message}\n`);
     return 2;
+  }
+  if (error instanceof NoStoreError || error instanceof ServerNotStartedError) {
+    process.stderr.write(`error: ${error.message}\n`);
+    return 1;
   }
   if (error instanceof DataDirBusyError) {
     process.stderr.write(`error: ${error.message}; is the server running at another ADMIN_URL (or SERVER_URL)?\n`);

@@ -211,6 +211,19 @@ function localUrl(host: string, port: number): string {
 }
 
 /**
+ * The issuer when TOKEN_ISSUER is unset: the address clients use, since discovery (RFC 8414
+ * section 3.3) refuses metadata whose issuer differs from the URL it was fetched from. SERVER_URL
+ * when set; else HOST itself when it names one address (HOST=127.0.0.1 gives http://127.0.0.1:PORT);
+ * else, for a wildcard HOST, http://localhost:PORT (this machine by name).
+ */
+function defaultIssuer(env: NodeJS.ProcessEnv, host: string, port: number): string {
+  const serverUrl = nonEmpty(env.SERVER_URL);
+  if (serverUrl) return serverUrl.replace(/\/+$/, "");
+  const wildcard = host === "0.0.0.0" || host === "::";
+  return localUrl(wildcard ? "localhost" : host, port);
+}
+
+/**
  * ADMIN_PORT unset: no admin listener. Its host defaults to the loopback address, not HOST: it
  * is an operator surface, reached from the machine or through a deliberate ADMIN_HOST.
  */
@@ -236,7 +249,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const admin = adminListenerFrom(env, port);
   const adminUrl = nonEmpty(env.ADMIN_URL) ? urlFrom(env, "ADMIN_URL", "") : admin ? localUrl(admin.host, admin.port) : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
-  const issuer = urlFrom(env, "TOKEN_ISSUER", serverUrl.replace(/^http:\/\/127\.0\.0\.1/, "http://localhost"));
+  const issuer = urlFrom(env, "TOKEN_ISSUER", defaultIssuer(env, host, port));
   const signingKeyReloadIntervalMs = intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS);
   // 15 minutes: above the 10 minutes JWKS caches commonly hold (jose's default, this service's
   // own JWKS_CACHE_MAX_AGE_MS), plus a reload interval and clock skew.

@@ -40,7 +40,7 @@ export const ERROR_CODES = {
   // Resources
   NOT_FOUND: { kind: "NOT_FOUND", description: "The resource does not exist, or belongs to another tenant" },
   ROUTE_NOT_FOUND: { kind: "NOT_FOUND", description: "No REST route has this method and path" },
-  METHOD_NOT_ALLOWED: { kind: "UNIMPLEMENTED", httpStatus: 405, description: "The path is a SCIM resource, but not with this method (Allow names those it has)" },
+  METHOD_NOT_ALLOWED: { kind: "INVALID_ARGUMENT", httpStatus: 405, description: "The REST path (or SCIM resource) exists but not with this HTTP method; Allow names the methods it takes" },
   ALREADY_EXISTS: { kind: "ALREADY_EXISTS", description: "A resource with the same unique key exists" },
   API_USER_LIMIT_EXCEEDED: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "The TMC already has its maximum number of active API users" },
   SIGNING_KEY_ROTATION_PENDING: { kind: "FAILED_PRECONDITION", httpStatus: 409, description: "A signing key is already published and waiting to activate; rotate again once it signs, or rotate --now" },

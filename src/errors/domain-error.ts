@@ -16,6 +16,11 @@ export interface DomainErrorOptions {
   readonly challenge?: string;
   /** Seconds after which a retry may succeed, sent as the Retry-After header (RFC 9110 10.2.3) on 429, 503 and 409 ABORTED. */
   readonly retryAfterSeconds?: number;
+  /**
+   * For the operator's log line of the refusal only, never sent to the caller: which client, which
+   * check failed, where the wire answer is deliberately uniform (INVALID_CLIENT). Never a secret.
+   */
+  readonly logged?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -28,6 +33,7 @@ export class DomainError extends Error {
   readonly detail: string;
   readonly challenge: string | undefined;
   readonly retryAfterSeconds: number | undefined;
+  readonly logged: Readonly<Record<string, string>> | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -40,6 +46,7 @@ export class DomainError extends Error {
     this.detail = options.detail ?? "";
     this.challenge = options.challenge;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.logged = options.logged;
   }
 
   get kind(): ErrorKind {

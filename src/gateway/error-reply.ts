@@ -1,6 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
+import { DomainError } from "../errors/domain-error.js";
 import { translateError } from "../rpc/errors/error-response.js";
 import { httpStatusOf } from "./http-status.js";
 
@@ -9,6 +10,10 @@ export interface Refusal {
   readonly errorCode: string;
   readonly message: string;
   readonly rpc?: string;
+  /** The answer's errorParameters (which fields a validation refusal names). */
+  readonly errorParameters?: ReadonlyArray<{ readonly name: string; readonly value: string }>;
+  /** Log-only fields of the refusal (which client, which check failed); never sent to the caller. */
+  readonly logged?: Readonly<Record<string, string>>;
 }
 
 const refusals = new WeakMap<FastifyRequest, Refusal>();
@@ -27,7 +32,14 @@ export function refusalOf(request: FastifyRequest): Refusal | undefined {
 export function sendError(reply: FastifyReply, error: unknown, dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED): FastifyReply {
   const { status, json, body } = renderError(error, reply.request.id, dialect);
   const first = body.errorMessages[0];
-  if (first) noteRefusal(reply.request, { errorCode: first.errorCode, message: first.message });
+  if (first) {
+    noteRefusal(reply.request, {
+      errorCode: first.errorCode,
+      message: first.message,
+      errorParameters: first.errorParameters.map(({ name, value }) => ({ name, value })),
+      ...(error instanceof DomainError && error.logged ? { logged: error.logged } : {}),
+    });
+  }
   return reply
     .code(status)
     .header("x-request-id", reply.request.id)

@@ -25,7 +25,7 @@ export interface RestRoute {
   /** How errors are worded on this route. */
   readonly dialect: ErrorDialect;
   readonly errorStatuses: readonly number[];
-  /** The response has no fields: REST answers 204 with no content. */
+  /** The response has no fields (and the route does not speak OAuth): REST answers with no content. */
   readonly noContent: boolean;
   /** The documented success status: 200, or 204 for operations that answer with no content. */
   readonly successStatus: number;
@@ -68,7 +68,10 @@ export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
           authentication: authenticationOf(method),
           dialect: errorDialectOf(service),
           errorStatuses: options.errorStatuses,
-          noContent: method.output.fields.length === 0,
+          // The OAuth endpoints always answer JSON, an empty answer too (RFC 7009 2.2's 200 as `{}`):
+          // clients such as simple-oauth2 (wreck's strict JSON mode) refuse a 200 without a JSON
+          // content type, and conforming ones ignore the body.
+          noContent: method.output.fields.length === 0 && errorDialectOf(service) !== ErrorDialect.OAUTH,
           successStatus: options.successStatus || (method.output.fields.length === 0 ? 204 : 200),
           canonicalJson: options.canonicalJson,
           responseBody: rule.responseBody,

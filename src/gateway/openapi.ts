@@ -25,7 +25,7 @@ type Schema = Record<string, unknown>;
  * paths from google.api.http, operationIds and documented error statuses from
  * travel.common.v1.rest, schemas and constraints from the messages and their buf.validate rules.
  */
-export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
+export function buildOpenApiDocument(routes: readonly RestRoute[], options: { readonly serverUrl: string }): object {
   const schemas: Record<string, Schema> = {};
   const refMessage = (desc: DescMessage) => ref(desc.typeName, () => messageSchema(desc));
   const refEnum = (desc: DescEnum) => ref(desc.typeName, () => ({ type: "string", enum: desc.values.map((v) => v.name) }));
@@ -86,9 +86,14 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
     }
   }
 
+  const openApiPath = (route: RestRoute) => route.pathFields.reduce((p, { variable, field }) => p.replace(`{${variable}}`, `{${field.jsonName}}`), route.template);
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const route of routes) {
-    const path = route.pathFields.reduce((p, { variable, field }) => p.replace(`{${variable}}`, `{${field.jsonName}}`), route.template);
+  // A google.api.http additional binding serves the same RPC on a second path (SCIM's /v2/scim
+  // beside /v2/scim/v2). Listed as a second operation it would be a duplicate in every generated
+  // client (scimGetUser_1...): the operation is documented once, naming its other paths.
+  for (const route of routes.filter((r) => !r.additionalBinding)) {
+    const path = openApiPath(route);
+    const aliases = routes.filter((r) => r.additionalBinding && r.method === route.method && r.verb === route.verb).map(openApiPath);
     const pathFieldDescs = route.pathFields.map((p) => p.field);
     const parameters = [
       ...route.pathFields.map(({ field }) => ({ name: field.jsonName, in: "path", required: true, schema: fieldSchema(field) })),
@@ -101,20 +106,24 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
     // travel.common.v1.rest content_type (SCIM) and google.api.http response_body shape the answer.
     const mediaType = route.contentType || "application/json";
     const responseField = route.responseBody ? route.method.output.fields.find((f) => f.name === route.responseBody) : undefined;
-    const responseSchema = responseField ? fieldSchema(responseField) : refMessage(route.method.output);
-    // Bearer (the document's default) for access tokens; the token endpoints authenticate the client in the request.
-    const isPublic = route.authentication === AuthenticationKind.CLIENT_SECRET;
+    // Built only when answered: a response message nobody sees is no component (redocly's no-unused-components).
+    const responseSchema = () => (responseField ? fieldSchema(responseField) : refMessage(route.method.output));
+    // Bearer (the document's default) for access tokens. The token endpoints authenticate the
+    // client instead: HTTP Basic (client_secret_basic), or client_id and client_secret in the
+    // body (client_secret_post), which is the empty requirement beside it.
+    const authenticatesClient = route.authentication === AuthenticationKind.CLIENT_SECRET;
     const operation: Record<string, unknown> = {
       operationId: route.operationId,
       summary: firstSentence(route.method),
+      ...(aliases.length ? { description: `Also served at ${aliases.join(", ")}.` } : {}),
       tags: [route.method.parent.name],
       ...(route.method.deprecated ? { deprecated: true } : {}),
       ...(parameters.length ? { parameters } : {}),
-      ...(isPublic ? { security: [] } : {}),
+      ...(authenticatesClient ? { security: [{ [CLIENT_SECRET_BASIC]: [] }, {}] } : {}),
       responses: {
         ...(route.noContent
           ? { [String(route.successStatus)]: { description: "No Content" } }
-          : { [String(route.successStatus)]: { description: "OK", content: { [mediaType]: { schema: responseSchema } } } }),
+          : { [String(route.successStatus)]: { description: "OK", content: { [mediaType]: { schema: responseSchema() } } } }),
         ...Object.fromEntries(
           route.errorStatuses.map((status) => [
             String(status),
@@ -125,6 +134,7 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
     };
     if (route.body === "*") {
       const schema = pathFieldDescs.length ? messageSchema(route.method.input, pathFieldDescs) : refMessage(route.method.input);
+      if (route.verb === "PUT" && schema.properties) Object.assign(schema.properties as object, readOnlyFieldsOf(route));
       operation.requestBody = {
         required: true,
         content: { [route.formBody ? "application/x-www-form-urlencoded" : "application/json"]: { schema } },
@@ -133,6 +143,22 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
     const bodyField = route.body !== "*" && route.body !== "" ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
     if (bodyField) operation.requestBody = { required: true, content: { [mediaType]: { schema: fieldSchema(bodyField) } } };
     (paths[path] ??= {})[route.verb.toLowerCase()] = operation;
+  }
+
+  /**
+   * A PUT replaces what GET answers at the same path: the fields GET answers that the PUT does not
+   * take are the server's (the user's id, its TMCs, whether it is active). Listed as readOnly
+   * (OpenAPI: sent in responses only), a client may send back what it read, and generated
+   * clients leave them out of request types.
+   */
+  function readOnlyFieldsOf(put: RestRoute): Record<string, Schema> {
+    const get = routes.find((r) => r.verb === "GET" && r.template === put.template && !r.additionalBinding);
+    if (!get) return {};
+    const representation = get.responseBody ? get.method.output.fields.find((f) => f.name === get.responseBody)?.message : get.method.output;
+    const writable = new Set(put.method.input.fields.map((f) => f.jsonName));
+    return Object.fromEntries(
+      (representation?.fields ?? []).filter((f) => !writable.has(f.jsonName)).map((f) => [f.jsonName, { ...fieldSchema(f), readOnly: true }]),
+    );
   }
 
   schemas["travel.common.v1.ErrorResponse"] = {
@@ -163,14 +189,27 @@ export function buildOpenApiDocument(routes: readonly RestRoute[]): object {
   return {
     openapi: "3.1.0",
     info: { title: "Authentication and API-user service", version: "v2" },
+    // The public base URL (TOKEN_ISSUER, the same base the discovery documents name), so a
+    // generated client has one.
+    servers: [{ url: options.serverUrl }],
     paths,
     components: {
       schemas,
-      securitySchemes: { Bearer: { type: "http", scheme: "bearer" } },
+      securitySchemes: {
+        Bearer: { type: "http", scheme: "bearer", description: "An access token of the token endpoint (or a scimToken on SCIM paths)" },
+        [CLIENT_SECRET_BASIC]: {
+          type: "http",
+          scheme: "basic",
+          description: "RFC 6749 2.3.1 client_secret_basic: the client_id and client_secret, each form-urlencoded, as HTTP Basic credentials",
+        },
+      },
     },
     security: [{ Bearer: [] }],
   };
 }
+
+/** The security scheme of the token endpoints' client authentication. */
+const CLIENT_SECRET_BASIC = "ClientSecretBasic";
 
 function scalarSchema(type: ScalarType): Schema {
   switch (type) {

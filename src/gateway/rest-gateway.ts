@@ -56,6 +56,41 @@ export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRo
       });
     }
   }
+  registerMethodNotAllowed(app, routes);
+}
+
+/** The methods a path may be asked with (Fastify's defaults). */
+const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+
+/**
+ * RFC 9110 15.5.6: a path the contract declares, asked with a method it does not take (GET on the
+ * token endpoint), is 405 with Allow, not 404: the resource exists. Answered before the body is
+ * read, in the path's error dialect.
+ */
+function registerMethodNotAllowed(app: FastifyInstance, routes: readonly RestRoute[]): void {
+  const byPath = new Map<string, { template: string; verbs: Set<string>; dialect: ErrorDialect }>();
+  for (const route of routes) {
+    const entry = byPath.get(route.fastifyPath) ?? { template: route.template, verbs: new Set<string>(), dialect: route.dialect };
+    entry.verbs.add(route.verb);
+    // Fastify answers HEAD on every GET route.
+    if (route.verb === "GET") entry.verbs.add("HEAD");
+    byPath.set(route.fastifyPath, entry);
+  }
+  for (const [url, { template, verbs, dialect }] of byPath) {
+    const allow = HTTP_METHODS.filter((m) => verbs.has(m)).join(", ");
+    app.route({
+      method: HTTP_METHODS.filter((m) => !verbs.has(m)),
+      url,
+      config: { errorDialect: dialect } as object,
+      onRequest: async (request, reply) => {
+        const refusal = new DomainError("METHOD_NOT_ALLOWED", `${request.method} is not allowed on ${template}; it takes ${allow}`, {
+          params: [{ name: "allow", value: allow }],
+        });
+        return sendError(reply.header("allow", allow), refusal, dialect);
+      },
+      handler: async () => undefined,
+    });
+  }
 }
 
 /** The error dialect of the REST route a request matched, so Fastify's own refusals of its body (413, 415, 400) speak it too. */

@@ -10,7 +10,7 @@ import {
 } from "@connectrpc/connect/protocol";
 import { createEndStreamSerialization, endStreamFlag, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
+import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { DomainError } from "../errors/domain-error.js";
 import { httpStatusOf } from "../gateway/http-status.js";
@@ -20,6 +20,7 @@ import { printable } from "../rpc/errors/printable.js";
 import { protocolRefusal, unwritableRefusal } from "../rpc/errors/protocol-errors.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { noteRefusal } from "../gateway/error-reply.js";
+import { respecGrpcMessage } from "./grpc-message.js";
 
 export interface ConnectRoutesOptions {
   /** Registers the services on the router (RpcCore.routes). */
@@ -107,6 +108,7 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
     const error = thrown instanceof URIError ? unwritableRefusal(thrown) : protocolRefusal(ConnectError.from(thrown));
     response = errorAnswer(protocol, error, handler, request, new Headers());
   }
+  if (protocol === "grpc" || protocol === "grpc-web") response = withSpecGrpcMessage(response);
   // An early answer over HTTP/1.1 leaves the rest of the body on the wire; a client reusing the
   // connection would have its next request read as that body. Close it instead.
   if (request.raw.httpVersionMajor === 1 && request.raw.complete === false) {
@@ -168,7 +170,7 @@ async function withErrorResponse(response: UniversalServerResponse, protocol: Pr
         void it.return?.().catch(() => undefined);
         return errorAnswer(protocol, protocolRefusal(original), handler, request, header);
       }
-      return { ...response, body: prepended(first.value, it) };
+      return { ...response, body: prepended(protocol === "grpc-web" ? withSpecGrpcWebTrailer(first.value) : first.value, it) };
     }
     default:
       return response;
@@ -233,6 +235,36 @@ function errorAnswer(protocol: Protocol, error: DomainError, handler: UniversalH
       return { status: 200, header, body: createAsyncIterable([]) };
     }
   }
+}
+
+/**
+ * The answer with grpc-message in the gRPC spec's percent-encoding (grpc-message.ts): in the
+ * headers (trailers-only), and in the trailers once the body has ended (a stream fills them last).
+ */
+function withSpecGrpcMessage(response: UniversalServerResponse): UniversalServerResponse {
+  respecGrpcMessage(response.header);
+  const trailer = response.trailer;
+  if (!trailer) return response;
+  respecGrpcMessage(trailer);
+  const body = response.body;
+  if (body === undefined || body instanceof Uint8Array) return response;
+  async function* thenRespec() {
+    try {
+      yield* body as AsyncIterable<Uint8Array>;
+    } finally {
+      respecGrpcMessage(trailer);
+    }
+  }
+  return { ...response, body: thenRespec() };
+}
+
+/** A gRPC-Web trailer envelope (uncompressed, as Connect writes it) with grpc-message re-encoded; any other envelope as it is. */
+function withSpecGrpcWebTrailer(envelope: Uint8Array): Uint8Array {
+  if (envelope.byteLength < 5 || envelope[0] !== trailerFlag) return envelope;
+  const trailer = trailerParse(envelope.subarray(5));
+  if (!trailer.has("grpc-message")) return envelope;
+  respecGrpcMessage(trailer);
+  return encodeEnvelope(trailerFlag, trailerSerialize(trailer));
 }
 
 function carriesDetail(trailer: Headers): boolean {

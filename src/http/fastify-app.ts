@@ -35,7 +35,7 @@ export interface HttpSettings {
 export async function createHttpApp(
   settings: HttpSettings,
   rpc: RpcCore,
-  operational: Omit<OperationalDeps, "openApi" | "metrics">,
+  operational: Omit<OperationalDeps, "openApi" | "metrics"> & { readonly publicUrl: string },
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
 ): Promise<FastifyInstance> {
   const restRoutes = restRoutesOf(contractServices);
@@ -46,7 +46,7 @@ export async function createHttpApp(
     registerRestRoutes(gateway, restRoutes, rpc.transport);
     registerDialectNotFound(gateway, pathSpaces);
   });
-  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes) });
+  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes, { serverUrl: operational.publicUrl }) });
   await app.ready();
   return app;
 }
@@ -155,12 +155,31 @@ class OneLinePerRequest extends LogController {
     reply.log.info(OneLinePerRequest.line(request, reply), "request completed");
   }
 
-  /** A refusal says why: the catalogue errorCode, its message and the RPC (never a secret: messages are written for callers). */
+  /**
+   * A refusal says why: the catalogue errorCode, its message, the RPC, its errorParameters (a
+   * validation refusal's fields) and its log-only fields (INVALID_CLIENT's client id and failed
+   * check). Never a secret: messages are written for callers, and a parameter naming a credential
+   * has its value redacted.
+   */
   private static line(request: FastifyRequest, reply: FastifyReply): object {
     const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
-    return { req: request, res: reply, responseTime: reply.elapsedTime, ...(refusal ? { errorCode: refusal.errorCode, errorMessage: refusal.message, rpc: refusal.rpc } : {}) };
+    if (!refusal) return { req: request, res: reply, responseTime: reply.elapsedTime };
+    const parameters = refusal.errorParameters?.map(({ name, value }) => ({ name, value: CREDENTIAL_PARAMETER.test(name) ? "[redacted]" : value }));
+    return {
+      req: request,
+      res: reply,
+      responseTime: reply.elapsedTime,
+      errorCode: refusal.errorCode,
+      errorMessage: refusal.message,
+      rpc: refusal.rpc,
+      ...(parameters?.length ? { errorParameters: parameters } : {}),
+      ...refusal.logged,
+    };
   }
 }
+
+/** Parameter names whose value would be a credential (client_secret, subject_token, scimToken); token_type_hint is not. */
+const CREDENTIAL_PARAMETER = /secret|password|authorization|(^|[._])token$|Token$/i;
 
 /** What a connection-level parser error means for the caller; undefined when there is no one to answer. */
 function parserRefusal(error: NodeJS.ErrnoException): DomainError | undefined {

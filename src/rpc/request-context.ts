@@ -6,7 +6,18 @@ export interface RequestInfo {
   readonly requestId: string;
   readonly remoteAddress: string;
   /** Told why the RPC was refused (the face puts it in the request's log line). */
-  readonly refused?: (refusal: { readonly errorCode: string; readonly message: string; readonly rpc: string }) => void;
+  readonly refused?: (refusal: RpcRefusal) => void;
+}
+
+/** Why an RPC was refused, for its request's log line. */
+export interface RpcRefusal {
+  readonly errorCode: string;
+  readonly message: string;
+  readonly rpc: string;
+  /** The answer's errorParameters (the log line redacts any that name a credential). */
+  readonly errorParameters?: ReadonlyArray<{ readonly name: string; readonly value: string }>;
+  /** The refusal's log-only fields (DomainError.logged: which client, which check failed). */
+  readonly logged?: Readonly<Record<string, string>>;
 }
 
 /**

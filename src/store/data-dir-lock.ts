@@ -41,6 +41,17 @@ export function ownDataDir(dataDir: string): () => void {
   throw new DataDirBusyError(`could not claim ${dataDir}`);
 }
 
+/** The live process other than this one that holds DATA_DIR (a server, perhaps still starting, or an offline CLI run), if any. */
+export function dataDirOwner(dataDir: string): number | undefined {
+  let owner: number;
+  try {
+    owner = Number(fs.readFileSync(path.join(dataDir, "owner.pid"), "utf8"));
+  } catch {
+    return undefined;
+  }
+  return Number.isInteger(owner) && owner > 0 && owner !== process.pid && processIsAlive(owner) ? owner : undefined;
+}
+
 /** Whether process `pid` runs (EPERM: it exists but belongs to another user — still running). */
 export function processIsAlive(pid: number): boolean {
   try {

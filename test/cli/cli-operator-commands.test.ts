@@ -97,7 +97,8 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
   });
 
   test("tmc list and get, api-user list and revoke, trusted-issuer list and remove, audit list with filters and pages", async () => {
-    const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3");
+    // The first command on this fresh storage: --init creates the store (issue 19).
+    const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3", "--init");
     assert.deepEqual(await json("tmc", "get", "--tmc-id", tmc.tmcId), { tmc: { tmcId: tmc.tmcId, name: "Operator Travel", maxApiUsers: 3, activeApiUsers: 0 } });
     const first = await json("api-user", "create", "--tmc-id", tmc.tmcId);
     const second = await json("api-user", "create", "--tmc-id", tmc.tmcId);

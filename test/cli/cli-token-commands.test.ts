@@ -20,7 +20,8 @@ describe("CLI: signing keys and trusted issuers", { timeout: 240_000 }, () => {
   after(() => dropStorage(storage));
 
   test("keys rotate publishes the next key, keys rotate --now signs at once and withdraws the rest, keys list shows states", async () => {
-    const first = await cli("keys", "rotate");
+    // The first command on this fresh storage: --init creates the store (issue 19).
+    const first = await cli("keys", "rotate", "--init");
     assert.equal(first.code, 0, first.stderr);
     const next = JSON.parse(first.stdout);
     assert.equal(next.publishedKids[0], next.kid);

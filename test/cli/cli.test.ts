@@ -300,7 +300,8 @@ describe(`operator CLI (${backend})`, () => {
     });
 
     it("migrate applies the migrations on fresh storage, then nothing; tmc create works", { timeout: 90_000 }, async () => {
-      const first = jsonOf(["migrate"], await runCli(["migrate"], env));
+      // Fresh storage: --init creates the store (an offline run refuses an empty DATA_DIR without it).
+      const first = jsonOf(["migrate", "--init"], await runCli(["migrate", "--init"], env));
       assert.deepEqual(Object.keys(first), ["applied"]);
       assert.ok(Array.isArray(first.applied) && first.applied.length > 0, `applied: ${JSON.stringify(first.applied)}`);
       for (const name of first.applied as unknown[]) assert.equal(typeof name, "string");

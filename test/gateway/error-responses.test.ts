@@ -37,8 +37,12 @@ describe("ErrorResponse for every failure", () => {
     assert.equal(body.errorMessages[0].message, "No route for GET /v2/nothing-here");
   });
 
-  test("wrong method on a known path → 404", async () => {
-    assertErrorResponse(await inject({ method: "DELETE", url: "/v2/api-users" }), 404, "ROUTE_NOT_FOUND");
+  // Issue 19: RFC 9110 15.5.6, the path exists (it was 404 before).
+  test("wrong method on a known path → 405 METHOD_NOT_ALLOWED with Allow", async () => {
+    const response = await inject({ method: "DELETE", url: "/v2/api-users" });
+    const body = assertErrorResponse(response, 405, "METHOD_NOT_ALLOWED");
+    assert.equal(response.headers.allow, "GET, HEAD, POST");
+    assert.equal(body.errorMessages[0].message, "DELETE is not allowed on /v2/api-users; it takes GET, HEAD, POST");
   });
 
   test("malformed JSON → 400", async () => {

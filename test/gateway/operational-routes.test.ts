@@ -63,7 +63,9 @@ describe("probes, metrics and the API description", () => {
     const op = (path: string, verb: string) => doc.paths[path]?.[verb];
     assert.equal(op("/v2/auth/oauth2-token", "post").operationId, "fetchOauth2Token");
     assert.ok(op("/v2/auth/oauth2-token", "post").requestBody.content["application/x-www-form-urlencoded"]);
-    assert.deepEqual(op("/v2/auth/oauth2-token", "post").security, []);
+    // No bearer token: the client authenticates with HTTP Basic or the form's client_secret.
+    assert.deepEqual(op("/v2/auth/oauth2-token", "post").security, [{ ClientSecretBasic: [] }, {}]);
+    assert.deepEqual(doc.servers, [{ url: "http://auth.test" }], "the public URL (TOKEN_ISSUER)");
     assert.equal(op("/v2/api-users", "post").operationId, "createApiUser");
     assert.ok(op("/v2/api-users", "post").responses["409"]);
     assert.equal(op("/v2/api-users", "get").operationId, "getApiUsers");

@@ -266,6 +266,8 @@ export interface GrpcOutcome {
   code?: number;
   errorResponse?: ErrorResponse;
   metadata?: grpc.Metadata;
+  /** The error's text as grpc-js decoded it from grpc-message. */
+  details?: string;
 }
 
 export interface GrpcClients {
@@ -304,7 +306,7 @@ export function grpcClients(baseUrl: string): GrpcClients {
           } catch {
             errorResponse = undefined;
           }
-          resolve({ ok: false, code: err.code, errorResponse, metadata: err.metadata });
+          resolve({ ok: false, code: err.code, errorResponse, metadata: err.metadata, details: err.details });
         });
       });
     },

@@ -5,7 +5,7 @@ import { verifyClientSecret } from "../shared/client-secret.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { ClientRecordCache } from "./client-record-cache.js";
 import type { PresentedCredentials } from "./model.js";
-import { invalidClient, invalidRequest } from "./oauth-errors.js";
+import { invalidClient, invalidRequest, type InvalidClientReason } from "./oauth-errors.js";
 
 /**
  * Client authentication for the token endpoints: client_secret_post as the spec documents,
@@ -42,7 +42,8 @@ export class ClientAuthenticator {
     if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
     const load = () => this.apiUsers.findActive(this.uow.direct, clientId);
     const user = this.records ? await this.records.find(clientId, load) : await load();
-    return { clientId, secret: clientSecret, client: tokenEndpointClient(user) };
+    const client = tokenEndpointClient(user);
+    return { clientId, secret: clientSecret, client, ...(client ? {} : { refusal: user ? "not a client-credentials API user (SCIM token)" : "unknown or revoked client" }) };
   }
 
   /**
@@ -70,7 +71,8 @@ export class ClientAuthenticator {
   /** Second step, in constant time: an unknown client runs the same comparison and gets the same answer as a wrong secret. */
   verify(attempt: ClientAttempt): ApiUser {
     const matches = verifyClientSecret(this.pepper, attempt.secret, attempt.client?.secretHash);
-    if (!attempt.client || !matches) throw invalidClient();
+    if (!attempt.client) throw invalidClient(attempt.clientId, attempt.refusal);
+    if (!matches) throw invalidClient(attempt.clientId, "wrong secret");
     return attempt.client;
   }
 }
@@ -92,6 +94,8 @@ export interface ClientAttempt {
   readonly clientId: string;
   readonly secret: string;
   readonly client: ApiUser | undefined;
+  /** Why nobody who may use the token endpoint was found (for the log only). */
+  readonly refusal?: InvalidClientReason;
 }
 
 function credentialsOf(presented: PresentedCredentials): { clientId: string; clientSecret: string } {

@@ -4,8 +4,21 @@ import { DomainError } from "../../errors/domain-error.js";
 export const invalidRequest = (message: string, parameter?: string) =>
   new DomainError("INVALID_REQUEST", message, { params: parameter ? [{ name: parameter, value: "invalid" }] : [] });
 
-/** One body for an unknown client and a wrong secret (spec 7: 403). */
-export const invalidClient = () => new DomainError("INVALID_CLIENT", "Client authentication failed");
+/**
+ * One body for an unknown client and a wrong secret (spec 7: 403). Which client and which check
+ * failed go to the operator's log line only (`logged`), never to the caller.
+ */
+export const invalidClient = (clientId?: string, reason?: InvalidClientReason) =>
+  new DomainError("INVALID_CLIENT", "Client authentication failed", {
+    logged: clientId === undefined ? undefined : { clientId: clientId.slice(0, 256), refusalReason: reason ?? "unknown" },
+  });
+
+/**
+ * Why client authentication failed, for the log. "unknown or revoked client" is one reason:
+ * telling them apart would take a second lookup for unknown ids only, making them slower to
+ * refuse than a wrong secret (a timing oracle for valid client ids).
+ */
+export type InvalidClientReason = "unknown or revoked client" | "wrong secret" | "not a client-credentials API user (SCIM token)";
 
 export const unsupportedGrantType = (grantType: string) =>
   new DomainError("UNSUPPORTED_GRANT_TYPE", `Unsupported grant_type "${grantType.slice(0, 80)}"`, {

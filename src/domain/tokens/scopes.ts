@@ -12,6 +12,15 @@ export const SCOPES_BY_ROLE: Readonly<Record<ApiUserRole, readonly string[]>> = 
 
 export const ALL_SCOPES: readonly string[] = [...new Set(Object.values(SCOPES_BY_ROLE).flat())];
 
+/**
+ * The scopes the discovery documents list (RFC 8414 scopes_supported). `openid` is still granted
+ * (clients that always ask for it keep working) but not advertised: this server has no OpenID
+ * Connect endpoints (no ID tokens, no userinfo), and metadata validators such as authlib's read an
+ * advertised `openid` as a claim to be an OpenID Provider. RFC 8414 section 2 lets a server leave
+ * supported scopes out of the list.
+ */
+export const ADVERTISED_SCOPES: readonly string[] = ALL_SCOPES.filter((scope) => scope !== "openid");
+
 /** RFC 6749 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), separated by single spaces. */
 export function parseScope(scope: string): string[] {
   if (scope === "") return [];

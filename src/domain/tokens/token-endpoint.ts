@@ -133,7 +133,7 @@ export class TokenEndpoint {
     if (admission.kind === "unknown") return undefined;
     this.wiring.admissions?.inc({ path: "one_round_trip" });
     call.onRateLimit(admission.decision);
-    if (admission.kind === "refused") throw invalidClient();
+    if (admission.kind === "refused") throw invalidClient(client.clientId, "wrong secret");
     if (admission.kind === "admitted" || admission.kind === "client-limited") authenticated(client);
     if (admission.kind !== "admitted") throw tooManyRequests(admission.decision.retryAfterSeconds ?? 1);
     return client;

@@ -26,7 +26,15 @@ export function errorInterceptor(logger: Logger, classify: (error: unknown) => D
         logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }
       const first = translated.body.errorMessages[0];
-      if (first) refused?.({ errorCode: first.errorCode, message: first.message, rpc: `${req.service.typeName}/${req.method.name}` });
+      if (first) {
+        refused?.({
+          errorCode: first.errorCode,
+          message: first.message,
+          rpc: `${req.service.typeName}/${req.method.name}`,
+          errorParameters: first.errorParameters.map(({ name, value }) => ({ name, value })),
+          ...(error instanceof DomainError && error.logged ? { logged: error.logged } : {}),
+        });
+      }
       throw toConnectError(translated, error instanceof DomainError ? error : {});
     }
   };

@@ -107,8 +107,18 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
   };
 }
 
+/** Where the embedded database of a DATA_DIR lives. */
+export function embeddedDatabaseDirectory(dataDir: string): string {
+  return path.join(dataDir, "pglite");
+}
+
+/** Whether DATA_DIR holds an embedded database already (PGlite writes PG_VERSION when it creates one). */
+export function embeddedDatabaseExists(dataDir: string): boolean {
+  return fs.existsSync(path.join(embeddedDatabaseDirectory(dataDir), "PG_VERSION"));
+}
+
 function openPglite(dataDir: string): Database {
-  const directory = path.join(dataDir, "pglite");
+  const directory = embeddedDatabaseDirectory(dataDir);
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const db = knex({ client: ClientPgLite, dialect: "postgres", connection: { filename: directory } } as Knex.Config);
   return {

@@ -15,6 +15,18 @@ describe("configuration", () => {
     assert.equal(config.storage.databaseSchema, "public");
   });
 
+  // Issue 19: discovery through http://127.0.0.1:PORT failed RFC 8414's issuer comparison because
+  // the issuer defaulted to localhost whatever HOST said.
+  test("the issuer defaults to the address clients use: SERVER_URL, else HOST when it names one address, else localhost", () => {
+    assert.equal(loadConfig({}).tokens.issuer, "http://localhost:8080");
+    assert.equal(loadConfig({ HOST: "::", PORT: "9000" }).tokens.issuer, "http://localhost:9000");
+    assert.equal(loadConfig({ HOST: "127.0.0.1", PORT: "9000" }).tokens.issuer, "http://127.0.0.1:9000");
+    assert.equal(loadConfig({ HOST: "::1", PORT: "9000" }).tokens.issuer, "http://[::1]:9000");
+    assert.equal(loadConfig({ HOST: "127.0.0.1", SERVER_URL: "https://auth.example.com/" }).tokens.issuer, "https://auth.example.com");
+    assert.equal(loadConfig({ HOST: "127.0.0.1", TOKEN_ISSUER: "https://iss.example.com" }).tokens.issuer, "https://iss.example.com");
+    assert.equal(loadConfig({ HOST: "127.0.0.1", PORT: "9000" }).tokens.audience, "http://127.0.0.1:9000/v2");
+  });
+
   test("values are read and checked", () => {
     const config = loadConfig({ PORT: "9090", HOST: "::1", DATABASE_URL: "postgres://x/y", REDIS_URL: " redis://r ", BODY_LIMIT_BYTES: "2048" });
     assert.equal(config.http.port, 9090);

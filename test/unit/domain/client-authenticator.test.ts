@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import type { DomainError } from "../../../src/errors/domain-error.js";
 import { beforeEach, describe, test } from "node:test";
 import { hashClientSecret } from "../../../src/domain/shared/client-secret.js";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
@@ -124,13 +125,20 @@ describe("ClientAuthenticator", () => {
       "a wrong secret still names the client: its failures are counted for it (at that address)",
     );
     assert.deepEqual(await f.clients.lookUp(basic(basicHeader(client.clientId, "p:a+s s"))), { clientId: client.clientId, secret: "p:a+s s", client: client.user });
-    for (const [id, secret] of [
-      ["unknownclientunknownclient", "s"],
-      [revoked.clientId, revoked.secret],
-      [scimUser.clientId, scimUser.secret],
+    // Why nobody was found travels with the attempt, for the log line only (issue 19).
+    for (const [id, secret, refusal] of [
+      ["unknownclientunknownclient", "s", "unknown or revoked client"],
+      [revoked.clientId, revoked.secret, "unknown or revoked client"],
+      [scimUser.clientId, scimUser.secret, "not a client-credentials API user (SCIM token)"],
     ] as const) {
-      assert.deepEqual(await f.clients.lookUp(postCredentials(id, secret)), { clientId: id, secret, client: undefined }, `${id} names nobody who may use the token endpoint`);
+      const attempt = await f.clients.lookUp(postCredentials(id, secret));
+      assert.deepEqual(attempt, { clientId: id, secret, client: undefined, refusal }, `${id} names nobody who may use the token endpoint`);
+      assert.throws(() => f.clients.verify(attempt), (e: DomainError) => e.code === "INVALID_CLIENT" && e.message === "Client authentication failed" && e.logged?.refusalReason === refusal && e.logged.clientId === id);
     }
+    assert.throws(
+      () => f.clients.verify({ clientId: client.clientId, secret: "wrong", client: client.user }),
+      (e: DomainError) => e.code === "INVALID_CLIENT" && e.logged?.refusalReason === "wrong secret" && !JSON.stringify(e.logged).includes("wrong\""),
+    );
   });
 
   test("lookUp refuses a malformed request before it reads the database; verify never reads it", async () => {

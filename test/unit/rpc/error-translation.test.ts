@@ -28,7 +28,7 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   PERMISSION_DENIED: { code: Code.PermissionDenied, status: 403 },
   NOT_FOUND: { code: Code.NotFound, status: 404 },
   ROUTE_NOT_FOUND: { code: Code.NotFound, status: 404 },
-  METHOD_NOT_ALLOWED: { code: Code.Unimplemented, status: 405 },
+  METHOD_NOT_ALLOWED: { code: Code.InvalidArgument, status: 405, oauth: "invalid_request" },
   ALREADY_EXISTS: { code: Code.AlreadyExists, status: 409 },
   API_USER_LIMIT_EXCEEDED: { code: Code.FailedPrecondition, status: 409 },
   SIGNING_KEY_ROTATION_PENDING: { code: Code.FailedPrecondition, status: 409 },
