@@ -15,6 +15,7 @@ import {
   type RepeatedRules,
   type StringRules,
 } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { field_behavior, FieldBehavior } from "../../gen/google/api/field_behavior_pb.js";
 import { AuthenticationKind, ErrorDialect } from "../rpc/contract.js";
 import type { RestRoute } from "./http-rules.js";
 
@@ -25,6 +26,12 @@ type Schema = Record<string, unknown>;
  * paths from google.api.http, operationIds and documented error statuses from
  * travel.common.v1.rest, schemas and constraints from the messages and their buf.validate rules.
  */
+/** A request field the server keeps: taken back only to be compared (AIP-203 field behaviour). */
+function isServerKept(field: DescField): boolean {
+  const behaviours = getOption(field, field_behavior);
+  return behaviours.includes(FieldBehavior.IMMUTABLE) || behaviours.includes(FieldBehavior.OUTPUT_ONLY);
+}
+
 export function buildOpenApiDocument(routes: readonly RestRoute[], options: { readonly serverUrl: string }): object {
   const schemas: Record<string, Schema> = {};
   const refMessage = (desc: DescMessage) => ref(desc.typeName, () => messageSchema(desc));
@@ -146,16 +153,16 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
   }
 
   /**
-   * A PUT replaces what GET answers at the same path: the fields GET answers that the PUT does not
-   * take are the server's (the user's id, its TMCs, whether it is active). Listed as readOnly
-   * (OpenAPI: sent in responses only), a client may send back what it read, and generated
-   * clients leave them out of request types.
+   * A PUT replaces what GET answers at the same path. The server's fields are readOnly (OpenAPI:
+   * sent in responses only; a client may send back what it read, and generated clients leave them
+   * out of request types): those GET answers that the PUT does not take, and those the PUT takes
+   * only to compare, marked (google.api.field_behavior) = IMMUTABLE or OUTPUT_ONLY (AIP-203).
    */
   function readOnlyFieldsOf(put: RestRoute): Record<string, Schema> {
     const get = routes.find((r) => r.verb === "GET" && r.template === put.template && !r.additionalBinding);
     if (!get) return {};
     const representation = get.responseBody ? get.method.output.fields.find((f) => f.name === get.responseBody)?.message : get.method.output;
-    const writable = new Set(put.method.input.fields.map((f) => f.jsonName));
+    const writable = new Set(put.method.input.fields.filter((f) => !isServerKept(f)).map((f) => f.jsonName));
     return Object.fromEntries(
       (representation?.fields ?? []).filter((f) => !writable.has(f.jsonName)).map((f) => [f.jsonName, { ...fieldSchema(f), readOnly: true }]),
     );
