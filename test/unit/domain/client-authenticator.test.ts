@@ -92,7 +92,7 @@ describe("ClientAuthenticator", () => {
       message: "HTTP Basic client_id contains control characters or invalid Unicode",
       params: [{ name: "client_id", value: "invalid characters" }],
     });
-    await rejectsWith(authenticate(basic(basicHeader(client.clientId, "%ED%A0%80"))), malformedBasic); // a lone surrogate, percent-encoded
+    await rejectsWith(authenticate(raw(client.clientId, "%ED%A0%80")), malformedBasic); // a lone surrogate, percent-encoded
     await rejectsWith(authenticate(basic(basicHeader(client.clientId, "s".repeat(1025)))), {
       code: "API_VALIDATION_FAILED",
       message: "HTTP Basic client_secret must be at most 1024 characters",
