@@ -141,16 +141,17 @@ export class TokenEndpoint {
 
   /**
    * RFC 7009: the authenticated client revokes a token issued to it. Rate limited and
-   * authenticated like the token endpoint; every answer audited (TOKEN_REVOKED with what was
-   * revoked, or nothing for a token there was nothing to revoke; a refusal TOKEN_REVOCATION_REFUSED).
+   * authenticated like the token endpoint; every answer audited (TOKEN_REVOKED with what the
+   * request did: what was revoked, nothing, or another client's token left alone; a refusal
+   * TOKEN_REVOCATION_REFUSED).
    */
   async revoke(credentials: PresentedCredentials, token: string, hint: string, call: TokenCall): Promise<void> {
     if (!this.wiring.revocation) throw new Error("token revocation is not wired");
     let client: ApiUser | undefined;
-    let revoked: string | undefined;
+    let outcome: string;
     try {
       client = await this.admit(credentials, call, (c) => (client = c));
-      revoked = await this.wiring.revocation.revoke(client, token, hint);
+      outcome = await this.wiring.revocation.revoke(client, token, hint);
     } catch (error) {
       this.recordRefusal("TOKEN_REVOCATION_REFUSED", credentials, client, error, call, {});
       throw error;
@@ -162,7 +163,7 @@ export class TokenEndpoint {
       tmcId: client.tmcId,
       targetClientId: client.clientId,
       debugIdentifier: call.requestId,
-      details: { revoked: revoked ?? "nothing", remoteAddress: call.remoteAddress },
+      details: { revoked: outcome, remoteAddress: call.remoteAddress },
     });
   }
 
