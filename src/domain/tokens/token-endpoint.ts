@@ -184,17 +184,24 @@ export class TokenEndpoint {
 
   /**
    * Authenticates the client. The attempt first reserves a failure point — of this client at this
-   * address, or of unknown client ids at this address — and gives it back only on success; a
-   * spent budget refuses the attempt without evaluating it.
+   * address, or of unknown client ids at this address — and gives it back only on success. A spent
+   * budget answers 429: without evaluating the attempt for unknown ids (or once the client's
+   * locked-guess budget is spent too), and otherwise for a wrong secret only — the right one passes.
    */
   private async authenticate(credentials: PresentedCredentials, call: TokenCall): Promise<ApiUser> {
     const attempt = await this.clients.lookUp(credentials);
     const reservation = await this.limiter.reserveAttempt(attempt.clientId, attempt.client !== undefined, call.remoteAddress);
-    if (!reservation.decision.allowed) {
+    const refuse = () => {
       call.onRateLimit(reservation.decision);
-      throw tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+      return tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+    };
+    if (!reservation.evaluate) throw refuse();
+    let client: ApiUser;
+    try {
+      client = this.clients.verify(attempt);
+    } catch (error) {
+      throw reservation.decision.allowed ? error : refuse();
     }
-    const client = this.clients.verify(attempt);
     await reservation.release();
     return client;
   }
