@@ -101,6 +101,27 @@ describe("bad bytes never reach storage or break the audit trail", () => {
     assert.equal(running.logs().includes("invalid byte sequence"), false, "nothing reached Postgres");
   });
 
+  test("issue 18 finding 8: Connect JSON that does not decode names no protobuf type, to an unauthenticated caller or anyone", async () => {
+    for (const [path, body] of [
+      ["/travel.apiuser.v2.ApiUserService/GetApiUsers", '{"limit":"0x1z"}'],
+      ["/travel.apiuser.v2.ApiUserService/GetApiUsers", '{"limit":[1]}'],
+      ["/travel.apiuser.v2.ApiUserService/CreateApiUser", '{"role":[1]}'],
+      ["/travel.apiuser.v2.ApiUserService/CreateApiUser", "[1]"],
+      ["/travel.auth.v2.AuthService/FetchOauth2Token", '{"grant_type":7}'],
+    ] as const) {
+      for (const authorization of [undefined, `Bearer ${admin}`]) {
+        const response = await fetch(`${running.baseUrl}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+          body,
+        });
+        const answer = (await response.json()) as { code: string; message: string };
+        assert.ok(response.status === 400 || response.status === 401, `${path} ${body}: ${response.status}`);
+        assert.doesNotMatch(answer.message, /travel\.|google\.protobuf|[a-z]\.[A-Z]\w*Request/, `${path} ${body}: ${answer.message}`);
+      }
+    }
+  });
+
   test("a lone surrogate (text that was not valid Unicode) is refused too", async () => {
     const response = await callApi(running.baseUrl, "/v2/api-users/rotate", admin, { clientId: "abc\ud800" });
     assert.equal(response.status, 400);
