@@ -11,6 +11,7 @@ import { ConnectError, createContextValues, type Transport } from "@connectrpc/c
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
+import { printable } from "../rpc/errors/printable.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { noteRefusal, sendError } from "./error-reply.js";
 import type { RestRoute } from "./http-rules.js";
@@ -254,14 +255,33 @@ function fieldByNameIgnoringCase(input: DescMessage, name: string): DescField | 
 function fromText(field: DescField, raw: string | string[], name: string): JsonValue {
   if (Array.isArray(raw)) {
     if (field.fieldKind !== "list") throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
-    return raw;
+    return raw.map((item) => (fromText(field, item, name) as string[])[0]!);
   }
   if (field.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) {
     if (raw === "true" || raw === "false") return raw === "true";
     throw invalidArgument(`Parameter "${name}" must be true or false`, [{ name, value: raw }]);
   }
+  // protobuf JSON would also take "0x10", "1e2", "1.0", "+5" and " 5" (JavaScript's Number()):
+  // an integer in a query, a path or a form is plain decimal only (issue 18).
+  const scalar = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
+  if (scalar !== undefined && INTEGER_TYPES.has(scalar) && !/^-?[0-9]{1,20}$/.test(raw)) {
+    throw invalidArgument(`Parameter "${name}" must be an integer in plain decimal digits`, [{ name, value: printable(raw, 40) }]);
+  }
   return field.fieldKind === "list" ? [raw] : raw;
 }
+
+const INTEGER_TYPES: ReadonlySet<ScalarType> = new Set([
+  ScalarType.INT32,
+  ScalarType.INT64,
+  ScalarType.UINT32,
+  ScalarType.UINT64,
+  ScalarType.SINT32,
+  ScalarType.SINT64,
+  ScalarType.FIXED32,
+  ScalarType.FIXED64,
+  ScalarType.SFIXED32,
+  ScalarType.SFIXED64,
+]);
 
 /**
  * The JSON path ("companyCreditFilter.expiryDateRange.expiryDateStart", "credits[3].totalFare")

@@ -20,7 +20,7 @@ import { systemClock, type Clock } from "../../src/domain/shared/clock.js";
 import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-scope.js";
 import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model.js";
-import type { TenantRepository, TmcWithUsage } from "../../src/domain/tenants/ports.js";
+import type { EmailLookupScope, TenantRepository, TmcWithUsage } from "../../src/domain/tenants/ports.js";
 import type { BusinessInfo, FilterAttribute, ScimUser, ScimUserRecord, UserFilter, UserPage } from "../../src/domain/scim/model.js";
 import type { ScimUserRepository } from "../../src/domain/scim/ports.js";
 import type { ProfileChange, UserProfileRecord } from "../../src/domain/users/model.js";
@@ -563,11 +563,18 @@ export class InMemoryTenantRepository implements TenantRepository {
     return toUser(row);
   }
 
-  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined> {
+  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string, within: EmailLookupScope = {}): Promise<User | undefined> {
     const normalized = email.toLowerCase();
-    const rows = this.db.read(tx, this.db.users).filter((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive);
-    if (rows.length > 1) throw new DomainError("INVALID_GRANT", "The subject_token's email names more than one active user of the TMC", { params: [{ name: "subject_token", value: "ambiguous email" }] });
-    return rows[0] && toUser(rows[0]);
+    const rows = this.db
+      .read(tx, this.db.users)
+      .filter((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive && (within.companyId === undefined || u.companyId === within.companyId));
+    const found = rows.length > 1 && within.subject ? rows.filter((u) => u.externalId === within.subject) : rows;
+    if (found.length > 1 || (found.length === 0 && rows.length > 1)) {
+      throw new DomainError("INVALID_GRANT", "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject", {
+        params: [{ name: "subject_token", value: "ambiguous email" }],
+      });
+    }
+    return found[0] && toUser(found[0]);
   }
 
   async findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined> {

@@ -72,6 +72,15 @@ describe("ErrorResponse for every failure", () => {
     assert.match(body.errorMessages[0].message, /credentialtype/);
   });
 
+  test("issue 18 finding 8: an integer in a query string is plain decimal only: 0x10, 1e2, 1.0, +5, \" 5\" → 400 naming the parameter", async () => {
+    for (const value of ["0x10", "1e2", "1.0", "+5", " 5", "5 ", "0b1", "Infinity", ""]) {
+      const body = assertErrorResponse(await inject({ method: "GET", url: `/v2/api-users?limit=${encodeURIComponent(value)}` }), 400, "API_VALIDATION_FAILED");
+      assert.equal(body.errorMessages[0].errorParameters[0].name, "limit", JSON.stringify(value));
+      assert.match(body.errorMessages[0].message, /"limit" must be an integer in plain decimal digits/);
+    }
+    for (const value of ["5", "0", "100"]) assert.equal((await inject({ method: "GET", url: `/v2/api-users?limit=${value}` })).statusCode, 200, value);
+  });
+
   test("a field of the wrong type → 400 naming the field", async () => {
     const body = assertErrorResponse(
       await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"tmcId": 12}' }),

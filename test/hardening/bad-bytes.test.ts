@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { internalsOf } from "../../src/app/test-access.js";
 import { accessToken, callApi, fetchToken } from "../helpers/api.js";
+import { assertGrpcFailure, basicAuthorization, GRPC, grpcClients } from "../helpers/token-kit.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
 /**
@@ -23,10 +24,10 @@ describe("bad bytes never reach storage or break the audit trail", () => {
     await dropStorage(running.storage);
   });
 
-  const form = (fields: Record<string, string>) =>
+  const form = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
     fetch(`${running.baseUrl}/v2/auth/oauth2-token`, {
       method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
+      headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
       body: new URLSearchParams(fields),
     });
 
@@ -43,6 +44,81 @@ describe("bad bytes never reach storage or break the audit trail", () => {
       assert.equal(body.errorMessages[0].errorCode, "API_VALIDATION_FAILED");
       assert.equal(body.errorMessages[0].errorParameters[0].name, field);
       assert.equal(body.error, "invalid_request");
+    }
+  });
+
+  /** Basic with the raw (not form-encoded) id and secret: the bytes reach the server as they are. */
+  const rawBasic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`, "utf8").toString("base64")}`;
+
+  test("issue 18 finding 5: NUL and control bytes in HTTP Basic credentials are 400 naming the field on the token, introspection and revocation endpoints, not 500", async () => {
+    const cases: Array<[string, string, "client_id" | "client_secret"]> = [
+      [rawBasic("a\u0000", "x"), "NUL in the id", "client_id"],
+      [basicAuthorization("a\u0000", "x"), "percent-encoded NUL in the id", "client_id"],
+      [rawBasic(seed.clientId, "x\u0000y"), "NUL in the secret of a real client", "client_secret"],
+      [basicAuthorization("a\u001b[31m", "x"), "an escape in the id", "client_id"],
+      [basicAuthorization("a", "x\u007f"), "DEL in the secret", "client_secret"],
+      [basicAuthorization("a".repeat(257), "x"), "an id longer than the form field's 256", "client_id"],
+    ];
+    for (const [path, fields] of [
+      ["/v2/auth/oauth2-token", { grant_type: "client_credentials" }],
+      ["/v2/auth/introspect", { token: "x" }],
+      ["/v2/auth/revoke", { token: "x" }],
+    ] as const) {
+      for (const [authorization, what, field] of cases) {
+        const response = await fetch(`${running.baseUrl}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", authorization },
+          body: new URLSearchParams(fields),
+        });
+        const body = (await response.json()) as any;
+        assert.equal(response.status, 400, `${path}, ${what}: ${JSON.stringify(body)}`);
+        assert.equal(body.errorMessages[0].errorCode, "API_VALIDATION_FAILED", `${path}, ${what}`);
+        assert.equal(body.errorMessages[0].errorParameters[0].name, field, `${path}, ${what}`);
+        assert.equal(body.error, "invalid_request");
+      }
+    }
+    // Bytes that are not UTF-8, and base64 that is not base64, are malformed Basic credentials.
+    for (const authorization of [`Basic ${Buffer.from([0x61, 0xff, 0x3a, 0x78]).toString("base64")}`, "Basic !!!!"]) {
+      const response = await form({ grant_type: "client_credentials" }, { authorization });
+      assert.equal(response.status, 400, authorization);
+      assert.equal(((await response.json()) as any).error, "invalid_request");
+    }
+    // The same header through gRPC metadata and Connect.
+    const grpc = grpcClients(running.baseUrl);
+    try {
+      const outcome = await grpc.call("auth", "FetchOauth2Token", { grantType: "client_credentials" }, undefined, { authorization: rawBasic("a\u0000", "x") });
+      assert.equal(assertGrpcFailure(outcome, GRPC.INVALID_ARGUMENT, "API_VALIDATION_FAILED").errorMessages[0]!.errorParameters[0]!.name, "client_id");
+    } finally {
+      grpc.close();
+    }
+    const connect = await fetch(`${running.baseUrl}/travel.auth.v2.AuthService/IntrospectToken`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: rawBasic(seed.clientId, "\u0000") },
+      body: JSON.stringify({ token: "x" }),
+    });
+    assert.equal(connect.status, 400);
+    assert.equal(((await connect.json()) as any).code, "invalid_argument");
+    assert.equal(running.logs().includes("invalid byte sequence"), false, "nothing reached Postgres");
+  });
+
+  test("issue 18 finding 8: Connect JSON that does not decode names no protobuf type, to an unauthenticated caller or anyone", async () => {
+    for (const [path, body] of [
+      ["/travel.apiuser.v2.ApiUserService/GetApiUsers", '{"limit":"0x1z"}'],
+      ["/travel.apiuser.v2.ApiUserService/GetApiUsers", '{"limit":[1]}'],
+      ["/travel.apiuser.v2.ApiUserService/CreateApiUser", '{"role":[1]}'],
+      ["/travel.apiuser.v2.ApiUserService/CreateApiUser", "[1]"],
+      ["/travel.auth.v2.AuthService/FetchOauth2Token", '{"grant_type":7}'],
+    ] as const) {
+      for (const authorization of [undefined, `Bearer ${admin}`]) {
+        const response = await fetch(`${running.baseUrl}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+          body,
+        });
+        const answer = (await response.json()) as { code: string; message: string };
+        assert.ok(response.status === 400 || response.status === 401, `${path} ${body}: ${response.status}`);
+        assert.doesNotMatch(answer.message, /travel\.|google\.protobuf|[a-z]\.[A-Z]\w*Request/, `${path} ${body}: ${answer.message}`);
+      }
     }
   });
 

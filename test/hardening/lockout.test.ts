@@ -44,12 +44,31 @@ describe("a lockout that protects without becoming a weapon", () => {
     assert.equal(await token(nat, bystander.clientId, bystander.clientSecret), 200);
   });
 
-  test("wrong secrets for a client lock that client out at that address only", async () => {
+  test("wrong secrets for a client lock that client's wrong secrets out at that address only", async () => {
     const attacker = "203.0.113.9";
     for (let i = 0; i < 10; i++) assert.equal(await token(attacker, victim.clientId, `wrong-${i}`), 403);
-    assert.equal(await token(attacker, victim.clientId, victim.clientSecret), 429, "locked out where the guessing happens");
+    assert.equal(await token(attacker, victim.clientId, "wrong-again"), 429, "locked out where the guessing happens");
     assert.equal(await token("192.0.2.20", victim.clientId, victim.clientSecret), 200, "the client elsewhere keeps getting tokens");
     assert.equal(await token(attacker, bystander.clientId, bystander.clientSecret), 200, "other clients at that address are unaffected");
+  });
+
+  test("issue 18 finding 7: 10 wrong secrets from a shared address do not refuse the right secret there, while guessing stays bounded", async () => {
+    const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", {
+      tmcId: (await operatorCall<{ tmcId: string }>(running.baseUrl, "Seed", {})).tmcId,
+    });
+    const nat = "198.51.100.200";
+    assert.equal(await token(nat, clientId, clientSecret), 200, "the client works from its office (and its record is now held: the one-round-trip path)");
+    for (let i = 0; i < 10; i++) assert.equal(await token(nat, clientId, `stranger-${i}`), 403);
+    for (let round = 0; round < 3; round++) {
+      assert.equal(await token(nat, clientId, clientSecret), 200, "the right secret from the shared address");
+      assert.equal(await token(nat, clientId, `stranger-more-${round}`), 429, "the stranger's next guess is refused");
+    }
+    // Bounded: 10 failures, then at most 100 (10 × the failure limit) guesses evaluated per window for this client in all; then locked addresses are refused unevaluated.
+    const statuses = [];
+    for (let i = 0; i < 100; i++) statuses.push(await token(nat, clientId, `flood-${i}`));
+    assert.deepEqual([...new Set(statuses)], [429]);
+    assert.equal(await token(nat, clientId, clientSecret), 429, "the locked-guess budget is spent: not evaluated any more at that address");
+    assert.equal(await token("192.0.2.201", clientId, clientSecret), 200, "elsewhere the client is unaffected");
   });
 
   test("concurrent guesses never overshoot the budget", async () => {
@@ -104,7 +123,9 @@ describe("a lockout that protects without becoming a weapon", () => {
     const statuses = [];
     for (let i = 0; i < 12; i++) statuses.push(await call(guesser, `guess-${i}`));
     assert.deepEqual(statuses, [...Array(10).fill(401), 429, 429]);
-    assert.equal(await call(guesser, operatorHeaders.authorization.slice("Bearer ".length)), 429, "locked out at that address");
-    assert.equal(await call("192.0.2.250", operatorHeaders.authorization.slice("Bearer ".length)), 200, "the operator elsewhere is not");
+    // As for clients (issue 18): the lockout refuses wrong credentials, not the right one.
+    assert.equal(await call(guesser, operatorHeaders.authorization.slice("Bearer ".length)), 200, "the right credential passes at that address");
+    assert.equal(await call(guesser, "guess-again"), 429, "wrong ones stay refused there");
+    assert.equal(await call("192.0.2.250", operatorHeaders.authorization.slice("Bearer ".length)), 200, "the operator elsewhere is not affected");
   });
 });

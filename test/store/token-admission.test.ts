@@ -74,16 +74,17 @@ describe("one-round-trip token admission (Redis)", () => {
     assert.equal((await limiter.lockout(clientId, other)).failures, 0, "the operator's reset clears what the script counted");
   });
 
-  test("wrong secrets spend failure points of (client, address) only; once spent, even the right secret is refused there, not elsewhere", async () => {
+  test("wrong secrets spend failure points of (client, address) only; once spent, wrong secrets are refused there, the right one is not (issue 18)", async () => {
     const { admit } = await setUp({ ...LIMITS, perClient: { points: 100, durationSeconds: 60 } });
     const attacker = newAddress();
     assert.equal((await admit(attacker, false)).kind, "refused");
     assert.equal((await admit(attacker, false)).kind, "refused");
-    const locked = await admit(attacker, true);
+    const locked = await admit(attacker, false);
     assert.ok(locked.kind === "limited");
     assert.equal(locked.decision.exhausted, "client-at-address-failures");
     assert.ok(locked.decision.retryAfterSeconds! > 800, "until the failure window ends");
-    assert.equal((await admit(attacker, false)).kind, "limited", "a locked-out guess is not evaluated and counts nothing more");
+    assert.equal((await admit(attacker, true)).kind, "admitted", "the right secret passes at the locked-out address");
+    assert.equal((await admit(attacker, false)).kind, "limited", "a wrong one there spends a locked-guess point");
     assert.equal((await admit(newAddress(), true)).kind, "admitted", "the client still works from elsewhere");
   });
 

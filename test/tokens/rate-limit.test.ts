@@ -162,14 +162,15 @@ describe("token endpoint rate limits", () => {
     assertRateLimitHeaders(refused, 5);
   });
 
-  test("failed authentications: after 2 at one address, further attempts there → 429 even with the right secret; elsewhere the client is served", async (t) => {
+  test("failed authentications: after 2 at one address, further wrong secrets there → 429, the right one is served (issue 18); elsewhere the client is served", async (t) => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 2; i++) {
       assertOAuthError(await tokenRequest(baseUrl, address, { ...admin, clientSecret: `wrong-${i}` }), 403, "INVALID_CLIENT", "invalid_client");
     }
-    const locked = await tokenRequest(baseUrl, address, admin);
+    const locked = await tokenRequest(baseUrl, address, { ...admin, clientSecret: "wrong-again" });
     assertTooManyRequests(locked);
-    assertTooManyRequests(await tokenRequest(baseUrl, address, { ...admin, clientSecret: "wrong-again" }));
+    const served = await tokenRequest(baseUrl, address, admin);
+    assert.equal(served.status, 200, JSON.stringify(served.body));
     // Failures count per (client id, address): guessing from one address never locks the client out elsewhere (issue 8).
     const elsewhere = await tokenRequest(baseUrl, `198.51.100.${nextAddress++}`, admin);
     assert.equal(elsewhere.status, 200, JSON.stringify(elsewhere.body));
@@ -230,8 +231,8 @@ describe("token endpoint rate limits", () => {
       const res = await legacyRequest(baseUrl, address, admin, "wrong");
       assert.equal(res.status, 403);
     }
-    assertTooManyRequests(await tokenRequest(baseUrl, address, admin));
-    assertTooManyRequests(await legacyRequest(baseUrl, address, admin));
+    assertTooManyRequests(await tokenRequest(baseUrl, address, { ...admin, clientSecret: "wrong" }));
+    assertTooManyRequests(await legacyRequest(baseUrl, address, admin, "wrong"));
   });
 
   test("gRPC: the 4th FetchOauth2Token for one client → RESOURCE_EXHAUSTED (8) with TOO_MANY_REQUESTS", async () => {
@@ -254,7 +255,7 @@ describe("token endpoint rate limits", () => {
     }
   });
 
-  test("gRPC: after 2 failed authentications the right secret → RESOURCE_EXHAUSTED (8)", async () => {
+  test("gRPC: after 2 failed authentications a wrong secret → RESOURCE_EXHAUSTED (8), the right one is served", async () => {
     const { address, admin, baseUrl } = await scenario();
     const grpcs = grpcClients(baseUrl);
     const from = { "x-forwarded-for": address };
@@ -263,8 +264,10 @@ describe("token endpoint rate limits", () => {
         const wrong = await grpcs.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: admin.clientId, clientSecret: "wrong" }, undefined, from);
         assertGrpcFailure(wrong, GRPC.PERMISSION_DENIED, "INVALID_CLIENT");
       }
-      const request = { grantType: "client_credentials", clientId: admin.clientId, clientSecret: admin.clientSecret };
-      assertGrpcFailure(await grpcs.call("auth", "fetchOauth2Token", request, undefined, from), GRPC.RESOURCE_EXHAUSTED, "TOO_MANY_REQUESTS");
+      const wrong = { grantType: "client_credentials", clientId: admin.clientId, clientSecret: "wrong-again" };
+      assertGrpcFailure(await grpcs.call("auth", "fetchOauth2Token", wrong, undefined, from), GRPC.RESOURCE_EXHAUSTED, "TOO_MANY_REQUESTS");
+      const right = await grpcs.call("auth", "fetchOauth2Token", { ...wrong, clientSecret: admin.clientSecret }, undefined, from);
+      assert.equal(right.ok, true, JSON.stringify(right.errorResponse));
     } finally {
       grpcs.close();
     }

@@ -4,7 +4,7 @@ import type { OperatorCredential } from "./operator-credential.js";
 
 /** The failed-attempt budget the operator credential shares with client authentication (the rate-limit area's TokenRateLimiter). */
 export interface OperatorAttemptLimiter {
-  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; release(): Promise<void> }>;
+  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
 }
 
 /** The identity the operator's failed attempts are counted under, per source address. */
@@ -13,7 +13,8 @@ const OPERATOR = "operator";
 /**
  * Authenticates the platform operator: every attempt reserves a failure point of the operator at
  * its source address first (the same budget rules as client authentication), given back on
- * success, so the operator credential cannot be guessed at speed.
+ * success, so the operator credential cannot be guessed at speed. As for clients, a spent budget
+ * refuses wrong credentials, not the right one, while the locked-guess budget lasts.
  */
 export class OperatorAuthenticator {
   constructor(
@@ -23,8 +24,11 @@ export class OperatorAuthenticator {
 
   async authenticate(presented: string | undefined, address: string): Promise<void> {
     const reservation = await this.limiter.reserveAttempt(OPERATOR, true, address);
-    if (!reservation.decision.allowed) throw tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
-    if (presented === undefined || !this.credential.matches(presented)) throw unauthenticated("A valid operator credential is required");
+    const limited = () => tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+    if (!reservation.evaluate) throw limited();
+    if (presented === undefined || !this.credential.matches(presented)) {
+      throw reservation.decision.allowed ? unauthenticated("A valid operator credential is required") : limited();
+    }
     await reservation.release();
   }
 }

@@ -39,13 +39,20 @@ export interface AdmissionRequest {
   readonly knownChange: number;
   /** Whether the presented secret matched the held record (then the client budget is spent, else a failure point). */
   readonly authenticated: boolean;
-  readonly budgets: { readonly address: AdmissionBudget; readonly failures: AdmissionBudget; readonly client: AdmissionBudget };
+  readonly budgets: {
+    readonly address: AdmissionBudget;
+    readonly failures: AdmissionBudget;
+    readonly client: AdmissionBudget;
+    /** Spent by a wrong secret while `failures` is spent; while it lasts, a right secret passes the spent `failures`. */
+    readonly lockedGuesses: AdmissionBudget;
+  };
 }
 
 /**
  * - stale: the store cannot vouch for the held record; nothing was spent.
  * - address-limited: the address budget is spent (nothing taken).
- * - locked-out: an address point was spent, the failure budget is spent; the secret was not judged.
+ * - locked-out: an address point was spent, the failure budget is spent, and either the secret was
+ *   wrong (a locked-guess point was spent) or the locked-guess budget is spent too (not judged).
  * - refused: the secret was wrong; an address point and a failure point were spent.
  * - client-limited: authenticated, but the client's budget is spent (nothing taken from it).
  * - admitted: an address point and a client point were spent.

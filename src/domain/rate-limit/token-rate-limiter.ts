@@ -4,10 +4,23 @@ import type { AdmissionStore, BudgetCounter, BudgetCounters, BudgetReading } fro
 
 /** A failed-authentication point reserved for one attempt; released when the attempt succeeds. */
 export interface AttemptReservation {
+  /** Allowed: evaluate the secret. Refused: the answer for a wrong secret (and, unless `evaluate`, for any). */
   readonly decision: RateLimitDecision;
+  /**
+   * The (client, address) is locked out but the client's locked-guess budget lasts: the secret is
+   * evaluated all the same, a right one passes and a wrong one gets `decision` (429).
+   */
+  readonly evaluate: boolean;
   /** Gives the point back: only failures count. */
   release(): Promise<void>;
 }
+
+/**
+ * How many guesses a client's locked-out addresses may have evaluated in all, per failure window,
+ * as a multiple of the failure limit (10 × 10 per 15 min by default): the bound on guessing once
+ * the (client, address) lockouts no longer refuse a right secret.
+ */
+export const LOCKED_GUESSES_PER_FAILURE_POINT = 10;
 
 /** A one-round-trip admission's outcome: `unknown` means take the step-by-step path (nothing was spent). */
 export type HeldClientAdmission =
@@ -26,7 +39,13 @@ export type HeldClientAdmission =
  *   address for client ids that do not exist, so guessing ids never locks out real clients, even
  *   behind the same NAT or load balancer;
  * - each attempt reserves its failure point atomically before the secret is checked and gives it
- *   back on success, so concurrent guesses can never overshoot the budget.
+ *   back on success, so concurrent guesses can never overshoot the budget;
+ * - a spent (client, address) failure budget refuses wrong secrets (429), not the right one: a
+ *   stranger sharing the client's address (a NAT, or a balancer when TRUSTED_PROXIES is unset)
+ *   cannot lock it out with ten wrong secrets (issue 18). To keep guessing bounded, every attempt
+ *   evaluated at a locked-out address spends a point of the client's locked-guess budget (all
+ *   addresses together, LOCKED_GUESSES_PER_FAILURE_POINT × the failure limit per window), given
+ *   back when the secret was right; once that is spent, locked-out addresses are refused unevaluated.
  *
  * Budgets are fixed windows: the first point consumed opens a window of `durationSeconds`;
  * calls refused inside it do not extend it.
@@ -36,6 +55,7 @@ export class TokenRateLimiter {
   readonly #address: LimitedBudget;
   readonly #clientAtAddressFailures: LimitedBudget;
   readonly #unknownClientFailures: LimitedBudget;
+  readonly #lockedGuesses: LimitedBudget;
 
   constructor(
     limits: RateLimits,
@@ -48,6 +68,10 @@ export class TokenRateLimiter {
     this.#address = make("address", limits.perAddress);
     this.#clientAtAddressFailures = make("client-at-address-failures", limits.failures);
     this.#unknownClientFailures = make("unknown-client-failures", limits.failures);
+    this.#lockedGuesses = make("client-locked-guesses", {
+      points: limits.failures.points * LOCKED_GUESSES_PER_FAILURE_POINT,
+      durationSeconds: limits.failures.durationSeconds,
+    });
   }
 
   /** Called once per token request before anything else: one point of the source address's budget. */
@@ -70,9 +94,12 @@ export class TokenRateLimiter {
   async reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<AttemptReservation> {
     const { budget, key } = this.#failureBudgetOf(clientExists ? clientId : undefined, address);
     const state = await consume(budget, key);
-    if (!state.allowed) return { decision: denied([state]), release: async () => {} };
-    // A refund that cannot reach its store leaves one failure counted until the window ends: never an error for the caller.
-    return { decision: allowed(state), release: () => state.refund().catch(() => {}) };
+    // A refund that cannot reach its store leaves one point counted until the window ends: never an error for the caller.
+    if (state.allowed) return { decision: allowed(state), evaluate: true, release: () => state.refund().catch(() => {}) };
+    if (!clientExists) return { decision: denied([state]), evaluate: false, release: async () => {} };
+    const guess = await consume(this.#lockedGuesses, clientKey(clientId));
+    if (!guess.allowed) return { decision: denied([state, guess]), evaluate: false, release: async () => {} };
+    return { decision: denied([state]), evaluate: true, release: () => guess.refund().catch(() => {}) };
   }
 
   /**
@@ -96,6 +123,7 @@ export class TokenRateLimiter {
         address: { name: this.#address.name, key: address, budget: this.#address.budget },
         failures: { name: failures.budget.name, key: failures.key, budget: failures.budget.budget },
         client: { name: this.#client.name, key, budget: this.#client.budget },
+        lockedGuesses: { name: this.#lockedGuesses.name, key, budget: this.#lockedGuesses.budget },
       },
     });
     if (!result || result.kind === "stale") return { kind: "unknown" };

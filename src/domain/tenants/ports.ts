@@ -26,11 +26,19 @@ export interface TenantRepository {
   /** Throws ALREADY_EXISTS when the email is taken in the company. */
   createUser(tx: Tx, scope: TenantScope, companyId: string, user: NewUser): Promise<User>;
   /**
-   * The active user with this email (case-insensitive) in the tenant. Emails are unique per
-   * company, not per TMC: when the email names active users of several companies this throws
-   * INVALID_GRANT (token exchange refuses an ambiguous subject rather than picking one).
+   * The active user with this email (case-insensitive) in the tenant, or in one company of it
+   * (`within.companyId`). Emails are unique per company, not per TMC, and any company's SCIM client
+   * may provision any email: when the email names active users of several companies, those whose
+   * SCIM externalId is the identity provider's stable subject (`within.subject`, the token's `sub`)
+   * are kept; still more than one throws INVALID_GRANT (never one picked at random).
    */
-  findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined>;
+  findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string, within?: EmailLookupScope): Promise<User | undefined>;
   /** The active user with this id in the tenant. */
   findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined>;
+}
+
+/** Narrows an email lookup: to one company, and (among several users) to the identity provider's subject. */
+export interface EmailLookupScope {
+  readonly companyId?: string;
+  readonly subject?: string;
 }

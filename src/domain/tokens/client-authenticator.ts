@@ -1,7 +1,8 @@
-import { DomainError } from "../../errors/domain-error.js";
+import { DomainError, invalidArgument } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import type { ApiUserRepository } from "../api-users/ports.js";
 import { verifyClientSecret } from "../shared/client-secret.js";
+import { holdsForbiddenText } from "../shared/text.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { ClientRecordCache } from "./client-record-cache.js";
 import type { PresentedCredentials } from "./model.js";
@@ -109,18 +110,47 @@ function credentialsOf(presented: PresentedCredentials): { clientId: string; cli
   return basic ?? { clientId: presented.formClientId, clientSecret: presented.formClientSecret };
 }
 
-/** RFC 6749 2.3.1: Basic base64(urlencode(id) ":" urlencode(secret)). */
+/**
+ * The longest client_id and client_secret a request may present: the form fields' max_len in the
+ * contract (auth.proto), which a unit test compares with these, so Basic is held to the same bounds.
+ */
+export const CLIENT_CREDENTIAL_MAX_LENGTH = { client_id: 256, client_secret: 1024 } as const;
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * RFC 6749 2.3.1: Basic base64(urlencode(id) ":" urlencode(secret)). The decoded id and secret are
+ * held to the rules of the client_id and client_secret form fields (the text rule, the lengths),
+ * with the same 400 naming the field: issue 18 found a NUL in Basic reaching Postgres (500).
+ */
 function parseBasic(header: string | null): { clientId: string; clientSecret: string } | undefined {
   if (!header || !/^basic /i.test(header)) return undefined;
-  const decoded = Buffer.from(header.slice(6).trim(), "base64").toString("utf8");
-  const colon = decoded.indexOf(":");
-  if (colon < 0) throw invalidRequest("Malformed HTTP Basic credentials");
+  const malformed = () => invalidRequest("Malformed HTTP Basic credentials");
+  const encoded = header.slice(6).trim();
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(encoded)) throw malformed();
+  let decoded: string;
+  let clientId: string;
+  let clientSecret: string;
   try {
-    return {
-      clientId: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, " ")),
-      clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, " ")),
-    };
+    decoded = strictUtf8.decode(Buffer.from(encoded, "base64"));
+    const colon = decoded.indexOf(":");
+    if (colon < 0) throw malformed();
+    clientId = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, " "));
+    clientSecret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, " "));
   } catch {
-    throw invalidRequest("Malformed HTTP Basic credentials");
+    throw malformed();
   }
+  checkLikeFormField("client_id", clientId);
+  checkLikeFormField("client_secret", clientSecret);
+  return { clientId, clientSecret };
+}
+
+/** The refusals the form field would get: the text interceptor's, and protovalidate's max_len. */
+function checkLikeFormField(field: keyof typeof CLIENT_CREDENTIAL_MAX_LENGTH, value: string): void {
+  if (holdsForbiddenText(value)) {
+    throw invalidArgument(`HTTP Basic ${field} contains control characters or invalid Unicode`, [{ name: field, value: "invalid characters" }]);
+  }
+  const max = CLIENT_CREDENTIAL_MAX_LENGTH[field];
+  // Counted in code points, as protovalidate counts max_len.
+  if ([...value].length > max) throw invalidArgument(`HTTP Basic ${field} must be at most ${max} characters`, [{ name: field, value: "too long" }]);
 }

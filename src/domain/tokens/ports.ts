@@ -127,7 +127,7 @@ export interface SigningKeyChangeFeed {
 export interface TokenRequestLimiter {
   consumeAddress(address: string): Promise<RateLimitDecision>;
   consumeClient(clientId: string): Promise<RateLimitDecision>;
-  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; release(): Promise<void> }>;
+  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
   admitHeldClient(
     clientId: string,
     address: string,

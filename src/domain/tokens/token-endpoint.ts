@@ -141,16 +141,17 @@ export class TokenEndpoint {
 
   /**
    * RFC 7009: the authenticated client revokes a token issued to it. Rate limited and
-   * authenticated like the token endpoint; every answer audited (TOKEN_REVOKED with what was
-   * revoked, or nothing for a token there was nothing to revoke; a refusal TOKEN_REVOCATION_REFUSED).
+   * authenticated like the token endpoint; every answer audited (TOKEN_REVOKED with what the
+   * request did: what was revoked, nothing, or another client's token left alone; a refusal
+   * TOKEN_REVOCATION_REFUSED).
    */
   async revoke(credentials: PresentedCredentials, token: string, hint: string, call: TokenCall): Promise<void> {
     if (!this.wiring.revocation) throw new Error("token revocation is not wired");
     let client: ApiUser | undefined;
-    let revoked: string | undefined;
+    let outcome: string;
     try {
       client = await this.admit(credentials, call, (c) => (client = c));
-      revoked = await this.wiring.revocation.revoke(client, token, hint);
+      outcome = await this.wiring.revocation.revoke(client, token, hint);
     } catch (error) {
       this.recordRefusal("TOKEN_REVOCATION_REFUSED", credentials, client, error, call, {});
       throw error;
@@ -162,7 +163,7 @@ export class TokenEndpoint {
       tmcId: client.tmcId,
       targetClientId: client.clientId,
       debugIdentifier: call.requestId,
-      details: { revoked: revoked ?? "nothing", remoteAddress: call.remoteAddress },
+      details: { revoked: outcome, remoteAddress: call.remoteAddress },
     });
   }
 
@@ -183,17 +184,24 @@ export class TokenEndpoint {
 
   /**
    * Authenticates the client. The attempt first reserves a failure point — of this client at this
-   * address, or of unknown client ids at this address — and gives it back only on success; a
-   * spent budget refuses the attempt without evaluating it.
+   * address, or of unknown client ids at this address — and gives it back only on success. A spent
+   * budget answers 429: without evaluating the attempt for unknown ids (or once the client's
+   * locked-guess budget is spent too), and otherwise for a wrong secret only — the right one passes.
    */
   private async authenticate(credentials: PresentedCredentials, call: TokenCall): Promise<ApiUser> {
     const attempt = await this.clients.lookUp(credentials);
     const reservation = await this.limiter.reserveAttempt(attempt.clientId, attempt.client !== undefined, call.remoteAddress);
-    if (!reservation.decision.allowed) {
+    const refuse = () => {
       call.onRateLimit(reservation.decision);
-      throw tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+      return tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+    };
+    if (!reservation.evaluate) throw refuse();
+    let client: ApiUser;
+    try {
+      client = this.clients.verify(attempt);
+    } catch (error) {
+      throw reservation.decision.allowed ? error : refuse();
     }
-    const client = this.clients.verify(attempt);
     await reservation.release();
     return client;
   }

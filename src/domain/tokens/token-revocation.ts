@@ -6,11 +6,15 @@ import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { AccessTokens } from "./access-tokens.js";
 import type { CredentialGenerations } from "./credential-generations.js";
 import { tokenCredentialId } from "./model.js";
-import { invalidRequest } from "./oauth-errors.js";
 import type { RefreshTokenRepository, RevokedTokenRepository } from "./ports.js";
 import { refreshTokenHash } from "./token-service.js";
 
-export type RevokedKind = "refresh_token" | "access_token";
+/**
+ * What a revocation request did: revoked a refresh token (and its family) or an access token; found
+ * nothing to revoke; or found a live token of another client and left it alone. The caller is
+ * answered 200 in every case (only the audit trail tells them apart).
+ */
+export type RevocationOutcome = "refresh_token" | "access_token" | "nothing" | "another_clients_token";
 
 /**
  * RFC 7009 token revocation, for the client the token was issued to:
@@ -19,7 +23,9 @@ export type RevokedKind = "refresh_token" | "access_token";
  *   credential, published to the shared cache before the caller is answered, so every instance
  *   refuses it from then on through the round trip that checks credential generations.
  * A token that is unknown, invalid, expired or already dead is nothing to revoke (the caller gets
- * 200 all the same, section 2.2); a live token issued to another client is refused.
+ * 200 all the same, section 2.2). A live token issued to another client is left alone, and the
+ * caller gets the same 200 (node-oidc-provider and Hydra do the same): section 2.1's "invalid_request"
+ * for it would tell a caller of any tenant whether a token it holds is still alive (issue 18).
  */
 export class TokenRevocation {
   constructor(
@@ -32,28 +38,29 @@ export class TokenRevocation {
     private readonly clock: Clock,
   ) {}
 
-  /** What was revoked, or undefined when the token is nothing this service can revoke. The hint only orders the search (2.1). */
-  async revoke(client: ApiUser, token: string, hint: string): Promise<RevokedKind | undefined> {
+  /** What the request did. The hint only orders the search (2.1). */
+  async revoke(client: ApiUser, token: string, hint: string): Promise<RevocationOutcome> {
     const searches = hint === "access_token" ? [this.accessToken, this.refreshToken] : [this.refreshToken, this.accessToken];
     for (const search of searches) {
-      const revoked = await search.call(this, client, token);
-      if (revoked) return revoked;
+      const outcome = await search.call(this, client, token);
+      if (outcome) return outcome;
     }
-    return undefined;
+    return "nothing";
   }
 
-  private async refreshToken(client: ApiUser, token: string): Promise<RevokedKind | undefined> {
+  /** Undefined when the token is no refresh token: the next search goes on. */
+  private async refreshToken(client: ApiUser, token: string): Promise<RevocationOutcome | undefined> {
     const scope = tenantScope(client.tmcId);
     return this.uow.transaction(async (tx) => {
       const found = await this.refreshTokens.lockByHash(tx, scope, refreshTokenHash(this.pepper, token));
       if (!found) return undefined;
-      if (found.clientId !== client.clientId) throw notYours();
+      if (found.clientId !== client.clientId) return "another_clients_token";
       if (!found.revokedAt) await this.refreshTokens.revokeFamily(tx, scope, found.familyId, this.clock());
       return "refresh_token";
     });
   }
 
-  private async accessToken(client: ApiUser, token: string): Promise<RevokedKind | undefined> {
+  private async accessToken(client: ApiUser, token: string): Promise<RevocationOutcome | undefined> {
     let principal;
     try {
       principal = await this.accessTokens.verify(token);
@@ -62,7 +69,7 @@ export class TokenRevocation {
       if (error instanceof DomainError && error.kind === "UNAUTHENTICATED") return undefined;
       throw error;
     }
-    if (principal.clientId !== client.clientId) throw notYours();
+    if (principal.clientId !== client.clientId) return "another_clients_token";
     const id = tokenCredentialId(principal.tokenId);
     const change = await this.uow.transaction(async (tx) => {
       const inserted = await this.revokedTokens.insert(tx, tenantScope(client.tmcId), {
@@ -77,9 +84,4 @@ export class TokenRevocation {
     if (change) await this.generations.publish(id, change);
     return "access_token";
   }
-}
-
-/** RFC 7009 2.1: the token was not issued to the client making the request. */
-function notYours(): DomainError {
-  return invalidRequest("The token was not issued to this client", "token");
 }

@@ -138,11 +138,15 @@ export class TokenService {
     }
 
     if ([TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT, TOKEN_TYPE_ID_TOKEN].includes(request.subjectTokenType)) {
-      // (b) A JWT from an issuer the caller's TMC trusts, naming a user of that TMC by email.
-      const { email } = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
-      const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), email);
-      if (!user) throw invalidRequest("The subject_token names no active user of the caller's TMC", "subject_token");
-      if (client.role === "COMPANY_ADMIN" && user.companyId !== client.orgId) throw notYourSubject();
+      // (b) A JWT from an issuer the caller's TMC trusts, naming a user by email: a company admin's
+      // lookup stays within its company, so no other company's users (a SCIM client may provision
+      // any email) can change its answer; a TMC admin's spans the TMC, and several users with the
+      // email are told apart by the issuer's stable subject (`sub` = the user's SCIM externalId).
+      const { email, subject } = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
+      const ownCompany = client.role === "COMPANY_ADMIN" ? client.orgId : undefined;
+      const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), email, { companyId: ownCompany, subject });
+      if (!user) throw invalidRequest(`The subject_token names no active user of the caller's ${ownCompany ? "company" : "TMC"}`, "subject_token");
+      if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
       const scopes = narrowScopes(request.scope, roleScopes);
       const audience = [this.audienceOf(requestedAudience(request))];
       return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [own]);

@@ -58,8 +58,8 @@ export class TrustedIssuers {
     });
   }
 
-  /** Verifies a subject token from an issuer the TMC trusts; returns the email it names. */
-  async verify(tmcId: string, token: string): Promise<{ issuer: string; email: string }> {
+  /** Verifies a subject token from an issuer the TMC trusts; returns the email it names and its `sub` (undefined without one). */
+  async verify(tmcId: string, token: string): Promise<{ issuer: string; email: string; subject: string | undefined }> {
     const bad = (why: string) => invalidRequest(`The subject_token is not acceptable: ${why}`, "subject_token");
     let issuer: unknown;
     let kid: unknown;
@@ -96,7 +96,7 @@ export class TrustedIssuers {
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
     const email = payload.email;
     if (typeof email !== "string" || email === "") throw bad("no email claim");
-    return { issuer, email };
+    return { issuer, email, subject: typeof payload.sub === "string" && payload.sub !== "" ? payload.sub : undefined };
   }
 
   private remoteKeySet(uri: string): JWTVerifyGetKey {

@@ -52,5 +52,19 @@ export function unwritableRefusal(cause: unknown): DomainError {
 }
 
 function undecodable(reason: string, cause: ConnectError): DomainError {
-  return new DomainError("API_VALIDATION_FAILED", `The request could not be decoded: ${printable(reason, MAX_REASON_LENGTH)}`, { cause });
+  return new DomainError("API_VALIDATION_FAILED", `The request could not be decoded: ${printable(withoutTypeNames(reason), MAX_REASON_LENGTH)}`, { cause });
+}
+
+/**
+ * A protobuf name with its package ("travel.apiuser.v2.ListApiUsersRequest", with ".limit" when
+ * it names a field): the decoder's complaints carry them, and they tell a caller (before any
+ * authentication) how the service is built, not what was wrong with the request (issue 18).
+ */
+const QUALIFIED_NAME = /\b[a-z]\w*(?:\.[a-z]\w*)*\.(?:[A-Z]\w*\.)*[A-Z]\w*(?:\.([a-z_]\w*))?\b/g;
+
+/** The reason with each protobuf name replaced by the field it names ("field limit"), or "message". */
+export function withoutTypeNames(reason: string): string {
+  return reason
+    .replace(/cannot decode (?:field|message|enum) /g, "cannot decode ")
+    .replace(QUALIFIED_NAME, (_name, field: string | undefined) => (field ? `field ${field}` : "message"));
 }

@@ -2,18 +2,16 @@ import { ScalarType, type DescField, type DescMessage, type Message } from "@buf
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { Interceptor } from "@connectrpc/connect";
 import { invalidArgument } from "../../errors/domain-error.js";
+import { FORBIDDEN_TEXT } from "../../domain/shared/text.js";
 import { printable } from "../errors/printable.js";
 
 /**
- * Control characters (C0 except tab, line feed and carriage return, and DEL) and lone UTF-16
- * surrogates (text that was not valid Unicode) are refused in every string of every request,
- * whatever the protocol: no identifier, form field or body value carries them into logs,
- * Postgres (which cannot store NUL in text) or the audit trail. Nor into the refusal: a map key
- * named in the field path has those characters escaped (`fields[\u0000]`), so the message is
- * printable, well-formed Unicode on every protocol.
+ * The text rule (domain/shared/text.ts) in every string of every request, whatever the protocol:
+ * no identifier, form field or body value carries those characters into logs, Postgres or the
+ * audit trail. Nor into the refusal: a map key named in the field path has them escaped
+ * (`fields[\u0000]`), so the message is printable, well-formed Unicode on every protocol.
  */
-// eslint-disable-next-line no-control-regex
-const FORBIDDEN = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const FORBIDDEN = FORBIDDEN_TEXT;
 
 export function textInterceptor(): Interceptor {
   return (next) => async (req) => {

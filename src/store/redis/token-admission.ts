@@ -14,9 +14,11 @@ import { redisSpan } from "./redis-spans.js";
  * and layout (an integer with a TTL, the window opened by the first point), so the step-by-step
  * path, the operator's lockout view and this script count the same points.
  *
- * KEYS: watermark, credential, address, failures, client.
+ * KEYS: watermark, credential, address, failures, client, locked guesses.
  * ARGV: known change, expected generation, authenticated (1/0), then points and seconds of the
- * address, failure and client budgets.
+ * address, failure, client and locked-guess budgets. With the failure budget spent, a wrong
+ * secret spends a locked-guess point and a right one goes on to the client budget, while the
+ * locked-guess budget lasts.
  * Returns {status, address count, address ms, other count, other ms}; the "other" budget is the
  * one the status names (client, or failures).
  */
@@ -35,7 +37,12 @@ local address, addressTtl = window(KEYS[3], ARGV[5])
 if address >= tonumber(ARGV[4]) then return {3, address, addressTtl, 0, 0} end
 address = redis.call('INCR', KEYS[3])
 local failures = tonumber(redis.call('GET', KEYS[4]) or '0')
-if failures >= tonumber(ARGV[6]) then return {4, address, addressTtl, failures, redis.call('PTTL', KEYS[4])} end
+if failures >= tonumber(ARGV[6]) then
+  local locked = {4, address, addressTtl, failures, redis.call('PTTL', KEYS[4])}
+  local guesses = window(KEYS[6], ARGV[11])
+  if guesses >= tonumber(ARGV[10]) then return locked end
+  if ARGV[3] ~= '1' then redis.call('INCR', KEYS[6]); return locked end
+end
 if ARGV[3] ~= '1' then
   local _, failureTtl = window(KEYS[4], ARGV[7])
   return {2, address, addressTtl, redis.call('INCR', KEYS[4]), failureTtl}
@@ -56,19 +63,20 @@ export class RedisTokenAdmission implements AdmissionStore {
   ) {}
 
   async admit(request: AdmissionRequest): Promise<AdmissionResult | undefined> {
-    const { address, failures, client } = request.budgets;
+    const { address, failures, client, lockedGuesses } = request.budgets;
     const keys = [
       watermarkKey(this.keyPrefix),
       credentialKey(this.keyPrefix, request.clientId),
       this.budgetKey(address.name, address.key),
       this.budgetKey(failures.name, failures.key),
       this.budgetKey(client.name, client.key),
+      this.budgetKey(lockedGuesses.name, lockedGuesses.key),
     ];
     const args = [
       String(request.knownChange),
       String(request.generation),
       request.authenticated ? "1" : "0",
-      ...[address, failures, client].flatMap((b) => [String(b.budget.points), String(b.budget.durationSeconds)]),
+      ...[address, failures, client, lockedGuesses].flatMap((b) => [String(b.budget.points), String(b.budget.durationSeconds)]),
     ];
     let reply: number[];
     try {

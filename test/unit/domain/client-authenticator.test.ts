@@ -3,7 +3,10 @@ import type { DomainError } from "../../../src/errors/domain-error.js";
 import { beforeEach, describe, test } from "node:test";
 import { hashClientSecret } from "../../../src/domain/shared/client-secret.js";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
-import { ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
+import { getOption } from "@bufbuild/protobuf";
+import { field as fieldRules } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { FetchOauth2TokenRequestSchema, IntrospectTokenRequestSchema, RevokeTokenRequestSchema } from "../../../gen/travel/auth/v2/auth_pb.js";
+import { CLIENT_CREDENTIAL_MAX_LENGTH, ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
 import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { basicHeader, createDomainFixture, newApiUser, newTenant, postCredentials, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
@@ -73,6 +76,30 @@ describe("ClientAuthenticator", () => {
   test("malformed Basic credentials are 400", async () => {
     await rejectsWith(authenticate(basic(`Basic ${Buffer.from("no-colon-here").toString("base64")}`)), malformedBasic);
     await rejectsWith(authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)), malformedBasic);
+  });
+
+  test("Basic id and secret obey the form fields' rules: the text rule and the contract's max_len (issue 18, finding 5)", async () => {
+    for (const schema of [FetchOauth2TokenRequestSchema, IntrospectTokenRequestSchema, RevokeTokenRequestSchema]) {
+      for (const [name, max] of Object.entries(CLIENT_CREDENTIAL_MAX_LENGTH)) {
+        const field = schema.fields.find((f) => f.name === name)!;
+        const rules = getOption(field, fieldRules);
+        assert.equal(rules.type.case, "string");
+        assert.equal(Number(rules.type.value.maxLen), max, `${schema.typeName}.${name}`);
+      }
+    }
+    const raw = (id: string, secret: string) => basic(`Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`);
+    await rejectsWith(authenticate(raw("a\u0000", "x")), {
+      code: "API_VALIDATION_FAILED",
+      message: "HTTP Basic client_id contains control characters or invalid Unicode",
+      params: [{ name: "client_id", value: "invalid characters" }],
+    });
+    await rejectsWith(authenticate(raw(client.clientId, "%ED%A0%80")), malformedBasic); // a lone surrogate, percent-encoded
+    await rejectsWith(authenticate(basic(basicHeader(client.clientId, "s".repeat(1025)))), {
+      code: "API_VALIDATION_FAILED",
+      message: "HTTP Basic client_secret must be at most 1024 characters",
+      params: [{ name: "client_secret", value: "too long" }],
+    });
+    await rejectsWith(authenticate(basic(basicHeader(client.clientId, "s".repeat(1024)))), invalidClient);
   });
 
   test("no client authentication at all (no id, no secret, no Basic) is CLIENT_AUTHENTICATION_REQUIRED: unauthenticated (401 invalid_client)", async () => {

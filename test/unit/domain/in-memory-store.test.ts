@@ -273,9 +273,10 @@ describe("in-memory store", () => {
     await r.tenants.createUser(tx, a, (await r.tenants.createCompany(tx, a, "A Three")).id, { email: "ADA@example.com", givenName: "Ada", familyName: "L", isActive: true });
     await rejectsWith(r.tenants.findActiveUserByEmail(tx, a, "ada@example.com"), {
       code: "INVALID_GRANT",
-      message: "The subject_token's email names more than one active user of the TMC",
+      message: "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
       params: [{ name: "subject_token", value: "ambiguous email" }],
     });
+    assert.equal((await r.tenants.findActiveUserByEmail(tx, a, "ada@example.com", { companyId: companyA2 }))?.companyId, companyA2, "within one company: found");
 
     await r.apiUsers.insert(tx, a, apiUser("dup"));
     await rejectsWith(r.apiUsers.insert(tx, b, apiUser("dup")), { code: "ALREADY_EXISTS", message: "The resource already exists" });

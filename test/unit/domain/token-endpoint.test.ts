@@ -273,9 +273,10 @@ describe("TokenEndpoint", () => {
     );
     for (let i = 0; i < 3; i++) await rejectsWith(endpoint.legacyToken(postCredentials(client.clientId, "wrong"), call("192.0.2.51").tokenCall), invalidClient);
     const locked = call("192.0.2.51", "req-legacy-locked");
-    const refusal = await rateLimited(endpoint.legacyToken(postCredentials(client.clientId, client.secret), locked.tokenCall), locked.decisions);
+    const refusal = await rateLimited(endpoint.legacyToken(postCredentials(client.clientId, "wrong"), locked.tokenCall), locked.decisions);
     assert.equal(refusal.exhausted, "client-at-address-failures", "the same lockout as the token endpoint's");
     assert.deepEqual(audit.events.at(-1)?.details, { grantType: "legacy", errorCode: "TOO_MANY_REQUESTS", remoteAddress: "192.0.2.51" });
+    await endpoint.legacyToken(postCredentials(client.clientId, client.secret), call("192.0.2.51").tokenCall); // the right secret still passes
   });
 
   test("introspection: active only for a valid token of the caller's TMC; rate limited; every answer audited TOKEN_INTROSPECTED", async () => {
@@ -422,8 +423,9 @@ describe("TokenEndpoint", () => {
       );
       assert.deepEqual(await lockoutOf(client.clientId, attacker), { failures: 3, limit: 3, lockedOut: true });
 
-      const locked = fetch(client.clientId, client.secret, attacker);
-      assert.equal((await rateLimited(locked.promise, locked.decisions)).exhausted, "client-at-address-failures", "even the right secret, where the guessing happens");
+      const locked = fetch(client.clientId, "wrong-again", attacker);
+      assert.equal((await rateLimited(locked.promise, locked.decisions)).exhausted, "client-at-address-failures", "a wrong secret, where the guessing happens");
+      await issued(fetch(client.clientId, client.secret, attacker).promise); // the right one passes (issue 18): a stranger at the address cannot lock the client out
 
       for (const office of ["192.0.2.20", "192.0.2.21"]) await issued(fetch(client.clientId, client.secret, office).promise);
       await rejectsWith(fetch(client.clientId, "typo", "192.0.2.20").promise, invalidClient);
@@ -434,18 +436,36 @@ describe("TokenEndpoint", () => {
       assert.deepEqual(await lockoutOf(undefined, attacker), { failures: 1, limit: 3, lockedOut: false });
     });
 
-    test("a spent budget refuses without verifying (no secret comparison), reports the decision through onRateLimit, and is audited as rate limited", async () => {
+    test("issue 18 finding 7: past the lockout, guesses stay bounded by the client's locked-guess budget (10 × the failure limit, all addresses); then locked addresses are refused unevaluated", async () => {
+      const shared = "198.51.100.77";
+      for (let i = 0; i < 3; i++) await rejectsWith(fetch(client.clientId, `wrong-${i}`, shared).promise, invalidClient);
+      const guess = async (secret: string) => {
+        const attempt = fetch(client.clientId, secret, shared);
+        await rateLimited(attempt.promise, attempt.decisions);
+      };
+      for (let i = 0; i < 29; i++) await guess(`guess-${i}`);
+      await issued(fetch(client.clientId, client.secret, shared).promise); // the right secret gives its locked-guess point back
+      await guess("guess-29");
+      const verified = clients.verifications;
+      const spent = fetch(client.clientId, client.secret, shared);
+      const refusal = await rateLimited(spent.promise, spent.decisions);
+      assert.equal(clients.verifications, verified, "3 + 30 guesses evaluated; now not even the right secret is, at this address");
+      assert.equal(refusal.exhausted, "client-locked-guesses");
+      await issued(fetch(client.clientId, client.secret, "192.0.2.33").promise); // an address that is not locked out is unaffected
+    });
+
+    test("a spent budget answers a wrong secret 429, reports the decision through onRateLimit, and is audited as rate limited", async () => {
       const attacker = "203.0.113.10";
       for (let i = 0; i < 3; i++) await rejectsWith(fetch(client.clientId, "wrong", attacker).promise, invalidClient);
       assert.equal(clients.verifications, 3);
-      const { promise, decisions } = fetch(client.clientId, client.secret, attacker);
+      const { promise, decisions } = fetch(client.clientId, "wrong", attacker);
       await rateLimited(promise, decisions);
-      assert.equal(clients.verifications, 3, "the attempt was never evaluated");
+      assert.equal(clients.verifications, 4, "evaluated against the client's locked-guess budget");
       assert.deepEqual(decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)), [
         // The address's request budget, before authentication…
         { allowed: true, limit: 1000, remaining: 996, resetSeconds: "<s>", windowSeconds: 60, exhausted: undefined, authenticatedYet: false, verificationsSoFar: 3 },
         // …then the failure budget of this client at this address, once the client was looked up.
-        { allowed: false, limit: 3, remaining: 0, resetSeconds: "<s>", windowSeconds: 900, exhausted: "client-at-address-failures", authenticatedYet: true, verificationsSoFar: 3 },
+        { allowed: false, limit: 3, remaining: 0, resetSeconds: "<s>", windowSeconds: 900, exhausted: "client-at-address-failures", authenticatedYet: true, verificationsSoFar: 4 },
       ]);
       assert.ok(decisions[1]!.retryAfterSeconds! > 800, `retry after ${decisions[1]!.retryAfterSeconds} of a 900 s window just opened`);
       assert.deepEqual(audit.events.at(-1), {
@@ -457,12 +477,12 @@ describe("TokenEndpoint", () => {
         debugIdentifier: "req-1",
         details: { grantType: "client_credentials", errorCode: "TOO_MANY_REQUESTS", remoteAddress: attacker },
       });
-      // Introspection authenticates the same way: refused there too, unevaluated.
+      // Introspection authenticates the same way: a wrong secret is refused there too.
       const peer = await newApiUser(f, tmcId);
       const token = (await fetch(peer.clientId, peer.secret, "192.0.2.70").promise).accessToken;
       const introspection = call(attacker);
-      await rateLimited(endpoint.introspect(postCredentials(client.clientId, client.secret), token, introspection.tokenCall), introspection.decisions);
-      assert.equal(clients.verifications, 4, "only the peer's own token request was evaluated");
+      await rateLimited(endpoint.introspect(postCredentials(client.clientId, "wrong"), token, introspection.tokenCall), introspection.decisions);
+      assert.equal(clients.verifications, 6);
     });
 
     test("a success gives its point back: 25 successes in a row with a failure budget of 2 stay allowed; only failures count", async () => {
@@ -474,18 +494,18 @@ describe("TokenEndpoint", () => {
       for (let i = 0; i < 25; i++) await issued(fetch(client.clientId, client.secret, office).promise);
       assert.deepEqual(await lockoutOf(client.clientId, office), { failures: 1, limit: 2, lockedOut: false }, "the failure stays counted");
       await rejectsWith(fetch(client.clientId, "typo", office).promise, invalidClient);
-      const { promise, decisions } = fetch(client.clientId, client.secret, office);
+      const { promise, decisions } = fetch(client.clientId, "typo", office);
       assert.equal((await rateLimited(promise, decisions)).exhausted, "client-at-address-failures", "the second failure spent the budget");
-      assert.equal(clients.verifications, 52);
+      assert.equal(clients.verifications, 53);
     });
 
-    test("concurrent attempts never overshoot the budget: exactly as many are evaluated as it has points", async () => {
+    test("concurrent attempts never overshoot the budget: exactly as many are answered INVALID_CLIENT as it has points", async () => {
       const attacker = "203.0.113.50";
       const guesses = await Promise.allSettled(Array.from({ length: 30 }, (_, i) => fetch(client.clientId, `wrong-${i}`, attacker).promise));
       const outcomes = guesses.map(outcomeOf);
       assert.equal(outcomes.filter((o) => o === "INVALID_CLIENT").length, 3, `outcomes: ${outcomes.join(",")}`);
       assert.equal(outcomes.filter((o) => o === "TOO_MANY_REQUESTS").length, 27, `outcomes: ${outcomes.join(",")}`);
-      assert.equal(clients.verifications, 3, "27 guesses were never compared");
+      assert.equal(clients.verifications, 30, "27 more compared against the locked-guess budget (3 × 10), answered 429");
       for (const refused of guesses) {
         if (refused.status !== "rejected" || outcomeOf(refused) !== "TOO_MANY_REQUESTS") continue;
         const error = refused.reason as DomainError;
@@ -502,7 +522,7 @@ describe("TokenEndpoint", () => {
         [3, 27],
         `outcomes: ${madeUpOutcomes.join(",")}`,
       );
-      assert.equal(clients.verifications, 6);
+      assert.equal(clients.verifications, 33, "unknown ids: 27 never compared");
       await issued(fetch(client.clientId, client.secret, nat).promise);
     });
 
@@ -520,7 +540,7 @@ describe("TokenEndpoint", () => {
         { failures: 1, limit: 3, lockedOut: false },
       ]);
       for (let i = 0; i < 2; i++) await rejectsWith(fetch(client.clientId, "wrong", address).promise, invalidClient);
-      const refused = fetch(client.clientId, client.secret, address);
+      const refused = fetch(client.clientId, "wrong", address);
       const refusal = await rateLimited(refused.promise, refused.decisions);
       assert.deepEqual([refusal.exhausted, refusal.limit, refusal.windowSeconds], ["client-at-address-failures", 3, 900]);
       const guessed = fetch("made-up-2", "guess", address);

@@ -370,7 +370,7 @@ describe("TokenService", () => {
       await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }, { kid: "" })), bad("no key id (kid)"));
       await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "nobody@acme.example" })), {
         code: "INVALID_REQUEST",
-        message: "The subject_token names no active user of the caller's TMC",
+        message: "The subject_token names no active user of the caller's company",
         params: subjectTokenParam,
       });
       const foreign = await newApiUser(f, (await newTenant(f)).tmcId);
@@ -383,26 +383,47 @@ describe("TokenService", () => {
     test("a company admin may not exchange the JWT of a user of another company; the TMC admin may", async () => {
       const otherOrgId = (await f.tenants.createCompany(tmcId, "Globex")).id;
       const bob = await f.tenants.createUser({ orgId: otherOrgId, email: "bob@globex.example", givenName: "Bob", familyName: "B", isActive: true });
-      await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "bob@globex.example" })), notYours);
+      // Looked up within the company admin's own company: another company's user is not there (nothing learnt about it).
+      await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "bob@globex.example" })), {
+        code: "INVALID_REQUEST",
+        message: "The subject_token names no active user of the caller's company",
+        params: subjectTokenParam,
+      });
       const otherCompanyAdmin = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId: otherOrgId });
       assert.equal(decodeJwt((await viaJwt(otherCompanyAdmin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub, bob.id);
-      await rejectsWith(viaJwt(otherCompanyAdmin, await signIdp({ email: "ada@acme.example" })), notYours);
+      await rejectsWith(viaJwt(otherCompanyAdmin, await signIdp({ email: "ada@acme.example" })), {
+        code: "INVALID_REQUEST",
+        message: "The subject_token names no active user of the caller's company",
+        params: subjectTokenParam,
+      });
       assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub, bob.id);
     });
 
-    test("an email that names active users of two companies of the TMC (userName is unique per company) is refused as invalid_grant, never picked", async () => {
-      const otherOrgId = (await f.tenants.createCompany(tmcId, "Initech")).id;
-      const twin = await f.tenants.createUser({ orgId: otherOrgId, email: "ADA@acme.example", givenName: "Ada", familyName: "Twin", isActive: true });
-      for (const caller of [admin, companyAdmin]) {
-        await rejectsWith(viaJwt(caller, await signIdp({ email: "ada@acme.example" })), {
-          code: "INVALID_GRANT",
-          message: "The subject_token's email names more than one active user of the TMC",
-          params: [{ name: "subject_token", value: "ambiguous email" }],
-        });
-      }
+    test("issue 18 finding 6: another company's user with the same email (a SCIM squat) changes nothing for a company admin; a TMC admin is told apart by the issuer's subject", async () => {
+      const squatterOrg = (await f.tenants.createCompany(tmcId, "Initech")).id;
+      const twin = await f.tenants.createUser({ orgId: squatterOrg, email: "ADA@acme.example", givenName: "Ada", familyName: "Twin", isActive: true });
+      const setExternalId = (id: string, externalId: string) =>
+        f.store.db.update(f.uow.direct, f.store.db.users, (u) => u.id === id, (u) => ({ ...u, externalId }));
+      // The company admin looks within its company: the squat is invisible to it.
+      assert.equal(decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
+      // The TMC admin: the email names two users; without a subject to tell them apart, refused, never picked.
+      const ambiguous = {
+        code: "INVALID_GRANT",
+        message: "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
+        params: [{ name: "subject_token", value: "ambiguous email" }],
+      } as const;
+      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), ambiguous);
+      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" })), ambiguous);
+      // The user provisioned with the IdP's subject as externalId is the one the token names.
+      await setExternalId(userId, "idp-user-ada");
+      await setExternalId(twin.id, "squatter-guess");
+      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" }))).accessToken).sub, userId);
+      // A squatter that copies the subject too is ambiguous again: refused, never picked.
+      await setExternalId(twin.id, "idp-user-ada");
+      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" })), ambiguous);
       // Once one of them is inactive, the email names one user again.
       await f.store.db.update(f.uow.direct, f.store.db.users, (u) => u.id === twin.id, (u) => ({ ...u, isActive: false }));
-      assert.equal(decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
+      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
     });
 
     test("an issuer is added only with an audience: API_VALIDATION_FAILED naming audience", async () => {

@@ -162,7 +162,7 @@ describe("AuthService through the transport", () => {
     );
     assert.ok(shown.resetSeconds > 800 && shown.resetSeconds <= 900, `resetSeconds ${shown.resetSeconds}`);
 
-    const refusal = await connectErrorOf(fetch(client.clientSecret, attacker));
+    const refusal = await connectErrorOf(fetch("wrong-again", attacker));
     await rejectsWithRpc(Promise.reject(refusal), {
       code: Code.ResourceExhausted,
       errorCode: "TOO_MANY_REQUESTS",
@@ -172,6 +172,7 @@ describe("AuthService through the transport", () => {
       errorDescription: "Rate limit exceeded; retry later with exponential backoff",
     });
     assert.equal(refusal.metadata.get("ratelimit-policy"), '"default";q=2;w=900', "the headers of the failure budget that refused");
+    assert.equal((await fetch(client.clientSecret, attacker)).tokenType, "Bearer", "the right secret passes there (issue 18)");
     assert.equal((await fetch(client.clientSecret, "10.3.0.2")).tokenType, "Bearer", "the client elsewhere is not locked out");
 
     const unknown = await h.operator.getTokenLockout({ clientId: "", address: attacker }, asOperator);

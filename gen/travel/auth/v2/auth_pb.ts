@@ -390,8 +390,9 @@ export const AuthService: GenService<{
   /**
    * Token revocation (RFC 7009): a client revokes a refresh token or an access token issued to
    * it. Client-authenticated like the token endpoint. Answers 200 with no body, also for a token
-   * that is unknown, invalid or expired (RFC 7009 section 2.2); a token issued to another client
-   * is refused (400 invalid_request). A revoked access token is refused at once on every instance.
+   * that is unknown, invalid or expired (RFC 7009 section 2.2), and for a live token issued to
+   * another client, which is left alone: the answers are the same, so revocation tells nobody
+   * whether a token is alive. A revoked access token is refused at once on every instance.
    *
    * @generated from rpc travel.auth.v2.AuthService.RevokeToken
    */

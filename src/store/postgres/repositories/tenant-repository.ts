@@ -3,7 +3,7 @@ import { DomainError, notFound } from "../../../errors/domain-error.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../../domain/tenants/model.js";
-import type { TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
+import type { EmailLookupScope, TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
 import { toCount, type CompanyRow, type TmcRow, type UserRow } from "../tables.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
@@ -91,19 +91,27 @@ export class PostgresTenantRepository implements TenantRepository {
     return row && toUser(row);
   }
 
-  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string): Promise<User | undefined> {
+  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string, within: EmailLookupScope = {}): Promise<User | undefined> {
     // userName is unique per company (users_scim migration), so one email may name users of two companies of the TMC.
-    const rows = await knexOf(tx)<UserRow>("users")
-      .where({ tmc_id: scope.tmcId, email_normalized: email.toLowerCase(), is_active: true })
-      .limit(2);
-    if (rows.length > 1) throw ambiguousEmail();
-    return rows[0] && toUser(rows[0]);
+    const query = knexOf(tx)<UserRow>("users").where({ tmc_id: scope.tmcId, email_normalized: email.toLowerCase(), is_active: true });
+    if (within.companyId !== undefined) query.andWhere({ company_id: within.companyId });
+    const rows = await query.orderBy("id").limit(MAX_EMAIL_CANDIDATES);
+    const found = rows.length > 1 && within.subject ? rows.filter((r) => r.external_id === within.subject) : rows;
+    if (found.length > 1 || (found.length === 0 && rows.length > 1)) throw ambiguousEmail();
+    return found[0] && toUser(found[0]);
   }
 }
 
+/** At most one user per company holds an email; a TMC has few companies that share one. */
+const MAX_EMAIL_CANDIDATES = 100;
+
 /** Token exchange must never pick one of several users an email names: the grant is refused. */
 function ambiguousEmail(): DomainError {
-  return new DomainError("INVALID_GRANT", "The subject_token's email names more than one active user of the TMC", { params: [{ name: "subject_token", value: "ambiguous email" }] });
+  return new DomainError(
+    "INVALID_GRANT",
+    "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
+    { params: [{ name: "subject_token", value: "ambiguous email" }] },
+  );
 }
 
 function toTmc(row: TmcRow): Tmc {
