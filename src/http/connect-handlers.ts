@@ -75,6 +75,9 @@ export const connectRoutes: FastifyPluginAsync<ConnectRoutesOptions> = async (sc
     readMaxBytes: options.readMaxBytes,
     shutdownSignal: shutdown.signal,
     acceptCompression: ACCEPTED_COMPRESSION,
+    // Connect's default ignores unknown JSON fields and enum values, so {"role":"NOPE"} would
+    // silently become the zero value (TMC_ADMIN). Decoded as strictly as the REST face: refused.
+    jsonOptions: { ignoreUnknownFields: false },
   });
   options.routes(router);
 

@@ -122,6 +122,22 @@ describe("bad bytes never reach storage or break the audit trail", () => {
     }
   });
 
+  test("Connect JSON is decoded as strictly as REST: an unknown enum value or field is 400 and creates nothing", async () => {
+    const before = (await (await callApi(running.baseUrl, "/v2/api-users", admin)).json()) as { totalCount: number };
+    for (const body of ['{"role":"NOPE"}', '{"credentialType":"PASSWORD"}', '{"role":"TMC_ADMIN","isRoot":true}']) {
+      const response = await fetch(`${running.baseUrl}/travel.apiuser.v2.ApiUserService/CreateApiUser`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${admin}` },
+        body,
+      });
+      const answer = (await response.json()) as { code: string; message: string };
+      assert.equal(response.status, 400, `${body}: ${response.status} ${JSON.stringify(answer)}`);
+      assert.equal(answer.code, "invalid_argument", body);
+    }
+    const after = (await (await callApi(running.baseUrl, "/v2/api-users", admin)).json()) as { totalCount: number };
+    assert.equal(after.totalCount, before.totalCount, "no API user was created");
+  });
+
   test("a lone surrogate (text that was not valid Unicode) is refused too", async () => {
     const response = await callApi(running.baseUrl, "/v2/api-users/rotate", admin, { clientId: "abc\ud800" });
     assert.equal(response.status, 400);
