@@ -19,6 +19,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export FUZZ_RUNS=${FUZZ_RUNS:-5000}
 export FUZZ_VERBOSE=${FUZZ_VERBOSE:-1}
+# test/fuzz/http2-abuse.test.ts: the rapid-reset attack lasts 10 s here (3 s in npm test).
+export RAPID_RESET_MS=${RAPID_RESET_MS:-10000}
 if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test/fuzz -name '*.test.ts' | sort); fi
 served=()
 pure=()

@@ -10,17 +10,19 @@ import { grpcClients, newTenant, ROOMY_RATE_LIMITS, type GrpcClients } from "../
 
 /**
  * Issue 18, finding 1: HTTP/2 rapid reset (CVE-2023-44487) from one unauthenticated h2c
- * connection made an instance unresponsive for everyone on it, HTTP/1.1 clients included.
+ * connection made an instance unresponsive for everyone on it, HTTP/1.1 clients included. On the
+ * server of commit 8b0dbf5 this test fails: with a 5 s attack the victims' reads took up to 15 s
+ * and got 500, 503 and 504 (gRPC DEADLINE_EXCEEDED). Victims read over REST (HTTP/1.1, fetch) and
+ * gRPC (grpc-js, HTTP/2) from 127.0.0.1; the attacker connects from 127.0.0.2, so the per-address
+ * limits tell it apart as they would tell apart two machines.
  *
  *   RAPID_RESET_MS=N  how long the attacker runs (default 3000 in npm test; scripts/fuzz.sh: 10000)
- *   FUZZ_VERBOSE=1    print the measured figures
+ *   RAPID_RESET_PATH  what each attacking stream asks for (default /readyz: the costliest unauthenticated GET)
  */
 const ATTACK_MS = Number(process.env.RAPID_RESET_MS ?? 3_000);
-const VERBOSE = process.env.FUZZ_VERBOSE === "1";
 /** The attacker's address: the victims connect from 127.0.0.1, as any other client would from its own. */
 const ATTACKER_ADDRESS = "127.0.0.2";
 const VICTIM_LOOPS = 2;
-const BASELINE_MS = 1_500;
 const P99_BOUND_MS = 1_000;
 
 interface Sample {
@@ -113,47 +115,69 @@ async function readAsVictims(baseUrl: string, token: string, grpc: GrpcClients, 
   return samples;
 }
 
-describe(`HTTP/2 abuse from one client leaves the others served (${backend}, attack ${ATTACK_MS} ms)`, () => {
+/** One service instance with an API user whose reads the victims make. */
+interface Instance {
+  readonly server: ServerProcess;
+  readonly storage: ReturnType<typeof newStorage>;
+  readonly token: string;
+  readonly grpc: GrpcClients;
+}
+
+async function startInstance(): Promise<Instance> {
   const storage = newStorage();
-  let server: ServerProcess;
-  let token: string;
-  let grpc: GrpcClients;
-  /** The victims' figures with no attack, on this machine, now. */
-  let baseline: ReturnType<typeof summary>;
+  const server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS }));
+  const tenant = await newTenant(server.address);
+  const token = await accessToken(server.address, tenant.admin.clientId, tenant.admin.clientSecret);
+  return { server, storage, token, grpc: grpcClients(server.address) };
+}
+
+async function stopInstance(instance: Instance | undefined): Promise<void> {
+  if (!instance) return;
+  instance.grpc.close();
+  await instance.server.stop();
+  await dropStorage(instance.storage);
+}
+
+/**
+ * As in the issue's own run: one instance is attacked, another (the control) is not, and the same
+ * victims read from both at the same time. The control's figures say what this machine allows
+ * now (the suite shares 2 cores with other work); the attacked instance must stay within 1 s
+ * p99, or within twice the control's p99 on a machine too loaded for that, with no errors.
+ */
+describe(`HTTP/2 abuse from one client leaves the others served (${backend}, attack ${ATTACK_MS} ms)`, () => {
+  let attacked: Instance;
+  let control: Instance;
 
   before(async () => {
-    server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS }));
-    const tenant = await newTenant(server.address);
-    token = await accessToken(server.address, tenant.admin.clientId, tenant.admin.clientSecret);
-    grpc = grpcClients(server.address);
-    baseline = summary(await readAsVictims(server.address, token, grpc, VICTIM_LOOPS, new Promise((resolve) => setTimeout(resolve, BASELINE_MS))));
-    if (VERBOSE) console.log(JSON.stringify({ baseline }));
+    [attacked, control] = await Promise.all([startInstance(), startInstance()]);
   });
   after(async () => {
-    grpc?.close();
-    await server?.stop();
-    await dropStorage(storage);
+    await Promise.all([stopInstance(attacked), stopInstance(control)]);
   });
 
   for (const mode of ["client", "raw"] as const) {
-    test(`issue 18 finding 1: rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads keep p99 < 1 s with no errors`, async () => {
+    test(`issue 18 finding 1: rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads on that instance keep p99 < 1 s with no errors`, async () => {
+      const server = attacked.server;
       const attacker = runAttacker({ url: server.address, durationMs: ATTACK_MS, mode, path: process.env.RAPID_RESET_PATH ?? "/readyz", localAddress: ATTACKER_ADDRESS });
       await attacker.attacking;
-      const samples = await readAsVictims(server.address, token, grpc, VICTIM_LOOPS, attacker.report);
+      const [samples, controlSamples] = await Promise.all([
+        readAsVictims(server.address, attacked.token, attacked.grpc, VICTIM_LOOPS, attacker.report),
+        readAsVictims(control.server.address, control.token, control.grpc, VICTIM_LOOPS, attacker.report),
+      ]);
       const report = await attacker.report;
+      const baseline = summary(controlSamples);
       const figures = {
         mode,
         attacker: report,
         rest: summary(samples.filter((s) => s.face === "rest")),
         grpc: summary(samples.filter((s) => s.face === "grpc")),
         all: summary(samples),
-        baseline,
+        control: baseline,
       };
-      if (VERBOSE) console.log(JSON.stringify(figures));
+      // Always printed: the figures are the deliverable (victim p50/p99/errors, attacker streams).
+      console.log(JSON.stringify(figures));
       assert.equal(server.child.exitCode, null, `the server died:\n${server.stderr().slice(0, 4000)}`);
       assert.equal(figures.all.errors, 0, `victim errors: ${JSON.stringify(samples.filter((s) => !s.ok).slice(0, 5))}; ${JSON.stringify(figures)}`);
-      // 1 s, as issue 18 asks; on a machine so loaded that the unattacked p99 is already past
-      // half of that, twice the unattacked p99 (the old server's victims waited 10 s and more).
       const bound = Math.max(P99_BOUND_MS, 2 * baseline.p99);
       assert.ok(figures.all.p99 < bound, `victim p99 ${figures.all.p99} ms, bound ${bound} ms: ${JSON.stringify(figures)}`);
       // The attacker was stopped by the server, not only by its own clock.
