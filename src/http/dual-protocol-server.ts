@@ -5,6 +5,11 @@ import { enforceHttp2Limits, http2ServerOptions, droppedAsReset, type Http2Limit
 
 /** The connection preface every HTTP/2 client sends first (RFC 9113 3.4). */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+/** An empty SETTINGS frame, then GOAWAY (last stream 0, ENHANCE_YOUR_CALM), for a connection refused before its session. */
+const GOAWAY_ENHANCE_YOUR_CALM = Buffer.from([
+  ...[0, 0, 0, 0x4, 0, 0, 0, 0, 0],
+  ...[0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM],
+]);
 
 export interface DualProtocolOptions extends Http2Limits {
   readonly keepAliveTimeoutMs: number;
@@ -45,7 +50,7 @@ export function createDualProtocolServer(
   if (!serveCompat || others.length > 0) throw new Error("node:http2 no longer dispatches through one 'stream' listener: the rapid-reset gate needs revisiting");
   h2.removeAllListeners("stream");
   const closedByServer = new WeakSet<http2.ServerHttp2Stream>();
-  enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
+  const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
   h2.setTimeout(options.h2IdleTimeoutMs);
   h2.on("stream", (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => {
     if (droppedAsReset(stream)) return;
@@ -81,7 +86,14 @@ export function createDualProtocolServer(
       socket.setTimeout(0);
       socket.pause();
       socket.unshift(received);
-      if (looksLikeH2) {
+      const refusal = looksLikeH2 ? refusalOf(socket.remoteAddress ?? "unknown") : undefined;
+      if (refusal) {
+        onSessionRefused(refusal, socket.remoteAddress ?? "unknown");
+        socket.on("error", () => socket.destroy());
+        // The server's preface (an empty SETTINGS) and GOAWAY ENHANCE_YOUR_CALM, then close.
+        socket.end(GOAWAY_ENHANCE_YOUR_CALM);
+        setTimeout(() => socket.destroy(), 1_000).unref();
+      } else if (looksLikeH2) {
         // The HTTP/2 session reads the buffered preface itself and then consumes the socket's
         // handle directly; resuming the JS stream here would race it for the same bytes.
         h2.emit("connection", socket);

@@ -70,7 +70,7 @@ export function enforceHttp2Limits(
   closedByServer: WeakSet<http2.ServerHttp2Stream>,
   onRefused: (reason: SessionRefusal, address: string) => void,
   now: () => number = () => performance.now(),
-): void {
+): (address: string) => SessionRefusal | undefined {
   const sessionsByAddress = new Map<string, number>();
   const buckets = new Map<string, Bucket>();
 
@@ -121,10 +121,6 @@ export function enforceHttp2Limits(
       session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
       session.destroy();
     };
-    if (open > limits.h2MaxSessionsPerAddress) return refuse("too many sessions from one address");
-    // Reconnecting does not buy a new budget: until the address's bucket refills by one token,
-    // its new sessions end before any of their streams is served.
-    if (buckets.has(address) && bucketOf(address).tokens < 1) return refuse("reset budget spent");
 
     session.on("stream", (stream: http2.ServerHttp2Stream) => {
       lastStreamId = Math.max(lastStreamId, stream.id ?? 0);
@@ -139,4 +135,14 @@ export function enforceHttp2Limits(
       else stream.once("close", check);
     });
   });
+
+  // Checked before a connection becomes a session (dual-protocol-server.ts): destroying a session
+  // from its own "session" event crashes Node 20 when the socket still holds unread bytes.
+  // Reconnecting does not buy a new budget: until the address's bucket refills by one token, its
+  // new connections end before any of their streams is read.
+  return (address) => {
+    if ((sessionsByAddress.get(address) ?? 0) >= limits.h2MaxSessionsPerAddress) return "too many sessions from one address";
+    if (buckets.has(address) && bucketOf(address).tokens < 1) return "reset budget spent";
+    return undefined;
+  };
 }
