@@ -60,22 +60,38 @@ export function createDualProtocolServer(
   const [serveCompat, ...others] = h2.listeners("stream") as Array<(stream: http2.ServerHttp2Stream, ...rest: unknown[]) => void>;
   if (!serveCompat || others.length > 0) throw new Error("node:http2 no longer dispatches through one 'stream' listener: the rapid-reset gate needs revisiting");
   h2.removeAllListeners("stream");
-  const closedByServer = new WeakSet<http2.ServerHttp2Stream>();
+  const closedByServer = new WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>();
   const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
   h2.setTimeout(options.h2IdleTimeoutMs);
   h2.on("stream", (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => {
-    if (droppedAsReset(stream)) return;
-    // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
-    // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
-    const timer = setTimeout(() => {
-      closedByServer.add(stream);
-      stream.close(http2.constants.NGHTTP2_CANCEL);
-    }, options.requestTimeoutMs);
-    timer.unref();
-    const done = () => clearTimeout(timer);
-    stream.once("end", done);
-    stream.once("close", done);
-    serveCompat.call(h2, stream, ...rest);
+    // Dispatched on the next turn of the event loop, not inside the read that opened the stream:
+    // an attacker's HEADERS and RST_STREAM arrive in the same read, and a route that answers
+    // without waiting (the shared /readyz) would otherwise run to its end before the reset is
+    // even parsed (measured on Node 24: every reset stream did its work). By then the reset has
+    // been read, so the stream is dropped and spends the client's budget; and once that budget
+    // is spent, the address's streams still waiting are refused instead of served.
+    stream.on("error", ignoreEarlyError);
+    setImmediate(() => {
+      stream.off("error", ignoreEarlyError);
+      if (droppedAsReset(stream)) return;
+      if (refusalOf(stream.session?.socket?.remoteAddress ?? "unknown") === "reset budget spent") {
+        stream.on("error", ignoreEarlyError);
+        closedByServer.add(stream);
+        stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
+      // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
+      const timer = setTimeout(() => {
+        closedByServer.add(stream);
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+      }, options.requestTimeoutMs);
+      timer.unref();
+      const done = () => clearTimeout(timer);
+      stream.once("end", done);
+      stream.once("close", done);
+      serveCompat.call(h2, stream, ...rest);
+    });
   });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
@@ -143,6 +159,7 @@ export function createDualProtocolServer(
     http1.close();
     http1.closeIdleConnections();
     for (const session of sessions) {
+      closedByServer.add(session);
       session.close();
       // A stream a client can never finish (an early answer to an oversized message) must not hold shutdown for ever.
       setTimeout(() => session.destroy(), options.shutdownTimeoutMs).unref();
@@ -151,6 +168,9 @@ export function createDualProtocolServer(
   };
   return server;
 }
+
+/** A stream's reset, emitted as an 'error' before its dispatch, concerns nobody but the budget. */
+function ignoreEarlyError(): void {}
 
 /** The path of an HTTP/1.1 request line at the start of `bytes` (only its start is needed: it picks a dialect). */
 function requestPathOf(bytes: Buffer | undefined): string | undefined {

@@ -62,12 +62,13 @@ interface Bucket {
 
 /**
  * Enforces the per-address parts of Http2Limits on every session of `server`. `closedByServer`
- * holds the streams the server itself cancelled (its request timeout): those spend no budget.
+ * holds the streams the server itself cancelled (its request timeout) and the sessions it ended
+ * (shutdown): their streams spend no budget.
  */
 export function enforceHttp2Limits(
   server: http2.Http2Server,
   limits: Http2Limits,
-  closedByServer: WeakSet<http2.ServerHttp2Stream>,
+  closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
   onRefused: (reason: SessionRefusal, address: string) => void,
   now: () => number = () => performance.now(),
 ): (address: string) => SessionRefusal | undefined {
@@ -116,23 +117,37 @@ export function enforceHttp2Limits(
       if (refused) return;
       refused = true;
       onRefused(reason, address);
-      // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
-      // which tears the socket down before the GOAWAY reaches a client that is still sending.
-      session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
-      session.destroy();
+      // Not from inside the stream's own 'close': the session is ended on the next turn of the loop.
+      // When it is gone already (nghttp2 ended it), the address's next connections are refused
+      // before they become sessions (the function returned below), and that refusal says why.
+      setImmediate(() => {
+        if (session.destroyed) return;
+        // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
+        // which tears the socket down before the GOAWAY reaches a client that is still sending.
+        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
+        session.destroy();
+      });
     };
 
     session.on("stream", (stream: http2.ServerHttp2Stream) => {
       lastStreamId = Math.max(lastStreamId, stream.id ?? 0);
-      const check = () => {
-        // A session being torn down closes its streams: that is not the client resetting them.
-        if (session.destroyed || session.closed || refused) return;
-        if (stream.headersSent || closedByServer.has(stream)) return;
+      // Every stream the client resets spends budget, however far the server had got with it.
+      // Measured on Node 24 (test/fuzz/http2-abuse.test.ts): a route that answers at once (the
+      // shared /readyz) has sent its whole response before the RST_STREAM that came in the same
+      // read is parsed, so counting only resets "before the answer" counted nothing, nghttp2's
+      // own limit ended each session with INTERNAL_ERROR after ~1000 resets, and a reconnect
+      // started over with the work of every stream done. A reset that arrives while the handler
+      // runs leaves that handler running to its end: work the client caused all the same.
+      // A legitimate client cancels a call now and then; the budget (200, then 20/s) is for that.
+      const count = () => {
+        if (refused || closedByServer.has(stream) || closedByServer.has(session)) return;
+        // The code of a RST_STREAM the client sent (CANCEL, mostly); NO_ERROR for a stream that ran to its end.
+        if (stream.rstCode === undefined || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
         if (!spend(address)) refuse("reset budget spent");
       };
       // A stream reset before this event is closed already, and its 'close' may have been emitted.
-      if (stream.destroyed) check();
-      else stream.once("close", check);
+      if (stream.destroyed) count();
+      else stream.once("close", count);
     });
   });
 

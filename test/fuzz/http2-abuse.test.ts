@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { loadavg } from "node:os";
 import { after, before, describe, test } from "node:test";
 import { accessToken } from "../helpers/api.js";
 import { backend, newStorage, serviceEnv } from "../helpers/backend.js";
@@ -24,15 +25,6 @@ const ATTACK_MS = Number(process.env.RAPID_RESET_MS ?? 3_000);
 const ATTACKER_ADDRESS = "127.0.0.2";
 const VICTIM_LOOPS = 2;
 const P99_BOUND_MS = 1_000;
-/**
- * Still open (2026-11-25): with the stream budget the attacker is stopped with GOAWAY
- * ENHANCE_YOUR_CALM and the server no longer dies or answers 5xx in most runs, but on the shared
- * 2-core machine (load ~20) the attacked instance's victims still saw p99 of 1.2–6 s while the
- * control's stayed under 1 s, and the embedded backend did worse. Marked todo so its figures
- * print in npm test without failing it; RAPID_RESET_STRICT=1 makes it a plain test.
- */
-const OPEN = process.env.RAPID_RESET_STRICT === "1" ? false : "issue 18 finding 1 is only partly fixed (SECURITY.md)";
-
 interface Sample {
   readonly face: "rest" | "grpc";
   readonly ms: number;
@@ -151,7 +143,8 @@ async function stopInstance(instance: Instance | undefined): Promise<void> {
  * As in the issue's own run: one instance is attacked, another (the control) is not, and the same
  * victims read from both at the same time. The control's figures say what this machine allows
  * now (the suite shares 2 cores with other work); the attacked instance must stay within 1 s
- * p99, or within twice the control's p99 on a machine too loaded for that, with no errors.
+ * p99 with no errors, and the attacker must be told GOAWAY ENHANCE_YOUR_CALM. Only when the
+ * control itself is over 1 s (the machine, not the attack, is slow) is twice its p99 allowed.
  */
 describe(`HTTP/2 abuse from one client leaves the others served (${backend}, attack ${ATTACK_MS} ms)`, () => {
   let attacked: Instance;
@@ -166,7 +159,7 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
   });
 
   for (const mode of ["client", "raw"] as const) {
-    test(`issue 18 finding 1: rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads on that instance keep p99 < 1 s with no errors`, { todo: OPEN }, async () => {
+    test(`issue 18 finding 1: rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads on that instance keep p99 < 1 s with no errors`, async () => {
       const server = attacked.server;
       const attacker = runAttacker({ url: server.address, durationMs: ATTACK_MS, mode, path: process.env.RAPID_RESET_PATH ?? "/readyz", localAddress: ATTACKER_ADDRESS });
       await attacker.attacking;
@@ -183,13 +176,23 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
         grpc: summary(samples.filter((s) => s.face === "grpc")),
         all: summary(samples),
         control: baseline,
+        loadAverage: loadavg().map((l) => Number(l.toFixed(1))),
       };
       // Always printed: the figures are the deliverable (victim p50/p99/errors, attacker streams).
       console.log(JSON.stringify(figures));
       assert.equal(server.child.exitCode, null, `the server died:\n${server.stderr().slice(0, 4000)}`);
       assert.equal(figures.all.errors, 0, `victim errors: ${JSON.stringify(samples.filter((s) => !s.ok).slice(0, 5))}; ${JSON.stringify(figures)}`);
-      const bound = Math.max(P99_BOUND_MS, 2 * baseline.p99);
-      assert.ok(figures.all.p99 < bound, `victim p99 ${figures.all.p99} ms, bound ${bound} ms: ${JSON.stringify(figures)}`);
+      // The hard bound is 1 s. Only when the control instance, which nobody attacks, is itself
+      // over it is the machine (not the attack) the cause: then the attacked instance may be as
+      // slow as twice the control, and the message says so.
+      const machineTooSlow = baseline.p99 >= P99_BOUND_MS;
+      const bound = machineTooSlow ? 2 * baseline.p99 : P99_BOUND_MS;
+      assert.ok(
+        figures.all.p99 < bound,
+        machineTooSlow
+          ? `victim p99 ${figures.all.p99} ms over twice the control's; the control instance (not attacked) itself took p99 ${baseline.p99} ms, over 1 s: the machine is too loaded to judge (load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}): ${JSON.stringify(figures)}`
+          : `victim p99 ${figures.all.p99} ms, over 1 s while the control instance's p99 was ${baseline.p99} ms: ${JSON.stringify(figures)}`,
+      );
       // The attacker was stopped by the server, not only by its own clock.
       assert.ok((report.goaways.ENHANCE_YOUR_CALM ?? 0) >= 1, `no GOAWAY ENHANCE_YOUR_CALM: ${JSON.stringify(report)}`);
     });
