@@ -1,6 +1,6 @@
 import type { Transport } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
-import type { Config } from "../config/config.js";
+import { isLoopbackHost, type Config } from "../config/config.js";
 import { loadSecrets } from "../config/secret-files.js";
 import type { Clock } from "../domain/shared/clock.js";
 import { deriveKeyMaterial } from "../domain/shared/key-material.js";
@@ -217,7 +217,9 @@ export async function createService(config: Config, options: ServiceOptions = {}
       async listen() {
         // The admin port first: a deployment whose admin port cannot open never serves the public one.
         if (adminApp && http.admin) adminAddress = await adminApp.listen({ host: http.admin.host, port: http.admin.port });
-        return app.listen({ host: http.host, port: http.port });
+        const address = await app.listen({ host: http.host, port: http.port });
+        warnWithoutTrustedProxies(app.log, http);
+        return address;
       },
       get adminAddress() {
         return adminAddress;
@@ -230,6 +232,25 @@ export async function createService(config: Config, options: ServiceOptions = {}
     await lifecycle.stop().catch(() => {});
     throw error;
   }
+}
+
+/**
+ * Issue 18 (finding 7): reachable beyond loopback with no TRUSTED_PROXIES, every client behind a
+ * balancer arrives with the balancer's address, so one client's failed logins lock out all of
+ * them and the per-address HTTP/2 limits count them as one. A warning, not a refusal: directly
+ * exposed (no proxy) is a valid deployment and the default HOST is 0.0.0.0, and the field does
+ * the same (Fastify, Express and Keycloak trust no forwarding header by default and start).
+ */
+function warnWithoutTrustedProxies(log: { warn(object: object, message: string): void }, http: Config["http"]): void {
+  if (http.trustedProxies.length > 0) return;
+  const exposed = [http.host, http.admin?.host].filter((host): host is string => host !== undefined && !isLoopbackHost(host));
+  if (exposed.length === 0) return;
+  log.warn(
+    { hosts: exposed, setting: "TRUSTED_PROXIES" },
+    "TRUSTED_PROXIES is not set and the service listens beyond loopback: behind a proxy or load balancer every client shares its address, " +
+      "so per-address limits (token failures, lockouts, HTTP/2 sessions and resets) hit them all at once. Set TRUSTED_PROXIES to the proxy's addresses; " +
+      "if clients connect directly, this warning can be ignored",
+  );
 }
 
 /** RFC 8414: what this authorization server offers, consistent with what it issues. */

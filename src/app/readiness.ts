@@ -10,13 +10,22 @@ export type DependencyStatus = "up" | "degraded" | "down";
  * not take the instance out of a load balancer.
  */
 export function readinessOf(database: Database, shared: SharedState, timeoutMs: number): () => Promise<Record<string, DependencyStatus>> {
-  return async () => {
+  const check = async (): Promise<Record<string, DependencyStatus>> => {
     const [databaseUp, redis] = await Promise.all([
       within(database.ping(), timeoutMs, false),
       within(shared.status(), timeoutMs, "degraded" as const),
     ]);
     return { database: databaseUp ? "up" : "down", redis };
   };
+  // One check at a time, shared by every caller that asks meanwhile. Each check used to take a
+  // pool connection: a flood of /readyz (issue 18: HTTP/2 streams reset as soon as sent, whose
+  // handlers ran on regardless) queued hundreds of pings ahead of real requests, which then
+  // timed out waiting for a connection (503).
+  let inFlight: Promise<Record<string, DependencyStatus>> | undefined;
+  return () =>
+    (inFlight ??= check().finally(() => {
+      inFlight = undefined;
+    }));
 }
 
 function within<T>(work: Promise<T>, timeoutMs: number, fallback: T): Promise<T> {

@@ -55,6 +55,13 @@ export interface HttpConfig {
   readonly headersTimeoutMs: number;
   /** Idle HTTP/2 sessions are closed after this long. */
   readonly h2IdleTimeoutMs: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS of every HTTP/2 session (src/http/http2-stream-budget.ts). */
+  readonly h2MaxConcurrentStreams: number;
+  /** HTTP/2 streams one client address may reset before they are answered, at once, and refilled per second; beyond, GOAWAY. */
+  readonly h2ResetBurst: number;
+  readonly h2ResetsPerSecond: number;
+  /** Open HTTP/2 sessions per client address; more are refused with GOAWAY. */
+  readonly h2MaxSessionsPerAddress: number;
   /** How long SIGTERM waits for in-flight requests. */
   readonly shutdownTimeoutMs: number;
   /** /readyz and gRPC health answer within this, whatever the dependencies do. */
@@ -204,6 +211,14 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value.trim();
 }
 
+/**
+ * True when `host` accepts connections from this machine only (127.0.0.0/8, ::1, localhost).
+ * Beyond it, without TRUSTED_PROXIES, clients behind a shared proxy share one address budget.
+ */
+export function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
 /** How a client on this machine reaches a listener bound to `host` (a wildcard address means this machine). */
 function localUrl(host: string, port: number): string {
   const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
@@ -278,6 +293,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       requestTimeoutMs: intFrom(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
       headersTimeoutMs: intFrom(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, HOUR_MS),
       h2IdleTimeoutMs: intFrom(env, "HTTP2_IDLE_TIMEOUT_MS", 120_000, 100, HOUR_MS),
+      // Below 10, a grpc-js client's ordinary multiplexing would queue; above 10000 the limit means little.
+      h2MaxConcurrentStreams: intFrom(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 10, 10_000),
+      h2ResetBurst: intFrom(env, "HTTP2_RESET_BURST", 200, 1, 100_000),
+      h2ResetsPerSecond: intFrom(env, "HTTP2_RESETS_PER_SECOND", 20, 1, 100_000),
+      h2MaxSessionsPerAddress: intFrom(env, "HTTP2_MAX_SESSIONS_PER_ADDRESS", 64, 1, 100_000),
       shutdownTimeoutMs,
       readinessTimeoutMs: intFrom(env, "READINESS_TIMEOUT_MS", 1_000, 10, MINUTE_MS),
       requestDeadlineMs: intFrom(env, "REQUEST_DEADLINE_MS", 5_000, 50, 10 * MINUTE_MS),

@@ -1,11 +1,17 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { enforceHttp2Limits, http2ServerOptions, droppedAsReset, type Http2Limits, type SessionRefusal } from "./http2-stream-budget.js";
 
 /** The connection preface every HTTP/2 client sends first (RFC 9113 3.4). */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+/** An empty SETTINGS frame, then GOAWAY (last stream 0, ENHANCE_YOUR_CALM), for a connection refused before its session. */
+const GOAWAY_ENHANCE_YOUR_CALM = Buffer.from([
+  ...[0, 0, 0, 0x4, 0, 0, 0, 0, 0],
+  ...[0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM],
+]);
 
-export interface DualProtocolOptions {
+export interface DualProtocolOptions extends Http2Limits {
   readonly keepAliveTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly headersTimeoutMs: number;
@@ -36,22 +42,56 @@ type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
  * running Fastify's handler. Fastify does not apply its timeouts with a serverFactory, so
  * they are set on both inner servers here.
  */
-export function createDualProtocolServer(handler: Handler, options: DualProtocolOptions): net.Server {
+export function createDualProtocolServer(
+  handler: Handler,
+  options: DualProtocolOptions,
+  onSessionRefused: (reason: SessionRefusal, address: string) => void = () => undefined,
+): net.Server {
   const http1 = http.createServer(handler as http.RequestListener);
   http1.keepAliveTimeout = options.keepAliveTimeoutMs;
   http1.requestTimeout = options.requestTimeoutMs;
   http1.headersTimeout = options.headersTimeoutMs;
 
-  const h2 = http2.createServer(handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const h2 = http2.createServer(http2ServerOptions(options), handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  // Node's compatibility layer listens for "stream" and builds a request and a response for every
+  // stream, even one its client has reset already. Under rapid reset those objects (and their
+  // garbage) were most of the server's time, so the layer is called only for streams still open
+  // (http2-stream-budget.ts).
+  const [serveCompat, ...others] = h2.listeners("stream") as Array<(stream: http2.ServerHttp2Stream, ...rest: unknown[]) => void>;
+  if (!serveCompat || others.length > 0) throw new Error("node:http2 no longer dispatches through one 'stream' listener: the rapid-reset gate needs revisiting");
+  h2.removeAllListeners("stream");
+  const closedByServer = new WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>();
+  const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
   h2.setTimeout(options.h2IdleTimeoutMs);
-  // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
-  // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
-  h2.on("stream", (stream) => {
-    const timer = setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), options.requestTimeoutMs);
-    timer.unref();
-    const done = () => clearTimeout(timer);
-    stream.once("end", done);
-    stream.once("close", done);
+  h2.on("stream", (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => {
+    // Dispatched on the next turn of the event loop, not inside the read that opened the stream:
+    // an attacker's HEADERS and RST_STREAM arrive in the same read, and a route that answers
+    // without waiting (the shared /readyz) would otherwise run to its end before the reset is
+    // even parsed (measured on Node 24: every reset stream did its work). By then the reset has
+    // been read, so the stream is dropped and spends the client's budget; and once that budget
+    // is spent, the address's streams still waiting are refused instead of served.
+    stream.on("error", ignoreEarlyError);
+    setImmediate(() => {
+      stream.off("error", ignoreEarlyError);
+      if (droppedAsReset(stream)) return;
+      if (refusalOf(stream.session?.socket?.remoteAddress ?? "unknown") === "reset budget spent") {
+        stream.on("error", ignoreEarlyError);
+        closedByServer.add(stream);
+        stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
+      // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
+      const timer = setTimeout(() => {
+        closedByServer.add(stream);
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+      }, options.requestTimeoutMs);
+      timer.unref();
+      const done = () => clearTimeout(timer);
+      stream.once("end", done);
+      stream.once("close", done);
+      serveCompat.call(h2, stream, ...rest);
+    });
   });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
@@ -77,7 +117,14 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
       socket.setTimeout(0);
       socket.pause();
       socket.unshift(received);
-      if (looksLikeH2) {
+      const refusal = looksLikeH2 ? refusalOf(socket.remoteAddress ?? "unknown") : undefined;
+      if (refusal) {
+        onSessionRefused(refusal, socket.remoteAddress ?? "unknown");
+        socket.on("error", () => socket.destroy());
+        // The server's preface (an empty SETTINGS) and GOAWAY ENHANCE_YOUR_CALM, then close.
+        socket.end(GOAWAY_ENHANCE_YOUR_CALM);
+        setTimeout(() => socket.destroy(), 1_000).unref();
+      } else if (looksLikeH2) {
         // The HTTP/2 session reads the buffered preface itself and then consumes the socket's
         // handle directly; resuming the JS stream here would race it for the same bytes.
         h2.emit("connection", socket);
@@ -112,6 +159,7 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
     http1.close();
     http1.closeIdleConnections();
     for (const session of sessions) {
+      closedByServer.add(session);
       session.close();
       // A stream a client can never finish (an early answer to an oversized message) must not hold shutdown for ever.
       setTimeout(() => session.destroy(), options.shutdownTimeoutMs).unref();
@@ -120,6 +168,9 @@ export function createDualProtocolServer(handler: Handler, options: DualProtocol
   };
   return server;
 }
+
+/** A stream's reset, emitted as an 'error' before its dispatch, concerns nobody but the budget. */
+function ignoreEarlyError(): void {}
 
 /** The path of an HTTP/1.1 request line at the start of `bytes` (only its start is needed: it picks a dialect). */
 function requestPathOf(bytes: Buffer | undefined): string | undefined {

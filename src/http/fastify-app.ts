@@ -14,9 +14,10 @@ import { ErrorDialect } from "../rpc/contract.js";
 import { contractServices, type RpcCore } from "../rpc/routes.js";
 import { connectRoutes } from "./connect-handlers.js";
 import { createDualProtocolServer, type ParserError } from "./dual-protocol-server.js";
+import type { Http2Limits } from "./http2-stream-budget.js";
 import { registerOperationalRoutes, type OperationalDeps } from "./operational-routes.js";
 
-export interface HttpSettings {
+export interface HttpSettings extends Http2Limits {
   readonly bodyLimitBytes: number;
   /** Longer request URLs get 414. */
   readonly maxUrlBytes: number;
@@ -75,7 +76,10 @@ export async function createRpcApp(
     return503OnClosing: true,
     // Path variables are validated by the contract like every other field, not cut by the router.
     routerOptions: { maxParamLength: settings.maxUrlBytes },
-    serverFactory: (handler) => createDualProtocolServer(handler, settings) as never,
+    serverFactory: (handler) =>
+      createDualProtocolServer(handler, settings, (reason, address) =>
+        observers.logger.warn({ remoteAddress: address, reason }, "HTTP/2 session ended with GOAWAY ENHANCE_YOUR_CALM"),
+      ) as never,
     // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
     // Fastify answers these before routing, so no hook runs: the request's line is written here.
     frameworkErrors: (error, request, reply) => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { describe, test } from "node:test";
-import { ConfigError, loadConfig } from "../../../src/config/config.js";
+import { ConfigError, isLoopbackHost, loadConfig } from "../../../src/config/config.js";
 
 describe("configuration", () => {
   test("defaults give the embedded single-command start", () => {
@@ -88,5 +88,25 @@ describe("configuration", () => {
     assert.throws(() => loadConfig({ DATABASE_LOCK_TIMEOUT_MS: "1000" }), /DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS/);
     assert.throws(() => loadConfig({ RPC_CONCURRENCY_PER_PRINCIPAL: "0" }), ConfigError);
     assert.throws(() => loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "lots" }), ConfigError);
+  });
+
+  test("HTTP/2 stream budget: defaults as Go and nginx (100 concurrent streams), each setting checked", () => {
+    const defaults = loadConfig({}).http;
+    assert.deepEqual(
+      { streams: defaults.h2MaxConcurrentStreams, burst: defaults.h2ResetBurst, rate: defaults.h2ResetsPerSecond, sessions: defaults.h2MaxSessionsPerAddress },
+      { streams: 100, burst: 200, rate: 20, sessions: 64 },
+    );
+    const tuned = loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "250", HTTP2_RESET_BURST: "10", HTTP2_RESETS_PER_SECOND: "2", HTTP2_MAX_SESSIONS_PER_ADDRESS: "8" }).http;
+    assert.deepEqual([tuned.h2MaxConcurrentStreams, tuned.h2ResetBurst, tuned.h2ResetsPerSecond, tuned.h2MaxSessionsPerAddress], [250, 10, 2, 8]);
+    // Fewer than 10 streams would queue a grpc-js client's ordinary multiplexing.
+    assert.throws(() => loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "5" }), /HTTP2_MAX_CONCURRENT_STREAMS must be between 10 and 10000/);
+    assert.throws(() => loadConfig({ HTTP2_RESET_BURST: "0" }), /HTTP2_RESET_BURST must be between 1/);
+    assert.throws(() => loadConfig({ HTTP2_RESETS_PER_SECOND: "fast" }), /HTTP2_RESETS_PER_SECOND must be a whole number/);
+    assert.throws(() => loadConfig({ HTTP2_MAX_SESSIONS_PER_ADDRESS: "0" }), /HTTP2_MAX_SESSIONS_PER_ADDRESS must be between 1/);
+  });
+
+  test("loopback hosts are told apart from the rest (the TRUSTED_PROXIES start-up warning)", () => {
+    for (const host of ["127.0.0.1", "127.1.2.3", "::1", "localhost"]) assert.equal(isLoopbackHost(host), true, host);
+    for (const host of ["0.0.0.0", "::", "10.0.0.5", "192.168.1.2", "example.org", "127.0.0.1.example.org"]) assert.equal(isLoopbackHost(host), false, host);
   });
 });

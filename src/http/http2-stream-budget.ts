@@ -1,0 +1,190 @@
+import http2 from "node:http2";
+
+/**
+ * What one client may ask of the HTTP/2 server (issue 18, finding 1: rapid reset, CVE-2023-44487).
+ *
+ * Measured before choosing (test/fuzz/http2-abuse.test.ts): one connection sending HEADERS +
+ * RST_STREAM in a loop got each reset stream handed to Fastify all the same, and every one ran
+ * its route to the end (a readiness check is two database round trips), so the event loop and
+ * the database pool queued behind tens of thousands of requests nobody was waiting for: other
+ * clients' reads took 10–15 s or failed (500/503/504). nghttp2's own reset limit (1000 at once,
+ * then 33/s per session; Node 20 cannot tune it) let a reconnecting client start over each time.
+ * So, as Go's net/http and nginx did after the CVE, the work a client can cause is bounded, not
+ * only the streams it keeps open:
+ * - a stream is dispatched on the loop turn after the read that opened it, and one the client
+ *   has reset by then is never dispatched (the usual HEADERS + RST_STREAM pair arrives in one
+ *   read, so this costs the attacker everything; dispatching inside that read let a route that
+ *   answers at once do all its work before the reset was even parsed, measured on Node 24);
+ * - SETTINGS_MAX_CONCURRENT_STREAMS (100 by default, as Go and nginx; grpc-js clients queue
+ *   beyond it), and nghttp2 refuses streams over it;
+ * - a reset budget: every stream the client resets (RST_STREAM with any code but NO_ERROR),
+ *   before, during or after its handler, spends one token of a bucket (burst, refill per
+ *   second) held per client address, shared by its sessions and kept across reconnects; the
+ *   session that finds the bucket empty is ended with GOAWAY ENHANCE_YOUR_CALM, its streams not
+ *   yet dispatched are refused (REFUSED_STREAM), and so is every new session from that address
+ *   until a token is back. A reset while the handler runs leaves that handler running, so the
+ *   handlers a client can orphan are bounded by this budget too (Go bounds running handlers per
+ *   connection for the same reason). Streams the server cancels itself spend nothing;
+ * - at most `h2MaxSessionsPerAddress` open sessions per client address; more are ended at once
+ *   with GOAWAY ENHANCE_YOUR_CALM.
+ */
+export interface Http2Limits {
+  /** SETTINGS_MAX_CONCURRENT_STREAMS announced to every HTTP/2 client. */
+  readonly h2MaxConcurrentStreams: number;
+  /** Streams a client address may reset, at once. */
+  readonly h2ResetBurst: number;
+  /** How fast that budget refills, per second. */
+  readonly h2ResetsPerSecond: number;
+  /** Open HTTP/2 sessions per client address. */
+  readonly h2MaxSessionsPerAddress: number;
+}
+
+export type SessionRefusal = "reset budget spent" | "too many sessions from one address";
+
+/** The http2 server options that carry the limits nghttp2 enforces itself. */
+export function http2ServerOptions(limits: Http2Limits): http2.ServerOptions {
+  return { settings: { maxConcurrentStreams: limits.h2MaxConcurrentStreams } };
+}
+
+/**
+ * True when the client reset the stream before it could be dispatched: nobody waits for its
+ * answer, so it is dropped here. Its reset is still to be emitted as an 'error', which nothing
+ * else will listen for (the compatibility layer is not called): unheard, it would end the process.
+ */
+export function droppedAsReset(stream: http2.ServerHttp2Stream): boolean {
+  if (!stream.destroyed && !stream.closed) return false;
+  stream.on("error", ignoreError);
+  return true;
+}
+
+function ignoreError(): void {}
+
+interface Bucket {
+  tokens: number;
+  updatedMs: number;
+  /** Emptied by the address: its new sessions are refused until the bucket is half full again. */
+  spent: boolean;
+}
+
+/**
+ * Enforces the per-address parts of Http2Limits on every session of `server`. `closedByServer`
+ * holds the streams the server itself cancelled (its request timeout) and the sessions it ended
+ * (shutdown): their streams spend no budget.
+ */
+export function enforceHttp2Limits(
+  server: http2.Http2Server,
+  limits: Http2Limits,
+  closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
+  onRefused: (reason: SessionRefusal, address: string) => void,
+  now: () => number = () => performance.now(),
+): (address: string) => SessionRefusal | undefined {
+  const sessionsByAddress = new Map<string, number>();
+  const buckets = new Map<string, Bucket>();
+
+  /** The address's bucket, refilled to now (a new one is full). */
+  const bucketOf = (address: string): Bucket => {
+    const at = now();
+    const bucket = buckets.get(address) ?? { tokens: limits.h2ResetBurst, updatedMs: at, spent: false };
+    bucket.tokens = Math.min(limits.h2ResetBurst, bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond);
+    bucket.updatedMs = at;
+    if (bucket.tokens >= limits.h2ResetBurst / 2) bucket.spent = false;
+    buckets.set(address, bucket);
+    return bucket;
+  };
+  /** Takes one token from the address's bucket; false when it is empty. */
+  const spend = (address: string): boolean => {
+    const bucket = bucketOf(address);
+    if (bucket.tokens < 1) {
+      bucket.spent = true;
+      return false;
+    }
+    bucket.tokens -= 1;
+    return true;
+  };
+  // Buckets that have filled up again say nothing: forgetting them keeps the map to the addresses
+  // that reset streams recently.
+  const sweep = setInterval(() => {
+    const at = now();
+    for (const [address, bucket] of buckets) {
+      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond >= limits.h2ResetBurst) buckets.delete(address);
+    }
+  }, 30_000);
+  sweep.unref();
+  server.once("close", () => clearInterval(sweep));
+
+  server.on("session", (session) => {
+    const address = session.socket?.remoteAddress ?? "unknown";
+    const open = (sessionsByAddress.get(address) ?? 0) + 1;
+    sessionsByAddress.set(address, open);
+    session.once("close", () => {
+      const left = (sessionsByAddress.get(address) ?? 1) - 1;
+      if (left <= 0) sessionsByAddress.delete(address);
+      else sessionsByAddress.set(address, left);
+    });
+    let refused = false;
+    let lastStreamId = 0;
+    const refuse = (reason: SessionRefusal) => {
+      if (refused) return;
+      refused = true;
+      onRefused(reason, address);
+      // Not from inside the stream's own 'close': the session is ended on the next turn of the loop.
+      // When it is gone already (nghttp2 ended it), the address's next connections are refused
+      // before they become sessions (the function returned below), and that refusal says why.
+      setImmediate(() => {
+        if (session.destroyed) return;
+        // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
+        // which tears the socket down before the GOAWAY reaches a client that is still sending.
+        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
+        session.destroy();
+      });
+    };
+
+    session.on("stream", (stream: http2.ServerHttp2Stream) => {
+      lastStreamId = Math.max(lastStreamId, stream.id ?? 0);
+      // Every stream the client resets spends budget, however far the server had got with it.
+      // Measured on Node 24 (test/fuzz/http2-abuse.test.ts): a route that answers at once (the
+      // shared /readyz) has sent its whole response before the RST_STREAM that came in the same
+      // read is parsed, so counting only resets "before the answer" counted nothing, nghttp2's
+      // own limit ended each session with INTERNAL_ERROR after ~1000 resets, and a reconnect
+      // started over with the work of every stream done. A reset that arrives while the handler
+      // runs leaves that handler running to its end: work the client caused all the same.
+      // A legitimate client cancels a call now and then; the budget (200, then 20/s) is for that.
+      // The server's own closes (stream.close(code), or destroy() of a stream still open: a
+      // body over the limit, a handler's error) leave an RST code too; they are marked here so
+      // that only the client's RST_STREAM spends its budget. (A stream the client resets is
+      // closed first and destroyed after, so destroy() finds it closed.)
+      const closeStream = stream.close.bind(stream);
+      stream.close = (code?: number, callback?: () => void) => {
+        closedByServer.add(stream);
+        closeStream(code, callback);
+      };
+      const destroyStream = stream.destroy.bind(stream);
+      stream.destroy = (error?: Error) => {
+        if (!stream.closed) closedByServer.add(stream);
+        return destroyStream(error);
+      };
+      const count = () => {
+        if (refused || closedByServer.has(stream) || closedByServer.has(session)) return;
+        // The code of a RST_STREAM the client sent (CANCEL, mostly); NO_ERROR for a stream that ran to its end.
+        if (stream.rstCode === undefined || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+        if (!spend(address)) refuse("reset budget spent");
+      };
+      // A stream reset before this event is closed already, and its 'close' may have been emitted.
+      if (stream.destroyed) count();
+      else stream.once("close", count);
+    });
+  });
+
+  // Checked before a connection becomes a session (dual-protocol-server.ts): destroying a session
+  // from its own "session" event crashes Node 20 when the socket still holds unread bytes.
+  // Reconnecting does not buy a new budget: once an address has emptied its bucket, its new
+  // connections end before any of their streams is read until the bucket is half full again
+  // (5 s at the defaults). Letting one in per refilled token let a client that reconnects at once
+  // open a session every 50 ms, each of which carried ~1000 streams in its first reads before its
+  // resets were counted: measured on the embedded backend, victims' p99 went over 1 s.
+  return (address) => {
+    if (buckets.has(address) && bucketOf(address).spent) return "reset budget spent";
+    if ((sessionsByAddress.get(address) ?? 0) >= limits.h2MaxSessionsPerAddress) return "too many sessions from one address";
+    return undefined;
+  };
+}
