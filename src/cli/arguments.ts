@@ -171,6 +171,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       "jwks-uri": text("URL", "where it publishes its JWKS"),
       jwks: text("JSON", "or its JWKS inline"),
       audience: text("AUD", "the aud its tokens carry for this platform"),
+      "company-id": text("UUID", "bind it to one company of the TMC (that company's IdP): its tokens name that company's users only"),
     },
     required: ["tmc-id", "issuer"],
   },

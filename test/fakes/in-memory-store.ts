@@ -161,6 +161,7 @@ interface TrustedIssuerRow {
   readonly jwksUri: string | undefined;
   readonly jwks: { keys: unknown[] } | undefined;
   readonly audience: string | undefined;
+  readonly companyId: string | undefined;
 }
 
 interface PaymentSourceRow extends NewPaymentSource {
@@ -1082,6 +1083,7 @@ export class InMemoryTrustedIssuerRepository implements TrustedIssuerRepository 
       jwksUri: issuer.jwksUri,
       jwks: issuer.jwks === undefined ? undefined : jsonCopy(issuer.jwks),
       audience: issuer.audience,
+      companyId: issuer.companyId,
     });
   }
 
@@ -1109,7 +1111,7 @@ export class InMemoryTrustedIssuerRepository implements TrustedIssuerRepository 
 }
 
 function toIssuer(row: TrustedIssuerRow): TrustedIssuer {
-  return { issuer: row.issuer, jwksUri: row.jwksUri, jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks), audience: row.audience };
+  return { issuer: row.issuer, jwksUri: row.jwksUri, jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks), audience: row.audience, companyId: row.companyId };
 }
 
 export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedCreditRepository {

@@ -27,14 +27,24 @@ const basicValue = fc.oneof(
 /** A header value as bytes on the wire: latin1 of the text, minus CR and LF (they would end the header, not test it). */
 const headerBytes = (text: string) => Buffer.from(text.replace(/[\r\n]/g, ""), "latin1");
 
+/** Node's default --max-http-header-size. */
+const NODE_MAX_HEADER_BYTES = 16 * 1024;
+
 /** One HTTP/1.1 request on a raw socket; the answer's status and body. */
 function rawRequest(baseUrl: string, method: string, path: string, headers: Array<[string, Buffer | string]>, body = ""): Promise<{ status: number; body: string }> {
   const { hostname, port } = new URL(baseUrl);
+  const headerSize = headers.reduce((sum, [name, value]) => sum + name.length + value.length + 4, 0);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname);
     const chunks: Buffer[] = [];
     socket.on("data", (c) => chunks.push(c));
-    socket.on("error", reject);
+    socket.on("error", (error: NodeJS.ErrnoException) => {
+      // Headers past Node's 16 KiB limit are refused by the HTTP parser while the client is still
+      // writing them: the 431 may be lost to the TCP reset that closing on unread bytes causes.
+      // That is a refusal too (nothing reached the service), not a 5xx.
+      if (error.code === "ECONNRESET" && headerSize > NODE_MAX_HEADER_BYTES) resolve({ status: 431, body: '{"code":"connection reset past the header limit"}' });
+      else reject(error);
+    });
     socket.on("close", () => {
       const text = Buffer.concat(chunks).toString("utf8");
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);

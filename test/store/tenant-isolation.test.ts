@@ -272,24 +272,24 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("trustedIssuers.upsert", async () => {
     const issuer = "https://idp.shared.example";
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer, jwksUri: "https://idp.shared.example/b", jwks: undefined, audience: "b" });
-    await repos.trustedIssuers.upsert(uow.direct, scopeA, { issuer, jwksUri: "https://idp.shared.example/a", jwks: undefined, audience: "a" });
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer, jwksUri: "https://idp.shared.example/b", jwks: undefined, audience: "b", companyId: undefined });
+    await repos.trustedIssuers.upsert(uow.direct, scopeA, { issuer, jwksUri: "https://idp.shared.example/a", jwks: undefined, audience: "a", companyId: undefined });
     assert.equal((await repos.trustedIssuers.find(uow.direct, scopeB, issuer))?.jwksUri, "https://idp.shared.example/b", "A's upsert did not overwrite B's");
   });
 
   isolation("trustedIssuers.find", async () => {
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://only-b.example", jwksUri: "https://only-b.example/jwks", jwks: undefined, audience: undefined });
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://only-b.example", jwksUri: "https://only-b.example/jwks", jwks: undefined, audience: undefined, companyId: undefined });
     assert.equal(await repos.trustedIssuers.find(uow.direct, scopeA, "https://only-b.example"), undefined);
   });
 
   isolation("trustedIssuers.list", async () => {
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://listed-b.example", jwksUri: "https://listed-b.example/jwks", jwks: undefined, audience: "b" });
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://listed-b.example", jwksUri: "https://listed-b.example/jwks", jwks: undefined, audience: "b", companyId: undefined });
     assert.ok(!(await repos.trustedIssuers.list(uow.direct, scopeA)).some((i) => i.issuer === "https://listed-b.example"));
     assert.ok((await repos.trustedIssuers.list(uow.direct, scopeB)).some((i) => i.issuer === "https://listed-b.example"));
   });
 
   isolation("trustedIssuers.remove", async () => {
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://removed-b.example", jwksUri: "https://removed-b.example/jwks", jwks: undefined, audience: "b" });
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://removed-b.example", jwksUri: "https://removed-b.example/jwks", jwks: undefined, audience: "b", companyId: undefined });
     assert.equal(await repos.trustedIssuers.remove(uow.direct, scopeA, "https://removed-b.example"), false);
     assert.ok(await repos.trustedIssuers.find(uow.direct, scopeB, "https://removed-b.example"), "B's issuer is still trusted");
     assert.equal(await repos.trustedIssuers.remove(uow.direct, scopeB, "https://removed-b.example"), true);

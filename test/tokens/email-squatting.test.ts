@@ -90,3 +90,53 @@ describe("issue 18 finding 6: another company's SCIM client cannot squat an e-ma
     }
   });
 });
+
+describe("issue 18 finding 6: an issuer bound to its company's users cannot be confused by another company at all", () => {
+  const BOUND_IDP = "https://idp-a2.example";
+  let signBound: (claims: Record<string, unknown>) => Promise<string>;
+  let a1Admin: Client;
+  before(async () => {
+    const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
+    const jwk = { ...(await exportJWK(publicKey)), kid: "a2-1", alg: "ES256", use: "sig" };
+    const tmcId = tmcAdmin.tmcId;
+    await operatorCall(running.baseUrl, "AddTrustedIssuer", { tmcId, issuer: BOUND_IDP, jwks: JSON.stringify({ keys: [jwk] }), audience: IDP_AUDIENCE, companyId: a2.orgId });
+    signBound = (claims) =>
+      new SignJWT(claims).setProtectedHeader({ alg: "ES256", kid: "a2-1" }).setIssuer(BOUND_IDP).setAudience(IDP_AUDIENCE).setIssuedAt().setExpirationTime("5m").sign(privateKey);
+    a1Admin = await newApiUser(running.baseUrl, tmcId, "COMPANY_ADMIN", a1.orgId);
+    // The squatter copies the victim's stable subject too: the subject alone no longer tells them apart.
+    const copy = await scim(running, a1.scimToken, "POST", "/v2/scim/v2/Users", scimUser(`copy-${EMAIL}`, { externalId: ADA_SUBJECT }));
+    assert.equal(copy.status, 201, JSON.stringify(copy.body));
+    const patched = await scim(running, a1.scimToken, "PATCH", `/v2/scim/v2/Users/${squatId}`, {
+      schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+      Operations: [{ op: "replace", path: "externalId", value: "x" }],
+    });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+  });
+
+  test("the TMC admin's exchange of the bound issuer's token names the A2 user, with or without sub", async () => {
+    for (const claims of [{ email: EMAIL }, { email: EMAIL, sub: "someone-else" }]) {
+      const res = await exchange(tmcAdmin, await signBound(claims));
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(partsOf(res.body.access_token).payload.sub, a2UserId);
+    }
+  });
+
+  test("another company's admin cannot use A2's issuer: 400 invalid_request (names no user of its company), and the binding shows in the operator's list", async () => {
+    const res = await exchange(a1Admin, await signBound({ email: EMAIL }));
+    assert.equal(res.status, 400, JSON.stringify(res.body));
+    assert.equal(res.body.error, "invalid_request");
+    const listed = await operatorCall<{ issuers: Array<{ issuer: string; companyId: string }> }>(running.baseUrl, "ListTrustedIssuers", { tmcId: tmcAdmin.tmcId });
+    assert.equal(listed.issuers.find((i) => i.issuer === BOUND_IDP)?.companyId, a2.orgId);
+    const tmcWide = listed.issuers.find((i) => i.issuer === IDP);
+    assert.ok(tmcWide, "the TMC-wide issuer is listed");
+    assert.equal(tmcWide.companyId ?? "", "", "and bound to no company");
+  });
+
+  test("binding to a company of another TMC (or none) is refused with 404 naming companyId", async () => {
+    const other = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: `Other ${crypto.randomUUID()}` });
+    await assert.rejects(
+      operatorCall(running.baseUrl, "AddTrustedIssuer", { tmcId: other.tmcId, issuer: "https://x.example", jwksUri: "https://x.example/jwks", audience: "a", companyId: a2.orgId }),
+      /failed with 404: .*companyId/,
+    );
+  });
+});

@@ -109,6 +109,8 @@ export interface TrustedIssuer {
   readonly jwksUri: string | undefined;
   readonly jwks: { keys: unknown[] } | undefined;
   readonly audience: string | undefined;
+  /** The one company whose users its tokens may name; undefined: any company of the TMC. */
+  readonly companyId: string | undefined;
 }
 
 /**

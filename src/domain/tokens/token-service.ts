@@ -138,14 +138,19 @@ export class TokenService {
     }
 
     if ([TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT, TOKEN_TYPE_ID_TOKEN].includes(request.subjectTokenType)) {
-      // (b) A JWT from an issuer the caller's TMC trusts, naming a user by email: a company admin's
-      // lookup stays within its company, so no other company's users (a SCIM client may provision
-      // any email) can change its answer; a TMC admin's spans the TMC, and several users with the
-      // email are told apart by the issuer's stable subject (`sub` = the user's SCIM externalId).
-      const { email, subject } = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
+      // (b) A JWT from an issuer the caller's TMC trusts, naming a user by email. The lookup stays
+      // within one company where one is known — the issuer's (bound to a company's IdP), or a
+      // company admin's own — so no other company's users (a SCIM client may provision any email)
+      // can change its answer. A TMC-wide issuer used by a TMC admin spans the TMC, and several
+      // users with the email are told apart by the issuer's stable subject (`sub` = SCIM externalId).
+      const verified = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
       const ownCompany = client.role === "COMPANY_ADMIN" ? client.orgId : undefined;
-      const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), email, { companyId: ownCompany, subject });
-      if (!user) throw invalidRequest(`The subject_token names no active user of the caller's ${ownCompany ? "company" : "TMC"}`, "subject_token");
+      if (ownCompany !== undefined && verified.companyId !== undefined && verified.companyId !== ownCompany) {
+        throw invalidRequest("The subject_token names no active user of the caller's company", "subject_token");
+      }
+      const within = verified.companyId ?? ownCompany;
+      const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), verified.email, { companyId: within, subject: verified.subject });
+      if (!user) throw invalidRequest(`The subject_token names no active user of the ${within ? "issuer's or caller's company" : "caller's TMC"}`, "subject_token");
       if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
       const scopes = narrowScopes(request.scope, roleScopes);
       const audience = [this.audienceOf(requestedAudience(request))];

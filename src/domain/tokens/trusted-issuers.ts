@@ -15,6 +15,8 @@ export interface TrustedIssuerInput {
   jwksUri: string | undefined;
   jwks: string | undefined;
   audience: string | undefined;
+  /** Binds the issuer to one company of the TMC: its tokens name that company's users only. */
+  companyId?: string | undefined;
 }
 
 /**
@@ -37,6 +39,9 @@ export class TrustedIssuers {
   async add(tmcId: string, input: TrustedIssuerInput): Promise<void> {
     const scope = tenantScope(tmcId);
     if (!(await this.tenants.findTmc(this.uow.direct, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+    if (input.companyId !== undefined && !(await this.tenants.findCompany(this.uow.direct, scope, input.companyId))) {
+      throw notFound("Company of this TMC", [{ name: "companyId", value: input.companyId }]);
+    }
     if (Boolean(input.jwksUri) === Boolean(input.jwks)) throw invalidArgument("Give exactly one of jwksUri and jwks");
     // A token minted by the issuer for another relying party must never be exchangeable here.
     if (!input.audience) throw invalidArgument("audience is required: the audience the issuer's tokens carry for this platform", [{ name: "audience", value: "" }]);
@@ -55,11 +60,15 @@ export class TrustedIssuers {
       jwksUri: input.jwksUri,
       jwks: jwks as { keys: unknown[] } | undefined,
       audience: input.audience,
+      companyId: input.companyId,
     });
   }
 
-  /** Verifies a subject token from an issuer the TMC trusts; returns the email it names and its `sub` (undefined without one). */
-  async verify(tmcId: string, token: string): Promise<{ issuer: string; email: string; subject: string | undefined }> {
+  /**
+   * Verifies a subject token from an issuer the TMC trusts; returns the email it names, its `sub`
+   * (undefined without one) and the company the issuer is bound to (undefined: TMC-wide).
+   */
+  async verify(tmcId: string, token: string): Promise<{ issuer: string; email: string; subject: string | undefined; companyId: string | undefined }> {
     const bad = (why: string) => invalidRequest(`The subject_token is not acceptable: ${why}`, "subject_token");
     let issuer: unknown;
     let kid: unknown;
@@ -96,7 +105,7 @@ export class TrustedIssuers {
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
     const email = payload.email;
     if (typeof email !== "string" || email === "") throw bad("no email claim");
-    return { issuer, email, subject: typeof payload.sub === "string" && payload.sub !== "" ? payload.sub : undefined };
+    return { issuer, email, subject: typeof payload.sub === "string" && payload.sub !== "" ? payload.sub : undefined, companyId: trusted.companyId };
   }
 
   private remoteKeySet(uri: string): JWTVerifyGetKey {

@@ -88,12 +88,13 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     };
   }
 
-  async addTrustedIssuer(req: { tmcId: string; issuer: string; jwksUri: string; jwks: string; audience: string }) {
+  async addTrustedIssuer(req: { tmcId: string; issuer: string; jwksUri: string; jwks: string; audience: string; companyId: string }) {
     await this.domain.trustedIssuers.add(req.tmcId, {
       issuer: req.issuer,
       jwksUri: req.jwksUri || undefined,
       jwks: req.jwks || undefined,
       audience: req.audience || undefined,
+      companyId: req.companyId || undefined,
     });
     return { tmcId: req.tmcId, issuer: req.issuer };
   }
@@ -146,7 +147,7 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
 
   async listTrustedIssuers(req: { tmcId: string }) {
     const issuers = await this.domain.console.listTrustedIssuers(req.tmcId);
-    return { issuers: issuers.map((i) => ({ issuer: i.issuer, jwksUri: i.jwksUri ?? "", inlineJwks: i.jwks !== undefined, audience: i.audience ?? "" })) };
+    return { issuers: issuers.map((i) => ({ issuer: i.issuer, jwksUri: i.jwksUri ?? "", inlineJwks: i.jwks !== undefined, audience: i.audience ?? "", companyId: i.companyId ?? "" })) };
   }
 
   async removeTrustedIssuer(req: { tmcId: string; issuer: string }, ctx: HandlerContext) {

@@ -41,6 +41,17 @@ export interface DatabaseOptions {
   readonly jobsPoolMax?: number;
 }
 
+/**
+ * Knex prints its warnings (a pool's "Acquire connection" errors under a stall) with console.log,
+ * onto stdout, where the CLI writes its JSON answer: they go to stderr instead.
+ */
+const KNEX_LOG = {
+  warn: (message: unknown) => process.stderr.write(`knex: ${String(message)}\n`),
+  error: (message: unknown) => process.stderr.write(`knex: ${String(message)}\n`),
+  deprecate: (message: unknown) => process.stderr.write(`knex: ${String(message)}\n`),
+  debug: () => undefined,
+};
+
 /** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
 const MIGRATION_LOCK_KEY = 727_501_113;
 
@@ -53,6 +64,7 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
   const connect = (timeouts: { lockTimeoutMs?: number } | undefined, max: number) =>
     knex({
       client: "pg",
+      log: KNEX_LOG,
       connection: {
         connectionString,
         application_name: "auth-api-user-service",
@@ -120,7 +132,7 @@ export function embeddedDatabaseExists(dataDir: string): boolean {
 function openPglite(dataDir: string): Database {
   const directory = embeddedDatabaseDirectory(dataDir);
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const db = knex({ client: ClientPgLite, dialect: "postgres", connection: { filename: directory } } as Knex.Config);
+  const db = knex({ client: ClientPgLite, dialect: "postgres", log: KNEX_LOG, connection: { filename: directory } } as Knex.Config);
   return {
     kind: "pglite",
     db,

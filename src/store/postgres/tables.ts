@@ -130,6 +130,7 @@ export interface TrustedIssuerRow {
   jwks_uri: string | null;
   jwks: { keys: unknown[] } | null;
   audience: string | null;
+  company_id: string | null;
 }
 
 export interface CredentialChangeRow {

@@ -171,7 +171,7 @@ describe("in-memory store", () => {
       act: { sub: "actor" },
       expiresAt: new Date("2027-01-01T00:00:00Z"),
     });
-    await r.trustedIssuers.upsert(tx, b, { issuer: "https://idp.b", jwksUri: "https://idp.b/jwks", jwks: undefined, audience: undefined });
+    await r.trustedIssuers.upsert(tx, b, { issuer: "https://idp.b", jwksUri: "https://idp.b/jwks", jwks: undefined, audience: undefined, companyId: undefined });
     await r.audit.append(tx, [{ action: "B", outcome: "SUCCESS", actor: "client-b", tmcId: b.tmcId, targetClientId: null, debugIdentifier: null }]);
 
     assert.equal(await r.tenants.findCompany(tx, a, companyB), undefined);

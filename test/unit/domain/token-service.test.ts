@@ -439,7 +439,7 @@ describe("TokenService", () => {
     });
 
     test("an issuer stored without an audience (registered before it was required) is refused at exchange", async () => {
-      await f.repos.trustedIssuers.upsert(f.uow.direct, tenantScope(tmcId), { issuer: IDP, jwksUri: undefined, jwks: JSON.parse(jwks) as { keys: unknown[] }, audience: undefined });
+      await f.repos.trustedIssuers.upsert(f.uow.direct, tenantScope(tmcId), { issuer: IDP, jwksUri: undefined, jwks: JSON.parse(jwks) as { keys: unknown[] }, audience: undefined, companyId: undefined });
       await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), bad("its issuer is registered without an audience"));
       await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: null })), bad("its issuer is registered without an audience"));
     });

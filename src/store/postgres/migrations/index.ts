@@ -11,6 +11,7 @@ import * as revokedAccessTokens from "./20261122000600_revoked_access_tokens.js"
 import * as airCreditInstants from "./20261125000100_air_credit_instants.js";
 import * as signingKeyActivation from "./20261125000200_signing_key_activation.js";
 import * as usersScimNames from "./20261125000300_users_scim_names.js";
+import * as trustedIssuerCompany from "./20261125000400_trusted_issuer_company.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -29,6 +30,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261125000100_air_credit_instants", airCreditInstants],
   ["20261125000200_signing_key_activation", signingKeyActivation],
   ["20261125000300_users_scim_names", usersScimNames],
+  ["20261125000400_trusted_issuer_company", trustedIssuerCompany],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -14,6 +14,7 @@ export class PostgresTrustedIssuerRepository implements TrustedIssuerRepository 
         jwks_uri: issuer.jwksUri ?? null,
         jwks: issuer.jwks ? JSON.stringify(issuer.jwks) : null,
         audience: issuer.audience ?? null,
+        company_id: issuer.companyId ?? null,
       })
       .onConflict(["tmc_id", "issuer"])
       .merge();
@@ -38,5 +39,5 @@ export class PostgresTrustedIssuerRepository implements TrustedIssuerRepository 
 }
 
 function toIssuer(row: TrustedIssuerRow): TrustedIssuer {
-  return { issuer: row.issuer, jwksUri: row.jwks_uri ?? undefined, jwks: row.jwks ?? undefined, audience: row.audience ?? undefined };
+  return { issuer: row.issuer, jwksUri: row.jwks_uri ?? undefined, jwks: row.jwks ?? undefined, audience: row.audience ?? undefined, companyId: row.company_id ?? undefined };
 }
