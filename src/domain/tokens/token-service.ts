@@ -150,7 +150,10 @@ export class TokenService {
       }
       const within = verified.companyId ?? ownCompany;
       const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), verified.email, { companyId: within, subject: verified.subject });
-      if (!user) throw invalidRequest(`The subject_token names no active user of the ${within ? "issuer's or caller's company" : "caller's TMC"}`, "subject_token");
+      if (!user) {
+        const whose = verified.companyId !== undefined ? "issuer's company" : ownCompany !== undefined ? "caller's company" : "caller's TMC";
+        throw invalidRequest(`The subject_token names no active user of the ${whose}`, "subject_token");
+      }
       if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
       const scopes = narrowScopes(request.scope, roleScopes);
       const audience = [this.audienceOf(requestedAudience(request))];
