@@ -44,7 +44,7 @@ async function usageError(args: string[], pattern: RegExp): Promise<Run> {
   return r;
 }
 
-describe("CLI: help, version, suggestions, --output table and the operator's lists", { timeout: 240_000 }, () => {
+describe("CLI: help, version, suggestions, --output table and the operator's lists", { timeout: 600_000 }, () => {
   after(() => dropStorage(storage));
 
   test("--help on stdout with exit 0 at every level; --version prints package.json's version", async () => {

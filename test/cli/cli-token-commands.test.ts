@@ -16,7 +16,7 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
   });
 }
 
-describe("CLI: signing keys and trusted issuers", { timeout: 240_000 }, () => {
+describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
   after(() => dropStorage(storage));
 
   test("keys rotate publishes the next key, keys rotate --now signs at once and withdraws the rest, keys list shows states", async () => {

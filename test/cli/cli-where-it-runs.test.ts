@@ -23,7 +23,7 @@ after(async () => {
   for (const s of storages) await dropStorage(s);
 });
 
-describe("the CLI says where it runs and creates no store unasked", { timeout: 180_000 }, () => {
+describe("the CLI says where it runs and creates no store unasked", { timeout: 600_000 }, () => {
   test("no server, empty DATA_DIR: refused without --init, nothing written; with --init, created and said so", { skip: isPostgres && "embedded backend only (DATA_DIR)" }, async () => {
     const s = storage();
     const env = serviceEnv(s, { SERVER_URL: NO_SERVER });
