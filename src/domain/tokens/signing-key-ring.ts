@@ -269,7 +269,9 @@ export class SigningKeyRing {
   private async privateKeyOf(row: SigningKeyRecord): Promise<CryptoKey> {
     const plaintext = open(this.encryptionKey, Buffer.from(row.privateJwkCiphertext, "base64url"), `signing-key:${row.kid}`);
     if (!plaintext) throw new Error(`signing key ${row.kid} cannot be decrypted: is MASTER_KEY the deployment's key?`);
-    return (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg)) as CryptoKey;
+    // Extractable: signing converts it once to a KeyObject (node:crypto's one-shot sign), which Node 24
+    // deprecates for non-extractable CryptoKeys (DEP0204). The key never leaves the process either way.
+    return (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg, { extractable: true })) as CryptoKey;
   }
 
   private state(): readonly LoadedKey[] {
