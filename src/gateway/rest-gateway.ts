@@ -71,6 +71,9 @@ const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 function registerMethodNotAllowed(app: FastifyInstance, routes: readonly RestRoute[]): void {
   const byPath = new Map<string, { template: string; verbs: Set<string>; dialect: ErrorDialect }>();
   for (const route of routes) {
+    // SCIM paths answer wrong methods in their not-found handler (dialect-not-found.ts), which
+    // also knows the endpoints SCIM defines but this service does not offer (POST /Users/.search: 501).
+    if (route.dialect === ErrorDialect.SCIM) continue;
     const entry = byPath.get(route.fastifyPath) ?? { template: route.template, verbs: new Set<string>(), dialect: route.dialect };
     entry.verbs.add(route.verb);
     // Fastify answers HEAD on every GET route.

@@ -216,7 +216,10 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
         assertScimAnswer(response, `filter ${JSON.stringify(filter)}`);
         if (response.statusCode !== 200) {
           assert.equal(response.statusCode, 400, `filter ${JSON.stringify(filter)}: ${response.body}`);
-          assert.equal(JSON.parse(response.body).scimType, "invalidFilter", `filter ${JSON.stringify(filter)}: ${response.body}`);
+          // A control character anywhere in a request is refused at the edge for every route (one text
+          // rule), before SCIM parses the filter: invalidSyntax there, invalidFilter for everything else.
+          const expected = /[\u0000-\u001f\u007f]/.test(filter) ? ["invalidFilter", "invalidSyntax"] : ["invalidFilter"];
+          assert.ok(expected.includes(JSON.parse(response.body).scimType), `filter ${JSON.stringify(filter)}: ${response.body}`);
         }
       }),
       fuzzParams(RUNS),
