@@ -50,7 +50,8 @@ describe(`the CLI finds the server through DATA_DIR (${backend})`, () => {
   it("a record left by a killed server is ignored", { timeout: 60_000 }, async () => {
     fs.writeFileSync(path.join(storage.dataDir, "server.json"), JSON.stringify({ url: "http://127.0.0.1:1", pid: 2 ** 22 + 7 }) + "\n");
     // No server runs: the CLI goes offline on the storage instead of trying the dead address.
-    const listed = await runCli(["tmc", "create", "--name", "Offline Travel"], serviceEnv(storage));
+    // --init: this test stands alone, whether or not the server of the test before created the store.
+    const listed = await runCli(["tmc", "create", "--name", "Offline Travel", "--init"], serviceEnv(storage));
     assert.equal(listed.code, 0, listed.stderr);
     assert.equal((JSON.parse(listed.stdout) as { name: string }).name, "Offline Travel");
   });
