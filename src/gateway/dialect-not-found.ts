@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { DomainError } from "../errors/domain-error.js";
 import { ErrorDialect } from "../rpc/contract.js";
 import { sendError } from "./error-reply.js";
+import { allowedMethods } from "./http-rules.js";
 import type { DialectPathSpace } from "./path-dialects.js";
 
 /**
@@ -40,10 +41,7 @@ export function registerDialectNotFound(app: FastifyInstance, spaces: readonly D
             const unsupported = unsupportedScimEndpoint(path.slice(base.length).split("/").filter((s) => s !== ""));
             if (unsupported) return sendError(reply, new DomainError("NOT_IMPLEMENTED", `${unsupported} not supported by this service`), space.dialect);
           }
-          const verbs = new Set<string>(space.routes.filter((r) => r.matches(path)).map((r) => r.route.verb));
-          // Fastify answers HEAD on every GET route, so a resource with GET has HEAD too.
-          if (verbs.has("GET")) verbs.add("HEAD");
-          const allowed = HTTP_METHOD_ORDER.filter((m) => verbs.has(m));
+          const allowed = allowedMethods(space.routes.filter((r) => r.matches(path)).map((r) => r.route.verb));
           if (allowed.length > 0) {
             // RFC 9110 15.5.6: a 405 names the methods the resource has.
             reply.header("allow", allowed.join(", "));
@@ -56,8 +54,6 @@ export function registerDialectNotFound(app: FastifyInstance, spaces: readonly D
     );
   }
 }
-
-const HTTP_METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 /** The path as echoed in a message: plain URL characters only, bounded. */
 function printablePath(path: string): string {

@@ -83,3 +83,13 @@ export function restRoutesOf(services: readonly DescService[]): RestRoute[] {
   }
   return routes;
 }
+
+/** Every HTTP method, in the order an Allow header lists them. */
+export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+
+/** The methods a resource with these routes' verbs answers, in Allow order: Fastify answers HEAD on every GET route. */
+export function allowedMethods(verbs: Iterable<string>): Array<(typeof HTTP_METHODS)[number]> {
+  const present = new Set(verbs);
+  if (present.has("GET")) present.add("HEAD");
+  return HTTP_METHODS.filter((m) => present.has(m));
+}

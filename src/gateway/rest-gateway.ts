@@ -14,7 +14,7 @@ import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { printable } from "../rpc/errors/printable.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { noteRefusal, sendError } from "./error-reply.js";
-import type { RestRoute } from "./http-rules.js";
+import { allowedMethods, HTTP_METHODS, type RestRoute } from "./http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
 import { withRestDefaults } from "./json-shape.js";
 
@@ -61,7 +61,6 @@ export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRo
 }
 
 /** The methods a path may be asked with (Fastify's defaults). */
-const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
 /**
  * RFC 9110 15.5.6: a path the contract declares, asked with a method it does not take (GET on the
@@ -76,14 +75,13 @@ function registerMethodNotAllowed(app: FastifyInstance, routes: readonly RestRou
     if (route.dialect === ErrorDialect.SCIM) continue;
     const entry = byPath.get(route.fastifyPath) ?? { template: route.template, verbs: new Set<string>(), dialect: route.dialect };
     entry.verbs.add(route.verb);
-    // Fastify answers HEAD on every GET route.
-    if (route.verb === "GET") entry.verbs.add("HEAD");
     byPath.set(route.fastifyPath, entry);
   }
   for (const [url, { template, verbs, dialect }] of byPath) {
-    const allow = HTTP_METHODS.filter((m) => verbs.has(m)).join(", ");
+    const allowed = allowedMethods(verbs);
+    const allow = allowed.join(", ");
     app.route({
-      method: HTTP_METHODS.filter((m) => !verbs.has(m)),
+      method: HTTP_METHODS.filter((m) => !allowed.includes(m)),
       url,
       config: { errorDialect: dialect } as object,
       onRequest: async (request, reply) => {
