@@ -4,7 +4,13 @@
 // seeding takes seconds). Runs on the backend TEST_BACKEND names (postgres: DATABASE_URL of
 // the test helpers). Usage: TEST_BACKEND=postgres npx tsx bench/air-credits-deep-offset.ts [offsets...]
 import { internalsOf } from "../src/app/test-access.js";
-import { accessTokenOf, disposeService, newTenant, ROOMY_RATE_LIMITS, startTokenService } from "../test/helpers/token-kit.js";
+import {
+  accessTokenOf,
+  disposeService,
+  newTenant,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+} from "../test/helpers/token-kit.js";
 
 const CREDITS = Number(process.env.CREDITS ?? 100_000);
 const ROUNDS = Number(process.env.ROUNDS ?? 30);
@@ -17,16 +23,22 @@ try {
   const tenant = await newTenant(running.baseUrl);
   const db = internalsOf(running.service).db;
   const source = crypto.randomUUID();
-  await db("payment_sources").insert({ id: source, company_id: tenant.orgId, fop_label: "Corporate Visa", credit_usage_type: "PERSONAL" });
+  await db("payment_sources").insert({
+    id: source,
+    company_id: tenant.orgId,
+    fop_label: "Corporate Visa",
+    credit_usage_type: "PERSONAL",
+  });
   const started = Date.now();
   // In slices: one statement per slice stays within the pool's query timeout.
-  for (let from = 1; from <= CREDITS; from += 10_000) await db.raw(
-    `INSERT INTO air_credits (id, company_id, payment_source_id, supplier, airline_code, ticket_number, total_fare_amount, currency_code, issue_date, expiry_date, pcc, fop_label)
+  for (let from = 1; from <= CREDITS; from += 10_000)
+    await db.raw(
+      `INSERT INTO air_credits (id, company_id, payment_source_id, supplier, airline_code, ticket_number, total_fare_amount, currency_code, issue_date, expiry_date, pcc, fop_label)
      SELECT gen_random_uuid(), ?, ?, 'SABRE', (ARRAY['AA','UA','DL','BA','LH','AF'])[1 + i % 6], lpad(i::text, 13, '0'), 100 + i % 500, 'USD',
             current_date - 30, current_date + 1 + (i * 37) % 700, 'PCC' || (i % 7), 'Corporate Visa'
        FROM generate_series(?::int, ?::int) AS i`,
-    [tenant.orgId, source, from, Math.min(CREDITS, from + 9_999)],
-  );
+      [tenant.orgId, source, from, Math.min(CREDITS, from + 9_999)],
+    );
   await db.raw("ANALYZE air_credits");
   console.log(`seeded ${CREDITS} credits in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const token = await accessTokenOf(running.baseUrl, tenant.admin);

@@ -29,7 +29,10 @@ declare module "autocannon" {
 
     interface RequestSpec extends RequestParams {
       /** Called for every request built from this entry; returns the request to send. */
-      setupRequest?: (request: RequestParams & { headers: Record<string, string> }, context: Record<string, unknown>) => RequestParams;
+      setupRequest?: (
+        request: RequestParams & { headers: Record<string, string> },
+        context: Record<string, unknown>,
+      ) => RequestParams;
     }
 
     interface Histogram {
@@ -64,7 +67,10 @@ declare module "autocannon" {
     }
   }
 
-  function autocannon(options: autocannon.Options, callback: (error: Error | null, result: autocannon.Result) => void): autocannon.Instance;
+  function autocannon(
+    options: autocannon.Options,
+    callback: (error: Error | null, result: autocannon.Result) => void,
+  ): autocannon.Instance;
 
   export = autocannon;
 }

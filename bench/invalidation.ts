@@ -45,12 +45,18 @@ async function issue(baseUrl: string, victim: Victim): Promise<string> {
     body: form({ grant_type: "client_credentials", client_id: victim.clientId, client_secret: victim.clientSecret }),
   });
   const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
-  if (!token) throw new Error(`invalidation: token for the probe client answered ${answer.status} ${answer.text.slice(0, 200)}`);
+  if (!token)
+    throw new Error(`invalidation: token for the probe client answered ${answer.status} ${answer.text.slice(0, 200)}`);
   return token;
 }
 
 /** One repetition; updates victim.clientSecret to the rotated secret. */
-export async function measureInvalidationOnce(a: string, b: string, adminToken: string, victim: Victim): Promise<InvalidationSample> {
+export async function measureInvalidationOnce(
+  a: string,
+  b: string,
+  adminToken: string,
+  victim: Victim,
+): Promise<InvalidationSample> {
   const token = await issue(a, victim);
   const readUrl = `${b}/v2/api-users?limit=1`;
   const auth = { authorization: `Bearer ${token}` };
@@ -59,7 +65,10 @@ export async function measureInvalidationOnce(a: string, b: string, adminToken: 
   for (;;) {
     const answer = await request(readUrl, { headers: auth });
     if (answer.status === 200) break;
-    if (performance.now() > acceptDeadline) throw new Error(`invalidation: instance B does not accept a fresh token (${answer.status} ${answer.text.slice(0, 200)})`);
+    if (performance.now() > acceptDeadline)
+      throw new Error(
+        `invalidation: instance B does not accept a fresh token (${answer.status} ${answer.text.slice(0, 200)})`,
+      );
     await new Promise((r) => setTimeout(r, 20));
   }
 
@@ -100,7 +109,9 @@ export async function measureInvalidationOnce(a: string, b: string, adminToken: 
     const at = answeredAt;
     const firstRefusal = probes.find((p) => p.status === 401);
     const lastAccepted = probes.findLast((p) => p.status === 200 && (!firstRefusal || p.sent < firstRefusal.answered));
-    const bounds: [number, number] | null = firstRefusal ? [(lastAccepted?.sent ?? -Infinity) - at, firstRefusal.answered - at] : null;
+    const bounds: [number, number] | null = firstRefusal
+      ? [(lastAccepted?.sent ?? -Infinity) - at, firstRefusal.answered - at]
+      : null;
     const after = probes.filter((p) => p.sent >= at);
     const acceptedAfterAnswer = after.filter((p) => p.status === 200).length;
     const near = probes.filter((p) => Math.abs(p.sent - at) <= 50).map((p) => p.sent);

@@ -92,7 +92,13 @@ export function runAutocannon(
           {
             setupRequest: (request) => {
               const v = variants[next++ % variants.length]!;
-              return { ...request, method: v.method, path: v.path, headers: { ...request.headers, ...v.headers }, body: v.body ?? "" };
+              return {
+                ...request,
+                method: v.method,
+                path: v.path,
+                headers: { ...request.headers, ...v.headers },
+                body: v.body ?? "",
+              };
             },
           },
         ],
@@ -149,7 +155,12 @@ export function percentile(sorted: Float64Array, p: number): number {
 
 type GrpcCallback = (error: grpc.ServiceError | null, response?: { accessToken?: string }) => void;
 export interface AuthClient extends grpc.Client {
-  fetchOauth2Token(request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: GrpcCallback): grpc.ClientUnaryCall;
+  fetchOauth2Token(
+    request: object,
+    metadata: grpc.Metadata,
+    options: grpc.CallOptions,
+    callback: GrpcCallback,
+  ): grpc.ClientUnaryCall;
 }
 
 /** `channels` AuthService clients, each on its own HTTP/2 connection to `target` (host:port). */
@@ -163,12 +174,25 @@ export function grpcAuthClients(repoRoot: string, target: string, channels: numb
     oneofs: true,
   });
   const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-    travel: { auth: { v2: { AuthService: new (address: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions) => AuthClient } } };
+    travel: {
+      auth: {
+        v2: {
+          AuthService: new (
+            address: string,
+            credentials: grpc.ChannelCredentials,
+            options: grpc.ChannelOptions,
+          ) => AuthClient;
+        };
+      };
+    };
   };
   // A local subchannel pool per client: each channel opens its own HTTP/2 connection.
   return Array.from(
     { length: channels },
-    () => new loaded.travel.auth.v2.AuthService(target, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 }),
+    () =>
+      new loaded.travel.auth.v2.AuthService(target, grpc.credentials.createInsecure(), {
+        "grpc.use_local_subchannel_pool": 1,
+      }),
   );
 }
 
@@ -176,7 +200,12 @@ export function grpcAuthClients(repoRoot: string, target: string, channels: numb
 export function grpcIssue(client: AuthClient, request: object): Promise<{ status: string; accessToken?: string }> {
   return new Promise((resolve, reject) => {
     client.fetchOauth2Token(request, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (error, response) => {
-      if (!error) return resolve(response?.accessToken ? { status: "OK", accessToken: response.accessToken } : { status: "OK without access_token" });
+      if (!error)
+        return resolve(
+          response?.accessToken
+            ? { status: "OK", accessToken: response.accessToken }
+            : { status: "OK without access_token" },
+        );
       if (typeof error.code === "number") return resolve({ status: grpc.status[error.code] ?? `code ${error.code}` });
       reject(error);
     });

@@ -7,11 +7,25 @@
 // On the bench's 2-core machine this process still competes with the servers for CPU — as it
 // does for every scenario alike. Server CPU per request (from /proc) does not depend on that
 // competition the way req/s does.
-import { grpcAuthClients, grpcIssue, percentile, runAutocannon, runClosedLoop, type AuthClient, type HttpRequestSpec, type LoadSample } from "./load.js";
+import {
+  grpcAuthClients,
+  grpcIssue,
+  percentile,
+  runAutocannon,
+  runClosedLoop,
+  type AuthClient,
+  type HttpRequestSpec,
+  type LoadSample,
+} from "./load.js";
 import { machineCpu, rssBytes, treeCpuMicros } from "./procstat.js";
 
 export type LoadJob =
-  | { readonly kind: "http"; readonly baseUrl: string; readonly variants: readonly HttpRequestSpec[]; readonly connections: number }
+  | {
+      readonly kind: "http";
+      readonly baseUrl: string;
+      readonly variants: readonly HttpRequestSpec[];
+      readonly connections: number;
+    }
   | {
       readonly kind: "grpc";
       /** host:port */
@@ -48,13 +62,15 @@ export interface LoadResult {
   readonly machineBusyPercent: number;
 }
 
-export type LoadReply = { readonly id: number; readonly result: LoadResult } | { readonly id: number; readonly error: string };
+export type LoadReply =
+  { readonly id: number; readonly result: LoadResult } | { readonly id: number; readonly error: string };
 
 const grpcClients = new Map<string, AuthClient[]>();
 const repoRoot = new URL("../", import.meta.url).pathname;
 
 function loadOnce(job: LoadJob, durationS: number, expected: ReadonlySet<string>): Promise<LoadSample> {
-  if (job.kind === "http") return runAutocannon(job.baseUrl, job.variants, { connections: job.connections, durationS, expected });
+  if (job.kind === "http")
+    return runAutocannon(job.baseUrl, job.variants, { connections: job.connections, durationS, expected });
   const key = `${job.target}/${job.channels}`;
   let clients = grpcClients.get(key);
   if (!clients) grpcClients.set(key, (clients = grpcAuthClients(repoRoot, job.target, job.channels)));
@@ -111,7 +127,11 @@ process.on("message", (message: LoadRequest | { exit: true }) => {
   }
   handle(message).then(
     (result) => process.send!({ id: message.id, result } satisfies LoadReply),
-    (error: unknown) => process.send!({ id: message.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) } satisfies LoadReply),
+    (error: unknown) =>
+      process.send!({
+        id: message.id,
+        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      } satisfies LoadReply),
   );
 });
 // The orchestrator gone (Ctrl-C, crash): nothing left to do.

@@ -37,7 +37,12 @@ export interface RoundFigures {
   readonly rssAfterBytes: number | null;
 }
 
-export function roundFigures(round: number, position: number, expected: readonly string[], r: LoadResult): RoundFigures {
+export function roundFigures(
+  round: number,
+  position: number,
+  expected: readonly string[],
+  r: LoadResult,
+): RoundFigures {
   const responses = Object.values(r.statuses).reduce((a, b) => a + b, 0);
   const ok = Object.entries(r.statuses)
     .filter(([status]) => expected.includes(status))
@@ -94,7 +99,11 @@ export function median(values: readonly number[]): number {
 }
 
 /** Median of per-round ratios a/b, pairing rounds by number. */
-function roundRatio(a: readonly RoundFigures[], b: readonly RoundFigures[], pick: (f: RoundFigures) => number | null): number {
+function roundRatio(
+  a: readonly RoundFigures[],
+  b: readonly RoundFigures[],
+  pick: (f: RoundFigures) => number | null,
+): number {
   const ratios: number[] = [];
   for (const fa of a) {
     const fb = b.find((f) => f.round === fa.round);
@@ -106,7 +115,15 @@ function roundRatio(a: readonly RoundFigures[], b: readonly RoundFigures[], pick
 }
 
 export function summarise(
-  defs: ReadonlyArray<{ key: string; title: string; kind: "service" | "baseline"; face: "REST" | "gRPC"; server: string; answered: string; expected: readonly string[] }>,
+  defs: ReadonlyArray<{
+    key: string;
+    title: string;
+    kind: "service" | "baseline";
+    face: "REST" | "gRPC";
+    server: string;
+    answered: string;
+    expected: readonly string[];
+  }>,
   figures: ReadonlyMap<string, RoundFigures[]>,
 ): ScenarioSummary[] {
   return defs.map((d) => {
@@ -200,22 +217,70 @@ export function judgeGoals(
   const read = s("authenticated-read");
   const goals: Goal[] = [];
   const atLeast = (key: string, goal: string, value: number | undefined, target: number, detail: string) =>
-    goals.push({ key, goal, value: finite(value), target: `≥ ${target}`, met: finite(value) === null ? null : value! >= target, detail });
+    goals.push({
+      key,
+      goal,
+      value: finite(value),
+      target: `≥ ${target}`,
+      met: finite(value) === null ? null : value! >= target,
+      detail,
+    });
   const atMost = (key: string, goal: string, value: number | undefined, target: number, detail: string) =>
-    goals.push({ key, goal, value: finite(value), target: `≤ ${target}`, met: finite(value) === null ? null : value! <= target, detail });
+    goals.push({
+      key,
+      goal,
+      value: finite(value),
+      target: `≤ ${target}`,
+      met: finite(value) === null ? null : value! <= target,
+      detail,
+    });
 
-  atLeast("rest-vs-oidc-provider", "REST issuance ÷ node-oidc-provider (JWT)", rest?.ratios["oidc-provider"], 2.5, "req/s, median of per-round ratios");
-  atLeast("rest-vs-minimal", "REST issuance ÷ minimal token route", rest?.ratios["minimal-token-route"], 0.8, "req/s, median of per-round ratios");
+  atLeast(
+    "rest-vs-oidc-provider",
+    "REST issuance ÷ node-oidc-provider (JWT)",
+    rest?.ratios["oidc-provider"],
+    2.5,
+    "req/s, median of per-round ratios",
+  );
+  atLeast(
+    "rest-vs-minimal",
+    "REST issuance ÷ minimal token route",
+    rest?.ratios["minimal-token-route"],
+    0.8,
+    "req/s, median of per-round ratios",
+  );
   atLeast(
     "grpc-vs-rest",
     "gRPC issuance ÷ REST issuance",
-    grpc && rest ? median(grpc.rounds.map((g) => g.okPerSecond / (rest.rounds.find((r) => r.round === g.round)?.okPerSecond ?? NaN))) : undefined,
+    grpc && rest
+      ? median(
+          grpc.rounds.map((g) => g.okPerSecond / (rest.rounds.find((r) => r.round === g.round)?.okPerSecond ?? NaN)),
+        )
+      : undefined,
     1,
     "req/s, median of per-round ratios",
   );
-  atMost("cpu-rest-vs-minimal", "server CPU per token, REST ÷ minimal token route", rest?.cpuRatios["minimal-token-route"], 1.3, "process tree utime+stime (all threads) per issued token");
-  atMost("cpu-grpc-vs-minimal", "server CPU per token, gRPC ÷ minimal token route", grpc?.cpuRatios["minimal-token-route"], 1.3, "process tree utime+stime (all threads) per issued token");
-  atLeast("read-vs-minimal", "authenticated read ÷ minimal token route", read?.ratios["minimal-token-route"], 0.5, "req/s (the minimal route's token issuance), median of per-round ratios");
+  atMost(
+    "cpu-rest-vs-minimal",
+    "server CPU per token, REST ÷ minimal token route",
+    rest?.cpuRatios["minimal-token-route"],
+    1.3,
+    "process tree utime+stime (all threads) per issued token",
+  );
+  atMost(
+    "cpu-grpc-vs-minimal",
+    "server CPU per token, gRPC ÷ minimal token route",
+    grpc?.cpuRatios["minimal-token-route"],
+    1.3,
+    "process tree utime+stime (all threads) per issued token",
+  );
+  atLeast(
+    "read-vs-minimal",
+    "authenticated read ÷ minimal token route",
+    read?.ratios["minimal-token-route"],
+    0.5,
+    "req/s (the minimal route's token issuance), median of per-round ratios",
+  );
   const p99Detail = `median over rounds, ${connections} connections${connections === 50 ? "" : " (the goal is stated at 50)"}`;
   atMost("p99-rest-issuance", "p99 latency of REST issuance (ms)", rest?.median.p99Ms, 25, p99Detail);
   atMost("p99-grpc-issuance", "p99 latency of gRPC issuance (ms)", grpc?.median.p99Ms, 25, `${p99Detail} in flight`);
@@ -227,7 +292,8 @@ export function judgeGoals(
     value: service.length ? serviceErrors : null,
     target: "= 0",
     met: service.length ? serviceErrors === 0 : null,
-    detail: service.map((x) => `${x.key} ${x.errors}`).join(", ") + `, invalidation probes ${invalidation.otherStatuses}`,
+    detail:
+      service.map((x) => `${x.key} ${x.errors}`).join(", ") + `, invalidation probes ${invalidation.otherStatuses}`,
   });
   goals.push({
     key: "invalidation-before-answer",
@@ -249,7 +315,10 @@ export function judgeGoals(
     value: finite(growth),
     target: "≤ 1.05",
     met: growth === undefined ? null : growth <= 1.05,
-    detail: rss.length >= 3 ? `RSS after each round: ${rss.map((b) => fmtMb(b)).join(", ")} MB (round 1 includes warm-up growth)` : `needs ≥ 3 rounds (this run: ${rss.length})`,
+    detail:
+      rss.length >= 3
+        ? `RSS after each round: ${rss.map((b) => fmtMb(b)).join(", ")} MB (round 1 includes warm-up growth)`
+        : `needs ≥ 3 rounds (this run: ${rss.length})`,
   });
   return goals;
 }
@@ -260,13 +329,16 @@ const finite = (n: number | undefined): number | null => (n === undefined || !Nu
 
 export const fmtRate = (n: number) => (!Number.isFinite(n) ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
 export const fmtMs = (n: number) => (!Number.isFinite(n) ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
-export const fmtRatio = (n: number | undefined | null) => (n === undefined || n === null || !Number.isFinite(n) ? "-" : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+export const fmtRatio = (n: number | undefined | null) =>
+  n === undefined || n === null || !Number.isFinite(n) ? "-" : n >= 10 ? n.toFixed(1) : n.toFixed(2);
 export const fmtMb = (b: number | null | undefined) => (b === null || b === undefined ? "-" : (b / 1048576).toFixed(0));
-const fmtSigned = (n: number | undefined) => (n === undefined ? "-" : !Number.isFinite(n) ? "never" : `${n > 0 ? "+" : ""}${n.toFixed(1)}`);
+const fmtSigned = (n: number | undefined) =>
+  n === undefined ? "-" : !Number.isFinite(n) ? "never" : `${n > 0 ? "+" : ""}${n.toFixed(1)}`;
 
 export function table(headers: string[], rows: string[][], rightAligned: ReadonlySet<number>): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
+  const line = (cells: string[]) =>
+    `| ${cells.map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
   const rule = `|${widths.map((w, i) => (rightAligned.has(i) ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`;
   return [line(headers), rule, ...rows.map(line)].join("\n");
 }
@@ -307,7 +379,13 @@ export function goalsTable(goals: readonly Goal[]): string {
     ["goal", "measured", "target", "verdict", "how"],
     goals.map((g) => [
       g.goal,
-      g.value === null ? "-" : Number.isInteger(g.value) ? String(g.value) : g.value >= 10 ? g.value.toFixed(1) : g.value.toFixed(2),
+      g.value === null
+        ? "-"
+        : Number.isInteger(g.value)
+          ? String(g.value)
+          : g.value >= 10
+            ? g.value.toFixed(1)
+            : g.value.toFixed(2),
       g.target,
       g.met === null ? "not measured" : g.met ? "met" : "NOT MET",
       g.detail,
@@ -329,5 +407,8 @@ export function invalidationLine(inv: InvalidationSummary): string {
 }
 
 export function logLine(name: string, l: LogSummary): string[] {
-  return [`${name} log: ${l.lines} lines (${(l.bytes / 1e6).toFixed(1)} MB), ${l.warn} warn, ${l.error} error/fatal`, ...l.samples.map((s) => `  ${s}`)];
+  return [
+    `${name} log: ${l.lines} lines (${(l.bytes / 1e6).toFixed(1)} MB), ${l.warn} warn, ${l.error} error/fatal`,
+    ...l.samples.map((s) => `  ${s}`),
+  ];
 }

@@ -31,7 +31,17 @@ import {
   summariseInvalidation,
   type RoundFigures,
 } from "./report.js";
-import { createBackend, repoRoot, startBaseline, startService, stopAllServers, type Backend, type LogSummary, type ServerProcess, type ServiceInstance } from "./server.js";
+import {
+  createBackend,
+  repoRoot,
+  startBaseline,
+  startService,
+  stopAllServers,
+  type Backend,
+  type LogSummary,
+  type ServerProcess,
+  type ServiceInstance,
+} from "./server.js";
 
 /** Users of the SCIM company of the scim-filtered-list scenario, and its connections. */
 const SCIM_USERS = 10_000;
@@ -165,16 +175,33 @@ function parseOptions(argv: string[]): Options {
   const quick = values.quick ?? false;
   const int = (name: string, raw: string | undefined, fallback: number, min: number, max: number) => {
     if (raw === undefined) return fallback;
-    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) usage(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max)
+      usage(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
     return Number(raw);
   };
   const logLevel = values["log-level"] ?? "info";
-  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) usage(`--log-level must be a pino level, got "${logLevel}"`);
-  const only = new Set(values.only === undefined ? ALL_SCENARIOS : values.only.split(",").map((k) => k.trim()).filter((k) => k !== ""));
-  for (const key of only) if (!(ALL_SCENARIOS as readonly string[]).includes(key)) usage(`--only: unknown scenario "${key}" (${ALL_SCENARIOS.join(", ")})`);
+  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel))
+    usage(`--log-level must be a pino level, got "${logLevel}"`);
+  const only = new Set(
+    values.only === undefined
+      ? ALL_SCENARIOS
+      : values.only
+          .split(",")
+          .map((k) => k.trim())
+          .filter((k) => k !== ""),
+  );
+  for (const key of only)
+    if (!(ALL_SCENARIOS as readonly string[]).includes(key))
+      usage(`--only: unknown scenario "${key}" (${ALL_SCENARIOS.join(", ")})`);
   // bench/results.json is the committed record of a full run: a partial or smoke run does not
   // overwrite it unless --out says so.
-  const full = !quick && values.only === undefined && values.rounds === undefined && values.duration === undefined && values.clients === undefined && !values.embedded;
+  const full =
+    !quick &&
+    values.only === undefined &&
+    values.rounds === undefined &&
+    values.duration === undefined &&
+    values.clients === undefined &&
+    !values.embedded;
   const outRaw = values.out ?? (full ? path.join(repoRoot, "bench", "results.json") : "-");
   return {
     durationS: int("duration", values.duration, quick ? 3 : 8, 1, 600),
@@ -210,7 +237,11 @@ class LoadGenerator {
   private readonly pending = new Map<number, { resolve: (r: LoadResult) => void; reject: (e: Error) => void }>();
 
   constructor() {
-    this.child = fork(path.join(repoRoot, "bench", "loadgen.ts"), [], { cwd: repoRoot, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    this.child = fork(path.join(repoRoot, "bench", "loadgen.ts"), [], {
+      cwd: repoRoot,
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
     this.child.on("message", (reply: LoadReply) => {
       const waiter = this.pending.get(reply.id);
       if (!waiter) return;
@@ -219,7 +250,8 @@ class LoadGenerator {
       else waiter.resolve(reply.result);
     });
     this.child.on("exit", (code, signal) => {
-      for (const w of this.pending.values()) w.reject(new Error(`the load generator exited with ${signal ?? `code ${code}`}`));
+      for (const w of this.pending.values())
+        w.reject(new Error(`the load generator exited with ${signal ?? `code ${code}`}`));
       this.pending.clear();
     });
   }
@@ -260,7 +292,11 @@ interface Credentials {
 }
 
 /** Verifies a JWT access token against the issuer's JWKS: EdDSA, signature, expiry. */
-async function verifyJwt(token: string, jwksUrl: string, expect: { issuer: string; audience?: string; subject: string }): Promise<string> {
+async function verifyJwt(
+  token: string,
+  jwksUrl: string,
+  expect: { issuer: string; audience?: string; subject: string },
+): Promise<string> {
   const jwks = (await request(jwksUrl)).json<JSONWebKeySet>();
   const header = decodeProtectedHeader(token);
   const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
@@ -272,13 +308,19 @@ async function verifyJwt(token: string, jwksUrl: string, expect: { issuer: strin
   return `JWT ${header.alg}${header.typ ? ` typ ${header.typ}` : ""}, verified with ${new URL(jwksUrl).pathname} (sub, iss${expect.audience ? ", aud" : ""}, exp ${payload.exp ? "ok" : "missing"})`;
 }
 
-async function operator(service: ServiceInstance, token: string, method: string, body: object): Promise<Record<string, unknown>> {
+async function operator(
+  service: ServiceInstance,
+  token: string,
+  method: string,
+  body: object,
+): Promise<Record<string, unknown>> {
   const answer = await request(`${service.operatorUrl}/travel.operator.v1.OperatorService/${method}`, {
     headers: { ...JSON_TYPE, authorization: `Bearer ${token}` },
     body: JSON.stringify(body),
     timeoutMs: 30_000,
   });
-  if (answer.status !== 200) throw new Error(`OperatorService.${method} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  if (answer.status !== 200)
+    throw new Error(`OperatorService.${method} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   return answer.json();
 }
 
@@ -297,7 +339,10 @@ async function inParallel<T>(count: number, width: number, task: (i: number) => 
 }
 
 async function issueRest(baseUrl: string, c: Credentials): Promise<string> {
-  const answer = await request(`${baseUrl}/v2/auth/oauth2-token`, { headers: FORM, body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }) });
+  const answer = await request(`${baseUrl}/v2/auth/oauth2-token`, {
+    headers: FORM,
+    body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }),
+  });
   const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
   if (!token) throw new Error(`POST /v2/auth/oauth2-token answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   return token;
@@ -306,7 +351,11 @@ async function issueRest(baseUrl: string, c: Credentials): Promise<string> {
 function gitCommit(): string {
   try {
     const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: repoRoot, encoding: "utf8" }).trim();
-    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: repoRoot, encoding: "utf8" }).trim() !== "";
+    const dirty =
+      execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], {
+        cwd: repoRoot,
+        encoding: "utf8",
+      }).trim() !== "";
     return dirty ? `${commit} (+ uncommitted changes)` : commit;
   } catch {
     return "unknown";
@@ -323,7 +372,10 @@ async function main(): Promise<number> {
     `${loadScenarioCount} load scenarios × ${options.rounds} round(s) × (${options.warmupS} s warm-up + ${options.durationS} s) ≈ ` +
       `${Math.round((loadScenarioCount * (options.rounds * (options.warmupS + options.durationS) + 2 * options.warmupS)) / 6) / 10} min of load, plus start-up and invalidation`,
   );
-  const loadAverage = os.loadavg().map((n) => n.toFixed(2)).join(" ");
+  const loadAverage = os
+    .loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ");
   const problems: string[] = [];
   const backend: Backend = createBackend(options.embedded);
   let loadgen: LoadGenerator | undefined;
@@ -339,7 +391,9 @@ async function main(): Promise<number> {
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) return;
     interrupted = true;
-    progress(`${signal}: stopping the servers, dropping schema ${backend.schema ?? "(embedded)"} and Redis keys ${backend.redisKeyPrefix}*`);
+    progress(
+      `${signal}: stopping the servers, dropping schema ${backend.schema ?? "(embedded)"} and Redis keys ${backend.redisKeyPrefix}*`,
+    );
     void cleanup().finally(() => {
       for (const p of problems) progress(`problem: ${p}`);
       process.exit(130);
@@ -358,9 +412,18 @@ async function main(): Promise<number> {
   let serviceB: ServiceInstance | undefined;
   try {
     const wants = (key: string) => options.only.has(key);
-    const wantsService = ["rest-issuance", "grpc-issuance", "authenticated-read", "introspection", "invalidation", "scim-filtered-list", "air-credits-list"].some(wants);
+    const wantsService = [
+      "rest-issuance",
+      "grpc-issuance",
+      "authenticated-read",
+      "introspection",
+      "invalidation",
+      "scim-filtered-list",
+      "air-credits-list",
+    ].some(wants);
     const wantsB = wants("invalidation") && options.invalidationReps > 0 && !options.embedded;
-    if (wants("invalidation") && options.embedded) invalidationSkipped = "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)";
+    if (wants("invalidation") && options.embedded)
+      invalidationSkipped = "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)";
     else if (wants("invalidation") && options.invalidationReps === 0) invalidationSkipped = "--invalidation 0";
     else if (!wants("invalidation")) invalidationSkipped = "not selected (--only)";
 
@@ -370,20 +433,33 @@ async function main(): Promise<number> {
       clientSecret: crypto.randomBytes(32).toString("base64url"),
     }));
     const baselineEnv = { BENCH_CLIENTS: JSON.stringify(baselineClients) };
-    progress(`starting: ${wantsService ? `service A${wantsB ? " and B" : ""} (${options.embedded ? "embedded PGlite" : `Postgres schema ${backend.schema}, Redis prefix ${backend.redisKeyPrefix}`}), ` : ""}baselines, load generator`);
+    progress(
+      `starting: ${wantsService ? `service A${wantsB ? " and B" : ""} (${options.embedded ? "embedded PGlite" : `Postgres schema ${backend.schema}, Redis prefix ${backend.redisKeyPrefix}`}), ` : ""}baselines, load generator`,
+    );
     const baselineStarts = {
-      "bare-fastify": wants("bare-fastify") || wants("rest-issuance") ? startBaseline("bare-fastify", "bare-fastify.ts", {}) : undefined,
+      "bare-fastify":
+        wants("bare-fastify") || wants("rest-issuance")
+          ? startBaseline("bare-fastify", "bare-fastify.ts", {})
+          : undefined,
       "minimal-token-route": startBaseline("minimal-token-route", "minimal-token-route.ts", baselineEnv),
-      "oidc-provider": wants("oidc-provider") || wants("rest-issuance") ? startBaseline("oidc-provider", "oidc-provider.ts", baselineEnv) : undefined,
+      "oidc-provider":
+        wants("oidc-provider") || wants("rest-issuance")
+          ? startBaseline("oidc-provider", "oidc-provider.ts", baselineEnv)
+          : undefined,
     };
     for (const p of Object.values(baselineStarts)) p?.catch(() => {}); // awaited below
     if (wantsService) {
-      serviceA = await startService(backend, { name: "service-A", logLevel: options.logLevel, cpuProfDir: options.cpuProfDir });
+      serviceA = await startService(backend, {
+        name: "service-A",
+        logLevel: options.logLevel,
+        cpuProfDir: options.cpuProfDir,
+      });
       // B after A: A has applied the migrations.
       if (wantsB) serviceB = await startService(backend, { name: "service-B", logLevel: options.logLevel });
     }
     const baselines: Partial<Record<(typeof BASELINES)[number], ServerProcess>> = {};
-    for (const [key, p] of Object.entries(baselineStarts)) if (p) baselines[key as keyof typeof baselineStarts] = await p;
+    for (const [key, p] of Object.entries(baselineStarts))
+      if (p) baselines[key as keyof typeof baselineStarts] = await p;
     loadgen = new LoadGenerator();
 
     // ---- seed the service and check every scenario's answer
@@ -391,15 +467,29 @@ async function main(): Promise<number> {
     let adminToken = "";
     if (serviceA) {
       const A = serviceA;
-      progress(`service A ${A.baseUrl} (pid ${A.pid}, database=${A.databaseKind}, redis=${A.redisKind})${serviceB ? `; B ${serviceB.baseUrl} (pid ${serviceB.pid})` : ""}`);
-      const seed = (await operator(A, backend.operatorToken, "Seed", {})) as { tmcId?: string; clientId?: string; clientSecret?: string };
-      if (!seed.tmcId || !seed.clientId || !seed.clientSecret) throw new Error(`OperatorService.Seed returned no TMC admin: ${JSON.stringify(seed)}`);
+      progress(
+        `service A ${A.baseUrl} (pid ${A.pid}, database=${A.databaseKind}, redis=${A.redisKind})${serviceB ? `; B ${serviceB.baseUrl} (pid ${serviceB.pid})` : ""}`,
+      );
+      const seed = (await operator(A, backend.operatorToken, "Seed", {})) as {
+        tmcId?: string;
+        clientId?: string;
+        clientSecret?: string;
+      };
+      if (!seed.tmcId || !seed.clientId || !seed.clientSecret)
+        throw new Error(`OperatorService.Seed returned no TMC admin: ${JSON.stringify(seed)}`);
       const admin = { clientId: seed.clientId, clientSecret: seed.clientSecret };
-      await operator(A, backend.operatorToken, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: options.clients + 10 });
+      await operator(A, backend.operatorToken, "SetTmcApiUserLimit", {
+        tmcId: seed.tmcId,
+        maxApiUsers: options.clients + 10,
+      });
       // TMC admins: their tokens may read /v2/api-users. One more for the invalidation probe.
       const created = await inParallel(options.clients + 1, 6, async () => {
-        const r = (await operator(A, backend.operatorToken, "CreateApiUser", { tmcId: seed.tmcId, role: "TMC_ADMIN" })) as { clientId?: string; clientSecret?: string };
-        if (!r.clientId || !r.clientSecret) throw new Error(`OperatorService.CreateApiUser returned ${JSON.stringify(r)}`);
+        const r = (await operator(A, backend.operatorToken, "CreateApiUser", {
+          tmcId: seed.tmcId,
+          role: "TMC_ADMIN",
+        })) as { clientId?: string; clientSecret?: string };
+        if (!r.clientId || !r.clientSecret)
+          throw new Error(`OperatorService.CreateApiUser returned ${JSON.stringify(r)}`);
         return { clientId: r.clientId, clientSecret: r.clientSecret };
       });
       victim = { ...created.pop()! };
@@ -411,7 +501,10 @@ async function main(): Promise<number> {
       const tokens = await inParallel(clients.length, 6, (i) => issueRest(A.baseUrl, clients[i]!));
       let restAnswer = "";
       for (const [i, token] of tokens.entries()) {
-        restAnswer = await verifyJwt(token, `${A.baseUrl}/.well-known/jwks.json`, { issuer, subject: clients[i]!.clientId });
+        restAnswer = await verifyJwt(token, `${A.baseUrl}/.well-known/jwks.json`, {
+          issuer,
+          subject: clients[i]!.clientId,
+        });
       }
       restAnswer = `200 access_token for each of ${clients.length} clients: ${restAnswer}`;
       const host = new URL(A.baseUrl).host;
@@ -435,9 +528,17 @@ async function main(): Promise<number> {
       }
       if (wants("grpc-issuance")) {
         const [probe] = grpcAuthClients(repoRoot, host, 1);
-        const answer = await grpcIssue(probe!, { grantType: "client_credentials", clientId: clients[0]!.clientId, clientSecret: clients[0]!.clientSecret }).finally(() => probe!.close());
-        if (answer.status !== "OK" || !answer.accessToken) throw new Error(`gRPC FetchOauth2Token answered ${answer.status}`);
-        const verified = await verifyJwt(answer.accessToken, `${A.baseUrl}/.well-known/jwks.json`, { issuer, subject: clients[0]!.clientId });
+        const answer = await grpcIssue(probe!, {
+          grantType: "client_credentials",
+          clientId: clients[0]!.clientId,
+          clientSecret: clients[0]!.clientSecret,
+        }).finally(() => probe!.close());
+        if (answer.status !== "OK" || !answer.accessToken)
+          throw new Error(`gRPC FetchOauth2Token answered ${answer.status}`);
+        const verified = await verifyJwt(answer.accessToken, `${A.baseUrl}/.well-known/jwks.json`, {
+          issuer,
+          subject: clients[0]!.clientId,
+        });
         scenarios.push({
           key: "grpc-issuance",
           title: "gRPC issuance (service)",
@@ -449,16 +550,23 @@ async function main(): Promise<number> {
             target: host,
             channels: options.grpcChannels,
             concurrency: options.connections,
-            requests: clients.map((c) => ({ grantType: "client_credentials", clientId: c.clientId, clientSecret: c.clientSecret })),
+            requests: clients.map((c) => ({
+              grantType: "client_credentials",
+              clientId: c.clientId,
+              clientSecret: c.clientSecret,
+            })),
           },
           expected: ["OK"],
           answered: `OK accessToken: ${verified}`,
         });
       }
       if (wants("authenticated-read")) {
-        const answer = await request(`${A.baseUrl}/v2/api-users?limit=10`, { headers: { authorization: `Bearer ${tokens[0]}` } });
+        const answer = await request(`${A.baseUrl}/v2/api-users?limit=10`, {
+          headers: { authorization: `Bearer ${tokens[0]}` },
+        });
         const list = answer.status === 200 ? answer.json<{ apiUsers?: unknown[]; totalCount?: number }>() : undefined;
-        if (!list || !Array.isArray(list.apiUsers) || list.apiUsers.length === 0) throw new Error(`GET /v2/api-users answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+        if (!list || !Array.isArray(list.apiUsers) || list.apiUsers.length === 0)
+          throw new Error(`GET /v2/api-users answered ${answer.status}: ${answer.text.slice(0, 300)}`);
         scenarios.push({
           key: "authenticated-read",
           title: "authenticated read (service)",
@@ -468,7 +576,11 @@ async function main(): Promise<number> {
           job: {
             kind: "http",
             baseUrl: A.baseUrl,
-            variants: tokens.map((t) => ({ method: "GET", path: "/v2/api-users?limit=10", headers: { authorization: `Bearer ${t}` } })),
+            variants: tokens.map((t) => ({
+              method: "GET",
+              path: "/v2/api-users?limit=10",
+              headers: { authorization: `Bearer ${t}` },
+            })),
             connections: options.connections,
           },
           expected: ["200"],
@@ -483,7 +595,8 @@ async function main(): Promise<number> {
           body: form({ token: tokens[i]!, client_id: c.clientId, client_secret: c.clientSecret }),
         }));
         const answer = await request(`${A.baseUrl}${variants[0]!.path}`, { headers: FORM, body: variants[0]!.body! });
-        if (answer.status !== 200 || answer.json<{ active?: boolean }>().active !== true) throw new Error(`POST /v2/auth/introspect answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+        if (answer.status !== 200 || answer.json<{ active?: boolean }>().active !== true)
+          throw new Error(`POST /v2/auth/introspect answered ${answer.status}: ${answer.text.slice(0, 300)}`);
         scenarios.push({
           key: "introspection",
           title: "introspection (service)",
@@ -496,19 +609,27 @@ async function main(): Promise<number> {
         });
       }
     }
-    if (serviceA && wants("scim-filtered-list")) scenarios.push(...(await scimScenarios(serviceA, backend.operatorToken, options.connections)));
-    if (serviceA && wants("air-credits-list")) scenarios.push(await airCreditScenario(serviceA, backend.operatorToken, options.connections));
+    if (serviceA && wants("scim-filtered-list"))
+      scenarios.push(...(await scimScenarios(serviceA, backend.operatorToken, options.connections)));
+    if (serviceA && wants("air-credits-list"))
+      scenarios.push(await airCreditScenario(serviceA, backend.operatorToken, options.connections));
     const bare = baselines["bare-fastify"];
     if (bare) {
       const answer = await request(`${bare.baseUrl}/`);
-      if (answer.status !== 200 || answer.json<{ hello?: string }>().hello !== "world") throw new Error(`bare Fastify answered ${answer.status} ${answer.text}`);
+      if (answer.status !== 200 || answer.json<{ hello?: string }>().hello !== "world")
+        throw new Error(`bare Fastify answered ${answer.status} ${answer.text}`);
       scenarios.push({
         key: "bare-fastify",
         title: "bare Fastify route (baseline)",
         kind: "baseline",
         face: "REST",
         server: bare,
-        job: { kind: "http", baseUrl: bare.baseUrl, variants: [{ method: "GET", path: "/" }], connections: options.connections },
+        job: {
+          kind: "http",
+          baseUrl: bare.baseUrl,
+          variants: [{ method: "GET", path: "/" }],
+          connections: options.connections,
+        },
         expected: ["200"],
         answered: '200 {"hello":"world"}',
       });
@@ -517,13 +638,23 @@ async function main(): Promise<number> {
       const server = baselines[key];
       if (!server) continue;
       const c = baselineClients[0]!;
-      const answer = await request(`${server.baseUrl}/token`, { headers: FORM, body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }) });
+      const answer = await request(`${server.baseUrl}/token`, {
+        headers: FORM,
+        body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }),
+      });
       const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
       if (!token) throw new Error(`${key} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
       const verified =
         key === "oidc-provider"
-          ? await verifyJwt(token, `${server.baseUrl}/jwks`, { issuer: "http://oidc-provider.bench.invalid", audience: "urn:bench:api", subject: c.clientId })
-          : await verifyJwt(token, `${server.baseUrl}/jwks`, { issuer: "http://minimal-token-route.bench.invalid", subject: c.clientId });
+          ? await verifyJwt(token, `${server.baseUrl}/jwks`, {
+              issuer: "http://oidc-provider.bench.invalid",
+              audience: "urn:bench:api",
+              subject: c.clientId,
+            })
+          : await verifyJwt(token, `${server.baseUrl}/jwks`, {
+              issuer: "http://minimal-token-route.bench.invalid",
+              subject: c.clientId,
+            });
       if (!wants(key)) continue; // started only as a reference for the checks and ratios
       scenarios.push({
         key,
@@ -534,7 +665,12 @@ async function main(): Promise<number> {
         job: {
           kind: "http",
           baseUrl: server.baseUrl,
-          variants: baselineClients.map((bc) => ({ method: "POST", path: "/token", headers: FORM, body: form({ grant_type: "client_credentials", client_id: bc.clientId, client_secret: bc.clientSecret }) })),
+          variants: baselineClients.map((bc) => ({
+            method: "POST",
+            path: "/token",
+            headers: FORM,
+            body: form({ grant_type: "client_credentials", client_id: bc.clientId, client_secret: bc.clientSecret }),
+          })),
           connections: options.connections,
         },
         expected: ["200"],
@@ -549,13 +685,21 @@ async function main(): Promise<number> {
     for (let round = 0; round < options.rounds; round++) {
       const shift = n ? (round * Math.ceil(n / options.rounds)) % n : 0;
       const order = [...scenarios.slice(shift), ...scenarios.slice(0, shift)];
-      progress(`round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB ? ", invalidation" : ""}`);
+      progress(
+        `round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB ? ", invalidation" : ""}`,
+      );
       for (const [position, s] of order.entries()) {
-        const died = s.server.exitReason() ?? (serviceB?.exitReason());
+        const died = s.server.exitReason() ?? serviceB?.exitReason();
         if (died) throw new Error(`${died} (at ${new Date().toISOString()})\n${s.server.stderr()}`);
         // Round 1 warms up 3× longer: the first load a process sees also compiles its hot code.
         const warmupS = options.warmupS * (round === 0 && !options.quick ? 3 : 1);
-        const result = await loadgen.run({ job: s.job, warmupS, durationS: options.durationS, expected: s.expected, serverPid: s.server.pid });
+        const result = await loadgen.run({
+          job: s.job,
+          warmupS,
+          durationS: options.durationS,
+          expected: s.expected,
+          serverPid: s.server.pid,
+        });
         const f = roundFigures(round, position, s.expected, result);
         const list = figures.get(s.key) ?? [];
         list.push(f);
@@ -568,7 +712,10 @@ async function main(): Promise<number> {
       }
       if (serviceA && serviceB && victim) {
         const reps = Math.min(perRound, options.invalidationReps - invalidationSamples.length);
-        for (let i = 0; i < reps; i++) invalidationSamples.push(await measureInvalidationOnce(serviceA.baseUrl, serviceB.baseUrl, adminToken, victim));
+        for (let i = 0; i < reps; i++)
+          invalidationSamples.push(
+            await measureInvalidationOnce(serviceA.baseUrl, serviceB.baseUrl, adminToken, victim),
+          );
         const mine = invalidationSamples.slice(-reps);
         if (reps > 0) {
           progress(
@@ -583,18 +730,33 @@ async function main(): Promise<number> {
     problems.push(`bench aborted: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
   } finally {
     // Read the logs before teardown deletes them.
-    for (const s of [serviceA, serviceB]) if (s) logs.push([s.name, await s.logSummary().catch(() => ({ bytes: 0, lines: 0, warn: 0, error: 0, samples: [] }))]);
+    for (const s of [serviceA, serviceB])
+      if (s)
+        logs.push([s.name, await s.logSummary().catch(() => ({ bytes: 0, lines: 0, warn: 0, error: 0, samples: [] }))]);
     await cleanup();
   }
   if (interrupted) return 130;
 
   // ---- report
   const summaries = summarise(
-    scenarios.map((s) => ({ key: s.key, title: s.title, kind: s.kind, face: s.face, server: s.server.name, answered: s.answered, expected: s.expected })),
+    scenarios.map((s) => ({
+      key: s.key,
+      title: s.title,
+      kind: s.kind,
+      face: s.face,
+      server: s.server.name,
+      answered: s.answered,
+      expected: s.expected,
+    })),
     figures,
   );
   const invalidation = summariseInvalidation(invalidationSamples, invalidationSkipped);
-  const goals = judgeGoals(summaries, invalidation, { rssAfterRoundBytes: rssAfterRound.filter(Number.isFinite) }, options.connections);
+  const goals = judgeGoals(
+    summaries,
+    invalidation,
+    { rssAfterRoundBytes: rssAfterRound.filter(Number.isFinite) },
+    options.connections,
+  );
   const cpus = os.cpus();
   const results = {
     service: "auth-api-user-service",
@@ -608,7 +770,10 @@ async function main(): Promise<number> {
       node: process.version,
       platform: `${os.platform()} ${os.release()}`,
       loadAverageAtStart: loadAverage,
-      loadAverageAtEnd: os.loadavg().map((n) => n.toFixed(2)).join(" "),
+      loadAverageAtEnd: os
+        .loadavg()
+        .map((n) => n.toFixed(2))
+        .join(" "),
     },
     options: {
       durationS: options.durationS,
@@ -620,7 +785,9 @@ async function main(): Promise<number> {
       invalidationRepetitions: options.invalidationReps,
       scenarios: [...options.only],
       logLevel: options.logLevel,
-      backend: options.embedded ? "embedded PGlite + in-process Redis stand-in" : "Postgres + Redis (fresh schema and key prefix)",
+      backend: options.embedded
+        ? "embedded PGlite + in-process Redis stand-in"
+        : "Postgres + Redis (fresh schema and key prefix)",
       quick: options.quick,
     },
     setup: {
@@ -670,28 +837,54 @@ async function main(): Promise<number> {
  * filter matching 10 users, each with request variants spread over the company.
  */
 async function scimScenarios(A: ServiceInstance, operatorToken: string, connections: number): Promise<LoadScenario[]> {
-  const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "SCIM bench TMC", maxApiUsers: 10 })) as { tmcId?: string };
-  const company = (await operator(A, operatorToken, "CreateCompany", { tmcId: tmc.tmcId, name: "SCIM bench company" })) as { orgId?: string };
-  const scimUser = (await operator(A, operatorToken, "CreateApiUser", { tmcId: tmc.tmcId, orgId: company.orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })) as { scimToken?: string };
-  if (!scimUser.scimToken) throw new Error(`OperatorService.CreateApiUser (SCIM_TOKEN) returned ${JSON.stringify(scimUser)}`);
+  const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "SCIM bench TMC", maxApiUsers: 10 })) as {
+    tmcId?: string;
+  };
+  const company = (await operator(A, operatorToken, "CreateCompany", {
+    tmcId: tmc.tmcId,
+    name: "SCIM bench company",
+  })) as { orgId?: string };
+  const scimUser = (await operator(A, operatorToken, "CreateApiUser", {
+    tmcId: tmc.tmcId,
+    orgId: company.orgId,
+    role: "COMPANY_ADMIN",
+    credentialType: "SCIM_TOKEN",
+  })) as { scimToken?: string };
+  if (!scimUser.scimToken)
+    throw new Error(`OperatorService.CreateApiUser (SCIM_TOKEN) returned ${JSON.stringify(scimUser)}`);
   const headers = { authorization: `Bearer ${scimUser.scimToken}`, "content-type": "application/scim+json" };
   const userName = (i: number) => `u${String(i).padStart(5, "0")}@scim-bench.example`;
   const started = Date.now();
   await inParallel(SCIM_USERS, 16, async (i) => {
-    const body = JSON.stringify({ schemas: ["urn:ietf:params:scim:schemas:core:2.0:User"], userName: userName(i), name: { givenName: `Given${i}`, familyName: `Family${i}` }, externalId: `ext-${i}`, active: true });
+    const body = JSON.stringify({
+      schemas: ["urn:ietf:params:scim:schemas:core:2.0:User"],
+      userName: userName(i),
+      name: { givenName: `Given${i}`, familyName: `Family${i}` },
+      externalId: `ext-${i}`,
+      active: true,
+    });
     const answer = await request(`${A.baseUrl}/v2/scim/v2/Users`, { headers, body });
     if (answer.status !== 201) throw new Error(`SCIM create answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   });
   progress(`seeded: a company with ${SCIM_USERS} users over SCIM in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const get = { authorization: headers.authorization };
   const path = (filter: string) => `/v2/scim/v2/Users?filter=${encodeURIComponent(filter)}`;
-  const eqVariants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({ method: "GET", path: path(`userName eq "${userName((k * 49) % SCIM_USERS)}"`), headers: get }));
+  const eqVariants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({
+    method: "GET",
+    path: path(`userName eq "${userName((k * 49) % SCIM_USERS)}"`),
+    headers: get,
+  }));
   // "u0123" matches u01230 … u01239: 10 users.
-  const swVariants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({ method: "GET", path: path(`userName sw "u${String((k * 7) % 1000).padStart(4, "0")}"`), headers: get }));
+  const swVariants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({
+    method: "GET",
+    path: path(`userName sw "u${String((k * 7) % 1000).padStart(4, "0")}"`),
+    headers: get,
+  }));
   const check = async (variant: HttpRequestSpec, expected: number) => {
     const answer = await request(`${A.baseUrl}${variant.path}`, { headers: get });
     const list = answer.status === 200 ? answer.json<{ totalResults?: number; Resources?: unknown[] }>() : undefined;
-    if (list?.totalResults !== expected || list.Resources?.length !== expected) throw new Error(`GET ${variant.path} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+    if (list?.totalResults !== expected || list.Resources?.length !== expected)
+      throw new Error(`GET ${variant.path} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
     return `200 ListResponse with ${expected} of ${SCIM_USERS} users`;
   };
   const scimConnections = Math.min(connections, SCIM_CONNECTIONS);
@@ -724,11 +917,24 @@ async function scimScenarios(A: ServiceInstance, operatorToken: string, connecti
  * a time through OperatorService.ImportAirCredits, 3 requests in flight: each request is one
  * transaction and must fit BODY_LIMIT_BYTES), then filtered list pages read by a TMC admin.
  */
-async function airCreditScenario(A: ServiceInstance, operatorToken: string, connections: number): Promise<LoadScenario> {
-  const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "Air-credit bench TMC", maxApiUsers: 10 })) as { tmcId?: string };
-  const company = (await operator(A, operatorToken, "CreateCompany", { tmcId: tmc.tmcId, name: "Air-credit bench company" })) as { orgId?: string };
-  const admin = (await operator(A, operatorToken, "CreateApiUser", { tmcId: tmc.tmcId, role: "TMC_ADMIN" })) as { clientId?: string; clientSecret?: string };
-  if (!company.orgId || !admin.clientId || !admin.clientSecret) throw new Error("air-credits-list: could not create its tenant");
+async function airCreditScenario(
+  A: ServiceInstance,
+  operatorToken: string,
+  connections: number,
+): Promise<LoadScenario> {
+  const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "Air-credit bench TMC", maxApiUsers: 10 })) as {
+    tmcId?: string;
+  };
+  const company = (await operator(A, operatorToken, "CreateCompany", {
+    tmcId: tmc.tmcId,
+    name: "Air-credit bench company",
+  })) as { orgId?: string };
+  const admin = (await operator(A, operatorToken, "CreateApiUser", { tmcId: tmc.tmcId, role: "TMC_ADMIN" })) as {
+    clientId?: string;
+    clientSecret?: string;
+  };
+  if (!company.orgId || !admin.clientId || !admin.clientSecret)
+    throw new Error("air-credits-list: could not create its tenant");
   const airlines = ["AA", "UA", "DL", "BA", "LH", "AF", "AC", "WN"];
   const sources = ["SABRE", "AMADEUS", "NDC", "TRAVEL_FUSION"];
   const accesses = ["CARD_ACCESS_CENTRAL", "CARD_ACCESS_PERSONAL", "CARD_ACCESS_CORPORATE"];
@@ -752,7 +958,10 @@ async function airCreditScenario(A: ServiceInstance, operatorToken: string, conn
   const started = Date.now();
   const batches = Math.ceil(AIR_CREDITS / AIR_CREDITS_PER_IMPORT);
   await inParallel(batches, 3, async (b) => {
-    const credits = Array.from({ length: Math.min(AIR_CREDITS_PER_IMPORT, AIR_CREDITS - b * AIR_CREDITS_PER_IMPORT) }, (_, k) => credit(b * AIR_CREDITS_PER_IMPORT + k));
+    const credits = Array.from(
+      { length: Math.min(AIR_CREDITS_PER_IMPORT, AIR_CREDITS - b * AIR_CREDITS_PER_IMPORT) },
+      (_, k) => credit(b * AIR_CREDITS_PER_IMPORT + k),
+    );
     // An import is one transaction: on 503 (the database busy past its timeout) nothing was written, so retry.
     for (let attempt = 1; ; attempt++) {
       try {
@@ -767,7 +976,9 @@ async function airCreditScenario(A: ServiceInstance, operatorToken: string, conn
   // would have by then (the concurrent imports' attempts may have timed out).
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   await operator(A, operatorToken, "ImportAirCredits", { companyId: company.orgId, credits: [credit(0)] });
-  progress(`seeded: a company with ${AIR_CREDITS} air credits through ImportAirCredits in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  progress(
+    `seeded: a company with ${AIR_CREDITS} air credits through ImportAirCredits in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
   const token = await issueRest(A.baseUrl, { clientId: admin.clientId, clientSecret: admin.clientSecret });
   const headers = { ...JSON_TYPE, authorization: `Bearer ${token}` };
   const variants: HttpRequestSpec[] = Array.from({ length: 200 }, (_, k) => ({
@@ -779,15 +990,33 @@ async function airCreditScenario(A: ServiceInstance, operatorToken: string, conn
       offset: (k % 3) * 100,
       companyCreditFilter: {
         selectedAirlines: [airlines[k % 7], airlines[(k + 3) % 7]],
-        expiryDateRange: { expiryDateStart: { iso8601: dayAt(k % 300) }, expiryDateEnd: { iso8601: dayAt((k % 300) + 180) } },
-        pccs: [`P${String(k % 20).padStart(2, "0")}`, `P${String((k + 5) % 20).padStart(2, "0")}`, `P${String((k + 10) % 20).padStart(2, "0")}`],
+        expiryDateRange: {
+          expiryDateStart: { iso8601: dayAt(k % 300) },
+          expiryDateEnd: { iso8601: dayAt((k % 300) + 180) },
+        },
+        pccs: [
+          `P${String(k % 20).padStart(2, "0")}`,
+          `P${String((k + 5) % 20).padStart(2, "0")}`,
+          `P${String((k + 10) % 20).padStart(2, "0")}`,
+        ],
       },
     }),
   }));
   const probe = variants[0]!;
   const answer = await request(`${A.baseUrl}${probe.path}`, { headers, body: probe.body! });
-  const page = answer.status === 200 ? answer.json<{ unusedCreditInfos?: unknown[]; paginationParams?: { totalRecords?: number }; companyTransferablePccs?: unknown[] }>() : undefined;
-  if (!page?.unusedCreditInfos?.length || !page.paginationParams?.totalRecords || page.companyTransferablePccs?.length !== 20) {
+  const page =
+    answer.status === 200
+      ? answer.json<{
+          unusedCreditInfos?: unknown[];
+          paginationParams?: { totalRecords?: number };
+          companyTransferablePccs?: unknown[];
+        }>()
+      : undefined;
+  if (
+    !page?.unusedCreditInfos?.length ||
+    !page.paginationParams?.totalRecords ||
+    page.companyTransferablePccs?.length !== 20
+  ) {
     throw new Error(`air-credits-list: the list answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   }
   return {

@@ -114,7 +114,8 @@ export function createBackend(embedded: boolean): Backend {
         try {
           await redis.connect();
           const keys: string[] = [];
-          for await (const batch of redis.scanIterator({ MATCH: `${redisKeyPrefix}*`, COUNT: 1000 })) keys.push(...batch);
+          for await (const batch of redis.scanIterator({ MATCH: `${redisKeyPrefix}*`, COUNT: 1000 }))
+            keys.push(...batch);
           for (let i = 0; i < keys.length; i += 500) await redis.del(keys.slice(i, i + 500));
         } catch (error) {
           problems.push(`could not delete Redis keys ${redisKeyPrefix}*: ${(error as Error).message}`);
@@ -125,7 +126,15 @@ export function createBackend(embedded: boolean): Backend {
       fs.rmSync(tmpDir, { recursive: true, force: true });
       return problems;
     })());
-  return { kind: embedded ? "embedded" : "postgres", schema, redisKeyPrefix, operatorToken, tmpDir, serviceEnv, teardown };
+  return {
+    kind: embedded ? "embedded" : "postgres",
+    schema,
+    redisKeyPrefix,
+    operatorToken,
+    tmpDir,
+    serviceEnv,
+    teardown,
+  };
 }
 
 // ---- child processes -----------------------------------------------------------------------
@@ -153,7 +162,11 @@ function spawnChild(
   stdout: "pipe" | number,
   nodeArgs: string[] = [],
 ): { child: ChildProcess; exitReason: () => string | undefined; stderr: () => string; stop: () => Promise<void> } {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", script], { cwd: repoRoot, env, stdio: ["ignore", stdout, "pipe"] });
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", script], {
+    cwd: repoRoot,
+    env,
+    stdio: ["ignore", stdout, "pipe"],
+  });
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
     stderr = (stderr + chunk).slice(-8_000);
@@ -180,7 +193,12 @@ function spawnChild(
 
 /** A baseline server (bench/baselines/<file>): waits for its {"listening": url} line on stdout. */
 export async function startBaseline(name: string, file: string, env: Record<string, string>): Promise<ServerProcess> {
-  const { child, exitReason, stderr, stop } = spawnChild(name, path.join("bench", "baselines", file), childEnv(env), "pipe");
+  const { child, exitReason, stderr, stop } = spawnChild(
+    name,
+    path.join("bench", "baselines", file),
+    childEnv(env),
+    "pipe",
+  );
   const proc = { name, pid: child.pid!, baseUrl: "", exitReason, stderr, stop };
   children.add(proc);
   const baseUrl = await new Promise<string>((resolve, reject) => {
@@ -265,7 +283,9 @@ export async function startService(
     await new Promise((r) => setTimeout(r, 50));
   }
   const baseUrl = String(listening.address);
-  const adminAddress = [listening.adminAddress, listening.admin].find((v): v is string => typeof v === "string" && v.startsWith("http"));
+  const adminAddress = [listening.adminAddress, listening.admin].find(
+    (v): v is string => typeof v === "string" && v.startsWith("http"),
+  );
 
   return {
     name: options.name,

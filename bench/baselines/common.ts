@@ -20,7 +20,10 @@ export function benchClients(): BenchClient[] {
 }
 
 /** Prints the address line the bench waits for, and closes the server on SIGTERM/SIGINT. */
-export function announce(server: Server, close: () => Promise<void> = () => new Promise((r) => server.close(() => r()))): void {
+export function announce(
+  server: Server,
+  close: () => Promise<void> = () => new Promise((r) => server.close(() => r())),
+): void {
   const { port } = server.address() as AddressInfo;
   process.stdout.write(`${JSON.stringify({ listening: `http://127.0.0.1:${port}` })}\n`);
   let closing = false;

@@ -46,7 +46,9 @@ const provider = new Provider(ISSUER, {
   },
 });
 // Errors the provider answers (e.g. a bad client) are not logged: the bench counts statuses.
-provider.on("server_error", (_ctx: unknown, error: Error) => process.stderr.write(`oidc-provider server_error: ${error.stack ?? error.message}\n`));
+provider.on("server_error", (_ctx: unknown, error: Error) =>
+  process.stderr.write(`oidc-provider server_error: ${error.stack ?? error.message}\n`),
+);
 
 const server = http.createServer(provider.callback());
 server.keepAliveTimeout = 60_000;

@@ -19,7 +19,9 @@ export function startBackgroundJobs(jobs: readonly BackgroundJob[], logger: Logg
       if (running) return;
       running = job
         .run()
-        .catch((err: unknown) => logger.warn({ err: { message: (err as Error).message }, job: job.name }, `${job.name} failed`))
+        .catch((err: unknown) =>
+          logger.warn({ err: { message: (err as Error).message }, job: job.name }, `${job.name} failed`),
+        )
         .finally(() => {
           inFlight.delete(running!);
           running = undefined;

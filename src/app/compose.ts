@@ -55,7 +55,12 @@ export interface Service {
   /** In-process transport to every RPC, through the same interceptors as the network face. */
   readonly transport: Transport;
   /** What the instance runs on and where its generated secrets are kept, for the start log (never the secrets). */
-  readonly about: { readonly database: string; readonly redis: string; readonly masterKey: string; readonly operatorToken: string };
+  readonly about: {
+    readonly database: string;
+    readonly redis: string;
+    readonly masterKey: string;
+    readonly operatorToken: string;
+  };
   /** Opens the admin port (when configured), then the public one; resolves with the public address. */
   listen(): Promise<string>;
   /** Where the admin listener listens (e.g. http://127.0.0.1:9090) once `listen` resolved; undefined without one. */
@@ -99,7 +104,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
     });
     lifecycle.started("database", () => database.close());
     if (tracing) {
-      for (const db of new Set([database.db, database.jobsDb])) traceQueries(db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+      for (const db of new Set([database.db, database.jobsDb]))
+        traceQueries(db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
     }
     if (!options.skipMigrations) await database.migrate();
     const shared = openSharedState(
@@ -138,7 +144,19 @@ export async function createService(config: Config, options: ServiceOptions = {}
           logger,
         )
       : new LocalChangeFeed();
-    const domain = createDomainServices({ config, uow, jobsUow, repositories, shared, changeFeed, keys, operatorToken: secrets.operatorToken, logger, metrics, clock });
+    const domain = createDomainServices({
+      config,
+      uow,
+      jobsUow,
+      repositories,
+      shared,
+      changeFeed,
+      keys,
+      operatorToken: secrets.operatorToken,
+      logger,
+      metrics,
+      clock,
+    });
     // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
     if (!options.skipMigrations) {
       await domain.signingKeys.start();
@@ -148,9 +166,21 @@ export async function createService(config: Config, options: ServiceOptions = {}
     lifecycle.started("audit log", () => domain.auditLog.close());
     const jobs = startBackgroundJobs(
       [
-        { name: "signing key reload", intervalMs: config.jobs.signingKeyReloadIntervalMs, run: () => domain.signingKeys.reload() },
-        { name: "credential reconcile", intervalMs: config.jobs.credentialReconcileIntervalMs, run: () => domain.generations.reconcile() },
-        { name: "credential log prune", intervalMs: config.jobs.credentialLogPruneIntervalMs, run: () => domain.generations.pruneLog() },
+        {
+          name: "signing key reload",
+          intervalMs: config.jobs.signingKeyReloadIntervalMs,
+          run: () => domain.signingKeys.reload(),
+        },
+        {
+          name: "credential reconcile",
+          intervalMs: config.jobs.credentialReconcileIntervalMs,
+          run: () => domain.generations.reconcile(),
+        },
+        {
+          name: "credential log prune",
+          intervalMs: config.jobs.credentialLogPruneIntervalMs,
+          run: () => domain.generations.pruneLog(),
+        },
         { name: "audit flush", intervalMs: config.jobs.auditFlushIntervalMs, run: () => domain.auditLog.flush() },
       ],
       logger,
@@ -160,23 +190,39 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
     // With an admin port, OperatorService is reported (and served) there only.
     const healthOf = (services: readonly string[]) =>
-      createHealthService(async () => (await readiness()).database === "up", { services, pollIntervalMs: config.jobs.healthWatchIntervalMs });
+      createHealthService(async () => (await readiness()).database === "up", {
+        services,
+        pollIntervalMs: config.jobs.healthWatchIntervalMs,
+      });
     const servedPublicly = contractServices.filter((s) => !http.admin || s !== OperatorService);
     const health = healthOf(servedPublicly.map((s) => s.typeName));
     const adminHealth = http.admin ? healthOf([OperatorService.typeName]) : undefined;
     const classifyError = (error: unknown) => {
       switch (databaseFailureOf(error)) {
         case "unavailable":
-          return new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", { cause: error, retryAfterSeconds: 1 });
+          return new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", {
+            cause: error,
+            retryAfterSeconds: 1,
+          });
         case "contended":
-          return new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", { cause: error, retryAfterSeconds: 1 });
+          return new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", {
+            cause: error,
+            retryAfterSeconds: 1,
+          });
         default:
           return undefined;
       }
     };
     const rpc = createRpcCore(
       { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
-      { logger, metrics, classifyError, deadlineMs: http.requestDeadlineMs, tracer: tracing?.tracer, principalBudget: config.principalBudget },
+      {
+        logger,
+        metrics,
+        classifyError,
+        deadlineMs: http.requestDeadlineMs,
+        tracer: tracing?.tracer,
+        principalBudget: config.principalBudget,
+      },
       { health, admin: adminHealth && { health: adminHealth } },
     );
     const app = await createHttpApp(
@@ -216,7 +262,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
       about: { database: database.kind, redis: shared.kind, ...secrets.sources },
       async listen() {
         // The admin port first: a deployment whose admin port cannot open never serves the public one.
-        if (adminApp && http.admin) adminAddress = await adminApp.listen({ host: http.admin.host, port: http.admin.port });
+        if (adminApp && http.admin)
+          adminAddress = await adminApp.listen({ host: http.admin.host, port: http.admin.port });
         const address = await app.listen({ host: http.host, port: http.port });
         warnWithoutTrustedProxies(app.log, http);
         return address;
@@ -243,7 +290,9 @@ export async function createService(config: Config, options: ServiceOptions = {}
  */
 function warnWithoutTrustedProxies(log: { warn(object: object, message: string): void }, http: Config["http"]): void {
   if (http.trustedProxies.length > 0) return;
-  const exposed = [http.host, http.admin?.host].filter((host): host is string => host !== undefined && !isLoopbackHost(host));
+  const exposed = [http.host, http.admin?.host].filter(
+    (host): host is string => host !== undefined && !isLoopbackHost(host),
+  );
   if (exposed.length === 0) return;
   log.warn(
     { hosts: exposed, setting: "TRUSTED_PROXIES" },

@@ -56,7 +56,19 @@ export interface DomainInputs {
 }
 
 /** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
-export function createDomainServices({ config, uow, jobsUow, repositories: repos, shared, changeFeed, keys, operatorToken, logger, metrics, clock }: DomainInputs) {
+export function createDomainServices({
+  config,
+  uow,
+  jobsUow,
+  repositories: repos,
+  shared,
+  changeFeed,
+  keys,
+  operatorToken,
+  logger,
+  metrics,
+  clock,
+}: DomainInputs) {
   const { tokens } = config;
   const maxTokenLifetimeSeconds = Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
   // Keys are read at start, on a timer and on an unknown kid, never per request: the jobs' connections.
@@ -65,42 +77,112 @@ export function createDomainServices({ config, uow, jobsUow, repositories: repos
     repos.signingKeys,
     changeFeed,
     keys.signingKeyEncryptionKey,
-    { prepublishSeconds: tokens.signingKeyPrepublishSeconds, maxTokenLifetimeSeconds, unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs },
+    {
+      prepublishSeconds: tokens.signingKeyPrepublishSeconds,
+      maxTokenLifetimeSeconds,
+      unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs,
+    },
     clock,
   );
   const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);
-  const generations = new CredentialGenerations(uow, credentialStates, repos.credentialChanges, shared.generationCache, changeFeed, logger, metrics.redisFallbacks, clock, {
-    // A cached API-user state lives at most the cache's TTL; a revoked token's must be
-    // republishable (after Redis lost it) for as long as the token could be presented.
-    logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds) + 60,
-    reconcileBatch: 1000,
-    backgroundUow: jobsUow,
-  });
+  const generations = new CredentialGenerations(
+    uow,
+    credentialStates,
+    repos.credentialChanges,
+    shared.generationCache,
+    changeFeed,
+    logger,
+    metrics.redisFallbacks,
+    clock,
+    {
+      // A cached API-user state lives at most the cache's TTL; a revoked token's must be
+      // republishable (after Redis lost it) for as long as the token could be presented.
+      logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds) + 60,
+      reconcileBatch: 1000,
+      backgroundUow: jobsUow,
+    },
+  );
   const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
-  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, {
-    timeoutMs: tokens.jwksFetchTimeoutMs,
-    cooldownMs: tokens.jwksCooldownMs,
-    cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
-  }, tokens.externalTokenMaxLifetimeSeconds);
-  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, repos.apiUsers, { ...tokens, pepper: keys.secretPepper }, clock);
+  const trustedIssuers = new TrustedIssuers(
+    uow,
+    repos.tenants,
+    repos.trustedIssuers,
+    clock,
+    {
+      timeoutMs: tokens.jwksFetchTimeoutMs,
+      cooldownMs: tokens.jwksCooldownMs,
+      cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
+    },
+    tokens.externalTokenMaxLifetimeSeconds,
+  );
+  const tokenService = new TokenService(
+    uow,
+    accessTokens,
+    trustedIssuers,
+    repos.tenants,
+    repos.refreshTokens,
+    repos.apiUsers,
+    { ...tokens, pepper: keys.secretPepper },
+    clock,
+  );
   // Buffered events are written off the request path, by the audit flush job.
-  const auditLog = new AuditLog(jobsUow, repos.audit, logger, { written: metrics.auditWritten, writeFailures: metrics.auditWriteFailures, dropped: metrics.auditDropped, rejected: metrics.auditRejected }, clock, {
-    ...config.audit,
-    closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
-  });
+  const auditLog = new AuditLog(
+    jobsUow,
+    repos.audit,
+    logger,
+    {
+      written: metrics.auditWritten,
+      writeFailures: metrics.auditWriteFailures,
+      dropped: metrics.auditDropped,
+      rejected: metrics.auditRejected,
+    },
+    clock,
+    {
+      ...config.audit,
+      closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
+    },
+  );
   const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters, shared.admission);
   const tenants = new TenantService(uow, repos.tenants);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
-  const apiUserAdmin = new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock);
+  const apiUserAdmin = new ApiUserAdmin(
+    uow,
+    repos.apiUsers,
+    repos.refreshTokens,
+    repos.audit,
+    provisioning,
+    generations,
+    keys,
+    clock,
+  );
   return {
     signingKeys,
     generations,
     auditLog,
     limiter,
-    tokenEndpoint: new TokenEndpoint(limiter, new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE)), tokenService, auditLog, {
-      revocation: new TokenRevocation(uow, accessTokens, repos.refreshTokens, repos.revokedTokens, generations, keys.secretPepper, clock),
-      admissions: metrics.tokenAdmissions,
-    }),
+    tokenEndpoint: new TokenEndpoint(
+      limiter,
+      new ClientAuthenticator(
+        uow,
+        repos.apiUsers,
+        keys.secretPepper,
+        new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE),
+      ),
+      tokenService,
+      auditLog,
+      {
+        revocation: new TokenRevocation(
+          uow,
+          accessTokens,
+          repos.refreshTokens,
+          repos.revokedTokens,
+          generations,
+          keys.secretPepper,
+          clock,
+        ),
+        admissions: metrics.tokenAdmissions,
+      },
+    ),
     apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
     scimUsers: new ScimUsers(uow, repos.scimUsers, repos.audit, `${tokens.issuer.replace(/\/+$/, "")}/v2/scim/v2`),

@@ -9,7 +9,11 @@ export type DependencyStatus = "up" | "degraded" | "down";
  * "degraded" (Postgres answers credential checks and rate limits are per instance), which must
  * not take the instance out of a load balancer.
  */
-export function readinessOf(database: Database, shared: SharedState, timeoutMs: number): () => Promise<Record<string, DependencyStatus>> {
+export function readinessOf(
+  database: Database,
+  shared: SharedState,
+  timeoutMs: number,
+): () => Promise<Record<string, DependencyStatus>> {
   const check = async (): Promise<Record<string, DependencyStatus>> => {
     const [databaseUp, redis] = await Promise.all([
       within(database.ping(), timeoutMs, false),

@@ -94,7 +94,12 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     required: [],
     integers: ["limit", "offset"],
   },
-  "tmc get": { rpc: "getTmc", description: "show one TMC with its limit and active API-user count", options: { "tmc-id": TMC_ID }, required: ["tmc-id"] },
+  "tmc get": {
+    rpc: "getTmc",
+    description: "show one TMC with its limit and active API-user count",
+    options: { "tmc-id": TMC_ID },
+    required: ["tmc-id"],
+  },
   "company create": {
     rpc: "createCompany",
     description: "create a company (organization) under a TMC",
@@ -157,11 +162,22 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   "keys rotate": {
     rpc: "rotateSigningKey",
-    description: "publish a new signing key; every instance signs with it after SIGNING_KEY_PREPUBLISH_SECONDS (the current one keeps verifying its tokens)",
-    options: { now: { type: "boolean", help: "emergency (compromised key): sign with the new key at once and withdraw every other key at once" } },
+    description:
+      "publish a new signing key; every instance signs with it after SIGNING_KEY_PREPUBLISH_SECONDS (the current one keeps verifying its tokens)",
+    options: {
+      now: {
+        type: "boolean",
+        help: "emergency (compromised key): sign with the new key at once and withdraw every other key at once",
+      },
+    },
     required: [],
   },
-  "keys list": { rpc: "listSigningKeys", description: "list the published signing keys with their state (NEXT, ACTIVE, RETIRED) and instants", options: {}, required: [] },
+  "keys list": {
+    rpc: "listSigningKeys",
+    description: "list the published signing keys with their state (NEXT, ACTIVE, RETIRED) and instants",
+    options: {},
+    required: [],
+  },
   "trusted-issuer add": {
     rpc: "addTrustedIssuer",
     description: "trust an identity provider's JWTs for a TMC's token exchange",
@@ -171,11 +187,19 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       "jwks-uri": text("URL", "where it publishes its JWKS"),
       jwks: text("JSON", "or its JWKS inline"),
       audience: text("AUD", "the aud its tokens carry for this platform"),
-      "company-id": text("UUID", "bind it to one company of the TMC (that company's IdP): its tokens name that company's users only"),
+      "company-id": text(
+        "UUID",
+        "bind it to one company of the TMC (that company's IdP): its tokens name that company's users only",
+      ),
     },
     required: ["tmc-id", "issuer"],
   },
-  "trusted-issuer list": { rpc: "listTrustedIssuers", description: "list the issuers a TMC trusts", options: { "tmc-id": TMC_ID }, required: ["tmc-id"] },
+  "trusted-issuer list": {
+    rpc: "listTrustedIssuers",
+    description: "list the issuers a TMC trusts",
+    options: { "tmc-id": TMC_ID },
+    required: ["tmc-id"],
+  },
   "trusted-issuer remove": {
     rpc: "removeTrustedIssuer",
     description: "stop trusting an issuer",
@@ -184,7 +208,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   "lockout show": {
     rpc: "getTokenLockout",
-    description: "show failed authentications behind a token-endpoint lockout (without --client-id: unknown client ids from the address)",
+    description:
+      "show failed authentications behind a token-endpoint lockout (without --client-id: unknown client ids from the address)",
     options: { address: text("IP", "the source address"), "client-id": id("the client") },
     required: ["address"],
   },
@@ -197,11 +222,19 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   "credits import": {
     rpc: "importAirCredits",
     description: "import a company's unused air credits",
-    options: { "company-id": id("the company (a UUID)"), file: text("FILE", "a JSON array of UnusedCreditInfo objects") },
+    options: {
+      "company-id": id("the company (a UUID)"),
+      file: text("FILE", "a JSON array of UnusedCreditInfo objects"),
+    },
     required: ["company-id", "file"],
     jsonFiles: { file: "credits" },
   },
-  seed: { rpc: "seed", description: "create a demo TMC, company, users, air credits and TMC admin", options: {}, required: [] },
+  seed: {
+    rpc: "seed",
+    description: "create a demo TMC, company, users, air credits and TMC admin",
+    options: {},
+    required: [],
+  },
   migrate: { rpc: "migrate", description: "apply pending database migrations", options: {}, required: [] },
 };
 
@@ -244,7 +277,10 @@ export interface ParsedCommand {
  * `UsageError` for anything wrong (unknown commands and options come with commander's nearest
  * suggestion).
  */
-export function parseCommand(argv: readonly string[], stdout: (text: string) => void = (t) => void process.stdout.write(t)): ParsedCommand {
+export function parseCommand(
+  argv: readonly string[],
+  stdout: (text: string) => void = (t) => void process.stdout.write(t),
+): ParsedCommand {
   const found: { command?: ParsedCommand } = {};
   const program = buildProgram(stdout, (command) => (found.command = command));
   try {
@@ -256,7 +292,15 @@ export function parseCommand(argv: readonly string[], stdout: (text: string) => 
     const target = commandOf(program, argv);
     if (error.code === "commander.help") {
       // A group (or the CLI) named without its command.
-      throw new UsageError(target === program ? "a command is required first" : `"${fullName(target)}" needs a command: ${target.commands.map((c) => c.name()).filter((n) => n !== "help").join(", ")}`, target.helpInformation());
+      throw new UsageError(
+        target === program
+          ? "a command is required first"
+          : `"${fullName(target)}" needs a command: ${target.commands
+              .map((c) => c.name())
+              .filter((n) => n !== "help")
+              .join(", ")}`,
+        target.helpInformation(),
+      );
     }
     // commander quotes with '…'; the messages have always said "…".
     throw new UsageError(error.message.replace(/^error: /, "").replace(/'([^']*)'/g, '"$1"'), target.helpInformation());
@@ -267,7 +311,10 @@ export function parseCommand(argv: readonly string[], stdout: (text: string) => 
 
 /** The whole CLI's help (what `--help` prints). */
 export function usage(): string {
-  return buildProgram(() => {}, () => {}).helpInformation();
+  return buildProgram(
+    () => {},
+    () => {},
+  ).helpInformation();
 }
 
 function buildProgram(stdout: (text: string) => void, done: (command: ParsedCommand) => void): Command {
@@ -287,7 +334,14 @@ function buildProgram(stdout: (text: string) => void, done: (command: ParsedComm
     let parent = program;
     if (words.length === 2) {
       const group = words[0]!;
-      if (!groups.has(group)) groups.set(group, program.command(group).description(GROUPS[group] ?? "").helpOption("-h, --help", "show help"));
+      if (!groups.has(group))
+        groups.set(
+          group,
+          program
+            .command(group)
+            .description(GROUPS[group] ?? "")
+            .helpOption("-h, --help", "show help"),
+        );
       parent = groups.get(group)!;
     }
     const command = parent.command(words.at(-1)!).description(spec.description).helpOption("-h, --help", "show help");
@@ -296,11 +350,18 @@ function buildProgram(stdout: (text: string) => void, done: (command: ParsedComm
       const flags = o.type === "boolean" ? `--${option}` : `--${option} <${o.value ?? "VALUE"}>`;
       const declared = new Option(flags, `${o.help}${required}`);
       // Checked after parsing with the messages of the table above (choices, numbers, lists).
-      if (spec.lists?.[option]) declared.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
+      if (spec.lists?.[option])
+        declared.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
       command.addOption(declared);
     }
-    command.addOption(new Option("--output <format>", "json (default, for scripts) or table (for people)").choices(["json", "table"]).default("json"));
-    command.addOption(new Option("--init", "with no server answering, create a new store if DATA_DIR holds none (refused otherwise)"));
+    command.addOption(
+      new Option("--output <format>", "json (default, for scripts) or table (for people)")
+        .choices(["json", "table"])
+        .default("json"),
+    );
+    command.addOption(
+      new Option("--init", "with no server answering, create a new store if DATA_DIR holds none (refused otherwise)"),
+    );
     command.action((values: Record<string, unknown>) => done(toParsed(name, spec, values, command.helpInformation())));
   }
   return program;
@@ -328,18 +389,27 @@ function toParsed(name: string, spec: CommandSpec, values: Record<string, unknow
       if (items.some((v) => v === "")) fail(`--${option} must not be empty`);
       request[spec.lists[option]!] = items;
     } else if (spec.integers?.includes(option)) {
-      if (typeof value !== "string" || !/^\d{1,9}$/.test(value)) fail(`--${option} must be a whole number, got "${String(value)}"`);
+      if (typeof value !== "string" || !/^\d{1,9}$/.test(value))
+        fail(`--${option} must be a whole number, got "${String(value)}"`);
       request[field] = Number(value);
     } else if (spec.times?.includes(option)) {
       request[field] = timeOf(option, String(value), fail);
     } else if (spec.choices?.[option]) {
-      if (!spec.choices[option]!.includes(String(value))) fail(`--${option} must be one of ${spec.choices[option]!.join(", ")}, got "${String(value)}"`);
+      if (!spec.choices[option]!.includes(String(value)))
+        fail(`--${option} must be one of ${spec.choices[option]!.join(", ")}, got "${String(value)}"`);
       request[field] = String(value);
     } else {
       request[field] = value as string | boolean;
     }
   }
-  return { name, spec, request, output: values.output === "table" ? "table" : "json", init: values.init === true, usage: help };
+  return {
+    name,
+    spec,
+    request,
+    output: values.output === "table" ? "table" : "json",
+    init: values.init === true,
+    usage: help,
+  };
 }
 
 /** The option of a request field a validation message names ("client_id" → "--client-id", "actions[2]" → "--action"). */
@@ -355,7 +425,8 @@ function timeOf(option: string, value: string, fail: (message: string) => never)
   const dateOnly = /^\d{4}-\d{2}-\d{2}$/.test(value);
   const full = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$/.test(value);
   const time = Date.parse(dateOnly ? `${value}T00:00:00Z` : value);
-  if ((!dateOnly && !full) || Number.isNaN(time)) fail(`--${option} must be an RFC 3339 time (2026-11-22T10:00:00Z) or a date (2026-11-22), got "${value}"`);
+  if ((!dateOnly && !full) || Number.isNaN(time))
+    fail(`--${option} must be an RFC 3339 time (2026-11-22T10:00:00Z) or a date (2026-11-22), got "${value}"`);
   return new Date(time).toISOString();
 }
 

@@ -1,6 +1,13 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
-import { fromJson, toJson, type DescMessage, type DescMethodUnary, type JsonObject, type Message } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  toJson,
+  type DescMessage,
+  type DescMethodUnary,
+  type JsonObject,
+  type Message,
+} from "@bufbuild/protobuf";
 import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -41,14 +48,19 @@ async function run(argv: readonly string[]): Promise<number> {
     if (result.kind !== "valid") {
       // Name the option the user typed: "tmc_id: must be a valid UUID" → "--tmc-id: must be a valid UUID".
       throw new UsageError(
-        result.error.message.replace(/^([a-z_]+(\[\d+\])?):/, (_, field: string) => `${optionOfField(command.spec, field)}:`),
+        result.error.message.replace(
+          /^([a-z_]+(\[\d+\])?):/,
+          (_, field: string) => `${optionOfField(command.spec, field)}:`,
+        ),
         command.usage,
       );
     }
   } catch (error) {
     if (error instanceof Answered) return 0;
     if (error instanceof UsageError || error instanceof ConfigError) {
-      process.stderr.write(`error: ${error.message}\n\n${error instanceof UsageError && error.usage ? error.usage : usage()}\n`);
+      process.stderr.write(
+        `error: ${error.message}\n\n${error instanceof UsageError && error.usage ? error.usage : usage()}\n`,
+      );
       return 2;
     }
     throw error;
@@ -62,14 +74,22 @@ async function run(argv: readonly string[]): Promise<number> {
     let response: Message;
     try {
       say(`using the server at ${target.url} (${target.source})`);
-      response = await call(createConnectTransport({ baseUrl: serverUrl, httpVersion: "1.1" }), operatorToken(config), method, request, config.cliRequestTimeoutMs);
+      response = await call(
+        createConnectTransport({ baseUrl: serverUrl, httpVersion: "1.1" }),
+        operatorToken(config),
+        method,
+        request,
+        config.cliRequestTimeoutMs,
+      );
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       const { databaseUrl, dataDir, databaseSchema } = config.storage;
       if (!databaseUrl && !init && !embeddedDatabaseExists(dataDir)) throw new NoStoreError(serverUrl, dataDir);
       say(
         `no server answers at ${serverUrl}; running in-process on ` +
-          (databaseUrl ? `DATABASE_URL ${withoutCredentials(databaseUrl)} (schema ${databaseSchema})` : `DATA_DIR ${dataDir} (embedded database${embeddedDatabaseExists(dataDir) ? "" : ", created now: --init"})`),
+          (databaseUrl
+            ? `DATABASE_URL ${withoutCredentials(databaseUrl)} (schema ${databaseSchema})`
+            : `DATA_DIR ${dataDir} (embedded database${embeddedDatabaseExists(dataDir) ? "" : ", created now: --init"})`),
       );
       offline = await createService(config, {
         logStream: process.stderr,
@@ -120,12 +140,17 @@ async function operatorTargetOf(config: Config, env: NodeJS.ProcessEnv): Promise
   const named = ["ADMIN_URL", "SERVER_URL", "ADMIN_PORT"].find((name) => env[name]?.trim());
   if (named) return { url: config.adminUrl, source: named };
   const { dataDir } = config.storage;
-  const recorded = (record: ServerRecord) => ({ url: record.adminUrl ?? record.url, source: `recorded by server process ${record.pid} in ${serverRecordFile(dataDir)}` });
+  const recorded = (record: ServerRecord) => ({
+    url: record.adminUrl ?? record.url,
+    source: `recorded by server process ${record.pid} in ${serverRecordFile(dataDir)}`,
+  });
   const running = readServerRecord(dataDir);
   if (running) return recorded(running);
   const owner = config.storage.databaseUrl ? undefined : dataDirOwner(dataDir);
   if (owner === undefined) return { url: config.adminUrl, source: "the default: HOST and PORT" };
-  say(`DATA_DIR ${dataDir} is held by process ${owner}, which has not announced a server yet; waiting for it (up to ${config.cliRequestTimeoutMs} ms)`);
+  say(
+    `DATA_DIR ${dataDir} is held by process ${owner}, which has not announced a server yet; waiting for it (up to ${config.cliRequestTimeoutMs} ms)`,
+  );
   const deadline = Date.now() + config.cliRequestTimeoutMs;
   while (Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -135,7 +160,7 @@ async function operatorTargetOf(config: Config, env: NodeJS.ProcessEnv): Promise
   }
   throw new ServerNotStartedError(
     `DATA_DIR ${dataDir} is held by process ${owner}, which announced no server within ${config.cliRequestTimeoutMs} ms: ` +
-      "if it is a server still starting, retry once it logs \"service listening\"; if it is another CLI run, wait for it to end",
+      'if it is a server still starting, retry once it logs "service listening"; if it is another CLI run, wait for it to end',
   );
 }
 
@@ -149,12 +174,25 @@ function withoutCredentials(databaseUrl: string): string {
   }
 }
 
-async function call(transport: Transport, token: string | undefined, method: DescMethodUnary<DescMessage, DescMessage>, request: Message, timeoutMs: number) {
+async function call(
+  transport: Transport,
+  token: string | undefined,
+  method: DescMethodUnary<DescMessage, DescMessage>,
+  request: Message,
+  timeoutMs: number,
+) {
   const headers = new Headers();
   if (token) headers.set("authorization", `Bearer ${token}`);
   // In-process calls get a request id of their own, as a network request would.
   const info = { requestId: crypto.randomUUID(), remoteAddress: "cli" };
-  const response = await transport.unary(method, undefined, timeoutMs, headers, request, createContextValues().set(requestInfoKey, info));
+  const response = await transport.unary(
+    method,
+    undefined,
+    timeoutMs,
+    headers,
+    request,
+    createContextValues().set(requestInfoKey, info),
+  );
   return response.message;
 }
 

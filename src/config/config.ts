@@ -204,7 +204,10 @@ function urlFrom(env: NodeJS.ProcessEnv, name: string, fallback: string): string
 }
 
 function listFrom(value: string | undefined): string[] {
-  return (value ?? "").split(",").map((v) => v.trim()).filter((v) => v !== "");
+  return (value ?? "")
+    .split(",")
+    .map((v) => v.trim())
+    .filter((v) => v !== "");
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -262,7 +265,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const serverUrl = nonEmpty(env.SERVER_URL) ?? localUrl(host, port);
   const admin = adminListenerFrom(env, port);
-  const adminUrl = nonEmpty(env.ADMIN_URL) ? urlFrom(env, "ADMIN_URL", "") : admin ? localUrl(admin.host, admin.port) : serverUrl;
+  const adminUrl = nonEmpty(env.ADMIN_URL)
+    ? urlFrom(env, "ADMIN_URL", "")
+    : admin
+      ? localUrl(admin.host, admin.port)
+      : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
   const issuer = urlFrom(env, "TOKEN_ISSUER", defaultIssuer(env, host, port));
   const signingKeyReloadIntervalMs = intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS);
@@ -276,9 +283,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const databaseQueryTimeoutMs = intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS);
   // Half the query timeout by default: a lock wait must end as a 409 before the statement timeout makes it a 503.
-  const databaseLockTimeoutMs = intFrom(env, "DATABASE_LOCK_TIMEOUT_MS", Math.floor(databaseQueryTimeoutMs / 2), 0, 10 * MINUTE_MS);
+  const databaseLockTimeoutMs = intFrom(
+    env,
+    "DATABASE_LOCK_TIMEOUT_MS",
+    Math.floor(databaseQueryTimeoutMs / 2),
+    0,
+    10 * MINUTE_MS,
+  );
   if (databaseLockTimeoutMs >= databaseQueryTimeoutMs) {
-    throw new ConfigError(`DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS (${databaseQueryTimeoutMs}), got ${databaseLockTimeoutMs}`);
+    throw new ConfigError(
+      `DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS (${databaseQueryTimeoutMs}), got ${databaseLockTimeoutMs}`,
+    );
   }
   return {
     http: {
@@ -358,7 +373,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxBuffered: intFrom(env, "AUDIT_MAX_BUFFERED", 100_000, 1, 10_000_000),
     },
     tracing: {
-      otlpEndpoint: nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT) === undefined ? undefined : urlFrom(env, "OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+      otlpEndpoint:
+        nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT) === undefined
+          ? undefined
+          : urlFrom(env, "OTEL_EXPORTER_OTLP_ENDPOINT", ""),
     },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? "info",
     serverUrl,

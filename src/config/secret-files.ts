@@ -21,10 +21,25 @@ export function loadSecrets(config: Pick<Config, "secrets" | "storage">): Loaded
   const { masterKey: givenKey, operatorToken: givenToken } = config.secrets;
   const masterKeyFile = path.join(dataDir, "master.key");
   const masterKey = givenKey
-    ? decodeMasterKey(givenKey.value, givenKey.source === "environment" ? "MASTER_KEY" : `MASTER_KEY_FILE (${givenKey.source})`)
-    : decodeMasterKey(readOrCreateSecretFile(masterKeyFile, () => crypto.randomBytes(32).toString("base64")), masterKeyFile);
-  const operatorToken = givenToken?.value ?? readOrCreateSecretFile(operatorTokenFile(dataDir), () => crypto.randomBytes(32).toString("base64url"));
-  checkOperatorToken(operatorToken, givenToken ? (givenToken.source === "environment" ? "OPERATOR_TOKEN" : `OPERATOR_TOKEN_FILE (${givenToken.source})`) : operatorTokenFile(dataDir));
+    ? decodeMasterKey(
+        givenKey.value,
+        givenKey.source === "environment" ? "MASTER_KEY" : `MASTER_KEY_FILE (${givenKey.source})`,
+      )
+    : decodeMasterKey(
+        readOrCreateSecretFile(masterKeyFile, () => crypto.randomBytes(32).toString("base64")),
+        masterKeyFile,
+      );
+  const operatorToken =
+    givenToken?.value ??
+    readOrCreateSecretFile(operatorTokenFile(dataDir), () => crypto.randomBytes(32).toString("base64url"));
+  checkOperatorToken(
+    operatorToken,
+    givenToken
+      ? givenToken.source === "environment"
+        ? "OPERATOR_TOKEN"
+        : `OPERATOR_TOKEN_FILE (${givenToken.source})`
+      : operatorTokenFile(dataDir),
+  );
   return {
     masterKey,
     operatorToken,
@@ -45,8 +60,10 @@ export function operatorTokenFile(dataDir: string): string {
  * "aaaa…"; a random token of that length easily passes).
  */
 export function checkOperatorToken(token: string, source: string): void {
-  if (token.length < 32) throw new ConfigError(`${source} must be at least 32 characters of a random token (e.g. openssl rand -base64 32)`);
-  if (new Set(token).size < 12) throw new ConfigError(`${source} is not random enough: use a random token (e.g. openssl rand -base64 32)`);
+  if (token.length < 32)
+    throw new ConfigError(`${source} must be at least 32 characters of a random token (e.g. openssl rand -base64 32)`);
+  if (new Set(token).size < 12)
+    throw new ConfigError(`${source} is not random enough: use a random token (e.g. openssl rand -base64 32)`);
 }
 
 function decodeMasterKey(value: string, source: string): Buffer {

@@ -60,6 +60,8 @@ export const notFound = (what: string, params: readonly ErrorParameter[] = []) =
 export const invalidArgument = (message: string, params: readonly ErrorParameter[] = []) =>
   new DomainError("API_VALIDATION_FAILED", message, { params });
 
-export const unauthenticated = (message = "Authentication is required") => new DomainError("USER_NOT_AUTHENTICATED", message);
+export const unauthenticated = (message = "Authentication is required") =>
+  new DomainError("USER_NOT_AUTHENTICATED", message);
 
-export const permissionDenied = (message = "The caller may not perform this operation") => new DomainError("PERMISSION_DENIED", message);
+export const permissionDenied = (message = "The caller may not perform this operation") =>
+  new DomainError("PERMISSION_DENIED", message);

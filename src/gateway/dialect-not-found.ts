@@ -38,16 +38,37 @@ export function registerDialectNotFound(app: FastifyInstance, spaces: readonly D
           const path = request.url.split("?")[0]!;
           const base = bases.find((b) => path.startsWith(`${b}/`));
           if (space.dialect === ErrorDialect.SCIM && base !== undefined) {
-            const unsupported = unsupportedScimEndpoint(path.slice(base.length).split("/").filter((s) => s !== ""));
-            if (unsupported) return sendError(reply, new DomainError("NOT_IMPLEMENTED", `${unsupported} not supported by this service`), space.dialect);
+            const unsupported = unsupportedScimEndpoint(
+              path
+                .slice(base.length)
+                .split("/")
+                .filter((s) => s !== ""),
+            );
+            if (unsupported)
+              return sendError(
+                reply,
+                new DomainError("NOT_IMPLEMENTED", `${unsupported} not supported by this service`),
+                space.dialect,
+              );
           }
           const allowed = allowedMethods(space.routes.filter((r) => r.matches(path)).map((r) => r.route.verb));
           if (allowed.length > 0) {
             // RFC 9110 15.5.6: a 405 names the methods the resource has.
             reply.header("allow", allowed.join(", "));
-            return sendError(reply, new DomainError("METHOD_NOT_ALLOWED", `${request.method} is not allowed on ${printablePath(path)}; allowed: ${allowed.join(", ")}`), space.dialect);
+            return sendError(
+              reply,
+              new DomainError(
+                "METHOD_NOT_ALLOWED",
+                `${request.method} is not allowed on ${printablePath(path)}; allowed: ${allowed.join(", ")}`,
+              ),
+              space.dialect,
+            );
           }
-          return sendError(reply, new DomainError("ROUTE_NOT_FOUND", `No resource at ${request.method} ${printablePath(path)}`), space.dialect);
+          return sendError(
+            reply,
+            new DomainError("ROUTE_NOT_FOUND", `No resource at ${request.method} ${printablePath(path)}`),
+            space.dialect,
+          );
         });
       },
       { prefix: space.prefix.slice(0, -1) },

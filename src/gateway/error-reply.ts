@@ -29,7 +29,11 @@ export function refusalOf(request: FastifyRequest): Refusal | undefined {
 }
 
 /** Sends any failure as the platform ErrorResponse with its documented HTTP status. */
-export function sendError(reply: FastifyReply, error: unknown, dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED): FastifyReply {
+export function sendError(
+  reply: FastifyReply,
+  error: unknown,
+  dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED,
+): FastifyReply {
   const { status, json, body } = renderError(error, reply.request.id, dialect);
   const first = body.errorMessages[0];
   if (first) {

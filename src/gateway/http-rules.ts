@@ -1,4 +1,10 @@
-import { getOption, type DescField, type DescMessage, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
+import {
+  getOption,
+  type DescField,
+  type DescMessage,
+  type DescMethodUnary,
+  type DescService,
+} from "@bufbuild/protobuf";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { rest } from "../../gen/travel/common/v1/rest_pb.js";
 import { authenticationOf, AuthenticationKind, ErrorDialect, errorDialectOf } from "../rpc/contract.js";

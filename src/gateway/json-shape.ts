@@ -59,7 +59,9 @@ function zeroOf(type: ScalarType): JsonValue | undefined {
 }
 
 function is64Bit(type: ScalarType): boolean {
-  return [ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64].includes(type);
+  return [ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64].includes(
+    type,
+  );
 }
 
 /** Canonical JSON's int64 string as a JSON integer when a double holds it exactly. */

@@ -1,4 +1,12 @@
-import { getOption, isFieldSet, ScalarType, type DescEnum, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import {
+  getOption,
+  isFieldSet,
+  ScalarType,
+  type DescEnum,
+  type DescField,
+  type DescMessage,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import {
   DoubleRulesSchema,
   field as fieldRules,
@@ -35,7 +43,8 @@ function isServerKept(field: DescField): boolean {
 export function buildOpenApiDocument(routes: readonly RestRoute[], options: { readonly serverUrl: string }): object {
   const schemas: Record<string, Schema> = {};
   const refMessage = (desc: DescMessage) => ref(desc.typeName, () => messageSchema(desc));
-  const refEnum = (desc: DescEnum) => ref(desc.typeName, () => ({ type: "string", enum: desc.values.map((v) => v.name) }));
+  const refEnum = (desc: DescEnum) =>
+    ref(desc.typeName, () => ({ type: "string", enum: desc.values.map((v) => v.name) }));
 
   function ref(name: string, build: () => Schema): Schema {
     if (!(name in schemas)) {
@@ -60,7 +69,8 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
     const rules = getOption(f, fieldRules);
     const single = (itemRules: FieldRules | undefined): Schema => {
       if (f.fieldKind === "enum" || (f.fieldKind === "list" && f.listKind === "enum")) return refEnum(f.enum!);
-      if (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message")) return messageRefOrWellKnown(f.message!);
+      if (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message"))
+        return messageRefOrWellKnown(f.message!);
       const scalar = f.fieldKind === "scalar" || f.fieldKind === "list" ? f.scalar : undefined;
       return { ...scalarSchema(scalar ?? ScalarType.STRING), ...(itemRules ? constraintsOf(itemRules) : {}) };
     };
@@ -70,7 +80,11 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
     }
     if (f.fieldKind === "map") {
       const value =
-        f.mapKind === "message" ? messageRefOrWellKnown(f.message) : f.mapKind === "enum" ? refEnum(f.enum) : scalarSchema(f.scalar);
+        f.mapKind === "message"
+          ? messageRefOrWellKnown(f.message)
+          : f.mapKind === "enum"
+            ? refEnum(f.enum)
+            : scalarSchema(f.scalar);
       return { type: "object", additionalProperties: value };
     }
     return single(rules);
@@ -93,17 +107,28 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
     }
   }
 
-  const openApiPath = (route: RestRoute) => route.pathFields.reduce((p, { variable, field }) => p.replace(`{${variable}}`, `{${field.jsonName}}`), route.template);
+  const openApiPath = (route: RestRoute) =>
+    route.pathFields.reduce(
+      (p, { variable, field }) => p.replace(`{${variable}}`, `{${field.jsonName}}`),
+      route.template,
+    );
   const paths: Record<string, Record<string, unknown>> = {};
   // A google.api.http additional binding serves the same RPC on a second path (SCIM's /v2/scim
   // beside /v2/scim/v2). Listed as a second operation it would be a duplicate in every generated
   // client (scimGetUser_1...): the operation is documented once, naming its other paths.
   for (const route of routes.filter((r) => !r.additionalBinding)) {
     const path = openApiPath(route);
-    const aliases = routes.filter((r) => r.additionalBinding && r.method === route.method && r.verb === route.verb).map(openApiPath);
+    const aliases = routes
+      .filter((r) => r.additionalBinding && r.method === route.method && r.verb === route.verb)
+      .map(openApiPath);
     const pathFieldDescs = route.pathFields.map((p) => p.field);
     const parameters = [
-      ...route.pathFields.map(({ field }) => ({ name: field.jsonName, in: "path", required: true, schema: fieldSchema(field) })),
+      ...route.pathFields.map(({ field }) => ({
+        name: field.jsonName,
+        in: "path",
+        required: true,
+        schema: fieldSchema(field),
+      })),
       ...(route.body === "*"
         ? []
         : route.method.input.fields
@@ -112,7 +137,9 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
     ];
     // travel.common.v1.rest content_type (SCIM) and google.api.http response_body shape the answer.
     const mediaType = route.contentType || "application/json";
-    const responseField = route.responseBody ? route.method.output.fields.find((f) => f.name === route.responseBody) : undefined;
+    const responseField = route.responseBody
+      ? route.method.output.fields.find((f) => f.name === route.responseBody)
+      : undefined;
     // Built only when answered: a response message nobody sees is no component (redocly's no-unused-components).
     const responseSchema = () => (responseField ? fieldSchema(responseField) : refMessage(route.method.output));
     // Bearer (the document's default) for access tokens. The token endpoints authenticate the
@@ -130,25 +157,44 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
       responses: {
         ...(route.noContent
           ? { [String(route.successStatus)]: { description: "No Content" } }
-          : { [String(route.successStatus)]: { description: "OK", content: { [mediaType]: { schema: responseSchema() } } } }),
+          : {
+              [String(route.successStatus)]: {
+                description: "OK",
+                content: { [mediaType]: { schema: responseSchema() } },
+              },
+            }),
         ...Object.fromEntries(
           route.errorStatuses.map((status) => [
             String(status),
-            { description: "ErrorResponse", content: { [route.dialect === ErrorDialect.SCIM ? "application/scim+json" : "application/json"]: { schema: { $ref: "#/components/schemas/travel.common.v1.ErrorResponse" } } } },
+            {
+              description: "ErrorResponse",
+              content: {
+                [route.dialect === ErrorDialect.SCIM ? "application/scim+json" : "application/json"]: {
+                  schema: { $ref: "#/components/schemas/travel.common.v1.ErrorResponse" },
+                },
+              },
+            },
           ]),
         ),
       },
     };
     if (route.body === "*") {
-      const schema = pathFieldDescs.length ? messageSchema(route.method.input, pathFieldDescs) : refMessage(route.method.input);
-      if (route.verb === "PUT" && schema.properties) Object.assign(schema.properties as object, readOnlyFieldsOf(route));
+      const schema = pathFieldDescs.length
+        ? messageSchema(route.method.input, pathFieldDescs)
+        : refMessage(route.method.input);
+      if (route.verb === "PUT" && schema.properties)
+        Object.assign(schema.properties as object, readOnlyFieldsOf(route));
       operation.requestBody = {
         required: true,
         content: { [route.formBody ? "application/x-www-form-urlencoded" : "application/json"]: { schema } },
       };
     }
-    const bodyField = route.body !== "*" && route.body !== "" ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
-    if (bodyField) operation.requestBody = { required: true, content: { [mediaType]: { schema: fieldSchema(bodyField) } } };
+    const bodyField =
+      route.body !== "*" && route.body !== ""
+        ? route.method.input.fields.find((f) => f.name === route.body)
+        : undefined;
+    if (bodyField)
+      operation.requestBody = { required: true, content: { [mediaType]: { schema: fieldSchema(bodyField) } } };
     (paths[path] ??= {})[route.verb.toLowerCase()] = operation;
   }
 
@@ -161,10 +207,14 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
   function readOnlyFieldsOf(put: RestRoute): Record<string, Schema> {
     const get = routes.find((r) => r.verb === "GET" && r.template === put.template && !r.additionalBinding);
     if (!get) return {};
-    const representation = get.responseBody ? get.method.output.fields.find((f) => f.name === get.responseBody)?.message : get.method.output;
+    const representation = get.responseBody
+      ? get.method.output.fields.find((f) => f.name === get.responseBody)?.message
+      : get.method.output;
     const writable = new Set(put.method.input.fields.filter((f) => !isServerKept(f)).map((f) => f.jsonName));
     return Object.fromEntries(
-      (representation?.fields ?? []).filter((f) => !writable.has(f.jsonName)).map((f) => [f.jsonName, { ...fieldSchema(f), readOnly: true }]),
+      (representation?.fields ?? [])
+        .filter((f) => !writable.has(f.jsonName))
+        .map((f) => [f.jsonName, { ...fieldSchema(f), readOnly: true }]),
     );
   }
 
@@ -179,14 +229,21 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
           properties: {
             errorCode: { type: "string" },
             message: { type: "string" },
-            errorParameters: { type: "array", items: { type: "object", properties: { name: { type: "string" }, value: { type: "string" } } } },
+            errorParameters: {
+              type: "array",
+              items: { type: "object", properties: { name: { type: "string" }, value: { type: "string" } } },
+            },
             errorDetail: { type: "string" },
           },
         },
       },
       error: { type: "string", description: "RFC 6749 error code (token endpoint only)" },
       error_description: { type: "string", description: "RFC 6749 error description (token endpoint only)" },
-      schemas: { type: "array", items: { type: "string" }, description: "SCIM error dialect (SCIM paths only): the SCIM Error message URN" },
+      schemas: {
+        type: "array",
+        items: { type: "string" },
+        description: "SCIM error dialect (SCIM paths only): the SCIM Error message URN",
+      },
       status: { type: "string", description: "SCIM error dialect: the HTTP status as a string" },
       scimType: { type: "string", description: "SCIM error dialect: the RFC 7644 3.12 detail error keyword" },
       detail: { type: "string", description: "SCIM error dialect: a human-readable message" },
@@ -203,11 +260,16 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
     components: {
       schemas,
       securitySchemes: {
-        Bearer: { type: "http", scheme: "bearer", description: "An access token of the token endpoint (or a scimToken on SCIM paths)" },
+        Bearer: {
+          type: "http",
+          scheme: "bearer",
+          description: "An access token of the token endpoint (or a scimToken on SCIM paths)",
+        },
         [CLIENT_SECRET_BASIC]: {
           type: "http",
           scheme: "basic",
-          description: "RFC 6749 2.3.1 client_secret_basic: the client_id and client_secret, each form-urlencoded, as HTTP Basic credentials",
+          description:
+            "RFC 6749 2.3.1 client_secret_basic: the client_id and client_secret, each form-urlencoded, as HTTP Basic credentials",
         },
       },
     },
@@ -315,7 +377,8 @@ function numericConstraintsOf<Desc extends DescMessage>(desc: Desc, r: MessageSh
   if (r.lessThan.case === "lte") upper.maximum = r.lessThan.value;
   if (r.lessThan.case === "lt") upper.exclusiveMaximum = r.lessThan.value;
   // buf.validate reads a lower bound above the upper bound as "outside the range".
-  if (r.greaterThan.case !== undefined && r.lessThan.case !== undefined && r.greaterThan.value > r.lessThan.value) out.anyOf = [upper, lower];
+  if (r.greaterThan.case !== undefined && r.lessThan.case !== undefined && r.greaterThan.value > r.lessThan.value)
+    out.anyOf = [upper, lower];
   else Object.assign(out, lower, upper);
   if (isFieldSet(r, desc.field.in!)) out.enum = [...r.in];
   if (isFieldSet(r, desc.field.notIn!)) out.not = { enum: [...r.notIn] };

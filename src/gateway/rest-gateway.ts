@@ -42,12 +42,14 @@ const FORWARDED_RESPONSE_HEADERS = [
 export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRoute[], transport: Transport): void {
   // Media types the contract declares (travel.common.v1.rest content_type, e.g. application/scim+json) are JSON.
   for (const type of new Set(routes.map((r) => r.contentType).filter((t) => t !== "" && t !== "application/json"))) {
-    if (!app.hasContentTypeParser(type)) app.addContentTypeParser(type, { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
+    if (!app.hasContentTypeParser(type))
+      app.addContentTypeParser(type, { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
   }
   for (const route of routes) {
     // SCIM clients append a slash to the collection (GET /Users/?filter=…): without its own route
     // that would be GET /Users/{id} with an empty id. SCIM routes answer on both spellings.
-    const urls = route.dialect === ErrorDialect.SCIM ? [route.fastifyPath, `${route.fastifyPath}/`] : [route.fastifyPath];
+    const urls =
+      route.dialect === ErrorDialect.SCIM ? [route.fastifyPath, `${route.fastifyPath}/`] : [route.fastifyPath];
     for (const url of urls) {
       app.route({
         method: route.verb,
@@ -73,7 +75,11 @@ function registerMethodNotAllowed(app: FastifyInstance, routes: readonly RestRou
     // SCIM paths answer wrong methods in their not-found handler (dialect-not-found.ts), which
     // also knows the endpoints SCIM defines but this service does not offer (POST /Users/.search: 501).
     if (route.dialect === ErrorDialect.SCIM) continue;
-    const entry = byPath.get(route.fastifyPath) ?? { template: route.template, verbs: new Set<string>(), dialect: route.dialect };
+    const entry = byPath.get(route.fastifyPath) ?? {
+      template: route.template,
+      verbs: new Set<string>(),
+      dialect: route.dialect,
+    };
     entry.verbs.add(route.verb);
     byPath.set(route.fastifyPath, entry);
   }
@@ -85,9 +91,13 @@ function registerMethodNotAllowed(app: FastifyInstance, routes: readonly RestRou
       url,
       config: { errorDialect: dialect } as object,
       onRequest: async (request, reply) => {
-        const refusal = new DomainError("METHOD_NOT_ALLOWED", `${request.method} is not allowed on ${template}; it takes ${allow}`, {
-          params: [{ name: "allow", value: allow }],
-        });
+        const refusal = new DomainError(
+          "METHOD_NOT_ALLOWED",
+          `${request.method} is not allowed on ${template}; it takes ${allow}`,
+          {
+            params: [{ name: "allow", value: allow }],
+          },
+        );
         return sendError(reply.header("allow", allow), refusal, dialect);
       },
       handler: async () => undefined,
@@ -130,8 +140,14 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
   } catch (error) {
     // The RPC core logs its own failures (they arrive as ConnectErrors carrying an ErrorResponse);
     // anything else failed here or in the transport, and must leave a trace with its cause.
-    if (!(error instanceof DomainError) && !(error instanceof ConnectError && error.findDetails(ErrorResponseSchema).length > 0)) {
-      request.log.error({ err: error, rpc: `${route.method.parent.typeName}/${route.method.name}` }, "rest gateway request failed");
+    if (
+      !(error instanceof DomainError) &&
+      !(error instanceof ConnectError && error.findDetails(ErrorResponseSchema).length > 0)
+    ) {
+      request.log.error(
+        { err: error, rpc: `${route.method.parent.typeName}/${route.method.name}` },
+        "rest gateway request failed",
+      );
     }
     // Headers the RPC set before failing (Retry-After and RateLimit on a 429, Deprecation) still apply.
     if (error instanceof ConnectError) {
@@ -159,13 +175,17 @@ function checkContentType(route: RestRoute, request: FastifyRequest): void {
   if (request.body === undefined) return;
   if (isForm(request) === route.formBody && acceptsJsonType(route, request)) return;
   const expected = route.formBody ? "application/x-www-form-urlencoded" : route.contentType || "application/json";
-  throw new DomainError("UNSUPPORTED_MEDIA_TYPE", `This operation takes ${expected}`, { params: [{ name: "content-type", value: expected }] });
+  throw new DomainError("UNSUPPORTED_MEDIA_TYPE", `This operation takes ${expected}`, {
+    params: [{ name: "content-type", value: expected }],
+  });
 }
 
 /** Bodies nested deeper than MAX_JSON_DEPTH are refused before decoding (see json-depth.ts). */
 function checkDepth(request: FastifyRequest): void {
   if (isForm(request) || !jsonDepthExceeds(request.body, MAX_JSON_DEPTH)) return;
-  throw invalidArgument(`The request body is nested deeper than ${MAX_JSON_DEPTH} levels`, [{ name: "body", value: `deeper than ${MAX_JSON_DEPTH} levels` }]);
+  throw invalidArgument(`The request body is nested deeper than ${MAX_JSON_DEPTH} levels`, [
+    { name: "body", value: `deeper than ${MAX_JSON_DEPTH} levels` },
+  ]);
 }
 
 function decodeRequest(route: RestRoute, request: FastifyRequest) {
@@ -204,7 +224,8 @@ function requestJson(route: RestRoute, request: FastifyRequest): JsonObject {
         throw invalidArgument(`Unknown query parameter "${name}"`, [{ name, value: "unknown" }]);
       }
       // count=1&Count=2 names one parameter twice.
-      if (filled.has(field.name)) throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
+      if (filled.has(field.name))
+        throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
       filled.add(field.name);
       json[field.jsonName] = fromText(field, raw, name);
     }
@@ -220,7 +241,8 @@ function bodyObject(request: FastifyRequest, input: DescMessage): JsonObject {
   const body = request.body;
   // No body at all means an empty request; a JSON `null` or any non-object is malformed.
   if (body === undefined) return {};
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidArgument("The request body must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidArgument("The request body must be a JSON object");
   if (!isForm(request)) return body as JsonObject;
   // Form fields are named by their proto (RFC 6749) names; each may appear once (RFC 6749 3.2).
   const json: JsonObject = {};
@@ -255,7 +277,8 @@ function fieldByNameIgnoringCase(input: DescMessage, name: string): DescField | 
 /** Query, path and form values arrive as text; protobuf JSON accepts numbers as strings, not booleans. */
 function fromText(field: DescField, raw: string | string[], name: string): JsonValue {
   if (Array.isArray(raw)) {
-    if (field.fieldKind !== "list") throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
+    if (field.fieldKind !== "list")
+      throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
     return raw.map((item) => (fromText(field, item, name) as string[])[0]!);
   }
   if (field.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) {
@@ -266,7 +289,9 @@ function fromText(field: DescField, raw: string | string[], name: string): JsonV
   // an integer in a query, a path or a form is plain decimal only (issue 18).
   const scalar = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
   if (scalar !== undefined && INTEGER_TYPES.has(scalar) && !/^-?[0-9]{1,20}$/.test(raw)) {
-    throw invalidArgument(`Parameter "${name}" must be an integer in plain decimal digits`, [{ name, value: printable(raw, 40) }]);
+    throw invalidArgument(`Parameter "${name}" must be an integer in plain decimal digits`, [
+      { name, value: printable(raw, 40) },
+    ]);
   }
   return field.fieldKind === "list" ? [raw] : raw;
 }
@@ -335,7 +360,11 @@ function decodeFailure(error: unknown, input: DescMessage, json: unknown) {
   if (message) {
     // A message-typed field given something that is not an object: name the field holding it.
     const isObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v);
-    const name = jsonPathOf(input, json, (_, f, value) => f.message?.typeName === message[1] && !isObject(value) && value !== null);
+    const name = jsonPathOf(
+      input,
+      json,
+      (_, f, value) => f.message?.typeName === message[1] && !isObject(value) && value !== null,
+    );
     if (name) return invalidArgument(`Invalid value for field "${name}": ${message[2]}`, [{ name, value: "invalid" }]);
   }
   const rest = /^cannot decode (?:message )?[\w.]+ from JSON: (.*)$/s.exec(text);

@@ -18,7 +18,11 @@ export async function createAdminApp(
   if (!rpc.adminRoutes) throw new Error("the RPC core has no admin face: build it with an admin face to serve one");
   // Its request log lines say which listener answered.
   const logger = observers.logger.child({ listener: "admin" });
-  const app = await createRpcApp(settings, { routes: rpc.adminRoutes, interceptors: rpc.interceptors }, { logger, metrics: observers.metrics });
+  const app = await createRpcApp(
+    settings,
+    { routes: rpc.adminRoutes, interceptors: rpc.interceptors },
+    { logger, metrics: observers.metrics },
+  );
   registerAdminRoutes(app, { metrics: observers.metrics });
   await app.ready();
   return app;

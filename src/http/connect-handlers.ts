@@ -1,6 +1,18 @@
 import zlib from "node:zlib";
-import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
-import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  createContextValues,
+  type ConnectRouter,
+  type Interceptor,
+} from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
 import {
   createAsyncIterable,
   encodeEnvelope,
@@ -8,7 +20,12 @@ import {
   type UniversalServerRequest,
   type UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
-import { createEndStreamSerialization, endStreamFlag, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import {
+  createEndStreamSerialization,
+  endStreamFlag,
+  errorFromJsonBytes,
+  errorToJsonBytes,
+} from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
@@ -98,7 +115,11 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
       request.raw,
       reply.raw,
       undefined,
-      createContextValues().set(requestInfoKey, { requestId: request.id, remoteAddress: request.ip, refused: (refusal) => noteRefusal(request, refusal) }),
+      createContextValues().set(requestInfoKey, {
+        requestId: request.id,
+        remoteAddress: request.ip,
+        refused: (refusal) => noteRefusal(request, refusal),
+      }),
     );
     response = await handler(uRequest);
     response = await withErrorResponse(response, protocol, handler, request);
@@ -127,22 +148,34 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
     reply.raw.once("finish", resolve);
     reply.raw.once("close", resolve);
     universalResponseToNodeResponse(response, reply.raw).then(resolve, (e: unknown) => {
-      if (!uRequest?.signal.aborted && ConnectError.from(e).code !== Code.Aborted) request.log.warn({ err: e }, "writing the rpc answer failed");
+      if (!uRequest?.signal.aborted && ConnectError.from(e).code !== Code.Aborted)
+        request.log.warn({ err: e }, "writing the rpc answer failed");
       resolve();
     });
   });
 }
 
 /** The answer as it is when it is a success or carries the ErrorResponse detail; else the same error in our shape. */
-async function withErrorResponse(response: UniversalServerResponse, protocol: Protocol, handler: UniversalHandler, request: FastifyRequest): Promise<UniversalServerResponse> {
+async function withErrorResponse(
+  response: UniversalServerResponse,
+  protocol: Protocol,
+  handler: UniversalHandler,
+  request: FastifyRequest,
+): Promise<UniversalServerResponse> {
   const header = response.header ?? new Headers();
   if (response.status !== 200) {
     // A status of its own is Connect unary's error answer, or a refusal before any protocol was chosen (415, 405, 505): no body.
-    if (protocol === "connect" && response.body !== undefined && header.get("content-type")?.startsWith("application/json")) {
+    if (
+      protocol === "connect" &&
+      response.body !== undefined &&
+      header.get("content-type")?.startsWith("application/json")
+    ) {
       const bytes = await readAll(response.body);
       const plain = decompressed(bytes, header.get("content-encoding"));
       if (plain?.includes(CONNECT_DETAIL_MARK)) return { ...response, body: createAsyncIterable([bytes]) };
-      const original = plain ? errorFromJsonBytes(plain, undefined, new ConnectError(`HTTP ${response.status}`, Code.Unknown)) : new ConnectError(`HTTP ${response.status}`, Code.Unknown);
+      const original = plain
+        ? errorFromJsonBytes(plain, undefined, new ConnectError(`HTTP ${response.status}`, Code.Unknown))
+        : new ConnectError(`HTTP ${response.status}`, Code.Unknown);
       // Connect 2.2 no longer copies its negotiation header onto this refusal; the client needs it to choose again.
       if (/unknown compression/.test(original.rawMessage) && !header.has("accept-encoding")) {
         header.set("accept-encoding", ACCEPTED_COMPRESSION.map((c) => c.name).join(","));
@@ -168,12 +201,16 @@ async function withErrorResponse(response: UniversalServerResponse, protocol: Pr
       const it = response.body[Symbol.asyncIterator]();
       const first = await it.next();
       if (first.done) return { ...response, body: createAsyncIterable([]) };
-      const original = protocol === "grpc-web" ? grpcWebTrailerError(first.value, header) : connectEndStreamError(first.value, header);
+      const original =
+        protocol === "grpc-web" ? grpcWebTrailerError(first.value, header) : connectEndStreamError(first.value, header);
       if (original) {
         void it.return?.().catch(() => undefined);
         return errorAnswer(protocol, protocolRefusal(original), handler, request, header);
       }
-      return { ...response, body: prepended(protocol === "grpc-web" ? withSpecGrpcWebTrailer(first.value) : first.value, it) };
+      return {
+        ...response,
+        body: prepended(protocol === "grpc-web" ? withSpecGrpcWebTrailer(first.value) : first.value, it),
+      };
     }
     default:
       return response;
@@ -184,13 +221,21 @@ async function withErrorResponse(response: UniversalServerResponse, protocol: Pr
 function refusalByStatus(status: number, request: FastifyRequest): DomainError {
   switch (status) {
     case 415:
-      return new DomainError("UNSUPPORTED_MEDIA_TYPE", `Unsupported Content-Type for an RPC: ${printable(request.headers["content-type"] ?? "(none)", 100)}`);
+      return new DomainError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        `Unsupported Content-Type for an RPC: ${printable(request.headers["content-type"] ?? "(none)", 100)}`,
+      );
     case 405:
-      return new DomainError("ROUTE_NOT_FOUND", `No route for ${request.method} ${request.url.split("?")[0]}: RPCs take POST`);
+      return new DomainError(
+        "ROUTE_NOT_FOUND",
+        `No route for ${request.method} ${request.url.split("?")[0]}: RPCs take POST`,
+      );
     case 505:
       return new DomainError("API_VALIDATION_FAILED", "This RPC streams in both directions and needs HTTP/2");
     default:
-      return new DomainError("INTERNAL_ERROR", "An internal error occurred", { cause: new Error(`connect answered HTTP ${status} without a body`) });
+      return new DomainError("INTERNAL_ERROR", "An internal error occurred", {
+        cause: new Error(`connect answered HTTP ${status} without a body`),
+      });
   }
 }
 
@@ -200,27 +245,58 @@ function refusalByStatus(status: number, request: FastifyRequest): DomainError {
  * trailers-only headers, Connect streaming's end-stream envelope. Logged at info with the request
  * id (at error when it is INTERNAL_ERROR).
  */
-function errorAnswer(protocol: Protocol, error: DomainError, handler: UniversalHandler, request: FastifyRequest, original: Headers, trailer?: Headers): UniversalServerResponse {
+function errorAnswer(
+  protocol: Protocol,
+  error: DomainError,
+  handler: UniversalHandler,
+  request: FastifyRequest,
+  original: Headers,
+  trailer?: Headers,
+): UniversalServerResponse {
   const translated = translateError(error, request.id, handler.method.input, errorDialectOf(handler.service));
   const rpc = `${handler.service.typeName}/${handler.method.name}`;
-  const cause = error.cause instanceof ConnectError ? printable(error.cause.rawMessage, 300) : error.cause instanceof Error ? error.cause.name : undefined;
+  const cause =
+    error.cause instanceof ConnectError
+      ? printable(error.cause.rawMessage, 300)
+      : error.cause instanceof Error
+        ? error.cause.name
+        : undefined;
   noteRefusal(request, { errorCode: error.code, message: error.message, rpc });
-  if (error.code === "INTERNAL_ERROR") request.log.error({ rpc, protocol, err: error.cause }, "rpc failed in the protocol layer");
+  if (error.code === "INTERNAL_ERROR")
+    request.log.error({ rpc, protocol, err: error.cause }, "rpc failed in the protocol layer");
   else request.log.info({ rpc, protocol, errorCode: error.code, cause }, "rpc refused by the protocol layer");
 
   const connectError = toConnectError(translated);
   // Headers the protocol layer chose stay (accept-encoding lists, connection: close); the body's framing does not.
   const header = new Headers(original);
-  for (const name of ["content-length", "content-encoding", "grpc-encoding", "connect-content-encoding", "grpc-status", "grpc-message", "grpc-status-details-bin"]) header.delete(name);
+  for (const name of [
+    "content-length",
+    "content-encoding",
+    "grpc-encoding",
+    "connect-content-encoding",
+    "grpc-status",
+    "grpc-message",
+    "grpc-status-details-bin",
+  ])
+    header.delete(name);
   switch (protocol) {
     case "connect": {
       const body = errorToJsonBytes(connectError, {});
       header.set("content-type", "application/json");
       header.set("content-length", String(body.byteLength));
-      return { status: httpStatusOf(connectError.code, translated.errorCode), header, body: createAsyncIterable([body]) };
+      return {
+        status: httpStatusOf(connectError.code, translated.errorCode),
+        header,
+        body: createAsyncIterable([body]),
+      };
     }
     case "connect-stream": {
-      header.set("content-type", /\+json/i.test(request.headers["content-type"] ?? "") ? "application/connect+json" : "application/connect+proto");
+      header.set(
+        "content-type",
+        /\+json/i.test(request.headers["content-type"] ?? "")
+          ? "application/connect+json"
+          : "application/connect+proto",
+      );
       const end = endStreamSerialization.serialize({ metadata: new Headers(), error: connectError });
       return { status: 200, header, body: createAsyncIterable([encodeEnvelope(endStreamFlag, end)]) };
     }
@@ -228,13 +304,21 @@ function errorAnswer(protocol: Protocol, error: DomainError, handler: UniversalH
       const trailers = trailer ?? new Headers();
       for (const name of ["grpc-message", "grpc-status-details-bin"]) trailers.delete(name);
       setTrailerStatus(trailers, connectError);
-      header.set("content-type", /\+json/i.test(request.headers["content-type"] ?? "") ? "application/grpc+json" : "application/grpc+proto");
+      header.set(
+        "content-type",
+        /\+json/i.test(request.headers["content-type"] ?? "") ? "application/grpc+json" : "application/grpc+proto",
+      );
       return { status: 200, header, body: createAsyncIterable([]), trailer: trailers };
     }
     case "grpc-web": {
       // Trailers-only: the status in the headers and no body, which every gRPC-Web client reads (the -text variant too).
       setTrailerStatus(header, connectError);
-      header.set("content-type", /\+json/i.test(request.headers["content-type"] ?? "") ? "application/grpc-web+json" : "application/grpc-web+proto");
+      header.set(
+        "content-type",
+        /\+json/i.test(request.headers["content-type"] ?? "")
+          ? "application/grpc-web+json"
+          : "application/grpc-web+proto",
+      );
       return { status: 200, header, body: createAsyncIterable([]) };
     }
   }
@@ -290,7 +374,9 @@ function connectEndStreamError(envelope: Uint8Array, header: Headers): ConnectEr
   if (!data) return undefined;
   try {
     const { error } = endStreamSerialization.parse(data);
-    return error && !error.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ERROR_RESPONSE_TYPE) ? error : undefined;
+    return error && !error.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ERROR_RESPONSE_TYPE)
+      ? error
+      : undefined;
   } catch {
     return undefined;
   }

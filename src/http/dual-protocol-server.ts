@@ -1,7 +1,13 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { enforceHttp2Limits, http2ServerOptions, droppedAsReset, type Http2Limits, type SessionRefusal } from "./http2-stream-budget.js";
+import {
+  enforceHttp2Limits,
+  http2ServerOptions,
+  droppedAsReset,
+  type Http2Limits,
+  type SessionRefusal,
+} from "./http2-stream-budget.js";
 
 /** The connection preface every HTTP/2 client sends first (RFC 9113 3.4). */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
@@ -52,13 +58,21 @@ export function createDualProtocolServer(
   http1.requestTimeout = options.requestTimeoutMs;
   http1.headersTimeout = options.headersTimeoutMs;
 
-  const h2 = http2.createServer(http2ServerOptions(options), handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const h2 = http2.createServer(
+    http2ServerOptions(options),
+    handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  );
   // Node's compatibility layer listens for "stream" and builds a request and a response for every
   // stream, even one its client has reset already. Under rapid reset those objects (and their
   // garbage) were most of the server's time, so the layer is called only for streams still open
   // (http2-stream-budget.ts).
-  const [serveCompat, ...others] = h2.listeners("stream") as Array<(stream: http2.ServerHttp2Stream, ...rest: unknown[]) => void>;
-  if (!serveCompat || others.length > 0) throw new Error("node:http2 no longer dispatches through one 'stream' listener: the rapid-reset gate needs revisiting");
+  const [serveCompat, ...others] = h2.listeners("stream") as Array<
+    (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => void
+  >;
+  if (!serveCompat || others.length > 0)
+    throw new Error(
+      "node:http2 no longer dispatches through one 'stream' listener: the rapid-reset gate needs revisiting",
+    );
   h2.removeAllListeners("stream");
   const closedByServer = new WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>();
   const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
@@ -150,7 +164,8 @@ export function createDualProtocolServer(
   http1.on("clientError", (error: ParserError, socket: net.Socket) => {
     // Node's parser errors carry the bytes they failed on as rawPacket.
     const rawPacket = (error as { rawPacket?: unknown }).rawPacket;
-    error.requestPath = requestPathOf(Buffer.isBuffer(rawPacket) ? rawPacket : undefined) ?? firstRequestPaths.get(socket);
+    error.requestPath =
+      requestPathOf(Buffer.isBuffer(rawPacket) ? rawPacket : undefined) ?? firstRequestPaths.get(socket);
     server.emit("clientError", error, socket);
   });
   const closeOuter = server.close.bind(server);

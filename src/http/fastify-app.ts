@@ -1,7 +1,13 @@
 import crypto from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import formBody from "@fastify/formbody";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { registerDialectNotFound } from "../gateway/dialect-not-found.js";
 import { errorContentTypeOf, refusalOf, renderError, sendError } from "../gateway/error-reply.js";
@@ -47,7 +53,11 @@ export async function createHttpApp(
     registerRestRoutes(gateway, restRoutes, rpc.transport);
     registerDialectNotFound(gateway, pathSpaces);
   });
-  registerOperationalRoutes(app, { ...operational, metrics: observers.metrics, openApi: buildOpenApiDocument(restRoutes, { serverUrl: operational.publicUrl }) });
+  registerOperationalRoutes(app, {
+    ...operational,
+    metrics: observers.metrics,
+    openApi: buildOpenApiDocument(restRoutes, { serverUrl: operational.publicUrl }),
+  });
   await app.ready();
   return app;
 }
@@ -92,8 +102,12 @@ export async function createRpcApp(
       const refusal = parserRefusal(error as NodeJS.ErrnoException);
       if (!refusal || !socket.writable) return socket.destroy();
       const requestId = crypto.randomUUID();
-      observers.logger.info({ reqId: requestId, code: (error as NodeJS.ErrnoException).code }, "request refused by the HTTP parser");
-      const dialect = dialectOf((error as unknown as ParserError).requestPath) ?? ErrorDialect.ERROR_DIALECT_UNSPECIFIED;
+      observers.logger.info(
+        { reqId: requestId, code: (error as NodeJS.ErrnoException).code },
+        "request refused by the HTTP parser",
+      );
+      const dialect =
+        dialectOf((error as unknown as ParserError).requestPath) ?? ErrorDialect.ERROR_DIALECT_UNSPECIFIED;
       const { status, json } = renderError(refusal, requestId, dialect);
       const body = JSON.stringify(json);
       socket.end(
@@ -106,7 +120,11 @@ export async function createRpcApp(
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (Buffer.byteLength(request.url) > settings.maxUrlBytes) {
-      return sendError(reply, new DomainError("URI_TOO_LONG", `The request URL is longer than ${settings.maxUrlBytes} bytes`), dialectOf(request.url));
+      return sendError(
+        reply,
+        new DomainError("URI_TOO_LONG", `The request URL is longer than ${settings.maxUrlBytes} bytes`),
+        dialectOf(request.url),
+      );
     }
   });
   app.addHook("onResponse", async (request, reply) => {
@@ -122,9 +140,12 @@ export async function createRpcApp(
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: number }).statusCode ?? 500;
     const dialect = routeDialectOf(request) ?? dialectOf(request.url);
-    if (status === 413) return sendError(reply, new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large"), dialect);
-    if (status === 415) return sendError(reply, new DomainError("UNSUPPORTED_MEDIA_TYPE", "Unsupported Content-Type"), dialect);
-    if (status >= 400 && status < 500) return sendError(reply, invalidArgument(`Malformed request: ${(error as Error).message}`), dialect);
+    if (status === 413)
+      return sendError(reply, new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large"), dialect);
+    if (status === 415)
+      return sendError(reply, new DomainError("UNSUPPORTED_MEDIA_TYPE", "Unsupported Content-Type"), dialect);
+    if (status >= 400 && status < 500)
+      return sendError(reply, invalidArgument(`Malformed request: ${(error as Error).message}`), dialect);
     request.log.error({ err: error }, "request failed");
     return sendError(reply, error, dialect);
   });
@@ -168,7 +189,10 @@ class OneLinePerRequest extends LogController {
   private static line(request: FastifyRequest, reply: FastifyReply): object {
     const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
     if (!refusal) return { req: request, res: reply, responseTime: reply.elapsedTime };
-    const parameters = refusal.errorParameters?.map(({ name, value }) => ({ name, value: CREDENTIAL_PARAMETER.test(name) ? "[redacted]" : value }));
+    const parameters = refusal.errorParameters?.map(({ name, value }) => ({
+      name,
+      value: CREDENTIAL_PARAMETER.test(name) ? "[redacted]" : value,
+    }));
     return {
       req: request,
       res: reply,

@@ -12,7 +12,10 @@ export function encodeGrpcMessage(message: string): string {
   for (let i = 0; i < bytes.length; i++) {
     const byte = bytes[i]!;
     const edgeSpace = byte === 0x20 && (i === 0 || i === bytes.length - 1);
-    out += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 && !edgeSpace ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25 && !edgeSpace
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
   }
   return out;
 }

@@ -85,7 +85,10 @@ export function enforceHttp2Limits(
   const bucketOf = (address: string): Bucket => {
     const at = now();
     const bucket = buckets.get(address) ?? { tokens: limits.h2ResetBurst, updatedMs: at, spent: false };
-    bucket.tokens = Math.min(limits.h2ResetBurst, bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond);
+    bucket.tokens = Math.min(
+      limits.h2ResetBurst,
+      bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond,
+    );
     bucket.updatedMs = at;
     if (bucket.tokens >= limits.h2ResetBurst / 2) bucket.spent = false;
     buckets.set(address, bucket);
@@ -106,7 +109,8 @@ export function enforceHttp2Limits(
   const sweep = setInterval(() => {
     const at = now();
     for (const [address, bucket] of buckets) {
-      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond >= limits.h2ResetBurst) buckets.delete(address);
+      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond >= limits.h2ResetBurst)
+        buckets.delete(address);
     }
   }, 30_000);
   sweep.unref();
@@ -184,7 +188,8 @@ export function enforceHttp2Limits(
   // resets were counted: measured on the embedded backend, victims' p99 went over 1 s.
   return (address) => {
     if (buckets.has(address) && bucketOf(address).spent) return "reset budget spent";
-    if ((sessionsByAddress.get(address) ?? 0) >= limits.h2MaxSessionsPerAddress) return "too many sessions from one address";
+    if ((sessionsByAddress.get(address) ?? 0) >= limits.h2MaxSessionsPerAddress)
+      return "too many sessions from one address";
     return undefined;
   };
 }

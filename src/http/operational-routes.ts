@@ -30,7 +30,8 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   app.get("/readyz", async (_request, reply) => {
     const checks = await deps.checks();
     const statuses = Object.values(checks);
-    if (!statuses.includes("down")) return { status: statuses.includes("degraded") ? "degraded" : "ready", checks, storage: deps.storage };
+    if (!statuses.includes("down"))
+      return { status: statuses.includes("degraded") ? "degraded" : "ready", checks, storage: deps.storage };
     return sendError(
       reply,
       new DomainError("SERVICE_NOT_READY", "A dependency of the service is unreachable", {

@@ -26,7 +26,10 @@ export function createLogger(level: string, stream?: NodeJS.WritableStream): Log
         const [path, query] = request.url.split("?", 2);
         return {
           method: request.method,
-          url: query === undefined ? path : `${path}?${[...new URLSearchParams(query).keys()].map((k) => `${k}=…`).join("&")}`,
+          url:
+            query === undefined
+              ? path
+              : `${path}?${[...new URLSearchParams(query).keys()].map((k) => `${k}=…`).join("&")}`,
           remoteAddress: request.ip,
         };
       },

@@ -70,10 +70,30 @@ export function createMetrics(): Metrics {
       labelNames: ["path"],
       registers: [registry],
     }),
-    auditWritten: new Counter({ name: "audit_events_written_total", help: "Audit events written in batches", registers: [registry] }),
-    auditWriteFailures: new Counter({ name: "audit_write_failures_total", help: "Failed audit batch writes (retried)", registers: [registry] }),
-    auditDropped: new Counter({ name: "audit_events_dropped_total", help: "Audit events lost: buffer overflow or shutdown with the database down", registers: [registry] }),
-    redisBreakerOpen: new Gauge({ name: "redis_circuit_breaker_open", help: "1 while the Redis circuit breaker is open", registers: [registry] }),
-    auditRejected: new Counter({ name: "audit_events_rejected_total", help: "Audit events the database refused outright, set aside so the trail goes on", registers: [registry] }),
+    auditWritten: new Counter({
+      name: "audit_events_written_total",
+      help: "Audit events written in batches",
+      registers: [registry],
+    }),
+    auditWriteFailures: new Counter({
+      name: "audit_write_failures_total",
+      help: "Failed audit batch writes (retried)",
+      registers: [registry],
+    }),
+    auditDropped: new Counter({
+      name: "audit_events_dropped_total",
+      help: "Audit events lost: buffer overflow or shutdown with the database down",
+      registers: [registry],
+    }),
+    redisBreakerOpen: new Gauge({
+      name: "redis_circuit_breaker_open",
+      help: "1 while the Redis circuit breaker is open",
+      registers: [registry],
+    }),
+    auditRejected: new Counter({
+      name: "audit_events_rejected_total",
+      help: "Audit events the database refused outright, set aside so the trail goes on",
+      registers: [registry],
+    }),
   };
 }

@@ -46,7 +46,9 @@ export function startTracing(options: TracingOptions): Tracing | undefined {
   const resource = defaultResource()
     .merge(resourceFromAttributes({ "service.name": TRACING_SERVICE_NAME }))
     .merge(detectResources({ detectors: [envDetector] }));
-  const spanProcessor = options.spanExporter ? new SimpleSpanProcessor(options.spanExporter) : new BatchSpanProcessor(new OTLPTraceExporter());
+  const spanProcessor = options.spanExporter
+    ? new SimpleSpanProcessor(options.spanExporter)
+    : new BatchSpanProcessor(new OTLPTraceExporter());
   const provider = new NodeTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register();
   return {

@@ -1,4 +1,11 @@
-import type { DescMessage, DescMethodStreaming, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import type {
+  DescMessage,
+  DescMethodStreaming,
+  DescMethodUnary,
+  DescService,
+  MessageInitShape,
+  MessageShape,
+} from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import {
   Code,
@@ -22,7 +29,10 @@ export interface ServiceBinding {
   readonly impl: object;
 }
 
-type UnaryImpl = (request: MessageShape<DescMessage>, context: HandlerContext) => Promise<MessageInitShape<DescMessage>> | MessageInitShape<DescMessage>;
+type UnaryImpl = (
+  request: MessageShape<DescMessage>,
+  context: HandlerContext,
+) => Promise<MessageInitShape<DescMessage>> | MessageInitShape<DescMessage>;
 
 /**
  * Calls unary RPCs in process through the same interceptors as the network face, handing the
@@ -31,7 +41,10 @@ type UnaryImpl = (request: MessageShape<DescMessage>, context: HandlerContext) =
  * quarter of the CPU of a REST token request, for nothing the gateway needs. Context values
  * (the request id and peer) travel with the call, so no async-local storage is needed.
  */
-export function createInProcessTransport(bindings: readonly ServiceBinding[], interceptors: readonly Interceptor[]): Transport {
+export function createInProcessTransport(
+  bindings: readonly ServiceBinding[],
+  interceptors: readonly Interceptor[],
+): Transport {
   const calls = new Map<string, (request: UnaryRequest) => Promise<UnaryResponse>>();
   for (const { service, impl } of bindings) {
     const spec = createServiceImplSpec(service, impl as ServiceImpl<DescService>);
@@ -43,7 +56,14 @@ export function createInProcessTransport(bindings: readonly ServiceBinding[], in
         const context = handlerContextOf(request, request.contextValues.get(callHeadersKey));
         const output = await implementation(request.message, context);
         const message = isMessage(output, method.output) ? output : create(method.output, output);
-        return { stream: false, service, method, header: context.responseHeader, trailer: context.responseTrailer, message } as UnaryResponse;
+        return {
+          stream: false,
+          service,
+          method,
+          header: context.responseHeader,
+          trailer: context.responseTrailer,
+          message,
+        } as UnaryResponse;
       };
       // Outermost first, as Connect applies them.
       const chained = interceptors.reduceRight<(r: UnaryRequest) => Promise<UnaryResponse>>(
@@ -64,7 +84,8 @@ export function createInProcessTransport(bindings: readonly ServiceBinding[], in
       contextValues?: ContextValues,
     ): Promise<UnaryResponse<I, O>> {
       const call = calls.get(method.parent.typeName + "/" + method.name);
-      if (!call) throw new ConnectError(`${method.parent.typeName}.${method.name} is not served in process`, Code.Unimplemented);
+      if (!call)
+        throw new ConnectError(`${method.parent.typeName}.${method.name} is not served in process`, Code.Unimplemented);
       const message = isMessage(input, method.input) ? input : create(method.input, input);
       // What the handler sets on its context, kept for this call: an error carries it too (a 429's Retry-After).
       const callHeaders = { header: new Headers(), trailer: new Headers() };
@@ -91,8 +112,15 @@ export function createInProcessTransport(bindings: readonly ServiceBinding[], in
         throw error;
       }
     },
-    stream<I extends DescMessage, O extends DescMessage>(method: DescMethodStreaming<I, O>): Promise<StreamResponse<I, O>> {
-      return Promise.reject(new ConnectError(`${method.parent.typeName}.${method.name}: streaming is not served in process`, Code.Unimplemented));
+    stream<I extends DescMessage, O extends DescMessage>(
+      method: DescMethodStreaming<I, O>,
+    ): Promise<StreamResponse<I, O>> {
+      return Promise.reject(
+        new ConnectError(
+          `${method.parent.typeName}.${method.name}: streaming is not served in process`,
+          Code.Unimplemented,
+        ),
+      );
     },
   };
 }
@@ -101,14 +129,19 @@ export function createInProcessTransport(bindings: readonly ServiceBinding[], in
 const NEVER_ABORTED = new AbortController().signal;
 
 /** The response headers and trailers of one in-process call. */
-const callHeadersKey = createContextKey<{ header: Headers; trailer: Headers } | undefined>(undefined, { description: "in-process call headers" });
+const callHeadersKey = createContextKey<{ header: Headers; trailer: Headers } | undefined>(undefined, {
+  description: "in-process call headers",
+});
 
 /**
  * The handler's context, made from the request as the interceptors left it: a plain object
  * (Connect's createHandlerContext would link a deadline and two abort signals per call, which
  * the deadline interceptor already covers), writing into the call's own headers.
  */
-function handlerContextOf(request: UnaryRequest, headers: { header: Headers; trailer: Headers } | undefined): HandlerContext {
+function handlerContextOf(
+  request: UnaryRequest,
+  headers: { header: Headers; trailer: Headers } | undefined,
+): HandlerContext {
   return {
     service: request.service,
     method: request.method,

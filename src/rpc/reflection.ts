@@ -111,7 +111,10 @@ class DescriptorIndex {
         return { case: "allExtensionNumbersResponse", value: { baseTypeName: req.value, extensionNumber } };
       }
       default:
-        return { case: "errorResponse", value: { errorCode: Code.InvalidArgument, errorMessage: "empty message_request" } };
+        return {
+          case: "errorResponse",
+          value: { errorCode: Code.InvalidArgument, errorMessage: "empty message_request" },
+        };
     }
   }
 }

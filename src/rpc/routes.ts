@@ -48,7 +48,14 @@ export const serviceFiles: readonly DescFile[] = [
 ];
 
 /** Every service of the contract; the REST gateway exposes those whose methods have HTTP rules. */
-export const contractServices: readonly DescService[] = [AuthService, ApiUserService, UserService, AirCreditService, OperatorService, ScimService];
+export const contractServices: readonly DescService[] = [
+  AuthService,
+  ApiUserService,
+  UserService,
+  AirCreditService,
+  OperatorService,
+  ScimService,
+];
 
 /** The domain services the RPC core translates to. */
 export interface RpcDomain {
@@ -121,10 +128,14 @@ export function createRpcCore(
     router.service(ScimService, scim);
   };
   const operatorService = (router: ConnectRouter) => router.service(OperatorService, operator);
-  const everything = withInfrastructure((router) => {
-    publicServices(router);
-    operatorService(router);
-  }, serviceFiles, faces.health);
+  const everything = withInfrastructure(
+    (router) => {
+      publicServices(router);
+      operatorService(router);
+    },
+    serviceFiles,
+    faces.health,
+  );
   const interceptors = [
     // Only when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT): outermost, so its span holds the final outcome.
     ...(observers.tracer ? [tracingInterceptor(observers.tracer)] : []),
@@ -135,12 +146,31 @@ export function createRpcCore(
     authenticationInterceptor(domain.verifiers),
     // After authentication (it budgets the principal), before anything that may touch the database.
     // A queued call gives up at half the deadline: the caller gets 429 with Retry-After, not a 504.
-    ...(observers.principalBudget ? [principalBudgetInterceptor({ ...observers.principalBudget, maxQueueWaitMs: (observers.deadlineMs ?? 10_000) / 2 })] : []),
+    ...(observers.principalBudget
+      ? [
+          principalBudgetInterceptor({
+            ...observers.principalBudget,
+            maxQueueWaitMs: (observers.deadlineMs ?? 10_000) / 2,
+          }),
+        ]
+      : []),
     createValidateInterceptor(),
   ];
   return {
-    routes: faces.admin ? withInfrastructure(publicServices, serviceFiles.filter((f) => f !== file_travel_operator_v1_operator), faces.health) : everything,
-    adminRoutes: faces.admin && withInfrastructure(operatorService, [file_travel_operator_v1_operator, file_travel_common_v1_error], faces.admin.health),
+    routes: faces.admin
+      ? withInfrastructure(
+          publicServices,
+          serviceFiles.filter((f) => f !== file_travel_operator_v1_operator),
+          faces.health,
+        )
+      : everything,
+    adminRoutes:
+      faces.admin &&
+      withInfrastructure(
+        operatorService,
+        [file_travel_operator_v1_operator, file_travel_common_v1_error],
+        faces.admin.health,
+      ),
     interceptors,
     transport: createInProcessTransport(
       [

@@ -14,7 +14,8 @@ const heldByThisProcess = new Set<string>();
 export function ownDataDir(dataDir: string): () => void {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const key = fs.realpathSync(dataDir);
-  if (heldByThisProcess.has(key)) throw new DataDirBusyError(`${dataDir} is in use by process ${process.pid} (this process)`);
+  if (heldByThisProcess.has(key))
+    throw new DataDirBusyError(`${dataDir} is in use by process ${process.pid} (this process)`);
   const lockFile = path.join(dataDir, "owner.pid");
   for (let attempt = 0; attempt < 2; attempt++) {
     try {

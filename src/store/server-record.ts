@@ -48,6 +48,13 @@ function readRecord(dataDir: string): ServerRecord | undefined {
     return undefined;
   }
   const { url, adminUrl, pid } = (parsed ?? {}) as Record<string, unknown>;
-  if (typeof url !== "string" || !/^https?:\/\//.test(url) || typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) return undefined;
+  if (
+    typeof url !== "string" ||
+    !/^https?:\/\//.test(url) ||
+    typeof pid !== "number" ||
+    !Number.isInteger(pid) ||
+    pid <= 0
+  )
+    return undefined;
   return { url, adminUrl: typeof adminUrl === "string" && /^https?:\/\//.test(adminUrl) ? adminUrl : undefined, pid };
 }

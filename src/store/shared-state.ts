@@ -56,16 +56,30 @@ export function openSharedState(options: SharedStateOptions, logger: Logger): Sh
     openMs: options.redis.breakerOpenMs,
     onChange: (open) => {
       options.onBreakerChange?.(open);
-      if (open) logger.warn({}, "redis circuit breaker open: Postgres answers credential checks, rate limits are per instance");
+      if (open)
+        logger.warn({}, "redis circuit breaker open: Postgres answers credential checks, rate limits are per instance");
       else logger.info({}, "redis circuit breaker closed");
     },
   });
   return {
     kind: "redis",
-    generationCache: new RedisGenerationCache(redis, options.keyPrefix, options.credentialCacheSeconds, breaker, options.redis.commandTimeoutMs),
-    budgetCounters: redisBudgetCounters(redis, options.keyPrefix, options.onRateLimitFallback, breaker, options.redis.commandTimeoutMs),
+    generationCache: new RedisGenerationCache(
+      redis,
+      options.keyPrefix,
+      options.credentialCacheSeconds,
+      breaker,
+      options.redis.commandTimeoutMs,
+    ),
+    budgetCounters: redisBudgetCounters(
+      redis,
+      options.keyPrefix,
+      options.onRateLimitFallback,
+      breaker,
+      options.redis.commandTimeoutMs,
+    ),
     admission: new RedisTokenAdmission(redis, options.keyPrefix, breaker, options.redis.commandTimeoutMs),
-    status: async () => (!breaker.tripped && (await pingRedis(redis, redisOptions.commandTimeoutMs)) ? "up" : "degraded"),
+    status: async () =>
+      !breaker.tripped && (await pingRedis(redis, redisOptions.commandTimeoutMs)) ? "up" : "degraded",
     close: () => closeRedis(redis),
   };
 }

@@ -33,12 +33,17 @@ const addFormats = ((addFormatsModule as any).default ?? addFormatsModule) as ty
 // OpenAPI 3.1 schemas are JSON Schema 2020-12; its own keywords (example, discriminator, x-*) are annotations.
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
-ajv.addFormat("int32", { type: "number", validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31 });
+ajv.addFormat("int32", {
+  type: "number",
+  validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31,
+});
 ajv.addFormat("double", { type: "number", validate: (n: number) => Number.isFinite(n) });
 ajv.addSchema(REFERENCE, REFERENCE_ID);
 
 const responseSchema = (path: string) => {
-  const validate = ajv.getSchema(`${REFERENCE_ID}#/paths/${path.replaceAll("/", "~1")}/post/responses/200/content/application~1json/schema`);
+  const validate = ajv.getSchema(
+    `${REFERENCE_ID}#/paths/${path.replaceAll("/", "~1")}/post/responses/200/content/application~1json/schema`,
+  );
   assert.ok(validate, `the reference has a 200 schema for ${path}`);
   return validate;
 };
@@ -57,8 +62,12 @@ export function assertReferenceShape(path: string, answer: Answer): Answer {
   const validate = answer.status === 200 ? SUCCESS_SCHEMAS[path] : errorSchema;
   assert.ok(validate, `no reference schema for ${path}`);
   if (!validate(answer.body)) {
-    const problems = (validate.errors ?? []).slice(0, 10).map((e) => `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`);
-    assert.fail(`${path} answered ${answer.status} with a body the reference's schema refuses:\n  ${problems.join("\n  ")}`);
+    const problems = (validate.errors ?? [])
+      .slice(0, 10)
+      .map((e) => `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`);
+    assert.fail(
+      `${path} answered ${answer.status} with a body the reference's schema refuses:\n  ${problems.join("\n  ")}`,
+    );
   }
   return answer;
 }
@@ -71,24 +80,46 @@ let pkg: any;
 /** A grpc-js client for AirCreditService (an independent implementation of gRPC). */
 export function airCreditGrpc(baseUrl: string) {
   pkg ??= grpc.loadPackageDefinition(
-    protoLoader.loadSync(["travel/aircredit/v3/air_credit.proto"], { includeDirs: [`${root}proto`], keepCase: false, longs: String, enums: String, defaults: false, oneofs: true }),
+    protoLoader.loadSync(["travel/aircredit/v3/air_credit.proto"], {
+      includeDirs: [`${root}proto`],
+      keepCase: false,
+      longs: String,
+      enums: String,
+      defaults: false,
+      oneofs: true,
+    }),
   );
-  const client = new pkg.travel.aircredit.v3.AirCreditService(new URL(baseUrl).host, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
+  const client = new pkg.travel.aircredit.v3.AirCreditService(
+    new URL(baseUrl).host,
+    grpc.credentials.createInsecure(),
+  ) as grpc.Client & Record<string, any>;
   const call = (method: string, request: Record<string, unknown>, token?: string): Promise<Answer> => {
     const metadata = new grpc.Metadata();
     if (token !== undefined) metadata.set("authorization", `Bearer ${token}`);
     return new Promise((resolve) => {
-      client[method](request, metadata, { deadline: Date.now() + 15_000 }, (err: grpc.ServiceError | null, res: Record<string, any>) => {
-        if (!err) return resolve({ status: 200, body: res });
-        const [raw] = err.metadata?.get("grpc-status-details-bin") ?? [];
-        const detail: ErrorResponse | undefined = Buffer.isBuffer(raw) ? errorResponseIn(decodeRpcStatus(new Uint8Array(raw)).details) : undefined;
-        resolve({ status: GRPC_TO_HTTP[err.code] ?? 1000 + err.code, body: detail ? JSON.parse(JSON.stringify(detail)) : { grpcMessage: err.message } });
-      });
+      client[method](
+        request,
+        metadata,
+        { deadline: Date.now() + 15_000 },
+        (err: grpc.ServiceError | null, res: Record<string, any>) => {
+          if (!err) return resolve({ status: 200, body: res });
+          const [raw] = err.metadata?.get("grpc-status-details-bin") ?? [];
+          const detail: ErrorResponse | undefined = Buffer.isBuffer(raw)
+            ? errorResponseIn(decodeRpcStatus(new Uint8Array(raw)).details)
+            : undefined;
+          resolve({
+            status: GRPC_TO_HTTP[err.code] ?? 1000 + err.code,
+            body: detail ? JSON.parse(JSON.stringify(detail)) : { grpcMessage: err.message },
+          });
+        },
+      );
     });
   };
   return {
-    list: async (request: Record<string, unknown>, token?: string) => assertReferenceShape(LIST_PATH, await call("listCompanyTransferableUnusedCredits", request, token)),
-    migrate: async (request: Record<string, unknown>, token?: string) => assertReferenceShape(MIGRATE_PATH, await call("migrateCompanyCredits", request, token)),
+    list: async (request: Record<string, unknown>, token?: string) =>
+      assertReferenceShape(LIST_PATH, await call("listCompanyTransferableUnusedCredits", request, token)),
+    migrate: async (request: Record<string, unknown>, token?: string) =>
+      assertReferenceShape(MIGRATE_PATH, await call("migrateCompanyCredits", request, token)),
     close: () => client.close(),
   };
 }
@@ -103,15 +134,22 @@ export function assertErrorAnswer(answer: Answer, status: number, errorCode: str
   const first = answer.body.errorMessages?.[0];
   assert.equal(first?.errorCode, errorCode, JSON.stringify(answer.body));
   if (parameterName !== undefined) {
-    const names = (answer.body.errorMessages as any[]).flatMap((m) => (m.errorParameters ?? []).map((p: any) => p.name));
-    assert.ok(names.includes(parameterName), `expected a parameter named ${parameterName}, got ${JSON.stringify(names)}`);
+    const names = (answer.body.errorMessages as any[]).flatMap((m) =>
+      (m.errorParameters ?? []).map((p: any) => p.name),
+    );
+    assert.ok(
+      names.includes(parameterName),
+      `expected a parameter named ${parameterName}, got ${JSON.stringify(names)}`,
+    );
   }
 }
 
 /** YYYY-MM-DD, `days` from today (UTC). */
 export function day(days: number): string {
   const now = new Date();
-  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + days)).toISOString().slice(0, 10);
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + days))
+    .toISOString()
+    .slice(0, 10);
 }
 
 export interface CreditSpec {
@@ -155,11 +193,19 @@ export function creditJson(s: CreditSpec): Record<string, unknown> {
   };
 }
 
-export async function importCredits(baseUrl: string, companyId: string, credits: unknown[]): Promise<{ created: number; updated: number }> {
+export async function importCredits(
+  baseUrl: string,
+  companyId: string,
+  credits: unknown[],
+): Promise<{ created: number; updated: number }> {
   return operatorCall(baseUrl, "ImportAirCredits", { companyId, credits });
 }
 
-export async function tokenFor(baseUrl: string, client: { clientId: string; clientSecret: string }, scope?: string): Promise<string> {
+export async function tokenFor(
+  baseUrl: string,
+  client: { clientId: string; clientSecret: string },
+  scope?: string,
+): Promise<string> {
   return accessTokenOf(baseUrl, client as never, scope ? { scope } : {});
 }
 

@@ -8,11 +8,15 @@ import { migrationFailure, transferableOn, utcToday } from "../../src/domain/air
 describe("air-credit rules", () => {
   test("calendar dates: only days that exist, in YYYY-MM-DD", () => {
     for (const ok of ["2024-02-29", "2026-12-31", "0001-01-01"]) assert.equal(isCalendarDate(ok), true, ok);
-    for (const bad of ["2023-02-29", "2026-13-01", "2026-04-31", "2026-1-05", "20260105", "2026-01-05T00:00Z", ""]) assert.equal(isCalendarDate(bad), false, bad);
+    for (const bad of ["2023-02-29", "2026-13-01", "2026-04-31", "2026-1-05", "20260105", "2026-01-05T00:00Z", ""])
+      assert.equal(isCalendarDate(bad), false, bad);
   });
 
   test("today is taken in UTC", () => {
-    assert.equal(utcToday(() => new Date("2026-11-22T23:30:00-05:00")), "2026-11-23");
+    assert.equal(
+      utcToday(() => new Date("2026-11-22T23:30:00-05:00")),
+      "2026-11-23",
+    );
     assert.equal(transferableOn(() => new Date("2026-11-22T00:00:00Z")).today, "2026-11-22");
     assert.ok(transferableOn(() => new Date()).airlineCodes.includes("AA"));
   });
@@ -26,15 +30,28 @@ describe("air-credit rules", () => {
   });
 
   test("migration checks, in order: found, open, not expired, airline allows transfers", () => {
-    const credit = { companyId: "o", status: "OPEN" as const, expiryDate: "2026-11-22", airlineCode: "AA", creditUsageType: "PERSONAL" as const };
+    const credit = {
+      companyId: "o",
+      status: "OPEN" as const,
+      expiryDate: "2026-11-22",
+      airlineCode: "AA",
+      creditUsageType: "PERSONAL" as const,
+    };
     const today = "2026-11-22";
     assert.equal(migrationFailure([], today), "PAYMENT_SOURCE_NOT_FOUND");
     assert.equal(migrationFailure([credit], today), undefined, "expiring today is still transferable");
     assert.equal(migrationFailure([{ ...credit, status: "USED" }], today), "CREDIT_NOT_OPEN");
-    assert.equal(migrationFailure([{ ...credit, status: "RESERVED", expiryDate: "2020-01-01" }], today), "CREDIT_NOT_OPEN");
+    assert.equal(
+      migrationFailure([{ ...credit, status: "RESERVED", expiryDate: "2020-01-01" }], today),
+      "CREDIT_NOT_OPEN",
+    );
     assert.equal(migrationFailure([{ ...credit, expiryDate: "2026-11-21" }], today), "CREDIT_EXPIRED");
     assert.equal(migrationFailure([{ ...credit, airlineCode: "WN" }], today), "AIRLINE_NOT_TRANSFERABLE");
-    assert.equal(migrationFailure([credit, { ...credit, status: "USED" }], today), "CREDIT_NOT_OPEN", "every credit of the payment source counts");
+    assert.equal(
+      migrationFailure([credit, { ...credit, status: "USED" }], today),
+      "CREDIT_NOT_OPEN",
+      "every credit of the payment source counts",
+    );
   });
 
   test("import rows: defaults, decimal amounts kept as written, card numbers masked", () => {
@@ -47,7 +64,13 @@ describe("air-credit rules", () => {
         expiryDate: { iso8601: "2027-01-31T10:00:00+02:00" },
         fopInfo: { card: { number: "4111 1111 1111 1234", cvv: "999" } },
       },
-      { ticketNumber: "0017779139218", airlineCode: "UA", totalFare: { amount: "0.105", currencyCode: "KWD" }, issueDate: { iso8601: "2026-01-31" }, expiryDate: { iso8601: "2026-01-31" } },
+      {
+        ticketNumber: "0017779139218",
+        airlineCode: "UA",
+        totalFare: { amount: "0.105", currencyCode: "KWD" },
+        issueDate: { iso8601: "2026-01-31" },
+        expiryDate: { iso8601: "2026-01-31" },
+      },
     ]);
     assert.deepEqual(errors, []);
     assert.equal(credits[0]!.airlineCode, "AA");
@@ -56,13 +79,28 @@ describe("air-credit rules", () => {
     // The instant is kept (issue 18, finding 8), in UTC; a date alone is its midnight UTC.
     assert.equal(credits[0]!.expiryDate, "2027-01-31T08:00:00.000Z");
     assert.equal(credits[1]!.expiryDate, "2026-01-31T00:00:00.000Z");
-    assert.deepEqual([credits[0]!.status, credits[0]!.source, credits[0]!.creditUsageType, credits[0]!.ticketType, credits[0]!.paymentSourceId], ["OPEN", "SABRE", "PERSONAL", "ETICKET", ""]);
+    assert.deepEqual(
+      [
+        credits[0]!.status,
+        credits[0]!.source,
+        credits[0]!.creditUsageType,
+        credits[0]!.ticketType,
+        credits[0]!.paymentSourceId,
+      ],
+      ["OPEN", "SABRE", "PERSONAL", "ETICKET", ""],
+    );
     assert.deepEqual(credits[0]!.fopInfo, { card: { number: "****1234" } });
     assert.deepEqual(credits[1]!.totalFare, { amount: "0.105", currencyCode: "KWD" });
   });
 
   test("import rows: every problem named by row index and field", () => {
-    const base = { ticketNumber: "0017779139217", airlineCode: "AA", totalFare: { amount: 1, currencyCode: "USD" }, issueDate: { iso8601: "2026-01-31" }, expiryDate: { iso8601: "2027-01-31" } };
+    const base = {
+      ticketNumber: "0017779139217",
+      airlineCode: "AA",
+      totalFare: { amount: 1, currencyCode: "USD" },
+      issueDate: { iso8601: "2026-01-31" },
+      expiryDate: { iso8601: "2027-01-31" },
+    };
     const { credits, errors } = parseCredits([
       base,
       "not an object",
@@ -76,11 +114,18 @@ describe("air-credit rules", () => {
     assert.deepEqual(errors, [
       { name: "credits[1]", value: "must be an object" },
       { name: "credits[2].airlineInfo.airlineCode", value: "must equal airlineCode" },
-      { name: "credits[3].totalFare.amount", value: "must be a non-negative amount with at most 12 digits and 3 decimals" },
+      {
+        name: "credits[3].totalFare.amount",
+        value: "must be a non-negative amount with at most 12 digits and 3 decimals",
+      },
       { name: "credits[4].expiryDate", value: "must not be before issueDate" },
       { name: "credits[5].paymentSourceId", value: "must be a UUID" },
       { name: "credits[5].creditUsageType", value: "must be one of PERSONAL, COMPANY" },
-      { name: "credits[6].expiryDate", value: 'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)' },
+      {
+        name: "credits[6].expiryDate",
+        value:
+          'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)',
+      },
     ]);
   });
 });

@@ -2,8 +2,28 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { backend } from "../helpers/backend.js";
 import { operatorCall, type RunningService } from "../helpers/service.js";
-import { disposeService, newApiUser, newTenant, ROOMY_RATE_LIMITS, startTokenService, type Client } from "../helpers/token-kit.js";
-import { airCreditGrpc, assertErrorAnswer, creditJson, day, importCredits, LIST_PATH, rest, tokenFor, uuid, type Answer, type CreditSpec, type Face } from "./air-credit-kit.js";
+import {
+  disposeService,
+  newApiUser,
+  newTenant,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+  type Client,
+} from "../helpers/token-kit.js";
+import {
+  airCreditGrpc,
+  assertErrorAnswer,
+  creditJson,
+  day,
+  importCredits,
+  LIST_PATH,
+  rest,
+  tokenFor,
+  uuid,
+  type Answer,
+  type CreditSpec,
+  type Face,
+} from "./air-credit-kit.js";
 
 /**
  * POST /v3/air/company-transferable-unused-credits/list over REST and over gRPC (grpc-js): every
@@ -19,17 +39,109 @@ describe(`air credits: list (${backend})`, () => {
 
   // Transferable: t5 (today), t6/t1 (same expiry: ticket order), t2, t3, t4.
   const fixture: CreditSpec[] = [
-    { ticket: "0010000000001", airline: "AA", source: "SABRE", pcc: "P1", fop: "Visa", access: "CARD_ACCESS_CENTRAL", entity: "E1", expiresIn: 10 },
-    { ticket: "0010000000002", airline: "UA", source: "AMADEUS", pcc: "P2", fop: "Amex", access: "CARD_ACCESS_PERSONAL", entity: "E2", expiresIn: 20 },
-    { ticket: "0010000000003", airline: "DL", source: "NDC", pcc: "P1", fop: "Amex", access: "CARD_ACCESS_CORPORATE", entity: "E1", expiresIn: 30 },
-    { ticket: "0010000000004", airline: "AA", source: "AMADEUS", pcc: "P3", fop: "Visa", access: "CARD_ACCESS_PERSONAL", entity: "E2", expiresIn: 40 },
-    { ticket: "0010000000005", airline: "BA", source: "SABRE", pcc: "P2", fop: "MC", access: "CARD_ACCESS_CENTRAL", entity: "E3", expiresIn: 0 },
-    { ticket: "0009999999999", airline: "AF", source: "SABRE", pcc: "P3", fop: "MC", access: "CARD_ACCESS_PERSONAL", entity: "E3", expiresIn: 10 },
+    {
+      ticket: "0010000000001",
+      airline: "AA",
+      source: "SABRE",
+      pcc: "P1",
+      fop: "Visa",
+      access: "CARD_ACCESS_CENTRAL",
+      entity: "E1",
+      expiresIn: 10,
+    },
+    {
+      ticket: "0010000000002",
+      airline: "UA",
+      source: "AMADEUS",
+      pcc: "P2",
+      fop: "Amex",
+      access: "CARD_ACCESS_PERSONAL",
+      entity: "E2",
+      expiresIn: 20,
+    },
+    {
+      ticket: "0010000000003",
+      airline: "DL",
+      source: "NDC",
+      pcc: "P1",
+      fop: "Amex",
+      access: "CARD_ACCESS_CORPORATE",
+      entity: "E1",
+      expiresIn: 30,
+    },
+    {
+      ticket: "0010000000004",
+      airline: "AA",
+      source: "AMADEUS",
+      pcc: "P3",
+      fop: "Visa",
+      access: "CARD_ACCESS_PERSONAL",
+      entity: "E2",
+      expiresIn: 40,
+    },
+    {
+      ticket: "0010000000005",
+      airline: "BA",
+      source: "SABRE",
+      pcc: "P2",
+      fop: "MC",
+      access: "CARD_ACCESS_CENTRAL",
+      entity: "E3",
+      expiresIn: 0,
+    },
+    {
+      ticket: "0009999999999",
+      airline: "AF",
+      source: "SABRE",
+      pcc: "P3",
+      fop: "MC",
+      access: "CARD_ACCESS_PERSONAL",
+      entity: "E3",
+      expiresIn: 10,
+    },
     // Not transferable: expired yesterday, used, already a company credit, an airline without transfers.
-    { ticket: "0020000000001", airline: "AA", source: "SABRE", pcc: "PX", fop: "Expired label", access: "CARD_ACCESS_CENTRAL", entity: "EX", expiresIn: -1 },
-    { ticket: "0020000000002", airline: "AA", source: "SABRE", pcc: "PU", fop: "Used label", access: "CARD_ACCESS_CENTRAL", entity: "EU", expiresIn: 50, status: "USED" },
-    { ticket: "0020000000003", airline: "AA", source: "SABRE", pcc: "PC", fop: "Company label", access: "CARD_ACCESS_CENTRAL", entity: "EC", expiresIn: 50, usage: "COMPANY" },
-    { ticket: "0020000000004", airline: "WN", source: "SOUTHWEST", pcc: "PW", fop: "WN label", access: "CARD_ACCESS_CENTRAL", entity: "EW", expiresIn: 50 },
+    {
+      ticket: "0020000000001",
+      airline: "AA",
+      source: "SABRE",
+      pcc: "PX",
+      fop: "Expired label",
+      access: "CARD_ACCESS_CENTRAL",
+      entity: "EX",
+      expiresIn: -1,
+    },
+    {
+      ticket: "0020000000002",
+      airline: "AA",
+      source: "SABRE",
+      pcc: "PU",
+      fop: "Used label",
+      access: "CARD_ACCESS_CENTRAL",
+      entity: "EU",
+      expiresIn: 50,
+      status: "USED",
+    },
+    {
+      ticket: "0020000000003",
+      airline: "AA",
+      source: "SABRE",
+      pcc: "PC",
+      fop: "Company label",
+      access: "CARD_ACCESS_CENTRAL",
+      entity: "EC",
+      expiresIn: 50,
+      usage: "COMPANY",
+    },
+    {
+      ticket: "0020000000004",
+      airline: "WN",
+      source: "SOUTHWEST",
+      pcc: "PW",
+      fop: "WN label",
+      access: "CARD_ACCESS_CENTRAL",
+      entity: "EW",
+      expiresIn: 50,
+    },
   ];
   const t = (n: number) => `001000000000${n}`;
   const t6 = "0009999999999";
@@ -42,7 +154,8 @@ describe(`air credits: list (${backend})`, () => {
     const b = await newTenant(base);
     companyA1 = a.orgId;
     companyB1 = b.orgId;
-    companyA2 = (await operatorCall<{ orgId: string }>(base, "CreateCompany", { tmcId: a.tmcId, name: "Second" })).orgId;
+    companyA2 = (await operatorCall<{ orgId: string }>(base, "CreateCompany", { tmcId: a.tmcId, name: "Second" }))
+      .orgId;
     const clients: Record<string, Client> = {
       tmcA: a.admin,
       tmcB: b.admin,
@@ -53,7 +166,16 @@ describe(`air credits: list (${backend})`, () => {
     tokens.noReadScope = await tokenFor(base, a.admin, "api-users");
     assert.equal((await importCredits(base, companyA1, fixture.map(creditJson))).created, 10);
     const many = Array.from({ length: 250 }, (_, i) =>
-      creditJson({ ticket: `0300000${String(i).padStart(6, "0")}`, airline: "AA", source: "SABRE", pcc: "Q1", fop: "Bulk", access: "CARD_ACCESS_CENTRAL", entity: "Bulk", expiresIn: 1 + (i % 7) }),
+      creditJson({
+        ticket: `0300000${String(i).padStart(6, "0")}`,
+        airline: "AA",
+        source: "SABRE",
+        pcc: "Q1",
+        fop: "Bulk",
+        access: "CARD_ACCESS_CENTRAL",
+        entity: "Bulk",
+        expiresIn: 1 + (i % 7),
+      }),
     );
     assert.equal((await importCredits(base, companyA2, many)).created, 250);
     await importCredits(base, companyB1, [creditJson({ ...fixture[0]!, fop: "B only" })]);
@@ -66,17 +188,28 @@ describe(`air credits: list (${backend})`, () => {
   });
 
   const call = (face: Face, body: Record<string, unknown>, token: string | null = tokens.tmcA!): Promise<Answer> =>
-    face === "REST" ? rest(running.baseUrl, LIST_PATH, body, token ?? undefined) : grpcFace.list(body, token ?? undefined);
-  const tickets = (answer: Answer) => ((answer.body.unusedCreditInfos ?? []) as Array<{ ticketNumber: string }>).map((c) => c.ticketNumber);
+    face === "REST"
+      ? rest(running.baseUrl, LIST_PATH, body, token ?? undefined)
+      : grpcFace.list(body, token ?? undefined);
+  const tickets = (answer: Answer) =>
+    ((answer.body.unusedCreditInfos ?? []) as Array<{ ticketNumber: string }>).map((c) => c.ticketNumber);
   const totalOf = (answer: Answer) => Number(answer.body.paginationParams?.totalRecords ?? 0);
   const listA1 = (face: Face, filter?: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
     call(face, { companyId: { id: companyA1 }, ...(filter ? { companyCreditFilter: filter } : {}), ...extra });
 
   const filterCases: Array<[string, Record<string, unknown> | undefined, string[]]> = [
-    ["no filter: every transferable credit, by expiry date then ticket number", undefined, [t(5), t6, t(1), t(2), t(3), t(4)]],
+    [
+      "no filter: every transferable credit, by expiry date then ticket number",
+      undefined,
+      [t(5), t6, t(1), t(2), t(3), t(4)],
+    ],
     ["supplier", { supplier: "SABRE" }, [t(5), t6, t(1)]],
     ["selectedAirlines", { selectedAirlines: ["AA", "UA"] }, [t(1), t(2), t(4)]],
-    ["expiryDateRange (inclusive at both ends)", { expiryDateRange: { expiryDateStart: { iso8601: day(10) }, expiryDateEnd: { iso8601: day(30) } } }, [t6, t(1), t(2), t(3)]],
+    [
+      "expiryDateRange (inclusive at both ends)",
+      { expiryDateRange: { expiryDateStart: { iso8601: day(10) }, expiryDateEnd: { iso8601: day(30) } } },
+      [t6, t(1), t(2), t(3)],
+    ],
     ["expiryDateRange with a start only", { expiryDateRange: { expiryDateStart: { iso8601: day(31) } } }, [t(4)]],
     ["expiryDateRange with an end only", { expiryDateRange: { expiryDateEnd: { iso8601: day(0) } } }, [t(5)]],
     ["fopLabel", { fopLabel: ["Amex"] }, [t(2), t(3)]],
@@ -85,13 +218,30 @@ describe(`air credits: list (${backend})`, () => {
     ["pccs wins over pcc", { pcc: "P1", pccs: ["P2"] }, [t(5), t(2)]],
     ["fopCardAccessType", { fopCardAccessType: ["CARD_ACCESS_CENTRAL"] }, [t(5), t(1)]],
     ["legalEntityNames", { legalEntityNames: ["E2"] }, [t(2), t(4)]],
-    ["a filter naming only non-transferable values matches nothing", { fopLabel: ["Expired label", "Used label", "Company label", "WN label"] }, []],
+    [
+      "a filter naming only non-transferable values matches nothing",
+      { fopLabel: ["Expired label", "Used label", "Company label", "WN label"] },
+      [],
+    ],
     ["combined: supplier AND airline", { supplier: "AMADEUS", selectedAirlines: ["AA"] }, [t(4)]],
-    ["combined: every filter at once", {
-      supplier: "SABRE", selectedAirlines: ["AA", "AF"], expiryDateRange: { expiryDateStart: { iso8601: day(5) }, expiryDateEnd: { iso8601: day(15) } },
-      fopLabel: ["Visa", "MC"], pccs: ["P1", "P3"], fopCardAccessType: ["CARD_ACCESS_CENTRAL", "CARD_ACCESS_PERSONAL"], legalEntityNames: ["E1", "E3"],
-    }, [t6, t(1)]],
-    ["combined filters that exclude each other", { supplier: "AMADEUS", fopLabel: ["Amex"], selectedAirlines: ["AA"] }, []],
+    [
+      "combined: every filter at once",
+      {
+        supplier: "SABRE",
+        selectedAirlines: ["AA", "AF"],
+        expiryDateRange: { expiryDateStart: { iso8601: day(5) }, expiryDateEnd: { iso8601: day(15) } },
+        fopLabel: ["Visa", "MC"],
+        pccs: ["P1", "P3"],
+        fopCardAccessType: ["CARD_ACCESS_CENTRAL", "CARD_ACCESS_PERSONAL"],
+        legalEntityNames: ["E1", "E3"],
+      },
+      [t6, t(1)],
+    ],
+    [
+      "combined filters that exclude each other",
+      { supplier: "AMADEUS", fopLabel: ["Amex"], selectedAirlines: ["AA"] },
+      [],
+    ],
   ];
 
   for (const face of ["REST", "gRPC"] as const) {
@@ -116,7 +266,11 @@ describe(`air credits: list (${backend})`, () => {
         const [credit] = answer.body.unusedCreditInfos as Array<Record<string, any>>;
         assert.equal(credit!.ticketNumber, t(1));
         assert.equal(credit!.airlineCode, "AA");
-        assert.deepEqual(credit!.airlineInfo, { airlineCode: "AA", airlineName: "American Airlines" }, "the name of SUPPORTED_AIRLINES, not the import's");
+        assert.deepEqual(
+          credit!.airlineInfo,
+          { airlineCode: "AA", airlineName: "American Airlines" },
+          "the name of SUPPORTED_AIRLINES, not the import's",
+        );
         assert.equal(credit!.totalFare.amount, 412.3);
         assert.equal(credit!.totalFare.currencyCode, "USD");
         // DateTimeOffset: an imported date is its midnight UTC; a date-time keeps its instant.
@@ -141,12 +295,20 @@ describe(`air credits: list (${backend})`, () => {
         const page = (offset: number) => call(face, { companyId: { id: companyA2 }, offset });
         const pages = await Promise.all([0, 100, 200, 250, 1000].map(page));
         for (const p of pages) assert.equal(p.status, 200, JSON.stringify(p.body));
-        assert.deepEqual(pages.map((p) => tickets(p).length), [100, 100, 50, 0, 0]);
+        assert.deepEqual(
+          pages.map((p) => tickets(p).length),
+          [100, 100, 50, 0, 0],
+        );
         assert.deepEqual(pages.map(totalOf), [250, 250, 250, 250, 250]);
-        assert.deepEqual(pages.map((p) => Number(p.body.paginationParams?.offset ?? 0)), [0, 100, 200, 250, 1000]);
+        assert.deepEqual(
+          pages.map((p) => Number(p.body.paginationParams?.offset ?? 0)),
+          [0, 100, 200, 250, 1000],
+        );
         const all = [...tickets(pages[0]!), ...tickets(pages[1]!), ...tickets(pages[2]!)];
         assert.equal(new Set(all).size, 250, "no credit on two pages");
-        const expiries = pages.slice(0, 3).flatMap((p) => (p.body.unusedCreditInfos as any[]).map((c) => `${c.expiryDate.iso8601} ${c.ticketNumber}`));
+        const expiries = pages
+          .slice(0, 3)
+          .flatMap((p) => (p.body.unusedCreditInfos as any[]).map((c) => `${c.expiryDate.iso8601} ${c.ticketNumber}`));
         assert.deepEqual(expiries, [...expiries].sort(), "ordered by expiry date, then ticket number, across pages");
         assert.deepEqual(pages[0]!.body.companyTransferablePccs, ["Q1"]);
       });
@@ -166,28 +328,56 @@ describe(`air credits: list (${backend})`, () => {
           await call(face, { companyId: { id: uuid() } }, tokens.tmcA),
         ];
         for (const answer of refusals) assertErrorAnswer(answer, 404, "NOT_FOUND", "companyId.id");
-        assert.equal(new Set(refusals.map((r) => r.body.errorMessages[0].message)).size, 1, "one message for every kind of refusal");
+        assert.equal(
+          new Set(refusals.map((r) => r.body.errorMessages[0].message)).size,
+          1,
+          "one message for every kind of refusal",
+        );
       });
 
       test("authentication and scope: no token 401, a token without air-credits:read 403", async () => {
         assertErrorAnswer(await call(face, { companyId: { id: companyA1 } }, null), 401, "USER_NOT_AUTHENTICATED");
-        assertErrorAnswer(await call(face, { companyId: { id: companyA1 } }, tokens.noReadScope), 403, "PERMISSION_DENIED");
+        assertErrorAnswer(
+          await call(face, { companyId: { id: companyA1 } }, tokens.noReadScope),
+          403,
+          "PERMISSION_DENIED",
+        );
       });
 
       test("validation: the expiry range's start after its end → 400", async () => {
         const range = { expiryDateStart: { iso8601: day(20) }, expiryDateEnd: { iso8601: day(10) } };
-        assertErrorAnswer(await listA1(face, { expiryDateRange: range }), 400, "API_VALIDATION_FAILED", "companyCreditFilter.expiryDateRange");
+        assertErrorAnswer(
+          await listA1(face, { expiryDateRange: range }),
+          400,
+          "API_VALIDATION_FAILED",
+          "companyCreditFilter.expiryDateRange",
+        );
       });
 
       test("validation: a date that does not exist, and one that is not ISO 8601 → 400 naming the field", async () => {
         const start = "companyCreditFilter.expiryDateRange.expiryDateStart.iso8601";
-        assertErrorAnswer(await listA1(face, { expiryDateRange: { expiryDateStart: { iso8601: "2027-02-30" } } }), 400, "API_VALIDATION_FAILED", start);
-        assertErrorAnswer(await listA1(face, { expiryDateRange: { expiryDateStart: { iso8601: "31/01/2027" } } }), 400, "API_VALIDATION_FAILED", start);
+        assertErrorAnswer(
+          await listA1(face, { expiryDateRange: { expiryDateStart: { iso8601: "2027-02-30" } } }),
+          400,
+          "API_VALIDATION_FAILED",
+          start,
+        );
+        assertErrorAnswer(
+          await listA1(face, { expiryDateRange: { expiryDateStart: { iso8601: "31/01/2027" } } }),
+          400,
+          "API_VALIDATION_FAILED",
+          start,
+        );
       });
 
       test("validation: companyId missing, or not a UUID → 400", async () => {
         assertErrorAnswer(await call(face, {}), 400, "API_VALIDATION_FAILED", "companyId");
-        assertErrorAnswer(await call(face, { companyId: { id: "not-a-uuid" } }), 400, "API_VALIDATION_FAILED", "companyId.id");
+        assertErrorAnswer(
+          await call(face, { companyId: { id: "not-a-uuid" } }),
+          400,
+          "API_VALIDATION_FAILED",
+          "companyId.id",
+        );
       });
 
       test("validation: a negative offset → 400", async () => {
@@ -217,21 +407,31 @@ describe(`air credits: list (${backend})`, () => {
   }
 
   test("the demo seed's credits, every page of them, are valid against the reference's schema (REST and gRPC)", async () => {
-    const seed = await operatorCall<{ orgId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const seed = await operatorCall<{ orgId: string; clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "Seed",
+      {},
+    );
     const token = await tokenFor(running.baseUrl, { clientId: seed.clientId, clientSecret: seed.clientSecret });
     for (const face of ["REST", "gRPC"] as const) {
       // call() passes every answer through the kit's JSON Schema check.
       const answer = await call(face, { companyId: { id: seed.orgId } }, token);
       assert.equal(answer.status, 200, JSON.stringify(answer.body));
       assert.ok(tickets(answer).length > 0);
-      for (const credit of answer.body.unusedCreditInfos as Array<Record<string, any>>) assert.ok(credit.airlineInfo?.airlineName, "every airlineInfo names its airline");
+      for (const credit of answer.body.unusedCreditInfos as Array<Record<string, any>>)
+        assert.ok(credit.airlineInfo?.airlineName, "every airlineInfo names its airline");
     }
   });
 
   describe("REST only: JSON the gRPC client cannot even encode", () => {
     test("a string offset and an unknown field → 400 naming the field", async () => {
       const post = (body: Record<string, unknown>) => rest(running.baseUrl, LIST_PATH, body, tokens.tmcA);
-      assertErrorAnswer(await post({ companyId: { id: companyA1 }, offset: "first" }), 400, "API_VALIDATION_FAILED", "offset");
+      assertErrorAnswer(
+        await post({ companyId: { id: companyA1 }, offset: "first" }),
+        400,
+        "API_VALIDATION_FAILED",
+        "offset",
+      );
       const unknown = await post({ companyId: { id: companyA1 }, colour: "blue" });
       assertErrorAnswer(unknown, 400, "API_VALIDATION_FAILED");
       assert.match(unknown.body.errorMessages[0].message, /colour/);
@@ -239,9 +439,17 @@ describe(`air credits: list (${backend})`, () => {
 
     test("a wrong type deeper in the body → 400 naming the field by its JSON path", async () => {
       const post = (body: Record<string, unknown>) => rest(running.baseUrl, LIST_PATH, body, tokens.tmcA);
-      assertErrorAnswer(await post({ companyId: { id: companyA1 }, companyCreditFilter: { selectedAirlines: "AA" } }), 400, "API_VALIDATION_FAILED", "companyCreditFilter.selectedAirlines");
       assertErrorAnswer(
-        await post({ companyId: { id: companyA1 }, companyCreditFilter: { expiryDateRange: { expiryDateStart: "2027-01-01" } } }),
+        await post({ companyId: { id: companyA1 }, companyCreditFilter: { selectedAirlines: "AA" } }),
+        400,
+        "API_VALIDATION_FAILED",
+        "companyCreditFilter.selectedAirlines",
+      );
+      assertErrorAnswer(
+        await post({
+          companyId: { id: companyA1 },
+          companyCreditFilter: { expiryDateRange: { expiryDateStart: "2027-01-01" } },
+        }),
         400,
         "API_VALIDATION_FAILED",
         "companyCreditFilter.expiryDateRange.expiryDateStart",

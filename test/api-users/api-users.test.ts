@@ -30,26 +30,47 @@ describe("API users: rules, tenant isolation, secrets", () => {
     await running.stop();
     await dropStorage(running.storage);
   });
-  const list = async (t: Tenant) => (await (await callApi(running.baseUrl, "/v2/api-users?limit=100", t.token)).json()) as { apiUsers: Array<{ clientId: string }>; totalCount: number };
+  const list = async (t: Tenant) =>
+    (await (await callApi(running.baseUrl, "/v2/api-users?limit=100", t.token)).json()) as {
+      apiUsers: Array<{ clientId: string }>;
+      totalCount: number;
+    };
 
   test("create: defaults, orgId rules, SCIM needs COMPANY_ADMIN, and the secret is shown once", async () => {
     const plain = await callApi(running.baseUrl, "/v2/api-users", a.token, {});
     assert.equal(plain.status, 200);
     const created = (await plain.json()) as Record<string, string>;
     assert.deepEqual(Object.keys(created).sort(), ["clientId", "clientSecret"]);
-    const scim = (await (await callApi(running.baseUrl, "/v2/api-users", a.token, { orgId: a.orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })).json()) as Record<string, string>;
+    const scim = (await (
+      await callApi(running.baseUrl, "/v2/api-users", a.token, {
+        orgId: a.orgId,
+        role: "COMPANY_ADMIN",
+        credentialType: "SCIM_TOKEN",
+      })
+    ).json()) as Record<string, string>;
     assert.deepEqual(Object.keys(scim).sort(), ["clientId", "scimToken"]);
     const badScim = await callApi(running.baseUrl, "/v2/api-users", a.token, { credentialType: "SCIM_TOKEN" });
     assert.equal(badScim.status, 400);
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users", a.token, { role: "COMPANY_ADMIN" })).status, 400, "COMPANY_ADMIN needs orgId");
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users", a.token, { orgId: b.orgId })).status, 404, "another TMC's company");
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users", a.token, { role: "COMPANY_ADMIN" })).status,
+      400,
+      "COMPANY_ADMIN needs orgId",
+    );
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users", a.token, { orgId: b.orgId })).status,
+      404,
+      "another TMC's company",
+    );
     const page = await list(a);
     assert.ok(page.apiUsers.some((u) => u.clientId === created.clientId));
     assert.equal(JSON.stringify(page).includes(created.clientSecret!), false, "never listed");
   });
 
   test("tenant isolation: TMC A's admin on TMC B's users is refused, changes nothing, learns nothing", async () => {
-    const bUser = (await (await callApi(running.baseUrl, "/v2/api-users", b.token, {})).json()) as { clientId: string; clientSecret: string };
+    const bUser = (await (await callApi(running.baseUrl, "/v2/api-users", b.token, {})).json()) as {
+      clientId: string;
+      clientSecret: string;
+    };
     const bToken = await accessToken(running.baseUrl, bUser.clientId, bUser.clientSecret);
     const before = await list(b);
 
@@ -68,16 +89,32 @@ describe("API users: rules, tenant isolation, secrets", () => {
       );
     }
     const aPage = await list(a);
-    assert.equal(aPage.apiUsers.some((u) => u.clientId === bUser.clientId), false, "A's list never shows B's users");
+    assert.equal(
+      aPage.apiUsers.some((u) => u.clientId === bUser.clientId),
+      false,
+      "A's list never shows B's users",
+    );
     assert.deepEqual(await list(b), before, "B's users unchanged");
     assert.equal((await callApi(running.baseUrl, "/v2/api-users", bToken)).status, 200, "B's token still works");
-    assert.equal((await fetchToken(running.baseUrl, bUser.clientId, bUser.clientSecret)).status, 200, "B's secret still works");
+    assert.equal(
+      (await fetchToken(running.baseUrl, bUser.clientId, bUser.clientSecret)).status,
+      200,
+      "B's secret still works",
+    );
   });
 
   test("COMPANY_ADMIN tokens and SCIM tokens are refused on every management operation", async () => {
-    const companyAdmin = (await (await callApi(running.baseUrl, "/v2/api-users", a.token, { orgId: a.orgId, role: "COMPANY_ADMIN" })).json()) as { clientId: string; clientSecret: string };
+    const companyAdmin = (await (
+      await callApi(running.baseUrl, "/v2/api-users", a.token, { orgId: a.orgId, role: "COMPANY_ADMIN" })
+    ).json()) as { clientId: string; clientSecret: string };
     const companyToken = await accessToken(running.baseUrl, companyAdmin.clientId, companyAdmin.clientSecret);
-    const scim = (await (await callApi(running.baseUrl, "/v2/api-users", a.token, { orgId: a.orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })).json()) as { scimToken: string };
+    const scim = (await (
+      await callApi(running.baseUrl, "/v2/api-users", a.token, {
+        orgId: a.orgId,
+        role: "COMPANY_ADMIN",
+        credentialType: "SCIM_TOKEN",
+      })
+    ).json()) as { scimToken: string };
     const operations: Array<[string, object | undefined]> = [
       ["/v2/api-users", {}],
       ["/v2/api-users?limit=1", undefined],
@@ -88,16 +125,32 @@ describe("API users: rules, tenant isolation, secrets", () => {
       assert.equal((await callApi(running.baseUrl, path, companyToken, body)).status, 403, `COMPANY_ADMIN ${path}`);
       assert.equal((await callApi(running.baseUrl, path, scim.scimToken, body)).status, 401, `SCIM token ${path}`);
     }
-    assert.equal((await fetchToken(running.baseUrl, a.admin.clientId, a.admin.clientSecret)).status, 200, "the admin was not touched");
+    assert.equal(
+      (await fetchToken(running.baseUrl, a.admin.clientId, a.admin.clientSecret)).status,
+      200,
+      "the admin was not touched",
+    );
   });
 
   test("list: pagination, stable order, totalCount over all pages, bounds", async () => {
     const t = await newTenant(running.baseUrl, "TMC pages");
     const ids = [t.admin.clientId];
-    for (let i = 0; i < 4; i++) ids.push(((await (await callApi(running.baseUrl, "/v2/api-users", t.token, {})).json()) as { clientId: string }).clientId);
-    const page = async (q: string) => (await (await callApi(running.baseUrl, `/v2/api-users?${q}`, t.token)).json()) as any;
-    assert.deepEqual((await page("limit=100")).apiUsers.map((u: any) => u.clientId), ids, "creation order");
-    assert.deepEqual(await page("limit=2&offset=1"), { apiUsers: ids.slice(1, 3).map((clientId) => ({ clientId })), totalCount: 5 });
+    for (let i = 0; i < 4; i++)
+      ids.push(
+        ((await (await callApi(running.baseUrl, "/v2/api-users", t.token, {})).json()) as { clientId: string })
+          .clientId,
+      );
+    const page = async (q: string) =>
+      (await (await callApi(running.baseUrl, `/v2/api-users?${q}`, t.token)).json()) as any;
+    assert.deepEqual(
+      (await page("limit=100")).apiUsers.map((u: any) => u.clientId),
+      ids,
+      "creation order",
+    );
+    assert.deepEqual(await page("limit=2&offset=1"), {
+      apiUsers: ids.slice(1, 3).map((clientId) => ({ clientId })),
+      totalCount: 5,
+    });
     assert.deepEqual(await page("limit=0"), { apiUsers: [], totalCount: 5 });
     assert.deepEqual(await page("offset=10"), { apiUsers: [], totalCount: 5 });
     for (const q of ["limit=101", "limit=-1", "offset=-1", "limit=ten"]) {
@@ -107,8 +160,13 @@ describe("API users: rules, tenant isolation, secrets", () => {
 
   test("rotate and revoke: permanent, idempotence answered with 404, freed slots, no secret in the logs", async () => {
     const t = await newTenant(running.baseUrl, "TMC lifecycle");
-    const user = (await (await callApi(running.baseUrl, "/v2/api-users", t.token, {})).json()) as { clientId: string; clientSecret: string };
-    const rotated = (await (await callApi(running.baseUrl, "/v2/api-users/rotate", t.token, { clientId: user.clientId })).json()) as { clientId: string; clientSecret: string };
+    const user = (await (await callApi(running.baseUrl, "/v2/api-users", t.token, {})).json()) as {
+      clientId: string;
+      clientSecret: string;
+    };
+    const rotated = (await (
+      await callApi(running.baseUrl, "/v2/api-users/rotate", t.token, { clientId: user.clientId })
+    ).json()) as { clientId: string; clientSecret: string };
     assert.equal(rotated.clientId, user.clientId);
     assert.notEqual(rotated.clientSecret, user.clientSecret);
     assert.equal((await fetchToken(running.baseUrl, user.clientId, user.clientSecret)).status, 403);
@@ -117,27 +175,52 @@ describe("API users: rules, tenant isolation, secrets", () => {
     const revoked = await callApi(running.baseUrl, "/v2/api-users/revoke", t.token, { clientId: user.clientId });
     assert.equal(revoked.status, 204);
     assert.equal(await revoked.text(), "");
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users/revoke", t.token, { clientId: user.clientId })).status, 404);
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users/rotate", t.token, { clientId: user.clientId })).status, 404);
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users/revoke", t.token, { clientId: user.clientId })).status,
+      404,
+    );
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users/rotate", t.token, { clientId: user.clientId })).status,
+      404,
+    );
     assert.equal((await fetchToken(running.baseUrl, user.clientId, rotated.clientSecret)).status, 403);
-    assert.equal((await list(t)).apiUsers.some((u) => u.clientId === user.clientId), false);
+    assert.equal(
+      (await list(t)).apiUsers.some((u) => u.clientId === user.clientId),
+      false,
+    );
 
     const logs = running.logs();
-    for (const secret of [user.clientSecret, rotated.clientSecret, a.admin.clientSecret]) assert.equal(logs.includes(secret), false);
+    for (const secret of [user.clientSecret, rotated.clientSecret, a.admin.clientSecret])
+      assert.equal(logs.includes(secret), false);
   });
 
   test("the limit: 409 API_USER_LIMIT_EXCEEDED with limit and count; revoking frees a slot", async () => {
-    const { tmcId } = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "TMC small", maxApiUsers: 2 });
-    const admin = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", { tmcId });
+    const { tmcId } = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", {
+      name: "TMC small",
+      maxApiUsers: 2,
+    });
+    const admin = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", {
+      tmcId,
+    });
     const token = await accessToken(running.baseUrl, admin.clientId, admin.clientSecret);
     const second = (await (await callApi(running.baseUrl, "/v2/api-users", token, {})).json()) as { clientId: string };
     const full = await callApi(running.baseUrl, "/v2/api-users", token, {});
     assert.equal(full.status, 409);
     const body = (await full.json()) as any;
     assert.equal(body.errorMessages[0].errorCode, "API_USER_LIMIT_EXCEEDED");
-    assert.deepEqual(body.errorMessages[0].errorParameters, [{ name: "limit", value: "2" }, { name: "currentCount", value: "2" }]);
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users/revoke", token, { clientId: second.clientId })).status, 204);
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users", token, {})).status, 200, "the revoked user's slot is free");
+    assert.deepEqual(body.errorMessages[0].errorParameters, [
+      { name: "limit", value: "2" },
+      { name: "currentCount", value: "2" },
+    ]);
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users/revoke", token, { clientId: second.clientId })).status,
+      204,
+    );
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users", token, {})).status,
+      200,
+      "the revoked user's slot is free",
+    );
   });
 });
 
@@ -154,11 +237,18 @@ describe("20 simultaneous creates over two instances", { skip: !isPostgres && "n
   });
 
   test("exactly as many succeed as there are free slots; the rest get 409", async () => {
-    const { tmcId } = await operatorCall<{ tmcId: string }>(one.baseUrl, "CreateTmc", { name: "Race TMC", maxApiUsers: 8 });
-    const admin = await operatorCall<{ clientId: string; clientSecret: string }>(one.baseUrl, "CreateApiUser", { tmcId });
+    const { tmcId } = await operatorCall<{ tmcId: string }>(one.baseUrl, "CreateTmc", {
+      name: "Race TMC",
+      maxApiUsers: 8,
+    });
+    const admin = await operatorCall<{ clientId: string; clientSecret: string }>(one.baseUrl, "CreateApiUser", {
+      tmcId,
+    });
     const token = await accessToken(one.baseUrl, admin.clientId, admin.clientSecret);
     const statuses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => callApi(i % 2 ? two.baseUrl : one.baseUrl, "/v2/api-users", token, {}).then((r) => r.status)),
+      Array.from({ length: 20 }, (_, i) =>
+        callApi(i % 2 ? two.baseUrl : one.baseUrl, "/v2/api-users", token, {}).then((r) => r.status),
+      ),
     );
     assert.equal(statuses.filter((s) => s === 200).length, 7, statuses.join(","));
     assert.equal(statuses.filter((s) => s === 409).length, 13, statuses.join(","));

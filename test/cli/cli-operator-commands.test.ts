@@ -25,7 +25,8 @@ function cli(...args: string[]): Promise<Run> {
   });
 }
 
-const show = (args: readonly string[], r: Run) => `cli ${args.join(" ")} → exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(0, 2000)}`;
+const show = (args: readonly string[], r: Run) =>
+  `cli ${args.join(" ")} → exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(0, 2000)}`;
 
 /** Exit 0 and one JSON object on stdout. */
 async function json(...args: string[]): Promise<Record<string, any>> {
@@ -48,16 +49,40 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
   after(() => dropStorage(storage));
 
   test("--help on stdout with exit 0 at every level; --version prints package.json's version", async () => {
-    const [top, short, group, leaf, versionRun] = await Promise.all([cli("--help"), cli("-h"), cli("tmc", "--help"), cli("tmc", "create", "--help"), cli("--version")]);
-    for (const [args, r] of [[["--help"], top], [["-h"], short], [["tmc", "--help"], group], [["tmc", "create", "--help"], leaf]] as const) {
+    const [top, short, group, leaf, versionRun] = await Promise.all([
+      cli("--help"),
+      cli("-h"),
+      cli("tmc", "--help"),
+      cli("tmc", "create", "--help"),
+      cli("--version"),
+    ]);
+    for (const [args, r] of [
+      [["--help"], top],
+      [["-h"], short],
+      [["tmc", "--help"], group],
+      [["tmc", "create", "--help"], leaf],
+    ] as const) {
       assert.equal(r.code, 0, show(args, r));
       assert.equal(r.stderr, "", show(args, r));
       assert.match(r.stdout, /^Usage: cli/, show(args, r));
     }
-    for (const command of ["tmc", "company", "user", "api-user", "audit", "keys", "trusted-issuer", "lockout", "credits", "seed", "migrate"]) {
+    for (const command of [
+      "tmc",
+      "company",
+      "user",
+      "api-user",
+      "audit",
+      "keys",
+      "trusted-issuer",
+      "lockout",
+      "credits",
+      "seed",
+      "migrate",
+    ]) {
       assert.match(top.stdout, new RegExp(`^  ${command}\\b`, "m"), `${command} in the top-level help`);
     }
-    for (const command of ["create", "set-limit", "list", "get"]) assert.match(group.stdout, new RegExp(`^  ${command}\\b`, "m"));
+    for (const command of ["create", "set-limit", "list", "get"])
+      assert.match(group.stdout, new RegExp(`^  ${command}\\b`, "m"));
     assert.match(leaf.stdout, /--name <NAME>/);
     assert.match(leaf.stdout, /--max-api-users <N>/);
     assert.match(leaf.stdout, /--output <format>/);
@@ -93,13 +118,16 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
       [["audit", "list", "--tmc-id", tmcId, "--action", ""], /--action must not be empty/],
     ];
     // None of them opens the storage, so they may run side by side.
-    for (let i = 0; i < cases.length; i += 4) await Promise.all(cases.slice(i, i + 4).map(([args, pattern]) => usageError(args, pattern)));
+    for (let i = 0; i < cases.length; i += 4)
+      await Promise.all(cases.slice(i, i + 4).map(([args, pattern]) => usageError(args, pattern)));
   });
 
   test("tmc list and get, api-user list and revoke, trusted-issuer list and remove, audit list with filters and pages", async () => {
     // The first command on this fresh storage: --init creates the store (issue 19).
     const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3", "--init");
-    assert.deepEqual(await json("tmc", "get", "--tmc-id", tmc.tmcId), { tmc: { tmcId: tmc.tmcId, name: "Operator Travel", maxApiUsers: 3, activeApiUsers: 0 } });
+    assert.deepEqual(await json("tmc", "get", "--tmc-id", tmc.tmcId), {
+      tmc: { tmcId: tmc.tmcId, name: "Operator Travel", maxApiUsers: 3, activeApiUsers: 0 },
+    });
     const first = await json("api-user", "create", "--tmc-id", tmc.tmcId);
     const second = await json("api-user", "create", "--tmc-id", tmc.tmcId);
 
@@ -115,7 +143,10 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
     const lines = table.stdout.split("\n");
     assert.match(lines[0]!, /^tmcId\s+name\s+maxApiUsers\s+activeApiUsers$/);
     assert.match(lines[1]!, /^-+\s+-+/);
-    assert.ok(lines.some((l) => l.startsWith(tmc.tmcId) && /Operator Travel\s+3\s+2$/.test(l)), table.stdout);
+    assert.ok(
+      lines.some((l) => l.startsWith(tmc.tmcId) && /Operator Travel\s+3\s+2$/.test(l)),
+      table.stdout,
+    );
     assert.match(table.stdout, /^totalCount: \d+$/m);
 
     const users = await json("api-user", "list", "--tmc-id", tmc.tmcId);
@@ -129,34 +160,106 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
     );
     assert.ok(!Number.isNaN(Date.parse(users.apiUsers[0].createdAt)));
     assert.ok(!JSON.stringify(users).includes(first.clientSecret), "never a secret");
-    assert.deepEqual((await json("api-user", "list", "--tmc-id", tmc.tmcId, "--limit", "1", "--offset", "1")).apiUsers.map((u: any) => u.clientId), [second.clientId]);
+    assert.deepEqual(
+      (await json("api-user", "list", "--tmc-id", tmc.tmcId, "--limit", "1", "--offset", "1")).apiUsers.map(
+        (u: any) => u.clientId,
+      ),
+      [second.clientId],
+    );
 
-    assert.deepEqual(await json("api-user", "revoke", "--tmc-id", tmc.tmcId, "--client-id", first.clientId), { tmcId: tmc.tmcId, clientId: first.clientId });
-    assert.deepEqual((await json("api-user", "list", "--tmc-id", tmc.tmcId)).apiUsers.map((u: any) => u.clientId), [second.clientId]);
+    assert.deepEqual(await json("api-user", "revoke", "--tmc-id", tmc.tmcId, "--client-id", first.clientId), {
+      tmcId: tmc.tmcId,
+      clientId: first.clientId,
+    });
+    assert.deepEqual(
+      (await json("api-user", "list", "--tmc-id", tmc.tmcId)).apiUsers.map((u: any) => u.clientId),
+      [second.clientId],
+    );
     const again = await cli("api-user", "revoke", "--tmc-id", tmc.tmcId, "--client-id", first.clientId);
     assert.equal(again.code, 1, again.stderr);
     assert.match(again.stderr, /API user not found \(NOT_FOUND; clientId=/);
 
-    const revokes = await json("audit", "list", "--tmc-id", tmc.tmcId, "--action", "API_USER_REVOKE", "--client-id", first.clientId);
+    const revokes = await json(
+      "audit",
+      "list",
+      "--tmc-id",
+      tmc.tmcId,
+      "--action",
+      "API_USER_REVOKE",
+      "--client-id",
+      first.clientId,
+    );
     assert.deepEqual(
       revokes.events.map((e: any) => [e.action, e.actor, e.targetClientId]),
       [["API_USER_REVOKE", "operator", first.clientId]],
     );
-    const creates = await json("audit", "list", "--tmc-id", tmc.tmcId, "--action", "API_USER_CREATE,API_USER_REVOKE", "--limit", "2");
-    assert.deepEqual(creates.events.map((e: any) => e.action), ["API_USER_REVOKE", "API_USER_CREATE"]);
+    const creates = await json(
+      "audit",
+      "list",
+      "--tmc-id",
+      tmc.tmcId,
+      "--action",
+      "API_USER_CREATE,API_USER_REVOKE",
+      "--limit",
+      "2",
+    );
+    assert.deepEqual(
+      creates.events.map((e: any) => e.action),
+      ["API_USER_REVOKE", "API_USER_CREATE"],
+    );
     assert.match(creates.nextPageToken, /^\d+$/);
-    const older = await json("audit", "list", "--tmc-id", tmc.tmcId, "--action", "API_USER_CREATE", "--action", "API_USER_REVOKE", "--limit", "2", "--page-token", creates.nextPageToken);
-    assert.deepEqual(older.events.map((e: any) => [e.action, e.targetClientId]), [["API_USER_CREATE", first.clientId]]);
+    const older = await json(
+      "audit",
+      "list",
+      "--tmc-id",
+      tmc.tmcId,
+      "--action",
+      "API_USER_CREATE",
+      "--action",
+      "API_USER_REVOKE",
+      "--limit",
+      "2",
+      "--page-token",
+      creates.nextPageToken,
+    );
+    assert.deepEqual(
+      older.events.map((e: any) => [e.action, e.targetClientId]),
+      [["API_USER_CREATE", first.clientId]],
+    );
     assert.equal(older.nextPageToken, undefined, "the last page has no token");
     assert.deepEqual((await json("audit", "list", "--tmc-id", tmc.tmcId, "--since", "2999-01-01")).events, []);
-    assert.equal((await json("audit", "list", "--tmc-id", tmc.tmcId, "--until", "2999-01-01T00:00:00Z")).events.length, 3, "two creates and a revoke");
+    assert.equal(
+      (await json("audit", "list", "--tmc-id", tmc.tmcId, "--until", "2999-01-01T00:00:00Z")).events.length,
+      3,
+      "two creates and a revoke",
+    );
 
     const audience = ["--audience", "https://travel.test/token-exchange"];
-    await json("trusted-issuer", "add", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example", "--jwks-uri", "https://idp.example/jwks.json", ...audience);
+    await json(
+      "trusted-issuer",
+      "add",
+      "--tmc-id",
+      tmc.tmcId,
+      "--issuer",
+      "https://idp.example",
+      "--jwks-uri",
+      "https://idp.example/jwks.json",
+      ...audience,
+    );
     assert.deepEqual(await json("trusted-issuer", "list", "--tmc-id", tmc.tmcId), {
-      issuers: [{ issuer: "https://idp.example", jwksUri: "https://idp.example/jwks.json", inlineJwks: false, audience: "https://travel.test/token-exchange" }],
+      issuers: [
+        {
+          issuer: "https://idp.example",
+          jwksUri: "https://idp.example/jwks.json",
+          inlineJwks: false,
+          audience: "https://travel.test/token-exchange",
+        },
+      ],
     });
-    assert.deepEqual(await json("trusted-issuer", "remove", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example"), { tmcId: tmc.tmcId, issuer: "https://idp.example" });
+    assert.deepEqual(await json("trusted-issuer", "remove", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example"), {
+      tmcId: tmc.tmcId,
+      issuer: "https://idp.example",
+    });
     assert.deepEqual(await json("trusted-issuer", "list", "--tmc-id", tmc.tmcId), { issuers: [] });
     const gone = await cli("trusted-issuer", "remove", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example");
     assert.equal(gone.code, 1, gone.stderr);

@@ -25,7 +25,10 @@ describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
     assert.equal(first.code, 0, first.stderr);
     const next = JSON.parse(first.stdout);
     assert.equal(next.publishedKids[0], next.kid);
-    assert.ok(Date.parse(next.activatesAt) > Date.now() + 800_000, "activates after SIGNING_KEY_PREPUBLISH_SECONDS (900 s)");
+    assert.ok(
+      Date.parse(next.activatesAt) > Date.now() + 800_000,
+      "activates after SIGNING_KEY_PREPUBLISH_SECONDS (900 s)",
+    );
     const listed = JSON.parse((await cli("keys", "list")).stdout);
     assert.deepEqual(
       listed.keys.map((k: { state: string }) => k.state),
@@ -43,7 +46,17 @@ describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
     const tmc = JSON.parse((await cli("tmc", "create", "--name", "IdP TMC")).stdout);
     // README: an issuer is registered with the audience its tokens carry for this platform.
     const audience = ["--audience", "https://travel.test/token-exchange"];
-    const added = await cli("trusted-issuer", "add", "--tmc-id", tmc.tmcId, "--issuer", "https://idp.example", "--jwks-uri", "https://idp.example/jwks.json", ...audience);
+    const added = await cli(
+      "trusted-issuer",
+      "add",
+      "--tmc-id",
+      tmc.tmcId,
+      "--issuer",
+      "https://idp.example",
+      "--jwks-uri",
+      "https://idp.example/jwks.json",
+      ...audience,
+    );
     assert.equal(added.code, 0, added.stderr);
     assert.deepEqual(JSON.parse(added.stdout), { tmcId: tmc.tmcId, issuer: "https://idp.example" });
     for (const args of [
@@ -54,7 +67,15 @@ describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
       ["--jwks-uri", "not a url", ...audience],
       ["--jwks-uri", "https://idp2.example/jwks.json"],
     ]) {
-      const refused = await cli("trusted-issuer", "add", "--tmc-id", tmc.tmcId, "--issuer", "https://idp2.example", ...args);
+      const refused = await cli(
+        "trusted-issuer",
+        "add",
+        "--tmc-id",
+        tmc.tmcId,
+        "--issuer",
+        "https://idp2.example",
+        ...args,
+      );
       assert.equal(refused.code, 2, `${args.join(" ")}: ${refused.stderr}`);
       assert.equal(refused.stdout, "");
     }

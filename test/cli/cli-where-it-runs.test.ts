@@ -24,56 +24,106 @@ after(async () => {
 });
 
 describe("the CLI says where it runs and creates no store unasked", { timeout: 600_000 }, () => {
-  test("no server, empty DATA_DIR: refused without --init, nothing written; with --init, created and said so", { skip: isPostgres && "embedded backend only (DATA_DIR)" }, async () => {
-    const s = storage();
-    const env = serviceEnv(s, { SERVER_URL: NO_SERVER });
-    const refused = await runCli(["seed"], env, 60_000);
-    assert.equal(refused.code, 1, refused.stderr);
-    assert.equal(refused.stdout, "");
-    assert.match(refused.stderr, new RegExp(`^cli: using the server at ${NO_SERVER} \\(SERVER_URL\\)$`, "m"));
-    assert.match(refused.stderr, new RegExp(`^error: no server answers at ${NO_SERVER} and DATA_DIR ${s.dataDir} holds no store; .*pass --init`, "m"));
-    assert.deepEqual(fs.readdirSync(s.dataDir), [], "nothing was created in DATA_DIR");
+  test(
+    "no server, empty DATA_DIR: refused without --init, nothing written; with --init, created and said so",
+    { skip: isPostgres && "embedded backend only (DATA_DIR)" },
+    async () => {
+      const s = storage();
+      const env = serviceEnv(s, { SERVER_URL: NO_SERVER });
+      const refused = await runCli(["seed"], env, 60_000);
+      assert.equal(refused.code, 1, refused.stderr);
+      assert.equal(refused.stdout, "");
+      assert.match(refused.stderr, new RegExp(`^cli: using the server at ${NO_SERVER} \\(SERVER_URL\\)$`, "m"));
+      assert.match(
+        refused.stderr,
+        new RegExp(
+          `^error: no server answers at ${NO_SERVER} and DATA_DIR ${s.dataDir} holds no store; .*pass --init`,
+          "m",
+        ),
+      );
+      assert.deepEqual(fs.readdirSync(s.dataDir), [], "nothing was created in DATA_DIR");
 
-    const created = await runCli(["tmc", "create", "--name", "Init Travel", "--init"], env, 60_000);
-    assert.equal(created.code, 0, created.stderr);
-    assert.match(created.stderr, new RegExp(`^cli: no server answers at ${NO_SERVER}; running in-process on DATA_DIR ${s.dataDir} \\(embedded database, created now: --init\\)$`, "m"));
-    assert.ok(fs.existsSync(path.join(s.dataDir, "pglite", "PG_VERSION")));
+      const created = await runCli(["tmc", "create", "--name", "Init Travel", "--init"], env, 60_000);
+      assert.equal(created.code, 0, created.stderr);
+      assert.match(
+        created.stderr,
+        new RegExp(
+          `^cli: no server answers at ${NO_SERVER}; running in-process on DATA_DIR ${s.dataDir} \\(embedded database, created now: --init\\)$`,
+          "m",
+        ),
+      );
+      assert.ok(fs.existsSync(path.join(s.dataDir, "pglite", "PG_VERSION")));
 
-    // The store exists now: later runs need no --init, and say where they run.
-    const again = await runCli(["tmc", "list"], env, 60_000);
-    assert.equal(again.code, 0, again.stderr);
-    assert.match(again.stderr, new RegExp(`^cli: no server answers at ${NO_SERVER}; running in-process on DATA_DIR ${s.dataDir} \\(embedded database\\)$`, "m"));
-  });
+      // The store exists now: later runs need no --init, and say where they run.
+      const again = await runCli(["tmc", "list"], env, 60_000);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(
+        again.stderr,
+        new RegExp(
+          `^cli: no server answers at ${NO_SERVER}; running in-process on DATA_DIR ${s.dataDir} \\(embedded database\\)$`,
+          "m",
+        ),
+      );
+    },
+  );
 
-  test("Postgres: an offline run names the database without its credentials", { skip: !isPostgres && "postgres backend only" }, async () => {
-    const s = storage();
-    const env = serviceEnv(s, { SERVER_URL: NO_SERVER, DATABASE_URL: s.env.DATABASE_URL!.replace("postgres://", "postgres://postgres:hunter2@") });
-    const r = await runCli(["migrate"], env, 60_000);
-    assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stderr, new RegExp(`^cli: no server answers at ${NO_SERVER}; running in-process on DATABASE_URL postgres://127\\.0\\.0\\.1:5432/test \\(schema ${s.schema}\\)$`, "m"));
-    assert.equal(r.stderr.includes("hunter2"), false);
-  });
+  test(
+    "Postgres: an offline run names the database without its credentials",
+    { skip: !isPostgres && "postgres backend only" },
+    async () => {
+      const s = storage();
+      const env = serviceEnv(s, {
+        SERVER_URL: NO_SERVER,
+        DATABASE_URL: s.env.DATABASE_URL!.replace("postgres://", "postgres://postgres:hunter2@"),
+      });
+      const r = await runCli(["migrate"], env, 60_000);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `^cli: no server answers at ${NO_SERVER}; running in-process on DATABASE_URL postgres://127\\.0\\.0\\.1:5432/test \\(schema ${s.schema}\\)$`,
+          "m",
+        ),
+      );
+      assert.equal(r.stderr.includes("hunter2"), false);
+    },
+  );
 
-  test("a command sent while the server is still starting waits for it and goes through it", { skip: isPostgres && "embedded backend only (the DATA_DIR lock)" }, async () => {
-    const s = storage();
-    const env = serviceEnv(s);
-    const starting = spawnServer(env, 90_000);
-    let server: Awaited<typeof starting> | undefined;
-    try {
-      // The server holds DATA_DIR (owner.pid) and has not announced its address (server.json): it is migrating.
-      await waitFor("the server to claim DATA_DIR", () => fs.existsSync(path.join(s.dataDir, "owner.pid")), { timeoutMs: 60_000 });
-      assert.equal(fs.existsSync(path.join(s.dataDir, "server.json")), false, "the server is still starting");
-      const seeded = await runCli(["seed"], env, 90_000);
-      server = await starting;
-      assert.equal(seeded.code, 0, seeded.stderr);
-      assert.match(seeded.stderr, /^cli: DATA_DIR .* is held by process \d+, which has not announced a server yet; waiting for it/m);
-      assert.match(seeded.stderr, new RegExp(`^cli: using the server at ${server.address} \\(recorded by server process \\d+ in ${s.dataDir}/server\\.json\\)$`, "m"));
-      assert.doesNotMatch(seeded.stderr, /in-process/);
-      const seed = JSON.parse(seeded.stdout) as { tmcId: string };
-      assert.ok(seed.tmcId);
-    } finally {
-      server ??= await starting.catch(() => undefined);
-      await server?.stop();
-    }
-  });
+  test(
+    "a command sent while the server is still starting waits for it and goes through it",
+    { skip: isPostgres && "embedded backend only (the DATA_DIR lock)" },
+    async () => {
+      const s = storage();
+      const env = serviceEnv(s);
+      const starting = spawnServer(env, 90_000);
+      let server: Awaited<typeof starting> | undefined;
+      try {
+        // The server holds DATA_DIR (owner.pid) and has not announced its address (server.json): it is migrating.
+        await waitFor("the server to claim DATA_DIR", () => fs.existsSync(path.join(s.dataDir, "owner.pid")), {
+          timeoutMs: 60_000,
+        });
+        assert.equal(fs.existsSync(path.join(s.dataDir, "server.json")), false, "the server is still starting");
+        const seeded = await runCli(["seed"], env, 90_000);
+        server = await starting;
+        assert.equal(seeded.code, 0, seeded.stderr);
+        assert.match(
+          seeded.stderr,
+          /^cli: DATA_DIR .* is held by process \d+, which has not announced a server yet; waiting for it/m,
+        );
+        assert.match(
+          seeded.stderr,
+          new RegExp(
+            `^cli: using the server at ${server.address} \\(recorded by server process \\d+ in ${s.dataDir}/server\\.json\\)$`,
+            "m",
+          ),
+        );
+        assert.doesNotMatch(seeded.stderr, /in-process/);
+        const seed = JSON.parse(seeded.stdout) as { tmcId: string };
+        assert.ok(seed.tmcId);
+      } finally {
+        server ??= await starting.catch(() => undefined);
+        await server?.stop();
+      }
+    },
+  );
 });

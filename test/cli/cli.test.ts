@@ -18,9 +18,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Nothing listens on port 1: the CLI finds no server there and runs the RPC in-process. */
 const NO_SERVER = "http://127.0.0.1:1";
 
-
 /** Runs several CLI invocations, at most `limit` at a time (the machine has few cores). */
-async function runAll<T>(items: readonly T[], limit: number, run: (item: T) => Promise<CliResult>): Promise<CliResult[]> {
+async function runAll<T>(
+  items: readonly T[],
+  limit: number,
+  run: (item: T) => Promise<CliResult>,
+): Promise<CliResult[]> {
   const results: CliResult[] = new Array(items.length);
   let next = 0;
   const worker = async () => {
@@ -42,7 +45,10 @@ function jsonOf(args: readonly string[], r: CliResult): Record<string, unknown> 
   assert.ok(r.stdout.endsWith("\n"), `stdout ends with a newline: ${describeRun(args, r)}`);
   assert.equal(r.stdout.slice(0, -1).split("\n").length, 1, `stdout is exactly one line: ${describeRun(args, r)}`);
   const value: unknown = JSON.parse(r.stdout);
-  assert.ok(typeof value === "object" && value !== null && !Array.isArray(value), `stdout is a JSON object: ${r.stdout}`);
+  assert.ok(
+    typeof value === "object" && value !== null && !Array.isArray(value),
+    `stdout is a JSON object: ${r.stdout}`,
+  );
   return value as Record<string, unknown>;
 }
 
@@ -69,7 +75,10 @@ async function countRows(storage: Storage): Promise<RowCounts & { limits: Record
   });
   try {
     const count = async (table: string) => toCount((await database.db(table).count({ n: "*" }).first())?.n);
-    const tmcs = (await database.db("tmcs").select("id", "max_api_users")) as Array<{ id: string; max_api_users: number }>;
+    const tmcs = (await database.db("tmcs").select("id", "max_api_users")) as Array<{
+      id: string;
+      max_api_users: number;
+    }>;
     return {
       tmcs: await count("tmcs"),
       companies: await count("companies"),
@@ -87,15 +96,19 @@ describe(`operator CLI (${backend})`, () => {
     let storage: Storage;
     let server: ServerProcess;
     let env: Record<string, string>;
-    const cli = async (args: readonly string[], extra: Record<string, string> = {}) => runCli(args, { ...env, ...extra });
+    const cli = async (args: readonly string[], extra: Record<string, string> = {}) =>
+      runCli(args, { ...env, ...extra });
     const cliJson = async (args: readonly string[]) => jsonOf(args, await cli(args));
 
     /** How many requests for an OperatorService RPC the server has logged. */
     const requestsTo = (rpc: string) =>
       server
         .logLines()
-        .filter((line) => line.msg === "request completed" && (line.req as { url?: string } | undefined)?.url === `/travel.operator.v1.OperatorService/${rpc}`)
-        .length;
+        .filter(
+          (line) =>
+            line.msg === "request completed" &&
+            (line.req as { url?: string } | undefined)?.url === `/travel.operator.v1.OperatorService/${rpc}`,
+        ).length;
 
     /**
      * Runs `action` and asserts the server received `count` more requests for `rpc` meanwhile:
@@ -157,12 +170,16 @@ describe(`operator CLI (${backend})`, () => {
     });
 
     it("tmc set-limit", { timeout: 60_000 }, async () => {
-      const json = await viaServer("SetTmcApiUserLimit", 1, () => cliJson(["tmc", "set-limit", "--tmc-id", tmcId, "--max-api-users", "9"]));
+      const json = await viaServer("SetTmcApiUserLimit", 1, () =>
+        cliJson(["tmc", "set-limit", "--tmc-id", tmcId, "--max-api-users", "9"]),
+      );
       assert.deepEqual(json, { tmcId, name: "Acme Travel", maxApiUsers: 9 });
     });
 
     it("company create", { timeout: 60_000 }, async () => {
-      const json = await viaServer("CreateCompany", 1, () => cliJson(["company", "create", "--tmc-id", tmcId, "--name", "Globex"]));
+      const json = await viaServer("CreateCompany", 1, () =>
+        cliJson(["company", "create", "--tmc-id", tmcId, "--name", "Globex"]),
+      );
       assert.match(String(json.orgId), UUID);
       assert.deepEqual(json, { orgId: json.orgId, tmcId, name: "Globex" });
       orgId = String(json.orgId);
@@ -172,7 +189,10 @@ describe(`operator CLI (${backend})`, () => {
       email = `ada.${crypto.randomUUID().slice(0, 8)}@globex.example`;
       const base = ["user", "create", "--org-id", orgId, "--given-name", "Ada", "--family-name", "Lovelace"];
       const [active, inactive] = await viaServer("CreateUser", 2, () =>
-        Promise.all([cliJson([...base, "--email", email]), cliJson([...base, "--email", `grace.${email}`, "--inactive"])]),
+        Promise.all([
+          cliJson([...base, "--email", email]),
+          cliJson([...base, "--email", `grace.${email}`, "--inactive"]),
+        ]),
       );
       assert.match(String(active.userId), UUID);
       assert.deepEqual(active, { userId: active.userId, orgId, tmcId, email, isActive: true });
@@ -181,31 +201,53 @@ describe(`operator CLI (${backend})`, () => {
       assert.notEqual(active.userId, inactive.userId);
     });
 
-    it("api-user create: client credentials by default; a SCIM token for a COMPANY_ADMIN", { timeout: 60_000 }, async () => {
-      const [plain, scim] = await viaServer("CreateApiUser", 2, () =>
-        Promise.all([
-          cliJson(["api-user", "create", "--tmc-id", tmcId]),
-          cliJson(["api-user", "create", "--tmc-id", tmcId, "--org-id", orgId, "--role", "COMPANY_ADMIN", "--credential-type", "SCIM_TOKEN"]),
-        ]),
-      );
-      assert.deepEqual(Object.keys(plain).sort(), ["clientId", "clientSecret"]);
-      assert.ok(typeof plain.clientId === "string" && plain.clientId.length > 0);
-      assert.ok(typeof plain.clientSecret === "string" && plain.clientSecret.length >= 32);
+    it(
+      "api-user create: client credentials by default; a SCIM token for a COMPANY_ADMIN",
+      { timeout: 60_000 },
+      async () => {
+        const [plain, scim] = await viaServer("CreateApiUser", 2, () =>
+          Promise.all([
+            cliJson(["api-user", "create", "--tmc-id", tmcId]),
+            cliJson([
+              "api-user",
+              "create",
+              "--tmc-id",
+              tmcId,
+              "--org-id",
+              orgId,
+              "--role",
+              "COMPANY_ADMIN",
+              "--credential-type",
+              "SCIM_TOKEN",
+            ]),
+          ]),
+        );
+        assert.deepEqual(Object.keys(plain).sort(), ["clientId", "clientSecret"]);
+        assert.ok(typeof plain.clientId === "string" && plain.clientId.length > 0);
+        assert.ok(typeof plain.clientSecret === "string" && plain.clientSecret.length >= 32);
 
-      assert.deepEqual(Object.keys(scim).sort(), ["clientId", "scimToken"]);
-      assert.ok(typeof scim.clientId === "string" && scim.clientId.length > 0);
-      assert.notEqual(scim.clientId, plain.clientId);
-      const token = String(scim.scimToken);
-      assert.match(token, /^[A-Za-z0-9+/]+={0,2}$/, "the SCIM token is base64");
-      const envelope = JSON.parse(Buffer.from(token, "base64").toString("utf8")) as Record<string, unknown>;
-      assert.equal(envelope.scope, "scim");
-      assert.equal(envelope.clientId, scim.clientId);
-      assert.equal(typeof envelope.encryptedSecret, "string");
-    });
+        assert.deepEqual(Object.keys(scim).sort(), ["clientId", "scimToken"]);
+        assert.ok(typeof scim.clientId === "string" && scim.clientId.length > 0);
+        assert.notEqual(scim.clientId, plain.clientId);
+        const token = String(scim.scimToken);
+        assert.match(token, /^[A-Za-z0-9+/]+={0,2}$/, "the SCIM token is base64");
+        const envelope = JSON.parse(Buffer.from(token, "base64").toString("utf8")) as Record<string, unknown>;
+        assert.equal(envelope.scope, "scim");
+        assert.equal(envelope.clientId, scim.clientId);
+        assert.equal(typeof envelope.encryptedSecret, "string");
+      },
+    );
 
     it("seed", { timeout: 60_000 }, async () => {
       const json = await viaServer("Seed", 1, () => cliJson(["seed"]));
-      assert.deepEqual(Object.keys(json).sort(), ["airCreditCount", "clientId", "clientSecret", "orgId", "tmcId", "userIds"]);
+      assert.deepEqual(Object.keys(json).sort(), [
+        "airCreditCount",
+        "clientId",
+        "clientSecret",
+        "orgId",
+        "tmcId",
+        "userIds",
+      ]);
       assert.match(String(json.tmcId), UUID);
       assert.match(String(json.orgId), UUID);
       assert.ok(Array.isArray(json.userIds) && json.userIds.length === 3);
@@ -231,9 +273,15 @@ describe(`operator CLI (${backend})`, () => {
         [["tmc", "set-limit", "--tmc-id", tmcId, "--max-api-users", "200000"], /--max-api-users/],
         [["api-user", "create", "--tmc-id", tmcId, "--role", "BOSS"], /--role must be one of TMC_ADMIN, COMPANY_ADMIN/],
         [["company", "create", "--tmc-id", "not-a-uuid", "--name", "Initech"], /--tmc-id\b.*UUID/i],
-        [["user", "create", "--org-id", orgId, "--email", "not-an-email", "--given-name", "G", "--family-name", "F"], /--email/],
+        [
+          ["user", "create", "--org-id", orgId, "--email", "not-an-email", "--given-name", "G", "--family-name", "F"],
+          /--email/,
+        ],
         // Valid arguments the server rejects as invalid are usage errors too.
-        [["api-user", "create", "--tmc-id", tmcId, "--credential-type", "SCIM_TOKEN"], /SCIM_TOKEN requires role COMPANY_ADMIN.*API_VALIDATION_FAILED/],
+        [
+          ["api-user", "create", "--tmc-id", tmcId, "--credential-type", "SCIM_TOKEN"],
+          /SCIM_TOKEN requires role COMPANY_ADMIN.*API_VALIDATION_FAILED/,
+        ],
       ];
       // Only the last case gets as far as the server; the others fail before sending anything.
       const results = await viaServer("CreateApiUser", 1, () => runAll(cases, 3, ([args]) => cli(args)));
@@ -243,7 +291,18 @@ describe(`operator CLI (${backend})`, () => {
     });
 
     it("user create with an email already used in the TMC: exit 1, ALREADY_EXISTS", { timeout: 60_000 }, async () => {
-      const args = ["user", "create", "--org-id", orgId, "--email", email, "--given-name", "Ada", "--family-name", "Again"];
+      const args = [
+        "user",
+        "create",
+        "--org-id",
+        orgId,
+        "--email",
+        email,
+        "--given-name",
+        "Ada",
+        "--family-name",
+        "Again",
+      ];
       assertFailure(args, await viaServer("CreateUser", 1, () => cli(args)), 1, /ALREADY_EXISTS/);
     });
 
@@ -258,32 +317,40 @@ describe(`operator CLI (${backend})`, () => {
       assertFailure(args, r, 1, /USER_NOT_AUTHENTICATED/);
     });
 
-    it("embedded: an offline run refuses the DATA_DIR the server owns", { timeout: 60_000, skip: isPostgres && "embedded backend only" }, async () => {
-      const args = ["tmc", "create", "--name", "Busy Travel"];
-      const r = await viaServer("CreateTmc", 0, () => cli(args, { SERVER_URL: NO_SERVER }));
-      assertFailure(args, r, 1, new RegExp(`is in use by process ${server.child.pid}`));
-      // The server still owns the directory and its database still answers.
-      assert.equal(fs.readFileSync(path.join(storage.dataDir, "owner.pid"), "utf8"), String(server.child.pid));
-      const ready = await fetch(`${server.address}/readyz`);
-      assert.equal(ready.status, 200, await ready.text());
-    });
+    it(
+      "embedded: an offline run refuses the DATA_DIR the server owns",
+      { timeout: 60_000, skip: isPostgres && "embedded backend only" },
+      async () => {
+        const args = ["tmc", "create", "--name", "Busy Travel"];
+        const r = await viaServer("CreateTmc", 0, () => cli(args, { SERVER_URL: NO_SERVER }));
+        assertFailure(args, r, 1, new RegExp(`is in use by process ${server.child.pid}`));
+        // The server still owns the directory and its database still answers.
+        assert.equal(fs.readFileSync(path.join(storage.dataDir, "owner.pid"), "utf8"), String(server.child.pid));
+        const ready = await fetch(`${server.address}/readyz`);
+        assert.equal(ready.status, 200, await ready.text());
+      },
+    );
 
-    it("rejected commands wrote nothing: exactly the rows of the successful ones exist", { timeout: 60_000 }, async () => {
-      // The embedded database can only be opened once the server has released it.
-      if (!isPostgres) {
-        stoppedOnPurpose = true;
-        assert.deepEqual(await server.stop(10_000), { code: 0, signal: null });
-      }
-      const rows = await countRows(storage);
-      assert.deepEqual(
-        { tmcs: rows.tmcs, companies: rows.companies, users: rows.users, api_users: rows.api_users },
-        // Acme + Other + the seed's TMC; Globex + the seed's company; 2 users + the seed's 3;
-        // client-credentials + SCIM + the seed's TMC admin.
-        { tmcs: 3, companies: 2, users: 5, api_users: 3 },
-      );
-      assert.equal(rows.limits[tmcId], 9, "the rejected set-limit left the limit as set");
-      assert.equal(rows.limits[otherTmcId], 7);
-    });
+    it(
+      "rejected commands wrote nothing: exactly the rows of the successful ones exist",
+      { timeout: 60_000 },
+      async () => {
+        // The embedded database can only be opened once the server has released it.
+        if (!isPostgres) {
+          stoppedOnPurpose = true;
+          assert.deepEqual(await server.stop(10_000), { code: 0, signal: null });
+        }
+        const rows = await countRows(storage);
+        assert.deepEqual(
+          { tmcs: rows.tmcs, companies: rows.companies, users: rows.users, api_users: rows.api_users },
+          // Acme + Other + the seed's TMC; Globex + the seed's company; 2 users + the seed's 3;
+          // client-credentials + SCIM + the seed's TMC admin.
+          { tmcs: 3, companies: 2, users: 5, api_users: 3 },
+        );
+        assert.equal(rows.limits[tmcId], 9, "the rejected set-limit left the limit as set");
+        assert.equal(rows.limits[otherTmcId], 7);
+      },
+    );
   });
 
   describe("offline: no server answers at SERVER_URL", () => {
@@ -299,26 +366,36 @@ describe(`operator CLI (${backend})`, () => {
       if (storage) await dropStorage(storage);
     });
 
-    it("migrate applies the migrations on fresh storage, then nothing; tmc create works", { timeout: 90_000 }, async () => {
-      // Fresh storage: --init creates the store (an offline run refuses an empty DATA_DIR without it).
-      const first = jsonOf(["migrate", "--init"], await runCli(["migrate", "--init"], env));
-      assert.deepEqual(Object.keys(first), ["applied"]);
-      assert.ok(Array.isArray(first.applied) && first.applied.length > 0, `applied: ${JSON.stringify(first.applied)}`);
-      for (const name of first.applied as unknown[]) assert.equal(typeof name, "string");
+    it(
+      "migrate applies the migrations on fresh storage, then nothing; tmc create works",
+      { timeout: 90_000 },
+      async () => {
+        // Fresh storage: --init creates the store (an offline run refuses an empty DATA_DIR without it).
+        const first = jsonOf(["migrate", "--init"], await runCli(["migrate", "--init"], env));
+        assert.deepEqual(Object.keys(first), ["applied"]);
+        assert.ok(
+          Array.isArray(first.applied) && first.applied.length > 0,
+          `applied: ${JSON.stringify(first.applied)}`,
+        );
+        for (const name of first.applied as unknown[]) assert.equal(typeof name, "string");
 
-      assert.deepEqual(jsonOf(["migrate"], await runCli(["migrate"], env)), { applied: [] });
+        assert.deepEqual(jsonOf(["migrate"], await runCli(["migrate"], env)), { applied: [] });
 
-      const args = ["tmc", "create", "--name", "Offline Travel"];
-      const tmc = jsonOf(args, await runCli(args, env));
-      assert.match(String(tmc.tmcId), UUID);
-      assert.deepEqual(tmc, { tmcId: tmc.tmcId, name: "Offline Travel", maxApiUsers: 5 });
+        const args = ["tmc", "create", "--name", "Offline Travel"];
+        const tmc = jsonOf(args, await runCli(args, env));
+        assert.match(String(tmc.tmcId), UUID);
+        assert.deepEqual(tmc, { tmcId: tmc.tmcId, name: "Offline Travel", maxApiUsers: 5 });
 
-      if (!isPostgres) {
-        assert.ok(!fs.existsSync(path.join(storage.dataDir, "owner.pid")), "an offline run releases DATA_DIR when done");
-      }
-      const rows = await countRows(storage);
-      assert.equal(rows.tmcs, 1);
-      assert.equal(rows.limits[String(tmc.tmcId)], 5);
-    });
+        if (!isPostgres) {
+          assert.ok(
+            !fs.existsSync(path.join(storage.dataDir, "owner.pid")),
+            "an offline run releases DATA_DIR when done",
+          );
+        }
+        const rows = await countRows(storage);
+        assert.equal(rows.tmcs, 1);
+        assert.equal(rows.limits[String(tmc.tmcId)], 5);
+      },
+    );
   });
 });

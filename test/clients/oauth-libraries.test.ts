@@ -11,7 +11,15 @@ import * as oauth from "oauth4webapi";
 import * as client from "openid-client";
 import simpleOauth2 from "simple-oauth2";
 import type { RunningService } from "../helpers/service.js";
-import { disposeService, grpcClients, newTenant, ROOMY_RATE_LIMITS, startTokenService, TOKEN_PATH, type Client } from "../helpers/token-kit.js";
+import {
+  disposeService,
+  grpcClients,
+  newTenant,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+  TOKEN_PATH,
+  type Client,
+} from "../helpers/token-kit.js";
 
 const REVOKE_PATH = "/v2/auth/revoke";
 const DISCOVERY_PATHS = ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"];
@@ -31,7 +39,15 @@ async function freePort(): Promise<number> {
 
 before(async () => {
   // TOKEN_ISSUER unset (the test default names a fixed issuer): the default must be this address.
-  running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, HOST: "127.0.0.1", PORT: String(await freePort()), TOKEN_ISSUER: "", TOKEN_AUDIENCE: "" } });
+  running = await startTokenService({
+    env: {
+      ...ROOMY_RATE_LIMITS,
+      HOST: "127.0.0.1",
+      PORT: String(await freePort()),
+      TOKEN_ISSUER: "",
+      TOKEN_AUDIENCE: "",
+    },
+  });
   baseUrl = running.baseUrl;
   admin = (await newTenant(baseUrl)).admin;
 });
@@ -64,9 +80,15 @@ describe("authlib (python3-authlib)", () => {
 
 describe("discovery through http://127.0.0.1:PORT with the default issuer", () => {
   test("openid-client: default discovery, client credentials (Basic), revocation", async () => {
-    const config = await client.discovery(new URL(baseUrl), admin.clientId, undefined, client.ClientSecretBasic(admin.clientSecret), {
-      execute: [client.allowInsecureRequests],
-    });
+    const config = await client.discovery(
+      new URL(baseUrl),
+      admin.clientId,
+      undefined,
+      client.ClientSecretBasic(admin.clientSecret),
+      {
+        execute: [client.allowInsecureRequests],
+      },
+    );
     assert.equal(config.serverMetadata().issuer, baseUrl);
     const tokens = await client.clientCredentialsGrant(config, { scope: "users:read" });
     assert.equal(tokens.scope, "users:read");
@@ -76,13 +98,23 @@ describe("discovery through http://127.0.0.1:PORT with the default issuer", () =
 
   test("oauth4webapi: RFC 8414 discovery (issuer checked), client credentials (post), revocation", async () => {
     const issuer = new URL(baseUrl);
-    const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: "oauth2", [oauth.allowInsecureRequests]: true }));
+    const as = await oauth.processDiscoveryResponse(
+      issuer,
+      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", [oauth.allowInsecureRequests]: true }),
+    );
     const who: oauth.Client = { client_id: admin.clientId };
     const auth = oauth.ClientSecretPost(admin.clientSecret);
     const options = { [oauth.allowInsecureRequests]: true };
-    const tokens = await oauth.processClientCredentialsResponse(as, who, await oauth.clientCredentialsGrantRequest(as, who, auth, { scope: "users:read" }, options));
+    const tokens = await oauth.processClientCredentialsResponse(
+      as,
+      who,
+      await oauth.clientCredentialsGrantRequest(as, who, auth, { scope: "users:read" }, options),
+    );
     assert.equal(tokens.token_type, "bearer");
-    assert.equal(await oauth.processRevocationResponse(await oauth.revocationRequest(as, who, auth, tokens.access_token, options)), undefined);
+    assert.equal(
+      await oauth.processRevocationResponse(await oauth.revocationRequest(as, who, auth, tokens.access_token, options)),
+      undefined,
+    );
   });
 });
 
@@ -96,11 +128,15 @@ describe("simple-oauth2", () => {
       });
       const token = await cc.getToken({ scope: "users:read" });
       const accessToken = token.token.access_token as string;
-      const before = await fetch(`${baseUrl}/v2/users/00000000-0000-4000-8000-000000000000`, { headers: { authorization: `Bearer ${accessToken}` } });
+      const before = await fetch(`${baseUrl}/v2/users/00000000-0000-4000-8000-000000000000`, {
+        headers: { authorization: `Bearer ${accessToken}` },
+      });
       assert.notEqual(before.status, 401, "the token works before revocation");
       // RFC 7009's 200 must carry a JSON content type: simple-oauth2 reads answers in wreck's strict JSON mode.
       await token.revoke("access_token");
-      const afterwards = await fetch(`${baseUrl}/v2/users/00000000-0000-4000-8000-000000000000`, { headers: { authorization: `Bearer ${accessToken}` } });
+      const afterwards = await fetch(`${baseUrl}/v2/users/00000000-0000-4000-8000-000000000000`, {
+        headers: { authorization: `Bearer ${accessToken}` },
+      });
       assert.equal(afterwards.status, 401);
     });
   }
@@ -116,7 +152,11 @@ describe("grpc-js", () => {
       assert.equal(unauthenticated.code, grpc.status.UNAUTHENTICATED);
       assert.equal(unauthenticated.details, "An access token is required (Authorization: Bearer <token>)");
       const grantType = "x:%41/é?#€";
-      const refused = await grpcs.call("auth", "fetchOauth2Token", { grantType, clientId: admin.clientId, clientSecret: admin.clientSecret });
+      const refused = await grpcs.call("auth", "fetchOauth2Token", {
+        grantType,
+        clientId: admin.clientId,
+        clientSecret: admin.clientSecret,
+      });
       assert.equal(refused.ok, false);
       assert.equal(refused.details, `Unsupported grant_type "${grantType}"`);
     } finally {

@@ -38,19 +38,27 @@ describe("contract fixes on the real server", () => {
     const client = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
     try {
       const err = await new Promise<grpc.ServiceError>((resolve, reject) =>
-        client.Check({ service: "no.such.Service" }, (e: grpc.ServiceError | null) => (e ? resolve(e) : reject(new Error("expected an error")))),
+        client.Check({ service: "no.such.Service" }, (e: grpc.ServiceError | null) =>
+          e ? resolve(e) : reject(new Error("expected an error")),
+        ),
       );
       assert.equal(err.code, grpc.status.NOT_FOUND, err.details);
       assert.equal(err.details, 'unknown service "no.such.Service"');
       assert.ok(err.metadata.get("grpc-status-details-bin").length > 0, "the ErrorResponse detail travels with it");
       const known = await new Promise<{ status: string }>((resolve, reject) =>
-        client.Check({ service: "travel.apiuser.v2.ApiUserService" }, (e: grpc.ServiceError | null, r: { status: string }) => (e ? reject(e) : resolve(r))),
+        client.Check(
+          { service: "travel.apiuser.v2.ApiUserService" },
+          (e: grpc.ServiceError | null, r: { status: string }) => (e ? reject(e) : resolve(r)),
+        ),
       );
       assert.equal(known.status, "SERVING");
     } finally {
       client.close();
     }
-    const failures = running.logs().split("\n").filter((l) => l.includes('"rpc failed"'));
+    const failures = running
+      .logs()
+      .split("\n")
+      .filter((l) => l.includes('"rpc failed"'));
     assert.deepEqual(failures, [], "no internal failure was logged");
   });
 
@@ -65,7 +73,9 @@ describe("contract fixes on the real server", () => {
         call.end();
       });
       assert.equal(response.message_response, "file_descriptor_response", JSON.stringify(response.error_response));
-      const files = response.file_descriptor_response.file_descriptor_proto.map((b: Buffer) => fromBinary(FileDescriptorProtoSchema, new Uint8Array(b)));
+      const files = response.file_descriptor_response.file_descriptor_proto.map((b: Buffer) =>
+        fromBinary(FileDescriptorProtoSchema, new Uint8Array(b)),
+      );
       assert.equal(files[0].name, "travel/common/v1/error.proto");
       assert.ok(files[0].messageType.some((m: { name: string }) => m.name === "ErrorResponse"));
     } finally {

@@ -18,7 +18,11 @@ describe("SCIM token authentication", () => {
     running = await startService();
     const { db, keys } = internalsOf(running.service);
     scim = new ScimAuthenticator(new KnexUnitOfWork(db), new PostgresApiUserRepository(), keys);
-    const seed = await operatorCall<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const seed = await operatorCall<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "Seed",
+      {},
+    );
     orgId = seed.orgId;
     admin = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
   });
@@ -27,10 +31,22 @@ describe("SCIM token authentication", () => {
     await dropStorage(running.storage);
   });
   const refused = async (token: string) => {
-    await assert.rejects(scim.authenticate(token), (e: unknown) => e instanceof DomainError && e.message === "A valid SCIM token is required" && e.code === "USER_NOT_AUTHENTICATED");
+    await assert.rejects(
+      scim.authenticate(token),
+      (e: unknown) =>
+        e instanceof DomainError &&
+        e.message === "A valid SCIM token is required" &&
+        e.code === "USER_NOT_AUTHENTICATED",
+    );
   };
   const createScimUser = async () =>
-    (await (await callApi(running.baseUrl, "/v2/api-users", admin, { orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })).json()) as { clientId: string; scimToken: string };
+    (await (
+      await callApi(running.baseUrl, "/v2/api-users", admin, {
+        orgId,
+        role: "COMPANY_ADMIN",
+        credentialType: "SCIM_TOKEN",
+      })
+    ).json()) as { clientId: string; scimToken: string };
 
   test("a SCIM token issued at creation authenticates its API user", async () => {
     const user = await createScimUser();
@@ -43,7 +59,10 @@ describe("SCIM token authentication", () => {
     const user = await createScimUser();
     const json = JSON.parse(Buffer.from(user.scimToken, "base64").toString("utf8"));
     const { keys } = internalsOf(running.service);
-    const plain = (await (await callApi(running.baseUrl, "/v2/api-users", admin, {})).json()) as { clientId: string; clientSecret: string };
+    const plain = (await (await callApi(running.baseUrl, "/v2/api-users", admin, {})).json()) as {
+      clientId: string;
+      clientSecret: string;
+    };
     for (const token of [
       "",
       "garbage",
@@ -59,12 +78,17 @@ describe("SCIM token authentication", () => {
 
   test("rotation returns a new SCIM token and kills the old one; revocation kills it for good", async () => {
     const user = await createScimUser();
-    const rotated = (await (await callApi(running.baseUrl, "/v2/api-users/rotate", admin, { clientId: user.clientId })).json()) as { scimToken: string; clientSecret?: string };
+    const rotated = (await (
+      await callApi(running.baseUrl, "/v2/api-users/rotate", admin, { clientId: user.clientId })
+    ).json()) as { scimToken: string; clientSecret?: string };
     assert.ok(rotated.scimToken);
     assert.equal(rotated.clientSecret, undefined);
     await refused(user.scimToken);
     assert.equal((await scim.authenticate(rotated.scimToken)).clientId, user.clientId);
-    assert.equal((await callApi(running.baseUrl, "/v2/api-users/revoke", admin, { clientId: user.clientId })).status, 204);
+    assert.equal(
+      (await callApi(running.baseUrl, "/v2/api-users/revoke", admin, { clientId: user.clientId })).status,
+      204,
+    );
     await refused(rotated.scimToken);
   });
 });

@@ -11,7 +11,10 @@ export interface ExpectedDomainError {
 }
 
 /** jose's style: the exact code, message and parameters of the DomainError a call rejects with. */
-export async function rejectsWith(action: Promise<unknown> | (() => Promise<unknown>), expected: ExpectedDomainError): Promise<DomainError> {
+export async function rejectsWith(
+  action: Promise<unknown> | (() => Promise<unknown>),
+  expected: ExpectedDomainError,
+): Promise<DomainError> {
   let caught: unknown;
   try {
     await (typeof action === "function" ? action() : action);

@@ -50,7 +50,11 @@ export class FakeChangeFeed implements ChangeFeed {
     if (this.onChange) throw new Error("fake change feed: started twice");
     this.onChange = onChange;
     this.onConnected = onConnected;
-    this.unlisten = this.db.listen((payload) => (payload === InMemorySigningKeyRepository.CHANGE_PAYLOAD ? this.receiveSigningKeyChange() : this.receive(Number(payload))));
+    this.unlisten = this.db.listen((payload) =>
+      payload === InMemorySigningKeyRepository.CHANGE_PAYLOAD
+        ? this.receiveSigningKeyChange()
+        : this.receive(Number(payload)),
+    );
     if (this.options.autoConnect ?? true) void this.connect().catch(() => {});
   }
 

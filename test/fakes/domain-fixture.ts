@@ -10,14 +10,22 @@ import { TenantService } from "../../src/domain/tenants/tenant-service.js";
 import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../../src/domain/tokens/client-record-cache.js";
-import { CredentialGenerations, type CredentialGenerationsOptions } from "../../src/domain/tokens/credential-generations.js";
+import {
+  CredentialGenerations,
+  type CredentialGenerationsOptions,
+} from "../../src/domain/tokens/credential-generations.js";
 import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
 import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
 import { FakeChangeFeed } from "./change-feed.js";
 import { FakeClock } from "./clock.js";
 import { FakeGenerationCache } from "./generation-cache.js";
-import { createInMemoryStore, type InMemoryRepositories, type InMemoryStore, type InMemoryUnitOfWork } from "./in-memory-store.js";
+import {
+  createInMemoryStore,
+  type InMemoryRepositories,
+  type InMemoryStore,
+  type InMemoryUnitOfWork,
+} from "./in-memory-store.js";
 import { RecordingLabelledCounter, RecordingLogger } from "./observability.js";
 
 export const ISSUER = "http://auth.test";
@@ -28,7 +36,15 @@ export const LEGACY_TTL = 86_400;
 export const REFRESH_TTL = 30 * 86_400;
 /** SIGNING_KEY_PREPUBLISH_SECONDS's default. */
 export const PREPUBLISH_SECONDS = 900;
-export const TMC_ADMIN_SCOPES = ["api-users", "users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"];
+export const TMC_ADMIN_SCOPES = [
+  "api-users",
+  "users:read",
+  "users:write",
+  "air-credits:read",
+  "air-credits:write",
+  "scim",
+  "openid",
+];
 export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-users");
 /** What createDomainServices passes with the default CREDENTIAL_CACHE_SECONDS (300). */
 export const GENERATION_OPTIONS: CredentialGenerationsOptions = { logRetentionSeconds: 360, reconcileBatch: 1000 };
@@ -84,7 +100,17 @@ export async function createDomainFixture(
   const feed = new FakeChangeFeed(store.db);
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
-  const generations = new CredentialGenerations(uow, repos.apiUsers, repos.credentialChanges, cache, feed, logger, fallbacks, clock.now, generationOptions);
+  const generations = new CredentialGenerations(
+    uow,
+    repos.apiUsers,
+    repos.credentialChanges,
+    cache,
+    feed,
+    logger,
+    fallbacks,
+    clock.now,
+    generationOptions,
+  );
   await startGenerations(generations, feed);
   // Tests start with a clean record (start-up's reconcile read the watermark once).
   cache.reads.length = 0;
@@ -94,12 +120,23 @@ export async function createDomainFixture(
     repos.signingKeys,
     feed,
     keys.signingKeyEncryptionKey,
-    { prepublishSeconds: PREPUBLISH_SECONDS, maxTokenLifetimeSeconds: LEGACY_TTL, unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000 },
+    {
+      prepublishSeconds: PREPUBLISH_SECONDS,
+      maxTokenLifetimeSeconds: LEGACY_TTL,
+      unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000,
+    },
     clock.now,
   );
   await signingKeys.start();
   const accessTokens = new AccessTokens(signingKeys, generations, ISSUER, clock.now);
-  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, { timeoutMs: 100, cooldownMs: 0, cacheMaxAgeMs: 1_000 }, 86_400);
+  const trustedIssuers = new TrustedIssuers(
+    uow,
+    repos.tenants,
+    repos.trustedIssuers,
+    clock.now,
+    { timeoutMs: 100, cooldownMs: 0, cacheMaxAgeMs: 1_000 },
+    86_400,
+  );
   const settings: TokenServiceSettings = {
     audience: AUDIENCE,
     allowedAudiences: [OTHER_API],
@@ -110,7 +147,16 @@ export async function createDomainFixture(
     issuer: ISSUER,
     ...options.settings,
   };
-  const tokenService = new TokenService(uow, accessTokens, trustedIssuers, repos.tenants, repos.refreshTokens, repos.apiUsers, settings, clock.now);
+  const tokenService = new TokenService(
+    uow,
+    accessTokens,
+    trustedIssuers,
+    repos.tenants,
+    repos.refreshTokens,
+    repos.apiUsers,
+    settings,
+    clock.now,
+  );
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
   return {
     clock,
@@ -130,7 +176,16 @@ export async function createDomainFixture(
     tokenService,
     tenants: new TenantService(uow, repos.tenants),
     provisioning,
-    admin: new ApiUserAdmin(uow, repos.apiUsers, repos.refreshTokens, repos.audit, provisioning, generations, keys, clock.now),
+    admin: new ApiUserAdmin(
+      uow,
+      repos.apiUsers,
+      repos.refreshTokens,
+      repos.audit,
+      provisioning,
+      generations,
+      keys,
+      clock.now,
+    ),
     clients: new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, 100)),
     scim: new ScimAuthenticator(uow, repos.apiUsers, keys),
   };
@@ -144,9 +199,25 @@ export async function startInstance(f: DomainFixture, options: { autoConnect?: b
   const feed = new FakeChangeFeed(f.store.db, options);
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
-  const generations = new CredentialGenerations(f.uow, f.repos.apiUsers, f.repos.credentialChanges, f.cache, feed, logger, fallbacks, f.clock.now, f.generationOptions);
+  const generations = new CredentialGenerations(
+    f.uow,
+    f.repos.apiUsers,
+    f.repos.credentialChanges,
+    f.cache,
+    feed,
+    logger,
+    fallbacks,
+    f.clock.now,
+    f.generationOptions,
+  );
   await startGenerations(generations, feed);
-  return { feed, fallbacks, logger, generations, accessTokens: new AccessTokens(f.signingKeys, generations, ISSUER, f.clock.now) };
+  return {
+    feed,
+    fallbacks,
+    logger,
+    generations,
+    accessTokens: new AccessTokens(f.signingKeys, generations, ISSUER, f.clock.now),
+  };
 }
 
 /**
@@ -189,8 +260,15 @@ export async function newApiUser(
     actor: "operator",
     requestId: "setup",
   });
-  const secret = created.clientSecret ?? openScimToken(new Map([[f.keys.scimTokenKeyId, f.keys.scimTokenKey]]), created.scimToken!)!.secret;
-  return { clientId: created.clientId, secret, scimToken: created.scimToken, user: (await currentUser(f, created.clientId))! };
+  const secret =
+    created.clientSecret ??
+    openScimToken(new Map([[f.keys.scimTokenKeyId, f.keys.scimTokenKey]]), created.scimToken!)!.secret;
+  return {
+    clientId: created.clientId,
+    secret,
+    scimToken: created.scimToken,
+    user: (await currentUser(f, created.clientId))!,
+  };
 }
 
 /** The active API user as stored now (undefined once revoked). */
@@ -218,7 +296,22 @@ export function basicHeader(clientId: string, clientSecret: string): string {
   return `Basic ${Buffer.from(`${encode(clientId)}:${encode(clientSecret)}`).toString("base64")}`;
 }
 
-export function tokenRequest(fields: Partial<{ grantType: string; scope: string; audience: string; subjectToken: string; subjectTokenType: string; refreshToken: string; requestedTokenType: string; resource: string }> & { credentials?: ReturnType<typeof postCredentials> | { formClientId: string; formClientSecret: string; authorization: string | null } } = {}) {
+export function tokenRequest(
+  fields: Partial<{
+    grantType: string;
+    scope: string;
+    audience: string;
+    subjectToken: string;
+    subjectTokenType: string;
+    refreshToken: string;
+    requestedTokenType: string;
+    resource: string;
+  }> & {
+    credentials?:
+      | ReturnType<typeof postCredentials>
+      | { formClientId: string; formClientSecret: string; authorization: string | null };
+  } = {},
+) {
   return {
     grantType: fields.grantType ?? "client_credentials",
     credentials: fields.credentials ?? postCredentials("", ""),

@@ -37,9 +37,13 @@ export class FakeGenerationCache implements GenerationCache {
   /** Runs after `read` has its answer and before it returns it. */
   afterRead: ((clientIds: readonly string[]) => void | Promise<void>) | undefined;
   /** Runs before `write` applies (after the failure check). */
-  beforeWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: WatermarkRaise | undefined) => void | Promise<void>) | undefined;
+  beforeWrite:
+    | ((states: ReadonlyMap<string, CredentialState>, watermark: WatermarkRaise | undefined) => void | Promise<void>)
+    | undefined;
   /** Runs after `write` applied, before it returns. */
-  afterWrite: ((states: ReadonlyMap<string, CredentialState>, watermark: WatermarkRaise | undefined) => void | Promise<void>) | undefined;
+  afterWrite:
+    | ((states: ReadonlyMap<string, CredentialState>, watermark: WatermarkRaise | undefined) => void | Promise<void>)
+    | undefined;
 
   readonly reads: Array<{ clientIds: string[]; failed: boolean }> = [];
   /**
@@ -47,7 +51,13 @@ export class FakeGenerationCache implements GenerationCache {
    * was lost, and `raised`: whether the watermark actually rose (false for a fill, a refused
    * raise, a failed or a lost write).
    */
-  readonly writes: Array<{ states: Map<string, CredentialState>; watermark: WatermarkRaise | undefined; failed: boolean; lost: boolean; raised: boolean }> = [];
+  readonly writes: Array<{
+    states: Map<string, CredentialState>;
+    watermark: WatermarkRaise | undefined;
+    failed: boolean;
+    lost: boolean;
+    raised: boolean;
+  }> = [];
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
     this.reads.push({ clientIds: [...clientIds], failed: this.readFailure !== undefined });
@@ -60,7 +70,13 @@ export class FakeGenerationCache implements GenerationCache {
   async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
     const failed = this.writeFailure !== undefined;
     const lost = !failed && this.loseWrites;
-    const record = { states: new Map([...states].map(([id, s]) => [id, { ...s }])), watermark: watermark && { to: watermark.to, ifAtLeast: watermark.ifAtLeast }, failed, lost, raised: false };
+    const record = {
+      states: new Map([...states].map(([id, s]) => [id, { ...s }])),
+      watermark: watermark && { to: watermark.to, ifAtLeast: watermark.ifAtLeast },
+      failed,
+      lost,
+      raised: false,
+    };
     this.writes.push(record);
     if (this.writeFailure) throw this.writeFailure;
     await this.beforeWrite?.(states, watermark);

@@ -21,7 +21,14 @@ import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-sc
 import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../src/domain/tenants/model.js";
 import type { EmailLookupScope, TenantRepository, TmcWithUsage } from "../../src/domain/tenants/ports.js";
-import type { BusinessInfo, FilterAttribute, ScimUser, ScimUserRecord, UserFilter, UserPage } from "../../src/domain/scim/model.js";
+import type {
+  BusinessInfo,
+  FilterAttribute,
+  ScimUser,
+  ScimUserRecord,
+  UserFilter,
+  UserPage,
+} from "../../src/domain/scim/model.js";
 import type { ScimUserRepository } from "../../src/domain/scim/ports.js";
 import type { ProfileChange, UserProfileRecord } from "../../src/domain/users/model.js";
 import type { UserProfileRepository } from "../../src/domain/users/ports.js";
@@ -36,7 +43,14 @@ import type {
   SubjectKind,
   TrustedIssuer,
 } from "../../src/domain/tokens/model.js";
-import type { CredentialChangeLog, NumberedChange, RefreshTokenRepository, RevokedTokenRepository, SigningKeyRepository, TrustedIssuerRepository } from "../../src/domain/tokens/ports.js";
+import type {
+  CredentialChangeLog,
+  NumberedChange,
+  RefreshTokenRepository,
+  RevokedTokenRepository,
+  SigningKeyRepository,
+  TrustedIssuerRepository,
+} from "../../src/domain/tokens/ports.js";
 import { DomainError, notFound } from "../../src/errors/domain-error.js";
 import type { Repositories } from "../../src/store/postgres/repositories/index.js";
 
@@ -295,7 +309,8 @@ export class MemoryDatabase {
   use(tx: Tx): TxState {
     const state = this.states.get(tx as object);
     if (!state) throw new Error("in-memory store: not a Tx of this database");
-    if (!state.open) throw new Error("in-memory store: Transaction query already complete (Tx used after its transaction ended)");
+    if (!state.open)
+      throw new Error("in-memory store: Transaction query already complete (Tx used after its transaction ended)");
     return state;
   }
 
@@ -433,7 +448,15 @@ export class MemoryDatabase {
   private newTx(kind: TxState["kind"]): Tx {
     const id = kind === "direct" ? 0 : ++this.txCounter;
     const handle = Object.freeze({ inMemoryTx: id }) as unknown as Tx;
-    this.states.set(handle as object, { id, kind, open: true, overlay: new Map(), writes: [], locks: [], notifications: [] });
+    this.states.set(handle as object, {
+      id,
+      kind,
+      open: true,
+      overlay: new Map(),
+      writes: [],
+      locks: [],
+      notifications: [],
+    });
     return handle;
   }
 
@@ -498,7 +521,9 @@ export class InMemoryTenantRepository implements TenantRepository {
     const apiUsers = this.db.read(tx, this.db.apiUsers);
     const all = this.db.read(tx, this.db.tmcs).sort((a, b) => compareText(a.name, b.name) || compareText(a.id, b.id));
     return {
-      tmcs: all.slice(page.offset, page.offset + page.limit).map((r) => ({ ...toTmc(r), activeApiUsers: apiUsers.filter(activeOf(tenantScope(r.id))).length })),
+      tmcs: all
+        .slice(page.offset, page.offset + page.limit)
+        .map((r) => ({ ...toTmc(r), activeApiUsers: apiUsers.filter(activeOf(tenantScope(r.id))).length })),
       total: all.length,
     };
   }
@@ -517,7 +542,12 @@ export class InMemoryTenantRepository implements TenantRepository {
 
   async setApiUserLimit(tx: Tx, scope: TenantScope, maxApiUsers: number): Promise<Tmc | undefined> {
     checkMaxApiUsers(maxApiUsers);
-    await this.db.update(tx, this.db.tmcs, (r) => r.id === scope.tmcId, (r) => ({ ...r, maxApiUsers }));
+    await this.db.update(
+      tx,
+      this.db.tmcs,
+      (r) => r.id === scope.tmcId,
+      (r) => ({ ...r, maxApiUsers }),
+    );
     const row = this.db.get(tx, this.db.tmcs, scope.tmcId);
     return row && toTmc(row);
   }
@@ -545,7 +575,11 @@ export class InMemoryTenantRepository implements TenantRepository {
     const emailNormalized = user.email.toLowerCase();
     // The unique index users_company_email_unique: a concurrent insert of the same key is waited for.
     await this.db.lock(tx, `users_company_email_unique:${companyId}:${emailNormalized}`);
-    if (this.db.read(tx, this.db.users).some((u) => u.companyId === companyId && u.emailNormalized === emailNormalized && !u.scimDeletedAt)) {
+    if (
+      this.db
+        .read(tx, this.db.users)
+        .some((u) => u.companyId === companyId && u.emailNormalized === emailNormalized && !u.scimDeletedAt)
+    ) {
       throw uniqueViolation("A user with this email already exists in the company");
     }
     const row: UserRow = {
@@ -564,16 +598,31 @@ export class InMemoryTenantRepository implements TenantRepository {
     return toUser(row);
   }
 
-  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string, within: EmailLookupScope = {}): Promise<User | undefined> {
+  async findActiveUserByEmail(
+    tx: Tx,
+    scope: TenantScope,
+    email: string,
+    within: EmailLookupScope = {},
+  ): Promise<User | undefined> {
     const normalized = email.toLowerCase();
     const rows = this.db
       .read(tx, this.db.users)
-      .filter((u) => u.tmcId === scope.tmcId && u.emailNormalized === normalized && u.isActive && (within.companyId === undefined || u.companyId === within.companyId));
+      .filter(
+        (u) =>
+          u.tmcId === scope.tmcId &&
+          u.emailNormalized === normalized &&
+          u.isActive &&
+          (within.companyId === undefined || u.companyId === within.companyId),
+      );
     const found = rows.length > 1 && within.subject ? rows.filter((u) => u.externalId === within.subject) : rows;
     if (found.length > 1 || (found.length === 0 && rows.length > 1)) {
-      throw new DomainError("INVALID_GRANT", "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject", {
-        params: [{ name: "subject_token", value: "ambiguous email" }],
-      });
+      throw new DomainError(
+        "INVALID_GRANT",
+        "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
+        {
+          params: [{ name: "subject_token", value: "ambiguous email" }],
+        },
+      );
     }
     return found[0] && toUser(found[0]);
   }
@@ -604,7 +653,13 @@ export class InMemoryUserRepository implements UserProfileRepository {
       tx,
       this.db.users,
       (r) => r.tmcId === scope.tmcId && r.id === userId,
-      (r) => ({ ...r, givenName: change.givenName, familyName: change.familyName, profile: jsonCopy(change.profile), updatedAt: this.db.clock() }),
+      (r) => ({
+        ...r,
+        givenName: change.givenName,
+        familyName: change.familyName,
+        profile: jsonCopy(change.profile),
+        updatedAt: this.db.clock(),
+      }),
     );
   }
 
@@ -630,14 +685,25 @@ export class InMemoryScimUserRepository implements ScimUserRepository {
   constructor(private readonly db: MemoryDatabase) {}
 
   private visible(tx: Tx, scope: TenantScope, companyId: string): UserRow[] {
-    return this.db.read(tx, this.db.users).filter((u) => u.tmcId === scope.tmcId && u.companyId === companyId && !u.scimDeletedAt);
+    return this.db
+      .read(tx, this.db.users)
+      .filter((u) => u.tmcId === scope.tmcId && u.companyId === companyId && !u.scimDeletedAt);
   }
 
-  async list(tx: Tx, scope: TenantScope, companyId: string, filter: UserFilter | undefined, page: UserPage): Promise<{ users: ScimUser[]; total: number }> {
+  async list(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    filter: UserFilter | undefined,
+    page: UserPage,
+  ): Promise<{ users: ScimUser[]; total: number }> {
     const matching = this.visible(tx, scope, companyId)
       .filter((u) => !filter || matchesScimFilter(u, filter))
       .sort((a, b) => (a.createdAt?.getTime() ?? 0) - (b.createdAt?.getTime() ?? 0) || a.id.localeCompare(b.id));
-    return { users: matching.slice(page.startIndex - 1, page.startIndex - 1 + page.count).map(toScimUser), total: matching.length };
+    return {
+      users: matching.slice(page.startIndex - 1, page.startIndex - 1 + page.count).map(toScimUser),
+      total: matching.length,
+    };
   }
 
   async find(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
@@ -656,32 +722,63 @@ export class InMemoryScimUserRepository implements ScimUserRepository {
     if (!company || company.tmcId !== scope.tmcId) throw notFound("Company", [{ name: "orgId", value: companyId }]);
     await this.checkUnique(tx, scope, companyId, undefined, user);
     const now = this.db.clock();
-    const row: UserRow = { id: crypto.randomUUID(), companyId, tmcId: scope.tmcId, ...scimColumns(user, {}), createdAt: now, updatedAt: now };
+    const row: UserRow = {
+      id: crypto.randomUUID(),
+      companyId,
+      tmcId: scope.tmcId,
+      ...scimColumns(user, {}),
+      createdAt: now,
+      updatedAt: now,
+    };
     await this.db.insert(tx, this.db.users, row);
     return toScimUser(row);
   }
 
-  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserRecord): Promise<ScimUser | undefined> {
+  async update(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    userId: string,
+    user: ScimUserRecord,
+  ): Promise<ScimUser | undefined> {
     if (!this.visible(tx, scope, companyId).some((u) => u.id === userId)) return undefined;
     await this.checkUnique(tx, scope, companyId, userId, user);
-    await this.db.update(tx, this.db.users, (r) => r.id === userId, (r) => ({ ...r, ...scimColumns(user, r.profile ?? {}), updatedAt: this.db.clock() }));
+    await this.db.update(
+      tx,
+      this.db.users,
+      (r) => r.id === userId,
+      (r) => ({ ...r, ...scimColumns(user, r.profile ?? {}), updatedAt: this.db.clock() }),
+    );
     return this.find(tx, scope, companyId, userId);
   }
 
   async markDeleted(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<boolean> {
     if (!this.visible(tx, scope, companyId).some((u) => u.id === userId)) return false;
     const now = this.db.clock();
-    await this.db.update(tx, this.db.users, (r) => r.id === userId, (r) => ({ ...r, isActive: false, scimDeletedAt: now, updatedAt: now }));
+    await this.db.update(
+      tx,
+      this.db.users,
+      (r) => r.id === userId,
+      (r) => ({ ...r, isActive: false, scimDeletedAt: now, updatedAt: now }),
+    );
     return true;
   }
 
   /** The partial unique indexes users_company_email_unique and users_company_external_id_unique. */
-  private async checkUnique(tx: Tx, scope: TenantScope, companyId: string, userId: string | undefined, user: ScimUserRecord): Promise<void> {
+  private async checkUnique(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    userId: string | undefined,
+    user: ScimUserRecord,
+  ): Promise<void> {
     const emailNormalized = user.userName.toLowerCase();
     await this.db.lock(tx, `users_company_email_unique:${companyId}:${emailNormalized}`);
     const others = this.visible(tx, scope, companyId).filter((u) => u.id !== userId);
-    if (others.some((u) => u.emailNormalized === emailNormalized)) throw uniqueViolation("A user with this userName exists in the company");
-    if (user.externalId !== undefined && others.some((u) => u.externalId === user.externalId)) throw uniqueViolation("A user with this externalId exists in the company");
+    if (others.some((u) => u.emailNormalized === emailNormalized))
+      throw uniqueViolation("A user with this userName exists in the company");
+    if (user.externalId !== undefined && others.some((u) => u.externalId === user.externalId))
+      throw uniqueViolation("A user with this externalId exists in the company");
   }
 }
 
@@ -696,7 +793,8 @@ function scimColumns(user: ScimUserRecord, profile: Readonly<Record<string, unkn
     formattedName: user.formattedName,
     isActive: user.active,
     externalId: user.externalId,
-    profile: user.businessInfo !== undefined ? { ...profile, businessInfo: structuredClone(user.businessInfo) } : profile,
+    profile:
+      user.businessInfo !== undefined ? { ...profile, businessInfo: structuredClone(user.businessInfo) } : profile,
   };
 }
 
@@ -719,7 +817,9 @@ function toScimUser(row: UserRow): ScimUser {
 }
 
 function businessInfoOf(value: unknown): BusinessInfo {
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? structuredClone(value as BusinessInfo) : {};
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? structuredClone(value as BusinessInfo)
+    : {};
 }
 
 /** A UserFilter evaluated on a row, as PostgresScimUserRepository's SQL does. */
@@ -752,7 +852,10 @@ function matchesScimFilter(row: UserRow, filter: UserFilter): boolean {
         case "ew":
           return String(actual).endsWith(String(expected));
         default: {
-          const [a, b] = [actual instanceof Date ? actual.getTime() : actual, expected instanceof Date ? expected.getTime() : expected];
+          const [a, b] = [
+            actual instanceof Date ? actual.getTime() : actual,
+            expected instanceof Date ? expected.getTime() : expected,
+          ];
           return filter.op === "gt" ? a > b : filter.op === "ge" ? a >= b : filter.op === "lt" ? a < b : a <= b;
         }
       }
@@ -824,7 +927,11 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
       .map((r) => r.clientId);
   }
 
-  async listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]> {
+  async listActiveDetails(
+    tx: Tx,
+    scope: TenantScope,
+    page: { limit: number; offset: number },
+  ): Promise<ApiUserListing[]> {
     return this.db
       .read(tx, this.db.apiUsers)
       .filter(activeOf(scope))
@@ -851,7 +958,12 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
     return row && isActive(row) ? toApiUser(row) : undefined;
   }
 
-  async setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void> {
+  async setCredential(
+    tx: Tx,
+    scope: TenantScope,
+    clientId: string,
+    credential: { secretHash: Buffer; generation: number },
+  ): Promise<void> {
     const now = this.db.clock();
     await this.db.update(tx, this.db.apiUsers, activeOf(scope, clientId), (r) => ({
       ...r,
@@ -877,7 +989,10 @@ export class InMemoryApiUserRepository implements ApiUserRepository {
       this.db
         .read(tx, this.db.apiUsers)
         .filter((r) => wanted.has(r.clientId))
-        .map((r) => [r.clientId, { generation: r.revokedAt ? undefined : r.credentialGeneration, changeSeq: r.changeSeq }]),
+        .map((r) => [
+          r.clientId,
+          { generation: r.revokedAt ? undefined : r.credentialGeneration, changeSeq: r.changeSeq },
+        ]),
     );
   }
 }
@@ -918,7 +1033,9 @@ export class InMemoryAuditRepository implements AuditRepository {
       .read(tx, this.db.auditEvents)
       .filter((r) => r.tmcId === scope.tmcId)
       .filter((r) => filter.actions.length === 0 || filter.actions.includes(r.action))
-      .filter((r) => filter.clientId === undefined || r.actor === filter.clientId || r.targetClientId === filter.clientId)
+      .filter(
+        (r) => filter.clientId === undefined || r.actor === filter.clientId || r.targetClientId === filter.clientId,
+      )
       .filter((r) => filter.since === undefined || r.occurredAt.getTime() >= time(filter.since)!)
       .filter((r) => filter.until === undefined || r.occurredAt.getTime() < time(filter.until)!)
       .filter((r) => filter.beforeId === undefined || r.id < Number(filter.beforeId))
@@ -931,7 +1048,13 @@ export class InMemoryAuditRepository implements AuditRepository {
     const wanted = new Set(clientIds);
     const last = new Map<string, Date>();
     for (const r of this.db.read(tx, this.db.auditEvents)) {
-      if (r.tmcId !== scope.tmcId || r.action !== "TOKEN_ISSUED" || r.targetClientId === null || !wanted.has(r.targetClientId)) continue;
+      if (
+        r.tmcId !== scope.tmcId ||
+        r.action !== "TOKEN_ISSUED" ||
+        r.targetClientId === null ||
+        !wanted.has(r.targetClientId)
+      )
+        continue;
       const seen = last.get(r.targetClientId);
       if (!seen || seen.getTime() < r.occurredAt.getTime()) last.set(r.targetClientId, new Date(r.occurredAt));
     }
@@ -951,7 +1074,12 @@ export class InMemorySigningKeyRepository implements SigningKeyRepository {
     return this.db
       .read(tx, this.db.signingKeys)
       .filter((r) => r.notAfter === undefined || r.notAfter.getTime() > now.getTime())
-      .sort((a, b) => b.activatesAt.getTime() - a.activatesAt.getTime() || b.createdAt.getTime() - a.createdAt.getTime() || compareText(b.kid, a.kid))
+      .sort(
+        (a, b) =>
+          b.activatesAt.getTime() - a.activatesAt.getTime() ||
+          b.createdAt.getTime() - a.createdAt.getTime() ||
+          compareText(b.kid, a.kid),
+      )
       .map((r) => ({
         kid: r.kid,
         alg: r.alg,
@@ -982,8 +1110,18 @@ export class InMemorySigningKeyRepository implements SigningKeyRepository {
     });
   }
 
-  async retireAll(tx: Tx, retiredAt: Date, notAfter: Date, options: { readonly except: string; readonly withdraw: boolean }): Promise<void> {
-    await this.db.update(tx, this.db.signingKeys, (r) => r.retiredAt === undefined && r.kid !== options.except, (r) => ({ ...r, retiredAt, notAfter }));
+  async retireAll(
+    tx: Tx,
+    retiredAt: Date,
+    notAfter: Date,
+    options: { readonly except: string; readonly withdraw: boolean },
+  ): Promise<void> {
+    await this.db.update(
+      tx,
+      this.db.signingKeys,
+      (r) => r.retiredAt === undefined && r.kid !== options.except,
+      (r) => ({ ...r, retiredAt, notAfter }),
+    );
     if (options.withdraw) {
       await this.db.update(
         tx,
@@ -1013,13 +1151,24 @@ export class InMemoryRevokedTokenRepository implements RevokedTokenRepository {
 
   async insert(tx: Tx, scope: TenantScope, token: RevokedAccessToken): Promise<boolean> {
     if (this.db.get(tx, this.db.revokedAccessTokens, token.jti)) return false;
-    await this.db.insert(tx, this.db.revokedAccessTokens, { jti: token.jti, clientId: token.clientId, tmcId: scope.tmcId, expiresAt: token.expiresAt, changeSeq: 0 });
+    await this.db.insert(tx, this.db.revokedAccessTokens, {
+      jti: token.jti,
+      clientId: token.clientId,
+      tmcId: scope.tmcId,
+      expiresAt: token.expiresAt,
+      changeSeq: 0,
+    });
     return true;
   }
 
   async revocations(tx: Tx, jtis: readonly string[]): Promise<Map<string, { changeSeq: number; expiresAt: Date }>> {
     const wanted = new Set(jtis);
-    return new Map(this.db.read(tx, this.db.revokedAccessTokens).filter((r) => wanted.has(r.jti)).map((r) => [r.jti, { changeSeq: r.changeSeq, expiresAt: r.expiresAt }]));
+    return new Map(
+      this.db
+        .read(tx, this.db.revokedAccessTokens)
+        .filter((r) => wanted.has(r.jti))
+        .map((r) => [r.jti, { changeSeq: r.changeSeq, expiresAt: r.expiresAt }]),
+    );
   }
 }
 
@@ -1030,7 +1179,8 @@ export class InMemoryRefreshTokenRepository implements RefreshTokenRepository, C
     if (!this.db.get(tx, this.db.apiUsers, token.clientId)) throw foreignKeyViolation();
     // The unique index refresh_tokens_hash_unique.
     await this.db.lock(tx, `refresh_tokens_hash_unique:${token.tokenHash.toString("hex")}`);
-    if (this.db.read(tx, this.db.refreshTokens).some((r) => r.tokenHash.equals(token.tokenHash))) throw uniqueViolation();
+    if (this.db.read(tx, this.db.refreshTokens).some((r) => r.tokenHash.equals(token.tokenHash)))
+      throw uniqueViolation();
     await this.db.insert(tx, this.db.refreshTokens, {
       id: token.id,
       tokenHash: Buffer.from(token.tokenHash),
@@ -1050,7 +1200,9 @@ export class InMemoryRefreshTokenRepository implements RefreshTokenRepository, C
   }
 
   async lockByHash(tx: Tx, scope: TenantScope, tokenHash: Buffer): Promise<RefreshTokenRecord | undefined> {
-    const found = this.db.read(tx, this.db.refreshTokens).find((r) => r.tmcId === scope.tmcId && r.tokenHash.equals(tokenHash));
+    const found = this.db
+      .read(tx, this.db.refreshTokens)
+      .find((r) => r.tmcId === scope.tmcId && r.tokenHash.equals(tokenHash));
     if (!found) return undefined;
     await this.db.lock(tx, this.db.rowLock(this.db.refreshTokens, found.id));
     const row = this.db.get(tx, this.db.refreshTokens, found.id);
@@ -1058,15 +1210,30 @@ export class InMemoryRefreshTokenRepository implements RefreshTokenRepository, C
   }
 
   async markUsed(tx: Tx, scope: TenantScope, id: string, now: Date): Promise<void> {
-    await this.db.update(tx, this.db.refreshTokens, (r) => r.tmcId === scope.tmcId && r.id === id, (r) => ({ ...r, usedAt: now }));
+    await this.db.update(
+      tx,
+      this.db.refreshTokens,
+      (r) => r.tmcId === scope.tmcId && r.id === id,
+      (r) => ({ ...r, usedAt: now }),
+    );
   }
 
   async revokeFamily(tx: Tx, scope: TenantScope, familyId: string, now: Date): Promise<void> {
-    await this.db.update(tx, this.db.refreshTokens, (r) => r.tmcId === scope.tmcId && r.familyId === familyId && !r.revokedAt, (r) => ({ ...r, revokedAt: now }));
+    await this.db.update(
+      tx,
+      this.db.refreshTokens,
+      (r) => r.tmcId === scope.tmcId && r.familyId === familyId && !r.revokedAt,
+      (r) => ({ ...r, revokedAt: now }),
+    );
   }
 
   async revokeAllOfClient(tx: Tx, scope: TenantScope, clientId: string, now: Date): Promise<void> {
-    await this.db.update(tx, this.db.refreshTokens, (r) => r.tmcId === scope.tmcId && r.clientId === clientId && !r.revokedAt, (r) => ({ ...r, revokedAt: now }));
+    await this.db.update(
+      tx,
+      this.db.refreshTokens,
+      (r) => r.tmcId === scope.tmcId && r.clientId === clientId && !r.revokedAt,
+      (r) => ({ ...r, revokedAt: now }),
+    );
   }
 }
 
@@ -1111,7 +1278,13 @@ export class InMemoryTrustedIssuerRepository implements TrustedIssuerRepository 
 }
 
 function toIssuer(row: TrustedIssuerRow): TrustedIssuer {
-  return { issuer: row.issuer, jwksUri: row.jwksUri, jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks), audience: row.audience, companyId: row.companyId };
+  return {
+    issuer: row.issuer,
+    jwksUri: row.jwksUri,
+    jwks: row.jwks === undefined ? undefined : jsonCopy(row.jwks),
+    audience: row.audience,
+    companyId: row.companyId,
+  };
 }
 
 export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedCreditRepository {
@@ -1126,10 +1299,15 @@ export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedC
 
   async insertCredits(tx: Tx, scope: TenantScope, credits: readonly NewAirCredit[]): Promise<number> {
     if (credits.length === 0) return 0;
-    this.assertCompaniesOfTenant(tx, scope, credits.map((c) => c.companyId));
+    this.assertCompaniesOfTenant(
+      tx,
+      scope,
+      credits.map((c) => c.companyId),
+    );
     for (const credit of credits) {
       if (!this.db.get(tx, this.db.paymentSources, credit.paymentSourceId)) throw foreignKeyViolation();
-      if (credit.travelerUserId !== undefined && !this.db.get(tx, this.db.users, credit.travelerUserId)) throw foreignKeyViolation();
+      if (credit.travelerUserId !== undefined && !this.db.get(tx, this.db.users, credit.travelerUserId))
+        throw foreignKeyViolation();
     }
     // One INSERT statement: all rows or none, even on `direct` (the ids are fresh, so nothing waits).
     for (const credit of credits) {
@@ -1143,34 +1321,82 @@ export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedC
     return this.db.get(tx, this.db.companies, companyId)?.tmcId === scope.tmcId;
   }
 
-  async listTransferable(tx: Tx, scope: TenantScope, companyId: string, on: TransferableOn, filter: CreditFilter, page: { offset: number; limit: number }): Promise<CreditPage> {
-    const any = (values: readonly string[], value: string | undefined) => values.length === 0 || (value !== undefined && values.includes(value));
+  async listTransferable(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    on: TransferableOn,
+    filter: CreditFilter,
+    page: { offset: number; limit: number },
+  ): Promise<CreditPage> {
+    const any = (values: readonly string[], value: string | undefined) =>
+      values.length === 0 || (value !== undefined && values.includes(value));
     const matching = this.transferable(tx, scope, companyId, on)
-      .filter((c) => any(filter.suppliers, c.source) && any(filter.airlineCodes, c.airlineCode) && any(filter.fopLabels, c.fopLabel) && any(filter.pccs, c.pcc))
-      .filter((c) => any(filter.fopCardAccessTypes, c.fopCardAccessType) && any(filter.legalEntityNames, c.legalEntityName))
-      .filter((c) => (filter.expiryFrom === undefined || c.expiryDate >= filter.expiryFrom) && (filter.expiryTo === undefined || c.expiryDate <= filter.expiryTo))
-      .sort((a, b) => (a.expiryDate === b.expiryDate ? (a.ticketNumber < b.ticketNumber ? -1 : 1) : a.expiryDate < b.expiryDate ? -1 : 1));
+      .filter(
+        (c) =>
+          any(filter.suppliers, c.source) &&
+          any(filter.airlineCodes, c.airlineCode) &&
+          any(filter.fopLabels, c.fopLabel) &&
+          any(filter.pccs, c.pcc),
+      )
+      .filter(
+        (c) => any(filter.fopCardAccessTypes, c.fopCardAccessType) && any(filter.legalEntityNames, c.legalEntityName),
+      )
+      .filter(
+        (c) =>
+          (filter.expiryFrom === undefined || c.expiryDate >= filter.expiryFrom) &&
+          (filter.expiryTo === undefined || c.expiryDate <= filter.expiryTo),
+      )
+      .sort((a, b) =>
+        a.expiryDate === b.expiryDate
+          ? a.ticketNumber < b.ticketNumber
+            ? -1
+            : 1
+          : a.expiryDate < b.expiryDate
+            ? -1
+            : 1,
+      );
     return { credits: matching.slice(page.offset, page.offset + page.limit), totalRecords: matching.length };
   }
 
-  async transferableValues(tx: Tx, scope: TenantScope, companyId: string, on: TransferableOn): Promise<TransferableValues> {
+  async transferableValues(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    on: TransferableOn,
+  ): Promise<TransferableValues> {
     const credits = this.transferable(tx, scope, companyId, on);
-    const distinct = (pick: (c: UnusedCredit) => string | undefined) => [...new Set(credits.flatMap((c) => (pick(c) ? [pick(c)!] : [])))].sort();
-    return { fopLabels: distinct((c) => c.fopLabel), pccs: distinct((c) => c.pcc), legalEntityNames: distinct((c) => c.legalEntityName) };
+    const distinct = (pick: (c: UnusedCredit) => string | undefined) =>
+      [...new Set(credits.flatMap((c) => (pick(c) ? [pick(c)!] : [])))].sort();
+    return {
+      fopLabels: distinct((c) => c.fopLabel),
+      pccs: distinct((c) => c.pcc),
+      legalEntityNames: distinct((c) => c.legalEntityName),
+    };
   }
 
   async lockByPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): Promise<LockedCredit[]> {
     await this.db.lock(tx, `payment_source:${paymentSourceId}`);
     return this.ofPaymentSource(tx, scope, paymentSourceId).map((c) => ({
-      companyId: c.companyId, status: c.status, expiryDate: c.expiryDate, airlineCode: c.airlineCode, creditUsageType: c.creditUsageType,
+      companyId: c.companyId,
+      status: c.status,
+      expiryDate: c.expiryDate,
+      airlineCode: c.airlineCode,
+      creditUsageType: c.creditUsageType,
     }));
   }
 
   async setUsageType(tx: Tx, scope: TenantScope, paymentSourceId: string, type: CreditUsageType): Promise<void> {
-    for (const c of this.ofPaymentSource(tx, scope, paymentSourceId)) this.db.write(tx, this.db.unusedCredits, `${c.companyId}:${c.ticketNumber}`, { ...c, creditUsageType: type });
+    for (const c of this.ofPaymentSource(tx, scope, paymentSourceId))
+      this.db.write(tx, this.db.unusedCredits, `${c.companyId}:${c.ticketNumber}`, { ...c, creditUsageType: type });
   }
 
-  async upsertCredits(tx: Tx, scope: TenantScope, companyId: string, credits: readonly ImportedCredit[]): Promise<{ created: number; updated: number }> {
+  async upsertCredits(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    credits: readonly ImportedCredit[],
+  ): Promise<{ created: number; updated: number }> {
     this.assertCompaniesOfTenant(tx, scope, [companyId]);
     let updated = 0;
     for (const credit of credits) {
@@ -1189,13 +1415,24 @@ export class InMemoryAirCreditRepository implements AirCreditRepository, UnusedC
     if (this.db.get(tx, this.db.companies, companyId)?.tmcId !== scope.tmcId) return [];
     return this.db
       .read(tx, this.db.unusedCredits)
-      .filter((c) => c.companyId === companyId && c.status === "OPEN" && c.creditUsageType !== "COMPANY" && c.expiryDate >= on.today && on.airlineCodes.includes(c.airlineCode));
+      .filter(
+        (c) =>
+          c.companyId === companyId &&
+          c.status === "OPEN" &&
+          c.creditUsageType !== "COMPANY" &&
+          c.expiryDate >= on.today &&
+          on.airlineCodes.includes(c.airlineCode),
+      );
   }
 
   private ofPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): UnusedCredit[] {
     return this.db
       .read(tx, this.db.unusedCredits)
-      .filter((c) => c.paymentSourceId === paymentSourceId && this.db.get(tx, this.db.companies, c.companyId)?.tmcId === scope.tmcId);
+      .filter(
+        (c) =>
+          c.paymentSourceId === paymentSourceId &&
+          this.db.get(tx, this.db.companies, c.companyId)?.tmcId === scope.tmcId,
+      );
   }
 
   private assertCompaniesOfTenant(tx: Tx, scope: TenantScope, companyIds: readonly string[]): void {
@@ -1227,7 +1464,12 @@ export class InMemoryCredentialChangeLog implements CredentialChangeLog {
     const previous = await this.latest(tx);
     const seq = this.db.nextChangeSeq();
     await this.db.insert(tx, this.db.credentialChanges, { seq, clientId, changedAt: this.db.clock() });
-    await this.db.update(tx, this.db.apiUsers, (r) => r.clientId === clientId, (r) => ({ ...r, changeSeq: seq }));
+    await this.db.update(
+      tx,
+      this.db.apiUsers,
+      (r) => r.clientId === clientId,
+      (r) => ({ ...r, changeSeq: seq }),
+    );
     this.db.notify(tx, String(seq));
     return { seq, previous };
   }
@@ -1250,7 +1492,9 @@ export class InMemoryCredentialChangeLog implements CredentialChangeLog {
   async prune(tx: Tx, before: Date): Promise<number> {
     let deleted = 0;
     const newest = await this.latest(tx);
-    for (const row of this.db.read(tx, this.db.credentialChanges).filter((r) => r.changedAt.getTime() < before.getTime() && r.seq < newest)) {
+    for (const row of this.db
+      .read(tx, this.db.credentialChanges)
+      .filter((r) => r.changedAt.getTime() < before.getTime() && r.seq < newest)) {
       await this.db.lock(tx, this.db.rowLock(this.db.credentialChanges, row.seq));
       if (this.db.get(tx, this.db.credentialChanges, row.seq) === undefined) continue;
       this.db.write(tx, this.db.credentialChanges, row.seq, undefined);
@@ -1354,7 +1598,9 @@ export function createInMemoryStore(options: { clock?: Clock } = {}): InMemorySt
       },
     });
   const plain = inMemoryRepositories(db);
-  const repositories = Object.fromEntries(Object.entries(plain).map(([name, repo]) => [name, instrument(name, repo)])) as InMemoryRepositories;
+  const repositories = Object.fromEntries(
+    Object.entries(plain).map(([name, repo]) => [name, instrument(name, repo)]),
+  ) as InMemoryRepositories;
   return {
     db,
     uow: new InMemoryUnitOfWork(db),
@@ -1425,7 +1671,10 @@ function toRefreshRecord(row: RefreshTokenRow): RefreshTokenRecord {
 /** The check constraint tmcs_max_api_users_non_negative; Postgres' error is not a catalogue one. */
 function checkMaxApiUsers(maxApiUsers: number): void {
   if (!Number.isInteger(maxApiUsers) || maxApiUsers < 0) {
-    throw Object.assign(new Error('new row for relation "tmcs" violates check constraint "tmcs_max_api_users_non_negative"'), { code: "23514" });
+    throw Object.assign(
+      new Error('new row for relation "tmcs" violates check constraint "tmcs_max_api_users_non_negative"'),
+      { code: "23514" },
+    );
   }
 }
 

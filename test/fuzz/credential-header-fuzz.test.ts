@@ -20,7 +20,9 @@ import { FUZZ_RUNS, FUZZ_SEED, FUZZ_SERVICE_ENV, fuzzParams, longString, shortFu
 /** A credential as text (may hold anything), or raw bytes (not even UTF-8). */
 const credentialText = fc.oneof({ weight: 4, arbitrary: shortFuzzString }, { weight: 1, arbitrary: longString });
 const basicValue = fc.oneof(
-  fc.record({ id: credentialText, secret: credentialText }).map(({ id, secret }) => `Basic ${Buffer.from(`${id}:${secret}`, "utf8").toString("base64")}`),
+  fc
+    .record({ id: credentialText, secret: credentialText })
+    .map(({ id, secret }) => `Basic ${Buffer.from(`${id}:${secret}`, "utf8").toString("base64")}`),
   fc.uint8Array({ maxLength: 64 }).map((bytes) => `Basic ${Buffer.from(bytes).toString("base64")}`),
   credentialText.map((text) => `Basic ${text}`),
 );
@@ -31,7 +33,13 @@ const headerBytes = (text: string) => Buffer.from(text.replace(/[\r\n]/g, ""), "
 const NODE_MAX_HEADER_BYTES = 16 * 1024;
 
 /** One HTTP/1.1 request on a raw socket; the answer's status and body. */
-function rawRequest(baseUrl: string, method: string, path: string, headers: Array<[string, Buffer | string]>, body = ""): Promise<{ status: number; body: string }> {
+function rawRequest(
+  baseUrl: string,
+  method: string,
+  path: string,
+  headers: Array<[string, Buffer | string]>,
+  body = "",
+): Promise<{ status: number; body: string }> {
   const { hostname, port } = new URL(baseUrl);
   const headerSize = headers.reduce((sum, [name, value]) => sum + name.length + value.length + 4, 0);
   return new Promise((resolve, reject) => {
@@ -42,7 +50,8 @@ function rawRequest(baseUrl: string, method: string, path: string, headers: Arra
       // Headers past Node's 16 KiB limit are refused by the HTTP parser while the client is still
       // writing them: the 431 may be lost to the TCP reset that closing on unread bytes causes.
       // That is a refusal too (nothing reached the service), not a 5xx.
-      if (error.code === "ECONNRESET" && headerSize > NODE_MAX_HEADER_BYTES) resolve({ status: 431, body: '{"code":"connection reset past the header limit"}' });
+      if (error.code === "ECONNRESET" && headerSize > NODE_MAX_HEADER_BYTES)
+        resolve({ status: 431, body: '{"code":"connection reset past the header limit"}' });
       else reject(error);
     });
     socket.on("close", () => {
@@ -50,9 +59,15 @@ function rawRequest(baseUrl: string, method: string, path: string, headers: Arra
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
       resolve({ status, body: text.slice(text.indexOf("\r\n\r\n") + 4) });
     });
-    const head = [`${method} ${path} HTTP/1.1`, `host: ${hostname}`, "connection: close", `content-length: ${Buffer.byteLength(body)}`];
+    const head = [
+      `${method} ${path} HTTP/1.1`,
+      `host: ${hostname}`,
+      "connection: close",
+      `content-length: ${Buffer.byteLength(body)}`,
+    ];
     const parts: Buffer[] = [Buffer.from(head.join("\r\n") + "\r\n")];
-    for (const [name, value] of headers) parts.push(Buffer.from(`${name}: `), Buffer.isBuffer(value) ? value : Buffer.from(value), Buffer.from("\r\n"));
+    for (const [name, value] of headers)
+      parts.push(Buffer.from(`${name}: `), Buffer.isBuffer(value) ? value : Buffer.from(value), Buffer.from("\r\n"));
     parts.push(Buffer.from("\r\n"), Buffer.from(body));
     socket.write(Buffer.concat(parts)); // no half-close: "connection: close" ends it after the answer
   });
@@ -61,8 +76,14 @@ function rawRequest(baseUrl: string, method: string, path: string, headers: Arra
 /** Not a 5xx, and a JSON error body with something to read (an ErrorResponse, or Connect's {code, message}). */
 function assertRefusal(answer: { status: number; body: string }, allowed: readonly number[], what: string): void {
   assert.ok(allowed.includes(answer.status), `${what}: status ${answer.status}, body ${answer.body.slice(0, 300)}`);
-  const json = JSON.parse(answer.body.slice(answer.body.indexOf("{"), answer.body.lastIndexOf("}") + 1)) as Record<string, any>;
-  assert.ok(Array.isArray(json.errorMessages) || typeof json.code === "string", `${what}: ${answer.body.slice(0, 300)}`);
+  const json = JSON.parse(answer.body.slice(answer.body.indexOf("{"), answer.body.lastIndexOf("}") + 1)) as Record<
+    string,
+    any
+  >;
+  assert.ok(
+    Array.isArray(json.errorMessages) || typeof json.code === "string",
+    `${what}: ${answer.body.slice(0, 300)}`,
+  );
 }
 
 describe(`credential-header fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED})`, () => {
@@ -81,18 +102,49 @@ describe(`credential-header fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SE
 
   test("HTTP Basic on the token, introspection and revocation endpoints (REST and Connect) and in gRPC metadata: a 4xx, never a 5xx", async () => {
     await fc.assert(
-      fc.asyncProperty(basicValue, fc.constantFrom("oauth2-token", "introspect", "revoke"), async (authorization, endpoint) => {
-        const form = endpoint === "oauth2-token" ? "grant_type=client_credentials" : "token=x";
-        const rest = await rawRequest(running.baseUrl, "POST", `/v2/auth/${endpoint}`, [["authorization", headerBytes(authorization)], ["content-type", "application/x-www-form-urlencoded"]], form);
-        assertRefusal(rest, [400, 401, 403, 429, 431], `REST ${endpoint} ${show(authorization)}`);
-        const connect = await rawRequest(running.baseUrl, "POST", "/travel.auth.v2.AuthService/IntrospectToken", [["authorization", headerBytes(authorization)], ["content-type", "application/json"]], '{"token":"x"}');
-        assertRefusal(connect, [400, 401, 403, 429, 431], `Connect ${show(authorization)}`);
-        // Metadata over HTTP/2's header limit ends the stream in the transport (grpc-js: INTERNAL), before the service.
-        if (/^Basic [A-Za-z0-9+/=]*$/.test(authorization) && authorization.length <= 8192) {
-          const outcome = await grpc.call("auth", "fetchOauth2Token", { grantType: "client_credentials" }, undefined, { authorization });
-          assert.ok(!outcome.ok && [3, 7, 8, 16].includes(outcome.code!), `gRPC ${show(authorization)}: ${outcome.code} ${show(outcome.errorResponse)}`);
-        }
-      }),
+      fc.asyncProperty(
+        basicValue,
+        fc.constantFrom("oauth2-token", "introspect", "revoke"),
+        async (authorization, endpoint) => {
+          const form = endpoint === "oauth2-token" ? "grant_type=client_credentials" : "token=x";
+          const rest = await rawRequest(
+            running.baseUrl,
+            "POST",
+            `/v2/auth/${endpoint}`,
+            [
+              ["authorization", headerBytes(authorization)],
+              ["content-type", "application/x-www-form-urlencoded"],
+            ],
+            form,
+          );
+          assertRefusal(rest, [400, 401, 403, 429, 431], `REST ${endpoint} ${show(authorization)}`);
+          const connect = await rawRequest(
+            running.baseUrl,
+            "POST",
+            "/travel.auth.v2.AuthService/IntrospectToken",
+            [
+              ["authorization", headerBytes(authorization)],
+              ["content-type", "application/json"],
+            ],
+            '{"token":"x"}',
+          );
+          assertRefusal(connect, [400, 401, 403, 429, 431], `Connect ${show(authorization)}`);
+          // Metadata over HTTP/2's header limit ends the stream in the transport (grpc-js: INTERNAL), before the service.
+          if (/^Basic [A-Za-z0-9+/=]*$/.test(authorization) && authorization.length <= 8192) {
+            const outcome = await grpc.call(
+              "auth",
+              "fetchOauth2Token",
+              { grantType: "client_credentials" },
+              undefined,
+              { authorization },
+            );
+            assert.ok(
+              !outcome.ok && [3, 7, 8, 16].includes(outcome.code!),
+              `gRPC ${show(authorization)}: ${outcome.code} ${show(outcome.errorResponse)}`,
+            );
+          }
+        },
+      ),
       fuzzParams(),
     );
   });
@@ -101,11 +153,31 @@ describe(`credential-header fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SE
     await fc.assert(
       fc.asyncProperty(credentialText, fc.constantFrom("Bearer ", "bearer ", "Bearer  ", ""), async (token, scheme) => {
         const authorization = headerBytes(`${scheme}${token}`);
-        const rest = await rawRequest(running.baseUrl, "GET", "/v2/api-users?limit=1", [["authorization", authorization]]);
+        const rest = await rawRequest(running.baseUrl, "GET", "/v2/api-users?limit=1", [
+          ["authorization", authorization],
+        ]);
         assertRefusal(rest, [400, 401, 429, 431], `REST bearer ${show(token)}`);
-        const connect = await rawRequest(running.baseUrl, "POST", "/travel.apiuser.v2.ApiUserService/GetApiUsers", [["authorization", authorization], ["content-type", "application/json"]], "{}");
+        const connect = await rawRequest(
+          running.baseUrl,
+          "POST",
+          "/travel.apiuser.v2.ApiUserService/GetApiUsers",
+          [
+            ["authorization", authorization],
+            ["content-type", "application/json"],
+          ],
+          "{}",
+        );
         assertRefusal(connect, [400, 401, 429, 431], `Connect bearer ${show(token)}`);
-        const operator = await rawRequest(running.baseUrl, "POST", "/travel.operator.v1.OperatorService/ListTmcs", [["authorization", authorization], ["content-type", "application/json"]], "{}");
+        const operator = await rawRequest(
+          running.baseUrl,
+          "POST",
+          "/travel.operator.v1.OperatorService/ListTmcs",
+          [
+            ["authorization", authorization],
+            ["content-type", "application/json"],
+          ],
+          "{}",
+        );
         assertRefusal(operator, [400, 401, 429, 431], `operator token ${show(token)}`);
       }),
       fuzzParams(),

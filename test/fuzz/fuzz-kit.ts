@@ -46,7 +46,8 @@ export const FUZZ_SEED = seedFrom(process.env.FUZZ_SEED);
 function seedFrom(raw: string | undefined): number {
   if (raw === undefined || raw === "") return (Date.now() ^ (process.pid << 8)) | 0;
   const seed = Number(raw);
-  if (!Number.isInteger(seed)) throw new Error(`FUZZ_SEED must be an integer (the seed a run printed), not ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(seed))
+    throw new Error(`FUZZ_SEED must be an integer (the seed a run printed), not ${JSON.stringify(raw)}`);
   return seed | 0;
 }
 
@@ -87,11 +88,81 @@ const C0_AND_DEL = [...Array.from({ length: 32 }, (_, i) => String.fromCharCode(
 export const controlChar = fc.constantFrom(...C0_AND_DEL);
 export const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c));
 /** Percent sequences, valid and not: what a URL decoder must survive. */
-export const percentSequence = fc.constantFrom("%", "%0", "%zz", "%00", "%25", "%2F", "%2f", "%5C", "%ED%A0%80", "%C0%80", "%FF", "%E2%82", "%u0041", "%%", "%20", "%0A", "%7F", "%F0%9F%98%80");
+export const percentSequence = fc.constantFrom(
+  "%",
+  "%0",
+  "%zz",
+  "%00",
+  "%25",
+  "%2F",
+  "%2f",
+  "%5C",
+  "%ED%A0%80",
+  "%C0%80",
+  "%FF",
+  "%E2%82",
+  "%u0041",
+  "%%",
+  "%20",
+  "%0A",
+  "%7F",
+  "%F0%9F%98%80",
+);
 const specialText = fc.constantFrom(
-  '"', "\\", "/", "?", "#", "&", "=", "+", " ", "\t", "\n", "\r", "\r\n", "'", ";", ",", ":", "*", "$", "`", "{", "}", "[", "]", "<", ">",
-  "\u0085", "\u00a0", "\u2028", "\u2029", "\ufeff", "\ufffd", "\u200b", "\u202e", "é", "ß", "İ", "𝄞", "😀", "👩‍👩‍👧",
-  "..", "../", "__proto__", "constructor", "prototype", "null", "undefined", "NaN", "-0", "1e309", "' OR '1'='1", "${x}", "%s", "%n",
+  '"',
+  "\\",
+  "/",
+  "?",
+  "#",
+  "&",
+  "=",
+  "+",
+  " ",
+  "\t",
+  "\n",
+  "\r",
+  "\r\n",
+  "'",
+  ";",
+  ",",
+  ":",
+  "*",
+  "$",
+  "`",
+  "{",
+  "}",
+  "[",
+  "]",
+  "<",
+  ">",
+  "\u0085",
+  "\u00a0",
+  "\u2028",
+  "\u2029",
+  "\ufeff",
+  "\ufffd",
+  "\u200b",
+  "\u202e",
+  "é",
+  "ß",
+  "İ",
+  "𝄞",
+  "😀",
+  "👩‍👩‍👧",
+  "..",
+  "../",
+  "__proto__",
+  "constructor",
+  "prototype",
+  "null",
+  "undefined",
+  "NaN",
+  "-0",
+  "1e309",
+  "' OR '1'='1",
+  "${x}",
+  "%s",
+  "%n",
 );
 /** One "unit" of a fuzz string: mostly plain text, sometimes what breaks parsers, logs and databases. */
 export const fuzzUnit: fc.Arbitrary<string> = fc.oneof(
@@ -104,11 +175,18 @@ export const fuzzUnit: fc.Arbitrary<string> = fc.oneof(
 );
 
 /** Lengths around the contract's limits (256, 1024, 2048, 16384), the body limit (65536) and beyond. */
-export const LONG_LENGTHS = [200, 201, 255, 256, 257, 320, 321, 1024, 1025, 2048, 2049, 4096, 4097, 8193, 16384, 16385, 65_537] as const;
+export const LONG_LENGTHS = [
+  200, 201, 255, 256, 257, 320, 321, 1024, 1025, 2048, 2049, 4096, 4097, 8193, 16384, 16385, 65_537,
+] as const;
 
 /** A long string: one filler character repeated, with one fuzz unit somewhere in it. */
 export const longString: fc.Arbitrary<string> = fc
-  .record({ length: fc.constantFrom(...LONG_LENGTHS), filler: fc.constantFrom("x", "é", "😀", "%", "\u0000"), unit: fuzzUnit, at: fc.nat() })
+  .record({
+    length: fc.constantFrom(...LONG_LENGTHS),
+    filler: fc.constantFrom("x", "é", "😀", "%", "\u0000"),
+    unit: fuzzUnit,
+    at: fc.nat(),
+  })
   .map(({ length, filler, unit, at }) => {
     const base = filler.repeat(Math.ceil(length / filler.length)).slice(0, length);
     const i = at % (base.length + 1);
@@ -159,7 +237,8 @@ export function fuzzString(pool: StringPool): fc.Arbitrary<string | Ref> {
       }),
     });
   }
-  for (const name of pool.dynamic) arbitraries.push({ weight: 2, arbitrary: fc.nat(1000).map((i) => new Ref(name, i)) });
+  for (const name of pool.dynamic)
+    arbitraries.push({ weight: 2, arbitrary: fc.nat(1000).map((i) => new Ref(name, i)) });
   return fc.oneof(...arbitraries);
 }
 
@@ -182,7 +261,32 @@ type Gen = unknown;
 type GenObject = Record<string, Gen>;
 
 const INT32_EDGES = [0, -1, 1, 99, 100, 101, 999, 1000, 1001, 99_999, 100_000, 100_001, 2 ** 31 - 1, -(2 ** 31)];
-const OUT_OF_RANGE_NUMBERS: JsonValue[] = [2 ** 31, -(2 ** 31) - 1, 2 ** 32, 2 ** 53, 2 ** 53 + 2, -(2 ** 63), 1e21, 1e300, -1e300, 1.5, -0.5, 5e-324, "1.5", "1e3", "0x10", " 1", "1 ", "", "+1", "-", "١٢", "Infinity", "NaN", "9223372036854775808"];
+const OUT_OF_RANGE_NUMBERS: JsonValue[] = [
+  2 ** 31,
+  -(2 ** 31) - 1,
+  2 ** 32,
+  2 ** 53,
+  2 ** 53 + 2,
+  -(2 ** 63),
+  1e21,
+  1e300,
+  -1e300,
+  1.5,
+  -0.5,
+  5e-324,
+  "1.5",
+  "1e3",
+  "0x10",
+  " 1",
+  "1 ",
+  "",
+  "+1",
+  "-",
+  "١٢",
+  "Infinity",
+  "NaN",
+  "9223372036854775808",
+];
 
 /**
  * JSON for a message, with right-typed values (what protobuf JSON accepts: the contract's own
@@ -194,7 +298,10 @@ export class JsonGen {
   private readonly memo = new Map<string, fc.Arbitrary<GenObject>>();
   constructor(
     private readonly strings: fc.Arbitrary<string | Ref>,
-    private readonly options: { wrongTypes: boolean; unknownFields: boolean; maxDepth?: number } = { wrongTypes: true, unknownFields: true },
+    private readonly options: { wrongTypes: boolean; unknownFields: boolean; maxDepth?: number } = {
+      wrongTypes: true,
+      unknownFields: true,
+    },
   ) {}
 
   message(desc: DescMessage, depth = 0): fc.Arbitrary<GenObject> {
@@ -209,11 +316,14 @@ export class JsonGen {
       .tuple(
         fc.record(model, { requiredKeys: [] }),
         fc.boolean(),
-        this.options.unknownFields ? fc.option(fc.dictionary(shortFuzzString, fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 }), { freq: 6 }) : fc.constant(null),
+        this.options.unknownFields
+          ? fc.option(fc.dictionary(shortFuzzString, fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 }), { freq: 6 })
+          : fc.constant(null),
       )
       .map(([fields, useProtoNames, unknown]) => {
         const out: GenObject = {};
-        for (const [name, value] of Object.entries(fields)) out[useProtoNames ? (protoNames.get(name) ?? name) : name] = value as Gen;
+        for (const [name, value] of Object.entries(fields))
+          out[useProtoNames ? (protoNames.get(name) ?? name) : name] = value as Gen;
         if (unknown) for (const [name, value] of Object.entries(unknown)) if (!protoNames.has(name)) out[name] = value;
         return out;
       });
@@ -243,12 +353,21 @@ export class JsonGen {
         break;
       case "list": {
         const item =
-          field.listKind === "scalar" ? this.scalar(field.scalar) : field.listKind === "enum" ? this.enumValue(field.enum) : this.nested(field.message, depth);
+          field.listKind === "scalar"
+            ? this.scalar(field.scalar)
+            : field.listKind === "enum"
+              ? this.enumValue(field.enum)
+              : this.nested(field.message, depth);
         right = fc.array(item as fc.Arbitrary<Gen>, { maxLength: 4 });
         break;
       }
       case "map": {
-        const value = field.mapKind === "scalar" ? this.scalar(field.scalar) : field.mapKind === "enum" ? this.enumValue(field.enum) : this.nested(field.message, depth);
+        const value =
+          field.mapKind === "scalar"
+            ? this.scalar(field.scalar)
+            : field.mapKind === "enum"
+              ? this.enumValue(field.enum)
+              : this.nested(field.message, depth);
         right = fc.dictionary(shortFuzzString, value as fc.Arbitrary<Gen>, { maxKeys: 3 }) as fc.Arbitrary<GenObject>;
         break;
       }
@@ -263,14 +382,23 @@ export class JsonGen {
       // the service refuses it, and past protobuf JSON's limit a client cannot even build such a message.
       case "google.protobuf.Struct": {
         const struct = fc.dictionary(shortFuzzString, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 });
-        return this.options.wrongTypes ? fc.oneof(struct, deepJson.map((d) => ({ deep: d }))) : struct;
+        return this.options.wrongTypes
+          ? fc.oneof(
+              struct,
+              deepJson.map((d) => ({ deep: d })),
+            )
+          : struct;
       }
       case "google.protobuf.Value":
-        return this.options.wrongTypes ? fc.oneof(fc.jsonValue({ maxDepth: 2 }), deepJson) : fc.jsonValue({ maxDepth: 2 });
+        return this.options.wrongTypes
+          ? fc.oneof(fc.jsonValue({ maxDepth: 2 }), deepJson)
+          : fc.jsonValue({ maxDepth: 2 });
       case "google.protobuf.ListValue":
         return fc.array(fc.jsonValue({ maxDepth: 1 }), { maxLength: 3 });
       case "google.protobuf.Timestamp": {
-        const date = fc.date({ noInvalidDate: true, min: new Date(0), max: new Date("9999-12-31T23:59:59Z") }).map((d) => d.toISOString());
+        const date = fc
+          .date({ noInvalidDate: true, min: new Date(0), max: new Date("9999-12-31T23:59:59Z") })
+          .map((d) => d.toISOString());
         return this.options.wrongTypes ? fc.oneof(date, this.strings) : date;
       }
       default:
@@ -300,22 +428,35 @@ export class JsonGen {
       case ScalarType.INT32:
       case ScalarType.SINT32:
       case ScalarType.SFIXED32:
-        return fc.oneof(fc.constantFrom(...INT32_EDGES), fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: -5, max: 2000 }).map(String));
+        return fc.oneof(
+          fc.constantFrom(...INT32_EDGES),
+          fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+          fc.integer({ min: -5, max: 2000 }).map(String),
+        );
       case ScalarType.UINT32:
       case ScalarType.FIXED32:
         return fc.oneof(fc.constantFrom(0, 1, 2 ** 32 - 1), fc.integer({ min: 0, max: 2 ** 32 - 1 }));
       case ScalarType.INT64:
       case ScalarType.SINT64:
       case ScalarType.SFIXED64:
-        return fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String), fc.integer({ min: -1000, max: 1000 }));
+        return fc.oneof(
+          fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String),
+          fc.integer({ min: -1000, max: 1000 }),
+        );
       case ScalarType.UINT64:
       case ScalarType.FIXED64:
         return fc.oneof(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map(String), fc.nat(1000));
       case ScalarType.FLOAT:
       case ScalarType.DOUBLE:
-        return fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constantFrom("NaN", "Infinity", "-Infinity", 0, -0, 90, -180, 3.4e38));
+        return fc.oneof(
+          fc.double({ noNaN: true, noDefaultInfinity: true }),
+          fc.constantFrom("NaN", "Infinity", "-Infinity", 0, -0, 90, -180, 3.4e38),
+        );
       case ScalarType.BYTES:
-        return fc.oneof(fc.base64String({ maxLength: 40 }), fc.uint8Array({ maxLength: 30 }).map((b) => Buffer.from(b).toString("base64url")));
+        return fc.oneof(
+          fc.base64String({ maxLength: 40 }),
+          fc.uint8Array({ maxLength: 30 }).map((b) => Buffer.from(b).toString("base64url")),
+        );
     }
   }
 }
@@ -325,22 +466,39 @@ export class JsonGen {
  * body), where protobuf binary stops (each JSON level of a Struct is two of its ~100 messages),
  * around protobuf JSON's limit of 100, and past all of them.
  */
-export const deepJson: fc.Arbitrary<Gen> = fc.constantFrom(20, 29, 30, 31, 32, 33, 48, 50, 97, 99, 100, 101, 300).chain((depth) =>
-  fc.constantFrom("list", "object").map((kind) => {
-    let value: Gen = kind === "list" ? [] : {};
-    for (let i = 0; i < depth; i++) value = kind === "list" ? [value] : { a: value };
-    return value;
-  }),
-);
+export const deepJson: fc.Arbitrary<Gen> = fc
+  .constantFrom(20, 29, 30, 31, 32, 33, 48, 50, 97, 99, 100, 101, 300)
+  .chain((depth) =>
+    fc.constantFrom("list", "object").map((kind) => {
+      let value: Gen = kind === "list" ? [] : {};
+      for (let i = 0; i < depth; i++) value = kind === "list" ? [value] : { a: value };
+      return value;
+    }),
+  );
 
 export const wrongJson: fc.Arbitrary<Gen> = fc.oneof<fc.WeightedArbitrary<Gen>[]>(
   { weight: 4, arbitrary: fc.jsonValue({ maxDepth: 2 }) },
   { weight: 2, arbitrary: fc.constantFrom(...OUT_OF_RANGE_NUMBERS) },
-  { weight: 1, arbitrary: fc.constantFrom<JsonValue>(null, [], {}, [null], [{}], true, false, 0, "", [""], { "": "" }, JSON.parse('{"__proto__": {"polluted": 1}}') as JsonValue) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<JsonValue>(
+      null,
+      [],
+      {},
+      [null],
+      [{}],
+      true,
+      false,
+      0,
+      "",
+      [""],
+      { "": "" },
+      JSON.parse('{"__proto__": {"polluted": 1}}') as JsonValue,
+    ),
+  },
   { weight: 1, arbitrary: fc.array(fc.jsonValue({ maxDepth: 1 }), { minLength: 1, maxLength: 4 }) },
   { weight: 1, arbitrary: deepJson },
 );
-
 
 // ---- the answers -------------------------------------------------------------------------------
 
@@ -361,11 +519,25 @@ export function assertRestErrorResponse(
     assert.fail(`${response.statusCode} without a JSON ErrorResponse body: ${show(response.body)} ${context()}`);
   }
   // application/scim+json on the SCIM routes (their error dialect), application/json everywhere else.
-  assert.match(String(response.headers["content-type"]), /^application\/(scim\+)?json/, `${response.statusCode} content type ${context()}`);
-  assert.ok(typeof body.debugIdentifier === "string" && body.debugIdentifier.length > 0, `${response.statusCode} without debugIdentifier: ${show(body)} ${context()}`);
-  assert.equal(body.debugIdentifier, response.headers["x-request-id"], `debugIdentifier is the request id ${context()}`);
+  assert.match(
+    String(response.headers["content-type"]),
+    /^application\/(scim\+)?json/,
+    `${response.statusCode} content type ${context()}`,
+  );
+  assert.ok(
+    typeof body.debugIdentifier === "string" && body.debugIdentifier.length > 0,
+    `${response.statusCode} without debugIdentifier: ${show(body)} ${context()}`,
+  );
+  assert.equal(
+    body.debugIdentifier,
+    response.headers["x-request-id"],
+    `debugIdentifier is the request id ${context()}`,
+  );
   const first = Array.isArray(body.errorMessages) ? body.errorMessages[0] : undefined;
-  assert.ok(first && typeof first.errorCode === "string" && first.errorCode.length > 0, `${response.statusCode} without errorMessages[0].errorCode: ${show(body)} ${context()}`);
+  assert.ok(
+    first && typeof first.errorCode === "string" && first.errorCode.length > 0,
+    `${response.statusCode} without errorMessages[0].errorCode: ${show(body)} ${context()}`,
+  );
   assert.equal(typeof first.message, "string", `errorMessages[0].message ${context()}`);
   return body;
 }
@@ -404,12 +576,17 @@ async function fingerprintQuery(db: Knex): Promise<string> {
   const result = await db.raw(
     "select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE' order by table_name",
   );
-  const rows = ((result as { rows?: Array<{ table_name: string }> }).rows ?? (result as Array<{ table_name: string }>)) as Array<{ table_name: string }>;
+  const rows = ((result as { rows?: Array<{ table_name: string }> }).rows ??
+    (result as Array<{ table_name: string }>)) as Array<{ table_name: string }>;
   const tables = rows.map((r) => r.table_name).filter((name) => !name.startsWith("knex_migrations"));
-  assert.ok(tables.includes("api_users") && tables.includes("audit_events"), `storageFingerprint found the schema's tables: ${tables.join(", ")}`);
+  assert.ok(
+    tables.includes("api_users") && tables.includes("audit_events"),
+    `storageFingerprint found the schema's tables: ${tables.join(", ")}`,
+  );
   const column = (name: string) => {
     const quoted = `"${name.replace(/"/g, '""')}"`;
-    if (name === "credential_changes") return `(select 'max:' || coalesce(max(seq), 0) from credential_changes) as ${quoted}`;
+    if (name === "credential_changes")
+      return `(select 'max:' || coalesce(max(seq), 0) from credential_changes) as ${quoted}`;
     const where = name === "audit_events" ? " where left(t.action, 6) <> 'TOKEN_'" : "";
     // No ORDER BY (sorting every row's text doubles the cost on PGlite): a table's scan order
     // changes only when its rows do (nothing here runs VACUUM FULL or CLUSTER).
@@ -438,7 +615,9 @@ export function fingerprintDiff(before: string, after: string): string {
   const a = parse(before);
   const b = parse(after);
   const changed = [...new Set([...a.keys(), ...b.keys()])].filter((k) => a.get(k) !== b.get(k));
-  return changed.length === 0 ? "(no difference)" : changed.map((k) => `${k}: ${a.get(k) ?? "?"} → ${b.get(k) ?? "?"}`).join("; ");
+  return changed.length === 0
+    ? "(no difference)"
+    : changed.map((k) => `${k}: ${a.get(k) ?? "?"} → ${b.get(k) ?? "?"}`).join("; ");
 }
 
 /** Counts of outcomes per label, printed at the end of a file so a run shows what it reached. */
@@ -450,7 +629,13 @@ export class Tally {
     m.set(outcome, (m.get(outcome) ?? 0) + 1);
   }
   lines(): string[] {
-    return [...this.counts].map(([label, m]) => `${label}: ${[...m].sort((a, b) => b[1] - a[1]).map(([o, n]) => `${o}×${n}`).join(" ")}`);
+    return [...this.counts].map(
+      ([label, m]) =>
+        `${label}: ${[...m]
+          .sort((a, b) => b[1] - a[1])
+          .map(([o, n]) => `${o}×${n}`)
+          .join(" ")}`,
+    );
   }
 }
 
@@ -468,7 +653,13 @@ export function percentEncode(text: string, keep: RegExp = /[A-Za-z0-9\-._~]/): 
   for (let i = 0; i < text.length; i++) {
     const unit = text.charCodeAt(i);
     let bytes: number[];
-    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length && text.charCodeAt(i + 1) >= 0xdc00 && text.charCodeAt(i + 1) <= 0xdfff) {
+    if (
+      unit >= 0xd800 &&
+      unit <= 0xdbff &&
+      i + 1 < text.length &&
+      text.charCodeAt(i + 1) >= 0xdc00 &&
+      text.charCodeAt(i + 1) <= 0xdfff
+    ) {
       bytes = [...Buffer.from(text.slice(i, i + 2), "utf8")];
       i++;
     } else if (unit >= 0xd800 && unit <= 0xdfff) {
@@ -516,8 +707,19 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
     case "travel.auth.v2.AuthService/FetchOauth2Token":
       return [
         { grant_type: "client_credentials", client_id: w.adminClientId, client_secret: w.adminClientSecret },
-        { grant_type: "client_credentials", client_id: w.adminClientId, client_secret: w.adminClientSecret, scope: "api-users openid" },
-        { grant_type: exchange, client_id: w.adminClientId, client_secret: w.adminClientSecret, subject_token: w.adminToken, subject_token_type: accessTokenType },
+        {
+          grant_type: "client_credentials",
+          client_id: w.adminClientId,
+          client_secret: w.adminClientSecret,
+          scope: "api-users openid",
+        },
+        {
+          grant_type: exchange,
+          client_id: w.adminClientId,
+          client_secret: w.adminClientSecret,
+          subject_token: w.adminToken,
+          subject_token_type: accessTokenType,
+        },
       ];
     case "travel.auth.v2.AuthService/IntrospectToken":
       return [{ token: w.adminToken, client_id: w.adminClientId, client_secret: w.adminClientSecret }];
@@ -529,7 +731,11 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
       return [{ limit: 10, offset: 0 }, {}];
     case "travel.apiuser.v2.ApiUserService/DeleteApiUser":
     case "travel.apiuser.v2.ApiUserService/RotateClientSecret":
-      return [{ clientId: new Ref("created", 0) as never }, { clientId: new Ref("created", 1) as never }, { clientId: new Ref("revoked", 0) as never }];
+      return [
+        { clientId: new Ref("created", 0) as never },
+        { clientId: new Ref("created", 1) as never },
+        { clientId: new Ref("revoked", 0) as never },
+      ];
     case "travel.user.v2.UserService/GetUser":
       return [{ userId: w.userIds[0] ?? "" }];
     case "travel.user.v2.UserService/UpdateUser":
@@ -557,7 +763,10 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
     case "travel.operator.v1.OperatorService/CreateApiUser":
       return [{ tmcId: w.tmcId }, { tmcId: w.tmcId, credentialType: "SCIM_TOKEN" }];
     case "travel.operator.v1.OperatorService/AddTrustedIssuer":
-      return [{ tmcId: w.tmcId, issuer: "https://issuer.example", jwks: '{"keys":[]}' }, { tmcId: w.tmcId, issuer: "https://issuer.example", jwksUri: "https://issuer.example/jwks.json" }];
+      return [
+        { tmcId: w.tmcId, issuer: "https://issuer.example", jwks: '{"keys":[]}' },
+        { tmcId: w.tmcId, issuer: "https://issuer.example", jwksUri: "https://issuer.example/jwks.json" },
+      ];
     case "travel.operator.v1.OperatorService/ListAuditEvents":
       return [{ tmcId: w.tmcId, limit: 5 }];
     case "travel.operator.v1.OperatorService/GetTokenLockout":
@@ -584,7 +793,12 @@ export function nearValid(desc: DescMessage, valid: readonly GenObject[], gen: J
         { weight: 2, arbitrary: fc.constant({ op: "none" as const }) },
         { weight: 5, arbitrary: set.map((s) => (s ? { op: "set" as const, ...s } : { op: "none" as const })) },
         { weight: 1, arbitrary: fc.nat().map((i) => ({ op: "drop" as const, i })) },
-        { weight: 1, arbitrary: fc.tuple(shortFuzzString, fc.jsonValue({ maxDepth: 1 })).map(([name, value]) => ({ op: "add" as const, name: `x${name}`, value })) },
+        {
+          weight: 1,
+          arbitrary: fc
+            .tuple(shortFuzzString, fc.jsonValue({ maxDepth: 1 }))
+            .map(([name, value]) => ({ op: "add" as const, name: `x${name}`, value })),
+        },
       ),
     })
     .map(({ base, change }) => {

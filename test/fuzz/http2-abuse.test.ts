@@ -86,7 +86,13 @@ function runAttacker(options: RapidResetOptions): { attacking: Promise<void>; re
  * Victims: `loops` REST reads over HTTP/1.1 and `loops` gRPC reads over one grpc-js channel,
  * each loop one request at a time with a short pause, until `until` resolves.
  */
-async function readAsVictims(baseUrl: string, token: string, grpc: GrpcClients, loops: number, until: Promise<unknown>): Promise<Sample[]> {
+async function readAsVictims(
+  baseUrl: string,
+  token: string,
+  grpc: GrpcClients,
+  loops: number,
+  until: Promise<unknown>,
+): Promise<Sample[]> {
   const samples: Sample[] = [];
   let running = true;
   void until.finally(() => (running = false));
@@ -94,9 +100,17 @@ async function readAsVictims(baseUrl: string, token: string, grpc: GrpcClients, 
     while (running) {
       const started = performance.now();
       try {
-        const response = await fetch(`${baseUrl}/v2/api-users?limit=10`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(15_000) });
+        const response = await fetch(`${baseUrl}/v2/api-users?limit=10`, {
+          headers: { authorization: `Bearer ${token}` },
+          signal: AbortSignal.timeout(15_000),
+        });
         await response.arrayBuffer();
-        samples.push({ face: "rest", ms: performance.now() - started, ok: response.status === 200, detail: `HTTP ${response.status}` });
+        samples.push({
+          face: "rest",
+          ms: performance.now() - started,
+          ok: response.status === 200,
+          detail: `HTTP ${response.status}`,
+        });
       } catch (error) {
         samples.push({ face: "rest", ms: performance.now() - started, ok: false, detail: String(error) });
       }
@@ -107,7 +121,12 @@ async function readAsVictims(baseUrl: string, token: string, grpc: GrpcClients, 
     while (running) {
       const started = performance.now();
       const outcome = await grpc.call("apiUser", "getApiUsers", { limit: 10 }, token);
-      samples.push({ face: "grpc", ms: performance.now() - started, ok: outcome.ok, detail: outcome.ok ? "OK" : `gRPC ${outcome.code}` });
+      samples.push({
+        face: "grpc",
+        ms: performance.now() - started,
+        ok: outcome.ok,
+        detail: outcome.ok ? "OK" : `gRPC ${outcome.code}`,
+      });
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   };
@@ -161,7 +180,13 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
   for (const mode of ["client", "raw"] as const) {
     test(`issue 18 finding 1: rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads on that instance keep p99 < 1 s with no errors`, async () => {
       const server = attacked.server;
-      const attacker = runAttacker({ url: server.address, durationMs: ATTACK_MS, mode, path: process.env.RAPID_RESET_PATH ?? "/readyz", localAddress: ATTACKER_ADDRESS });
+      const attacker = runAttacker({
+        url: server.address,
+        durationMs: ATTACK_MS,
+        mode,
+        path: process.env.RAPID_RESET_PATH ?? "/readyz",
+        localAddress: ATTACKER_ADDRESS,
+      });
       await attacker.attacking;
       const [samples, controlSamples] = await Promise.all([
         readAsVictims(server.address, attacked.token, attacked.grpc, VICTIM_LOOPS, attacker.report),
@@ -182,8 +207,16 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
       console.log(JSON.stringify(figures));
       assert.equal(server.child.exitCode, null, `the server died:\n${server.stderr().slice(0, 4000)}`);
       // A victim's 500 names its cause in the server's error log lines (an INTERNAL_ERROR, say): shown with it.
-      const serverErrors = () => server.logLines().filter((line) => Number(line.level) >= 50).slice(0, 5);
-      assert.equal(figures.all.errors, 0, `victim errors: ${JSON.stringify(samples.filter((s) => !s.ok).slice(0, 5))}; server errors: ${JSON.stringify(serverErrors())}; ${JSON.stringify(figures)}`);
+      const serverErrors = () =>
+        server
+          .logLines()
+          .filter((line) => Number(line.level) >= 50)
+          .slice(0, 5);
+      assert.equal(
+        figures.all.errors,
+        0,
+        `victim errors: ${JSON.stringify(samples.filter((s) => !s.ok).slice(0, 5))}; server errors: ${JSON.stringify(serverErrors())}; ${JSON.stringify(figures)}`,
+      );
       // The hard bound is 1 s. Only when the control instance, which nobody attacks, is itself
       // over it is the machine (not the attack) the cause: then the attacked instance may be as
       // slow as twice the control, and the message says so.
@@ -192,7 +225,9 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
       assert.ok(
         figures.all.p99 < bound,
         machineTooSlow
-          ? `victim p99 ${figures.all.p99} ms over twice the control's; the control instance (not attacked) itself took p99 ${baseline.p99} ms, over 1 s: the machine is too loaded to judge (load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}): ${JSON.stringify(figures)}`
+          ? `victim p99 ${figures.all.p99} ms over twice the control's; the control instance (not attacked) itself took p99 ${baseline.p99} ms, over 1 s: the machine is too loaded to judge (load average ${loadavg()
+              .map((l) => l.toFixed(1))
+              .join(" ")}): ${JSON.stringify(figures)}`
           : `victim p99 ${figures.all.p99} ms, over 1 s while the control instance's p99 was ${baseline.p99} ms: ${JSON.stringify(figures)}`,
       );
       // The attacker was stopped by the server, not only by its own clock.

@@ -30,7 +30,8 @@ function frame(type: number, flags: number, streamId: number, payload: Buffer = 
 
 /** GET `path`: ":method: GET", ":scheme: http" indexed, ":path" and ":authority" literal. */
 function getHeaders(path: string, authority: string): Buffer {
-  const literal = (index: number, value: string) => Buffer.concat([Buffer.from([index, value.length]), Buffer.from(value, "latin1")]);
+  const literal = (index: number, value: string) =>
+    Buffer.concat([Buffer.from([index, value.length]), Buffer.from(value, "latin1")]);
   return Buffer.concat([Buffer.from([0x82, 0x86]), literal(0x04, path), literal(0x01, authority)]);
 }
 
@@ -76,7 +77,12 @@ class RawClient {
     while (this.buffered.length >= 9) {
       const length = this.buffered.readUIntBE(0, 3);
       if (this.buffered.length < 9 + length) return;
-      const received = { type: this.buffered[3]!, flags: this.buffered[4]!, streamId: this.buffered.readUInt32BE(5) & 0x7fffffff, payload: this.buffered.subarray(9, 9 + length) };
+      const received = {
+        type: this.buffered[3]!,
+        flags: this.buffered[4]!,
+        streamId: this.buffered.readUInt32BE(5) & 0x7fffffff,
+        payload: this.buffered.subarray(9, 9 + length),
+      };
       this.frames.push(received);
       // The server's SETTINGS are acknowledged, as any client must.
       if (received.type === FRAME.SETTINGS && !(received.flags & ACK)) this.socket.write(frame(FRAME.SETTINGS, ACK, 0));
@@ -87,7 +93,11 @@ class RawClient {
   /** Opens `count` GET streams (ids 1, 3, 5, …) in one write. */
   get(path: string, count: number, firstId = 1): void {
     const block = getHeaders(path, this.authority);
-    this.socket.write(Buffer.concat(Array.from({ length: count }, (_, i) => frame(FRAME.HEADERS, END_HEADERS | END_STREAM, firstId + 2 * i, block))));
+    this.socket.write(
+      Buffer.concat(
+        Array.from({ length: count }, (_, i) => frame(FRAME.HEADERS, END_HEADERS | END_STREAM, firstId + 2 * i, block)),
+      ),
+    );
   }
 
   goawayCode(): number | undefined {
@@ -97,7 +107,8 @@ class RawClient {
 
   serverSetting(id: number): number | undefined {
     for (const f of this.frames.filter((f) => f.type === FRAME.SETTINGS && !(f.flags & ACK))) {
-      for (let at = 0; at + 6 <= f.payload.length; at += 6) if (f.payload.readUInt16BE(at) === id) return f.payload.readUInt32BE(at + 2);
+      for (let at = 0; at + 6 <= f.payload.length; at += 6)
+        if (f.payload.readUInt16BE(at) === id) return f.payload.readUInt32BE(at + 2);
     }
     return undefined;
   }
@@ -146,21 +157,30 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
   });
 
   test("many streams, well-behaved client: 300 requests at once on one node:http2 session are queued by the client past the 100 announced, and all answered", async () => {
-    const session = http2.connect(running.baseUrl, { createConnection: () => net.connect({ host: "127.0.0.1", port: Number(new URL(running.baseUrl).port), localAddress: "127.0.0.10" }) });
+    const session = http2.connect(running.baseUrl, {
+      createConnection: () =>
+        net.connect({ host: "127.0.0.1", port: Number(new URL(running.baseUrl).port), localAddress: "127.0.0.10" }),
+    });
     try {
       session.on("error", () => undefined);
       const statuses = await Promise.all(
-        Array.from({ length: 300 }, () =>
-          new Promise<number>((resolve) => {
-            const stream = session.request({ ":path": "/healthz" });
-            stream.on("response", (headers) => resolve(Number(headers[":status"])));
-            stream.on("error", () => resolve(0));
-            stream.resume();
-          }),
+        Array.from(
+          { length: 300 },
+          () =>
+            new Promise<number>((resolve) => {
+              const stream = session.request({ ":path": "/healthz" });
+              stream.on("response", (headers) => resolve(Number(headers[":status"])));
+              stream.on("error", () => resolve(0));
+              stream.resume();
+            }),
         ),
       );
       assert.equal(session.remoteSettings.maxConcurrentStreams, 100);
-      assert.deepEqual([...new Set(statuses)], [200], `statuses: ${JSON.stringify(statuses.filter((s) => s !== 200).slice(0, 5))}`);
+      assert.deepEqual(
+        [...new Set(statuses)],
+        [200],
+        `statuses: ${JSON.stringify(statuses.filter((s) => s !== 200).slice(0, 5))}`,
+      );
     } finally {
       session.destroy();
     }
@@ -168,15 +188,23 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
 
   test("many streams, raw client ignoring the setting: 300 HEADERS at once on one connection are refused (nghttp2 ends the connection with GOAWAY PROTOCOL_ERROR, RFC 9113 5.1.2), the server lives, and others are served", async () => {
     const client = await RawClient.open(running.baseUrl, "127.0.0.11");
-    assert.ok(await client.waitFor(() => client.serverSetting(0x3) !== undefined, 5_000), "no SETTINGS from the server");
+    assert.ok(
+      await client.waitFor(() => client.serverSetting(0x3) !== undefined, 5_000),
+      "no SETTINGS from the server",
+    );
     assert.equal(client.serverSetting(0x3), 100, "SETTINGS_MAX_CONCURRENT_STREAMS");
     await new Promise((resolve) => setTimeout(resolve, 100)); // our SETTINGS ACK reaches the server
     client.get("/healthz", 300);
     await client.waitFor(() => client.closed || client.goawayCode() !== undefined, 10_000);
     const served = new Set(client.frames.filter((f) => f.type === FRAME.HEADERS).map((f) => f.streamId));
-    const refused = client.frames.filter((f) => f.type === FRAME.RST_STREAM && f.payload.readUInt32BE(0) === http2.constants.NGHTTP2_REFUSED_STREAM);
+    const refused = client.frames.filter(
+      (f) => f.type === FRAME.RST_STREAM && f.payload.readUInt32BE(0) === http2.constants.NGHTTP2_REFUSED_STREAM,
+    );
     assert.ok(served.size <= 100, `streams answered: ${served.size}`);
-    assert.ok(client.goawayCode() === http2.constants.NGHTTP2_PROTOCOL_ERROR || refused.length >= 200, `GOAWAY ${client.goawayCode()}, ${refused.length} REFUSED_STREAM`);
+    assert.ok(
+      client.goawayCode() === http2.constants.NGHTTP2_PROTOCOL_ERROR || refused.length >= 200,
+      `GOAWAY ${client.goawayCode()}, ${refused.length} REFUSED_STREAM`,
+    );
     client.socket.destroy();
     await othersAreServed(running.baseUrl);
   });
@@ -184,7 +212,10 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
   test("tiny windows: 100 streams of /openapi.json with a 1-byte window and nothing read; the server sends no more than the window allows, serves others, and ends the session when it stalls", async () => {
     // SETTINGS_INITIAL_WINDOW_SIZE = 1, and the socket is never read after the SETTINGS: responses cannot move.
     const client = await RawClient.open(running.baseUrl, "127.0.0.12", { 0x4: 1 });
-    assert.ok(await client.waitFor(() => client.serverSetting(0x3) !== undefined, 5_000), "no SETTINGS from the server");
+    assert.ok(
+      await client.waitFor(() => client.serverSetting(0x3) !== undefined, 5_000),
+      "no SETTINGS from the server",
+    );
     client.get("/openapi.json", 100);
     await new Promise((resolve) => setTimeout(resolve, 300));
     client.socket.pause();
@@ -202,11 +233,15 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
       const from = face === "public" ? "127.0.0.13" : "127.0.0.14";
       const clients = await Promise.all(Array.from({ length: 64 }, () => RawClient.open(baseUrl, from)));
       try {
-        for (const client of clients) assert.ok(await client.waitFor(() => client.serverSetting(0x3) !== undefined, 5_000), "no SETTINGS");
+        for (const client of clients)
+          assert.ok(await client.waitFor(() => client.serverSetting(0x3) !== undefined, 5_000), "no SETTINGS");
         const extra = await RawClient.open(baseUrl, from);
         assert.ok(await extra.waitFor(() => extra.goawayCode() !== undefined, 5_000), "no GOAWAY for the 65th session");
         assert.equal(extra.goawayCode(), http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
-        assert.ok(clients.every((c) => c.goawayCode() === undefined && !c.closed), "one of the first 64 sessions was ended");
+        assert.ok(
+          clients.every((c) => c.goawayCode() === undefined && !c.closed),
+          "one of the first 64 sessions was ended",
+        );
         extra.socket.destroy();
       } finally {
         for (const client of clients) client.socket.destroy();
@@ -216,7 +251,13 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
   }
 
   test("admin port: rapid reset from one address ends with GOAWAY ENHANCE_YOUR_CALM, and the admin port still serves others", async () => {
-    const report = await rapidReset({ url: admin, durationMs: 1_000, mode: "raw", path: "/readyz", localAddress: "127.0.0.15" });
+    const report = await rapidReset({
+      url: admin,
+      durationMs: 1_000,
+      mode: "raw",
+      path: "/readyz",
+      localAddress: "127.0.0.15",
+    });
     assert.ok((report.goaways.ENHANCE_YOUR_CALM ?? 0) >= 1, JSON.stringify(report));
     await othersAreServed(admin);
   });

@@ -84,7 +84,14 @@ interface World {
 
 function resolver(world: World) {
   return (ref: Ref): string => {
-    const list = ref.pool === "created" ? world.created : ref.pool === "revoked" ? world.revoked : ref.pool === "scimToken" ? world.scimTokens : [];
+    const list =
+      ref.pool === "created"
+        ? world.created
+        : ref.pool === "revoked"
+          ? world.revoked
+          : ref.pool === "scimToken"
+            ? world.scimTokens
+            : [];
     return list.length === 0 ? "" : list[ref.index % list.length]!;
   };
 }
@@ -148,13 +155,21 @@ const CONTENT_TYPES = [
   "application/",
 ];
 
-function caseArbitrary(route: RestRoute, pool: StringPool, tokens: StringPool, valid: readonly GenObject[]): fc.Arbitrary<RestCase> {
+function caseArbitrary(
+  route: RestRoute,
+  pool: StringPool,
+  tokens: StringPool,
+  valid: readonly GenObject[],
+): fc.Arbitrary<RestCase> {
   const strings = fuzzString(pool);
   const jsonGen = new JsonGen(strings);
   const message = jsonGen.message(route.method.input);
   const mapped = nearValid(route.method.input, valid, jsonGen);
   const fieldNames = route.method.input.fields.flatMap((f) => [f.jsonName, f.name]);
-  const name = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...(fieldNames.length > 0 ? fieldNames : ["x"])) }, { weight: 1, arbitrary: shortFuzzString });
+  const name = fc.oneof(
+    { weight: 4, arbitrary: fc.constantFrom(...(fieldNames.length > 0 ? fieldNames : ["x"])) },
+    { weight: 1, arbitrary: shortFuzzString },
+  );
   // Values as text, or as JSON the request builder turns into text (arrays repeat the parameter).
   const textValue = fc.oneof({ weight: 3, arbitrary: strings }, { weight: 1, arbitrary: wrongJson });
   const pairs = fc.oneof(
@@ -164,7 +179,10 @@ function caseArbitrary(route: RestRoute, pool: StringPool, tokens: StringPool, v
   const body: fc.Arbitrary<Body> = fc.oneof(
     { weight: route.formBody ? 2 : 10, arbitrary: message.map((value): Body => ({ kind: "json", value })) },
     { weight: 2, arbitrary: wrongJson.map((value): Body => ({ kind: "json", value })) },
-    { weight: route.formBody ? 10 : 1, arbitrary: fc.tuple(pairs, fc.boolean()).map(([p, hostile]): Body => ({ kind: "form", pairs: p, hostile })) },
+    {
+      weight: route.formBody ? 10 : 1,
+      arbitrary: fc.tuple(pairs, fc.boolean()).map(([p, hostile]): Body => ({ kind: "form", pairs: p, hostile })),
+    },
     { weight: 2, arbitrary: rawText(message) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 64 }).map((bytes): Body => ({ kind: "bytes", bytes })) },
     { weight: 1, arbitrary: fc.constant<Body>({ kind: "none" }) },
@@ -175,14 +193,23 @@ function caseArbitrary(route: RestRoute, pool: StringPool, tokens: StringPool, v
     { weight: 1, arbitrary: fuzzString(tokens).map((token): Auth => ({ kind: "bearer", token })) },
     { weight: route.formBody ? 3 : 1, arbitrary: fc.constant<Auth>({ kind: "basicAdmin" }) },
     { weight: 1, arbitrary: fc.tuple(strings, strings).map(([id, secret]): Auth => ({ kind: "basic", id, secret })) },
-    { weight: 1, arbitrary: fc.string({ unit: "grapheme-ascii", maxLength: 40 }).map((value): Auth => ({ kind: "raw", value })) },
+    {
+      weight: 1,
+      arbitrary: fc.string({ unit: "grapheme-ascii", maxLength: 40 }).map((value): Auth => ({ kind: "raw", value })),
+    },
   );
   return fc.record<RestCase>({
     mapped: fc.oneof({ weight: 1, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: mapped }),
-    verb: fc.oneof({ weight: 12, arbitrary: fc.constant(route.verb) }, { weight: 1, arbitrary: fc.constantFrom("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS") }),
+    verb: fc.oneof(
+      { weight: 12, arbitrary: fc.constant(route.verb) },
+      { weight: 1, arbitrary: fc.constantFrom("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS") },
+    ),
     pathValues: fc.tuple(...route.pathFields.map(() => strings)),
     pathHostile: fc.boolean(),
-    query: fc.oneof({ weight: 3, arbitrary: fc.constant<Array<[string, unknown]>>([]) }, { weight: 2, arbitrary: fc.array(fc.tuple(name, textValue), { maxLength: 4 }) }),
+    query: fc.oneof(
+      { weight: 3, arbitrary: fc.constant<Array<[string, unknown]>>([]) },
+      { weight: 2, arbitrary: fc.array(fc.tuple(name, textValue), { maxLength: 4 }) },
+    ),
     queryHostile: fc.boolean(),
     body,
     contentType: fc.oneof(
@@ -236,7 +263,8 @@ function rawText(message: fc.Arbitrary<GenObject>): fc.Arbitrary<Body> {
 // ---- request building -------------------------------------------------------------------------
 
 function text(value: unknown): string[] {
-  if (Array.isArray(value)) return value.flatMap((v) => (v !== null && typeof v === "object" ? [JSON.stringify(v)] : text(v)));
+  if (Array.isArray(value))
+    return value.flatMap((v) => (v !== null && typeof v === "object" ? [JSON.stringify(v)] : text(v)));
   if (typeof value === "string") return [value];
   if (value === null || value === undefined) return [""];
   if (typeof value === "object") return [JSON.stringify(value)];
@@ -274,12 +302,16 @@ function mappedParts(route: RestRoute, request: GenObject): Pick<RestCase, "path
     return typeof value === "string" ? value : value === undefined ? "" : JSON.stringify(value);
   });
   if (route.body === "") return { pathValues, query: Object.entries(remaining), body: { kind: "none" } };
-  const body: Body = route.formBody ? { kind: "form", pairs: Object.entries(remaining), hostile: false } : { kind: "json", value: remaining };
+  const body: Body = route.formBody
+    ? { kind: "form", pairs: Object.entries(remaining), hostile: false }
+    : { kind: "json", value: remaining };
   return { pathValues, query: [], body };
 }
 
 function buildRequest(route: RestRoute, generated: RestCase, world: World): InjectOptions {
-  const c: RestCase = generated.mapped ? { ...generated, ...mappedParts(route, generated.mapped), pathHostile: false, queryHostile: false } : generated;
+  const c: RestCase = generated.mapped
+    ? { ...generated, ...mappedParts(route, generated.mapped), pathHostile: false, queryHostile: false }
+    : generated;
   let path = route.template;
   route.pathFields.forEach(({ variable }, i) => {
     const value = c.pathValues[i] as string;
@@ -331,7 +363,8 @@ function buildRequest(route: RestRoute, generated: RestCase, world: World): Inje
     case "none":
       payload = undefined;
   }
-  const contentType = c.contentType === undefined ? naturalContentType(body) : c.contentType === null ? undefined : c.contentType;
+  const contentType =
+    c.contentType === undefined ? naturalContentType(body) : c.contentType === null ? undefined : c.contentType;
   if (contentType !== undefined) headers["content-type"] = contentType;
   return { method: c.verb as InjectOptions["method"], url, headers, ...(payload !== undefined ? { payload } : {}) };
 }
@@ -362,11 +395,24 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
   before(async () => {
     storage = newStorage();
     running = await startService({ storage, env: { ...FUZZ_SERVICE_ENV } });
-    const seed = await operatorCall<{ tmcId: string; orgId: string; userIds: string[]; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const seed = await operatorCall<{
+      tmcId: string;
+      orgId: string;
+      userIds: string[];
+      clientId: string;
+      clientSecret: string;
+    }>(running.baseUrl, "Seed", {});
     const token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
     // Room for the API users the fuzzer creates, and still a limit it can reach (409) on long runs.
     await operatorCall(running.baseUrl, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: 12 });
-    world = { running, admin: { clientId: seed.clientId, clientSecret: seed.clientSecret, token }, seed, created: [], revoked: [], scimTokens: [] };
+    world = {
+      running,
+      admin: { clientId: seed.clientId, clientSecret: seed.clientSecret, token },
+      seed,
+      created: [],
+      revoked: [],
+      scimTokens: [],
+    };
   });
   after(async () => {
     if (FUZZ_VERBOSE) for (const line of tally.lines()) console.log(`# ${line}`);
@@ -396,10 +442,21 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
     const enums = ["TMC_ADMIN", "COMPANY_ADMIN", "SCIM_TOKEN", "CLIENT_CREDENTIALS"];
     // The admin's own clientId goes only to the token routes: rotating or revoking it would end the run's token.
     const isAuth = route.method.parent.typeName === "travel.auth.v2.AuthService";
-    const constants = isAuth ? [...ids, ...oauth, world.admin.clientId, world.admin.clientSecret] : [...ids, ...enums, ...oauth];
+    const constants = isAuth
+      ? [...ids, ...oauth, world.admin.clientId, world.admin.clientSecret]
+      : [...ids, ...enums, ...oauth];
     return {
       strings: { constants, dynamic: ["created", "revoked"] },
-      tokens: { constants: [world.admin.token, world.admin.token.slice(0, -2), `${world.admin.token}x`, "a.b.c", "eyJhbGciOiJub25lIn0.e30."], dynamic: ["scimToken"] },
+      tokens: {
+        constants: [
+          world.admin.token,
+          world.admin.token.slice(0, -2),
+          `${world.admin.token}x`,
+          "a.b.c",
+          "eyJhbGciOiJub25lIn0.e30.",
+        ],
+        dynamic: ["scimToken"],
+      },
     };
   }
 
@@ -409,14 +466,26 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
   /** Asserts P3 for a refused request, and keeps the fingerprint as the next request's "before". */
   async function assertNothingWritten(before: string, context: () => string): Promise<void> {
     const after = await fingerprint();
-    assert.equal(after, before, `P3: a refused request wrote something: ${fingerprintDiff(before, after)} ${context()}`);
+    assert.equal(
+      after,
+      before,
+      `P3: a refused request wrote something: ${fingerprintDiff(before, after)} ${context()}`,
+    );
     lastFingerprint = after;
   }
 
   async function runCase(route: RestRoute, generated: RestCase): Promise<void> {
     // Rotate and revoke need targets: keep two API users the fuzzer made (a setup step, not a case).
-    if ((route.method.name === "DeleteApiUser" || route.method.name === "RotateClientSecret") && world.created.length < 2) {
-      await inject({ method: "POST", url: "/v2/api-users", headers: { authorization: `Bearer ${world.admin.token}`, "content-type": "application/json" }, payload: "{}" });
+    if (
+      (route.method.name === "DeleteApiUser" || route.method.name === "RotateClientSecret") &&
+      world.created.length < 2
+    ) {
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { authorization: `Bearer ${world.admin.token}`, "content-type": "application/json" },
+        payload: "{}",
+      });
       await syncApiUsers();
       lastFingerprint = undefined;
     }
@@ -432,14 +501,22 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
       return;
     }
     const status = response.statusCode;
-    const context = () => `\n  request: ${show({ method: request.method, url: request.url, headers: request.headers, payload: request.payload })}\n  response: ${status} ${show(response.body)}`;
+    const context = () =>
+      `\n  request: ${show({ method: request.method, url: request.url, headers: request.headers, payload: request.payload })}\n  response: ${status} ${show(response.body)}`;
     let errorCode = "";
-    if (status >= 400 && request.method !== "HEAD") errorCode = String(assertRestErrorResponse(response, context).errorMessages?.[0]?.errorCode);
+    if (status >= 400 && request.method !== "HEAD")
+      errorCode = String(assertRestErrorResponse(response, context).errorMessages?.[0]?.errorCode);
     tally.add(`${route.verb} ${route.template}`, `${status}${errorCode ? ` ${errorCode}` : ""}`);
     if (process.env.FUZZ_DEBUG === String(status)) console.log(`# debug ${context()}`);
 
-    const unimplemented = status === 501 && UNIMPLEMENTED_SERVICES.has(route.method.parent.typeName) && (errorCode === "NOT_IMPLEMENTED" || request.method === "HEAD");
-    assert.ok((status >= 200 && status < 300) || (status >= 400 && status < 500) || unimplemented, `P1: status ${status} ${context()}`);
+    const unimplemented =
+      status === 501 &&
+      UNIMPLEMENTED_SERVICES.has(route.method.parent.typeName) &&
+      (errorCode === "NOT_IMPLEMENTED" || request.method === "HEAD");
+    assert.ok(
+      (status >= 200 && status < 300) || (status >= 400 && status < 500) || unimplemented,
+      `P1: status ${status} ${context()}`,
+    );
 
     if (status >= 400) return assertNothingWritten(before, context);
     // Successful changes feed later cases: new API users to rotate and revoke, SCIM tokens to refuse.
@@ -463,7 +540,10 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
   /** The API users of the seeded TMC other than the admin, as the storage has them. */
   async function syncApiUsers(): Promise<void> {
     const { db } = internalsOf(world.running.service);
-    const rows = (await db("api_users").where({ tmc_id: world.seed.tmcId }).whereNot({ client_id: world.admin.clientId }).select("client_id", "revoked_at")) as Array<{
+    const rows = (await db("api_users")
+      .where({ tmc_id: world.seed.tmcId })
+      .whereNot({ client_id: world.admin.clientId })
+      .select("client_id", "revoked_at")) as Array<{
       client_id: string;
       revoked_at: Date | null;
     }>;
@@ -488,29 +568,55 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
   }
 
   test("unknown and near-miss paths, any verb: 404 or another 4xx ErrorResponse, nothing written", async () => {
-    const segment = fc.oneof(fc.constantFrom("v2", "v3", "api-users", "auth", "users", "rotate", "revoke", "oauth2-token", "..", ".", "", "%2e%2e", "%2F"), shortFuzzString.map((s) => hostileEncode(s)));
+    const segment = fc.oneof(
+      fc.constantFrom(
+        "v2",
+        "v3",
+        "api-users",
+        "auth",
+        "users",
+        "rotate",
+        "revoke",
+        "oauth2-token",
+        "..",
+        ".",
+        "",
+        "%2e%2e",
+        "%2F",
+      ),
+      shortFuzzString.map((s) => hostileEncode(s)),
+    );
     const arbitrary = fc.record({
       verb: fc.constantFrom("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"),
       segments: fc.array(segment, { minLength: 1, maxLength: 5 }),
       query: fc.option(shortFuzzString.map(hostileEncode), { nil: undefined }),
-      long: fc.option(fc.constantFrom(MAX_URL_BYTES - 10, MAX_URL_BYTES, MAX_URL_BYTES + 1, 20_000), { nil: undefined }),
+      long: fc.option(fc.constantFrom(MAX_URL_BYTES - 10, MAX_URL_BYTES, MAX_URL_BYTES + 1, 20_000), {
+        nil: undefined,
+      }),
       auth: fc.boolean(),
       payload: fc.option(fc.oneof(shortFuzzString, fuzzUnit), { nil: undefined }),
     });
     await fc.assert(
       fc.asyncProperty(arbitrary, async (c) => {
         let url = `/${c.segments.join("/")}${c.query !== undefined ? `?${c.query}` : ""}`;
-        if (c.long !== undefined) url += `${url.includes("?") ? "&" : "?"}x=${"y".repeat(Math.max(0, c.long - url.length - 3))}`;
+        if (c.long !== undefined)
+          url += `${url.includes("?") ? "&" : "?"}x=${"y".repeat(Math.max(0, c.long - url.length - 3))}`;
         const headers: Record<string, string> = c.auth ? { authorization: `Bearer ${world.admin.token}` } : {};
         if (c.payload !== undefined) headers["content-type"] = "application/json";
         const before = lastFingerprint ?? (await fingerprint());
         lastFingerprint = undefined;
-        const response = await injectOrSkip({ method: c.verb as InjectOptions["method"], url, headers, ...(c.payload !== undefined ? { payload: c.payload } : {}) });
+        const response = await injectOrSkip({
+          method: c.verb as InjectOptions["method"],
+          url,
+          headers,
+          ...(c.payload !== undefined ? { payload: c.payload } : {}),
+        });
         if (!response) {
           tally.add("unknown paths", "not sent (light-my-request refused the URL)");
           return;
         }
-        const context = () => `\n  request: ${c.verb} ${show(url)}\n  response: ${response.statusCode} ${show(response.body)}`;
+        const context = () =>
+          `\n  request: ${c.verb} ${show(url)}\n  response: ${response.statusCode} ${show(response.body)}`;
         tally.add("unknown paths", String(response.statusCode));
         assert.ok(response.statusCode < 500, `P1: ${response.statusCode} ${context()}`);
         if (response.statusCode >= 400) {
@@ -524,21 +630,37 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
 
   test("the run kept its admin: its token still lists API users, and the list agrees with the storage", async () => {
     await syncApiUsers();
-    const response = await inject({ method: "GET", url: "/v2/api-users?limit=100", headers: { authorization: `Bearer ${world.admin.token}` } });
+    const response = await inject({
+      method: "GET",
+      url: "/v2/api-users?limit=100",
+      headers: { authorization: `Bearer ${world.admin.token}` },
+    });
     assert.equal(response.statusCode, 200, response.body);
     const body = JSON.parse(response.body) as { apiUsers: Array<{ clientId: string }>; totalCount: number };
     const { db } = internalsOf(world.running.service);
-    const active = await db("api_users").where({ tmc_id: world.seed.tmcId }).whereNull("revoked_at").count({ n: "*" }).first();
+    const active = await db("api_users")
+      .where({ tmc_id: world.seed.tmcId })
+      .whereNull("revoked_at")
+      .count({ n: "*" })
+      .first();
     assert.equal(body.totalCount, Number(active?.n));
-    for (const id of world.created) assert.ok(body.apiUsers.some((u) => u.clientId === id), `created ${id} is listed`);
-    for (const id of world.revoked) assert.ok(!body.apiUsers.some((u) => u.clientId === id), `revoked ${id} is not listed`);
+    for (const id of world.created)
+      assert.ok(
+        body.apiUsers.some((u) => u.clientId === id),
+        `created ${id} is listed`,
+      );
+    for (const id of world.revoked)
+      assert.ok(!body.apiUsers.some((u) => u.clientId === id), `revoked ${id} is not listed`);
   });
 
   test(`a JSON body nested deeper than ${MAX_JSON_DEPTH} levels is refused on every JSON route, with or without a credential, and writes nothing`, async () => {
     const jsonRoutes = routes.filter((r) => !r.formBody && r.body !== "");
     assert.ok(jsonRoutes.length >= 5, `JSON routes: ${jsonRoutes.length}`);
     for (const route of jsonRoutes) {
-      const url = route.pathFields.reduce((path, { variable }) => path.replace(`{${variable}}`, world.seed.userIds[0] ?? "x"), route.template);
+      const url = route.pathFields.reduce(
+        (path, { variable }) => path.replace(`{${variable}}`, world.seed.userIds[0] ?? "x"),
+        route.template,
+      );
       for (const [depth, payload] of [
         [MAX_JSON_DEPTH + 1, nestedObject(MAX_JSON_DEPTH + 1)],
         [MAX_JSON_DEPTH + 1, `{"a":${nestedArray(MAX_JSON_DEPTH)}}`],
@@ -547,12 +669,22 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
       ] as const) {
         for (const authorization of [undefined, `Bearer ${world.admin.token}`]) {
           const before = await fingerprint();
-          const response = await inject({ method: route.verb as InjectOptions["method"], url, headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) }, payload });
-          const context = () => `${route.verb} ${url}, depth ${depth}, ${authorization ? "admin" : "no credential"}: ${response.statusCode} ${show(response.body)}`;
+          const response = await inject({
+            method: route.verb as InjectOptions["method"],
+            url,
+            headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+            payload,
+          });
+          const context = () =>
+            `${route.verb} ${url}, depth ${depth}, ${authorization ? "admin" : "no credential"}: ${response.statusCode} ${show(response.body)}`;
           assert.equal(response.statusCode, 400, context());
           const body = assertRestErrorResponse(response, context);
           assert.equal(body.errorMessages?.[0]?.errorCode, "API_VALIDATION_FAILED", context());
-          assert.equal(body.errorMessages?.[0]?.message, `The request body is nested deeper than ${MAX_JSON_DEPTH} levels`, context());
+          assert.equal(
+            body.errorMessages?.[0]?.message,
+            `The request body is nested deeper than ${MAX_JSON_DEPTH} levels`,
+            context(),
+          );
           await assertNothingWritten(before, context);
         }
       }
@@ -563,10 +695,19 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
     const userId = world.seed.userIds[0]!;
     const admin = { authorization: `Bearer ${world.admin.token}` };
     // The body is level 1 and travelPreferences level 2: `deep` takes the rest.
-    const businessInfo = JSON.stringify({ legalEntityRef: { id: world.seed.orgId }, organizationRef: { id: world.seed.orgId } });
-    const body = (depth: number) => `{"persona":"EMPLOYEE","businessInfo":${businessInfo},"travelPreferences":{"deep":${nestedArray(depth - 2)}}}`;
+    const businessInfo = JSON.stringify({
+      legalEntityRef: { id: world.seed.orgId },
+      organizationRef: { id: world.seed.orgId },
+    });
+    const body = (depth: number) =>
+      `{"persona":"EMPLOYEE","businessInfo":${businessInfo},"travelPreferences":{"deep":${nestedArray(depth - 2)}}}`;
     const rest = (depth: number, headers: Record<string, string> = admin) =>
-      inject({ method: "PUT", url: `/v2/users/${userId}`, headers: { "content-type": "application/json", ...headers }, payload: body(depth) });
+      inject({
+        method: "PUT",
+        url: `/v2/users/${userId}`,
+        headers: { "content-type": "application/json", ...headers },
+        payload: body(depth),
+      });
 
     // At the limit the request reaches the RPC, which stores it (200, no body: README "User profiles").
     const atLimit = await rest(MAX_JSON_DEPTH);
@@ -580,16 +721,30 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
         const response = await rest(depth, headers);
         const context = () => `depth ${depth}: ${response.statusCode} ${response.body}`;
         assert.equal(response.statusCode, 400, context());
-        assert.equal(assertRestErrorResponse(response, context).errorMessages?.[0]?.errorCode, "API_VALIDATION_FAILED", context());
+        assert.equal(
+          assertRestErrorResponse(response, context).errorMessages?.[0]?.errorCode,
+          "API_VALIDATION_FAILED",
+          context(),
+        );
       }
       // The Connect face decodes JSON once (no binary re-encoding): 401 without a token, and with
       // one 501 (not implemented) or, past protobuf JSON's own limit of 100, 400.
       const connectBody = `{"userId":"${userId}","travelPreferences":{"deep":${nestedArray(depth - 2)}}}`;
       for (const headers of [admin, {}]) {
-        const response = await inject({ method: "POST", url: "/travel.user.v2.UserService/UpdateUser", headers: { "content-type": "application/json", ...headers }, payload: connectBody });
-        const context = () => `Connect, depth ${depth}, ${"authorization" in headers ? "admin" : "no credential"}: ${response.statusCode} ${response.body}`;
+        const response = await inject({
+          method: "POST",
+          url: "/travel.user.v2.UserService/UpdateUser",
+          headers: { "content-type": "application/json", ...headers },
+          payload: connectBody,
+        });
+        const context = () =>
+          `Connect, depth ${depth}, ${"authorization" in headers ? "admin" : "no credential"}: ${response.statusCode} ${response.body}`;
         const code = (JSON.parse(response.body) as { code?: string }).code;
-        assert.ok((response.statusCode >= 400 && response.statusCode < 500) || (response.statusCode === 501 && code === "unimplemented"), context());
+        assert.ok(
+          (response.statusCode >= 400 && response.statusCode < 500) ||
+            (response.statusCode === 501 && code === "unimplemented"),
+          context(),
+        );
       }
     }
   });

@@ -32,7 +32,14 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import zlib from "node:zlib";
 import { after, before, describe, test } from "node:test";
-import { fromJson, toBinary, type DescMessage, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  toBinary,
+  type DescMessage,
+  type DescMethodUnary,
+  type DescService,
+  type Message,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
@@ -70,7 +77,9 @@ type TypedFace = "connect-json" | "connect-binary" | "grpc-web";
 
 const BODY_LIMIT_BYTES = 65_536;
 const CALL_TIMEOUT_MS = 15_000;
-const methods: UnaryMethod[] = contractServices.flatMap((s) => s.methods.filter((m): m is UnaryMethod => m.methodKind === "unary"));
+const methods: UnaryMethod[] = contractServices.flatMap((s) =>
+  s.methods.filter((m): m is UnaryMethod => m.methodKind === "unary"),
+);
 /** Services whose issue is not done: registered without handlers (src/rpc/routes.ts), UNIMPLEMENTED by design. */
 const UNIMPLEMENTED_SERVICES = new Set<string>();
 /** Operator RPCs whose every success writes something big (a migration run, a demo tenant, a signing key): no valid credential. */
@@ -120,7 +129,8 @@ function authorizationOf(method: UnaryMethod, credential: Credential, world: Wor
     case "valid":
       if (isOperator) return NO_VALID_CREDENTIAL.has(method.name) ? undefined : `Bearer ${TEST_OPERATOR_TOKEN}`;
       // The token endpoint's client authentication: HTTP Basic (the message may carry the fields too).
-      if (isAuth) return `Basic ${Buffer.from(`${world.admin.clientId}:${world.admin.clientSecret}`).toString("base64")}`;
+      if (isAuth)
+        return `Basic ${Buffer.from(`${world.admin.clientId}:${world.admin.clientSecret}`).toString("base64")}`;
       return `Bearer ${world.admin.token}`;
   }
 }
@@ -135,11 +145,24 @@ interface UnknownField {
 
 type RawBytes =
   | { kind: "random"; bytes: Uint8Array }
-  | { kind: "genuine"; message: GenObject; mutation: { op: "none" } | { op: "truncate"; at: number } | { op: "flip"; at: number; bit: number } | { op: "append"; bytes: Uint8Array } }
+  | {
+      kind: "genuine";
+      message: GenObject;
+      mutation:
+        | { op: "none" }
+        | { op: "truncate"; at: number }
+        | { op: "flip"; at: number; bit: number }
+        | { op: "append"; bytes: Uint8Array };
+    }
   | { kind: "oversized"; size: number };
 
 type RpcCase =
-  | { face: "connect-json" | "connect-binary" | "grpc-web"; credential: Credential; message: GenObject; unknown: UnknownField[] }
+  | {
+      face: "connect-json" | "connect-binary" | "grpc-web";
+      credential: Credential;
+      message: GenObject;
+      unknown: UnknownField[];
+    }
   | { face: "grpc-js"; credential: Credential; payload: RawBytes }
   | {
       face: "raw-connect";
@@ -151,7 +174,13 @@ type RpcCase =
       compress: { encoding: "gzip" | "br"; cut: number | null } | null;
       verb: string;
     }
-  | { face: "raw-grpc-web"; credential: Credential; contentType: string; frames: Array<{ flags: number; lengthDelta: number; payload: RawBytes | { kind: "json"; value: unknown } }>; extra: Uint8Array };
+  | {
+      face: "raw-grpc-web";
+      credential: Credential;
+      contentType: string;
+      frames: Array<{ flags: number; lengthDelta: number; payload: RawBytes | { kind: "json"; value: unknown } }>;
+      extra: Uint8Array;
+    };
 
 function caseArbitrary(method: UnaryMethod, pool: StringPool, valid: readonly GenObject[]): fc.Arbitrary<RpcCase> {
   const strings = fuzzString(pool);
@@ -182,26 +211,54 @@ function caseArbitrary(method: UnaryMethod, pool: StringPool, valid: readonly Ge
             { weight: 3, arbitrary: fc.constant({ op: "none" as const }) },
             { weight: 1, arbitrary: fc.nat().map((at) => ({ op: "truncate" as const, at })) },
             { weight: 2, arbitrary: fc.record({ op: fc.constant("flip" as const), at: fc.nat(), bit: fc.nat(7) }) },
-            { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 16 }).map((bytes) => ({ op: "append" as const, bytes })) },
+            {
+              weight: 1,
+              arbitrary: fc
+                .uint8Array({ minLength: 1, maxLength: 16 })
+                .map((bytes) => ({ op: "append" as const, bytes })),
+            },
           ),
         })
         .map((g): RawBytes => ({ kind: "genuine", ...g })),
     },
-    { weight: 1, arbitrary: fc.constantFrom(BODY_LIMIT_BYTES - 64, BODY_LIMIT_BYTES + 1, 200_000).map((size): RawBytes => ({ kind: "oversized", size })) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom(BODY_LIMIT_BYTES - 64, BODY_LIMIT_BYTES + 1, 200_000)
+        .map((size): RawBytes => ({ kind: "oversized", size })),
+    },
   );
   const typed = (face: "connect-json" | "connect-binary" | "grpc-web") =>
     fc.record({
       face: fc.constant(face),
       credential,
       message: right,
-      unknown: face === "connect-json" ? fc.constant<UnknownField[]>([]) : fc.oneof({ weight: 3, arbitrary: fc.constant<UnknownField[]>([]) }, { weight: 1, arbitrary: fc.array(unknownField, { minLength: 1, maxLength: 3 }) }),
+      unknown:
+        face === "connect-json"
+          ? fc.constant<UnknownField[]>([])
+          : fc.oneof(
+              { weight: 3, arbitrary: fc.constant<UnknownField[]>([]) },
+              { weight: 1, arbitrary: fc.array(unknownField, { minLength: 1, maxLength: 3 }) },
+            ),
     });
   const rawConnect = fc.record({
     face: fc.constant("raw-connect" as const),
     credential,
     contentType: fc.oneof(
       { weight: 6, arbitrary: fc.constantFrom("application/proto", "application/json") },
-      { weight: 1, arbitrary: fc.constantFrom("application/json; charset=utf-8", "application/proto; charset=x", "application/x-protobuf", "application/connect+proto", "text/plain", "application/x-www-form-urlencoded", "application/grpc", "") },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          "application/json; charset=utf-8",
+          "application/proto; charset=x",
+          "application/x-protobuf",
+          "application/connect+proto",
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "application/grpc",
+          "",
+        ),
+      },
     ),
     body: fc.oneof(
       { weight: 3, arbitrary: rawBytes.map((payload) => ({ kind: "bytes" as const, payload })) },
@@ -219,22 +276,60 @@ function caseArbitrary(method: UnaryMethod, pool: StringPool, valid: readonly Ge
     ),
     compress: fc.oneof(
       { weight: 4, arbitrary: fc.constant(null) },
-      { weight: 1, arbitrary: fc.record({ encoding: fc.constantFrom("gzip" as const, "br" as const), cut: fc.option(fc.nat(), { freq: 2, nil: null }) }) },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          encoding: fc.constantFrom("gzip" as const, "br" as const),
+          cut: fc.option(fc.nat(), { freq: 2, nil: null }),
+        }),
+      },
     ),
-    verb: fc.oneof({ weight: 15, arbitrary: fc.constant("POST") }, { weight: 1, arbitrary: fc.constantFrom("GET", "PUT", "DELETE") }),
+    verb: fc.oneof(
+      { weight: 15, arbitrary: fc.constant("POST") },
+      { weight: 1, arbitrary: fc.constantFrom("GET", "PUT", "DELETE") },
+    ),
   });
   const rawGrpcWeb = fc.record({
     face: fc.constant("raw-grpc-web" as const),
     credential,
-    contentType: fc.constantFrom("application/grpc-web+proto", "application/grpc-web", "application/grpc-web+json", "application/grpc-web-text", "application/grpc-web+thrift"),
-    frames: fc.array(fc.record({ flags: fc.oneof({ weight: 5, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constantFrom(1, 0x80, 0xff) }), lengthDelta: fc.oneof({ weight: 5, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: -3, max: 3 }) }), payload: fc.oneof<fc.Arbitrary<RawBytes | { kind: "json"; value: unknown }>[]>(rawBytes, anyJson.map((value) => ({ kind: "json" as const, value }))) }), { minLength: 0, maxLength: 2 }),
-    extra: fc.oneof({ weight: 5, arbitrary: fc.constant(new Uint8Array()) }, { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 4 }) }),
+    contentType: fc.constantFrom(
+      "application/grpc-web+proto",
+      "application/grpc-web",
+      "application/grpc-web+json",
+      "application/grpc-web-text",
+      "application/grpc-web+thrift",
+    ),
+    frames: fc.array(
+      fc.record({
+        flags: fc.oneof(
+          { weight: 5, arbitrary: fc.constant(0) },
+          { weight: 1, arbitrary: fc.constantFrom(1, 0x80, 0xff) },
+        ),
+        lengthDelta: fc.oneof(
+          { weight: 5, arbitrary: fc.constant(0) },
+          { weight: 1, arbitrary: fc.integer({ min: -3, max: 3 }) },
+        ),
+        payload: fc.oneof<fc.Arbitrary<RawBytes | { kind: "json"; value: unknown }>[]>(
+          rawBytes,
+          anyJson.map((value) => ({ kind: "json" as const, value })),
+        ),
+      }),
+      { minLength: 0, maxLength: 2 },
+    ),
+    extra: fc.oneof(
+      { weight: 5, arbitrary: fc.constant(new Uint8Array()) },
+      { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 4 }) },
+    ),
   });
   const faces: Array<{ face: RpcCase["face"]; weight: number; arbitrary: fc.Arbitrary<RpcCase> }> = [
     { face: "connect-json", weight: 3, arbitrary: typed("connect-json") },
     { face: "connect-binary", weight: 3, arbitrary: typed("connect-binary") },
     { face: "grpc-web", weight: 1, arbitrary: typed("grpc-web") },
-    { face: "grpc-js", weight: 4, arbitrary: fc.record({ face: fc.constant("grpc-js" as const), credential, payload: rawBytes }) },
+    {
+      face: "grpc-js",
+      weight: 4,
+      arbitrary: fc.record({ face: fc.constant("grpc-js" as const), credential, payload: rawBytes }),
+    },
     { face: "raw-connect", weight: 3, arbitrary: rawConnect },
     { face: "raw-grpc-web", weight: 1, arbitrary: rawGrpcWeb },
   ];
@@ -319,7 +414,13 @@ interface Outcome {
 
 function fromConnectError(e: unknown): Outcome {
   const err = ConnectError.from(e);
-  return { ok: false, code: err.code, message: err.rawMessage, errorResponse: err.findDetails(ErrorResponseSchema)[0], raw: `${Code[err.code]} ${err.rawMessage}` };
+  return {
+    ok: false,
+    code: err.code,
+    message: err.rawMessage,
+    errorResponse: err.findDetails(ErrorResponseSchema)[0],
+    raw: `${Code[err.code]} ${err.rawMessage}`,
+  };
 }
 
 class Timing {
@@ -331,7 +432,9 @@ class Timing {
     this.totals.set(label, t);
   }
   lines(): string[] {
-    return [...this.totals].map(([label, t]) => `${label}: ${t.n} calls, ${(t.ms / t.n).toFixed(2)} ms each, ${(t.ms / 1000).toFixed(1)} s`);
+    return [...this.totals].map(
+      ([label, t]) => `${label}: ${t.n} calls, ${(t.ms / t.n).toFixed(2)} ms each, ${(t.ms / 1000).toFixed(1)} s`,
+    );
   }
 }
 
@@ -364,17 +467,27 @@ function connectOutcome(status: number, headers: Record<string, unknown>, receiv
   } catch {
     json = undefined;
   }
-  if (json && "debugIdentifier" in json) return { ok: false, httpStatus: status, restBody: json as Outcome["restBody"], raw };
+  if (json && "debugIdentifier" in json)
+    return { ok: false, httpStatus: status, restBody: json as Outcome["restBody"], raw };
   if (json && typeof json.code === "string") {
     const code = Code[connectCodeName(json.code) as keyof typeof Code] as Code;
     const details = Array.isArray(json.details) ? (json.details as Array<{ type?: string; value?: string }>) : [];
     const detail = details.find((d) => d.type === "travel.common.v1.ErrorResponse");
     let errorResponse: ErrorResponse | undefined;
-    if (detail?.value) errorResponse = errorResponseIn([{ typeUrl: `type.googleapis.com/${detail.type}`, value: Buffer.from(detail.value, "base64") }]);
+    if (detail?.value)
+      errorResponse = errorResponseIn([
+        { typeUrl: `type.googleapis.com/${detail.type}`, value: Buffer.from(detail.value, "base64") },
+      ]);
     return { ok: false, httpStatus: status, code, message: String(json.message ?? ""), errorResponse, raw };
   }
   // No body we understand: connect's bare protocol refusals (415, 405).
-  return { ok: false, httpStatus: status, code: status === 415 || status === 405 ? Code.InvalidArgument : Code.Unknown, message: `protocol error: HTTP ${status} with no error body`, raw };
+  return {
+    ok: false,
+    httpStatus: status,
+    code: status === 415 || status === 405 ? Code.InvalidArgument : Code.Unknown,
+    message: `protocol error: HTTP ${status} with no error body`,
+    raw,
+  };
 }
 
 function connectCodeName(code: string): string {
@@ -389,7 +502,11 @@ function grpcWebOutcome(status: number, headers: Record<string, unknown>, body: 
   if (status !== 200) return connectOutcome(status, headers, body);
   let trailers: Record<string, string> = {};
   if (headers["grpc-status"] !== undefined) {
-    trailers = { "grpc-status": String(headers["grpc-status"]), "grpc-message": String(headers["grpc-message"] ?? ""), "grpc-status-details-bin": String(headers["grpc-status-details-bin"] ?? "") };
+    trailers = {
+      "grpc-status": String(headers["grpc-status"]),
+      "grpc-message": String(headers["grpc-message"] ?? ""),
+      "grpc-status-details-bin": String(headers["grpc-status-details-bin"] ?? ""),
+    };
   } else {
     let at = 0;
     while (at + 5 <= body.length) {
@@ -407,10 +524,18 @@ function grpcWebOutcome(status: number, headers: Record<string, unknown>, body: 
   }
   if (trailers["grpc-status"] === undefined) {
     // HTTP 200 with neither a grpc-status header nor a trailer frame: the handler died mid-answer.
-    return { ok: false, httpStatus: status, code: Code.Unknown, message: "no grpc-status in the response", raw: `grpc-web HTTP ${status} without grpc-status: ${show(body.toString("latin1"), 200)}` };
+    return {
+      ok: false,
+      httpStatus: status,
+      code: Code.Unknown,
+      message: "no grpc-status in the response",
+      raw: `grpc-web HTTP ${status} without grpc-status: ${show(body.toString("latin1"), 200)}`,
+    };
   }
   const code = Number(trailers["grpc-status"]);
-  const details = trailers["grpc-status-details-bin"] ? Buffer.from(trailers["grpc-status-details-bin"], "base64") : undefined;
+  const details = trailers["grpc-status-details-bin"]
+    ? Buffer.from(trailers["grpc-status-details-bin"], "base64")
+    : undefined;
   let message = trailers["grpc-message"] ?? "";
   try {
     message = decodeURIComponent(message);
@@ -440,7 +565,10 @@ function rawGrpcClient(service: DescService, address: string): RawClient {
     };
   }
   const Client = grpc.makeGenericClientConstructor(definition, service.name);
-  return new Client(address, grpc.credentials.createInsecure(), { "grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1 }) as unknown as RawClient;
+  return new Client(address, grpc.credentials.createInsecure(), {
+    "grpc.max_send_message_length": -1,
+    "grpc.max_receive_message_length": -1,
+  }) as unknown as RawClient;
 }
 
 // ---- the tests ------------------------------------------------------------------------------------
@@ -458,16 +586,35 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
   before(async () => {
     const t0 = performance.now();
     const running = await startService({ env: { ...ROOMY_RATE_LIMITS, BODY_LIMIT_BYTES: String(BODY_LIMIT_BYTES) } });
-    const seed = await operatorCall<{ tmcId: string; orgId: string; userIds: string[]; clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+    const seed = await operatorCall<{
+      tmcId: string;
+      orgId: string;
+      userIds: string[];
+      clientId: string;
+      clientSecret: string;
+    }>(running.baseUrl, "Seed", {});
     const token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
     await operatorCall(running.baseUrl, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: 12 });
-    world = { running, baseUrl: running.baseUrl, admin: { clientId: seed.clientId, clientSecret: seed.clientSecret, token }, seed, created: [], revoked: [] };
-    transports = { "connect-json": newTransport("connect-json"), "connect-binary": newTransport("connect-binary"), "grpc-web": newTransport("grpc-web") };
+    world = {
+      running,
+      baseUrl: running.baseUrl,
+      admin: { clientId: seed.clientId, clientSecret: seed.clientSecret, token },
+      seed,
+      created: [],
+      revoked: [],
+    };
+    transports = {
+      "connect-json": newTransport("connect-json"),
+      "connect-binary": newTransport("connect-binary"),
+      "grpc-web": newTransport("grpc-web"),
+    };
     if (FUZZ_VERBOSE) console.log(`# started in ${(performance.now() - t0).toFixed(0)} ms`);
   });
   after(async () => {
-    if (FUZZ_VERBOSE) for (const line of [...tally.lines(), ...timing.lines().map((l) => `time ${l}`)]) console.log(`# ${line}`);
-    for (const [problem, example] of knownSeen) console.log(`# known src problem "${problem}" reached, e.g. ${example}`);
+    if (FUZZ_VERBOSE)
+      for (const line of [...tally.lines(), ...timing.lines().map((l) => `time ${l}`)]) console.log(`# ${line}`);
+    for (const [problem, example] of knownSeen)
+      console.log(`# known src problem "${problem}" reached, e.g. ${example}`);
     const t0 = performance.now();
     for (const client of grpcClients.values()) client.close();
     for (const agent of agents) agent.destroy();
@@ -475,17 +622,40 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
       await world.running.stop();
       const t1 = performance.now();
       await dropStorage(world.running.storage);
-      if (FUZZ_VERBOSE) console.log(`# stop ${(t1 - t0).toFixed(0)} ms, drop ${(performance.now() - t1).toFixed(0)} ms`);
+      if (FUZZ_VERBOSE)
+        console.log(`# stop ${(t1 - t0).toFixed(0)} ms, drop ${(performance.now() - t1).toFixed(0)} ms`);
     }
   });
 
   function poolOf(method: UnaryMethod): StringPool {
     const ids = [world.seed.tmcId, world.seed.orgId, ...world.seed.userIds];
     const isAuth = method.parent.typeName === "travel.auth.v2.AuthService";
-    const common = ["TMC_ADMIN", "COMPANY_ADMIN", "127.0.0.1", "::1", "https://issuer.example", '{"keys":[]}', "a@b.example", world.admin.token];
-    const oauth = ["client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token", "urn:ietf:params:oauth:token-type:access_token", "api-users", "openid", "http://auth.test/v2"];
+    const common = [
+      "TMC_ADMIN",
+      "COMPANY_ADMIN",
+      "127.0.0.1",
+      "::1",
+      "https://issuer.example",
+      '{"keys":[]}',
+      "a@b.example",
+      world.admin.token,
+    ];
+    const oauth = [
+      "client_credentials",
+      "urn:ietf:params:oauth:grant-type:token-exchange",
+      "refresh_token",
+      "urn:ietf:params:oauth:token-type:access_token",
+      "api-users",
+      "openid",
+      "http://auth.test/v2",
+    ];
     // The admin's own clientId goes only to the token endpoint: rotating or revoking it would end the run's token.
-    return { constants: isAuth ? [...ids, ...common, ...oauth, world.admin.clientId, world.admin.clientSecret] : [...ids, ...common], dynamic: ["created", "revoked"] };
+    return {
+      constants: isAuth
+        ? [...ids, ...common, ...oauth, world.admin.clientId, world.admin.clientSecret]
+        : [...ids, ...common],
+      dynamic: ["created", "revoked"],
+    };
   }
 
   const resolve = (ref: Ref): string => {
@@ -495,7 +665,10 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
 
   async function syncApiUsers(): Promise<void> {
     const { db } = internalsOf(world.running.service);
-    const rows = (await db("api_users").where({ tmc_id: world.seed.tmcId }).whereNot({ client_id: world.admin.clientId }).select("client_id", "revoked_at")) as Array<{ client_id: string; revoked_at: Date | null }>;
+    const rows = (await db("api_users")
+      .where({ tmc_id: world.seed.tmcId })
+      .whereNot({ client_id: world.admin.clientId })
+      .select("client_id", "revoked_at")) as Array<{ client_id: string; revoked_at: Date | null }>;
     world.created = rows.filter((r) => r.revoked_at === null).map((r) => r.client_id);
     world.revoked = rows.filter((r) => r.revoked_at !== null).map((r) => r.client_id);
   }
@@ -527,7 +700,14 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         if (c.unknown.length > 0) (message as Message & { $unknown?: UnknownField[] }).$unknown = c.unknown;
         try {
           // The transport keeps its HTTP/1.1 connections, also after an oversized message's early answer (connection: close).
-          await transports[c.face].unary(method, undefined, CALL_TIMEOUT_MS, authorization ? { authorization } : {}, message as never, undefined);
+          await transports[c.face].unary(
+            method,
+            undefined,
+            CALL_TIMEOUT_MS,
+            authorization ? { authorization } : {},
+            message as never,
+            undefined,
+          );
           return { ok: true, raw: "ok" };
         } catch (e) {
           return fromConnectError(e);
@@ -539,11 +719,22 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         if (authorization) metadata.set("authorization", authorization);
         const client = grpcClientOf(method.parent);
         return new Promise<Outcome>((done) => {
-          client[method.name]!(payload, metadata, { deadline: Date.now() + CALL_TIMEOUT_MS }, (err: grpc.ServiceError | null) => {
-            if (!err) return done({ ok: true, raw: "ok" });
-            const [details] = err.metadata?.get("grpc-status-details-bin") ?? [];
-            done(grpcStatusOutcome(err.code, err.details, Buffer.isBuffer(details) ? new Uint8Array(details) : undefined));
-          });
+          client[method.name]!(
+            payload,
+            metadata,
+            { deadline: Date.now() + CALL_TIMEOUT_MS },
+            (err: grpc.ServiceError | null) => {
+              if (!err) return done({ ok: true, raw: "ok" });
+              const [details] = err.metadata?.get("grpc-status-details-bin") ?? [];
+              done(
+                grpcStatusOutcome(
+                  err.code,
+                  err.details,
+                  Buffer.isBuffer(details) ? new Uint8Array(details) : undefined,
+                ),
+              );
+            },
+          );
         });
       }
       case "raw-connect": {
@@ -554,24 +745,43 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         const headers: Record<string, string> = { ...c.headers };
         if (c.compress) {
           const compressed = c.compress.encoding === "gzip" ? zlib.gzipSync(payload) : zlib.brotliCompressSync(payload);
-          payload = c.compress.cut === null ? compressed : compressed.subarray(0, c.compress.cut % (compressed.length + 1));
+          payload =
+            c.compress.cut === null ? compressed : compressed.subarray(0, c.compress.cut % (compressed.length + 1));
           headers["content-encoding"] = c.compress.encoding;
         }
         if (c.contentType) headers["content-type"] = c.contentType;
         if (authorization) headers.authorization = authorization;
-        const response = await world.running.service.app.inject({ method: c.verb as InjectOptions["method"], url: path, headers, payload });
+        const response = await world.running.service.app.inject({
+          method: c.verb as InjectOptions["method"],
+          url: path,
+          headers,
+          payload,
+        });
         const outcome = connectOutcome(response.statusCode, response.headers, response.rawPayload);
         const timeout = Number(c.headers["connect-timeout-ms"]);
         return { ...outcome, shortDeadline: Number.isFinite(timeout) && timeout >= 0 && timeout < 1000 };
       }
       case "raw-grpc-web": {
         const body = Buffer.concat([
-          ...c.frames.map((f) => frame(f.flags, f.payload.kind === "json" ? Buffer.from(JSON.stringify(f.payload.value) ?? "", "utf8") : bytesOf(method, f.payload), f.lengthDelta)),
+          ...c.frames.map((f) =>
+            frame(
+              f.flags,
+              f.payload.kind === "json"
+                ? Buffer.from(JSON.stringify(f.payload.value) ?? "", "utf8")
+                : bytesOf(method, f.payload),
+              f.lengthDelta,
+            ),
+          ),
           c.extra,
         ]);
         const headers: Record<string, string> = { "content-type": c.contentType, "x-grpc-web": "1" };
         if (authorization) headers.authorization = authorization;
-        const response = await world.running.service.app.inject({ method: "POST", url: path, headers, payload: c.contentType === "application/grpc-web-text" ? body.toString("base64") : body });
+        const response = await world.running.service.app.inject({
+          method: "POST",
+          url: path,
+          headers,
+          payload: c.contentType === "application/grpc-web-text" ? body.toString("base64") : body,
+        });
         return grpcWebOutcome(response.statusCode, response.headers, response.rawPayload);
       }
     }
@@ -580,7 +790,11 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
   async function runCase(method: UnaryMethod, generated: RpcCase): Promise<void> {
     // Rotate and revoke need targets: keep two API users the fuzzer made (a setup step, not a case).
     if ((method.name === "DeleteApiUser" || method.name === "RotateClientSecret") && world.created.length < 2) {
-      await fetch(`${world.baseUrl}/v2/api-users`, { method: "POST", headers: { authorization: `Bearer ${world.admin.token}`, "content-type": "application/json" }, body: "{}" });
+      await fetch(`${world.baseUrl}/v2/api-users`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${world.admin.token}`, "content-type": "application/json" },
+        body: "{}",
+      });
       await syncApiUsers();
       lastFingerprint = undefined;
     }
@@ -599,30 +813,46 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
       tally.add(label, `${c.face} skipped (protobuf JSON refuses the generated value client-side)`);
       return;
     }
-    const context = () => `\n  case: ${show(c, 1500)}\n  outcome: ${outcome.raw}${outcome.errorResponse ? ` ${show(outcome.errorResponse)}` : ""}`;
+    const context = () =>
+      `\n  case: ${show(c, 1500)}\n  outcome: ${outcome.raw}${outcome.errorResponse ? ` ${show(outcome.errorResponse)}` : ""}`;
     if (outcome.ok) {
       tally.add(label, `${c.face} OK`);
-      if (method.parent.typeName === "travel.apiuser.v2.ApiUserService" || method.parent.typeName === "travel.operator.v1.OperatorService") await syncApiUsers();
+      if (
+        method.parent.typeName === "travel.apiuser.v2.ApiUserService" ||
+        method.parent.typeName === "travel.operator.v1.OperatorService"
+      )
+        await syncApiUsers();
       return;
     }
     if (outcome.restBody) {
       // Refused by Fastify before any RPC (unknown method path, body limit, no content type): the REST ErrorResponse.
       tally.add(label, `${c.face} HTTP ${outcome.httpStatus} ${outcome.restBody.errorMessages?.[0]?.errorCode}`);
       assert.ok(outcome.httpStatus! < 500, `P1: HTTP ${outcome.httpStatus} ${context()}`);
-      assert.ok(typeof outcome.restBody.debugIdentifier === "string" && outcome.restBody.debugIdentifier.length > 0, `P2: debugIdentifier ${context()}`);
+      assert.ok(
+        typeof outcome.restBody.debugIdentifier === "string" && outcome.restBody.debugIdentifier.length > 0,
+        `P2: debugIdentifier ${context()}`,
+      );
       assert.ok(typeof outcome.restBody.errorMessages?.[0]?.errorCode === "string", `P2: errorCode ${context()}`);
     } else {
       const code = outcome.code!;
       const er = outcome.errorResponse;
       const hasErrorResponse = !!er && er.debugIdentifier.length > 0 && (er.errorMessages[0]?.errorCode ?? "") !== "";
       const known = knownProblemOf(code, outcome.message ?? "", hasErrorResponse);
-      tally.add(label, `${c.face} ${Code[code]}${er ? ` ${er.errorMessages[0]?.errorCode}` : known ? ` (known: ${known})` : " (no ErrorResponse)"}`);
+      tally.add(
+        label,
+        `${c.face} ${Code[code]}${er ? ` ${er.errorMessages[0]?.errorCode}` : known ? ` (known: ${known})` : " (no ErrorResponse)"}`,
+      );
       if (known && !FUZZ_STRICT) {
         if (!knownSeen.has(known)) knownSeen.set(known, `${label} via ${c.face}: ${outcome.raw}`);
       } else {
         assert.ok(!FORBIDDEN_CODES.has(code), `P1: code ${Code[code]} ${context()}`);
-        if (code === Code.Unimplemented) assert.ok(UNIMPLEMENTED_SERVICES.has(method.parent.typeName), `P1: UNIMPLEMENTED from an implemented service ${context()}`);
-        if (code === Code.DeadlineExceeded) assert.ok(outcome.shortDeadline, `P1: DEADLINE_EXCEEDED without a short client deadline ${context()}`);
+        if (code === Code.Unimplemented)
+          assert.ok(
+            UNIMPLEMENTED_SERVICES.has(method.parent.typeName),
+            `P1: UNIMPLEMENTED from an implemented service ${context()}`,
+          );
+        if (code === Code.DeadlineExceeded)
+          assert.ok(outcome.shortDeadline, `P1: DEADLINE_EXCEEDED without a short client deadline ${context()}`);
         assert.ok(hasErrorResponse, `P2: ${Code[code]} without an ErrorResponse detail ${context()}`);
       }
     }
@@ -635,7 +865,16 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
     test(`${method.parent.typeName}/${method.name}: no INTERNAL/UNKNOWN, ErrorResponse on every error, nothing written on refusal`, async () => {
       await fc.assert(
         fc.asyncProperty(
-          caseArbitrary(method, poolOf(method), validRequests(method, { adminClientId: world.admin.clientId, adminClientSecret: world.admin.clientSecret, adminToken: world.admin.token, ...world.seed })),
+          caseArbitrary(
+            method,
+            poolOf(method),
+            validRequests(method, {
+              adminClientId: world.admin.clientId,
+              adminClientSecret: world.admin.clientSecret,
+              adminToken: world.admin.token,
+              ...world.seed,
+            }),
+          ),
           (c) => runCase(method, c),
         ),
         fuzzParams(),
@@ -644,7 +883,11 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
   }
 
   test("the run kept its admin: its token still works", async () => {
-    const response = await world.running.service.app.inject({ method: "GET", url: "/v2/api-users", headers: { authorization: `Bearer ${world.admin.token}` } });
+    const response = await world.running.service.app.inject({
+      method: "GET",
+      url: "/v2/api-users",
+      headers: { authorization: `Bearer ${world.admin.token}` },
+    });
     assert.equal(response.statusCode, 200, response.body);
   });
 
@@ -654,21 +897,34 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
   const adminHeaders = () => ({ authorization: `Bearer ${world.admin.token}` });
 
   test("fixed: malformed protobuf binary is INVALID_ARGUMENT with an ErrorResponse, not INTERNAL", async () => {
-    const response = await world.running.service.app.inject({ method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "application/proto" }, payload: Buffer.from([0xff]) });
+    const response = await world.running.service.app.inject({
+      method: "POST",
+      url: rotate,
+      headers: { ...adminHeaders(), "content-type": "application/proto" },
+      payload: Buffer.from([0xff]),
+    });
     const outcome = connectOutcome(response.statusCode, response.headers, response.rawPayload);
     assert.equal(outcome.code, Code.InvalidArgument, outcome.raw);
     assert.ok(outcome.errorResponse, `no ErrorResponse detail: ${outcome.raw}`);
   });
 
   test("fixed: over gRPC too (grpc-js, one byte 0xff)", async () => {
-    const outcome = await call(methods.find((m) => m.name === "RotateClientSecret")!, { face: "grpc-js", credential: "valid", payload: { kind: "random", bytes: new Uint8Array([0xff]) } });
+    const outcome = await call(
+      methods.find((m) => m.name === "RotateClientSecret")!,
+      { face: "grpc-js", credential: "valid", payload: { kind: "random", bytes: new Uint8Array([0xff]) } },
+    );
     assert.ok(outcome !== "skipped");
     assert.equal(outcome.code, Code.InvalidArgument, outcome.raw);
     assert.ok(outcome.errorResponse, `no ErrorResponse detail: ${outcome.raw}`);
   });
 
   test("fixed: wrongly typed Connect JSON carries an ErrorResponse", async () => {
-    const response = await world.running.service.app.inject({ method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "application/json" }, payload: '{"clientId": 5}' });
+    const response = await world.running.service.app.inject({
+      method: "POST",
+      url: rotate,
+      headers: { ...adminHeaders(), "content-type": "application/json" },
+      payload: '{"clientId": 5}',
+    });
     const outcome = connectOutcome(response.statusCode, response.headers, response.rawPayload);
     assert.equal(outcome.code, Code.InvalidArgument, outcome.raw);
     assert.ok(outcome.errorResponse, `no ErrorResponse detail: ${outcome.raw}`);
@@ -678,15 +934,31 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
     const cases: InjectOptions[] = [
       { method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "text/plain" }, payload: "x" },
       { method: "GET", url: rotate, headers: adminHeaders() },
-      { method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "application/json", "connect-timeout-ms": "abc" }, payload: "{}" },
-      { method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "application/json", "content-encoding": "gzip" }, payload: "not gzip" },
-      { method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "application/json", "content-encoding": "zstd" }, payload: "{}" },
+      {
+        method: "POST",
+        url: rotate,
+        headers: { ...adminHeaders(), "content-type": "application/json", "connect-timeout-ms": "abc" },
+        payload: "{}",
+      },
+      {
+        method: "POST",
+        url: rotate,
+        headers: { ...adminHeaders(), "content-type": "application/json", "content-encoding": "gzip" },
+        payload: "not gzip",
+      },
+      {
+        method: "POST",
+        url: rotate,
+        headers: { ...adminHeaders(), "content-type": "application/json", "content-encoding": "zstd" },
+        payload: "{}",
+      },
     ];
     const failures: string[] = [];
     for (const options of cases) {
       const response = await world.running.service.app.inject(options);
       const outcome = connectOutcome(response.statusCode, response.headers, response.rawPayload);
-      if (!outcome.errorResponse && !outcome.restBody) failures.push(`${options.method} ${show(options.headers)} → ${outcome.raw}`);
+      if (!outcome.errorResponse && !outcome.restBody)
+        failures.push(`${options.method} ${show(options.headers)} → ${outcome.raw}`);
     }
     assert.deepEqual(failures, []);
   });
@@ -697,20 +969,37 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
       ["gzip", zlib.gzipSync(Buffer.from("{}")).subarray(0, 12)],
       ["br", Buffer.from("xx")],
     ] as const) {
-      const response = await world.running.service.app.inject({ method: "POST", url: rotate, headers: { ...adminHeaders(), "content-type": "application/json", "content-encoding": encoding }, payload });
+      const response = await world.running.service.app.inject({
+        method: "POST",
+        url: rotate,
+        headers: { ...adminHeaders(), "content-type": "application/json", "content-encoding": encoding },
+        payload,
+      });
       answers.push(`${encoding}: ${response.statusCode} ${response.body}`);
     }
-    assert.ok(answers.every((a) => / 4\d\d /.test(a)), answers.join("\n"));
+    assert.ok(
+      answers.every((a) => / 4\d\d /.test(a)),
+      answers.join("\n"),
+    );
   });
 
   test("fixed: after an oversized message, the next call on the same HTTP/1.1 connection is answered", async () => {
     const method = methods.find((m) => m.name === "RotateClientSecret")!;
     const transport = newTransport("connect-json");
     const call = (clientId: string) =>
-      transport.unary(method, undefined, 2_000, { authorization: `Bearer ${world.admin.token}` }, fromJson(method.input, { clientId }) as never, undefined).then(
-        () => "ok",
-        (e: unknown) => Code[ConnectError.from(e).code],
-      );
+      transport
+        .unary(
+          method,
+          undefined,
+          2_000,
+          { authorization: `Bearer ${world.admin.token}` },
+          fromJson(method.input, { clientId }) as never,
+          undefined,
+        )
+        .then(
+          () => "ok",
+          (e: unknown) => Code[ConnectError.from(e).code],
+        );
     assert.equal(await call("x".repeat(200_000)), "InvalidArgument");
     assert.equal(await call("nobody"), "NotFound");
   });
@@ -718,7 +1007,10 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
   test("fixed: gRPC-Web answers with a grpc-status when the error message would hold a lone surrogate", async () => {
     const answers: string[] = [];
     for (const [path, json] of [
-      ["/travel.user.v2.UserService/UpdateUser", JSON.stringify({ userId: world.seed.userIds[0], travelPreferences: { "\ud800": 1 } })],
+      [
+        "/travel.user.v2.UserService/UpdateUser",
+        JSON.stringify({ userId: world.seed.userIds[0], travelPreferences: { "\ud800": 1 } }),
+      ],
       ["/travel.apiuser.v2.ApiUserService/GetApiUsers", "😀"],
     ] as const) {
       const response = await world.running.service.app.inject({
@@ -734,9 +1026,16 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
   });
 
   test("fixed: an RPC message over the body limit carries an ErrorResponse", async () => {
-    const outcome = await call(methods.find((m) => m.name === "RotateClientSecret")!, { face: "grpc-js", credential: "valid", payload: { kind: "oversized", size: BODY_LIMIT_BYTES + 1 } });
+    const outcome = await call(
+      methods.find((m) => m.name === "RotateClientSecret")!,
+      { face: "grpc-js", credential: "valid", payload: { kind: "oversized", size: BODY_LIMIT_BYTES + 1 } },
+    );
     assert.ok(outcome !== "skipped");
     assert.equal(outcome.code, Code.InvalidArgument, outcome.raw);
-    assert.equal(outcome.errorResponse?.errorMessages[0]?.errorCode, "PAYLOAD_TOO_LARGE", `no ErrorResponse detail: ${outcome.raw}`);
+    assert.equal(
+      outcome.errorResponse?.errorMessages[0]?.errorCode,
+      "PAYLOAD_TOO_LARGE",
+      `no ErrorResponse detail: ${outcome.raw}`,
+    );
   });
 });

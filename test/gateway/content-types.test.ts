@@ -22,7 +22,11 @@ describe("request bodies follow the contract's content type", () => {
   });
 
   const listed = async () => {
-    const response = await running.service.app.inject({ method: "GET", url: "/v2/api-users", headers: { authorization } });
+    const response = await running.service.app.inject({
+      method: "GET",
+      url: "/v2/api-users",
+      headers: { authorization },
+    });
     return response.json().totalCount as number;
   };
 

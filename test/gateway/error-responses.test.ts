@@ -5,7 +5,11 @@ import { seededAdminAuthorization } from "../helpers/api.js";
 import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
 /** The ErrorResponse shape of spec 2.11, with debugIdentifier = the request id the logs carry. */
-function assertErrorResponse(response: { statusCode: number; headers: Record<string, unknown>; json(): any }, status: number, errorCode: string) {
+function assertErrorResponse(
+  response: { statusCode: number; headers: Record<string, unknown>; json(): any },
+  status: number,
+  errorCode: string,
+) {
   assert.equal(response.statusCode, status);
   assert.match(String(response.headers["content-type"]), /^application\/json/);
   const body = response.json();
@@ -33,7 +37,11 @@ describe("ErrorResponse for every failure", () => {
     running.service.app.inject({ ...options, headers: { authorization, ...(options.headers ?? {}) } });
 
   test("unknown path → 404", async () => {
-    const body = assertErrorResponse(await inject({ method: "GET", url: "/v2/nothing-here?x=1" }), 404, "ROUTE_NOT_FOUND");
+    const body = assertErrorResponse(
+      await inject({ method: "GET", url: "/v2/nothing-here?x=1" }),
+      404,
+      "ROUTE_NOT_FOUND",
+    );
     assert.equal(body.errorMessages[0].message, "No route for GET /v2/nothing-here");
   });
 
@@ -47,7 +55,12 @@ describe("ErrorResponse for every failure", () => {
 
   test("malformed JSON → 400", async () => {
     assertErrorResponse(
-      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: "{bad" }),
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { "content-type": "application/json" },
+        payload: "{bad",
+      }),
       400,
       "API_VALIDATION_FAILED",
     );
@@ -56,7 +69,12 @@ describe("ErrorResponse for every failure", () => {
   test("a JSON body that is not an object → 400", async () => {
     for (const payload of ["[1,2]", "42", '"text"', "null"]) {
       assertErrorResponse(
-        await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload }),
+        await inject({
+          method: "POST",
+          url: "/v2/api-users",
+          headers: { "content-type": "application/json" },
+          payload,
+        }),
         400,
         "API_VALIDATION_FAILED",
       );
@@ -65,25 +83,40 @@ describe("ErrorResponse for every failure", () => {
 
   test("an unknown JSON field → 400 naming it", async () => {
     const body = assertErrorResponse(
-      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"credentialtype":"SCIM_TOKEN"}' }),
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { "content-type": "application/json" },
+        payload: '{"credentialtype":"SCIM_TOKEN"}',
+      }),
       400,
       "API_VALIDATION_FAILED",
     );
     assert.match(body.errorMessages[0].message, /credentialtype/);
   });
 
-  test("issue 18 finding 8: an integer in a query string is plain decimal only: 0x10, 1e2, 1.0, +5, \" 5\" → 400 naming the parameter", async () => {
+  test('issue 18 finding 8: an integer in a query string is plain decimal only: 0x10, 1e2, 1.0, +5, " 5" → 400 naming the parameter', async () => {
     for (const value of ["0x10", "1e2", "1.0", "+5", " 5", "5 ", "0b1", "Infinity", ""]) {
-      const body = assertErrorResponse(await inject({ method: "GET", url: `/v2/api-users?limit=${encodeURIComponent(value)}` }), 400, "API_VALIDATION_FAILED");
+      const body = assertErrorResponse(
+        await inject({ method: "GET", url: `/v2/api-users?limit=${encodeURIComponent(value)}` }),
+        400,
+        "API_VALIDATION_FAILED",
+      );
       assert.equal(body.errorMessages[0].errorParameters[0].name, "limit", JSON.stringify(value));
       assert.match(body.errorMessages[0].message, /"limit" must be an integer in plain decimal digits/);
     }
-    for (const value of ["5", "0", "100"]) assert.equal((await inject({ method: "GET", url: `/v2/api-users?limit=${value}` })).statusCode, 200, value);
+    for (const value of ["5", "0", "100"])
+      assert.equal((await inject({ method: "GET", url: `/v2/api-users?limit=${value}` })).statusCode, 200, value);
   });
 
   test("a field of the wrong type → 400 naming the field", async () => {
     const body = assertErrorResponse(
-      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"tmcId": 12}' }),
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { "content-type": "application/json" },
+        payload: '{"tmcId": 12}',
+      }),
       400,
       "API_VALIDATION_FAILED",
     );
@@ -92,7 +125,12 @@ describe("ErrorResponse for every failure", () => {
 
   test("an unknown enum value → 400", async () => {
     assertErrorResponse(
-      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"role":"SUPERUSER"}' }),
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { "content-type": "application/json" },
+        payload: '{"role":"SUPERUSER"}',
+      }),
       400,
       "API_VALIDATION_FAILED",
     );
@@ -101,24 +139,41 @@ describe("ErrorResponse for every failure", () => {
   test("malformed form body → 400, repeated parameter → 400 (RFC 6749 3.2)", async () => {
     const headers = { "content-type": "application/x-www-form-urlencoded" };
     assertErrorResponse(
-      await inject({ method: "POST", url: "/v2/auth/oauth2-token", headers, payload: "grant_type=client_credentials&grant_type=password" }),
+      await inject({
+        method: "POST",
+        url: "/v2/auth/oauth2-token",
+        headers,
+        payload: "grant_type=client_credentials&grant_type=password",
+      }),
       400,
       "API_VALIDATION_FAILED",
     );
   });
 
   test("validation failures from buf.validate rules → 400 with one errorParameter per field (JSON names)", async () => {
-    const limit = assertErrorResponse(await inject({ method: "GET", url: "/v2/api-users?limit=101&offset=-1" }), 400, "API_VALIDATION_FAILED");
-    assert.deepEqual(
-      limit.errorMessages[0].errorParameters.map((p: { name: string }) => p.name).sort(),
-      ["limit", "offset"],
-    );
-    const uuid = assertErrorResponse(
-      await inject({ method: "POST", url: "/v2/api-users", headers: { "content-type": "application/json" }, payload: '{"tmcId":"not-a-uuid","orgId":"x"}' }),
+    const limit = assertErrorResponse(
+      await inject({ method: "GET", url: "/v2/api-users?limit=101&offset=-1" }),
       400,
       "API_VALIDATION_FAILED",
     );
-    assert.deepEqual(uuid.errorMessages[0].errorParameters.map((p: { name: string }) => p.name).sort(), ["orgId", "tmcId"]);
+    assert.deepEqual(limit.errorMessages[0].errorParameters.map((p: { name: string }) => p.name).sort(), [
+      "limit",
+      "offset",
+    ]);
+    const uuid = assertErrorResponse(
+      await inject({
+        method: "POST",
+        url: "/v2/api-users",
+        headers: { "content-type": "application/json" },
+        payload: '{"tmcId":"not-a-uuid","orgId":"x"}',
+      }),
+      400,
+      "API_VALIDATION_FAILED",
+    );
+    assert.deepEqual(uuid.errorMessages[0].errorParameters.map((p: { name: string }) => p.name).sort(), [
+      "orgId",
+      "tmcId",
+    ]);
     const nested = assertErrorResponse(
       await inject({
         method: "POST",
@@ -226,10 +281,27 @@ describe("ErrorResponse for every failure", () => {
   });
 
   test("garbage never yields a 500", async () => {
-    const payloads = ["\u0000", "{\"role\":", "{\"role\":null}", "{\"__proto__\":{\"x\":1}}", "{\"tmcId\":[\"a\"]}", "{\"orgId\":{}}", "1e999", "{\"role\":1e400}"];
+    const payloads = [
+      "\u0000",
+      '{"role":',
+      '{"role":null}',
+      '{"__proto__":{"x":1}}',
+      '{"tmcId":["a"]}',
+      '{"orgId":{}}',
+      "1e999",
+      '{"role":1e400}',
+    ];
     for (const payload of payloads) {
-      const response = await inject({ method: "POST", url: "/v2/api-users/rotate", headers: { "content-type": "application/json" }, payload });
-      assert.ok(response.statusCode >= 400 && response.statusCode < 500, `${payload} → ${response.statusCode} ${response.body}`);
+      const response = await inject({
+        method: "POST",
+        url: "/v2/api-users/rotate",
+        headers: { "content-type": "application/json" },
+        payload,
+      });
+      assert.ok(
+        response.statusCode >= 400 && response.statusCode < 500,
+        `${payload} → ${response.statusCode} ${response.body}`,
+      );
       assert.ok(response.json().debugIdentifier);
     }
   });

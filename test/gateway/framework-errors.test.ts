@@ -17,20 +17,31 @@ describe("refusals before any route still speak ErrorResponse", () => {
   async function assertErrorResponse(response: Response, status: number, errorCode: string) {
     assert.equal(response.status, status);
     assert.match(response.headers.get("content-type") ?? "", /^application\/json/);
-    const body = (await response.json()) as { debugIdentifier: string; errorMessages: Array<{ errorCode: string; message: string }> };
+    const body = (await response.json()) as {
+      debugIdentifier: string;
+      errorMessages: Array<{ errorCode: string; message: string }>;
+    };
     assert.equal(body.errorMessages[0]?.errorCode, errorCode, JSON.stringify(body));
     assert.equal(body.debugIdentifier, response.headers.get("x-request-id"));
     return body;
   }
 
   test("a path that is not validly percent-encoded is 400, found in the log by its debugIdentifier", async () => {
-    const body = await assertErrorResponse(await fetch(`${running.baseUrl}/v2/users/%FF`), 400, "API_VALIDATION_FAILED");
+    const body = await assertErrorResponse(
+      await fetch(`${running.baseUrl}/v2/users/%FF`),
+      400,
+      "API_VALIDATION_FAILED",
+    );
     assert.match(body.errorMessages[0]!.message, /^The URL is not valid/);
     assert.ok(running.logs().includes(body.debugIdentifier));
   });
 
   test("a URL over HTTP_MAX_URL_BYTES is 414", async () => {
-    await assertErrorResponse(await fetch(`${running.baseUrl}/v2/api-users?offset=${"1".repeat(9_000)}`), 414, "URI_TOO_LONG");
+    await assertErrorResponse(
+      await fetch(`${running.baseUrl}/v2/api-users?offset=${"1".repeat(9_000)}`),
+      414,
+      "URI_TOO_LONG",
+    );
   });
 
   test("headers beyond the parser's limit are 431, written on the raw socket, and the log has the id", async () => {

@@ -28,11 +28,19 @@ describe("probes, metrics and the API description", () => {
     assert.equal(response.status, 200);
     const body = (await response.json()) as { checks: object; storage: { database: string; redis: string } };
     assert.deepEqual(body.checks, { database: "up", redis: "up" });
-    assert.deepEqual(body.storage, isPostgres ? { database: "postgres", redis: "redis" } : { database: "pglite", redis: "memory" });
+    assert.deepEqual(
+      body.storage,
+      isPostgres ? { database: "postgres", redis: "redis" } : { database: "pglite", redis: "memory" },
+    );
   });
 
   test("buf curl lists the six services, reflection and health over gRPC reflection", async () => {
-    const { stdout } = await promisify(execFile)("node_modules/.bin/buf", ["curl", "--http2-prior-knowledge", "--list-services", running.baseUrl]);
+    const { stdout } = await promisify(execFile)("node_modules/.bin/buf", [
+      "curl",
+      "--http2-prior-knowledge",
+      "--list-services",
+      running.baseUrl,
+    ]);
     assert.deepEqual(stdout.trim().split("\n").sort(), [
       "grpc.health.v1.Health",
       "grpc.reflection.v1.ServerReflection",
@@ -52,8 +60,14 @@ describe("probes, metrics and the API description", () => {
     const text = await (await fetch(`${running.baseUrl}/metrics`)).text();
     assert.match(text, /http_requests_total\{method="GET",route="\/v2\/api-users",status="401"\} [1-9]/);
     assert.match(text, /http_request_duration_seconds_bucket\{le="[\d.]+",method="GET",route="\/v2\/api-users"\}/);
-    assert.match(text, /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="unauthenticated"\} [1-9]/);
-    assert.match(text, /rpc_requests_total\{service="travel.operator.v1.OperatorService",method="CreateTmc",code="ok"\} [1-9]/);
+    assert.match(
+      text,
+      /rpc_requests_total\{service="travel.apiuser.v2.ApiUserService",method="GetApiUsers",code="unauthenticated"\} [1-9]/,
+    );
+    assert.match(
+      text,
+      /rpc_requests_total\{service="travel.operator.v1.OperatorService",method="CreateTmc",code="ok"\} [1-9]/,
+    );
     assert.match(text, /process_cpu_seconds_total/);
   });
 
@@ -70,7 +84,10 @@ describe("probes, metrics and the API description", () => {
     assert.ok(op("/v2/api-users", "post").responses["409"]);
     assert.equal(op("/v2/api-users", "get").operationId, "getApiUsers");
     const limit = op("/v2/api-users", "get").parameters.find((p: { name: string }) => p.name === "limit");
-    assert.deepEqual({ in: limit.in, minimum: limit.schema.minimum, maximum: limit.schema.maximum }, { in: "query", minimum: 0, maximum: 100 });
+    assert.deepEqual(
+      { in: limit.in, minimum: limit.schema.minimum, maximum: limit.schema.maximum },
+      { in: "query", minimum: 0, maximum: 100 },
+    );
     assert.ok(op("/v2/api-users/revoke", "post").responses["204"]);
     assert.equal(op("/v2/users/{userId}", "get").operationId, "getUserInfo");
     assert.equal(op("/v3/air/company-credits/migrations", "post").operationId, "migrateUnusedCreditsInCompanyCredits");
@@ -83,8 +100,15 @@ describe("probes, metrics and the API description", () => {
       "scope",
       "token_type",
     ]);
-    assert.deepEqual(Object.keys(schemas["travel.apiuser.v2.GetApiUsersResponse"].properties).sort(), ["apiUsers", "totalCount"]);
-    assert.deepEqual(schemas["travel.apiuser.v2.ApiUserRole"].enum, ["API_USER_ROLE_UNSPECIFIED", "TMC_ADMIN", "COMPANY_ADMIN"]);
+    assert.deepEqual(Object.keys(schemas["travel.apiuser.v2.GetApiUsersResponse"].properties).sort(), [
+      "apiUsers",
+      "totalCount",
+    ]);
+    assert.deepEqual(schemas["travel.apiuser.v2.ApiUserRole"].enum, [
+      "API_USER_ROLE_UNSPECIFIED",
+      "TMC_ADMIN",
+      "COMPANY_ADMIN",
+    ]);
     assert.ok(schemas["travel.aircredit.v3.ListCompanyTransferableUnusedCreditsResponse"].properties.unusedCreditInfos);
     assert.equal(schemas["travel.apiuser.v2.CreateApiUserRequest"].properties.tmcId.format, "uuid");
     // Every $ref resolves.
@@ -110,40 +134,47 @@ describe("readiness when a dependency is down", () => {
     }
   });
 
-  test("Postgres unreachable: /readyz → 503 ErrorResponse naming it, within its own timeout; RPCs → 503, not 500", { skip: !isPostgres && "the embedded database cannot be cut off" }, async () => {
-    const proxy = await startTcpProxy(5432);
-    const storage = newStorage();
-    const url = new URL(TEST_DATABASE_URL);
-    url.port = String(proxy.port);
-    const running = await startService({ storage, env: { DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "500" } });
-    try {
-      const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
-      await proxy.cut();
-      const started = Date.now();
-      const response = await fetch(`${running.baseUrl}/readyz`);
-      assert.ok(Date.now() - started < 1_500, "readiness answers within its own timeout");
-      assert.equal(response.status, 503);
-      const body = (await response.json()) as any;
-      assert.equal(body.errorMessages[0].errorCode, "SERVICE_NOT_READY");
-      assert.deepEqual(body.errorMessages[0].errorParameters, [
-        { name: "database", value: "down" },
-        { name: "redis", value: "up" },
-      ]);
-      const token = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
-      assert.equal(token.status, 503, await token.clone().text());
-      assert.equal(((await token.json()) as any).errorMessages[0].errorCode, "DEPENDENCY_UNAVAILABLE");
-      await proxy.restore();
-      // Service resumes without a restart.
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 200; i++) {
-        status = (await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status;
-        if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+  test(
+    "Postgres unreachable: /readyz → 503 ErrorResponse naming it, within its own timeout; RPCs → 503, not 500",
+    { skip: !isPostgres && "the embedded database cannot be cut off" },
+    async () => {
+      const proxy = await startTcpProxy(5432);
+      const storage = newStorage();
+      const url = new URL(TEST_DATABASE_URL);
+      url.port = String(proxy.port);
+      const running = await startService({
+        storage,
+        env: { DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "500" },
+      });
+      try {
+        const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
+        await proxy.cut();
+        const started = Date.now();
+        const response = await fetch(`${running.baseUrl}/readyz`);
+        assert.ok(Date.now() - started < 1_500, "readiness answers within its own timeout");
+        assert.equal(response.status, 503);
+        const body = (await response.json()) as any;
+        assert.equal(body.errorMessages[0].errorCode, "SERVICE_NOT_READY");
+        assert.deepEqual(body.errorMessages[0].errorParameters, [
+          { name: "database", value: "down" },
+          { name: "redis", value: "up" },
+        ]);
+        const token = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
+        assert.equal(token.status, 503, await token.clone().text());
+        assert.equal(((await token.json()) as any).errorMessages[0].errorCode, "DEPENDENCY_UNAVAILABLE");
+        await proxy.restore();
+        // Service resumes without a restart.
+        let status = 0;
+        for (let i = 0; i < 50 && status !== 200; i++) {
+          status = (await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status;
+          if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.equal(status, 200);
+      } finally {
+        await running.stop();
+        await proxy.close();
+        await dropStorage(storage);
       }
-      assert.equal(status, 200);
-    } finally {
-      await running.stop();
-      await proxy.close();
-      await dropStorage(storage);
-    }
-  });
+    },
+  );
 });

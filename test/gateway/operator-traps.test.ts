@@ -12,15 +12,18 @@ let orgId: string;
 
 before(async () => {
   running = await startService({ env: { TOKEN_LOCKOUT_FAILURES: "1000" } });
-  tmcId = (await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "Traps TMC", maxApiUsers: 20 })).tmcId;
-  orgId = (await operatorCall<{ orgId: string }>(running.baseUrl, "CreateCompany", { tmcId, name: "Traps company" })).orgId;
+  tmcId = (await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "Traps TMC", maxApiUsers: 20 }))
+    .tmcId;
+  orgId = (await operatorCall<{ orgId: string }>(running.baseUrl, "CreateCompany", { tmcId, name: "Traps company" }))
+    .orgId;
 });
 after(async () => {
   await running.stop();
   await dropStorage(running.storage);
 });
 
-const newClient = () => operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", { tmcId });
+const newClient = () =>
+  operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", { tmcId });
 
 function tokenRequest(fields: Record<string, string>): Promise<Response> {
   return fetch(`${running.baseUrl}/v2/auth/oauth2-token`, {
@@ -48,7 +51,10 @@ describe("405 with Allow on a known path asked with the wrong method", () => {
     for (const method of ["GET", "PUT", "DELETE", "PATCH"]) {
       test(`${method} ${path} → 405, Allow: POST, ErrorResponse in the OAuth dialect`, async () => {
         // A body the route would refuse (text/plain): the method is judged first.
-        const response = await fetch(`${running.baseUrl}${path}`, { method, ...(method === "GET" ? {} : { headers: { "content-type": "text/plain" }, body: "x" }) });
+        const response = await fetch(`${running.baseUrl}${path}`, {
+          method,
+          ...(method === "GET" ? {} : { headers: { "content-type": "text/plain" }, body: "x" }),
+        });
         assert.equal(response.status, 405);
         assert.equal(response.headers.get("allow"), "POST");
         const body = (await response.json()) as Record<string, any>;
@@ -94,15 +100,35 @@ describe("INVALID_CLIENT: one answer on the wire, the client and the failed chec
     const wrongSecret = "wrong-secret-value-never-logged";
 
     const cases: Array<{ fields: Record<string, string>; clientId: string; reason: string }> = [
-      { fields: { client_id: "no-such-client", client_secret: wrongSecret }, clientId: "no-such-client", reason: "unknown or revoked client" },
+      {
+        fields: { client_id: "no-such-client", client_secret: wrongSecret },
+        clientId: "no-such-client",
+        reason: "unknown or revoked client",
+      },
       // Step by step: this instance holds no record of the client yet.
-      { fields: { client_id: known.clientId, client_secret: wrongSecret }, clientId: known.clientId, reason: "wrong secret" },
-      { fields: { client_id: revoked.clientId, client_secret: revoked.clientSecret }, clientId: revoked.clientId, reason: "unknown or revoked client" },
-      { fields: { client_id: scim.clientId, client_secret: scim.scimToken }, clientId: scim.clientId, reason: "not a client-credentials API user (SCIM token)" },
+      {
+        fields: { client_id: known.clientId, client_secret: wrongSecret },
+        clientId: known.clientId,
+        reason: "wrong secret",
+      },
+      {
+        fields: { client_id: revoked.clientId, client_secret: revoked.clientSecret },
+        clientId: revoked.clientId,
+        reason: "unknown or revoked client",
+      },
+      {
+        fields: { client_id: scim.clientId, client_secret: scim.scimToken },
+        clientId: scim.clientId,
+        reason: "not a client-credentials API user (SCIM token)",
+      },
     ];
     assert.equal((await tokenRequest({ client_id: known.clientId, client_secret: known.clientSecret })).status, 200);
     // The record is now held: a wrong secret is refused on the one-round-trip path.
-    cases.push({ fields: { client_id: known.clientId, client_secret: wrongSecret }, clientId: known.clientId, reason: "wrong secret" });
+    cases.push({
+      fields: { client_id: known.clientId, client_secret: wrongSecret },
+      clientId: known.clientId,
+      reason: "wrong secret",
+    });
 
     const bodies = new Set<string>();
     for (const { fields, clientId, reason } of cases) {
@@ -125,7 +151,9 @@ describe("INVALID_CLIENT: one answer on the wire, the client and the failed chec
 
 describe("validation refusals are logged with their errorParameters", () => {
   test("a REST body refused by the contract's rules names its fields in the log line", async () => {
-    const { access_token: token } = (await (await tokenRequest(await newClient().then((c) => ({ client_id: c.clientId, client_secret: c.clientSecret })))).json()) as {
+    const { access_token: token } = (await (
+      await tokenRequest(await newClient().then((c) => ({ client_id: c.clientId, client_secret: c.clientSecret })))
+    ).json()) as {
       access_token: string;
     };
     const response = await fetch(`${running.baseUrl}/v2/api-users`, {

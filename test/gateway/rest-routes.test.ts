@@ -17,8 +17,18 @@ const DOCUMENTED = [
   ["POST", "/v2/api-users/rotate", "travel.apiuser.v2.ApiUserService.RotateClientSecret", "rotateClientSecret"],
   ["GET", "/v2/users/{user_id}", "travel.user.v2.UserService.GetUser", "getUserInfo"],
   ["PUT", "/v2/users/{user_id}", "travel.user.v2.UserService.UpdateUser", "updateUser"],
-  ["POST", "/v3/air/company-transferable-unused-credits/list", "travel.aircredit.v3.AirCreditService.ListCompanyTransferableUnusedCredits", "fetchCompanyTransferableUnusedCredits"],
-  ["POST", "/v3/air/company-credits/migrations", "travel.aircredit.v3.AirCreditService.MigrateCompanyCredits", "migrateUnusedCreditsInCompanyCredits"],
+  [
+    "POST",
+    "/v3/air/company-transferable-unused-credits/list",
+    "travel.aircredit.v3.AirCreditService.ListCompanyTransferableUnusedCredits",
+    "fetchCompanyTransferableUnusedCredits",
+  ],
+  [
+    "POST",
+    "/v3/air/company-credits/migrations",
+    "travel.aircredit.v3.AirCreditService.MigrateCompanyCredits",
+    "migrateUnusedCreditsInCompanyCredits",
+  ],
   // SCIM 2.0 (spec 2.5, 5.5): the base URL /v2/scim/v2 and the documented /v2/scim (operationId suffix _1: google.api.http additional_bindings).
   ...(["/v2/scim/v2", "/v2/scim"] as const).flatMap((base, i) => {
     const suffix = i === 0 ? "" : "_1";
@@ -29,9 +39,24 @@ const DOCUMENTED = [
       ["PUT", `${base}/Users/{user_id}`, "travel.scim.v2.ScimService.ReplaceUser", `scimReplaceUser${suffix}`],
       ["PATCH", `${base}/Users/{user_id}`, "travel.scim.v2.ScimService.PatchUser", `scimPatchUser${suffix}`],
       ["DELETE", `${base}/Users/{user_id}`, "travel.scim.v2.ScimService.DeleteUser", `scimDeleteUser${suffix}`],
-      ["GET", `${base}/ServiceProviderConfig`, "travel.scim.v2.ScimService.GetServiceProviderConfig", `scimGetServiceProviderConfig${suffix}`],
-      ["GET", `${base}/ResourceTypes`, "travel.scim.v2.ScimService.ListResourceTypes", `scimListResourceTypes${suffix}`],
-      ["GET", `${base}/ResourceTypes/{resource_type_id}`, "travel.scim.v2.ScimService.GetResourceType", `scimGetResourceType${suffix}`],
+      [
+        "GET",
+        `${base}/ServiceProviderConfig`,
+        "travel.scim.v2.ScimService.GetServiceProviderConfig",
+        `scimGetServiceProviderConfig${suffix}`,
+      ],
+      [
+        "GET",
+        `${base}/ResourceTypes`,
+        "travel.scim.v2.ScimService.ListResourceTypes",
+        `scimListResourceTypes${suffix}`,
+      ],
+      [
+        "GET",
+        `${base}/ResourceTypes/{resource_type_id}`,
+        "travel.scim.v2.ScimService.GetResourceType",
+        `scimGetResourceType${suffix}`,
+      ],
       ["GET", `${base}/Schemas`, "travel.scim.v2.ScimService.ListSchemas", `scimListSchemas${suffix}`],
       ["GET", `${base}/Schemas/{schema_id}`, "travel.scim.v2.ScimService.GetSchema", `scimGetSchema${suffix}`],
     ] as const;
@@ -43,10 +68,22 @@ const SCIM_USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User";
 
 /** A request each route's validation accepts, so the call reaches the RPC itself. */
 const VALID_REQUEST: Record<string, { url: string; payload?: string; contentType?: string }> = {
-  "/v2/auth/oauth2-token": { url: "/v2/auth/oauth2-token", payload: "grant_type=client_credentials&client_id=a&client_secret=b", contentType: "application/x-www-form-urlencoded" },
+  "/v2/auth/oauth2-token": {
+    url: "/v2/auth/oauth2-token",
+    payload: "grant_type=client_credentials&client_id=a&client_secret=b",
+    contentType: "application/x-www-form-urlencoded",
+  },
   "/get-auth-token": { url: "/get-auth-token", payload: JSON.stringify({ clientId: "a", clientSecret: "b" }) },
-  "/v2/auth/introspect": { url: "/v2/auth/introspect", payload: "token=abc&client_id=a&client_secret=b", contentType: "application/x-www-form-urlencoded" },
-  "/v2/auth/revoke": { url: "/v2/auth/revoke", payload: "token=abc&client_id=a&client_secret=b", contentType: "application/x-www-form-urlencoded" },
+  "/v2/auth/introspect": {
+    url: "/v2/auth/introspect",
+    payload: "token=abc&client_id=a&client_secret=b",
+    contentType: "application/x-www-form-urlencoded",
+  },
+  "/v2/auth/revoke": {
+    url: "/v2/auth/revoke",
+    payload: "token=abc&client_id=a&client_secret=b",
+    contentType: "application/x-www-form-urlencoded",
+  },
   "POST /v2/api-users": { url: "/v2/api-users", payload: JSON.stringify({ role: "TMC_ADMIN" }) },
   "GET /v2/api-users": { url: "/v2/api-users?limit=10&offset=0" },
   "/v2/api-users/revoke": { url: "/v2/api-users/revoke", payload: JSON.stringify({ clientId: "abc" }) },
@@ -68,20 +105,36 @@ const VALID_REQUEST: Record<string, { url: string; payload?: string; contentType
   },
   "/v3/air/company-credits/migrations": {
     url: "/v3/air/company-credits/migrations",
-    payload: JSON.stringify({ paymentSourceIds: ["6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f"], updateCreditUsageTypeTo: "COMPANY" }),
+    payload: JSON.stringify({
+      paymentSourceIds: ["6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f"],
+      updateCreditUsageTypeTo: "COMPANY",
+    }),
   },
 };
 
 for (const [i, base] of ["/v2/scim/v2", "/v2/scim"].entries()) {
   const user = (userName: string) => JSON.stringify({ schemas: [SCIM_USER_SCHEMA], userName });
   Object.assign(VALID_REQUEST, {
-    [`GET ${base}/Users`]: { url: `${base}/Users?filter=${encodeURIComponent('userName eq "nobody@example.com"')}&startIndex=1&count=10` },
-    [`POST ${base}/Users`]: { url: `${base}/Users`, payload: user(`route${i}@example.com`), contentType: "application/scim+json" },
+    [`GET ${base}/Users`]: {
+      url: `${base}/Users?filter=${encodeURIComponent('userName eq "nobody@example.com"')}&startIndex=1&count=10`,
+    },
+    [`POST ${base}/Users`]: {
+      url: `${base}/Users`,
+      payload: user(`route${i}@example.com`),
+      contentType: "application/scim+json",
+    },
     [`GET ${base}/Users/{user_id}`]: { url: `${base}/Users/${SCIM_USER_ID}` },
-    [`PUT ${base}/Users/{user_id}`]: { url: `${base}/Users/${SCIM_USER_ID}`, payload: user("replaced@example.com"), contentType: "application/scim+json" },
+    [`PUT ${base}/Users/{user_id}`]: {
+      url: `${base}/Users/${SCIM_USER_ID}`,
+      payload: user("replaced@example.com"),
+      contentType: "application/scim+json",
+    },
     [`PATCH ${base}/Users/{user_id}`]: {
       url: `${base}/Users/${SCIM_USER_ID}`,
-      payload: JSON.stringify({ schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], Operations: [{ op: "Replace", path: "active", value: "False" }] }),
+      payload: JSON.stringify({
+        schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        Operations: [{ op: "Replace", path: "active", value: "False" }],
+      }),
       contentType: "application/scim+json",
     },
     [`DELETE ${base}/Users/{user_id}`]: { url: `${base}/Users/${SCIM_USER_ID}` },
@@ -97,27 +150,59 @@ for (const [i, base] of ["/v2/scim/v2", "/v2/scim"].entries()) {
 const IMPLEMENTED: Record<string, { status: number; check: (body: any) => void }> = {
   "POST /v2/api-users": { status: 200, check: (b) => assert.match(b.clientId, /^[a-z2-7]{26}$/) },
   "GET /v2/api-users": { status: 200, check: (b) => assert.equal(typeof b.totalCount, "number") },
-  "POST /v2/api-users/revoke": { status: 404, check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]) },
-  "POST /v2/api-users/rotate": { status: 404, check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]) },
+  "POST /v2/api-users/revoke": {
+    status: 404,
+    check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]),
+  },
+  "POST /v2/api-users/rotate": {
+    status: 404,
+    check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]),
+  },
   // Only the RPC knows that no user of the caller's TMC has this id.
-  "GET /v2/users/{user_id}": { status: 404, check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "userId", value: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" }]) },
-  "PUT /v2/users/{user_id}": { status: 404, check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "userId", value: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" }]) },
+  "GET /v2/users/{user_id}": {
+    status: 404,
+    check: (b) =>
+      assert.deepEqual(b.errorMessages[0].errorParameters, [
+        { name: "userId", value: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" },
+      ]),
+  },
+  "PUT /v2/users/{user_id}": {
+    status: 404,
+    check: (b) =>
+      assert.deepEqual(b.errorMessages[0].errorParameters, [
+        { name: "userId", value: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" },
+      ]),
+  },
   // Only the RPCs know that no company, and no payment source, of the caller's TMC has this id.
   "POST /v3/air/company-transferable-unused-credits/list": {
     status: 404,
-    check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "companyId.id", value: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" }]),
+    check: (b) =>
+      assert.deepEqual(b.errorMessages[0].errorParameters, [
+        { name: "companyId.id", value: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f" },
+      ]),
   },
   "POST /v3/air/company-credits/migrations": {
     status: 200,
-    check: (b) => assert.deepEqual(b.migrationStatus, [{ paymentSourceId: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f", status: "FAILED", failureReason: "PAYMENT_SOURCE_NOT_FOUND" }]),
+    check: (b) =>
+      assert.deepEqual(b.migrationStatus, [
+        {
+          paymentSourceId: "6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f",
+          status: "FAILED",
+          failureReason: "PAYMENT_SOURCE_NOT_FOUND",
+        },
+      ]),
   },
 };
 
 // SCIM: answers only the SCIM RPCs can give (the SCIM error dialect on a miss).
-const scimMissing = (b: any) => assert.deepEqual([b.status, b.errorMessages[0].errorParameters], ["404", [{ name: "id", value: SCIM_USER_ID }]]);
+const scimMissing = (b: any) =>
+  assert.deepEqual([b.status, b.errorMessages[0].errorParameters], ["404", [{ name: "id", value: SCIM_USER_ID }]]);
 for (const [i, base] of ["/v2/scim/v2", "/v2/scim"].entries()) {
   Object.assign(IMPLEMENTED, {
-    [`GET ${base}/Users`]: { status: 200, check: (b: any) => assert.deepEqual([b.totalResults, b.startIndex, b.Resources], [0, 1, []]) },
+    [`GET ${base}/Users`]: {
+      status: 200,
+      check: (b: any) => assert.deepEqual([b.totalResults, b.startIndex, b.Resources], [0, 1, []]),
+    },
     [`POST ${base}/Users`]: { status: 201, check: (b: any) => assert.equal(b.userName, `route${i}@example.com`) },
     [`GET ${base}/Users/{user_id}`]: { status: 404, check: scimMissing },
     [`PUT ${base}/Users/{user_id}`]: { status: 404, check: scimMissing },
@@ -125,7 +210,10 @@ for (const [i, base] of ["/v2/scim/v2", "/v2/scim"].entries()) {
     [`DELETE ${base}/Users/{user_id}`]: { status: 404, check: scimMissing },
     [`GET ${base}/ServiceProviderConfig`]: { status: 200, check: (b: any) => assert.equal(b.patch.supported, true) },
     [`GET ${base}/ResourceTypes`]: { status: 200, check: (b: any) => assert.equal(b.Resources[0].id, "User") },
-    [`GET ${base}/ResourceTypes/{resource_type_id}`]: { status: 200, check: (b: any) => assert.equal(b.endpoint, "/Users") },
+    [`GET ${base}/ResourceTypes/{resource_type_id}`]: {
+      status: 200,
+      check: (b: any) => assert.equal(b.endpoint, "/Users"),
+    },
     [`GET ${base}/Schemas`]: { status: 200, check: (b: any) => assert.equal(b.Resources[0].id, SCIM_USER_SCHEMA) },
     [`GET ${base}/Schemas/{schema_id}`]: { status: 200, check: (b: any) => assert.equal(b.id, SCIM_USER_SCHEMA) },
   });
@@ -140,8 +228,16 @@ describe("REST gateway routes", () => {
     running = await startService();
     authorization = await seededAdminAuthorization(running.baseUrl);
     const { tmcId } = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "SCIM routes TMC" });
-    const { orgId } = await operatorCall<{ orgId: string }>(running.baseUrl, "CreateCompany", { tmcId, name: "SCIM routes company" });
-    const { scimToken } = await operatorCall<{ scimToken: string }>(running.baseUrl, "CreateApiUser", { tmcId, orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" });
+    const { orgId } = await operatorCall<{ orgId: string }>(running.baseUrl, "CreateCompany", {
+      tmcId,
+      name: "SCIM routes company",
+    });
+    const { scimToken } = await operatorCall<{ scimToken: string }>(running.baseUrl, "CreateApiUser", {
+      tmcId,
+      orgId,
+      role: "COMPANY_ADMIN",
+      credentialType: "SCIM_TOKEN",
+    });
     scimAuthorization = `Bearer ${scimToken}`;
   });
   after(async () => {
@@ -150,11 +246,13 @@ describe("REST gateway routes", () => {
   });
 
   test("the contract declares exactly the documented paths, with the documented operationIds", () => {
-    const declared = restRoutesOf(contractServices).map((r) => [r.verb, r.template, `${r.method.parent.typeName}.${r.method.name}`, r.operationId]);
-    assert.deepEqual(
-      declared.map((d) => d.join(" ")).sort(),
-      DOCUMENTED.map((d) => d.join(" ")).sort(),
-    );
+    const declared = restRoutesOf(contractServices).map((r) => [
+      r.verb,
+      r.template,
+      `${r.method.parent.typeName}.${r.method.name}`,
+      r.operationId,
+    ]);
+    assert.deepEqual(declared.map((d) => d.join(" ")).sort(), DOCUMENTED.map((d) => d.join(" ")).sort());
   });
 
   for (const [verb, template, rpc] of DOCUMENTED) {
@@ -167,7 +265,9 @@ describe("REST gateway routes", () => {
         payload: request.payload,
         headers: {
           ...(request.payload ? { "content-type": request.contentType ?? "application/json" } : {}),
-          ...(isTokenEndpoint ? {} : { authorization: rpc.startsWith("travel.scim.") ? scimAuthorization : authorization }),
+          ...(isTokenEndpoint
+            ? {}
+            : { authorization: rpc.startsWith("travel.scim.") ? scimAuthorization : authorization }),
         },
       });
       const body = response.body === "" ? {} : response.json();

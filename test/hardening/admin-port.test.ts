@@ -23,14 +23,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 type Msg = Record<string, any>;
 const grpcPackage = grpc.loadPackageDefinition(
-  protoLoader.loadSync(["travel/operator/v1/operator.proto", "grpc/reflection/v1/reflection.proto", "grpc/health/v1/health.proto"], {
-    includeDirs: [fileURLToPath(new URL("../../proto", import.meta.url))],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  }),
+  protoLoader.loadSync(
+    ["travel/operator/v1/operator.proto", "grpc/reflection/v1/reflection.proto", "grpc/health/v1/health.proto"],
+    {
+      includeDirs: [fileURLToPath(new URL("../../proto", import.meta.url))],
+      keepCase: true,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    },
+  ),
 ) as any;
 
 const grpcClients: grpc.Client[] = [];
@@ -40,9 +43,16 @@ function grpcClient(ctor: any, baseUrl: string): grpc.Client & Record<string, an
   return client;
 }
 
-function grpcUnary(client: grpc.Client & Record<string, any>, method: string, request: Msg, metadata = new grpc.Metadata()): Promise<Msg> {
+function grpcUnary(
+  client: grpc.Client & Record<string, any>,
+  method: string,
+  request: Msg,
+  metadata = new grpc.Metadata(),
+): Promise<Msg> {
   return new Promise((resolve, reject) =>
-    client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: Msg) => (err ? reject(err) : resolve(res))),
+    client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: Msg) =>
+      err ? reject(err) : resolve(res),
+    ),
   );
 }
 
@@ -54,7 +64,10 @@ function operatorMetadata(): grpc.Metadata {
 
 /** One gRPC reflection (v1) stream: the services listed, and whether the operator's file is found. */
 async function reflect(baseUrl: string): Promise<{ services: string[]; operatorFile: "found" | "not found" }> {
-  const call: grpc.ClientDuplexStream<Msg, Msg> = grpcClient(grpcPackage.grpc.reflection.v1.ServerReflection, baseUrl).ServerReflectionInfo();
+  const call: grpc.ClientDuplexStream<Msg, Msg> = grpcClient(
+    grpcPackage.grpc.reflection.v1.ServerReflection,
+    baseUrl,
+  ).ServerReflectionInfo();
   const responses: Msg[] = [];
   call.on("data", (r: Msg) => responses.push(r));
   const done = new Promise<void>((resolve, reject) => {
@@ -67,7 +80,8 @@ async function reflect(baseUrl: string): Promise<{ services: string[]; operatorF
   await done;
   const [listed, symbol] = responses;
   assert.equal(listed?.message_response, "list_services_response", JSON.stringify(listed));
-  if (symbol?.message_response === "error_response") assert.equal(symbol.error_response.error_code, grpc.status.NOT_FOUND);
+  if (symbol?.message_response === "error_response")
+    assert.equal(symbol.error_response.error_code, grpc.status.NOT_FOUND);
   return {
     services: listed.list_services_response.service.map((s: Msg) => s.name).sort(),
     operatorFile: symbol?.message_response === "file_descriptor_response" ? "found" : "not found",
@@ -75,7 +89,12 @@ async function reflect(baseUrl: string): Promise<{ services: string[]; operatorF
 }
 
 /** An operator RPC over the Connect protocol's JSON, as plain curl sends it. */
-function connectJson(baseUrl: string, method: string, body: object, headers: Record<string, string> = operatorHeaders): Promise<Response> {
+function connectJson(
+  baseUrl: string,
+  method: string,
+  body: object,
+  headers: Record<string, string> = operatorHeaders,
+): Promise<Response> {
   return fetch(`${baseUrl}/${OPERATOR}/${method}`, {
     method: "POST",
     headers: { ...headers, "content-type": "application/json" },
@@ -84,15 +103,24 @@ function connectJson(baseUrl: string, method: string, body: object, headers: Rec
 }
 
 /** The ErrorResponse of a failed answer, with its status and first errorCode. */
-async function errorOf(response: Response): Promise<{ status: number; errorCode: string | undefined; debugIdentifier: string | undefined }> {
+async function errorOf(
+  response: Response,
+): Promise<{ status: number; errorCode: string | undefined; debugIdentifier: string | undefined }> {
   const body = (await response.json()) as { errorMessages?: Array<{ errorCode: string }>; debugIdentifier?: string };
-  return { status: response.status, errorCode: body.errorMessages?.[0]?.errorCode, debugIdentifier: body.debugIdentifier };
+  return {
+    status: response.status,
+    errorCode: body.errorMessages?.[0]?.errorCode,
+    debugIdentifier: body.debugIdentifier,
+  };
 }
 
 /** The code an RPC through a connect-node transport failed with. */
 async function connectCodeOf(transport: Transport): Promise<Code> {
   try {
-    await createClient(OperatorService, transport).createTmc({ name: "Nowhere" }, { headers: operatorHeaders, timeoutMs: 10_000 });
+    await createClient(OperatorService, transport).createTmc(
+      { name: "Nowhere" },
+      { headers: operatorHeaders, timeoutMs: 10_000 },
+    );
   } catch (error) {
     return ConnectError.from(error).code;
   }
@@ -128,11 +156,17 @@ describe("ADMIN_PORT, ADMIN_HOST and ADMIN_URL", () => {
     assert.equal(config.serverUrl, "http://127.0.0.1:8080", "the public address is unchanged");
     assert.deepEqual(loadConfig({ ADMIN_PORT: "9090", ADMIN_HOST: "::1" }).http.admin, { host: "::1", port: 9090 });
     assert.equal(loadConfig({ ADMIN_PORT: "9090", ADMIN_HOST: "::1" }).adminUrl, "http://[::1]:9090");
-    assert.equal(loadConfig({ ADMIN_PORT: "9090", ADMIN_URL: "http://ops.internal:9999/" }).adminUrl, "http://ops.internal:9999");
+    assert.equal(
+      loadConfig({ ADMIN_PORT: "9090", ADMIN_URL: "http://ops.internal:9999/" }).adminUrl,
+      "http://ops.internal:9999",
+    );
   });
 
   test("refused at start: the public port again, or a port or URL that is not one", () => {
-    assert.throws(() => loadConfig({ PORT: "8080", ADMIN_PORT: "8080" }), (e: unknown) => e instanceof ConfigError && /ADMIN_PORT must differ from PORT/.test(e.message));
+    assert.throws(
+      () => loadConfig({ PORT: "8080", ADMIN_PORT: "8080" }),
+      (e: unknown) => e instanceof ConfigError && /ADMIN_PORT must differ from PORT/.test(e.message),
+    );
     assert.throws(() => loadConfig({ ADMIN_PORT: "admin" }), ConfigError);
     assert.throws(() => loadConfig({ ADMIN_PORT: "70000" }), ConfigError);
     assert.throws(() => loadConfig({ ADMIN_URL: "not a url" }), ConfigError);
@@ -175,14 +209,22 @@ describe(`the operator surface on the admin port (${backend})`, () => {
     const onAdmin = grpcClient(grpcPackage.travel.operator.v1.OperatorService, admin);
     const tmc = await grpcUnary(onAdmin, "CreateTmc", { name: "gRPC admin TMC" }, operatorMetadata());
     assert.match(tmc.tmc_id, UUID);
-    const company = await grpcUnary(onAdmin, "CreateCompany", { tmc_id: tmc.tmc_id, name: "gRPC company" }, operatorMetadata());
+    const company = await grpcUnary(
+      onAdmin,
+      "CreateCompany",
+      { tmc_id: tmc.tmc_id, name: "gRPC company" },
+      operatorMetadata(),
+    );
     assert.equal(company.tmc_id, tmc.tmc_id);
 
     const onPublic = grpcClient(grpcPackage.travel.operator.v1.OperatorService, running.baseUrl);
-    await assert.rejects(grpcUnary(onPublic, "CreateTmc", { name: "gRPC public TMC" }, operatorMetadata()), (err: grpc.ServiceError) => {
-      assert.equal(err.code, grpc.status.UNIMPLEMENTED, err.message);
-      return true;
-    });
+    await assert.rejects(
+      grpcUnary(onPublic, "CreateTmc", { name: "gRPC public TMC" }, operatorMetadata()),
+      (err: grpc.ServiceError) => {
+        assert.equal(err.code, grpc.status.UNIMPLEMENTED, err.message);
+        return true;
+      },
+    );
   });
 
   test("Connect, gRPC-Web and gRPC (connect-node): served on the admin port only", async () => {
@@ -192,10 +234,14 @@ describe(`the operator surface on the admin port (${backend})`, () => {
       createGrpcTransport({ baseUrl }),
     ];
     for (const transport of transports(admin)) {
-      const tmc = await createClient(OperatorService, transport).createTmc({ name: "Every protocol" }, { headers: operatorHeaders, timeoutMs: 10_000 });
+      const tmc = await createClient(OperatorService, transport).createTmc(
+        { name: "Every protocol" },
+        { headers: operatorHeaders, timeoutMs: 10_000 },
+      );
       assert.match(tmc.tmcId, UUID);
     }
-    for (const transport of transports(running.baseUrl)) assert.equal(Code[await connectCodeOf(transport)], Code[Code.Unimplemented]);
+    for (const transport of transports(running.baseUrl))
+      assert.equal(Code[await connectCodeOf(transport)], Code[Code.Unimplemented]);
   });
 
   test("/metrics only on the admin port (the public one: 404 ROUTE_NOT_FOUND); both ports answer /healthz", async () => {
@@ -228,7 +274,12 @@ describe(`the operator surface on the admin port (${backend})`, () => {
 
   test("gRPC reflection lists and resolves OperatorService on the admin port only", async () => {
     const onAdmin = await reflect(admin);
-    assert.deepEqual(onAdmin.services, ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", OPERATOR]);
+    assert.deepEqual(onAdmin.services, [
+      "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection",
+      "grpc.reflection.v1alpha.ServerReflection",
+      OPERATOR,
+    ]);
     assert.equal(onAdmin.operatorFile, "found");
 
     const onPublic = await reflect(running.baseUrl);
@@ -242,17 +293,32 @@ describe(`the operator surface on the admin port (${backend})`, () => {
     assert.equal((await grpcUnary(onAdmin, "Check", { service: OPERATOR })).status, "SERVING");
     const onPublic = grpcClient(grpcPackage.grpc.health.v1.Health, running.baseUrl);
     assert.equal((await grpcUnary(onPublic, "Check", { service: "travel.auth.v2.AuthService" })).status, "SERVING");
-    await assert.rejects(grpcUnary(onPublic, "Check", { service: OPERATOR }), (err: grpc.ServiceError) => err.code === grpc.status.NOT_FOUND);
+    await assert.rejects(
+      grpcUnary(onPublic, "Check", { service: OPERATOR }),
+      (err: grpc.ServiceError) => err.code === grpc.status.NOT_FOUND,
+    );
   });
 
   test("the operator credential is required on the admin port, and guesses there are limited per address", async () => {
     const missing = await errorOf(await connectJson(admin, "GetTokenLockout", { address: "192.0.2.1" }, {}));
     assert.equal(missing.status, 401);
-    const apiUserLike = await errorOf(await connectJson(admin, "GetTokenLockout", { address: "192.0.2.1" }, { authorization: "Bearer not-the-operator" }));
+    const apiUserLike = await errorOf(
+      await connectJson(
+        admin,
+        "GetTokenLockout",
+        { address: "192.0.2.1" },
+        { authorization: "Bearer not-the-operator" },
+      ),
+    );
     assert.equal(apiUserLike.status, 401);
 
     const guess = (address: string, token: string) =>
-      connectJson(admin, "GetTokenLockout", { address: "192.0.2.1" }, { authorization: `Bearer ${token}`, "x-forwarded-for": address }).then((r) => r.status);
+      connectJson(
+        admin,
+        "GetTokenLockout",
+        { address: "192.0.2.1" },
+        { authorization: `Bearer ${token}`, "x-forwarded-for": address },
+      ).then((r) => r.status);
     const guesser = "203.0.113.66";
     const statuses = [];
     for (let i = 0; i < 7; i++) statuses.push(await guess(guesser, `guess-${i}`));
@@ -265,7 +331,11 @@ describe(`the operator surface on the admin port (${backend})`, () => {
   test("closing the service closes both ports", async () => {
     await running.stop();
     for (const base of [admin, running.baseUrl]) {
-      await assert.rejects(fetch(`${base}/healthz`), (error: Error) => /ECONNREFUSED/.test(String((error.cause as Error | undefined)?.message ?? error.cause)), base);
+      await assert.rejects(
+        fetch(`${base}/healthz`),
+        (error: Error) => /ECONNREFUSED/.test(String((error.cause as Error | undefined)?.message ?? error.cause)),
+        base,
+      );
     }
   });
 });
@@ -297,23 +367,45 @@ describe(`the CLI and the server process with an admin port (${backend})`, () =>
 
   test("with ADMIN_URL the CLI sends its RPC to the admin port", { timeout: 90_000 }, async () => {
     // SERVER_URL names the public port, which would refuse the RPC: success proves ADMIN_URL was used.
-    const tmc = cliJson(await runCli(["tmc", "create", "--name", "Via ADMIN_URL"], serviceEnv(storage, { SERVER_URL: server.address, ADMIN_URL: adminAddress })));
+    const tmc = cliJson(
+      await runCli(
+        ["tmc", "create", "--name", "Via ADMIN_URL"],
+        serviceEnv(storage, { SERVER_URL: server.address, ADMIN_URL: adminAddress }),
+      ),
+    );
     assert.match(String(tmc.tmcId), UUID);
     assert.equal(tmc.name, "Via ADMIN_URL");
   });
 
-  test("with ADMIN_PORT alone the CLI derives the admin address (ADMIN_HOST, default loopback)", { timeout: 90_000 }, async () => {
-    const env = serviceEnv(storage, { PORT: String(server.port), ADMIN_PORT: new URL(adminAddress).port });
-    const tmc = cliJson(await runCli(["tmc", "create", "--name", "Via ADMIN_PORT"], env));
-    assert.match(String(tmc.tmcId), UUID);
-  });
+  test(
+    "with ADMIN_PORT alone the CLI derives the admin address (ADMIN_HOST, default loopback)",
+    { timeout: 90_000 },
+    async () => {
+      const env = serviceEnv(storage, { PORT: String(server.port), ADMIN_PORT: new URL(adminAddress).port });
+      const tmc = cliJson(await runCli(["tmc", "create", "--name", "Via ADMIN_PORT"], env));
+      assert.match(String(tmc.tmcId), UUID);
+    },
+  );
 
-  test("pointed at the public port only, the CLI is refused there (and does not fall back in-process)", { timeout: 90_000 }, async () => {
-    const r = await runCli(["tmc", "create", "--name", "Via the public port"], serviceEnv(storage, { SERVER_URL: server.address }));
-    assert.equal(r.code, 1, `stdout: ${r.stdout}\nstderr: ${r.stderr}`);
-    assert.equal(r.stdout, "");
-    assert.match(r.stderr, new RegExp(`^error: ${server.address} does not serve OperatorService \\((Unimplemented|ROUTE_NOT_FOUND)\\); .*set ADMIN_URL or ADMIN_PORT`, "m"));
-  });
+  test(
+    "pointed at the public port only, the CLI is refused there (and does not fall back in-process)",
+    { timeout: 90_000 },
+    async () => {
+      const r = await runCli(
+        ["tmc", "create", "--name", "Via the public port"],
+        serviceEnv(storage, { SERVER_URL: server.address }),
+      );
+      assert.equal(r.code, 1, `stdout: ${r.stdout}\nstderr: ${r.stderr}`);
+      assert.equal(r.stdout, "");
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `^error: ${server.address} does not serve OperatorService \\((Unimplemented|ROUTE_NOT_FOUND)\\); .*set ADMIN_URL or ADMIN_PORT`,
+          "m",
+        ),
+      );
+    },
+  );
 
   test("SIGTERM drains and closes both ports: exit 0", { timeout: 60_000 }, async () => {
     const status = await server.stop(15_000);
@@ -321,9 +413,18 @@ describe(`the CLI and the server process with an admin port (${backend})`, () =>
     await assert.rejects(fetch(`${adminAddress}/healthz`));
   });
 
-  test("with no server answering at the admin address the CLI runs in-process, opening no port", { timeout: 90_000 }, async () => {
-    // ADMIN_PORT 1 could not be bound without privileges: the in-process instance must not try.
-    const tmc = cliJson(await runCli(["tmc", "create", "--name", "Offline"], serviceEnv(storage, { ADMIN_PORT: "1", ADMIN_URL: "http://127.0.0.1:1" })));
-    assert.match(String(tmc.tmcId), UUID);
-  });
+  test(
+    "with no server answering at the admin address the CLI runs in-process, opening no port",
+    { timeout: 90_000 },
+    async () => {
+      // ADMIN_PORT 1 could not be bound without privileges: the in-process instance must not try.
+      const tmc = cliJson(
+        await runCli(
+          ["tmc", "create", "--name", "Offline"],
+          serviceEnv(storage, { ADMIN_PORT: "1", ADMIN_URL: "http://127.0.0.1:1" }),
+        ),
+      );
+      assert.match(String(tmc.tmcId), UUID);
+    },
+  );
 });

@@ -15,7 +15,9 @@ describe("bad bytes never reach storage or break the audit trail", () => {
   let seed: { tmcId: string; clientId: string; clientSecret: string };
   let admin: string;
   before(async () => {
-    running = await startService({ env: { TOKEN_RATE_LIMIT_PER_ADDRESS: "10000/60", TOKEN_FAILURE_LIMIT: "10000/60", AUDIT_FLUSH_INTERVAL_MS: "20" } });
+    running = await startService({
+      env: { TOKEN_RATE_LIMIT_PER_ADDRESS: "10000/60", TOKEN_FAILURE_LIMIT: "10000/60", AUDIT_FLUSH_INTERVAL_MS: "20" },
+    });
     seed = await operatorCall(running.baseUrl, "Seed", {});
     admin = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
   });
@@ -38,7 +40,12 @@ describe("bad bytes never reach storage or break the audit trail", () => {
       ["scope", "openid\u007f"],
       ["grant_type", "client_credentials\u001b"],
     ] as const) {
-      const response = await form({ grant_type: "client_credentials", client_id: "a", client_secret: "x", [field]: value });
+      const response = await form({
+        grant_type: "client_credentials",
+        client_id: "a",
+        client_secret: "x",
+        [field]: value,
+      });
       const body = (await response.json()) as any;
       assert.equal(response.status, 400, `${field}: ${JSON.stringify(body)}`);
       assert.equal(body.errorMessages[0].errorCode, "API_VALIDATION_FAILED");
@@ -86,8 +93,14 @@ describe("bad bytes never reach storage or break the audit trail", () => {
     // The same header through gRPC metadata and Connect.
     const grpc = grpcClients(running.baseUrl);
     try {
-      const outcome = await grpc.call("auth", "FetchOauth2Token", { grantType: "client_credentials" }, undefined, { authorization: rawBasic("a\u0000", "x") });
-      assert.equal(assertGrpcFailure(outcome, GRPC.INVALID_ARGUMENT, "API_VALIDATION_FAILED").errorMessages[0]!.errorParameters[0]!.name, "client_id");
+      const outcome = await grpc.call("auth", "FetchOauth2Token", { grantType: "client_credentials" }, undefined, {
+        authorization: rawBasic("a\u0000", "x"),
+      });
+      assert.equal(
+        assertGrpcFailure(outcome, GRPC.INVALID_ARGUMENT, "API_VALIDATION_FAILED").errorMessages[0]!.errorParameters[0]!
+          .name,
+        "client_id",
+      );
     } finally {
       grpc.close();
     }
@@ -117,7 +130,11 @@ describe("bad bytes never reach storage or break the audit trail", () => {
         });
         const answer = (await response.json()) as { code: string; message: string };
         assert.ok(response.status === 400 || response.status === 401, `${path} ${body}: ${response.status}`);
-        assert.doesNotMatch(answer.message, /travel\.|google\.protobuf|[a-z]\.[A-Z]\w*Request/, `${path} ${body}: ${answer.message}`);
+        assert.doesNotMatch(
+          answer.message,
+          /travel\.|google\.protobuf|[a-z]\.[A-Z]\w*Request/,
+          `${path} ${body}: ${answer.message}`,
+        );
       }
     }
   });
@@ -153,11 +170,18 @@ describe("bad bytes never reach storage or break the audit trail", () => {
   });
 
   test("after a NUL request, the following token events are all written", async () => {
-    assert.equal((await form({ grant_type: "client_credentials", client_id: "a\u0000", client_secret: "x" })).status, 400);
-    for (let i = 0; i < 10; i++) assert.equal((await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status, 200);
+    assert.equal(
+      (await form({ grant_type: "client_credentials", client_id: "a\u0000", client_secret: "x" })).status,
+      400,
+    );
+    for (let i = 0; i < 10; i++)
+      assert.equal((await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret)).status, 200);
     const { db } = internalsOf(running.service);
     const count = async () =>
-      Number((await db("audit_events").where({ action: "TOKEN_ISSUED", actor: seed.clientId }).count({ n: "*" }).first())?.n ?? 0);
+      Number(
+        (await db("audit_events").where({ action: "TOKEN_ISSUED", actor: seed.clientId }).count({ n: "*" }).first())
+          ?.n ?? 0,
+      );
     // The writer flushes every 20 ms here; wait for the 11 issued events (1 from `before`) with a bound.
     for (let i = 0; i < 200 && (await count()) < 11; i++) await new Promise((r) => setTimeout(r, 25));
     assert.equal(await count(), 11);

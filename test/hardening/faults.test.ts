@@ -42,76 +42,82 @@ function p99(samples: readonly Sample[]): number {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-describe("bounded latency while a dependency stalls", { skip: !isPostgres && "the embedded default has no Redis or Postgres server to stall" }, () => {
-  let redis: PrivateRedis;
-  let pgProxy: TcpProxy;
-  let running: RunningService;
-  let seed: { clientId: string; clientSecret: string };
-  let token: string;
-  const storage = newStorage();
+describe(
+  "bounded latency while a dependency stalls",
+  { skip: !isPostgres && "the embedded default has no Redis or Postgres server to stall" },
+  () => {
+    let redis: PrivateRedis;
+    let pgProxy: TcpProxy;
+    let running: RunningService;
+    let seed: { clientId: string; clientSecret: string };
+    let token: string;
+    const storage = newStorage();
 
-  before(async () => {
-    redis = await startPrivateRedis();
-    pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
-    const url = new URL(TEST_DATABASE_URL);
-    url.port = String(pgProxy.port);
-    running = await startService({
-      storage,
-      env: {
-        DATABASE_URL: url.toString(),
-        REDIS_URL: redis.url,
-        TOKEN_RATE_LIMIT_PER_ADDRESS: "1000000/60",
-        TOKEN_RATE_LIMIT_PER_CLIENT: "1000000/60",
-        LOG_LEVEL: "warn",
-      },
+    before(async () => {
+      redis = await startPrivateRedis();
+      pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
+      const url = new URL(TEST_DATABASE_URL);
+      url.port = String(pgProxy.port);
+      running = await startService({
+        storage,
+        env: {
+          DATABASE_URL: url.toString(),
+          REDIS_URL: redis.url,
+          TOKEN_RATE_LIMIT_PER_ADDRESS: "1000000/60",
+          TOKEN_RATE_LIMIT_PER_CLIENT: "1000000/60",
+          LOG_LEVEL: "warn",
+        },
+      });
+      seed = await operatorCall(running.baseUrl, "Seed", {});
+      token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
     });
-    seed = await operatorCall(running.baseUrl, "Seed", {});
-    token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
-  });
-  after(async () => {
-    redis?.resume();
-    pgProxy?.resume();
-    await running?.stop();
-    await pgProxy?.close();
-    await redis?.stop();
-    await dropStorage(storage);
-  });
+    after(async () => {
+      redis?.resume();
+      pgProxy?.resume();
+      await running?.stop();
+      await pgProxy?.close();
+      await redis?.stop();
+      await dropStorage(storage);
+    });
 
-  const mixed = async () => {
-    const issued = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
-    await issued.arrayBuffer();
-    if (issued.status !== 200) return issued.status;
-    const read = await callApi(running.baseUrl, "/v2/api-users?limit=1", token);
-    await read.arrayBuffer();
-    return read.status;
-  };
+    const mixed = async () => {
+      const issued = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
+      await issued.arrayBuffer();
+      if (issued.status !== 200) return issued.status;
+      const read = await callApi(running.baseUrl, "/v2/api-users?limit=1", token);
+      await read.arrayBuffer();
+      return read.status;
+    };
 
-  test("Redis stalled (SIGSTOP) for 20 s: every request still answered 200, p99 under 2 s, readiness degraded, then back to normal", async () => {
-    const stop = sleep(22_000);
-    const loading = load(8, mixed, stop);
-    await sleep(1_000);
-    redis.pause();
-    await sleep(2_000);
-    const during = (await (await fetch(`${running.baseUrl}/readyz`)).json()) as { status: string; checks: Record<string, string> };
-    assert.equal(during.status, "degraded");
-    assert.equal(during.checks.redis, "degraded");
-    await sleep(18_000);
-    redis.resume();
-    const samples = await loading;
-    const failures = samples.filter((s) => s.status !== 200);
-    assert.deepEqual(failures.slice(0, 5), [], `${failures.length} of ${samples.length} not 200`);
-    assert.ok(p99(samples) < 2_000, `p99 ${p99(samples).toFixed(0)} ms over ${samples.length} requests`);
-    // Recovery without a restart: the breaker closes and readiness says ready.
-    let status = "";
-    for (let i = 0; i < 50 && status !== "ready"; i++) {
-      status = ((await (await fetch(`${running.baseUrl}/readyz`)).json()) as { status: string }).status;
-      if (status !== "ready") await sleep(200);
-    }
-    assert.equal(status, "ready");
-    console.log(`redis stall: ${samples.length} requests, p99 ${p99(samples).toFixed(0)} ms, 0 non-200`);
-  });
-
-});
+    test("Redis stalled (SIGSTOP) for 20 s: every request still answered 200, p99 under 2 s, readiness degraded, then back to normal", async () => {
+      const stop = sleep(22_000);
+      const loading = load(8, mixed, stop);
+      await sleep(1_000);
+      redis.pause();
+      await sleep(2_000);
+      const during = (await (await fetch(`${running.baseUrl}/readyz`)).json()) as {
+        status: string;
+        checks: Record<string, string>;
+      };
+      assert.equal(during.status, "degraded");
+      assert.equal(during.checks.redis, "degraded");
+      await sleep(18_000);
+      redis.resume();
+      const samples = await loading;
+      const failures = samples.filter((s) => s.status !== 200);
+      assert.deepEqual(failures.slice(0, 5), [], `${failures.length} of ${samples.length} not 200`);
+      assert.ok(p99(samples) < 2_000, `p99 ${p99(samples).toFixed(0)} ms over ${samples.length} requests`);
+      // Recovery without a restart: the breaker closes and readiness says ready.
+      let status = "";
+      for (let i = 0; i < 50 && status !== "ready"; i++) {
+        status = ((await (await fetch(`${running.baseUrl}/readyz`)).json()) as { status: string }).status;
+        if (status !== "ready") await sleep(200);
+      }
+      assert.equal(status, "ready");
+      console.log(`redis stall: ${samples.length} requests, p99 ${p99(samples).toFixed(0)} ms, 0 non-200`);
+    });
+  },
+);
 
 /**
  * Issue 18, finding 3: under a closed loop of 8 workers a warm pool of 10 never opens a new
@@ -122,82 +128,112 @@ describe("bounded latency while a dependency stalls", { skip: !isPostgres && "th
  * "timeout expired", which was answered 500) and wait for pooled ones (the acquire timeout). The
  * stall outlasts every timeout on the way: connect and acquire (0.5 s), query (1 s).
  */
-describe("Postgres stalled under an open loop larger than the pool", { skip: !isPostgres && "the embedded default has no Postgres server to stall" }, () => {
-  let pgProxy: TcpProxy;
-  let server: ServerProcess;
-  let baseUrl: string;
-  let seed: { clientId: string; clientSecret: string };
-  const storage = newStorage();
+describe(
+  "Postgres stalled under an open loop larger than the pool",
+  { skip: !isPostgres && "the embedded default has no Postgres server to stall" },
+  () => {
+    let pgProxy: TcpProxy;
+    let server: ServerProcess;
+    let baseUrl: string;
+    let seed: { clientId: string; clientSecret: string };
+    const storage = newStorage();
 
-  before(async () => {
-    pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
-    const url = new URL(TEST_DATABASE_URL);
-    url.port = String(pgProxy.port);
-    server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS, DATABASE_URL: url.toString() }));
-    baseUrl = server.address;
-    seed = await operatorCall(baseUrl, "Seed", {});
-  });
-  after(async () => {
-    pgProxy?.resume();
-    await server?.stop();
-    await pgProxy?.close();
-    await dropStorage(storage);
-  });
+    before(async () => {
+      pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
+      const url = new URL(TEST_DATABASE_URL);
+      url.port = String(pgProxy.port);
+      server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS, DATABASE_URL: url.toString() }));
+      baseUrl = server.address;
+      seed = await operatorCall(baseUrl, "Seed", {});
+    });
+    after(async () => {
+      pgProxy?.resume();
+      await server?.stop();
+      await pgProxy?.close();
+      await dropStorage(storage);
+    });
 
-  test("stalled for 6 s under an open loop (a request fired every 10 ms, answered or not): every answer is 200 or 503 DEPENDENCY_UNAVAILABLE with Retry-After (never 500), then service resumes", async () => {
-    // One after another, so the pool holds few connections when the stall begins (it keeps idle
-    // ones 30 s): the open loop must then open new ones into the stall.
-    const readers: string[] = [];
-    for (let i = 0; i < 12; i++) {
-      const tenant = await newTenant(baseUrl);
-      readers.push(await accessToken(baseUrl, tenant.admin.clientId, tenant.admin.clientSecret));
-    }
-    const RATE_PER_SECOND = 100;
-    const answers: Array<Promise<{ status: number; retryAfter: string | null; ms: number; errorCode?: string }>> = [];
-    let fired = 0;
-    const fire = () => {
-      const i = fired++;
-      const started = performance.now();
-      // Mostly reads that need Postgres; every fourth a token request (served from the caches while they are warm).
-      const request = i % 4 === 3 ? fetchToken(baseUrl, seed.clientId, seed.clientSecret) : callApi(baseUrl, "/v2/api-users?limit=1", readers[i % readers.length]!);
-      answers.push(
-        request.then(
-          async (r) => {
-            const body = (await r.json().catch(() => ({}))) as { errorMessages?: Array<{ errorCode?: string }> };
-            return { status: r.status, retryAfter: r.headers.get("retry-after"), ms: performance.now() - started, errorCode: body.errorMessages?.[0]?.errorCode };
-          },
-          () => ({ status: 0, retryAfter: null, ms: performance.now() - started }),
-        ),
+    test("stalled for 6 s under an open loop (a request fired every 10 ms, answered or not): every answer is 200 or 503 DEPENDENCY_UNAVAILABLE with Retry-After (never 500), then service resumes", async () => {
+      // One after another, so the pool holds few connections when the stall begins (it keeps idle
+      // ones 30 s): the open loop must then open new ones into the stall.
+      const readers: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const tenant = await newTenant(baseUrl);
+        readers.push(await accessToken(baseUrl, tenant.admin.clientId, tenant.admin.clientSecret));
+      }
+      const RATE_PER_SECOND = 100;
+      const answers: Array<Promise<{ status: number; retryAfter: string | null; ms: number; errorCode?: string }>> = [];
+      let fired = 0;
+      const fire = () => {
+        const i = fired++;
+        const started = performance.now();
+        // Mostly reads that need Postgres; every fourth a token request (served from the caches while they are warm).
+        const request =
+          i % 4 === 3
+            ? fetchToken(baseUrl, seed.clientId, seed.clientSecret)
+            : callApi(baseUrl, "/v2/api-users?limit=1", readers[i % readers.length]!);
+        answers.push(
+          request.then(
+            async (r) => {
+              const body = (await r.json().catch(() => ({}))) as { errorMessages?: Array<{ errorCode?: string }> };
+              return {
+                status: r.status,
+                retryAfter: r.headers.get("retry-after"),
+                ms: performance.now() - started,
+                errorCode: body.errorMessages?.[0]?.errorCode,
+              };
+            },
+            () => ({ status: 0, retryAfter: null, ms: performance.now() - started }),
+          ),
+        );
+      };
+      // An open loop: a request every 10 ms whether or not earlier ones were answered.
+      const timer = setInterval(fire, 1000 / RATE_PER_SECOND);
+      await sleep(200);
+      pgProxy.stall();
+      await sleep(6_000);
+      pgProxy.resume();
+      await sleep(1_000);
+      clearInterval(timer);
+      const samples = await Promise.all(answers);
+      const byStatus = new Map<string, number>();
+      for (const s of samples)
+        byStatus.set(
+          `${s.status}${s.errorCode ? ` ${s.errorCode}` : ""}`,
+          (byStatus.get(`${s.status}${s.errorCode ? ` ${s.errorCode}` : ""}`) ?? 0) + 1,
+        );
+      const summary = [...byStatus].map(([status, n]) => `${status} ×${n}`).join(", ");
+      const wrong = samples.filter((s) => s.status !== 200 && s.status !== 503);
+      assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} of ${samples.length} neither 200 nor 503 (${summary})`);
+      const unavailable = samples.filter((s) => s.status === 503);
+      assert.ok(unavailable.length > 0, `the stall was felt (${summary})`);
+      assert.ok(
+        unavailable.every((s) => s.errorCode === "DEPENDENCY_UNAVAILABLE" && s.retryAfter === "1"),
+        `every 503 is DEPENDENCY_UNAVAILABLE with Retry-After: 1 (${summary})`,
       );
-    };
-    // An open loop: a request every 10 ms whether or not earlier ones were answered.
-    const timer = setInterval(fire, 1000 / RATE_PER_SECOND);
-    await sleep(200);
-    pgProxy.stall();
-    await sleep(6_000);
-    pgProxy.resume();
-    await sleep(1_000);
-    clearInterval(timer);
-    const samples = await Promise.all(answers);
-    const byStatus = new Map<string, number>();
-    for (const s of samples) byStatus.set(`${s.status}${s.errorCode ? ` ${s.errorCode}` : ""}`, (byStatus.get(`${s.status}${s.errorCode ? ` ${s.errorCode}` : ""}`) ?? 0) + 1);
-    const summary = [...byStatus].map(([status, n]) => `${status} ×${n}`).join(", ");
-    const wrong = samples.filter((s) => s.status !== 200 && s.status !== 503);
-    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} of ${samples.length} neither 200 nor 503 (${summary})`);
-    const unavailable = samples.filter((s) => s.status === 503);
-    assert.ok(unavailable.length > 0, `the stall was felt (${summary})`);
-    assert.ok(unavailable.every((s) => s.errorCode === "DEPENDENCY_UNAVAILABLE" && s.retryAfter === "1"), `every 503 is DEPENDENCY_UNAVAILABLE with Retry-After: 1 (${summary})`);
-    // Nothing hangs: the request deadline (REQUEST_DEADLINE_MS, 5 s) bounds the RPC; the margin is
-    // for a loaded machine's event loops (this runner's and the server's).
-    assert.ok(samples.every((s) => s.ms < 10_000), `slowest answer ${Math.max(...samples.map((s) => s.ms)).toFixed(0)} ms`);
-    let status = 0;
-    for (let i = 0; i < 50 && status !== 200; i++) {
-      status = (await callApi(baseUrl, "/v2/api-users?limit=1", readers[0]!)).status;
-      if (status !== 200) await sleep(200);
-    }
-    assert.equal(status, 200, "service resumed without a restart");
-    const all = await Promise.all(readers.map((t) => callApi(baseUrl, "/v2/api-users?limit=1", t).then((r) => r.status)));
-    assert.deepEqual(all, readers.map(() => 200), "every reader is served again");
-    console.log(`postgres stall (open loop, ${RATE_PER_SECOND}/s asked, ${(samples.length / 6.2).toFixed(0)}/s fired): ${samples.length} requests: ${summary}; p99 ${p99(samples).toFixed(0)} ms, max ${Math.max(...samples.map((s) => s.ms)).toFixed(0)} ms`);
-  });
-});
+      // Nothing hangs: the request deadline (REQUEST_DEADLINE_MS, 5 s) bounds the RPC; the margin is
+      // for a loaded machine's event loops (this runner's and the server's).
+      assert.ok(
+        samples.every((s) => s.ms < 10_000),
+        `slowest answer ${Math.max(...samples.map((s) => s.ms)).toFixed(0)} ms`,
+      );
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 200; i++) {
+        status = (await callApi(baseUrl, "/v2/api-users?limit=1", readers[0]!)).status;
+        if (status !== 200) await sleep(200);
+      }
+      assert.equal(status, 200, "service resumed without a restart");
+      const all = await Promise.all(
+        readers.map((t) => callApi(baseUrl, "/v2/api-users?limit=1", t).then((r) => r.status)),
+      );
+      assert.deepEqual(
+        all,
+        readers.map(() => 200),
+        "every reader is served again",
+      );
+      console.log(
+        `postgres stall (open loop, ${RATE_PER_SECOND}/s asked, ${(samples.length / 6.2).toFixed(0)}/s fired): ${samples.length} requests: ${summary}; p99 ${p99(samples).toFixed(0)} ms, max ${Math.max(...samples.map((s) => s.ms)).toFixed(0)} ms`,
+      );
+    });
+  },
+);

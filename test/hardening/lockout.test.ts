@@ -15,7 +15,12 @@ describe("a lockout that protects without becoming a weapon", () => {
   let bystander: { clientId: string; clientSecret: string };
   before(async () => {
     running = await startService({
-      env: { TRUSTED_PROXIES: "127.0.0.1", TOKEN_FAILURE_LIMIT: "10/900", TOKEN_RATE_LIMIT_PER_ADDRESS: "100000/60", TOKEN_RATE_LIMIT_PER_CLIENT: "100000/60" },
+      env: {
+        TRUSTED_PROXIES: "127.0.0.1",
+        TOKEN_FAILURE_LIMIT: "10/900",
+        TOKEN_RATE_LIMIT_PER_ADDRESS: "100000/60",
+        TOKEN_RATE_LIMIT_PER_CLIENT: "100000/60",
+      },
     });
     const seed = await operatorCall<{ tmcId: string }>(running.baseUrl, "Seed", {});
     victim = await operatorCall(running.baseUrl, "CreateApiUser", { tmcId: seed.tmcId });
@@ -40,7 +45,11 @@ describe("a lockout that protects without becoming a weapon", () => {
     for (let i = 0; i < 15; i++) statuses.push(await token(nat, `made-up-${i}`, "guess"));
     assert.deepEqual(statuses.slice(0, 10), Array(10).fill(403));
     assert.deepEqual(statuses.slice(10), Array(5).fill(429), "the guesser is stopped");
-    assert.equal(await token(nat, victim.clientId, victim.clientSecret), 200, "a real client behind the same address is not");
+    assert.equal(
+      await token(nat, victim.clientId, victim.clientSecret),
+      200,
+      "a real client behind the same address is not",
+    );
     assert.equal(await token(nat, bystander.clientId, bystander.clientSecret), 200);
   });
 
@@ -48,16 +57,32 @@ describe("a lockout that protects without becoming a weapon", () => {
     const attacker = "203.0.113.9";
     for (let i = 0; i < 10; i++) assert.equal(await token(attacker, victim.clientId, `wrong-${i}`), 403);
     assert.equal(await token(attacker, victim.clientId, "wrong-again"), 429, "locked out where the guessing happens");
-    assert.equal(await token("192.0.2.20", victim.clientId, victim.clientSecret), 200, "the client elsewhere keeps getting tokens");
-    assert.equal(await token(attacker, bystander.clientId, bystander.clientSecret), 200, "other clients at that address are unaffected");
+    assert.equal(
+      await token("192.0.2.20", victim.clientId, victim.clientSecret),
+      200,
+      "the client elsewhere keeps getting tokens",
+    );
+    assert.equal(
+      await token(attacker, bystander.clientId, bystander.clientSecret),
+      200,
+      "other clients at that address are unaffected",
+    );
   });
 
   test("issue 18 finding 7: 10 wrong secrets from a shared address do not refuse the right secret there, while guessing stays bounded", async () => {
-    const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", {
-      tmcId: (await operatorCall<{ tmcId: string }>(running.baseUrl, "Seed", {})).tmcId,
-    });
+    const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "CreateApiUser",
+      {
+        tmcId: (await operatorCall<{ tmcId: string }>(running.baseUrl, "Seed", {})).tmcId,
+      },
+    );
     const nat = "198.51.100.200";
-    assert.equal(await token(nat, clientId, clientSecret), 200, "the client works from its office (and its record is now held: the one-round-trip path)");
+    assert.equal(
+      await token(nat, clientId, clientSecret),
+      200,
+      "the client works from its office (and its record is now held: the one-round-trip path)",
+    );
     for (let i = 0; i < 10; i++) assert.equal(await token(nat, clientId, `stranger-${i}`), 403);
     for (let round = 0; round < 3; round++) {
       assert.equal(await token(nat, clientId, clientSecret), 200, "the right secret from the shared address");
@@ -67,13 +92,19 @@ describe("a lockout that protects without becoming a weapon", () => {
     const statuses = [];
     for (let i = 0; i < 100; i++) statuses.push(await token(nat, clientId, `flood-${i}`));
     assert.deepEqual([...new Set(statuses)], [429]);
-    assert.equal(await token(nat, clientId, clientSecret), 429, "the locked-guess budget is spent: not evaluated any more at that address");
+    assert.equal(
+      await token(nat, clientId, clientSecret),
+      429,
+      "the locked-guess budget is spent: not evaluated any more at that address",
+    );
     assert.equal(await token("192.0.2.201", clientId, clientSecret), 200, "elsewhere the client is unaffected");
   });
 
   test("concurrent guesses never overshoot the budget", async () => {
     const attacker = "203.0.113.50";
-    const statuses = await Promise.all(Array.from({ length: 30 }, (_, i) => token(attacker, bystander.clientId, `wrong-${i}`)));
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => token(attacker, bystander.clientId, `wrong-${i}`)),
+    );
     assert.equal(statuses.filter((s) => s === 403).length, 10, `evaluated: ${statuses.join(",")}`);
     assert.equal(statuses.filter((s) => s === 429).length, 20);
   });
@@ -86,16 +117,24 @@ describe("a lockout that protects without becoming a weapon", () => {
   test("the operator sees a lockout and lifts it at once", async () => {
     const attacker = "203.0.113.77";
     for (let i = 0; i < 10; i++) await token(attacker, victim.clientId, "wrong");
-    const shown = await operatorCall<Record<string, unknown>>(running.baseUrl, "GetTokenLockout", { clientId: victim.clientId, address: attacker });
+    const shown = await operatorCall<Record<string, unknown>>(running.baseUrl, "GetTokenLockout", {
+      clientId: victim.clientId,
+      address: attacker,
+    });
     assert.equal(shown.failures, 10);
     assert.equal(shown.limit, 10);
     assert.equal(shown.lockedOut, true);
     assert.ok(Number(shown.resetSeconds) > 800 && Number(shown.resetSeconds) <= 900);
-    const unknown = await operatorCall<Record<string, unknown>>(running.baseUrl, "GetTokenLockout", { address: "198.51.100.7" });
+    const unknown = await operatorCall<Record<string, unknown>>(running.baseUrl, "GetTokenLockout", {
+      address: "198.51.100.7",
+    });
     assert.equal(unknown.lockedOut, true, "the made-up ids of the first test");
     await operatorCall(running.baseUrl, "ResetTokenLockout", { clientId: victim.clientId, address: attacker });
     assert.equal(await token(attacker, victim.clientId, victim.clientSecret), 200);
-    const after = await operatorCall<Record<string, unknown>>(running.baseUrl, "GetTokenLockout", { clientId: victim.clientId, address: attacker });
+    const after = await operatorCall<Record<string, unknown>>(running.baseUrl, "GetTokenLockout", {
+      clientId: victim.clientId,
+      address: attacker,
+    });
     // Connect's JSON leaves zero values out.
     assert.equal(after.failures ?? 0, 0);
     assert.equal(after.lockedOut ?? false, false);
@@ -108,7 +147,9 @@ describe("a lockout that protects without becoming a weapon", () => {
       body: JSON.stringify({ address: "not-an-ip" }),
     });
     assert.equal(response.status, 400);
-    const body = (await response.json()) as { details: Array<{ debug?: { errorMessages?: Array<{ errorParameters: Array<{ name: string }> }> } }> };
+    const body = (await response.json()) as {
+      details: Array<{ debug?: { errorMessages?: Array<{ errorParameters: Array<{ name: string }> }> } }>;
+    };
     assert.equal(body.details[0]?.debug?.errorMessages?.[0]?.errorParameters[0]?.name, "address");
   });
 
@@ -124,8 +165,16 @@ describe("a lockout that protects without becoming a weapon", () => {
     for (let i = 0; i < 12; i++) statuses.push(await call(guesser, `guess-${i}`));
     assert.deepEqual(statuses, [...Array(10).fill(401), 429, 429]);
     // As for clients (issue 18): the lockout refuses wrong credentials, not the right one.
-    assert.equal(await call(guesser, operatorHeaders.authorization.slice("Bearer ".length)), 200, "the right credential passes at that address");
+    assert.equal(
+      await call(guesser, operatorHeaders.authorization.slice("Bearer ".length)),
+      200,
+      "the right credential passes at that address",
+    );
     assert.equal(await call(guesser, "guess-again"), 429, "wrong ones stay refused there");
-    assert.equal(await call("192.0.2.250", operatorHeaders.authorization.slice("Bearer ".length)), 200, "the operator elsewhere is not affected");
+    assert.equal(
+      await call("192.0.2.250", operatorHeaders.authorization.slice("Bearer ".length)),
+      200,
+      "the operator elsewhere is not affected",
+    );
   });
 });

@@ -3,7 +3,16 @@ import { after, before, describe, test } from "node:test";
 import knexPkg, { type Knex } from "knex";
 import { backend, isPostgres, TEST_DATABASE_URL } from "../helpers/backend.js";
 import type { RunningService } from "../helpers/service.js";
-import { disposeService, getWith, newApiUser, newTenant, postJson, ROOMY_RATE_LIMITS, startTokenService, type HttpReply } from "../helpers/token-kit.js";
+import {
+  disposeService,
+  getWith,
+  newApiUser,
+  newTenant,
+  postJson,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+  type HttpReply,
+} from "../helpers/token-kit.js";
 import { creditJson, importCredits, MIGRATE_PATH, tokenFor, uuid } from "../air-credits/air-credit-kit.js";
 
 /**
@@ -29,10 +38,21 @@ describe(`one tenant cannot starve the pool (${backend})`, () => {
     const base = running.baseUrl;
     const a = await newTenant(base);
     const companyAdmin = await newApiUser(base, a.tmcId, "COMPANY_ADMIN", a.orgId);
-    attacker = { tmcId: a.tmcId, orgId: a.orgId, tmcAdmin: await tokenFor(base, a.admin), companyAdmin: await tokenFor(base, companyAdmin) };
+    attacker = {
+      tmcId: a.tmcId,
+      orgId: a.orgId,
+      tmcAdmin: await tokenFor(base, a.admin),
+      companyAdmin: await tokenFor(base, companyAdmin),
+    };
     const b = await newTenant(base);
     victimToken = await tokenFor(base, b.admin);
-    if (isPostgres) lockHolder = knexPkg.knex({ client: "pg", connection: TEST_DATABASE_URL, searchPath: [running.storage.schema!], pool: { min: 0, max: 1 } });
+    if (isPostgres)
+      lockHolder = knexPkg.knex({
+        client: "pg",
+        connection: TEST_DATABASE_URL,
+        searchPath: [running.storage.schema!],
+        pool: { min: 0, max: 1 },
+      });
   });
   after(async () => {
     await lockHolder?.destroy();
@@ -64,7 +84,11 @@ describe(`one tenant cannot starve the pool (${backend})`, () => {
       .logs()
       .slice(logsBefore)
       .split("\n")
-      .filter((line) => /"(credential reconcile|audit flush|credential log prune|signing key reload) failed"|audit write failed/.test(line));
+      .filter((line) =>
+        /"(credential reconcile|audit flush|credential log prune|signing key reload) failed"|audit write failed/.test(
+          line,
+        ),
+      );
   }
 
   function assertBurstAnswers(answers: readonly HttpReply[], allowed: ReadonlySet<string>): Map<string, number> {
@@ -81,42 +105,83 @@ describe(`one tenant cannot starve the pool (${backend})`, () => {
   test("30 concurrent migrations of one payment source by one company admin, while another TMC reads: every read 200, the burst 200/409/429 with Retry-After, jobs unharmed", async () => {
     const paymentSourceId = uuid();
     await importCredits(running.baseUrl, attacker.orgId, [
-      creditJson({ ticket: "9990000000001", airline: "AA", source: "SABRE", pcc: "P1", fop: "Visa", access: "CARD_ACCESS_CENTRAL", entity: "E1", expiresIn: 30, paymentSourceId }),
+      creditJson({
+        ticket: "9990000000001",
+        airline: "AA",
+        source: "SABRE",
+        pcc: "P1",
+        fop: "Visa",
+        access: "CARD_ACCESS_CENTRAL",
+        entity: "E1",
+        expiresIn: 30,
+        paymentSourceId,
+      }),
     ]);
     const logsBefore = running.logs().length;
-    const release = await holdLock("select id from air_credits where payment_source_id = ? for update", [paymentSourceId]);
+    const release = await holdLock("select id from air_credits where payment_source_id = ? for update", [
+      paymentSourceId,
+    ]);
     const burst = Promise.all(
       Array.from({ length: 30 }, () =>
-        postJson(running.baseUrl, MIGRATE_PATH, { paymentSourceIds: [paymentSourceId], updateCreditUsageTypeTo: "COMPANY" }, { authorization: `Bearer ${attacker.companyAdmin}` }),
+        postJson(
+          running.baseUrl,
+          MIGRATE_PATH,
+          { paymentSourceIds: [paymentSourceId], updateCreditUsageTypeTo: "COMPANY" },
+          { authorization: `Bearer ${attacker.companyAdmin}` },
+        ),
       ),
     );
     const reads = await victimReads(52, 40);
     await release();
     const answers = await burst;
     const readStatuses = reads.map((r) => r.status);
-    assert.deepEqual(readStatuses.filter((s) => s !== 200), [], `the other TMC's reads: ${readStatuses.join(",")}`);
+    assert.deepEqual(
+      readStatuses.filter((s) => s !== 200),
+      [],
+      `the other TMC's reads: ${readStatuses.join(",")}`,
+    );
     const seen = assertBurstAnswers(answers, new Set(["200", "409 RESOURCE_BUSY", "429 TOO_MANY_CONCURRENT_REQUESTS"]));
     if (!isPostgres) assert.ok((seen.get("200") ?? 0) > 0, "without a lock held, the admitted migrations succeed");
     // A retry after the lock is gone succeeds: the refused calls changed nothing.
-    const retried = await postJson(running.baseUrl, MIGRATE_PATH, { paymentSourceIds: [paymentSourceId], updateCreditUsageTypeTo: "COMPANY" }, { authorization: `Bearer ${attacker.companyAdmin}` });
+    const retried = await postJson(
+      running.baseUrl,
+      MIGRATE_PATH,
+      { paymentSourceIds: [paymentSourceId], updateCreditUsageTypeTo: "COMPANY" },
+      { authorization: `Bearer ${attacker.companyAdmin}` },
+    );
     assert.equal(retried.status, 200, JSON.stringify(retried.body));
-    assert.deepEqual(retried.body.migrationStatus.map((m: { status: string }) => m.status), ["SUCCESS"]);
+    assert.deepEqual(
+      retried.body.migrationStatus.map((m: { status: string }) => m.status),
+      ["SUCCESS"],
+    );
     assert.deepEqual(jobFailures(logsBefore), [], "background jobs kept working");
-    console.log(`migration burst (${backend}): ${[...seen].map(([k, n]) => `${k} ×${n}`).join(", ")}; 52 of 52 reads of the other TMC 200`);
+    console.log(
+      `migration burst (${backend}): ${[...seen].map(([k, n]) => `${k} ×${n}`).join(", ")}; 52 of 52 reads of the other TMC 200`,
+    );
   });
 
   test("12 concurrent creates in one TMC, while another TMC reads: every read 200, the burst 200/409/429 with Retry-After", async () => {
     const logsBefore = running.logs().length;
     const release = await holdLock("select id from tmcs where id = ? for update", [attacker.tmcId]);
-    const burst = Promise.all(Array.from({ length: 12 }, () => postJson(running.baseUrl, "/v2/api-users", {}, { authorization: `Bearer ${attacker.tmcAdmin}` })));
+    const burst = Promise.all(
+      Array.from({ length: 12 }, () =>
+        postJson(running.baseUrl, "/v2/api-users", {}, { authorization: `Bearer ${attacker.tmcAdmin}` }),
+      ),
+    );
     const reads = await victimReads(40, 40);
     await release();
     const answers = await burst;
     const readStatuses = reads.map((r) => r.status);
-    assert.deepEqual(readStatuses.filter((s) => s !== 200), [], `the other TMC's reads: ${readStatuses.join(",")}`);
+    assert.deepEqual(
+      readStatuses.filter((s) => s !== 200),
+      [],
+      `the other TMC's reads: ${readStatuses.join(",")}`,
+    );
     // The TMC allows 50 API users: a 409 here is the lock wait, never the limit.
     const seen = assertBurstAnswers(answers, new Set(["200", "409 RESOURCE_BUSY", "429 TOO_MANY_CONCURRENT_REQUESTS"]));
     assert.deepEqual(jobFailures(logsBefore), [], "background jobs kept working");
-    console.log(`create burst (${backend}): ${[...seen].map(([k, n]) => `${k} ×${n}`).join(", ")}; 40 of 40 reads of the other TMC 200`);
+    console.log(
+      `create burst (${backend}): ${[...seen].map(([k, n]) => `${k} ×${n}`).join(", ")}; 40 of 40 reads of the other TMC 200`,
+    );
   });
 });

@@ -80,7 +80,12 @@ function connectAnswer(status: number, headers: Record<string, string>, body: Bu
 }
 
 /** gRPC and gRPC-Web: grpc-status in the trailers (or in the headers of a trailers-only answer). */
-function grpcAnswer(status: number, headers: Record<string, string>, trailers: Record<string, string>, body: Buffer): Answer {
+function grpcAnswer(
+  status: number,
+  headers: Record<string, string>,
+  trailers: Record<string, string>,
+  body: Buffer,
+): Answer {
   const t = trailers["grpc-status"] !== undefined ? trailers : headers;
   const details = t["grpc-status-details-bin"];
   return {
@@ -97,10 +102,13 @@ function grpcAnswer(status: number, headers: Record<string, string>, trailers: R
 /** The trailer envelope of a gRPC-Web body, as headers. */
 function grpcWebTrailers(body: Buffer): Record<string, string> {
   const trailers: Record<string, string> = {};
-  for (let at = 0; at + 5 <= body.length; ) {
+  for (let at = 0; at + 5 <= body.length;) {
     const length = body.readUInt32BE(at + 1);
     if (body[at]! & 0x80) {
-      for (const line of body.subarray(at + 5, at + 5 + length).toString("utf8").split("\r\n")) {
+      for (const line of body
+        .subarray(at + 5, at + 5 + length)
+        .toString("utf8")
+        .split("\r\n")) {
         const i = line.indexOf(":");
         if (i > 0) trailers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
       }
@@ -131,13 +139,24 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
 
   const auth = () => ({ authorization: `Bearer ${adminToken}` });
 
-  async function connectCall(init: { method?: string; headers: Record<string, string>; body?: Uint8Array | string }, path = ROTATE): Promise<Answer> {
-    const response = await fetch(`${baseUrl}${path}`, { method: init.method ?? "POST", headers: { ...auth(), ...init.headers }, body: init.body });
+  async function connectCall(
+    init: { method?: string; headers: Record<string, string>; body?: Uint8Array | string },
+    path = ROTATE,
+  ): Promise<Answer> {
+    const response = await fetch(`${baseUrl}${path}`, {
+      method: init.method ?? "POST",
+      headers: { ...auth(), ...init.headers },
+      body: init.body,
+    });
     return connectAnswer(response.status, headersOf(response), Buffer.from(await response.arrayBuffer()));
   }
 
   async function grpcWebCall(contentType: string, body: Uint8Array | string, path = ROTATE): Promise<Answer> {
-    const response = await fetch(`${baseUrl}${path}`, { method: "POST", headers: { ...auth(), "content-type": contentType, "x-grpc-web": "1" }, body });
+    const response = await fetch(`${baseUrl}${path}`, {
+      method: "POST",
+      headers: { ...auth(), "content-type": contentType, "x-grpc-web": "1" },
+      body,
+    });
     const bytes = Buffer.from(await response.arrayBuffer());
     return grpcAnswer(response.status, headersOf(response), grpcWebTrailers(bytes), bytes);
   }
@@ -148,12 +167,20 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     session.on("error", () => undefined);
     try {
       return await new Promise<Answer>((resolve, reject) => {
-        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...auth(), ...headers });
+        const stream = session.request({
+          ":method": "POST",
+          ":path": path,
+          "content-type": "application/grpc",
+          te: "trailers",
+          ...auth(),
+          ...headers,
+        });
         let status = 0;
         let responseHeaders: Record<string, string> = {};
         let trailers: Record<string, string> = {};
         const chunks: Buffer[] = [];
-        const flat = (h: http2.IncomingHttpHeaders) => Object.fromEntries(Object.entries(h).map(([k, v]) => [k, String(v)]));
+        const flat = (h: http2.IncomingHttpHeaders) =>
+          Object.fromEntries(Object.entries(h).map(([k, v]) => [k, String(v)]));
         stream.on("response", (h) => {
           status = Number(h[":status"]);
           responseHeaders = flat(h);
@@ -188,26 +215,33 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
       },
       "ApiUserService",
     );
-    const client = new Client(new URL(baseUrl).host, grpc.credentials.createInsecure(), { "grpc.max_send_message_length": -1 }) as unknown as grpc.Client &
-      Record<string, (...args: unknown[]) => grpc.ClientUnaryCall>;
+    const client = new Client(new URL(baseUrl).host, grpc.credentials.createInsecure(), {
+      "grpc.max_send_message_length": -1,
+    }) as unknown as grpc.Client & Record<string, (...args: unknown[]) => grpc.ClientUnaryCall>;
     try {
       return await new Promise<Answer>((resolve) => {
         const metadata = new grpc.Metadata();
         metadata.set("authorization", auth().authorization);
         let requestId: string | undefined;
-        const call = client.RotateClientSecret!(payload, metadata, { deadline: Date.now() + 15_000 }, (err: grpc.ServiceError | null) => {
-          if (!err) return resolve({ status: 200, code: undefined, requestId, headers: {}, raw: "unexpected success" });
-          const [details] = err.metadata.get("grpc-status-details-bin");
-          resolve({
-            status: 200,
-            code: err.code as number as Code,
-            message: err.details,
-            requestId,
-            errorResponse: Buffer.isBuffer(details) ? errorResponseIn(decodeRpcStatus(details).details) : undefined,
-            headers: {},
-            raw: `${grpc.status[err.code]} ${err.details}`,
-          });
-        });
+        const call = client.RotateClientSecret!(
+          payload,
+          metadata,
+          { deadline: Date.now() + 15_000 },
+          (err: grpc.ServiceError | null) => {
+            if (!err)
+              return resolve({ status: 200, code: undefined, requestId, headers: {}, raw: "unexpected success" });
+            const [details] = err.metadata.get("grpc-status-details-bin");
+            resolve({
+              status: 200,
+              code: err.code as number as Code,
+              message: err.details,
+              requestId,
+              errorResponse: Buffer.isBuffer(details) ? errorResponseIn(decodeRpcStatus(details).details) : undefined,
+              headers: {},
+              raw: `${grpc.status[err.code]} ${err.details}`,
+            });
+          },
+        );
         call.on("metadata", (m: grpc.Metadata) => (requestId = String(m.get("x-request-id")[0] ?? "")));
       });
     } finally {
@@ -219,7 +253,10 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
    * The answer is `code` with the ErrorResponse of `errorCode`, its debugIdentifier the request id
    * the logs name at info (refusals of the protocol layer; the interceptor chain's are not logged).
    */
-  function assertRefusal(answer: Answer, expected: { code: Code; errorCode: string; status?: number; message?: RegExp; byInterceptor?: boolean }): void {
+  function assertRefusal(
+    answer: Answer,
+    expected: { code: Code; errorCode: string; status?: number; message?: RegExp; byInterceptor?: boolean },
+  ): void {
     const context = answer.raw;
     if (expected.status !== undefined) assert.equal(answer.status, expected.status, context);
     assert.equal(answer.code, expected.code, `code ${Code[answer.code ?? -1]}: ${context}`);
@@ -229,7 +266,10 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     if (expected.message) assert.match(first?.message ?? "", expected.message, context);
     assert.ok(answer.requestId, `an x-request-id: ${context}`);
     assert.equal(answer.errorResponse.debugIdentifier, answer.requestId, `debugIdentifier = x-request-id: ${context}`);
-    assert.ok(((answer.message ?? "") as string & { isWellFormed(): boolean }).isWellFormed(), `a well-formed message: ${context}`);
+    assert.ok(
+      ((answer.message ?? "") as string & { isWellFormed(): boolean }).isWellFormed(),
+      `a well-formed message: ${context}`,
+    );
     if (expected.byInterceptor) return;
     const logged = running
       .logs()
@@ -251,8 +291,14 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     });
 
     test("JSON that is not JSON, or of the wrong type, is 400", async () => {
-      assertRefusal(await connectCall({ headers: { "content-type": "application/json" }, body: "{" }), { ...invalid(/could not be decoded/), status: 400 });
-      assertRefusal(await connectCall({ headers: { "content-type": "application/json" }, body: '{"clientId": 5}' }), { ...invalid(/client_id/), status: 400 });
+      assertRefusal(await connectCall({ headers: { "content-type": "application/json" }, body: "{" }), {
+        ...invalid(/could not be decoded/),
+        status: 400,
+      });
+      assertRefusal(await connectCall({ headers: { "content-type": "application/json" }, body: '{"clientId": 5}' }), {
+        ...invalid(/client_id/),
+        status: 400,
+      });
     });
 
     test("an unsupported content type is 415 UNSUPPORTED_MEDIA_TYPE with a body", async () => {
@@ -263,11 +309,19 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     });
 
     test("GET on an RPC path is 404 ROUTE_NOT_FOUND with a body", async () => {
-      assertRefusal(await connectCall({ method: "GET", headers: {} }), { code: Code.NotFound, errorCode: "ROUTE_NOT_FOUND", status: 404, message: /RPCs take POST/ });
+      assertRefusal(await connectCall({ method: "GET", headers: {} }), {
+        code: Code.NotFound,
+        errorCode: "ROUTE_NOT_FOUND",
+        status: 404,
+        message: /RPCs take POST/,
+      });
     });
 
     test("an invalid connect-timeout-ms is 400", async () => {
-      const answer = await connectCall({ headers: { "content-type": "application/json", "connect-timeout-ms": "abc" }, body: "{}" });
+      const answer = await connectCall({
+        headers: { "content-type": "application/json", "connect-timeout-ms": "abc" },
+        body: "{}",
+      });
       assertRefusal(answer, { ...invalid(/timeout/), status: 400 });
     });
 
@@ -278,13 +332,19 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
         ["br", "xx"],
       ];
       for (const [encoding, body] of cases) {
-        const answer = await connectCall({ headers: { "content-type": "application/json", "content-encoding": encoding }, body });
+        const answer = await connectCall({
+          headers: { "content-type": "application/json", "content-encoding": encoding },
+          body,
+        });
         assertRefusal(answer, { ...invalid(/decompression failed/), status: 400 });
       }
     });
 
     test("an unknown content-encoding is 400 (not 501), and says which encodings are supported", async () => {
-      const answer = await connectCall({ headers: { "content-type": "application/json", "content-encoding": "zstd" }, body: "{}" });
+      const answer = await connectCall({
+        headers: { "content-type": "application/json", "content-encoding": "zstd" },
+        body: "{}",
+      });
       assertRefusal(answer, { ...invalid(/unknown compression "zstd"/), status: 400 });
       assert.match(answer.headers["accept-encoding"] ?? "", /gzip/);
     });
@@ -293,14 +353,21 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
       const answer = await connectCall({ headers: { "content-type": "application/proto" }, body: bigMessage(200_000) });
       assertRefusal(answer, { code: Code.InvalidArgument, errorCode: "PAYLOAD_TOO_LARGE", status: 413 });
       assert.equal(answer.headers.connection, "close", answer.raw);
-      const rest = await fetch(`${baseUrl}/v2/api-users/rotate`, { method: "POST", headers: { ...auth(), "content-type": "application/json" }, body: JSON.stringify({ clientId: "x".repeat(200_000) }) });
+      const rest = await fetch(`${baseUrl}/v2/api-users/rotate`, {
+        method: "POST",
+        headers: { ...auth(), "content-type": "application/json" },
+        body: JSON.stringify({ clientId: "x".repeat(200_000) }),
+      });
       const restBody = (await rest.json()) as ErrorResponse;
       assert.equal(rest.status, 413);
       assert.equal(restBody.errorMessages[0]!.message, answer.errorResponse!.errorMessages[0]!.message);
     });
 
     test("errors of the interceptor chain pass untouched (their detail is already there)", async () => {
-      const answer = await connectCall({ headers: { "content-type": "application/json" }, body: '{"clientId": "nobody"}' });
+      const answer = await connectCall({
+        headers: { "content-type": "application/json" },
+        body: '{"clientId": "nobody"}',
+      });
       assert.equal(answer.status, 404, answer.raw);
       assert.equal(answer.errorResponse?.errorMessages[0]?.errorCode, "NOT_FOUND");
       assert.equal(answer.errorResponse?.debugIdentifier, answer.requestId);
@@ -326,7 +393,10 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
 
     test("an error message that would hold a lone surrogate is still answered with a grpc-status", async () => {
       // V8's SyntaxError quotes half of the astral character.
-      assertRefusal(await grpcWebCall("application/grpc-web+json", frame(0, Buffer.from("😀", "utf8"))), invalid(/could not be decoded/));
+      assertRefusal(
+        await grpcWebCall("application/grpc-web+json", frame(0, Buffer.from("😀", "utf8"))),
+        invalid(/could not be decoded/),
+      );
       // The text interceptor names a Struct key with a lone surrogate, escaped.
       const updateUser = "/travel.user.v2.UserService/UpdateUser";
       const json = JSON.stringify({ userId: "u1", travelPreferences: { "\ud800": 1 } });
@@ -342,8 +412,18 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     test("connect-node's gRPC-Web client reads the refusal of an oversized message", async () => {
       const transport = createGrpcWebTransport({ baseUrl, httpVersion: "1.1" });
       const error = await transport
-        .unary(rotateMethod, undefined, 15_000, auth(), fromJson(rotateMethod.input, { clientId: "x".repeat(200_000) }), undefined)
-        .then(() => undefined, (e: unknown) => ConnectError.from(e));
+        .unary(
+          rotateMethod,
+          undefined,
+          15_000,
+          auth(),
+          fromJson(rotateMethod.input, { clientId: "x".repeat(200_000) }),
+          undefined,
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
       assert.ok(error, "the call failed");
       assert.equal(error.code, Code.InvalidArgument, error.message);
       assert.equal(error.findDetails(ErrorResponseSchema)[0]?.errorMessages[0]?.errorCode, "PAYLOAD_TOO_LARGE");
@@ -373,12 +453,18 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     });
 
     test("a message over the body limit is PAYLOAD_TOO_LARGE", async () => {
-      assertRefusal(await grpcCall({}, frame(0, bigMessage(BODY_LIMIT_BYTES + 1))), { code: Code.InvalidArgument, errorCode: "PAYLOAD_TOO_LARGE" });
+      assertRefusal(await grpcCall({}, frame(0, bigMessage(BODY_LIMIT_BYTES + 1))), {
+        code: Code.InvalidArgument,
+        errorCode: "PAYLOAD_TOO_LARGE",
+      });
     });
 
     test("through @grpc/grpc-js: one byte 0xff, and an oversized message", async () => {
       assertRefusal(await grpcJsCall(Buffer.from([0xff])), invalid(/parse binary/));
-      assertRefusal(await grpcJsCall(bigMessage(BODY_LIMIT_BYTES + 1)), { code: Code.InvalidArgument, errorCode: "PAYLOAD_TOO_LARGE" });
+      assertRefusal(await grpcJsCall(bigMessage(BODY_LIMIT_BYTES + 1)), {
+        code: Code.InvalidArgument,
+        errorCode: "PAYLOAD_TOO_LARGE",
+      });
     });
   });
 
@@ -387,13 +473,15 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     try {
       const transport = createConnectTransport({ baseUrl, httpVersion: "1.1", nodeOptions: { agent } });
       const call = (clientId: string) =>
-        transport.unary(rotateMethod, undefined, 15_000, auth(), fromJson(rotateMethod.input, { clientId }), undefined).then(
-          () => "ok",
-          (e: unknown) => {
-            const error = ConnectError.from(e);
-            return `${Code[error.code]} ${error.findDetails(ErrorResponseSchema)[0]?.errorMessages[0]?.errorCode ?? error.rawMessage}`;
-          },
-        );
+        transport
+          .unary(rotateMethod, undefined, 15_000, auth(), fromJson(rotateMethod.input, { clientId }), undefined)
+          .then(
+            () => "ok",
+            (e: unknown) => {
+              const error = ConnectError.from(e);
+              return `${Code[error.code]} ${error.findDetails(ErrorResponseSchema)[0]?.errorMessages[0]?.errorCode ?? error.rawMessage}`;
+            },
+          );
       assert.equal(await call("x".repeat(200_000)), "InvalidArgument PAYLOAD_TOO_LARGE");
       assert.equal(await call("nobody"), "NotFound NOT_FOUND");
       assert.equal(await call("x".repeat(BODY_LIMIT_BYTES + 1)), "InvalidArgument PAYLOAD_TOO_LARGE");

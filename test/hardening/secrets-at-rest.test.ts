@@ -22,7 +22,14 @@ interface Issued {
 function formsOf(secret: string): string[] {
   const bytes = Buffer.from(secret, "utf8");
   const sha = crypto.createHash("sha256").update(bytes).digest();
-  return [secret, bytes.toString("base64"), bytes.toString("hex"), sha.toString("hex"), sha.toString("base64"), sha.toString("base64url")];
+  return [
+    secret,
+    bytes.toString("base64"),
+    bytes.toString("hex"),
+    sha.toString("hex"),
+    sha.toString("base64"),
+    sha.toString("base64url"),
+  ];
 }
 
 describe("no secret is stored or logged in any form", () => {
@@ -40,11 +47,18 @@ describe("no secret is stored or logged in any form", () => {
     const token = await accessToken(base, admin.clientId, admin.clientSecret);
     issued.push({ label: "access token", value: token });
 
-    const user = (await (await callApi(base, "/v2/api-users", token, {})).json()) as { clientId: string; clientSecret: string };
+    const user = (await (await callApi(base, "/v2/api-users", token, {})).json()) as {
+      clientId: string;
+      clientSecret: string;
+    };
     issued.push({ label: "created client secret", value: user.clientSecret });
-    const rotated = (await (await callApi(base, "/v2/api-users/rotate", token, { clientId: user.clientId })).json()) as { clientSecret: string };
+    const rotated = (await (
+      await callApi(base, "/v2/api-users/rotate", token, { clientId: user.clientId })
+    ).json()) as { clientSecret: string };
     issued.push({ label: "rotated client secret", value: rotated.clientSecret });
-    const scim = (await (await callApi(base, "/v2/api-users", token, { orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })).json()) as { scimToken: string };
+    const scim = (await (
+      await callApi(base, "/v2/api-users", token, { orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" })
+    ).json()) as { scimToken: string };
     issued.push({ label: "SCIM token", value: scim.scimToken });
     const envelope = JSON.parse(Buffer.from(scim.scimToken, "base64").toString("utf8")) as { encryptedSecret: string };
     issued.push({ label: "SCIM token's sealed secret", value: envelope.encryptedSecret });
@@ -86,7 +100,9 @@ describe("no secret is stored or logged in any form", () => {
       let dump = "";
       let rows = 0;
       for (const { table_name } of tables) {
-        const result = (await db.raw(`select row_to_json(t)::text as row from "${table_name}" t`)) as { rows: Array<{ row: string }> };
+        const result = (await db.raw(`select row_to_json(t)::text as row from "${table_name}" t`)) as {
+          rows: Array<{ row: string }>;
+        };
         rows += result.rows.length;
         dump += result.rows.map((r) => r.row).join("\n");
       }
@@ -112,7 +128,9 @@ describe("no secret is stored or logged in any form", () => {
       const planted = issued[2]!.value;
       await db.raw("create table planted_leak (value text)");
       await db("planted_leak").insert({ value: Buffer.from(planted).toString("base64") });
-      const result = (await db.raw(`select row_to_json(t)::text as row from "planted_leak" t`)) as { rows: Array<{ row: string }> };
+      const result = (await db.raw(`select row_to_json(t)::text as row from "planted_leak" t`)) as {
+        rows: Array<{ row: string }>;
+      };
       const dump = result.rows.map((r) => r.row).join("\n");
       assert.ok(formsOf(planted).some((form) => dump.includes(form)));
       await db.raw("drop table planted_leak");

@@ -77,7 +77,11 @@ describe("slow clients cannot hold requests open", () => {
   before(async () => {
     running = await startService({
       storage,
-      env: { HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), HTTP_HEADERS_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), SHUTDOWN_TIMEOUT_MS: "500" },
+      env: {
+        HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+        HTTP_HEADERS_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+        SHUTDOWN_TIMEOUT_MS: "500",
+      },
     });
   });
   after(async () => {
@@ -93,7 +97,10 @@ describe("slow clients cannot hold requests open", () => {
       for (const result of results) {
         // Cancelled by the server (RST_STREAM CANCEL = 8) long before the trickle's 60 s.
         assert.equal(result.how, `rstCode ${http2.constants.NGHTTP2_CANCEL}`, JSON.stringify(result));
-        assert.ok(result.sent < TRICKLE_BYTES / 2, `the stream took ${result.sent} of ${TRICKLE_BYTES} bytes before it was cut`);
+        assert.ok(
+          result.sent < TRICKLE_BYTES / 2,
+          `the stream took ${result.sent} of ${TRICKLE_BYTES} bytes before it was cut`,
+        );
         assert.ok(result.ms >= REQUEST_TIMEOUT_MS - 100, `cut after ${Math.round(result.ms)} ms, before the timeout`);
       }
       // The session itself is still usable: a complete request on it gets an answer.
@@ -113,7 +120,10 @@ describe("slow clients cannot hold requests open", () => {
   test("an HTTP/1.1 request trickling its body is answered 408 at the request timeout", async () => {
     const result = await trickleHttp1(Number(new URL(running.baseUrl).port));
     assert.match(result.statusLine, /^HTTP\/1\.1 408 /, JSON.stringify(result));
-    assert.ok(result.sent < TRICKLE_BYTES / 2, `the request took ${result.sent} of ${TRICKLE_BYTES} bytes before it was cut`);
+    assert.ok(
+      result.sent < TRICKLE_BYTES / 2,
+      `the request took ${result.sent} of ${TRICKLE_BYTES} bytes before it was cut`,
+    );
   });
 
   test("a connection that never sends a byte is closed at the headers timeout", async () => {

@@ -13,7 +13,8 @@ export async function fetchToken(baseUrl: string, clientId: string, clientSecret
 export async function accessToken(baseUrl: string, clientId: string, clientSecret: string): Promise<string> {
   const response = await fetchToken(baseUrl, clientId, clientSecret);
   const body = (await response.json()) as { access_token?: string };
-  if (response.status !== 200 || !body.access_token) throw new Error(`token request failed with ${response.status}: ${JSON.stringify(body)}`);
+  if (response.status !== 200 || !body.access_token)
+    throw new Error(`token request failed with ${response.status}: ${JSON.stringify(body)}`);
   return body.access_token;
 }
 

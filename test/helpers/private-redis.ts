@@ -30,9 +30,26 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
   let child: ChildProcess | undefined;
 
   const launch = async () => {
-    child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", ""], {
-      stdio: "ignore",
-    });
+    child = spawn(
+      "redis-server",
+      [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--logfile",
+        "",
+      ],
+      {
+        stdio: "ignore",
+      },
+    );
     for (let i = 0; i < 100; i++) {
       if (await answers(port)) return;
       await new Promise((r) => setTimeout(r, 50));

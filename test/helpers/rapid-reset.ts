@@ -44,7 +44,17 @@ export interface RapidResetReport {
 
 const codeNames = new Map<number, string>(
   Object.entries(http2.constants)
-    .filter(([name]) => name.startsWith("NGHTTP2_") && !name.startsWith("NGHTTP2_SESSION") && !name.startsWith("NGHTTP2_STREAM_STATE") && !name.startsWith("NGHTTP2_FLAG") && !name.startsWith("NGHTTP2_HCAT") && !name.startsWith("NGHTTP2_NV") && !name.startsWith("NGHTTP2_ERR") && !name.startsWith("NGHTTP2_DEFAULT"))
+    .filter(
+      ([name]) =>
+        name.startsWith("NGHTTP2_") &&
+        !name.startsWith("NGHTTP2_SESSION") &&
+        !name.startsWith("NGHTTP2_STREAM_STATE") &&
+        !name.startsWith("NGHTTP2_FLAG") &&
+        !name.startsWith("NGHTTP2_HCAT") &&
+        !name.startsWith("NGHTTP2_NV") &&
+        !name.startsWith("NGHTTP2_ERR") &&
+        !name.startsWith("NGHTTP2_DEFAULT"),
+    )
     .map(([name, value]) => [value as number, name.slice("NGHTTP2_".length)]),
 );
 function codeName(code: number): string {
@@ -71,7 +81,12 @@ function clientConnection(options: RapidResetOptions, deadline: number, tally: T
   return new Promise((resolve) => {
     const url = new URL(options.url);
     const session = http2.connect(options.url, {
-      createConnection: () => net.connect({ port: Number(url.port), host: url.hostname, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }),
+      createConnection: () =>
+        net.connect({
+          port: Number(url.port),
+          host: url.hostname,
+          ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+        }),
     });
     let sawGoaway = false;
     let ended = false;
@@ -146,7 +161,11 @@ function rawConnection(options: RapidResetOptions, deadline: number, tally: Tall
   const cancel = Buffer.alloc(4);
   cancel.writeUInt32BE(http2.constants.NGHTTP2_CANCEL);
   return new Promise((resolve) => {
-    const socket = net.connect({ port: Number(url.port), host: url.hostname, ...(options.localAddress ? { localAddress: options.localAddress } : {}) });
+    const socket = net.connect({
+      port: Number(url.port),
+      host: url.hostname,
+      ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+    });
     let nextStreamId = 1;
     let sawGoaway = false;
     let ended = false;
@@ -189,7 +208,13 @@ function rawConnection(options: RapidResetOptions, deadline: number, tally: Tall
       else socket.once("drain", turn);
     };
     socket.once("connect", () => {
-      socket.write(Buffer.concat([PREFACE, frame(FRAME_SETTINGS, 0, 0, Buffer.alloc(0)), frame(FRAME_SETTINGS, FLAG_ACK, 0, Buffer.alloc(0))]));
+      socket.write(
+        Buffer.concat([
+          PREFACE,
+          frame(FRAME_SETTINGS, 0, 0, Buffer.alloc(0)),
+          frame(FRAME_SETTINGS, FLAG_ACK, 0, Buffer.alloc(0)),
+        ]),
+      );
       turn();
     });
     const stop = setTimeout(() => socket.destroy(), Math.max(0, deadline - performance.now()));

@@ -51,7 +51,10 @@ export interface ServerProcess {
   /** Parsed JSON log lines written so far (non-JSON lines skipped). */
   logLines(): Array<Record<string, unknown>>;
   /** Resolves when a log line matching `predicate` has been written. */
-  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  waitForLog(
+    predicate: (line: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
   /** Resolves when the child has exited. */
   readonly exited: Promise<ExitStatus>;
   /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; resolves with the exit status. */
@@ -108,7 +111,11 @@ export async function spawnServer(env: Record<string, string>, startTimeoutMs = 
           resolve(found);
         } else if (status !== undefined || child.exitCode !== null || child.signalCode !== null) {
           done();
-          reject(new Error(`server exited (${child.exitCode ?? child.signalCode}) before the expected log line\nstdout:\n${out}\nstderr:\n${err}`));
+          reject(
+            new Error(
+              `server exited (${child.exitCode ?? child.signalCode}) before the expected log line\nstdout:\n${out}\nstderr:\n${err}`,
+            ),
+          );
         }
       };
       const timer = setTimeout(() => {
@@ -138,7 +145,10 @@ export async function spawnServer(env: Record<string, string>, startTimeoutMs = 
 
   let listening: Record<string, unknown>;
   try {
-    listening = await waitForLog((line) => typeof line.msg === "string" && line.msg.startsWith("service listening"), startTimeoutMs);
+    listening = await waitForLog(
+      (line) => typeof line.msg === "string" && line.msg.startsWith("service listening"),
+      startTimeoutMs,
+    );
   } catch (error) {
     await stop(2_000);
     throw error;
@@ -177,7 +187,11 @@ export function runCli(args: readonly string[], env: Record<string, string>, tim
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`cli ${args.join(" ")} did not finish within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`));
+      reject(
+        new Error(
+          `cli ${args.join(" ")} did not finish within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`,
+        ),
+      );
     }, timeoutMs);
     child.once("error", (error) => {
       clearTimeout(timer);

@@ -84,7 +84,11 @@ async function deleteRedisKeys(prefix: string): Promise<void> {
 export const operatorHeaders = { authorization: `Bearer ${TEST_OPERATOR_TOKEN}` };
 
 /** Calls an OperatorService RPC with the Connect protocol's JSON over HTTP/1.1. */
-export async function operatorCall<T = Record<string, unknown>>(baseUrl: string, method: string, body: object): Promise<T> {
+export async function operatorCall<T = Record<string, unknown>>(
+  baseUrl: string,
+  method: string,
+  body: object,
+): Promise<T> {
   const response = await fetch(`${baseUrl}/travel.operator.v1.OperatorService/${method}`, {
     method: "POST",
     headers: { ...operatorHeaders, "content-type": "application/json" },

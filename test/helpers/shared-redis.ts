@@ -8,7 +8,10 @@ import { TEST_REDIS_URL } from "./backend.js";
  * gives each limiter or cache a fresh one, and only keys under the file's prefixes are deleted
  * afterwards (the shared Redis is never flushed).
  */
-export function useSharedRedis(tag: string): { readonly redis: () => RedisClientType; readonly uniquePrefix: () => string } {
+export function useSharedRedis(tag: string): {
+  readonly redis: () => RedisClientType;
+  readonly uniquePrefix: () => string;
+} {
   const runId = `test:${tag}:${process.pid}:${Date.now().toString(36)}:${crypto.randomBytes(3).toString("hex")}:`;
   let prefixes = 0;
   let redis: RedisClientType | undefined;

@@ -25,7 +25,15 @@ export const LEGACY_PATH = "/get-auth-token";
 export const GRANT_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 export const TYPE_ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token";
 export const TYPE_JWT = "urn:ietf:params:oauth:token-type:jwt";
-export const TMC_ADMIN_SCOPES = ["api-users", "users:read", "users:write", "air-credits:read", "air-credits:write", "scim", "openid"];
+export const TMC_ADMIN_SCOPES = [
+  "api-users",
+  "users:read",
+  "users:write",
+  "air-credits:read",
+  "air-credits:write",
+  "scim",
+  "openid",
+];
 export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-users");
 
 /**
@@ -109,14 +117,27 @@ export async function postForm(
   );
 }
 
-export async function postJson(baseUrl: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<HttpReply> {
+export async function postJson(
+  baseUrl: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<HttpReply> {
   return reply(
-    await fetch(`${baseUrl}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }),
+    await fetch(`${baseUrl}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    }),
   );
 }
 
 /** GET with `Authorization: Bearer <token>` (token string), a raw Authorization value, or none. */
-export async function getWith(baseUrl: string, path: string, auth: { token?: string; authorization?: string } = {}): Promise<HttpReply> {
+export async function getWith(
+  baseUrl: string,
+  path: string,
+  auth: { token?: string; authorization?: string } = {},
+): Promise<HttpReply> {
   const headers: Record<string, string> = {};
   if (auth.token !== undefined) headers.authorization = `Bearer ${auth.token}`;
   if (auth.authorization !== undefined) headers.authorization = auth.authorization;
@@ -124,7 +145,11 @@ export async function getWith(baseUrl: string, path: string, auth: { token?: str
 }
 
 /** RFC 6749 2.3.1: Basic base64(urlencode(id) ":" urlencode(secret)). */
-export function basicAuthorization(clientId: string, clientSecret: string, encode: (s: string) => string = formUrlEncode): string {
+export function basicAuthorization(
+  clientId: string,
+  clientSecret: string,
+  encode: (s: string) => string = formUrlEncode,
+): string {
   return `Basic ${Buffer.from(`${encode(clientId)}:${encode(clientSecret)}`, "utf8").toString("base64")}`;
 }
 
@@ -139,12 +164,25 @@ export function percentEncodeAll(value: string): string {
 }
 
 /** The client_credentials grant with client_secret_post. */
-export function clientCredentials(baseUrl: string, client: Client, extra: Record<string, string> = {}): Promise<HttpReply> {
-  return postForm(baseUrl, TOKEN_PATH, { grant_type: "client_credentials", client_id: client.clientId, client_secret: client.clientSecret, ...extra });
+export function clientCredentials(
+  baseUrl: string,
+  client: Client,
+  extra: Record<string, string> = {},
+): Promise<HttpReply> {
+  return postForm(baseUrl, TOKEN_PATH, {
+    grant_type: "client_credentials",
+    client_id: client.clientId,
+    client_secret: client.clientSecret,
+    ...extra,
+  });
 }
 
 /** An access token for the client, asserting success. */
-export async function accessTokenOf(baseUrl: string, client: Client, extra: Record<string, string> = {}): Promise<string> {
+export async function accessTokenOf(
+  baseUrl: string,
+  client: Client,
+  extra: Record<string, string> = {},
+): Promise<string> {
   const res = await clientCredentials(baseUrl, client, extra);
   assert.equal(res.status, 200, `token request failed: ${JSON.stringify(res.body)}`);
   return res.body.access_token as string;
@@ -195,13 +233,21 @@ export interface Tenant {
 
 /** A fresh TMC with a company and a TMC admin (room for 50 API users). */
 export async function newTenant(baseUrl: string): Promise<Tenant> {
-  const tmc = await operatorCall<{ tmcId: string }>(baseUrl, "CreateTmc", { name: `Tokens ${crypto.randomUUID()}`, maxApiUsers: 50 });
+  const tmc = await operatorCall<{ tmcId: string }>(baseUrl, "CreateTmc", {
+    name: `Tokens ${crypto.randomUUID()}`,
+    maxApiUsers: 50,
+  });
   const company = await operatorCall<{ orgId: string }>(baseUrl, "CreateCompany", { tmcId: tmc.tmcId, name: "Acme" });
   const admin = await newApiUser(baseUrl, tmc.tmcId, "TMC_ADMIN");
   return { tmcId: tmc.tmcId, orgId: company.orgId, admin };
 }
 
-export async function newApiUser(baseUrl: string, tmcId: string, role: "TMC_ADMIN" | "COMPANY_ADMIN", orgId?: string): Promise<Client> {
+export async function newApiUser(
+  baseUrl: string,
+  tmcId: string,
+  role: "TMC_ADMIN" | "COMPANY_ADMIN",
+  orgId?: string,
+): Promise<Client> {
   const created = await operatorCall<{ clientId: string; clientSecret: string }>(baseUrl, "CreateApiUser", {
     tmcId,
     role,
@@ -212,7 +258,13 @@ export async function newApiUser(baseUrl: string, tmcId: string, role: "TMC_ADMI
 }
 
 export async function newUser(baseUrl: string, orgId: string, email: string, inactive = false): Promise<string> {
-  const user = await operatorCall<{ userId: string }>(baseUrl, "CreateUser", { orgId, email, givenName: "Test", familyName: "User", inactive });
+  const user = await operatorCall<{ userId: string }>(baseUrl, "CreateUser", {
+    orgId,
+    email,
+    givenName: "Test",
+    familyName: "User",
+    inactive,
+  });
   return user.userId;
 }
 
@@ -225,17 +277,26 @@ export function b64urlJson(value: unknown): string {
 /** The decoded header and payload of a compact JWS (no verification). */
 export function partsOf(token: string): { header: Record<string, any>; payload: Record<string, any> } {
   const [h, p] = token.split(".");
-  return { header: JSON.parse(Buffer.from(h!, "base64url").toString("utf8")), payload: JSON.parse(Buffer.from(p!, "base64url").toString("utf8")) };
+  return {
+    header: JSON.parse(Buffer.from(h!, "base64url").toString("utf8")),
+    payload: JSON.parse(Buffer.from(p!, "base64url").toString("utf8")),
+  };
 }
 
 /** The service's current signing key (kid, private key), decrypted from its database row: the newest one activated by now. */
-export async function genuineSigningKey(running: RunningService, now: Date = new Date()): Promise<{ kid: string; key: CryptoKey }> {
-  const rows: Array<{ kid: string; alg: string; private_jwk_ciphertext: string; activates_at: Date }> = await internalsOf(running.service)
-    .db("signing_keys")
-    .orderBy("activates_at", "desc");
+export async function genuineSigningKey(
+  running: RunningService,
+  now: Date = new Date(),
+): Promise<{ kid: string; key: CryptoKey }> {
+  const rows: Array<{ kid: string; alg: string; private_jwk_ciphertext: string; activates_at: Date }> =
+    await internalsOf(running.service).db("signing_keys").orderBy("activates_at", "desc");
   const row = rows.find((r) => new Date(r.activates_at).getTime() <= now.getTime()) ?? rows.at(-1);
   assert.ok(row, "the service has a signing key");
-  const plaintext = open(internalsOf(running.service).keys.signingKeyEncryptionKey, Buffer.from(row.private_jwk_ciphertext, "base64url"), `signing-key:${row.kid}`);
+  const plaintext = open(
+    internalsOf(running.service).keys.signingKeyEncryptionKey,
+    Buffer.from(row.private_jwk_ciphertext, "base64url"),
+    `signing-key:${row.kid}`,
+  );
   assert.ok(plaintext, "the signing key decrypts with the test master key");
   const key = (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg)) as CryptoKey;
   return { kid: row.kid, key };
@@ -298,16 +359,21 @@ export function grpcClients(baseUrl: string): GrpcClients {
       const client = clients[service];
       assert.equal(typeof client[method], "function", `${service}.${method} exists`);
       return new Promise((resolve) => {
-        client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: Record<string, any>) => {
-          if (!err) return resolve({ ok: true, response: res });
-          let errorResponse: ErrorResponse | undefined;
-          try {
-            errorResponse = errorResponseOfGrpc(err);
-          } catch {
-            errorResponse = undefined;
-          }
-          resolve({ ok: false, code: err.code, errorResponse, metadata: err.metadata, details: err.details });
-        });
+        client[method](
+          request,
+          metadata,
+          { deadline: Date.now() + 10_000 },
+          (err: grpc.ServiceError | null, res: Record<string, any>) => {
+            if (!err) return resolve({ ok: true, response: res });
+            let errorResponse: ErrorResponse | undefined;
+            try {
+              errorResponse = errorResponseOfGrpc(err);
+            } catch {
+              errorResponse = undefined;
+            }
+            resolve({ ok: false, code: err.code, errorResponse, metadata: err.metadata, details: err.details });
+          },
+        );
       });
     },
     close() {
@@ -324,7 +390,13 @@ function errorResponseOfGrpc(err: grpc.ServiceError): ErrorResponse | undefined 
   return errorResponseIn(decodeRpcStatus(new Uint8Array(raw)).details);
 }
 
-export const GRPC = { INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, UNAUTHENTICATED: 16 } as const;
+export const GRPC = {
+  INVALID_ARGUMENT: 3,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  UNAUTHENTICATED: 16,
+} as const;
 
 /** Asserts a failed grpc-js call: status code and the ErrorResponse detail's errorCode. */
 export function assertGrpcFailure(outcome: GrpcOutcome, code: number, errorCode: string): ErrorResponse {

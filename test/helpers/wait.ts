@@ -15,7 +15,8 @@ export async function waitFor<T>(
   for (;;) {
     last = await probe();
     if (last !== undefined && last !== null && last !== false) return last as T;
-    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
+    if (Date.now() >= deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
     await sleep(intervalMs);
   }
 }

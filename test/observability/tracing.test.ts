@@ -40,7 +40,9 @@ async function traceOf(traceId: string | (() => string | undefined)): Promise<Re
 
 /** The last exported RPC span of a method whose request.id is `requestId`. */
 function rpcSpan(name: string, requestId: string | null): ReadableSpan | undefined {
-  return exporter.getFinishedSpans().find((s) => s.name === name && s.kind === SpanKind.SERVER && s.attributes["request.id"] === requestId);
+  return exporter
+    .getFinishedSpans()
+    .find((s) => s.name === name && s.kind === SpanKind.SERVER && s.attributes["request.id"] === requestId);
 }
 
 /** Whether `span` descends from `ancestor` within the exported spans. */
@@ -57,7 +59,10 @@ function descendsFrom(span: ReadableSpan, ancestor: ReadableSpan, spans: readonl
 describe(`tracing, backend: ${backend}`, () => {
   before(async () => {
     storage = newStorage();
-    service = await createService(loadConfig(serviceEnv(storage)), { logStream: new PassThrough().resume(), spanExporter: exporter });
+    service = await createService(loadConfig(serviceEnv(storage)), {
+      logStream: new PassThrough().resume(),
+      spanExporter: exporter,
+    });
     baseUrl = await service.listen();
     client = await operatorCall<{ clientId: string; clientSecret: string }>(baseUrl, "Seed", {});
     secrets.add(client.clientSecret);
@@ -82,7 +87,12 @@ describe(`tracing, backend: ${backend}`, () => {
     assert.equal(rpc.kind, SpanKind.SERVER);
     assert.equal(rpc.parentSpanContext, undefined, "no traceparent: the RPC span is the trace's root");
     assert.deepEqual(
-      { system: rpc.attributes["rpc.system"], service: rpc.attributes["rpc.service"], method: rpc.attributes["rpc.method"], code: rpc.attributes["rpc.grpc.status_code"] },
+      {
+        system: rpc.attributes["rpc.system"],
+        service: rpc.attributes["rpc.service"],
+        method: rpc.attributes["rpc.method"],
+        code: rpc.attributes["rpc.grpc.status_code"],
+      },
       { system: "connect_rpc", service: "travel.auth.v2.AuthService", method: "FetchOauth2Token", code: 0 },
     );
     assert.equal(rpc.attributes["request.id"], requestId);
@@ -116,7 +126,11 @@ describe(`tracing, backend: ${backend}`, () => {
     const rest = await fetch(`${baseUrl}/v2/auth/oauth2-token`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded", traceparent },
-      body: new URLSearchParams({ grant_type: "client_credentials", client_id: client.clientId, client_secret: client.clientSecret }),
+      body: new URLSearchParams({
+        grant_type: "client_credentials",
+        client_id: client.clientId,
+        client_secret: client.clientSecret,
+      }),
     });
     assert.equal(rest.status, 200);
     secrets.add(((await rest.json()) as { access_token: string }).access_token);
@@ -125,13 +139,20 @@ describe(`tracing, backend: ${backend}`, () => {
     assert.ok(rpc, "the token RPC's span joined the caller's trace");
     assert.equal(rpc.parentSpanContext?.spanId, parentId);
     assert.equal(rpc.attributes["request.id"], rest.headers.get("x-request-id"));
-    assert.ok(spans.some((s) => s.attributes["db.system"] !== undefined && descendsFrom(s, rpc, spans)), "its children are in the trace too");
+    assert.ok(
+      spans.some((s) => s.attributes["db.system"] !== undefined && descendsFrom(s, rpc, spans)),
+      "its children are in the trace too",
+    );
 
     // The Connect protocol (JSON over HTTP/1.1) on OperatorService.
     const connectTraceId = crypto.randomBytes(16).toString("hex");
     const connect = await fetch(`${baseUrl}/travel.operator.v1.OperatorService/CreateTmc`, {
       method: "POST",
-      headers: { ...operatorHeaders, "content-type": "application/json", traceparent: `00-${connectTraceId}-${parentId}-01` },
+      headers: {
+        ...operatorHeaders,
+        "content-type": "application/json",
+        traceparent: `00-${connectTraceId}-${parentId}-01`,
+      },
       body: JSON.stringify({ name: "Traced TMC" }),
     });
     assert.equal(connect.status, 200);
@@ -139,7 +160,10 @@ describe(`tracing, backend: ${backend}`, () => {
     const createTmc = operatorSpans.find((s) => s.name === "travel.operator.v1.OperatorService/CreateTmc");
     assert.ok(createTmc, "the operator RPC's span joined the caller's trace");
     assert.equal(createTmc.parentSpanContext?.spanId, parentId);
-    assert.ok(operatorSpans.some((s) => s.attributes["db.operation.name"] === "INSERT"), "its INSERT is in the trace");
+    assert.ok(
+      operatorSpans.some((s) => s.attributes["db.operation.name"] === "INSERT"),
+      "its INSERT is in the trace",
+    );
   });
 
   test("a refused request's span has an error status with the Connect code and errorCode", async () => {
@@ -163,10 +187,15 @@ describe(`tracing, backend: ${backend}`, () => {
     assert.equal(response.status, 200);
     await response.arrayBuffer();
     const requestId = response.headers.get("x-request-id");
-    const spans = await traceOf(() => rpcSpan("travel.apiuser.v2.ApiUserService/GetApiUsers", requestId)?.spanContext().traceId);
+    const spans = await traceOf(
+      () => rpcSpan("travel.apiuser.v2.ApiUserService/GetApiUsers", requestId)?.spanContext().traceId,
+    );
     const rpc = spans.find((s) => s.kind === SpanKind.SERVER)!;
     assert.equal(rpc.attributes["rpc.grpc.status_code"], 0);
-    assert.ok(spans.some((s) => s.attributes["db.system"] === DB_SYSTEM), "the listing's queries are in the trace");
+    assert.ok(
+      spans.some((s) => s.attributes["db.system"] === DB_SYSTEM),
+      "the listing's queries are in the trace",
+    );
   });
 
   test("no span holds a client secret or an access token (every name, attribute, status and event)", () => {
@@ -187,6 +216,9 @@ describe(`tracing, backend: ${backend}`, () => {
       }
     }
     assert.deepEqual(leaks, []);
-    assert.ok(secrets.size >= 4, "the secrets searched for include the client secret, a wrong one and the access tokens");
+    assert.ok(
+      secrets.size >= 4,
+      "the secrets searched for include the client secret, a wrong one and the access tokens",
+    );
   });
 });

@@ -155,15 +155,24 @@ function grpcFace(baseUrl: string): Face {
           metadata,
           { deadline: Date.now() + CALL_TIMEOUT_MS },
           (err: grpc.ServiceError | null, response: JsonObject) => {
-            if (!err) return resolve({ face: "gRPC (grpc-js, h2c)", ok: true, response, raw: JSON.stringify(response) });
+            if (!err)
+              return resolve({ face: "gRPC (grpc-js, h2c)", ok: true, response, raw: JSON.stringify(response) });
             const [details] = err.metadata?.get("grpc-status-details-bin") ?? [];
             let error: ErrorView | undefined;
             try {
-              error = Buffer.isBuffer(details) ? errorView(errorResponseIn(decodeRpcStatus(new Uint8Array(details)).details)) : undefined;
+              error = Buffer.isBuffer(details)
+                ? errorView(errorResponseIn(decodeRpcStatus(new Uint8Array(details)).details))
+                : undefined;
             } catch {
               error = undefined;
             }
-            resolve({ face: "gRPC (grpc-js, h2c)", ok: false, code: err.code as number as Code, error, raw: `${err.code} ${err.details}` });
+            resolve({
+              face: "gRPC (grpc-js, h2c)",
+              ok: false,
+              code: err.code as number as Code,
+              error,
+              raw: `${err.code} ${err.details}`,
+            });
           },
         );
       });
@@ -186,7 +195,13 @@ function transportFace(name: string, transport: Transport): Face {
         return { face: name, ok: true, response, raw: JSON.stringify(response) };
       } catch (e) {
         const err = ConnectError.from(e);
-        return { face: name, ok: false, code: err.code, error: errorView(err.findDetails(ErrorResponseSchema)[0]), raw: `${Code[err.code]} ${err.rawMessage}` };
+        return {
+          face: name,
+          ok: false,
+          code: err.code,
+          error: errorView(err.findDetails(ErrorResponseSchema)[0]),
+          raw: `${Code[err.code]} ${err.rawMessage}`,
+        };
       }
     },
     close: () => {},
@@ -213,7 +228,10 @@ function restRequest(route: RestRoute, request: JsonObject): { url: string; body
   const toQuery = (object: JsonObject) => {
     for (const [name, value] of Object.entries(object)) {
       for (const item of Array.isArray(value) ? value : [value]) {
-        assert.ok(item === null || typeof item !== "object", `${route.method.name}: ${name} cannot travel in a query string`);
+        assert.ok(
+          item === null || typeof item !== "object",
+          `${route.method.name}: ${name} cannot travel in a query string`,
+        );
         query.append(name, asText(item));
       }
     }
@@ -256,7 +274,12 @@ function restFace(baseUrl: string): Face {
       const headers: Record<string, string> = {};
       if (token !== undefined) headers.authorization = `Bearer ${token}`;
       if (contentType) headers["content-type"] = contentType;
-      const res = await fetch(`${baseUrl}${url}`, { method: route.verb, headers, body, signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+      const res = await fetch(`${baseUrl}${url}`, {
+        method: route.verb,
+        headers,
+        body,
+        signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+      });
       const text = await res.text();
       let json: JsonValue | undefined;
       try {
@@ -267,7 +290,9 @@ function restFace(baseUrl: string): Face {
       const raw = `${res.status} ${text.slice(0, 500)}`;
       if (res.status < 300) {
         // google.api.http response_body: REST answers with that field's JSON alone; the RPC faces with the message.
-        const field = route.responseBody ? route.method.output.fields.find((f) => f.name === route.responseBody) : undefined;
+        const field = route.responseBody
+          ? route.method.output.fields.find((f) => f.name === route.responseBody)
+          : undefined;
         const response = (field && json !== undefined ? { [field.jsonName]: json } : (json ?? {})) as JsonObject;
         return { face: "REST (fetch)", ok: true, httpStatus: res.status, response, raw };
       }
@@ -284,7 +309,12 @@ function restFace(baseUrl: string): Face {
         if (failure instanceof assert.AssertionError) throw failure;
         error = undefined;
       }
-      if (error) assert.equal(res.headers.get("x-request-id"), error.debugIdentifier, "REST: debugIdentifier is the x-request-id");
+      if (error)
+        assert.equal(
+          res.headers.get("x-request-id"),
+          error.debugIdentifier,
+          "REST: debugIdentifier is the x-request-id",
+        );
       return { face: "REST (fetch)", ok: false, httpStatus: res.status, error, raw };
     },
     close: () => {},
@@ -297,7 +327,8 @@ function restFace(baseUrl: string): Face {
 type FieldPath = readonly DescField[];
 
 const isString = (field: DescField) =>
-  (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) && field.scalar === ScalarType.STRING;
+  (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) &&
+  field.scalar === ScalarType.STRING;
 
 /** Messages a generated request descends into: the contract's own (well-known types stay unset). */
 const isOwnMessage = (message: DescMessage | undefined): message is DescMessage =>
@@ -310,7 +341,8 @@ const isOwnMessage = (message: DescMessage | undefined): message is DescMessage 
  * the body (all of the request for `body: "*"`, else the one field the rule names).
  */
 function stringPaths(route: RestRoute): FieldPath[] {
-  const inBody = (prefix: FieldPath, field: DescField) => route.body === "*" || (prefix[0] ?? field).name === route.body;
+  const inBody = (prefix: FieldPath, field: DescField) =>
+    route.body === "*" || (prefix[0] ?? field).name === route.body;
   const paths: FieldPath[] = [];
   const walk = (message: DescMessage, prefix: FieldPath, seen: ReadonlySet<string>) => {
     for (const field of message.fields) {
@@ -319,8 +351,14 @@ function stringPaths(route: RestRoute): FieldPath[] {
         continue;
       }
       if (!inBody(prefix, field)) continue;
-      const child = field.fieldKind === "message" ? field.message : field.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
-      if (isOwnMessage(child) && !seen.has(child.typeName)) walk(child, [...prefix, field], new Set([...seen, child.typeName]));
+      const child =
+        field.fieldKind === "message"
+          ? field.message
+          : field.fieldKind === "list" && field.listKind === "message"
+            ? field.message
+            : undefined;
+      if (isOwnMessage(child) && !seen.has(child.typeName))
+        walk(child, [...prefix, field], new Set([...seen, child.typeName]));
     }
   };
   walk(route.method.input, [], new Set([route.method.input.typeName]));
@@ -358,7 +396,10 @@ interface Case {
 
 /** The larger of the request's two encodings (JSON for Connect and REST, binary for gRPC and gRPC-Web). */
 function encodedSize(route: RestRoute, request: JsonObject): number {
-  return Math.max(Buffer.byteLength(JSON.stringify(request)), toBinary(route.method.input, fromJson(route.method.input, request)).length);
+  return Math.max(
+    Buffer.byteLength(JSON.stringify(request)),
+    toBinary(route.method.input, fromJson(route.method.input, request)).length,
+  );
 }
 
 /**
@@ -367,7 +408,8 @@ function encodedSize(route: RestRoute, request: JsonObject): number {
  * limit too: what (c) is about is the strings, not the body or URL size.
  */
 const fits = (route: RestRoute, request: JsonObject) =>
-  encodedSize(route, request) <= BODY_LIMIT_BYTES - 1024 && (route.body === "*" || Buffer.byteLength(JSON.stringify(request)) <= MAX_URL_BYTES - 1024);
+  encodedSize(route, request) <= BODY_LIMIT_BYTES - 1024 &&
+  (route.body === "*" || Buffer.byteLength(JSON.stringify(request)) <= MAX_URL_BYTES - 1024);
 
 /**
  * The string paths in requests that each fit the body limit, as few requests as possible:
@@ -411,11 +453,21 @@ function casesOf(route: RestRoute): Case[] {
     const groups = groupsWithin(route, paths, value);
     groups.forEach((group, i) => {
       const part = groups.length === 1 ? "" : ` (request ${i + 1} of ${groups.length}, within BODY_LIMIT_BYTES)`;
-      cases.push({ name: `(c) TMC admin token, every string field ${label}${part}`, token: "admin", request: requestWith(group, value), clientError: true });
+      cases.push({
+        name: `(c) TMC admin token, every string field ${label}${part}`,
+        token: "admin",
+        request: requestWith(group, value),
+        clientError: true,
+      });
     });
     if (paths.length === 1) continue;
     for (const path of paths) {
-      cases.push({ name: `(c) TMC admin token, ${pathName(path)} ${label}`, token: "admin", request: requestWith([path], value), clientError: true });
+      cases.push({
+        name: `(c) TMC admin token, ${pathName(path)} ${label}`,
+        token: "admin",
+        request: requestWith([path], value),
+        clientError: true,
+      });
     }
   }
   return cases;
@@ -429,7 +481,12 @@ function oversizedCaseOf(route: RestRoute): Case | undefined {
   if (route.body === "") return undefined;
   const request = requestWith(stringPaths(route), LONG);
   if (encodedSize(route, request) <= BODY_LIMIT_BYTES) return undefined;
-  return { name: "(c) TMC admin token, every string field 10 000 characters long: over BODY_LIMIT_BYTES", token: "admin", request, clientError: true };
+  return {
+    name: "(c) TMC admin token, every string field 10 000 characters long: over BODY_LIMIT_BYTES",
+    token: "admin",
+    request,
+    clientError: true,
+  };
 }
 
 // ---- comparison ----------------------------------------------------------------------------
@@ -452,19 +509,27 @@ function withoutDefaults(value: JsonValue): JsonValue | undefined {
   return value;
 }
 
-const typeOf = (value: JsonValue | undefined) => (value === null ? "null" : Array.isArray(value) ? "array" : typeof value);
+const typeOf = (value: JsonValue | undefined) =>
+  value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
 
 /**
  * `actual` must have the shape of `expected` (same keys, same array lengths, same types), and
  * the same value wherever the two reference calls bracketing the faces agreed: a value that
  * changed between them is random per call (an id, a secret, a token, a timestamp).
  */
-function assertSameResponse(actual: JsonValue | undefined, expected: JsonValue | undefined, control: JsonValue | undefined, where: string): void {
+function assertSameResponse(
+  actual: JsonValue | undefined,
+  expected: JsonValue | undefined,
+  control: JsonValue | undefined,
+  where: string,
+): void {
   assert.equal(typeOf(actual), typeOf(expected), `${where}: type`);
   if (Array.isArray(expected)) {
     const a = actual as JsonValue[];
     assert.equal(a.length, expected.length, `${where}: length`);
-    expected.forEach((e, i) => assertSameResponse(a[i], e, Array.isArray(control) ? control[i] : undefined, `${where}[${i}]`));
+    expected.forEach((e, i) =>
+      assertSameResponse(a[i], e, Array.isArray(control) ? control[i] : undefined, `${where}[${i}]`),
+    );
   } else if (expected !== null && typeof expected === "object") {
     const a = actual as JsonObject;
     assert.deepEqual(Object.keys(a).sort(), Object.keys(expected).sort(), `${where}: keys`);
@@ -483,13 +548,22 @@ function assertParity(route: RestRoute, c: Case, outcomes: readonly Outcome[], c
   const context = `${route.method.parent.typeName}.${route.method.name} ${c.name}\n${describeOutcomes(outcomes)}`;
   const rest = outcomes.find((o) => o.httpStatus !== undefined)!;
   const rpcs = outcomes.filter((o) => o !== rest);
-  assert.ok(outcomes.every((o) => o.ok === outcomes[0]!.ok), `all faces succeed or all fail:\n${context}`);
+  assert.ok(
+    outcomes.every((o) => o.ok === outcomes[0]!.ok),
+    `all faces succeed or all fail:\n${context}`,
+  );
 
   if (outcomes[0]!.ok) {
     assert.ok(!c.clientError, `a success where a client error is due:\n${context}`);
     assert.equal(rest.httpStatus, route.successStatus, `REST answers the documented success status:\n${context}`);
     const expected = withoutDefaults(rpcs[0]!.response!);
-    for (const o of outcomes) assertSameResponse(withoutDefaults(o.response!), expected, withoutDefaults(control.response ?? {}), `${o.face} response`);
+    for (const o of outcomes)
+      assertSameResponse(
+        withoutDefaults(o.response!),
+        expected,
+        withoutDefaults(control.response ?? {}),
+        `${o.face} response`,
+      );
     return;
   }
 
@@ -505,7 +579,11 @@ function assertParity(route: RestRoute, c: Case, outcomes: readonly Outcome[], c
     assert.equal(o.error!.message, first.message, `message on every face:\n${context}`);
     assert.deepEqual(o.error!.rest, first.rest, `the whole ErrorResponse on every face:\n${context}`);
   }
-  assert.equal(rest.httpStatus, httpStatusOf(code, first.errorCode), `REST status = httpStatusOf(${Code[code]}, ${first.errorCode}):\n${context}`);
+  assert.equal(
+    rest.httpStatus,
+    httpStatusOf(code, first.errorCode),
+    `REST status = httpStatusOf(${Code[code]}, ${first.errorCode}):\n${context}`,
+  );
   assert.ok(code !== Code.Internal && first.errorCode !== "INTERNAL_ERROR", `never INTERNAL:\n${context}`);
   const notImplemented = code === Code.Unimplemented && first.errorCode === "NOT_IMPLEMENTED";
   assert.ok(
@@ -545,7 +623,11 @@ function facesOf(baseUrl: string, agent?: http.Agent): Faces {
     transportFace("gRPC-Web (binary, HTTP/1.1)", createGrpcWebTransport({ baseUrl, httpVersion: "1.1", nodeOptions })),
     restFace(baseUrl),
   ];
-  return { faces, reference: transportFace("Connect (reference)", connect()), close: () => faces.forEach((f) => f.close()) };
+  return {
+    faces,
+    reference: transportFace("Connect (reference)", connect()),
+    close: () => faces.forEach((f) => f.close()),
+  };
 }
 
 /** A TMC admin's access token on a fresh demo tenant, with room for the API users case (b) creates. */
@@ -565,7 +647,8 @@ async function runCase(faces: Faces, route: RestRoute, c: Case, adminToken: stri
   assertParity(route, c, outcomes, control);
 }
 
-const fullName = (route: RestRoute) => `${route.method.parent.typeName}.${route.method.name} (${route.verb} ${route.template}, ${backend})`;
+const fullName = (route: RestRoute) =>
+  `${route.method.parent.typeName}.${route.method.name} (${route.verb} ${route.template}, ${backend})`;
 
 describe("every REST route, on all four faces", () => {
   let running: RunningService;
@@ -636,6 +719,10 @@ describe(`requests over BODY_LIMIT_BYTES, then SIGTERM (${backend})`, () => {
     const shutdownTimeoutMs = Number(serviceEnv(storage!).SHUTDOWN_TIMEOUT_MS);
     server!.child.kill("SIGTERM");
     const exited = await Promise.race([server!.exited, sleep(shutdownTimeoutMs + 2_000).then(() => undefined)]);
-    assert.deepEqual(exited, { code: 0, signal: null }, `the server ${exited ? "exited" : "was still running"} ${shutdownTimeoutMs + 2_000} ms after SIGTERM`);
+    assert.deepEqual(
+      exited,
+      { code: 0, signal: null },
+      `the server ${exited ? "exited" : "was still running"} ${shutdownTimeoutMs + 2_000} ms after SIGTERM`,
+    );
   });
 });

@@ -22,7 +22,13 @@ const root = fileURLToPath(new URL("../../", import.meta.url));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 // gRPC status codes (identical to connect's Code values).
-const STATUS = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNIMPLEMENTED: 12, UNAUTHENTICATED: 16 } as const;
+const STATUS = {
+  INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
+  PERMISSION_DENIED: 7,
+  UNIMPLEMENTED: 12,
+  UNAUTHENTICATED: 16,
+} as const;
 
 // ---- a face-independent view of one RPC call ----------------------------------------
 
@@ -86,15 +92,20 @@ function grpcFace(baseUrl: string): Face {
       const client = clients[service];
       assert.equal(typeof client[method], "function", `${service}.${method} exists in the loaded protos`);
       return new Promise((resolve, reject) =>
-        client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: Msg) => {
-          // grpc-js swallows exceptions thrown in this callback: settle the promise either way.
-          if (!err) return resolve(res);
-          try {
-            reject(new RpcFailure(err.code, errorResponseOfGrpc(err), err));
-          } catch (decodeFailure) {
-            reject(decodeFailure);
-          }
-        }),
+        client[method](
+          request,
+          metadata,
+          { deadline: Date.now() + 10_000 },
+          (err: grpc.ServiceError | null, res: Msg) => {
+            // grpc-js swallows exceptions thrown in this callback: settle the promise either way.
+            if (!err) return resolve(res);
+            try {
+              reject(new RpcFailure(err.code, errorResponseOfGrpc(err), err));
+            } catch (decodeFailure) {
+              reject(decodeFailure);
+            }
+          },
+        ),
       );
     },
     close: () => Object.values(clients).forEach((c) => c.close()),
@@ -149,8 +160,14 @@ after(async () => {
 
 const faceFactories: ReadonlyArray<[string, (baseUrl: string) => Face]> = [
   ["grpc-js", grpcFace],
-  ["connect", (baseUrl) => connectFace("Connect protocol (HTTP/1.1)", createConnectTransport({ baseUrl, httpVersion: "1.1" }))],
-  ["grpc-web", (baseUrl) => connectFace("gRPC-Web (HTTP/1.1)", createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }))],
+  [
+    "connect",
+    (baseUrl) => connectFace("Connect protocol (HTTP/1.1)", createConnectTransport({ baseUrl, httpVersion: "1.1" })),
+  ],
+  [
+    "grpc-web",
+    (baseUrl) => connectFace("gRPC-Web (HTTP/1.1)", createGrpcWebTransport({ baseUrl, httpVersion: "1.1" })),
+  ],
 ];
 
 /** Awaits a call that must fail and returns its failure, checked for code and ErrorResponse. */
@@ -188,7 +205,8 @@ for (const [key, factory] of faceFactories) {
       face = factory(running.baseUrl);
       faces.push(face);
     });
-    const op = (method: string, request: Msg, token: Token = TEST_OPERATOR_TOKEN) => face.call("operator", method, request, token);
+    const op = (method: string, request: Msg, token: Token = TEST_OPERATOR_TOKEN) =>
+      face.call("operator", method, request, token);
     /** A TMC admin's access token, obtained through this face's AuthService.FetchOauth2Token. */
     const adminToken = async (): Promise<{ accessToken: string; clientId: string; clientSecret: string }> => {
       const tmc = await op("createTmc", { name: `TMC ${key} ${crypto.randomUUID()}` });
@@ -246,7 +264,11 @@ for (const [key, factory] of faceFactories) {
     it("rejects a missing or wrong operator token with UNAUTHENTICATED / USER_NOT_AUTHENTICATED, traceable in the logs", async () => {
       const ids: string[] = [];
       for (const token of [null, "not-the-operator-token", `${TEST_OPERATOR_TOKEN}x`]) {
-        const { body } = await failure(op("createTmc", { name: "nope" }, token), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+        const { body } = await failure(
+          op("createTmc", { name: "nope" }, token),
+          STATUS.UNAUTHENTICATED,
+          "USER_NOT_AUTHENTICATED",
+        );
         ids.push(body.debugIdentifier);
       }
       assert.equal(new Set(ids).size, ids.length, "each request has its own debugIdentifier");
@@ -258,7 +280,11 @@ for (const [key, factory] of faceFactories) {
 
     it("answers INVALID_ARGUMENT / API_VALIDATION_FAILED naming the invalid field", async () => {
       const { accessToken } = await adminToken();
-      const limit = await failure(face.call("apiUser", "getApiUsers", { limit: 101 }, accessToken), STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED");
+      const limit = await failure(
+        face.call("apiUser", "getApiUsers", { limit: 101 }, accessToken),
+        STATUS.INVALID_ARGUMENT,
+        "API_VALIDATION_FAILED",
+      );
       assert.deepEqual(parameterNames(limit.body), ["limit"]);
 
       const name = await failure(op("createTmc", { name: "" }), STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED");
@@ -291,8 +317,16 @@ for (const [key, factory] of faceFactories) {
     });
 
     it("refuses a protected RPC without an access token, and checks it before validating", async () => {
-      await failure(face.call("apiUser", "getApiUsers", { limit: 101 }, null), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
-      await failure(face.call("apiUser", "getApiUsers", {}, TEST_OPERATOR_TOKEN), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+      await failure(
+        face.call("apiUser", "getApiUsers", { limit: 101 }, null),
+        STATUS.UNAUTHENTICATED,
+        "USER_NOT_AUTHENTICATED",
+      );
+      await failure(
+        face.call("apiUser", "getApiUsers", {}, TEST_OPERATOR_TOKEN),
+        STATUS.UNAUTHENTICATED,
+        "USER_NOT_AUTHENTICATED",
+      );
     });
 
     it("manages API users over this protocol: create, rotate (old token refused at once), revoke, then NOT_FOUND", async () => {
@@ -300,7 +334,11 @@ for (const [key, factory] of faceFactories) {
       const created = await face.call("apiUser", "createApiUser", {}, accessToken);
       assert.match(created.clientId, /^[a-z2-7]{26}$/);
       const grant = (secret: string) =>
-        face.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: created.clientId, clientSecret: secret });
+        face.call("auth", "fetchOauth2Token", {
+          grantType: "client_credentials",
+          clientId: created.clientId,
+          clientSecret: secret,
+        });
       const old = (await grant(created.clientSecret)).accessToken;
       assert.equal(Number((await face.call("apiUser", "getApiUsers", {}, old)).totalCount), 2);
       const rotated = await face.call("apiUser", "rotateClientSecret", { clientId: created.clientId }, accessToken);
@@ -310,19 +348,30 @@ for (const [key, factory] of faceFactories) {
       const fresh = (await grant(rotated.clientSecret)).accessToken;
       await face.call("apiUser", "deleteApiUser", { clientId: created.clientId }, accessToken);
       await failure(face.call("apiUser", "getApiUsers", {}, fresh), STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
-      await failure(face.call("apiUser", "deleteApiUser", { clientId: created.clientId }, accessToken), STATUS.NOT_FOUND, "NOT_FOUND");
+      await failure(
+        face.call("apiUser", "deleteApiUser", { clientId: created.clientId }, accessToken),
+        STATUS.NOT_FOUND,
+        "NOT_FOUND",
+      );
     });
 
     it("answers a protected RPC for a TMC admin's token (ApiUserService.GetApiUsers lists its own TMC only)", async () => {
       const { accessToken, clientId } = await adminToken();
       const page = await face.call("apiUser", "getApiUsers", { limit: 10 }, accessToken);
-      assert.deepEqual(page.apiUsers.map((u: { clientId: string }) => u.clientId), [clientId]);
+      assert.deepEqual(
+        page.apiUsers.map((u: { clientId: string }) => u.clientId),
+        [clientId],
+      );
       assert.equal(Number(page.totalCount), 1);
     });
 
     it("answers NOT_FOUND for SetTmcApiUserLimit on an unknown TMC", async () => {
       const tmcId = crypto.randomUUID();
-      const { body } = await failure(op("setTmcApiUserLimit", { tmcId, maxApiUsers: 3 }), STATUS.NOT_FOUND, "NOT_FOUND");
+      const { body } = await failure(
+        op("setTmcApiUserLimit", { tmcId, maxApiUsers: 3 }),
+        STATUS.NOT_FOUND,
+        "NOT_FOUND",
+      );
       assert.deepEqual(
         body.errorMessages[0]!.errorParameters.map((p) => [p.name, p.value]),
         [["tmcId", tmcId]],

@@ -119,7 +119,12 @@ for (const version of ["v1", "v1alpha"] as const) {
     it("list_services lists the given, reflection and health services", async () => {
       const [res] = await reflect(reflection(), [{ list_services: "" }]);
       const names = res!.list_services_response.service.map((s: Msg) => s.name);
-      for (const name of [API_USER_SERVICE, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", "grpc.health.v1.Health"]) {
+      for (const name of [
+        API_USER_SERVICE,
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "grpc.health.v1.Health",
+      ]) {
         assert.ok(names.includes(name), `${name} missing from ${names}`);
       }
       assert.equal(new Set(names).size, names.length, "no duplicates");
@@ -131,16 +136,22 @@ for (const version of ["v1", "v1alpha"] as const) {
       const files = decodeFiles(res!);
       const names = files.map((f) => f.name);
       assert.equal(names[0], "travel/apiuser/v2/api_user.proto");
-      for (const dep of ["google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto", "buf/validate/validate.proto"]) {
+      for (const dep of [
+        "google/api/annotations.proto",
+        "google/api/http.proto",
+        "google/protobuf/descriptor.proto",
+        "buf/validate/validate.proto",
+      ]) {
         assert.ok(names.includes(dep), `${dep} missing from ${names}`);
       }
       assert.equal(new Set(names).size, names.length, "each file sent once");
       // The set is self-contained: a registry can be built from it alone.
       const byName = new Map(files.map((f) => [f.name, f]));
       const registry = createFileRegistry(files[0]!, (name) => byName.get(name));
-      assert.deepEqual(registry.getService(API_USER_SERVICE)?.methods.map((m) => m.name), [
-        "CreateApiUser", "GetApiUsers", "DeleteApiUser", "RotateClientSecret",
-      ]);
+      assert.deepEqual(
+        registry.getService(API_USER_SERVICE)?.methods.map((m) => m.name),
+        ["CreateApiUser", "GetApiUsers", "DeleteApiUser", "RotateClientSecret"],
+      );
     });
 
     it("file_containing_symbol resolves methods, messages, enums, values, fields, nested types and dependency symbols", async () => {
@@ -159,7 +170,10 @@ for (const version of ["v1", "v1alpha"] as const) {
         ["grpc.health.v1.HealthCheckResponse.ServingStatus", "grpc/health/v1/health.proto"],
         [`grpc.reflection.${version}.ServerReflection`, `grpc/reflection/${version}/reflection.proto`],
       ];
-      const responses = await reflect(reflection(), cases.map(([symbol]) => ({ file_containing_symbol: symbol })));
+      const responses = await reflect(
+        reflection(),
+        cases.map(([symbol]) => ({ file_containing_symbol: symbol })),
+      );
       cases.forEach(([symbol, file], i) => assert.equal(decodeFiles(responses[i]!)[0]!.name, file, symbol));
     });
 
@@ -169,9 +183,10 @@ for (const version of ["v1", "v1alpha"] as const) {
         { file_containing_extension: { containing_type: "google.protobuf.MethodOptions", extension_number: 72295728 } },
         { all_extension_numbers_of_type: "google.protobuf.MethodOptions" },
       ]);
-      assert.deepEqual(decodeFiles(byName!).map((f) => f.name), [
-        "google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto",
-      ]);
+      assert.deepEqual(
+        decodeFiles(byName!).map((f) => f.name),
+        ["google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto"],
+      );
       assert.equal(decodeFiles(byExt!)[0]!.name, "google/api/annotations.proto");
       assert.equal(numbers!.message_response, "all_extension_numbers_response");
       assert.equal(numbers!.all_extension_numbers_response.base_type_name, "google.protobuf.MethodOptions");
@@ -284,7 +299,9 @@ describe("health", () => {
 
 describe("buf curl", () => {
   const buf = (...args: string[]) =>
-    promisify(execFile)(`${root}node_modules/.bin/buf`, ["curl", "--http2-prior-knowledge", ...args], { timeout: 30_000 });
+    promisify(execFile)(`${root}node_modules/.bin/buf`, ["curl", "--http2-prior-knowledge", ...args], {
+      timeout: 30_000,
+    });
 
   it("--list-services lists the services via reflection", async () => {
     const { stdout } = await buf("--list-services", `http://${address}`);

@@ -8,7 +8,16 @@ import net from "node:net";
 import { after, before, describe, test } from "node:test";
 import { backend } from "../helpers/backend.js";
 import { dropStorage, startService, type RunningService } from "../helpers/service.js";
-import { LIST_RESPONSE, newScimCompany, newTmc, newUser, scim, scimError, type ScimAnswer, type ScimTenant } from "./scim-kit.js";
+import {
+  LIST_RESPONSE,
+  newScimCompany,
+  newTmc,
+  newUser,
+  scim,
+  scimError,
+  type ScimAnswer,
+  type ScimTenant,
+} from "./scim-kit.js";
 
 const USERS = "/v2/scim/v2/Users";
 const q = (filter: string) => `${USERS}?filter=${encodeURIComponent(filter)}`;
@@ -32,10 +41,21 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
   });
 
   const get = (path: string) => scim(running, a.scimToken, "GET", path);
-  const userNames = (answer: ScimAnswer) => (answer.body.Resources as Array<{ userName: string }>).map((u) => u.userName).sort();
+  const userNames = (answer: ScimAnswer) =>
+    (answer.body.Resources as Array<{ userName: string }>).map((u) => u.userName).sort();
 
   test("issue 18 #4: attribute names that are Object.prototype keys are 400 invalidFilter, not 500", async () => {
-    for (const filter of ['__proto__ eq "x"', "constructor pr", 'toString eq "x"', "hasOwnProperty pr", 'valueOf gt "x"', '__defineGetter__ co "x"', 'urn:ietf:params:scim:schemas:core:2.0:User:constructor eq "x"', 'not (isPrototypeOf pr)', 'userName eq "ada@edge.example" or propertyIsEnumerable pr']) {
+    for (const filter of [
+      '__proto__ eq "x"',
+      "constructor pr",
+      'toString eq "x"',
+      "hasOwnProperty pr",
+      'valueOf gt "x"',
+      '__defineGetter__ co "x"',
+      'urn:ietf:params:scim:schemas:core:2.0:User:constructor eq "x"',
+      "not (isPrototypeOf pr)",
+      'userName eq "ada@edge.example" or propertyIsEnumerable pr',
+    ]) {
       const body = scimError(await get(q(filter)), 400, "invalidFilter");
       assert.match(body.detail, /is not supported/, filter);
     }
@@ -53,7 +73,12 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
   });
 
   test("issue 18 #4: date-times are limited to the years 0001–9999 (UTC); the bounds themselves work", async () => {
-    for (const date of ["0000-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0000-12-31T23:59:59.999Z"]) {
+    for (const date of [
+      "0000-01-01T00:00:00Z",
+      "0001-01-01T00:00:00+01:00",
+      "9999-12-31T23:59:59-01:00",
+      "0000-12-31T23:59:59.999Z",
+    ]) {
       for (const op of ["gt", "ge", "lt", "le", "eq"]) {
         for (const attribute of ["meta.created", "meta.lastModified"]) {
           const body = scimError(await get(q(`${attribute} ${op} "${date}"`)), 400, "invalidFilter");
@@ -68,29 +93,49 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
 
   test("issue 19: query parameter names in any case (Entra, Okta, DeltaSync); startIndex 0 means 1; unknown ones ignored", async () => {
     const filter = encodeURIComponent('userName sw "b" or userName sw "c"');
-    for (const query of [`startindex=1&count=1&filter=${filter}`, `StartIndex=1&Count=1&Filter=${filter}`, `STARTINDEX=0&COUNT=1&FILTER=${filter}`, `startIndex=-3&count=1&filter=${filter}`]) {
+    for (const query of [
+      `startindex=1&count=1&filter=${filter}`,
+      `StartIndex=1&Count=1&Filter=${filter}`,
+      `STARTINDEX=0&COUNT=1&FILTER=${filter}`,
+      `startIndex=-3&count=1&filter=${filter}`,
+    ]) {
       const page = await get(`${USERS}?${query}`);
       assert.equal(page.status, 200, `${query}: ${JSON.stringify(page.body)}`);
-      assert.deepEqual([page.body.schemas, page.body.totalResults, page.body.startIndex, page.body.itemsPerPage], [[LIST_RESPONSE], 2, 1, 1], query);
+      assert.deepEqual(
+        [page.body.schemas, page.body.totalResults, page.body.startIndex, page.body.itemsPerPage],
+        [[LIST_RESPONSE], 2, 1, 1],
+        query,
+      );
       assert.equal(page.body.Resources[0].userName, "bob@edge.example", query);
     }
     // Entra's existence check (form-encoded spaces) and Okta's import page, as they send them.
     const entra = await get(`${USERS}?filter=userName+eq+%22ada%40edge.example%22`);
     assert.deepEqual([entra.status, entra.body.totalResults], [200, 1], JSON.stringify(entra.body));
     const okta = await get(`${USERS}?filter=userName%20eq%20%22ADA@edge.example%22&startIndex=1&count=100`);
-    assert.deepEqual([okta.status, okta.body.totalResults, okta.body.Resources[0]?.userName], [200, 1, "ada@edge.example"], JSON.stringify(okta.body));
+    assert.deepEqual(
+      [okta.status, okta.body.totalResults, okta.body.Resources[0]?.userName],
+      [200, 1, "ada@edge.example"],
+      JSON.stringify(okta.body),
+    );
     // Microsoft's DeltaSync sample: startindex=0&count=100 with excludedAttributes in lower case.
     const delta = await get(`${USERS}?startindex=0&count=100&excludedattributes=name`);
     assert.equal(delta.status, 200, JSON.stringify(delta.body));
     assert.equal(delta.body.startIndex, 1);
     assert.equal(delta.body.Resources.length, 3);
-    assert.ok(delta.body.Resources.every((u: Record<string, unknown>) => u.name === undefined && typeof u.userName === "string"), JSON.stringify(delta.body.Resources[0]));
+    assert.ok(
+      delta.body.Resources.every(
+        (u: Record<string, unknown>) => u.name === undefined && typeof u.userName === "string",
+      ),
+      JSON.stringify(delta.body.Resources[0]),
+    );
     // One user, in any case too.
     const one = await get(`${USERS}/${adaId}?ATTRIBUTES=userName`);
     assert.equal(one.body.userName, "ada@edge.example");
     assert.equal(one.body.name, undefined);
     // Parameters SCIM does not define here are ignored (decision: README, SCIM provisioning).
-    const unknown = await get(`${USERS}?filter=${encodeURIComponent('userName eq "ada@edge.example"')}&api-version=2&aadOptscim062020=1`);
+    const unknown = await get(
+      `${USERS}?filter=${encodeURIComponent('userName eq "ada@edge.example"')}&api-version=2&aadOptscim062020=1`,
+    );
     assert.equal(unknown.status, 200, JSON.stringify(unknown.body));
     assert.equal(unknown.body.totalResults, 1);
     // One parameter named twice, in whatever case, is refused in the SCIM dialect.
@@ -113,15 +158,40 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     for (const base of ["/v2/scim/v2", "/v2/scim"]) {
       // Okta and Entra probe /Groups; this service serves Users only (ResourceTypes lists User).
       scimError(await get(`${base}/Groups`), 404);
-      scimError(await get(`${base}/Groups?filter=${encodeURIComponent('displayName eq "Admins"')}&excludedAttributes=members`), 404);
-      scimError(await scim(running, a.scimToken, "POST", `${base}/Groups`, { schemas: ["urn:ietf:params:scim:schemas:core:2.0:Group"], displayName: "x" }), 404);
+      scimError(
+        await get(`${base}/Groups?filter=${encodeURIComponent('displayName eq "Admins"')}&excludedAttributes=members`),
+        404,
+      );
+      scimError(
+        await scim(running, a.scimToken, "POST", `${base}/Groups`, {
+          schemas: ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+          displayName: "x",
+        }),
+        404,
+      );
       scimError(await scim(running, a.scimToken, "PATCH", `${base}/Groups/abc`, {}), 404);
       scimError(await get(`${base}/Nothing`), 404);
       scimError(await get(base), 404);
       // RFC 7644 3.7, 3.4.3, 3.11: endpoints SCIM defines that this service does not offer.
-      scimError(await scim(running, a.scimToken, "POST", `${base}/Bulk`, { schemas: ["urn:ietf:params:scim:api:messages:2.0:BulkRequest"], Operations: [] }), 501);
-      scimError(await scim(running, a.scimToken, "POST", `${base}/.search`, { schemas: ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"] }), 501);
-      scimError(await scim(running, a.scimToken, "POST", `${base}/Users/.search`, { schemas: ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"] }), 501);
+      scimError(
+        await scim(running, a.scimToken, "POST", `${base}/Bulk`, {
+          schemas: ["urn:ietf:params:scim:api:messages:2.0:BulkRequest"],
+          Operations: [],
+        }),
+        501,
+      );
+      scimError(
+        await scim(running, a.scimToken, "POST", `${base}/.search`, {
+          schemas: ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"],
+        }),
+        501,
+      );
+      scimError(
+        await scim(running, a.scimToken, "POST", `${base}/Users/.search`, {
+          schemas: ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"],
+        }),
+        501,
+      );
       scimError(await get(`${base}/Me`), 501);
       scimError(await scim(running, a.scimToken, "PATCH", `${base}/Me`, {}), 501);
       // "Me" as a user id is just an id.
@@ -130,7 +200,10 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
       // A SCIM resource, another method.
       const wrong = await scim(running, a.scimToken, "DELETE", `${base}/Users`);
       scimError(wrong, 405);
-      const allow = await fetch(`${running.baseUrl}${base}/Users`, { method: "PUT", headers: { authorization: `Bearer ${a.scimToken}` } });
+      const allow = await fetch(`${running.baseUrl}${base}/Users`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${a.scimToken}` },
+      });
       assert.equal(allow.status, 405);
       assert.deepEqual(allow.headers.get("allow")?.split(", ").sort(), ["GET", "HEAD", "POST"]);
       scimError(await scim(running, a.scimToken, "POST", `${base}/Users/${adaId}`, newUser("x@edge.example")), 405);
@@ -140,24 +213,46 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     const other = await fetch(`${running.baseUrl}/v2/nothing-here`);
     assert.equal(other.status, 404);
     assert.match(other.headers.get("content-type") ?? "", /^application\/json/);
-    assert.equal(((await other.json()) as { errorMessages: Array<{ errorCode: string }> }).errorMessages[0]?.errorCode, "ROUTE_NOT_FOUND");
+    assert.equal(
+      ((await other.json()) as { errorMessages: Array<{ errorCode: string }> }).errorMessages[0]?.errorCode,
+      "ROUTE_NOT_FOUND",
+    );
   });
 
   test("issue 18 #8, 19: refusals before routing on SCIM paths are SCIM errors: 431 (fresh and reused connections), 414, 413, a URL not percent-encoded", async () => {
     // fetch: one write, usually a reused keep-alive connection.
     scimError(await scim(running, a.scimToken, "GET", `${USERS}?filter=x`, undefined), 400, "invalidFilter");
-    const big = await fetch(`${running.baseUrl}${USERS}`, { headers: { authorization: `Bearer ${a.scimToken}`, "x-padding": "a".repeat(20_000) } });
-    scimError({ status: big.status, contentType: big.headers.get("content-type") ?? "", location: null, body: await big.json() }, 431);
+    const big = await fetch(`${running.baseUrl}${USERS}`, {
+      headers: { authorization: `Bearer ${a.scimToken}`, "x-padding": "a".repeat(20_000) },
+    });
+    scimError(
+      {
+        status: big.status,
+        contentType: big.headers.get("content-type") ?? "",
+        location: null,
+        body: await big.json(),
+      },
+      431,
+    );
     // A raw connection whose headers arrive in several pieces: the request line is in the first.
-    const split = await rawExchange([`GET ${USERS} HTTP/1.1\r\nhost: x\r\n`, ...Array.from({ length: 8 }, (_, i) => `x-h${i}: ${"b".repeat(3000)}\r\n`), "\r\n"]);
+    const split = await rawExchange([
+      `GET ${USERS} HTTP/1.1\r\nhost: x\r\n`,
+      ...Array.from({ length: 8 }, (_, i) => `x-h${i}: ${"b".repeat(3000)}\r\n`),
+      "\r\n",
+    ]);
     assertRawScimError(split, 431);
     // Outside SCIM the same refusal keeps the platform shape.
-    const platform = await rawExchange([`GET /v2/api-users HTTP/1.1\r\nhost: x\r\nx-big: ${"c".repeat(20_000)}\r\n\r\n`]);
+    const platform = await rawExchange([
+      `GET /v2/api-users HTTP/1.1\r\nhost: x\r\nx-big: ${"c".repeat(20_000)}\r\n\r\n`,
+    ]);
     assert.match(platform, /^HTTP\/1\.1 431 .*\r\ncontent-type: application\/json/s);
 
     scimError(await get(`${USERS}?filter=${"x".repeat(9_000)}`), 414);
     scimError(await get(`${USERS}/%FF`), 400, "invalidSyntax");
-    scimError(await scim(running, a.scimToken, "POST", USERS, newUser("big@edge.example", { externalId: "e".repeat(70_000) })), 413);
+    scimError(
+      await scim(running, a.scimToken, "POST", USERS, newUser("big@edge.example", { externalId: "e".repeat(70_000) })),
+      413,
+    );
   });
 
   test("issue 18 #8: the SCIM token is taken only as issued: padding cut or added, other trailing bits, an extra space are 401", async () => {
@@ -166,7 +261,12 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     assert.equal((await ok(`Bearer ${token}`)).status, 200);
     assert.equal((await ok(`bearer ${token}`)).status, 200, "the scheme is case-insensitive (RFC 9110 11.1)");
     const unpadded = token.replace(/=+$/, "");
-    const variants = [`Bearer  ${token}`, `Bearer ${unpadded}${"=".repeat(Math.max(0, token.length - unpadded.length - 1))}`, `Bearer ${token}=`, `Bearer\t${token}`];
+    const variants = [
+      `Bearer  ${token}`,
+      `Bearer ${unpadded}${"=".repeat(Math.max(0, token.length - unpadded.length - 1))}`,
+      `Bearer ${token}=`,
+      `Bearer\t${token}`,
+    ];
     if (unpadded !== token) variants.push(`Bearer ${unpadded}`);
     // Another last character that decodes to the same bytes (its unused low bits differ).
     const last = unpadded.at(-1)!;
@@ -180,7 +280,15 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     }
     for (const header of variants) {
       const response = await ok(header);
-      const body = scimError({ status: response.status, contentType: response.headers.get("content-type") ?? "", location: null, body: await response.json() }, 401);
+      const body = scimError(
+        {
+          status: response.status,
+          contentType: response.headers.get("content-type") ?? "",
+          location: null,
+          body: await response.json(),
+        },
+        401,
+      );
       assert.match(body.detail, /SCIM token/, JSON.stringify(header.slice(0, 12)));
     }
   });
@@ -199,7 +307,9 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
       let received = "";
       socket.on("data", (chunk) => (received += chunk.toString("latin1")));
       socket.on("close", () => resolve(received));
-      socket.on("error", (error: NodeJS.ErrnoException) => (error.code === "ECONNRESET" || error.code === "EPIPE" ? resolve(received) : reject(error)));
+      socket.on("error", (error: NodeJS.ErrnoException) =>
+        error.code === "ECONNRESET" || error.code === "EPIPE" ? resolve(received) : reject(error),
+      );
     });
   }
 
@@ -207,6 +317,9 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     assert.match(raw, new RegExp(`^HTTP/1\\.1 ${status} `), raw.slice(0, 200));
     const head = raw.slice(0, raw.indexOf("\r\n\r\n"));
     const contentType = /\r\ncontent-type: ([^\r]*)/i.exec(head)?.[1] ?? "";
-    scimError({ status, contentType, location: null, body: JSON.parse(raw.slice(raw.indexOf("\r\n\r\n") + 4)) }, status);
+    scimError(
+      { status, contentType, location: null, body: JSON.parse(raw.slice(raw.indexOf("\r\n\r\n") + 4)) },
+      status,
+    );
   }
 });

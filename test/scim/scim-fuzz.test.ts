@@ -22,8 +22,37 @@ const RUNS = Math.max(20, Math.round(FUZZ_RUNS / 2));
 const filterText = fc
   .array(
     fc.oneof(
-      fc.constantFrom("userName", "externalId", "emails", "emails.value", "emails[type eq \"work\"]", "name.givenName", "active", "id", "meta.created", "title", "urn:ietf:params:scim:schemas:core:2.0:User:userName"),
-      fc.constantFrom(" eq ", " ne ", " co ", " sw ", " ew ", " gt ", " pr", " and ", " or ", "not ", "(", ")", "[", "]", ".", "\""),
+      fc.constantFrom(
+        "userName",
+        "externalId",
+        "emails",
+        "emails.value",
+        'emails[type eq "work"]',
+        "name.givenName",
+        "active",
+        "id",
+        "meta.created",
+        "title",
+        "urn:ietf:params:scim:schemas:core:2.0:User:userName",
+      ),
+      fc.constantFrom(
+        " eq ",
+        " ne ",
+        " co ",
+        " sw ",
+        " ew ",
+        " gt ",
+        " pr",
+        " and ",
+        " or ",
+        "not ",
+        "(",
+        ")",
+        "[",
+        "]",
+        ".",
+        '"',
+      ),
       fc.constantFrom('"ada@a.example"', "true", "false", "null", "42", '"2026-01-01T00:00:00Z"', "'x'", '"%_\\\\"'),
       fc.string({ maxLength: 6 }),
     ),
@@ -37,17 +66,50 @@ const filterText = fc
 const COMPARE_OPERATORS = ["eq", "ne", "co", "sw", "ew", "gt", "ge", "lt", "le"] as const;
 const STRING_ATTRIBUTES = ["userName", "emails", "emails.value", "externalId", "name.givenName", "name.familyName"];
 const SUPPORTED: ReadonlyArray<{ names: readonly string[]; ops: readonly string[]; value: fc.Arbitrary<string> }> = [
-  { names: STRING_ATTRIBUTES, ops: ["eq", "ne", "co", "sw", "ew"], value: fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)) },
-  { names: ["id"], ops: ["eq", "ne"], value: fc.oneof(fc.uuid(), fc.string({ maxLength: 12 })).map((t) => JSON.stringify(t)) },
+  {
+    names: STRING_ATTRIBUTES,
+    ops: ["eq", "ne", "co", "sw", "ew"],
+    value: fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)),
+  },
+  {
+    names: ["id"],
+    ops: ["eq", "ne"],
+    value: fc.oneof(fc.uuid(), fc.string({ maxLength: 12 })).map((t) => JSON.stringify(t)),
+  },
   { names: ["active"], ops: ["eq", "ne"], value: fc.constantFrom("true", "false", '"True"', '"false"') },
-  { names: ["meta.created", "meta.lastModified"], ops: ["eq", "gt", "ge", "lt", "le"], value: fc.date({ min: new Date("0002-01-01T00:00:00Z"), max: new Date("9998-12-31T23:59:59Z"), noInvalidDate: true }).map((d) => JSON.stringify(d.toISOString())) },
+  {
+    names: ["meta.created", "meta.lastModified"],
+    ops: ["eq", "gt", "ge", "lt", "le"],
+    value: fc
+      .date({ min: new Date("0002-01-01T00:00:00Z"), max: new Date("9998-12-31T23:59:59Z"), noInvalidDate: true })
+      .map((d) => JSON.stringify(d.toISOString())),
+  },
 ];
 
 /** Attribute names: the supported ones in any case and with the schema URN, Object.prototype's keys, and others. */
 const attributeName = fc.oneof(
-  fc.constantFrom(...SUPPORTED.flatMap((a) => a.names), "emails.type", "emails.primary", "name", "meta", "title", "displayName", "groups", "x.y.z"),
-  fc.constantFrom(...Object.getOwnPropertyNames(Object.prototype), "prototype", "__proto__.x", "constructor.name", "emails.__proto__", "name.constructor"),
-  fc.constantFrom(...STRING_ATTRIBUTES, "id", "meta.created").map((n) => `urn:ietf:params:scim:schemas:core:2.0:User:${n}`),
+  fc.constantFrom(
+    ...SUPPORTED.flatMap((a) => a.names),
+    "emails.type",
+    "emails.primary",
+    "name",
+    "meta",
+    "title",
+    "displayName",
+    "groups",
+    "x.y.z",
+  ),
+  fc.constantFrom(
+    ...Object.getOwnPropertyNames(Object.prototype),
+    "prototype",
+    "__proto__.x",
+    "constructor.name",
+    "emails.__proto__",
+    "name.constructor",
+  ),
+  fc
+    .constantFrom(...STRING_ATTRIBUTES, "id", "meta.created")
+    .map((n) => `urn:ietf:params:scim:schemas:core:2.0:User:${n}`),
   fc.constantFrom("USERNAME", "Active", "META.CREATED", "iD", "Name.GivenName"),
 );
 
@@ -60,14 +122,29 @@ const extremeDate = fc
     fc.integer({ min: 0, max: 25 }),
     fc.constantFrom("Z", "+01:00", "-01:00", "+14:00", "-12:00", "", ".999999999Z", "+24:00"),
   )
-  .map(([y, mo, d, h, zone]) => `${String(y).padStart(4, "0")}-${String(mo).padStart(2, "0")}-${String(d).padStart(2, "0")}T${String(h).padStart(2, "0")}:59:59${zone}`);
+  .map(
+    ([y, mo, d, h, zone]) =>
+      `${String(y).padStart(4, "0")}-${String(mo).padStart(2, "0")}-${String(d).padStart(2, "0")}T${String(h).padStart(2, "0")}:59:59${zone}`,
+  );
 
 /** Comparison values of every type the grammar has, and the wrong ones. */
 const filterValue = fc.oneof(
   fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)),
   fc.uuid().map((t) => JSON.stringify(t)),
   extremeDate.map((t) => JSON.stringify(t)),
-  fc.constantFrom("true", "false", "null", "0", "-1", "1e308", '"+275760-09-13T00:00:00Z"', '"-000001-01-01T00:00:00Z"', '"2026-02-30T00:00:00Z"', '"%_\\"', '"\u0000"'),
+  fc.constantFrom(
+    "true",
+    "false",
+    "null",
+    "0",
+    "-1",
+    "1e308",
+    '"+275760-09-13T00:00:00Z"',
+    '"-000001-01-01T00:00:00Z"',
+    '"2026-02-30T00:00:00Z"',
+    '"%_\\"',
+    '"\u0000"',
+  ),
 );
 
 /** Any leaf: every attribute name × every operator × every value type (most are refused, none may fail). */
@@ -75,13 +152,24 @@ const anyLeaf = fc.oneof(
   fc.tuple(attributeName, fc.constantFrom(...COMPARE_OPERATORS), filterValue).map(([a, op, v]) => `${a} ${op} ${v}`),
   attributeName.map((a) => `${a} pr`),
   // The date attributes meet the extreme dates often, not by chance alone.
-  fc.tuple(fc.constantFrom("meta.created", "meta.lastModified"), fc.constantFrom(...COMPARE_OPERATORS), extremeDate).map(([a, op, d]) => `${a} ${op} "${d}"`),
-  fc.tuple(fc.constantFrom("emails", "__proto__", "constructor", "name"), attributeName, fc.constantFrom(...COMPARE_OPERATORS), filterValue).map(([a, sub, op, v]) => `${a}[${sub} ${op} ${v}]`),
+  fc
+    .tuple(fc.constantFrom("meta.created", "meta.lastModified"), fc.constantFrom(...COMPARE_OPERATORS), extremeDate)
+    .map(([a, op, d]) => `${a} ${op} "${d}"`),
+  fc
+    .tuple(
+      fc.constantFrom("emails", "__proto__", "constructor", "name"),
+      attributeName,
+      fc.constantFrom(...COMPARE_OPERATORS),
+      filterValue,
+    )
+    .map(([a, sub, op, v]) => `${a}[${sub} ${op} ${v}]`),
 );
 
 /** A leaf that is supported by construction: a supported attribute, an operator it allows, a value of its type. */
 const supportedLeaf = fc.oneof(
-  ...SUPPORTED.map((a) => fc.tuple(fc.constantFrom(...a.names), fc.constantFrom(...a.ops), a.value).map(([n, op, v]) => `${n} ${op} ${v}`)),
+  ...SUPPORTED.map((a) =>
+    fc.tuple(fc.constantFrom(...a.names), fc.constantFrom(...a.ops), a.value).map(([n, op, v]) => `${n} ${op} ${v}`),
+  ),
   fc.constantFrom(...SUPPORTED.flatMap((a) => a.names)).map((n) => `${n} pr`),
   fc.constantFrom('emails[type eq "work"]', "emails[primary eq true]", "emails[value pr]"),
 );
@@ -108,7 +196,11 @@ const scimValue: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
     fc.integer(),
     fc.constant(null),
     fc.array(tie("value"), { maxLength: 3 }),
-    fc.dictionary(fc.constantFrom("value", "type", "primary", "givenName", "familyName", "active", "userName", "__proto__", "a.b"), tie("value"), { maxKeys: 3 }),
+    fc.dictionary(
+      fc.constantFrom("value", "type", "primary", "givenName", "familyName", "active", "userName", "__proto__", "a.b"),
+      tie("value"),
+      { maxKeys: 3 },
+    ),
   ),
 })).value;
 
@@ -116,7 +208,10 @@ const userBody = fc.record(
   {
     schemas: fc.oneof(fc.constant([USER_SCHEMA]), fc.constant([]), scimValue),
     userName: fc.oneof(fc.emailAddress(), scimValue),
-    name: fc.oneof(fc.record({ givenName: fc.string({ maxLength: 10 }), familyName: fc.string({ maxLength: 10 }) }), scimValue),
+    name: fc.oneof(
+      fc.record({ givenName: fc.string({ maxLength: 10 }), familyName: fc.string({ maxLength: 10 }) }),
+      scimValue,
+    ),
     active: fc.oneof(fc.boolean(), fc.constantFrom("True", "False", "yes"), scimValue),
     externalId: fc.oneof(fc.string({ maxLength: 10 }), scimValue),
     emails: scimValue,
@@ -129,7 +224,21 @@ const operation = fc.record(
   {
     op: fc.oneof(fc.constantFrom("add", "Add", "replace", "Replace", "REMOVE", "remove", "copy"), scimValue),
     path: fc.oneof(
-      fc.constantFrom("active", "userName", "name.givenName", "externalId", "emails[type eq \"work\"].value", "emails[type eq \"home\"].value", "title", "id", "meta.created", "name..x", "emails[", "__proto__.x", "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department"),
+      fc.constantFrom(
+        "active",
+        "userName",
+        "name.givenName",
+        "externalId",
+        'emails[type eq "work"].value',
+        'emails[type eq "home"].value',
+        "title",
+        "id",
+        "meta.created",
+        "name..x",
+        "emails[",
+        "__proto__.x",
+        "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department",
+      ),
       fc.string({ maxLength: 10 }),
       scimValue,
     ),
@@ -138,7 +247,13 @@ const operation = fc.record(
   { requiredKeys: [] },
 );
 
-const patchBody = fc.record({ schemas: fc.oneof(fc.constant([PATCH_OP]), scimValue), Operations: fc.oneof(fc.array(operation, { maxLength: 4 }), scimValue) }, { requiredKeys: [] });
+const patchBody = fc.record(
+  {
+    schemas: fc.oneof(fc.constant([PATCH_OP]), scimValue),
+    Operations: fc.oneof(fc.array(operation, { maxLength: 4 }), scimValue),
+  },
+  { requiredKeys: [] },
+);
 
 describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${RUNS} runs)`, () => {
   let running: RunningService;
@@ -147,7 +262,10 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
   before(async () => {
     running = await startService({ listen: false });
     a = await newScimCompanyInProcess();
-    const created = await inject("POST", "/v2/scim/v2/Users", { schemas: [USER_SCHEMA], userName: "fuzz.target@a.example" });
+    const created = await inject("POST", "/v2/scim/v2/Users", {
+      schemas: [USER_SCHEMA],
+      userName: "fuzz.target@a.example",
+    });
     assert.equal(created.statusCode, 201, created.body);
     userId = JSON.parse(created.body).id;
   });
@@ -170,7 +288,12 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
     };
     const { tmcId } = await call("CreateTmc", { name: "fuzz" });
     const { orgId } = await call("CreateCompany", { tmcId, name: "fuzz co" });
-    const { clientId, scimToken } = await call("CreateApiUser", { tmcId, orgId, role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN" });
+    const { clientId, scimToken } = await call("CreateApiUser", {
+      tmcId,
+      orgId,
+      role: "COMPANY_ADMIN",
+      credentialType: "SCIM_TOKEN",
+    });
     return { tmcId: tmcId!, orgId: orgId!, clientId: clientId!, scimToken: scimToken! };
   }
 
@@ -178,12 +301,18 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
     return running.service.app.inject({
       method,
       url,
-      headers: { authorization: `Bearer ${a.scimToken}`, ...(body !== undefined ? { "content-type": "application/scim+json" } : {}) },
+      headers: {
+        authorization: `Bearer ${a.scimToken}`,
+        ...(body !== undefined ? { "content-type": "application/scim+json" } : {}),
+      },
       ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
     });
   }
 
-  function assertScimAnswer(response: { statusCode: number; headers: Record<string, unknown>; body: string }, context: string) {
+  function assertScimAnswer(
+    response: { statusCode: number; headers: Record<string, unknown>; body: string },
+    context: string,
+  ) {
     assert.ok(response.statusCode < 500, `${response.statusCode} for ${context}: ${response.body.slice(0, 300)}`);
     if (response.statusCode < 400) return;
     assert.match(String(response.headers["content-type"]), /^application\/scim\+json/, context);
@@ -191,20 +320,35 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
     assert.deepEqual(body.schemas, [ERROR_SCHEMA], context);
     assert.equal(body.status, String(response.statusCode), context);
     assert.equal(typeof body.detail, "string", context);
-    if (response.statusCode === 400) assert.ok(typeof body.scimType === "string" && body.scimType.length > 0, `400 without scimType for ${context}: ${response.body}`);
+    if (response.statusCode === 400)
+      assert.ok(
+        typeof body.scimType === "string" && body.scimType.length > 0,
+        `400 without scimType for ${context}: ${response.body}`,
+      );
   }
 
   test("list: any filter, startIndex, count, attributes", async () => {
     await fc.assert(
-      fc.asyncProperty(filterText, fc.option(fc.integer({ min: -5, max: 300 })), fc.option(fc.integer({ min: -5, max: 1000 })), fc.option(fc.constantFrom("userName", "emails,meta", "x..y")), async (filter, startIndex, count, attributes) => {
-        const query = new URLSearchParams({ filter, ...(startIndex !== null ? { startIndex: String(startIndex) } : {}), ...(count !== null ? { count: String(count) } : {}), ...(attributes !== null ? { attributes } : {}) });
-        const response = await inject("GET", `/v2/scim/v2/Users?${query}`);
-        assertScimAnswer(response, `filter ${JSON.stringify(filter)}`);
-        if (response.statusCode === 200) {
-          const list = JSON.parse(response.body);
-          assert.ok(list.itemsPerPage <= 200 && list.Resources.length === list.itemsPerPage);
-        }
-      }),
+      fc.asyncProperty(
+        filterText,
+        fc.option(fc.integer({ min: -5, max: 300 })),
+        fc.option(fc.integer({ min: -5, max: 1000 })),
+        fc.option(fc.constantFrom("userName", "emails,meta", "x..y")),
+        async (filter, startIndex, count, attributes) => {
+          const query = new URLSearchParams({
+            filter,
+            ...(startIndex !== null ? { startIndex: String(startIndex) } : {}),
+            ...(count !== null ? { count: String(count) } : {}),
+            ...(attributes !== null ? { attributes } : {}),
+          });
+          const response = await inject("GET", `/v2/scim/v2/Users?${query}`);
+          assertScimAnswer(response, `filter ${JSON.stringify(filter)}`);
+          if (response.statusCode === 200) {
+            const list = JSON.parse(response.body);
+            assert.ok(list.itemsPerPage <= 200 && list.Resources.length === list.itemsPerPage);
+          }
+        },
+      ),
       fuzzParams(RUNS),
     );
   });
@@ -218,8 +362,13 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
           assert.equal(response.statusCode, 400, `filter ${JSON.stringify(filter)}: ${response.body}`);
           // A control character anywhere in a request is refused at the edge for every route (one text
           // rule), before SCIM parses the filter: invalidSyntax there, invalidFilter for everything else.
-          const expected = /[\u0000-\u001f\u007f]/.test(filter) ? ["invalidFilter", "invalidSyntax"] : ["invalidFilter"];
-          assert.ok(expected.includes(JSON.parse(response.body).scimType), `filter ${JSON.stringify(filter)}: ${response.body}`);
+          const expected = /[\u0000-\u001f\u007f]/.test(filter)
+            ? ["invalidFilter", "invalidSyntax"]
+            : ["invalidFilter"];
+          assert.ok(
+            expected.includes(JSON.parse(response.body).scimType),
+            `filter ${JSON.stringify(filter)}: ${response.body}`,
+          );
         }
       }),
       fuzzParams(RUNS),

@@ -13,7 +13,14 @@ import { newScimCompany, newTmc, newUser, PATCH_OP, USER_SCHEMA, type ScimTenant
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const pkg = grpc.loadPackageDefinition(
-  protoLoader.loadSync(["travel/scim/v2/scim.proto"], { includeDirs: [`${root}proto`], keepCase: false, longs: String, enums: String, defaults: false, oneofs: true }),
+  protoLoader.loadSync(["travel/scim/v2/scim.proto"], {
+    includeDirs: [`${root}proto`],
+    keepCase: false,
+    longs: String,
+    enums: String,
+    defaults: false,
+    oneofs: true,
+  }),
 ) as any;
 
 /** JSON → google.protobuf.Struct as proto-loader represents it. */
@@ -66,8 +73,11 @@ describe(`ScimService over gRPC with @grpc/grpc-js (${backend})`, () => {
       const metadata = new grpc.Metadata();
       if (token !== null) metadata.set("authorization", `Bearer ${token}`);
       let headers: grpc.Metadata | undefined;
-      const pending = client[method](request, metadata, { deadline: Date.now() + 10_000 }, (error: grpc.ServiceError | null, response: any) =>
-        resolve(error ? { error, headers } : { response, headers }),
+      const pending = client[method](
+        request,
+        metadata,
+        { deadline: Date.now() + 10_000 },
+        (error: grpc.ServiceError | null, response: any) => resolve(error ? { error, headers } : { response, headers }),
       );
       pending.on("metadata", (m: grpc.Metadata) => (headers = m));
     });
@@ -78,17 +88,25 @@ describe(`ScimService over gRPC with @grpc/grpc-js (${backend})`, () => {
   };
 
   test("create, list with a filter, patch, get, delete; errors in the SCIM dialect as details", async () => {
-    const created = await call("createUser", { resource: toStruct(newUser("grpc.user@a.example", { externalId: "g-1" })) });
+    const created = await call("createUser", {
+      resource: toStruct(newUser("grpc.user@a.example", { externalId: "g-1" })),
+    });
     assert.equal(created.error, undefined, created.error?.message);
     const user = fromStruct(created.response.resource);
-    assert.deepEqual([user.schemas, user.userName, user.externalId, user.active], [[USER_SCHEMA], "grpc.user@a.example", "g-1", true]);
+    assert.deepEqual(
+      [user.schemas, user.userName, user.externalId, user.active],
+      [[USER_SCHEMA], "grpc.user@a.example", "g-1", true],
+    );
     assert.ok(created.headers?.get("location")[0]?.toString().endsWith(`/v2/scim/v2/Users/${user.id}`));
 
     const listed = await call("listUsers", { filter: 'userName eq "GRPC.user@a.example"', count: 10 });
     const list = fromStruct(listed.response.resource);
     assert.deepEqual([list.totalResults, list.Resources[0].id], [1, user.id]);
 
-    const patched = await call("patchUser", { userId: user.id, patch: toStruct({ schemas: [PATCH_OP], Operations: [{ op: "Replace", path: "active", value: "False" }] }) });
+    const patched = await call("patchUser", {
+      userId: user.id,
+      patch: toStruct({ schemas: [PATCH_OP], Operations: [{ op: "Replace", path: "active", value: "False" }] }),
+    });
     assert.equal(fromStruct(patched.response.resource).active, false);
     assert.equal(fromStruct((await call("getUser", { userId: user.id })).response.resource).active, false);
 
@@ -97,7 +115,10 @@ describe(`ScimService over gRPC with @grpc/grpc-js (${backend})`, () => {
     const gone = await call("getUser", { userId: user.id });
     assert.equal(gone.error?.code, grpc.status.NOT_FOUND);
     const body = errorOf(gone.error!);
-    assert.deepEqual([body.schemas, body.detail, body.errorMessages[0]?.errorCode], [["urn:ietf:params:scim:api:messages:2.0:Error"], "User not found", "NOT_FOUND"]);
+    assert.deepEqual(
+      [body.schemas, body.detail, body.errorMessages[0]?.errorCode],
+      [["urn:ietf:params:scim:api:messages:2.0:Error"], "User not found", "NOT_FOUND"],
+    );
 
     const bad = await call("listUsers", { filter: 'userName eq "x' });
     assert.equal(bad.error?.code, grpc.status.INVALID_ARGUMENT);

@@ -7,7 +7,17 @@ import { after, before, describe, test } from "node:test";
 import { accessToken } from "../helpers/api.js";
 import { backend } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
-import { newScimCompany, newTmc, newUser, PATCH_OP, scim, scimError, USER_SCHEMA, type ScimAnswer, type ScimTenant } from "./scim-kit.js";
+import {
+  newScimCompany,
+  newTmc,
+  newUser,
+  PATCH_OP,
+  scim,
+  scimError,
+  USER_SCHEMA,
+  type ScimAnswer,
+  type ScimTenant,
+} from "./scim-kit.js";
 
 const ENTERPRISE = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -18,9 +28,13 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
   let adminToken: string;
   let serial = 0;
   const users = "/v2/scim/v2/Users";
-  const patch = (id: string, ...operations: unknown[]) => scim(running, a.scimToken, "PATCH", `${users}/${id}`, { schemas: [PATCH_OP], Operations: operations });
+  const patch = (id: string, ...operations: unknown[]) =>
+    scim(running, a.scimToken, "PATCH", `${users}/${id}`, { schemas: [PATCH_OP], Operations: operations });
   const get = (id: string, query = "") => scim(running, a.scimToken, "GET", `${users}/${id}${query}`);
-  const create = async (extra: Record<string, unknown> = {}, userName = `u${++serial}.${Date.now()}@compat.example`) => {
+  const create = async (
+    extra: Record<string, unknown> = {},
+    userName = `u${++serial}.${Date.now()}@compat.example`,
+  ) => {
     const created = await scim(running, a.scimToken, "POST", users, newUser(userName, extra));
     assert.equal(created.status, 201, JSON.stringify(created.body));
     return created.body as Record<string, any>;
@@ -43,7 +57,9 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     running = await startService();
     const tmcId = await newTmc(running.baseUrl, "IdP compat TMC");
     a = await newScimCompany(running.baseUrl, tmcId, "IdP compat company");
-    const admin = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", { tmcId });
+    const admin = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateApiUser", {
+      tmcId,
+    });
     adminToken = await accessToken(running.baseUrl, admin.clientId, admin.clientSecret);
   });
   after(async () => {
@@ -53,7 +69,11 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
 
   test('Entra\'s default mappings: displayName (path and path-less), name.formatted, emails[type eq "work"].value and title are stored and read back', async () => {
     const user = await create();
-    assert.deepEqual([user.displayName, user.name.formatted], ["Ada Lovelace", "Ada Lovelace"], "created without them: givenName familyName");
+    assert.deepEqual(
+      [user.displayName, user.name.formatted],
+      ["Ada Lovelace", "Ada Lovelace"],
+      "created without them: givenName familyName",
+    );
     const newEmail = `moved.${serial}@compat.example`;
     ok(
       await patch(
@@ -66,14 +86,34 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const shown = ok(await get(user.id));
     assert.deepEqual(
       [shown.displayName, shown.name.formatted, shown.emails, shown.userName],
-      ["Ada L.", "Augusta Ada King, Countess of Lovelace", [{ value: newEmail, type: "work", primary: true }], newEmail],
+      [
+        "Ada L.",
+        "Augusta Ada King, Countess of Lovelace",
+        [{ value: newEmail, type: "work", primary: true }],
+        newEmail,
+      ],
       "GET afterwards shows what the PATCH wrote; the work email is the userName",
     );
-    ok(await patch(user.id, { op: "Replace", value: { displayName: "Ada K.", [`${USER_SCHEMA}:name.formatted`]: "A. K." } }));
+    ok(
+      await patch(user.id, {
+        op: "Replace",
+        value: { displayName: "Ada K.", [`${USER_SCHEMA}:name.formatted`]: "A. K." },
+      }),
+    );
     const again = ok(await get(user.id));
-    assert.deepEqual([again.displayName, again.name.formatted], ["Ada K.", "A. K."], "path-less value object, plain and URN-qualified names");
-    const found = ok(await scim(running, a.scimToken, "GET", `${users}?filter=${encodeURIComponent('displayName eq "ada k."')}`));
-    assert.deepEqual(found.Resources.map((u: any) => u.id), [user.id], "/Schemas lists displayName, so it can be filtered on");
+    assert.deepEqual(
+      [again.displayName, again.name.formatted],
+      ["Ada K.", "A. K."],
+      "path-less value object, plain and URN-qualified names",
+    );
+    const found = ok(
+      await scim(running, a.scimToken, "GET", `${users}?filter=${encodeURIComponent('displayName eq "ada k."')}`),
+    );
+    assert.deepEqual(
+      found.Resources.map((u: any) => u.id),
+      [user.id],
+      "/Schemas lists displayName, so it can be filtered on",
+    );
     ok(await patch(user.id, { op: "Replace", path: "title", value: "Analyst" }));
     assert.equal(ok(await get(user.id)).title, "Analyst");
     assert.equal((await profile(user.id)).body.businessInfo.designation, "Analyst", "title is the profile's job title");
@@ -84,16 +124,36 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
   test("emails holds exactly the userName: another type, a second email, a disagreeing value or removing it is refused and nothing is written", async () => {
     const user = await create();
     const before = ok(await get(user.id));
-    scimError(await patch(user.id, { op: "Add", path: "emails", value: [{ type: "home", value: "home@compat.example" }] }), 400, "invalidValue");
+    scimError(
+      await patch(user.id, { op: "Add", path: "emails", value: [{ type: "home", value: "home@compat.example" }] }),
+      400,
+      "invalidValue",
+    );
     scimError(await patch(user.id, { op: "Remove", path: "emails" }), 400, "invalidValue");
-    scimError(await patch(user.id, { op: "Replace", path: 'emails[type eq "home"].value', value: "x@compat.example" }), 400, "invalidValue");
+    scimError(
+      await patch(user.id, { op: "Replace", path: 'emails[type eq "home"].value', value: "x@compat.example" }),
+      400,
+      "invalidValue",
+    );
     assert.deepEqual(ok(await get(user.id)), before);
     const refused = [
       newUser("one@compat.example", { emails: [{ type: "work", value: "two@compat.example", primary: true }] }),
-      newUser("three@compat.example", { emails: [{ type: "work", value: "three@compat.example" }, { type: "home", value: "h@compat.example" }] }),
+      newUser("three@compat.example", {
+        emails: [
+          { type: "work", value: "three@compat.example" },
+          { type: "home", value: "h@compat.example" },
+        ],
+      }),
     ];
     for (const body of refused) scimError(await scim(running, a.scimToken, "POST", users, body), 400, "invalidValue");
-    const none = ok(await scim(running, a.scimToken, "GET", `${users}?filter=${encodeURIComponent('userName eq "one@compat.example" or userName eq "three@compat.example"')}`));
+    const none = ok(
+      await scim(
+        running,
+        a.scimToken,
+        "GET",
+        `${users}?filter=${encodeURIComponent('userName eq "one@compat.example" or userName eq "three@compat.example"')}`,
+      ),
+    );
     assert.equal(none.totalResults, 0);
   });
 
@@ -106,7 +166,14 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const deputy = await create({ name: { givenName: "Dep", familyName: "Uty" } });
     const created = await create({
       schemas: [USER_SCHEMA, ENTERPRISE],
-      [ENTERPRISE]: { employeeNumber: "701984", department: "Sales", costCenter: "CC-4", organization: "Contoso", division: "EMEA", manager: { value: boss.id } },
+      [ENTERPRISE]: {
+        employeeNumber: "701984",
+        department: "Sales",
+        costCenter: "CC-4",
+        organization: "Contoso",
+        division: "EMEA",
+        manager: { value: boss.id },
+      },
     });
     assert.deepEqual(created.schemas, [USER_SCHEMA, ENTERPRISE]);
     assert.deepEqual(created[ENTERPRISE], {
@@ -128,7 +195,12 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
       ),
     );
     // Okta and others: path-less value objects, the extension as an object or its attributes URN-qualified; manager.value as a path.
-    ok(await patch(created.id, { op: "replace", value: { [ENTERPRISE]: { costCenter: "CC-5" }, [`${ENTERPRISE}:division`]: "APAC" } }));
+    ok(
+      await patch(created.id, {
+        op: "replace",
+        value: { [ENTERPRISE]: { costCenter: "CC-5" }, [`${ENTERPRISE}:division`]: "APAC" },
+      }),
+    );
     ok(await patch(created.id, { op: "replace", path: ENTERPRISE, value: { Organization: "Fabrikam" } }));
     const patched = ok(await get(created.id));
     assert.deepEqual(patched[ENTERPRISE], {
@@ -141,11 +213,23 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     });
 
     // A manager that is not a user of the company, or not an id at all, is refused; nothing is written.
-    const stranger = (await scim(running, (await newScimCompany(running.baseUrl, a.tmcId, "Other company")).scimToken, "POST", users, newUser("stranger@compat.example"))).body.id;
+    const stranger = (
+      await scim(
+        running,
+        (await newScimCompany(running.baseUrl, a.tmcId, "Other company")).scimToken,
+        "POST",
+        users,
+        newUser("stranger@compat.example"),
+      )
+    ).body.id;
     for (const value of [stranger, "123", { value: crypto.randomUUID() }, created.id]) {
       scimError(await patch(created.id, { op: "Replace", path: `${ENTERPRISE}:manager`, value }), 400, "invalidValue");
     }
-    scimError(await patch(created.id, { op: "Replace", path: `${ENTERPRISE}:manager.displayName`, value: "x" }), 400, "mutability");
+    scimError(
+      await patch(created.id, { op: "Replace", path: `${ENTERPRISE}:manager.displayName`, value: "x" }),
+      400,
+      "mutability",
+    );
     assert.deepEqual(ok(await get(created.id)), patched);
 
     // The profile API shows the same values in its business fields.
@@ -157,14 +241,18 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     assert.match(business.departmentRef.id, UUID, "a name-based UUID: the profile's references carry ids");
     assert.equal(business.costCenterRef.name, "CC-5");
     assert.deepEqual(business.managerRef, { id: deputy.id, name: "Dep Uty" });
-    assert.deepEqual(
-      business.companySpecifiedAttributes.map((x: any) => [x.fixedColumnName, x.value]).sort(),
-      [["division", "APAC"], ["organization", "Fabrikam"]],
-    );
+    assert.deepEqual(business.companySpecifiedAttributes.map((x: any) => [x.fixedColumnName, x.value]).sort(), [
+      ["division", "APAC"],
+      ["organization", "Fabrikam"],
+    ]);
 
     // The profile API's document goes back through its own PUT (the references validate), and its
     // change of a business field is what SCIM reads next: one value, two views.
-    const document = { personalInfo: shown.body.personalInfo, businessInfo: { ...business, employeeId: "E-9" }, persona: "EMPLOYEE" };
+    const document = {
+      personalInfo: shown.body.personalInfo,
+      businessInfo: { ...business, employeeId: "E-9" },
+      persona: "EMPLOYEE",
+    };
     const put = await profile(created.id, "PUT", document);
     assert.equal(put.status, 200, put.text);
     assert.equal(ok(await get(created.id))[ENTERPRISE].employeeNumber, "E-9");
@@ -176,7 +264,15 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const cleared = ok(await get(created.id));
     assert.deepEqual([cleared.schemas, ENTERPRISE in cleared], [[USER_SCHEMA], false]);
     const clearedProfile = (await profile(created.id)).body.businessInfo;
-    assert.deepEqual([clearedProfile.employeeId || undefined, clearedProfile.departmentRef, clearedProfile.managerRef, clearedProfile.companySpecifiedAttributes ?? []], [undefined, undefined, undefined, []]);
+    assert.deepEqual(
+      [
+        clearedProfile.employeeId || undefined,
+        clearedProfile.departmentRef,
+        clearedProfile.managerRef,
+        clearedProfile.companySpecifiedAttributes ?? [],
+      ],
+      [undefined, undefined, undefined, []],
+    );
   });
 
   test("a SCIM write that leaves the extension as it is does not rewrite businessInfo (what the profile API set and SCIM cannot show stays)", async () => {
@@ -184,12 +280,22 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const shown = await profile(user.id);
     assert.equal(shown.status, 200, shown.text);
     const departmentRef = { id: crypto.randomUUID() };
-    const put = await profile(user.id, "PUT", { personalInfo: shown.body.personalInfo, businessInfo: { ...shown.body.businessInfo, departmentRef, designation: "CTO" }, persona: "EMPLOYEE" });
+    const put = await profile(user.id, "PUT", {
+      personalInfo: shown.body.personalInfo,
+      businessInfo: { ...shown.body.businessInfo, departmentRef, designation: "CTO" },
+      persona: "EMPLOYEE",
+    });
     assert.equal(put.status, 200, put.text);
     assert.equal(ENTERPRISE in ok(await get(user.id)), false, "a reference without a name is no department");
     ok(await patch(user.id, { op: "Replace", path: "displayName", value: "Unrelated" }));
     ok(await scim(running, a.scimToken, "PUT", `${users}/${user.id}`, newUser(user.userName, { [ENTERPRISE]: {} })));
-    assert.deepEqual([(await profile(user.id)).body.businessInfo.departmentRef, (await profile(user.id)).body.businessInfo.designation], [departmentRef, "CTO"]);
+    assert.deepEqual(
+      [
+        (await profile(user.id)).body.businessInfo.departmentRef,
+        (await profile(user.id)).body.businessInfo.designation,
+      ],
+      [departmentRef, "CTO"],
+    );
     ok(await patch(user.id, { op: "Add", path: `${ENTERPRISE}:department`, value: "Ops" }));
     const after = (await profile(user.id)).body.businessInfo;
     assert.equal(after.departmentRef.name, "Ops");
@@ -199,10 +305,30 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
 
   test("a PUT without the extension keeps it (not asserted, RFC 7644 3.5.1); with it, it replaces it", async () => {
     const user = await create({ [ENTERPRISE]: { employeeNumber: "1", department: "Ops" } });
-    const kept = ok(await scim(running, a.scimToken, "PUT", `${users}/${user.id}`, newUser(user.userName, { displayName: "Renamed" })));
+    const kept = ok(
+      await scim(
+        running,
+        a.scimToken,
+        "PUT",
+        `${users}/${user.id}`,
+        newUser(user.userName, { displayName: "Renamed" }),
+      ),
+    );
     assert.deepEqual([kept.displayName, kept[ENTERPRISE]], ["Renamed", { employeeNumber: "1", department: "Ops" }]);
-    const replaced = ok(await scim(running, a.scimToken, "PUT", `${users}/${user.id}`, newUser(user.userName, { [ENTERPRISE]: { division: "D" } })));
-    assert.deepEqual([replaced.displayName, replaced[ENTERPRISE]], ["Ada Lovelace", { division: "D" }], "a whole resource: displayName defaults again, the extension is what was sent");
+    const replaced = ok(
+      await scim(
+        running,
+        a.scimToken,
+        "PUT",
+        `${users}/${user.id}`,
+        newUser(user.userName, { [ENTERPRISE]: { division: "D" } }),
+      ),
+    );
+    assert.deepEqual(
+      [replaced.displayName, replaced[ENTERPRISE]],
+      ["Ada Lovelace", { division: "D" }],
+      "a whole resource: displayName defaults again, the extension is what was sent",
+    );
   });
 
   test("round trip over /Schemas: every readWrite attribute PATCHed is returned by GET, every readOnly one is refused (mutability)", async () => {
@@ -213,7 +339,9 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     for (const schema of schemas.Resources) {
       const prefix = schema.id === USER_SCHEMA ? "" : `${schema.id}:`;
       for (const attribute of schema.attributes) {
-        const leaves = attribute.subAttributes ? attribute.subAttributes.map((sub: any) => [attribute, sub]) : [[attribute, undefined]];
+        const leaves = attribute.subAttributes
+          ? attribute.subAttributes.map((sub: any) => [attribute, sub])
+          : [[attribute, undefined]];
         for (const [parent, sub] of leaves) {
           const path = `${prefix}${parent.name}${parent.multiValued ? '[type eq "work"]' : ""}${sub ? `.${sub.name}` : ""}`;
           const readOnly = parent.mutability === "readOnly" || sub?.mutability === "readOnly";
@@ -234,7 +362,11 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     }
     assert.equal(checked.length, 20, checked.join(", "));
     // And nothing is shown that /Schemas does not list.
-    const listed = new Set<string>(schemas.Resources.flatMap((s: any) => s.attributes.flatMap((x: any) => [x.name, ...(x.subAttributes ?? []).map((y: any) => `${x.name}.${y.name}`)])));
+    const listed = new Set<string>(
+      schemas.Resources.flatMap((s: any) =>
+        s.attributes.flatMap((x: any) => [x.name, ...(x.subAttributes ?? []).map((y: any) => `${x.name}.${y.name}`)]),
+      ),
+    );
     const resource = ok(await get(user.id));
     for (const [key, value] of Object.entries(resource)) {
       if (key === "schemas" || key === "meta") continue;
@@ -242,7 +374,9 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
       for (const [name, inner] of objects as Array<[string, unknown]>) {
         assert.ok(listed.has(name), `${name} is listed in /Schemas`);
         const item = Array.isArray(inner) ? inner[0] : inner;
-        if (item && typeof item === "object") for (const sub of Object.keys(item)) assert.ok(listed.has(`${name}.${sub}`), `${name}.${sub} is listed in /Schemas`);
+        if (item && typeof item === "object")
+          for (const sub of Object.keys(item))
+            assert.ok(listed.has(`${name}.${sub}`), `${name}.${sub} is listed in /Schemas`);
       }
     }
   });
@@ -264,11 +398,20 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     ];
     for (const [operation, scimType] of refusals) {
       // With a valid operation first: the request is refused as a whole.
-      scimError(await patch(user.id, { op: "Replace", path: "displayName", value: "changed" }, operation), 400, scimType);
+      scimError(
+        await patch(user.id, { op: "Replace", path: "displayName", value: "changed" }, operation),
+        400,
+        scimType,
+      );
     }
     assert.deepEqual(ok(await get(user.id)), before);
     // Echoed service-owned attributes in a path-less value are ignored (RFC 7644 3.3).
-    ok(await patch(user.id, { op: "Replace", value: { id: user.id, meta: before.meta, schemas: before.schemas, displayName: "echo" } }));
+    ok(
+      await patch(user.id, {
+        op: "Replace",
+        value: { id: user.id, meta: before.meta, schemas: before.schemas, displayName: "echo" },
+      }),
+    );
     assert.equal(ok(await get(user.id)).displayName, "echo");
   });
 
@@ -276,7 +419,17 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const schema = ok(await scim(running, a.scimToken, "GET", `/v2/scim/v2/Schemas/${USER_SCHEMA}`));
     assert.equal(schema.attributes.find((x: any) => x.name === "externalId").uniqueness, "server");
     await create({ externalId: "entra-object-1" });
-    scimError(await scim(running, a.scimToken, "POST", users, newUser("second.claim@compat.example", { externalId: "entra-object-1" })), 409, "uniqueness");
+    scimError(
+      await scim(
+        running,
+        a.scimToken,
+        "POST",
+        users,
+        newUser("second.claim@compat.example", { externalId: "entra-object-1" }),
+      ),
+      409,
+      "uniqueness",
+    );
   });
 
   test("attributes / excludedAttributes: sub-attributes and URN-qualified names select exactly; value filters are 400 invalidValue", async () => {
@@ -285,16 +438,35 @@ describe(`SCIM as Entra ID and Okta provision it: stored or refused, /Schemas sa
     const given = ok(await get(user.id, "?attributes=name.givenName"));
     assert.deepEqual([keys(given), given.name], [["id", "name", "schemas"], { givenName: "Ada" }]);
     const emails = ok(await get(user.id, "?attributes=EMAILS.value,userName"));
-    assert.deepEqual([keys(emails), emails.emails], [["emails", "id", "schemas", "userName"], [{ value: user.userName }]]);
+    assert.deepEqual(
+      [keys(emails), emails.emails],
+      [["emails", "id", "schemas", "userName"], [{ value: user.userName }]],
+    );
     const department = ok(await get(user.id, `?attributes=${encodeURIComponent(`${ENTERPRISE}:department`)}`));
-    assert.deepEqual([keys(department), department[ENTERPRISE], department.schemas], [[ENTERPRISE, "id", "schemas"].sort(), { department: "R&D" }, [USER_SCHEMA, ENTERPRISE]]);
+    assert.deepEqual(
+      [keys(department), department[ENTERPRISE], department.schemas],
+      [[ENTERPRISE, "id", "schemas"].sort(), { department: "R&D" }, [USER_SCHEMA, ENTERPRISE]],
+    );
     const whole = ok(await get(user.id, `?attributes=${encodeURIComponent(ENTERPRISE)}`));
     assert.deepEqual(whole[ENTERPRISE], { department: "R&D", employeeNumber: "7" });
     const without = ok(await get(user.id, `?excludedAttributes=name.formatted,${encodeURIComponent(ENTERPRISE)},meta`));
-    assert.deepEqual([without.name, ENTERPRISE in without, "meta" in without, without.schemas], [{ givenName: "Ada", familyName: "Lovelace" }, false, false, [USER_SCHEMA]]);
-    const listed = ok(await scim(running, a.scimToken, "GET", `${users}?filter=${encodeURIComponent('externalId eq "proj-1"')}&attributes=name.familyName`));
+    assert.deepEqual(
+      [without.name, ENTERPRISE in without, "meta" in without, without.schemas],
+      [{ givenName: "Ada", familyName: "Lovelace" }, false, false, [USER_SCHEMA]],
+    );
+    const listed = ok(
+      await scim(
+        running,
+        a.scimToken,
+        "GET",
+        `${users}?filter=${encodeURIComponent('externalId eq "proj-1"')}&attributes=name.familyName`,
+      ),
+    );
     assert.deepEqual(listed.Resources, [{ schemas: [USER_SCHEMA], id: user.id, name: { familyName: "Lovelace" } }]);
-    for (const query of [`?attributes=${encodeURIComponent('emails[type eq "work"]')}`, `?excludedAttributes=${encodeURIComponent('emails[type eq "work"].value')}`]) {
+    for (const query of [
+      `?attributes=${encodeURIComponent('emails[type eq "work"]')}`,
+      `?excludedAttributes=${encodeURIComponent('emails[type eq "work"].value')}`,
+    ]) {
       scimError(await get(user.id, query), 400, "invalidValue");
       scimError(await scim(running, a.scimToken, "GET", `${users}${query}`), 400, "invalidValue");
     }

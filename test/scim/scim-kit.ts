@@ -21,12 +21,16 @@ export async function newTmc(baseUrl: string, name: string): Promise<string> {
 /** A company of the TMC and a COMPANY_ADMIN SCIM_TOKEN API user for it. */
 export async function newScimCompany(baseUrl: string, tmcId: string, name: string): Promise<ScimTenant> {
   const { orgId } = await operatorCall<{ orgId: string }>(baseUrl, "CreateCompany", { tmcId, name });
-  const { clientId, scimToken } = await operatorCall<{ clientId: string; scimToken: string }>(baseUrl, "CreateApiUser", {
-    tmcId,
-    orgId,
-    role: "COMPANY_ADMIN",
-    credentialType: "SCIM_TOKEN",
-  });
+  const { clientId, scimToken } = await operatorCall<{ clientId: string; scimToken: string }>(
+    baseUrl,
+    "CreateApiUser",
+    {
+      tmcId,
+      orgId,
+      role: "COMPANY_ADMIN",
+      credentialType: "SCIM_TOKEN",
+    },
+  );
   return { tmcId, orgId, clientId, scimToken };
 }
 
@@ -62,11 +66,22 @@ export async function scim(
   } catch {
     // not JSON: keep the text
   }
-  return { status: response.status, contentType: response.headers.get("content-type") ?? "", location: response.headers.get("location"), body: parsed };
+  return {
+    status: response.status,
+    contentType: response.headers.get("content-type") ?? "",
+    location: response.headers.get("location"),
+    body: parsed,
+  };
 }
 
 export function newUser(userName: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { schemas: [USER_SCHEMA], userName, name: { givenName: "Ada", familyName: "Lovelace" }, active: true, ...extra };
+  return {
+    schemas: [USER_SCHEMA],
+    userName,
+    name: { givenName: "Ada", familyName: "Lovelace" },
+    active: true,
+    ...extra,
+  };
 }
 
 /** Asserts the RFC 7644 3.12 error shape; returns the body. */
@@ -77,7 +92,8 @@ export function scimError(answer: ScimAnswer, status: number, scimType?: string)
   if (!answer.contentType.startsWith("application/scim+json")) problems.push(`content-type ${answer.contentType}`);
   if (!body || !Array.isArray(body.schemas) || body.schemas[0] !== ERROR_SCHEMA) problems.push("no SCIM Error schemas");
   if (body?.status !== String(status)) problems.push(`body status ${JSON.stringify(body?.status)}`);
-  if (scimType !== undefined && body?.scimType !== scimType) problems.push(`scimType ${JSON.stringify(body?.scimType)} (expected ${scimType})`);
+  if (scimType !== undefined && body?.scimType !== scimType)
+    problems.push(`scimType ${JSON.stringify(body?.scimType)} (expected ${scimType})`);
   if (typeof body?.detail !== "string" || body.detail === "") problems.push("no detail");
   if (problems.length > 0) throw new Error(`${problems.join("; ")}: ${JSON.stringify(body)}`);
   return body;

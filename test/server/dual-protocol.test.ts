@@ -46,7 +46,11 @@ describe("one port for HTTP/1.1 and HTTP/2 cleartext", () => {
 
   test("keep-alive HTTP/1.1 serves several requests on one connection", async () => {
     const get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-    const reply = await rawExchange(port, [get, get, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"], 20);
+    const reply = await rawExchange(
+      port,
+      [get, get, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"],
+      20,
+    );
     assert.equal(reply.match(/HTTP\/1\.1 200 /g)?.length, 3);
   });
 
@@ -68,7 +72,12 @@ describe("one port for HTTP/1.1 and HTTP/2 cleartext", () => {
       const results = await Promise.all([
         request({ ":path": "/healthz" }),
         request(
-          { ":path": "/travel.operator.v1.OperatorService/CreateTmc", ":method": "POST", "content-type": "application/json", ...operatorHeaders },
+          {
+            ":path": "/travel.operator.v1.OperatorService/CreateTmc",
+            ":method": "POST",
+            "content-type": "application/json",
+            ...operatorHeaders,
+          },
           JSON.stringify({ name: "H2 TMC" }),
         ),
       ]);
@@ -92,7 +101,9 @@ describe("one port for HTTP/1.1 and HTTP/2 cleartext", () => {
           stream.end();
         });
       const statuses = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => (i % 2 ? h2() : fetch(`${running.baseUrl}/healthz`).then(async (r) => (await r.text(), r.status)))),
+        Array.from({ length: 200 }, (_, i) =>
+          i % 2 ? h2() : fetch(`${running.baseUrl}/healthz`).then(async (r) => (await r.text(), r.status)),
+        ),
       );
       assert.deepEqual(new Set(statuses), new Set([200]));
     } finally {

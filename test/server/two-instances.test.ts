@@ -86,11 +86,22 @@ describe("two instances on one Postgres schema", { skip: !isPostgres && "Postgre
     const expected = await migrationSource.getMigrations([]);
     const db = knexPkg.knex({ client: "pg", connection: TEST_DATABASE_URL, searchPath: [storage.schema!] });
     try {
-      const rows = (await db("knex_migrations").select("name", "batch").orderBy("id")) as Array<{ name: string; batch: number }>;
-      assert.deepEqual(rows.map((r) => r.name), expected, "one knex_migrations row per migration");
+      const rows = (await db("knex_migrations").select("name", "batch").orderBy("id")) as Array<{
+        name: string;
+        batch: number;
+      }>;
+      assert.deepEqual(
+        rows.map((r) => r.name),
+        expected,
+        "one knex_migrations row per migration",
+      );
       assert.deepEqual([...new Set(rows.map((r) => r.batch))], [1], "all applied in a single batch");
       const locks = (await db("knex_migrations_lock").select("is_locked")) as Array<{ is_locked: number }>;
-      assert.deepEqual(locks.map((l) => l.is_locked), [0], "knex's migration lock was released");
+      assert.deepEqual(
+        locks.map((l) => l.is_locked),
+        [0],
+        "knex's migration lock was released",
+      );
       const [{ schema }] = (await db.raw("select current_schema() as schema")).rows;
       assert.equal(schema, storage.schema);
     } finally {
@@ -110,7 +121,9 @@ describe("two instances on one Postgres schema", { skip: !isPostgres && "Postgre
   });
 
   it("a TMC created through instance A is usable through instance B", async () => {
-    const tmc = await operatorCall<{ tmcId: string; maxApiUsers: number }>(a.baseUrl, "CreateTmc", { name: "Shared TMC" });
+    const tmc = await operatorCall<{ tmcId: string; maxApiUsers: number }>(a.baseUrl, "CreateTmc", {
+      name: "Shared TMC",
+    });
     const company = await operatorCall<{ orgId: string; tmcId: string }>(b.baseUrl, "CreateCompany", {
       tmcId: tmc.tmcId,
       name: "Made on B",
@@ -124,7 +137,9 @@ describe("two instances on one Postgres schema", { skip: !isPostgres && "Postgre
   });
 
   it("10 concurrent CreateApiUser calls over both instances: exactly 5 succeed under a limit of 5", async () => {
-    const tmc = await operatorCall<{ tmcId: string; maxApiUsers: number }>(a.baseUrl, "CreateTmc", { name: "Race TMC" });
+    const tmc = await operatorCall<{ tmcId: string; maxApiUsers: number }>(a.baseUrl, "CreateTmc", {
+      name: "Race TMC",
+    });
     assert.equal(tmc.maxApiUsers, 5);
     const results = await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
@@ -151,76 +166,89 @@ describe("two instances on one Postgres schema", { skip: !isPostgres && "Postgre
       assert.ok(body, `ErrorResponse detail in ${JSON.stringify(rejected.json)}`);
       assert.match(body.debugIdentifier, /\S/);
       assert.equal(body.errorMessages[0]?.errorCode, "API_USER_LIMIT_EXCEEDED");
-      assert.deepEqual(
-        Object.fromEntries(body.errorMessages[0]!.errorParameters.map((p) => [p.name, p.value])),
-        { limit: "5", currentCount: "5" },
-      );
+      assert.deepEqual(Object.fromEntries(body.errorMessages[0]!.errorParameters.map((p) => [p.name, p.value])), {
+        limit: "5",
+        currentCount: "5",
+      });
     }
-    const [{ n }] = await internalsOf(a.service).db("api_users").where({ tmc_id: tmc.tmcId }).whereNull("revoked_at").count({ n: "*" });
+    const [{ n }] = await internalsOf(a.service)
+      .db("api_users")
+      .where({ tmc_id: tmc.tmcId })
+      .whereNull("revoked_at")
+      .count({ n: "*" });
     assert.equal(Number(n), 5, "exactly five active API users stored");
   });
 });
 
-describe("embedded DATA_DIR is owned by one instance at a time", { skip: isPostgres && "embedded backend only" }, () => {
-  it("another process cannot start on the DATA_DIR while an instance runs; after a restart the data is still there", async () => {
-    const storage = freshStorage();
-    const first = await start(storage);
-    const tmc = await operatorCall<{ tmcId: string }>(first.baseUrl, "CreateTmc", { name: "Persisted TMC" });
-    const lockFile = path.join(storage.dataDir, "owner.pid");
-    assert.equal(fs.readFileSync(lockFile, "utf8"), String(process.pid));
+describe(
+  "embedded DATA_DIR is owned by one instance at a time",
+  { skip: isPostgres && "embedded backend only" },
+  () => {
+    it("another process cannot start on the DATA_DIR while an instance runs; after a restart the data is still there", async () => {
+      const storage = freshStorage();
+      const first = await start(storage);
+      const tmc = await operatorCall<{ tmcId: string }>(first.baseUrl, "CreateTmc", { name: "Persisted TMC" });
+      const lockFile = path.join(storage.dataDir, "owner.pid");
+      assert.equal(fs.readFileSync(lockFile, "utf8"), String(process.pid));
 
-    // A second instance, as production starts it: its own process running src/main.ts.
-    const outcome = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        ["--import", "tsx", "src/main.ts"],
-        { cwd: root, env: { ...process.env, ...serviceEnv(storage) }, timeout: 60_000 },
-        (error, _stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
-      );
-    });
-    assert.equal(outcome.code, 2, `second instance exits with status 2; stderr: ${outcome.stderr}`);
-    assert.match(outcome.stderr, /is in use/);
-    assert.ok(outcome.stderr.includes(storage.dataDir), outcome.stderr);
-    assert.ok(outcome.stderr.includes(String(process.pid)), "names the owning process");
+      // A second instance, as production starts it: its own process running src/main.ts.
+      const outcome = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          ["--import", "tsx", "src/main.ts"],
+          { cwd: root, env: { ...process.env, ...serviceEnv(storage) }, timeout: 60_000 },
+          (error, _stdout, stderr) =>
+            resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
+        );
+      });
+      assert.equal(outcome.code, 2, `second instance exits with status 2; stderr: ${outcome.stderr}`);
+      assert.match(outcome.stderr, /is in use/);
+      assert.ok(outcome.stderr.includes(storage.dataDir), outcome.stderr);
+      assert.ok(outcome.stderr.includes(String(process.pid)), "names the owning process");
 
-    // The failed start did not disturb the owner.
-    assert.equal(fs.readFileSync(lockFile, "utf8"), String(process.pid));
-    await waitReady(first.baseUrl);
+      // The failed start did not disturb the owner.
+      assert.equal(fs.readFileSync(lockFile, "utf8"), String(process.pid));
+      await waitReady(first.baseUrl);
 
-    await stop(first);
-    assert.equal(fs.existsSync(lockFile), false, "the lock is released on close");
+      await stop(first);
+      assert.equal(fs.existsSync(lockFile), false, "the lock is released on close");
 
-    const second = await start(storage);
-    const found = await operatorCall<{ tmcId: string; name: string; maxApiUsers: number }>(second.baseUrl, "SetTmcApiUserLimit", {
-      tmcId: tmc.tmcId,
-      maxApiUsers: 9,
-    });
-    assert.deepEqual([found.tmcId, found.name, found.maxApiUsers], [tmc.tmcId, "Persisted TMC", 9]);
-    await stop(second);
-  });
-
-  it("a second instance in the same process cannot start on the DATA_DIR while the first runs", async () => {
-    const storage = freshStorage();
-    const first = await start(storage);
-    let second: RunningService | undefined;
-    try {
-      await assert.rejects(
-        startService({ storage }).then((running) => {
-          second = running;
-          return running;
-        }),
-        (error: Error) => {
-          assert.match(error.message, /is in use/);
-          assert.ok(error.message.includes(storage.dataDir), error.message);
-          return true;
+      const second = await start(storage);
+      const found = await operatorCall<{ tmcId: string; name: string; maxApiUsers: number }>(
+        second.baseUrl,
+        "SetTmcApiUserLimit",
+        {
+          tmcId: tmc.tmcId,
+          maxApiUsers: 9,
         },
       );
-      // The rejected start left the first instance its lock and its database.
-      assert.equal(fs.readFileSync(path.join(storage.dataDir, "owner.pid"), "utf8"), String(process.pid));
-      await operatorCall(first.baseUrl, "CreateTmc", { name: "still works" });
-    } finally {
-      await second?.stop();
-      await stop(first);
-    }
-  });
-});
+      assert.deepEqual([found.tmcId, found.name, found.maxApiUsers], [tmc.tmcId, "Persisted TMC", 9]);
+      await stop(second);
+    });
+
+    it("a second instance in the same process cannot start on the DATA_DIR while the first runs", async () => {
+      const storage = freshStorage();
+      const first = await start(storage);
+      let second: RunningService | undefined;
+      try {
+        await assert.rejects(
+          startService({ storage }).then((running) => {
+            second = running;
+            return running;
+          }),
+          (error: Error) => {
+            assert.match(error.message, /is in use/);
+            assert.ok(error.message.includes(storage.dataDir), error.message);
+            return true;
+          },
+        );
+        // The rejected start left the first instance its lock and its database.
+        assert.equal(fs.readFileSync(path.join(storage.dataDir, "owner.pid"), "utf8"), String(process.pid));
+        await operatorCall(first.baseUrl, "CreateTmc", { name: "still works" });
+      } finally {
+        await second?.stop();
+        await stop(first);
+      }
+    });
+  },
+);

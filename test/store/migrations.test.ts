@@ -79,7 +79,10 @@ describe("migrations", () => {
     assert.equal(await database.ping(), true);
 
     const recorded = (await db("knex_migrations").select("name").orderBy("id")) as Array<{ name: string }>;
-    assert.deepEqual(recorded.map((r) => r.name), names);
+    assert.deepEqual(
+      recorded.map((r) => r.name),
+      names,
+    );
 
     if (isPostgres) {
       // The tables live in the instance's schema (the knex instance's searchPath), not in public.
@@ -137,7 +140,8 @@ describe("migrations", () => {
     async function refused(query: Promise<unknown>, sqlState: string, constraint?: string) {
       await assert.rejects(query, (error: { code?: string; constraint?: string; message?: string }) => {
         assert.equal(error.code, sqlState, error.message);
-        if (constraint) assert.ok(error.constraint === constraint || error.message?.includes(constraint), error.message);
+        if (constraint)
+          assert.ok(error.constraint === constraint || error.message?.includes(constraint), error.message);
         return true;
       });
     }
@@ -151,14 +155,20 @@ describe("migrations", () => {
         "23514",
         "tmcs_max_api_users_non_negative",
       );
-      await refused(db("tmcs").where({ id: tmcId }).update({ max_api_users: -5 }), "23514", "tmcs_max_api_users_non_negative");
+      await refused(
+        db("tmcs").where({ id: tmcId }).update({ max_api_users: -5 }),
+        "23514",
+        "tmcs_max_api_users_non_negative",
+      );
     });
 
     it("api_users: accepts the known roles and credential types", async () => {
       await db("api_users").insert(apiUser());
       const companyId = crypto.randomUUID();
       await db("companies").insert({ id: companyId, tmc_id: tmcId, name: "Co" });
-      await db("api_users").insert(apiUser({ role: "COMPANY_ADMIN", credential_type: "SCIM_TOKEN", org_id: companyId }));
+      await db("api_users").insert(
+        apiUser({ role: "COMPANY_ADMIN", credential_type: "SCIM_TOKEN", org_id: companyId }),
+      );
       const rows = await db("api_users").where({ tmc_id: tmcId }).select("credential_generation", "revoked_at");
       assert.equal(rows.length, 2);
       for (const row of rows) assert.deepEqual([row.credential_generation, row.revoked_at], [1, null]);
@@ -170,7 +180,11 @@ describe("migrations", () => {
     });
 
     it("api_users: refuses an unknown credential type", async () => {
-      await refused(db("api_users").insert(apiUser({ credential_type: "PASSWORD" })), "23514", "api_users_credential_type_known");
+      await refused(
+        db("api_users").insert(apiUser({ credential_type: "PASSWORD" })),
+        "23514",
+        "api_users_credential_type_known",
+      );
     });
 
     it("api_users: refuses a missing role, an unknown TMC, and a duplicate client_id", async () => {
@@ -203,13 +217,22 @@ describe("migrations", () => {
       await db("users").insert(user({ company_id: otherCompanyId, email: "A@example.com" }));
       // Two users without an external id are fine; the same external id twice is not.
       await db("users").insert(user({ email: "b@example.com", email_normalized: "b@example.com" }));
-      await db("users").insert(user({ email: "c@example.com", email_normalized: "c@example.com", external_id: "ext-1" }));
+      await db("users").insert(
+        user({ email: "c@example.com", email_normalized: "c@example.com", external_id: "ext-1" }),
+      );
       await refused(
         db("users").insert(user({ email: "d@example.com", email_normalized: "d@example.com", external_id: "ext-1" })),
         "23505",
         "users_company_external_id_unique",
       );
-      await db("users").insert(user({ company_id: otherCompanyId, email: "d@example.com", email_normalized: "d@example.com", external_id: "ext-1" }));
+      await db("users").insert(
+        user({
+          company_id: otherCompanyId,
+          email: "d@example.com",
+          email_normalized: "d@example.com",
+          external_id: "ext-1",
+        }),
+      );
       // A user deleted over SCIM frees its email for a new user of the company.
       await db("users").where({ id: first.id }).update({ is_active: false, scim_deleted_at: db.fn.now() });
       await db("users").insert(user({}));
@@ -224,11 +247,7 @@ describe("concurrent migrate on Postgres", { skip: !isPostgres && "Postgres back
     const second = open(storage);
     const results = await Promise.all([first.migrate(), second.migrate()]);
     const names = await allMigrationNames();
-    assert.deepEqual(
-      results.map((applied) => applied.length).sort(),
-      [0, names.length],
-      JSON.stringify(results),
-    );
+    assert.deepEqual(results.map((applied) => applied.length).sort(), [0, names.length], JSON.stringify(results));
     assert.deepEqual(results.flat(), names);
     assert.deepEqual(await existingTables(second.db), [...TABLES]);
   });

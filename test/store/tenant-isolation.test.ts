@@ -23,7 +23,8 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "apiUsers.findActive": "authentication: resolving a presented client id is how the tenant becomes known",
   "apiUsers.credentialStates": "token verification: the credential states a signed token names",
   "revokedTokens.revocations": "token verification: whether the signed token being verified was revoked, by its jti",
-  "revokedTokens.insert": "records the caller's own token (verified as issued to it) by its random jti: no other tenant's row can be named",
+  "revokedTokens.insert":
+    "records the caller's own token (verified as issued to it) by its random jti: no other tenant's row can be named",
   "audit.append": "each event carries its own tenant (or none, for unattributable requests)",
   "signingKeys.listPublished": "signing keys are the deployment's, not a tenant's",
   "signingKeys.insert": "signing keys are the deployment's, not a tenant's",
@@ -96,7 +97,12 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     scopeB = tenantScope(b.id);
     companyA = (await repos.tenants.createCompany(tx, scopeA, "A Corp")).id;
     companyB = (await repos.tenants.createCompany(tx, scopeB, "B Corp")).id;
-    await repos.tenants.createUser(tx, scopeB, companyB, { email: emailB, givenName: "B", familyName: "User", isActive: true });
+    await repos.tenants.createUser(tx, scopeB, companyB, {
+      email: emailB,
+      givenName: "B",
+      familyName: "User",
+      isActive: true,
+    });
     clientA = `a-${crypto.randomUUID()}`;
     clientB = `b-${crypto.randomUUID()}`;
     await repos.apiUsers.insert(tx, scopeA, newApiUser(clientA));
@@ -136,10 +142,19 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("tenants.createUser", async () => {
     await assert.rejects(
-      repos.tenants.createUser(uow.direct, scopeA, companyB, { email: "intruder@a.example", givenName: "I", familyName: "N", isActive: true }),
+      repos.tenants.createUser(uow.direct, scopeA, companyB, {
+        email: "intruder@a.example",
+        givenName: "I",
+        familyName: "N",
+        isActive: true,
+      }),
       (error: unknown) => error instanceof DomainError && error.code === "NOT_FOUND",
     );
-    assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, "intruder@a.example"), undefined, "nothing was written into B");
+    assert.equal(
+      await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, "intruder@a.example"),
+      undefined,
+      "nothing was written into B",
+    );
     assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeA, "intruder@a.example"), undefined);
   });
 
@@ -175,10 +190,16 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   });
 
   isolation("apiUsers.listActiveDetails", async () => {
-    const listed = (await repos.apiUsers.listActiveDetails(uow.direct, scopeA, { limit: 100, offset: 0 })).map((u) => u.clientId);
+    const listed = (await repos.apiUsers.listActiveDetails(uow.direct, scopeA, { limit: 100, offset: 0 })).map(
+      (u) => u.clientId,
+    );
     assert.ok(listed.includes(clientA));
     assert.ok(!listed.includes(clientB));
-    assert.ok((await repos.apiUsers.listActiveDetails(uow.direct, scopeB, { limit: 100, offset: 0 })).some((u) => u.clientId === clientB));
+    assert.ok(
+      (await repos.apiUsers.listActiveDetails(uow.direct, scopeB, { limit: 100, offset: 0 })).some(
+        (u) => u.clientId === clientB,
+      ),
+    );
   });
 
   isolation("apiUsers.lockActive", async () => {
@@ -190,7 +211,10 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("apiUsers.setCredential", async () => {
     const before = await repos.apiUsers.findActive(uow.direct, clientB);
-    await repos.apiUsers.setCredential(uow.direct, scopeA, clientB, { secretHash: crypto.randomBytes(32), generation: 99 });
+    await repos.apiUsers.setCredential(uow.direct, scopeA, clientB, {
+      secretHash: crypto.randomBytes(32),
+      generation: 99,
+    });
     const afterwards = await repos.apiUsers.findActive(uow.direct, clientB);
     assert.equal(afterwards?.credentialGeneration, before?.credentialGeneration);
     assert.deepEqual(afterwards?.secretHash, before?.secretHash);
@@ -203,8 +227,22 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("audit.list", async () => {
     await repos.audit.append(uow.direct, [
-      { action: "API_USER_CREATE", outcome: "SUCCESS", actor: "operator", tmcId: a.id, targetClientId: clientA, debugIdentifier: "ra" },
-      { action: "API_USER_CREATE", outcome: "SUCCESS", actor: "operator", tmcId: b.id, targetClientId: clientB, debugIdentifier: "rb" },
+      {
+        action: "API_USER_CREATE",
+        outcome: "SUCCESS",
+        actor: "operator",
+        tmcId: a.id,
+        targetClientId: clientA,
+        debugIdentifier: "ra",
+      },
+      {
+        action: "API_USER_CREATE",
+        outcome: "SUCCESS",
+        actor: "operator",
+        tmcId: b.id,
+        targetClientId: clientB,
+        debugIdentifier: "rb",
+      },
     ]);
     const listed = await repos.audit.list(uow.direct, scopeA, 100);
     assert.ok(listed.some((e) => e.debugIdentifier === "ra"));
@@ -213,22 +251,59 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("audit.search", async () => {
     await repos.audit.append(uow.direct, [
-      { action: "SEARCHED", outcome: "SUCCESS", actor: clientB, tmcId: b.id, targetClientId: clientB, debugIdentifier: "sb" },
-      { action: "SEARCHED", outcome: "SUCCESS", actor: clientA, tmcId: a.id, targetClientId: clientA, debugIdentifier: "sa" },
+      {
+        action: "SEARCHED",
+        outcome: "SUCCESS",
+        actor: clientB,
+        tmcId: b.id,
+        targetClientId: clientB,
+        debugIdentifier: "sb",
+      },
+      {
+        action: "SEARCHED",
+        outcome: "SUCCESS",
+        actor: clientA,
+        tmcId: a.id,
+        targetClientId: clientA,
+        debugIdentifier: "sa",
+      },
     ]);
     const all = { actions: [], clientId: undefined, since: undefined, until: undefined, beforeId: undefined };
     const ofA = await repos.audit.search(uow.direct, scopeA, { ...all, actions: ["SEARCHED"] }, 100);
-    assert.deepEqual(ofA.map((e) => e.debugIdentifier), ["sa"]);
-    assert.deepEqual(await repos.audit.search(uow.direct, scopeA, { ...all, clientId: clientB }, 100), [], "B's client through A");
-    assert.deepEqual((await repos.audit.search(uow.direct, scopeB, { ...all, clientId: clientB, actions: ["SEARCHED"] }, 100)).map((e) => e.debugIdentifier), ["sb"]);
+    assert.deepEqual(
+      ofA.map((e) => e.debugIdentifier),
+      ["sa"],
+    );
+    assert.deepEqual(
+      await repos.audit.search(uow.direct, scopeA, { ...all, clientId: clientB }, 100),
+      [],
+      "B's client through A",
+    );
+    assert.deepEqual(
+      (await repos.audit.search(uow.direct, scopeB, { ...all, clientId: clientB, actions: ["SEARCHED"] }, 100)).map(
+        (e) => e.debugIdentifier,
+      ),
+      ["sb"],
+    );
   });
 
   isolation("audit.lastTokenIssued", async () => {
     await repos.audit.append(uow.direct, [
-      { action: "TOKEN_ISSUED", outcome: "SUCCESS", actor: clientB, tmcId: b.id, targetClientId: clientB, debugIdentifier: "tb", occurredAt: new Date("2026-11-22T10:00:00Z") },
+      {
+        action: "TOKEN_ISSUED",
+        outcome: "SUCCESS",
+        actor: clientB,
+        tmcId: b.id,
+        targetClientId: clientB,
+        debugIdentifier: "tb",
+        occurredAt: new Date("2026-11-22T10:00:00Z"),
+      },
     ]);
     assert.deepEqual([...(await repos.audit.lastTokenIssued(uow.direct, scopeA, [clientA, clientB]))], []);
-    assert.deepEqual([...(await repos.audit.lastTokenIssued(uow.direct, scopeB, [clientB]))], [[clientB, new Date("2026-11-22T10:00:00Z")]]);
+    assert.deepEqual(
+      [...(await repos.audit.lastTokenIssued(uow.direct, scopeB, [clientB]))],
+      [[clientB, new Date("2026-11-22T10:00:00Z")]],
+    );
   });
 
   describe("refresh tokens", () => {
@@ -250,7 +325,9 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     });
 
     isolation("refreshTokens.lockByHash", async () => {
-      await uow.transaction(async (tx) => assert.equal(await repos.refreshTokens.lockByHash(tx, scopeA, hashB), undefined));
+      await uow.transaction(async (tx) =>
+        assert.equal(await repos.refreshTokens.lockByHash(tx, scopeA, hashB), undefined),
+      );
       assert.equal((await stateOfB())?.id, idB);
     });
 
@@ -272,45 +349,114 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("trustedIssuers.upsert", async () => {
     const issuer = "https://idp.shared.example";
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer, jwksUri: "https://idp.shared.example/b", jwks: undefined, audience: "b", companyId: undefined });
-    await repos.trustedIssuers.upsert(uow.direct, scopeA, { issuer, jwksUri: "https://idp.shared.example/a", jwks: undefined, audience: "a", companyId: undefined });
-    assert.equal((await repos.trustedIssuers.find(uow.direct, scopeB, issuer))?.jwksUri, "https://idp.shared.example/b", "A's upsert did not overwrite B's");
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, {
+      issuer,
+      jwksUri: "https://idp.shared.example/b",
+      jwks: undefined,
+      audience: "b",
+      companyId: undefined,
+    });
+    await repos.trustedIssuers.upsert(uow.direct, scopeA, {
+      issuer,
+      jwksUri: "https://idp.shared.example/a",
+      jwks: undefined,
+      audience: "a",
+      companyId: undefined,
+    });
+    assert.equal(
+      (await repos.trustedIssuers.find(uow.direct, scopeB, issuer))?.jwksUri,
+      "https://idp.shared.example/b",
+      "A's upsert did not overwrite B's",
+    );
   });
 
   isolation("trustedIssuers.find", async () => {
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://only-b.example", jwksUri: "https://only-b.example/jwks", jwks: undefined, audience: undefined, companyId: undefined });
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, {
+      issuer: "https://only-b.example",
+      jwksUri: "https://only-b.example/jwks",
+      jwks: undefined,
+      audience: undefined,
+      companyId: undefined,
+    });
     assert.equal(await repos.trustedIssuers.find(uow.direct, scopeA, "https://only-b.example"), undefined);
   });
 
   isolation("trustedIssuers.list", async () => {
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://listed-b.example", jwksUri: "https://listed-b.example/jwks", jwks: undefined, audience: "b", companyId: undefined });
-    assert.ok(!(await repos.trustedIssuers.list(uow.direct, scopeA)).some((i) => i.issuer === "https://listed-b.example"));
-    assert.ok((await repos.trustedIssuers.list(uow.direct, scopeB)).some((i) => i.issuer === "https://listed-b.example"));
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, {
+      issuer: "https://listed-b.example",
+      jwksUri: "https://listed-b.example/jwks",
+      jwks: undefined,
+      audience: "b",
+      companyId: undefined,
+    });
+    assert.ok(
+      !(await repos.trustedIssuers.list(uow.direct, scopeA)).some((i) => i.issuer === "https://listed-b.example"),
+    );
+    assert.ok(
+      (await repos.trustedIssuers.list(uow.direct, scopeB)).some((i) => i.issuer === "https://listed-b.example"),
+    );
   });
 
   isolation("trustedIssuers.remove", async () => {
-    await repos.trustedIssuers.upsert(uow.direct, scopeB, { issuer: "https://removed-b.example", jwksUri: "https://removed-b.example/jwks", jwks: undefined, audience: "b", companyId: undefined });
+    await repos.trustedIssuers.upsert(uow.direct, scopeB, {
+      issuer: "https://removed-b.example",
+      jwksUri: "https://removed-b.example/jwks",
+      jwks: undefined,
+      audience: "b",
+      companyId: undefined,
+    });
     assert.equal(await repos.trustedIssuers.remove(uow.direct, scopeA, "https://removed-b.example"), false);
-    assert.ok(await repos.trustedIssuers.find(uow.direct, scopeB, "https://removed-b.example"), "B's issuer is still trusted");
+    assert.ok(
+      await repos.trustedIssuers.find(uow.direct, scopeB, "https://removed-b.example"),
+      "B's issuer is still trusted",
+    );
     assert.equal(await repos.trustedIssuers.remove(uow.direct, scopeB, "https://removed-b.example"), true);
     assert.equal(await repos.trustedIssuers.find(uow.direct, scopeB, "https://removed-b.example"), undefined);
   });
 
   isolation("airCredits.insertPaymentSource", async () => {
-    const source = { companyId: companyB, fopLabel: "B card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL" as const, transferable: true };
-    await assert.rejects(repos.airCredits.insertPaymentSource(uow.direct, scopeA, source), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
+    const source = {
+      companyId: companyB,
+      fopLabel: "B card",
+      cardCompany: undefined,
+      cardLast4: undefined,
+      creditUsageType: "PERSONAL" as const,
+      transferable: true,
+    };
+    await assert.rejects(
+      repos.airCredits.insertPaymentSource(uow.direct, scopeA, source),
+      (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND",
+    );
     assert.ok(await repos.airCredits.insertPaymentSource(uow.direct, scopeA, { ...source, companyId: companyA }));
   });
 
   isolation("airCredits.insertCredits", async () => {
     const sourceB = await repos.airCredits.insertPaymentSource(uow.direct, scopeB, {
-      companyId: companyB, fopLabel: "B card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL", transferable: true,
+      companyId: companyB,
+      fopLabel: "B card",
+      cardCompany: undefined,
+      cardLast4: undefined,
+      creditUsageType: "PERSONAL",
+      transferable: true,
     });
     const credit = {
-      companyId: companyB, paymentSourceId: sourceB, travelerUserId: undefined, supplier: "SABRE", pcc: undefined, airlineCode: "AA",
-      ticketNumber: "0010000000001", sourcePnr: undefined, totalFareAmount: "10.00", currencyCode: "USD", issueDate: "2026-01-01", expiryDate: "2027-01-01",
+      companyId: companyB,
+      paymentSourceId: sourceB,
+      travelerUserId: undefined,
+      supplier: "SABRE",
+      pcc: undefined,
+      airlineCode: "AA",
+      ticketNumber: "0010000000001",
+      sourcePnr: undefined,
+      totalFareAmount: "10.00",
+      currencyCode: "USD",
+      issueDate: "2026-01-01",
+      expiryDate: "2027-01-01",
     };
-    await assert.rejects(repos.airCredits.insertCredits(uow.direct, scopeA, [credit]), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
+    await assert.rejects(
+      repos.airCredits.insertCredits(uow.direct, scopeA, [credit]),
+      (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND",
+    );
     assert.equal(await repos.airCredits.insertCredits(uow.direct, scopeB, [credit]), 1);
   });
 
@@ -331,26 +477,73 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   isolation("users.update", async () => {
     const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
     assert.ok(userB);
-    await repos.users.update(uow.direct, scopeA, userB.id, { givenName: "Intruder", familyName: "A", profile: { tier: "SEAT1A" } });
+    await repos.users.update(uow.direct, scopeA, userB.id, {
+      givenName: "Intruder",
+      familyName: "A",
+      profile: { tier: "SEAT1A" },
+    });
     const untouched = await repos.users.find(uow.direct, scopeB, userB.id);
-    assert.deepEqual([untouched?.givenName, untouched?.familyName, untouched?.profile], ["B", "User", {}], "A's update did not reach B's user");
+    assert.deepEqual(
+      [untouched?.givenName, untouched?.familyName, untouched?.profile],
+      ["B", "User", {}],
+      "A's update did not reach B's user",
+    );
   });
 
   const v3Credit = (ticketNumber: string, paymentSourceId = "") => ({
-    paymentSourceId, ticketNumber, sourcePnr: undefined, spotnanaPnr: undefined, airlineCode: "AA", airlineName: undefined,
-    totalFare: { amount: "10.00", currencyCode: "USD" }, issueDate: "2026-01-01", expiryDate: "2099-01-01", usedDate: undefined,
-    departureDate: undefined, segmentsAvailable: undefined, passengerName: undefined, departureCountry: undefined, arrivalCountry: undefined,
-    ticketType: "ETICKET", pcc: "B1", status: "OPEN" as const, source: "SABRE", tripId: undefined, redeemVia: undefined, sourceOfTruth: undefined,
-    owningPcc: undefined, creditUsageType: "PERSONAL" as const, email: undefined, fopInfo: undefined, fopLabel: "B label", previousTicket: undefined,
-    fopCardAccessType: undefined, legalEntityName: "B entity",
+    paymentSourceId,
+    ticketNumber,
+    sourcePnr: undefined,
+    spotnanaPnr: undefined,
+    airlineCode: "AA",
+    airlineName: undefined,
+    totalFare: { amount: "10.00", currencyCode: "USD" },
+    issueDate: "2026-01-01",
+    expiryDate: "2099-01-01",
+    usedDate: undefined,
+    departureDate: undefined,
+    segmentsAvailable: undefined,
+    passengerName: undefined,
+    departureCountry: undefined,
+    arrivalCountry: undefined,
+    ticketType: "ETICKET",
+    pcc: "B1",
+    status: "OPEN" as const,
+    source: "SABRE",
+    tripId: undefined,
+    redeemVia: undefined,
+    sourceOfTruth: undefined,
+    owningPcc: undefined,
+    creditUsageType: "PERSONAL" as const,
+    email: undefined,
+    fopInfo: undefined,
+    fopLabel: "B label",
+    previousTicket: undefined,
+    fopCardAccessType: undefined,
+    legalEntityName: "B entity",
   });
   const v3On = { today: "2026-01-01", airlineCodes: ["AA"] };
-  const v3Filter = { suppliers: [], airlineCodes: [], expiryFrom: undefined, expiryTo: undefined, fopLabels: [], pccs: [], fopCardAccessTypes: [], legalEntityNames: [] };
+  const v3Filter = {
+    suppliers: [],
+    airlineCodes: [],
+    expiryFrom: undefined,
+    expiryTo: undefined,
+    fopLabels: [],
+    pccs: [],
+    fopCardAccessTypes: [],
+    legalEntityNames: [],
+  };
   const sourceOfB = crypto.randomUUID();
 
   isolation("airCredits.upsertCredits", async () => {
-    await assert.rejects(repos.airCredits.upsertCredits(uow.direct, scopeA, companyB, [v3Credit("9990000000001")]), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
-    assert.deepEqual(await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000001", sourceOfB)]), { created: 1, updated: 0 });
+    await assert.rejects(
+      repos.airCredits.upsertCredits(uow.direct, scopeA, companyB, [v3Credit("9990000000001")]),
+      (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND",
+    );
+    assert.deepEqual(
+      await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000001", sourceOfB)]),
+      { created: 1, updated: 0 },
+    );
   });
 
   isolation("airCredits.companyExists", async () => {
@@ -361,13 +554,22 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   isolation("airCredits.listTransferable", async () => {
     await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000002")]);
     const page = { offset: 0, limit: 10 };
-    assert.equal((await repos.airCredits.listTransferable(uow.direct, scopeA, companyB, v3On, v3Filter, page)).totalRecords, 0);
-    assert.ok((await repos.airCredits.listTransferable(uow.direct, scopeB, companyB, v3On, v3Filter, page)).totalRecords > 0);
+    assert.equal(
+      (await repos.airCredits.listTransferable(uow.direct, scopeA, companyB, v3On, v3Filter, page)).totalRecords,
+      0,
+    );
+    assert.ok(
+      (await repos.airCredits.listTransferable(uow.direct, scopeB, companyB, v3On, v3Filter, page)).totalRecords > 0,
+    );
   });
 
   isolation("airCredits.transferableValues", async () => {
     await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000003")]);
-    assert.deepEqual(await repos.airCredits.transferableValues(uow.direct, scopeA, companyB, v3On), { fopLabels: [], pccs: [], legalEntityNames: [] });
+    assert.deepEqual(await repos.airCredits.transferableValues(uow.direct, scopeA, companyB, v3On), {
+      fopLabels: [],
+      pccs: [],
+      legalEntityNames: [],
+    });
     assert.deepEqual((await repos.airCredits.transferableValues(uow.direct, scopeB, companyB, v3On)).pccs, ["B1"]);
   });
 
@@ -381,13 +583,31 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     await repos.airCredits.upsertCredits(uow.direct, scopeB, companyB, [v3Credit("9990000000005", sourceOfB)]);
     await repos.airCredits.setUsageType(uow.direct, scopeA, sourceOfB, "COMPANY");
     const locked = await uow.transaction((tx) => repos.airCredits.lockByPaymentSource(tx, scopeB, sourceOfB));
-    assert.ok(locked.every((c) => c.creditUsageType === "PERSONAL"), "A's change did not reach B's credits");
+    assert.ok(
+      locked.every((c) => c.creditUsageType === "PERSONAL"),
+      "A's change did not reach B's credits",
+    );
   });
 
   // SCIM: confined to the tenant and one of its companies; B's company named with A's scope finds nothing.
-  const scimAttrs = (userName: string) => ({ userName, givenName: "S", familyName: "C", formattedName: undefined, displayName: undefined, active: true, externalId: undefined, businessInfo: { employeeId: "E-1" } });
+  const scimAttrs = (userName: string) => ({
+    userName,
+    givenName: "S",
+    familyName: "C",
+    formattedName: undefined,
+    displayName: undefined,
+    active: true,
+    externalId: undefined,
+    businessInfo: { employeeId: "E-1" },
+  });
   const scimUserOfB = async () => {
-    const { users } = await repos.scimUsers.list(uow.direct, scopeB, companyB, { kind: "compare", attribute: "userName", op: "eq", value: emailB }, { startIndex: 1, count: 10 });
+    const { users } = await repos.scimUsers.list(
+      uow.direct,
+      scopeB,
+      companyB,
+      { kind: "compare", attribute: "userName", op: "eq", value: emailB },
+      { startIndex: 1, count: 10 },
+    );
     assert.equal(users.length, 1, "B's user, seen with B's scope");
     return users[0]!;
   };
@@ -395,8 +615,28 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   isolation("scimUsers.list", async () => {
     const all = { startIndex: 1, count: 200 };
     assert.deepEqual(await repos.scimUsers.list(uow.direct, scopeA, companyB, undefined, all), { users: [], total: 0 });
-    assert.deepEqual(await repos.scimUsers.list(uow.direct, scopeA, companyB, { kind: "compare", attribute: "userName", op: "eq", value: emailB }, all), { users: [], total: 0 });
-    assert.equal((await repos.scimUsers.list(uow.direct, scopeA, companyA, { kind: "compare", attribute: "userName", op: "sw", value: "b." }, all)).total, 0);
+    assert.deepEqual(
+      await repos.scimUsers.list(
+        uow.direct,
+        scopeA,
+        companyB,
+        { kind: "compare", attribute: "userName", op: "eq", value: emailB },
+        all,
+      ),
+      { users: [], total: 0 },
+    );
+    assert.equal(
+      (
+        await repos.scimUsers.list(
+          uow.direct,
+          scopeA,
+          companyA,
+          { kind: "compare", attribute: "userName", op: "sw", value: "b." },
+          all,
+        )
+      ).total,
+      0,
+    );
   });
 
   isolation("scimUsers.find", async () => {
@@ -408,26 +648,47 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("scimUsers.lock", async () => {
     const user = await scimUserOfB();
-    await uow.transaction(async (tx) => assert.equal(await repos.scimUsers.lock(tx, scopeA, companyB, user.id), undefined));
+    await uow.transaction(async (tx) =>
+      assert.equal(await repos.scimUsers.lock(tx, scopeA, companyB, user.id), undefined),
+    );
   });
 
   isolation("scimUsers.insert", async () => {
-    await assert.rejects(repos.scimUsers.insert(uow.direct, scopeA, companyB, scimAttrs("scim.intruder@a.example")), (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND");
-    assert.equal((await repos.scimUsers.list(uow.direct, scopeB, companyB, undefined, { startIndex: 1, count: 200 })).users.some((u) => u.userName === "scim.intruder@a.example"), false);
+    await assert.rejects(
+      repos.scimUsers.insert(uow.direct, scopeA, companyB, scimAttrs("scim.intruder@a.example")),
+      (e: unknown) => e instanceof DomainError && e.code === "NOT_FOUND",
+    );
+    assert.equal(
+      (await repos.scimUsers.list(uow.direct, scopeB, companyB, undefined, { startIndex: 1, count: 200 })).users.some(
+        (u) => u.userName === "scim.intruder@a.example",
+      ),
+      false,
+    );
     // The same userName in another company (here another tenant's) is no conflict.
     assert.equal((await repos.scimUsers.insert(uow.direct, scopeA, companyA, scimAttrs(emailB))).tmcId, a.id);
   });
 
   isolation("scimUsers.update", async () => {
     const user = await scimUserOfB();
-    assert.equal(await repos.scimUsers.update(uow.direct, scopeA, companyB, user.id, scimAttrs("taken.over@a.example")), undefined);
-    assert.equal((await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.userName, emailB, "B's user unchanged");
+    assert.equal(
+      await repos.scimUsers.update(uow.direct, scopeA, companyB, user.id, scimAttrs("taken.over@a.example")),
+      undefined,
+    );
+    assert.equal(
+      (await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.userName,
+      emailB,
+      "B's user unchanged",
+    );
   });
 
   isolation("scimUsers.markDeleted", async () => {
     const user = await scimUserOfB();
     assert.equal(await repos.scimUsers.markDeleted(uow.direct, scopeA, companyB, user.id), false);
-    assert.equal((await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.active, true, "B's user still there and active");
+    assert.equal(
+      (await repos.scimUsers.find(uow.direct, scopeB, companyB, user.id))?.active,
+      true,
+      "B's user still there and active",
+    );
   });
 
   test("every repository method is either tested under two tenants above or listed as unscoped with its reason", () => {

@@ -32,8 +32,13 @@ async function setUp(limits = LIMITS, breaker = new CircuitBreaker({ failureThre
   const cache = new RedisGenerationCache(redis, prefix, 60, breaker, 1_000);
   const clientId = `client-${counter}`;
   await cache.write(new Map([[clientId, { generation: 1, changeSeq: 5 }]]), { to: 5, ifAtLeast: 0 });
-  const limiter = new TokenRateLimiter(limits, redisBudgetCounters(redis, prefix, () => {}, breaker, 1_000), new RedisTokenAdmission(redis, prefix, breaker, 1_000));
-  const admit = (address: string, authenticated: boolean, held = { generation: 1, knownChange: 5 }) => limiter.admitHeldClient(clientId, address, { ...held, authenticated });
+  const limiter = new TokenRateLimiter(
+    limits,
+    redisBudgetCounters(redis, prefix, () => {}, breaker, 1_000),
+    new RedisTokenAdmission(redis, prefix, breaker, 1_000),
+  );
+  const admit = (address: string, authenticated: boolean, held = { generation: 1, knownChange: 5 }) =>
+    limiter.admitHeldClient(clientId, address, { ...held, authenticated });
   return { prefix, cache, clientId, limiter, admit, breaker };
 }
 
@@ -49,7 +54,11 @@ describe("one-round-trip token admission (Redis)", () => {
     assert.ok(first.decision.resetSeconds > 0 && first.decision.resetSeconds <= 60);
     const kinds = [];
     for (let i = 0; i < 3; i++) kinds.push((await admit(address, true)).kind);
-    assert.deepEqual(kinds, ["admitted", "admitted", "client-limited"], "the fourth in the window is refused by the client budget");
+    assert.deepEqual(
+      kinds,
+      ["admitted", "admitted", "client-limited"],
+      "the fourth in the window is refused by the client budget",
+    );
     const refused = await admit(address, true);
     assert.ok(refused.kind === "client-limited");
     assert.equal(refused.decision.exhausted, "client");
@@ -65,13 +74,26 @@ describe("one-round-trip token admission (Redis)", () => {
     const third = await admit(address, true);
     assert.ok(third.kind === "admitted");
     assert.equal(third.decision.remaining, 0, "two client points spent step by step, the third here");
-    assert.equal((await limiter.consumeClient(clientId)).allowed, false, "and the step-by-step path sees the budget spent");
+    assert.equal(
+      (await limiter.consumeClient(clientId)).allowed,
+      false,
+      "and the step-by-step path sees the budget spent",
+    );
 
     const other = newAddress();
     assert.equal((await admit(other, false)).kind, "refused");
-    assert.deepEqual(await limiter.lockout(clientId, other), { failures: 1, limit: 2, lockedOut: false, resetSeconds: 900 });
+    assert.deepEqual(await limiter.lockout(clientId, other), {
+      failures: 1,
+      limit: 2,
+      lockedOut: false,
+      resetSeconds: 900,
+    });
     await limiter.resetLockout(clientId, other);
-    assert.equal((await limiter.lockout(clientId, other)).failures, 0, "the operator's reset clears what the script counted");
+    assert.equal(
+      (await limiter.lockout(clientId, other)).failures,
+      0,
+      "the operator's reset clears what the script counted",
+    );
   });
 
   test("wrong secrets spend failure points of (client, address) only; once spent, wrong secrets are refused there, the right one is not (issue 18)", async () => {
@@ -105,15 +127,34 @@ describe("one-round-trip token admission (Redis)", () => {
     const refused = await admit(address, true);
     assert.ok(refused.kind === "limited");
     assert.equal(refused.decision.exhausted, "address");
-    assert.equal((await admit(address, false)).kind, "limited", "a wrong secret from a spent address costs no failure point");
-    assert.equal((await limiter.lockout(clientId, address)).failures, 1, "only the wrong secret sent while the address had points left");
+    assert.equal(
+      (await admit(address, false)).kind,
+      "limited",
+      "a wrong secret from a spent address costs no failure point",
+    );
+    assert.equal(
+      (await limiter.lockout(clientId, address)).failures,
+      1,
+      "only the wrong secret sent while the address had points left",
+    );
   });
 
   test("nothing is spent unless the cache vouches for the held record: other generation, revoked, missing, or a watermark behind a known change", async () => {
-    const { admit, cache, clientId, prefix } = await setUp({ ...LIMITS, perAddress: { points: 1, durationSeconds: 60 } });
+    const { admit, cache, clientId, prefix } = await setUp({
+      ...LIMITS,
+      perAddress: { points: 1, durationSeconds: 60 },
+    });
     const address = newAddress();
-    assert.equal((await admit(address, true, { generation: 2, knownChange: 5 })).kind, "unknown", "the held record is of another generation");
-    assert.equal((await admit(address, true, { generation: 1, knownChange: 6 })).kind, "unknown", "the cache missed change 6");
+    assert.equal(
+      (await admit(address, true, { generation: 2, knownChange: 5 })).kind,
+      "unknown",
+      "the held record is of another generation",
+    );
+    assert.equal(
+      (await admit(address, true, { generation: 1, knownChange: 6 })).kind,
+      "unknown",
+      "the cache missed change 6",
+    );
     await cache.write(new Map([[clientId, { generation: undefined, changeSeq: 6 }]]), { to: 6, ifAtLeast: 5 });
     assert.equal((await admit(address, true, { generation: 1, knownChange: 6 })).kind, "unknown", "revoked");
     await shared.redis().del(`${prefix}cred:${clientId}`);
@@ -136,12 +177,23 @@ describe("one-round-trip token admission (Redis)", () => {
     assert.equal((await again.admit(newAddress(), true)).kind, "admitted");
     assert.equal(recovering.tripped, false);
 
-    const dead = createClient({ url: "redis://127.0.0.1:1", disableOfflineQueue: true, socket: { reconnectStrategy: () => 200 } });
+    const dead = createClient({
+      url: "redis://127.0.0.1:1",
+      disableOfflineQueue: true,
+      socket: { reconnectStrategy: () => 200 },
+    });
     dead.on("error", () => {});
     dead.connect().catch(() => {});
     try {
-      const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(dead, unique(), () => {}, new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }), 200), new RedisTokenAdmission(dead, unique(), new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }), 200));
-      assert.equal((await limiter.admitHeldClient("x", newAddress(), { generation: 1, knownChange: 0, authenticated: true })).kind, "unknown");
+      const limiter = new TokenRateLimiter(
+        LIMITS,
+        redisBudgetCounters(dead, unique(), () => {}, new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }), 200),
+        new RedisTokenAdmission(dead, unique(), new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }), 200),
+      );
+      assert.equal(
+        (await limiter.admitHeldClient("x", newAddress(), { generation: 1, knownChange: 0, authenticated: true })).kind,
+        "unknown",
+      );
     } finally {
       dead.destroy();
     }

@@ -32,12 +32,15 @@ async function consumeTimes(limiter: TokenRateLimiter, n: number, clientId: stri
 }
 
 /** A token request's two request budgets as the endpoint spends them: the address's, then (once authenticated) the client's. */
-async function both(limiter: TokenRateLimiter, clientId: string | undefined, address: string): Promise<RateLimitDecision> {
+async function both(
+  limiter: TokenRateLimiter,
+  clientId: string | undefined,
+  address: string,
+): Promise<RateLimitDecision> {
   const byAddress = await limiter.consumeAddress(address);
   if (!byAddress.allowed || clientId === undefined) return byAddress;
   return tighterOf(byAddress, await limiter.consumeClient(clientId));
 }
-
 
 const kinds = [
   { kind: "memory", redis: () => undefined },
@@ -49,7 +52,18 @@ for (const { kind, redis: redisOf } of kinds) {
     const fallbacks: unknown[] = [];
     const newLimiter = (limits: RateLimits = LIMITS, keyPrefix = uniquePrefix()) => {
       const redis = redisOf();
-      return new TokenRateLimiter(limits, redis ? redisBudgetCounters(redis, keyPrefix, (error) => fallbacks.push(error), new CircuitBreaker({ failureThreshold: 3, openMs: 1_000 }), 1_000) : memoryBudgetCounters(keyPrefix));
+      return new TokenRateLimiter(
+        limits,
+        redis
+          ? redisBudgetCounters(
+              redis,
+              keyPrefix,
+              (error) => fallbacks.push(error),
+              new CircuitBreaker({ failureThreshold: 3, openMs: 1_000 }),
+              1_000,
+            )
+          : memoryBudgetCounters(keyPrefix),
+      );
     };
 
     after(() => {
@@ -61,15 +75,23 @@ for (const { kind, redis: redisOf } of kinds) {
       const limiter = newLimiter();
       const address = newAddress();
       const decisions = await consumeTimes(limiter, LIMITS.perClient.points, "client-a", address);
-      assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true]);
-      assert.deepEqual(decisions.map((d) => d.remaining), [2, 1, 0]);
+      assert.deepEqual(
+        decisions.map((d) => d.allowed),
+        [true, true, true],
+      );
+      assert.deepEqual(
+        decisions.map((d) => d.remaining),
+        [2, 1, 0],
+      );
       assert.ok(decisions.every((d) => d.limit === 3 && rateLimitPolicy(d) === `"default";q=3;w=60`));
 
       const refused = await both(limiter, "client-a", address);
       assert.equal(refused.allowed, false);
       assert.equal(refused.exhausted, "client");
       assert.equal(refused.remaining, 0);
-      assert.ok(refused.retryAfterSeconds !== undefined && refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60);
+      assert.ok(
+        refused.retryAfterSeconds !== undefined && refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60,
+      );
       assert.equal(refused.resetSeconds, refused.retryAfterSeconds);
 
       // Another client from the same address still has its own budget (and the address has room).
@@ -117,19 +139,33 @@ for (const { kind, redis: redisOf } of kinds) {
       const limiter = newLimiter();
       const attacker = newAddress();
       // Two failed attempts (budget 2): each reservation is kept.
-      for (let i = 0; i < 2; i++) assert.equal((await limiter.reserveAttempt("victim", true, attacker)).decision.allowed, true);
+      for (let i = 0; i < 2; i++)
+        assert.equal((await limiter.reserveAttempt("victim", true, attacker)).decision.allowed, true);
       const refused = await limiter.reserveAttempt("victim", true, attacker);
       assert.equal(refused.decision.allowed, false);
       assert.equal(refused.decision.exhausted, "client-at-address-failures");
       assert.equal(refused.decision.limit, LIMITS.failures.points);
       assert.equal(rateLimitPolicy(refused.decision), `"default";q=2;w=900`);
-      assert.ok(refused.decision.retryAfterSeconds !== undefined && refused.decision.retryAfterSeconds > 60 && refused.decision.retryAfterSeconds <= 900);
+      assert.ok(
+        refused.decision.retryAfterSeconds !== undefined &&
+          refused.decision.retryAfterSeconds > 60 &&
+          refused.decision.retryAfterSeconds <= 900,
+      );
       // The same client from anywhere else, and other clients from the attacker's address, are unaffected.
       assert.equal((await limiter.reserveAttempt("victim", true, newAddress())).decision.allowed, true);
       assert.equal((await limiter.reserveAttempt("bystander", true, attacker)).decision.allowed, true);
-      assert.equal((await both(limiter, "victim", attacker)).allowed, true, "request budgets are separate from lockouts");
+      assert.equal(
+        (await both(limiter, "victim", attacker)).allowed,
+        true,
+        "request budgets are separate from lockouts",
+      );
       // A refused attempt takes nothing: the count is the failures.
-      assert.deepEqual(await limiter.lockout("victim", attacker), { failures: 2, limit: 2, lockedOut: true, resetSeconds: refused.decision.retryAfterSeconds });
+      assert.deepEqual(await limiter.lockout("victim", attacker), {
+        failures: 2,
+        limit: 2,
+        lockedOut: true,
+        resetSeconds: refused.decision.retryAfterSeconds,
+      });
     });
 
     test("a released reservation gives its point back: successes never lock a client out", async () => {
@@ -153,13 +189,19 @@ for (const { kind, redis: redisOf } of kinds) {
       assert.equal((await limiter.reserveAttempt("real-client", true, address)).decision.allowed, true);
       assert.equal((await limiter.lockout(undefined, address)).lockedOut, true);
       await limiter.resetLockout(undefined, address);
-      assert.equal((await limiter.reserveAttempt("guess-4", false, address)).decision.allowed, true, "the operator lifted it");
+      assert.equal(
+        (await limiter.reserveAttempt("guess-4", false, address)).decision.allowed,
+        true,
+        "the operator lifted it",
+      );
     });
 
     test("concurrent reservations never overshoot the budget", async () => {
       const limiter = newLimiter();
       const address = newAddress();
-      const reservations = await Promise.all(Array.from({ length: 20 }, () => limiter.reserveAttempt("victim", true, address)));
+      const reservations = await Promise.all(
+        Array.from({ length: 20 }, () => limiter.reserveAttempt("victim", true, address)),
+      );
       assert.equal(reservations.filter((r) => r.decision.allowed).length, LIMITS.failures.points);
     });
 
@@ -167,7 +209,10 @@ for (const { kind, redis: redisOf } of kinds) {
       const limiter = newLimiter();
       const address = newAddress();
       const odd = "x:*\r\n{evil}\u0000" + "a".repeat(2000);
-      assert.deepEqual((await consumeTimes(limiter, 4, odd, address)).map((d) => d.allowed), [true, true, true, false]);
+      assert.deepEqual(
+        (await consumeTimes(limiter, 4, odd, address)).map((d) => d.allowed),
+        [true, true, true, false],
+      );
       assert.equal((await both(limiter, "x", address)).allowed, true);
     });
 
@@ -186,7 +231,10 @@ for (const { kind, redis: redisOf } of kinds) {
         // Failures recorded on one instance lock the client out at that address on the other.
         await one.reserveAttempt("brute", true, address);
         await one.reserveAttempt("brute", true, address);
-        assert.equal((await two.reserveAttempt("brute", true, address)).decision.exhausted, "client-at-address-failures");
+        assert.equal(
+          (await two.reserveAttempt("brute", true, address)).decision.exhausted,
+          "client-at-address-failures",
+        );
       } else {
         // The embedded default is one instance: each limiter keeps its own counters.
         assert.equal(fourth.allowed, true);
@@ -198,14 +246,21 @@ for (const { kind, redis: redisOf } of kinds) {
 describe("reservations across a circuit breaker", () => {
   test("a reservation is given back to the store that took it, even after the breaker opened meanwhile", async () => {
     const breaker = new CircuitBreaker({ failureThreshold: 1, openMs: 60_000 });
-    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(shared.redis(), uniquePrefix(), () => {}, breaker, 1_000));
+    const limiter = new TokenRateLimiter(
+      LIMITS,
+      redisBudgetCounters(shared.redis(), uniquePrefix(), () => {}, breaker, 1_000),
+    );
     const address = newAddress();
     const reservation = await limiter.reserveAttempt("flapping", true, address);
     assert.equal(reservation.decision.allowed, true);
     breaker.failure(); // Redis looked slow: the breaker opens before the attempt succeeds
     await reservation.release();
     breaker.success();
-    assert.equal((await limiter.lockout("flapping", address)).failures, 0, "the point went back to Redis, not to the fallback");
+    assert.equal(
+      (await limiter.lockout("flapping", address)).failures,
+      0,
+      "the point went back to Redis, not to the fallback",
+    );
   });
 });
 
@@ -230,20 +285,38 @@ describe("token rate limiter with Redis down", () => {
 
   test("each instance falls back to its own in-memory limit and reports it", async () => {
     const fallbacks: unknown[] = [];
-    const limiter = new TokenRateLimiter(LIMITS, redisBudgetCounters(dead, uniquePrefix(), (error) => fallbacks.push(error), new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }), 1_000));
+    const limiter = new TokenRateLimiter(
+      LIMITS,
+      redisBudgetCounters(
+        dead,
+        uniquePrefix(),
+        (error) => fallbacks.push(error),
+        new CircuitBreaker({ failureThreshold: 3, openMs: 60_000 }),
+        1_000,
+      ),
+    );
     const address = newAddress();
     const decisions = await consumeTimes(limiter, LIMITS.perClient.points + 1, "client-a", address);
-    assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, false]);
+    assert.deepEqual(
+      decisions.map((d) => d.allowed),
+      [true, true, true, false],
+    );
     assert.equal(decisions[3]!.exhausted, "client");
     assert.ok(decisions[3]!.retryAfterSeconds! >= 1);
     assert.ok(fallbacks.length > 0, "onFallback was called");
-    assert.ok(fallbacks.every((error) => error instanceof Error), "onFallback gets the store's error");
+    assert.ok(
+      fallbacks.every((error) => error instanceof Error),
+      "onFallback gets the store's error",
+    );
 
     // Failure budgets fall back too.
     fallbacks.length = 0;
     await limiter.reserveAttempt("guess", true, address);
     await limiter.reserveAttempt("guess", true, address);
-    assert.equal((await limiter.reserveAttempt("guess", true, address)).decision.exhausted, "client-at-address-failures");
+    assert.equal(
+      (await limiter.reserveAttempt("guess", true, address)).decision.exhausted,
+      "client-at-address-failures",
+    );
     assert.ok(fallbacks.length >= 3);
   });
 });
@@ -283,7 +356,10 @@ describe("rateLimitHeaders", () => {
   });
 
   test("headers of live decisions", async () => {
-    const limiter = new TokenRateLimiter({ ...LIMITS, perClient: { points: 1, durationSeconds: 30 } }, memoryBudgetCounters(""));
+    const limiter = new TokenRateLimiter(
+      { ...LIMITS, perClient: { points: 1, durationSeconds: 30 } },
+      memoryBudgetCounters(""),
+    );
     const allowed = rateLimitHeaders(await both(limiter, "c", "192.0.2.1"));
     assert.equal(allowed["RateLimit-Policy"], `"default";q=1;w=30`);
     assert.match(allowed.RateLimit!, /^"default";r=0;t=(29|30)$/);
@@ -321,15 +397,36 @@ describe("rateLimitsFromEnv", () => {
   });
 
   test("rejects malformed values, naming the variable", () => {
-    for (const value of ["60", "60/", "/60", "abc", "60/60/60", "-1/60", "1.5/60", "0/60", "60/0", "60s/60", "99999999/60", "1/99999999"]) {
+    for (const value of [
+      "60",
+      "60/",
+      "/60",
+      "abc",
+      "60/60/60",
+      "-1/60",
+      "1.5/60",
+      "0/60",
+      "60/0",
+      "60s/60",
+      "99999999/60",
+      "1/99999999",
+    ]) {
       assert.throws(
         () => rateLimitsFromEnv({ TOKEN_FAILURE_LIMIT: value }),
         (error: unknown) =>
-          error instanceof ConfigError && error.message.includes("TOKEN_FAILURE_LIMIT") && error.message.includes(`"${value}"`),
+          error instanceof ConfigError &&
+          error.message.includes("TOKEN_FAILURE_LIMIT") &&
+          error.message.includes(`"${value}"`),
         value,
       );
     }
-    assert.throws(() => rateLimitsFromEnv({ TOKEN_RATE_LIMIT_PER_CLIENT: "sixty" }), /TOKEN_RATE_LIMIT_PER_CLIENT must be "<points>\/<seconds>"/);
-    assert.throws(() => rateLimitsFromEnv({ TOKEN_RATE_LIMIT_PER_ADDRESS: "300 per 60" }), /TOKEN_RATE_LIMIT_PER_ADDRESS/);
+    assert.throws(
+      () => rateLimitsFromEnv({ TOKEN_RATE_LIMIT_PER_CLIENT: "sixty" }),
+      /TOKEN_RATE_LIMIT_PER_CLIENT must be "<points>\/<seconds>"/,
+    );
+    assert.throws(
+      () => rateLimitsFromEnv({ TOKEN_RATE_LIMIT_PER_ADDRESS: "300 per 60" }),
+      /TOKEN_RATE_LIMIT_PER_ADDRESS/,
+    );
   });
 });

@@ -4,7 +4,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { RunningService } from "../helpers/service.js";
-import { accessTokenOf, disposeService, grpcClients, newTenant, ROOMY_RATE_LIMITS, startTokenService, type Client } from "../helpers/token-kit.js";
+import {
+  accessTokenOf,
+  disposeService,
+  grpcClients,
+  newTenant,
+  ROOMY_RATE_LIMITS,
+  startTokenService,
+  type Client,
+} from "../helpers/token-kit.js";
 
 let running: RunningService;
 let admin: Client;
@@ -19,14 +27,23 @@ const LIST = "/v2/api-users?limit=1";
 const CONNECT_LIST = "/travel.apiuser.v2.ApiUserService/GetApiUsers";
 
 async function rest(token?: string) {
-  const res = await fetch(`${running.baseUrl}${LIST}`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
-  return { status: res.status, challenge: res.headers.get("www-authenticate"), body: (await res.json()) as { errorMessages: Array<{ errorCode: string }> } };
+  const res = await fetch(`${running.baseUrl}${LIST}`, {
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+  });
+  return {
+    status: res.status,
+    challenge: res.headers.get("www-authenticate"),
+    body: (await res.json()) as { errorMessages: Array<{ errorCode: string }> },
+  };
 }
 
 async function connect(token?: string) {
   const res = await fetch(`${running.baseUrl}${CONNECT_LIST}`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
+    headers: {
+      "content-type": "application/json",
+      ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+    },
     body: JSON.stringify({ limit: 1 }),
   });
   await res.arrayBuffer();
@@ -38,7 +55,10 @@ async function grpc(token?: string) {
   try {
     const reply = await clients.call("apiUser", "getApiUsers", { limit: 1 }, token);
     assert.equal(reply.ok, false);
-    return { code: reply.ok ? 0 : reply.code, challenge: reply.ok ? undefined : (reply.metadata?.get("www-authenticate")[0] as string | undefined) };
+    return {
+      code: reply.ok ? 0 : reply.code,
+      challenge: reply.ok ? undefined : (reply.metadata?.get("www-authenticate")[0] as string | undefined),
+    };
   } finally {
     clients.close();
   }

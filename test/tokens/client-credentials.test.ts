@@ -64,7 +64,11 @@ async function verifyIndependently(token: string, audience = AUDIENCE) {
 
 function assertTokenResponse(res: HttpReply, scopes: readonly string[]): void {
   assert.equal(res.status, 200, JSON.stringify(res.body));
-  assert.deepEqual(Object.keys(res.body).sort(), ["access_token", "expires_in", "scope", "token_type"], "no refresh_token for client_credentials");
+  assert.deepEqual(
+    Object.keys(res.body).sort(),
+    ["access_token", "expires_in", "scope", "token_type"],
+    "no refresh_token for client_credentials",
+  );
   assert.equal(res.body.token_type, "Bearer");
   assert.equal(res.body.expires_in, 3600);
   assert.ok(Number.isInteger(res.body.expires_in));
@@ -81,7 +85,12 @@ describe("client authentication", () => {
   });
 
   test("client_secret_basic: Authorization: Basic with the form-urlencoded id and secret (RFC 6749 2.3.1)", async () => {
-    const res = await postForm(baseUrl, TOKEN_PATH, { grant_type: "client_credentials" }, { authorization: basicAuthorization(admin.clientId, admin.clientSecret) });
+    const res = await postForm(
+      baseUrl,
+      TOKEN_PATH,
+      { grant_type: "client_credentials" },
+      { authorization: basicAuthorization(admin.clientId, admin.clientSecret) },
+    );
     assertTokenResponse(res, TMC_ADMIN_SCOPES);
     assert.equal(partsOf(res.body.access_token).payload.sub, admin.clientId);
   });
@@ -101,7 +110,12 @@ describe("client authentication", () => {
   });
 
   test("client_secret_basic with a wrong secret → 403 INVALID_CLIENT", async () => {
-    const res = await postForm(baseUrl, TOKEN_PATH, { grant_type: "client_credentials" }, { authorization: basicAuthorization(admin.clientId, `${admin.clientSecret}x`) });
+    const res = await postForm(
+      baseUrl,
+      TOKEN_PATH,
+      { grant_type: "client_credentials" },
+      { authorization: basicAuthorization(admin.clientId, `${admin.clientSecret}x`) },
+    );
     assertOAuthError(res, 403, "INVALID_CLIENT", "invalid_client");
   });
 
@@ -127,7 +141,10 @@ describe("client authentication", () => {
   });
 
   test("wrong secret and unknown client → 403 with identical bodies apart from debugIdentifier", async () => {
-    const wrong = await clientCredentials(baseUrl, { ...admin, clientSecret: `${admin.clientSecret.slice(0, -1)}${admin.clientSecret.endsWith("A") ? "B" : "A"}` });
+    const wrong = await clientCredentials(baseUrl, {
+      ...admin,
+      clientSecret: `${admin.clientSecret.slice(0, -1)}${admin.clientSecret.endsWith("A") ? "B" : "A"}`,
+    });
     const unknown = await clientCredentials(baseUrl, { ...admin, clientId: "unknownclientid0000000000000" });
     const empty = await clientCredentials(baseUrl, { ...admin, clientSecret: "not-even-close" });
     for (const res of [wrong, unknown, empty]) assertOAuthError(res, 403, "INVALID_CLIENT", "invalid_client");
@@ -148,7 +165,12 @@ describe("client authentication", () => {
       credentialType: "SCIM_TOKEN",
     });
     assert.match(scim.scimToken, /\S/);
-    const res = await clientCredentials(baseUrl, { clientId: scim.clientId, clientSecret: scim.scimToken, tmcId: tenant.tmcId, role: "COMPANY_ADMIN" });
+    const res = await clientCredentials(baseUrl, {
+      clientId: scim.clientId,
+      clientSecret: scim.scimToken,
+      tmcId: tenant.tmcId,
+      role: "COMPANY_ADMIN",
+    });
     assertOAuthError(res, 403, "INVALID_CLIENT", "invalid_client");
   });
 
@@ -169,7 +191,9 @@ describe("the access token as an independent verifier sees it", () => {
     assert.equal(header.alg, "EdDSA");
     assert.equal(typeof header.kid, "string");
 
-    const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as { keys: Array<Record<string, string>> };
+    const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as {
+      keys: Array<Record<string, string>>;
+    };
     assert.ok(Array.isArray(jwks.keys) && jwks.keys.length >= 1);
     const published = jwks.keys.find((k) => k.kid === header.kid);
     assert.ok(published, "the token's kid is in the JWKS");
@@ -230,17 +254,40 @@ describe("scopes", () => {
   });
 
   test("TMC_ADMIN may ask for every scope by name", async () => {
-    assertTokenResponse(await clientCredentials(baseUrl, admin, { scope: TMC_ADMIN_SCOPES.join(" ") }), TMC_ADMIN_SCOPES);
+    assertTokenResponse(
+      await clientCredentials(baseUrl, admin, { scope: TMC_ADMIN_SCOPES.join(" ") }),
+      TMC_ADMIN_SCOPES,
+    );
   });
 
   test("a scope outside the role's → 400 INVALID_SCOPE / invalid_scope", async () => {
-    assertOAuthError(await clientCredentials(baseUrl, admin, { scope: "users:read superpowers" }), 400, "INVALID_SCOPE", "invalid_scope");
-    assertOAuthError(await clientCredentials(baseUrl, admin, { scope: "Users:Read" }), 400, "INVALID_SCOPE", "invalid_scope");
+    assertOAuthError(
+      await clientCredentials(baseUrl, admin, { scope: "users:read superpowers" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
+    assertOAuthError(
+      await clientCredentials(baseUrl, admin, { scope: "Users:Read" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
   });
 
   test("a malformed scope parameter → 400 invalid_scope", async () => {
-    assertOAuthError(await clientCredentials(baseUrl, admin, { scope: "users:read  users:write" }), 400, "INVALID_SCOPE", "invalid_scope");
-    assertOAuthError(await clientCredentials(baseUrl, admin, { scope: 'users:read "x"' }), 400, "INVALID_SCOPE", "invalid_scope");
+    assertOAuthError(
+      await clientCredentials(baseUrl, admin, { scope: "users:read  users:write" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
+    assertOAuthError(
+      await clientCredentials(baseUrl, admin, { scope: 'users:read "x"' }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
   });
 
   test("COMPANY_ADMIN asking for none gets every scope but api-users", async () => {
@@ -256,8 +303,18 @@ describe("scopes", () => {
   });
 
   test("COMPANY_ADMIN asking for api-users → 400 invalid_scope", async () => {
-    assertOAuthError(await clientCredentials(baseUrl, companyAdmin, { scope: "api-users" }), 400, "INVALID_SCOPE", "invalid_scope");
-    assertOAuthError(await clientCredentials(baseUrl, companyAdmin, { scope: "users:read api-users" }), 400, "INVALID_SCOPE", "invalid_scope");
+    assertOAuthError(
+      await clientCredentials(baseUrl, companyAdmin, { scope: "api-users" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
+    assertOAuthError(
+      await clientCredentials(baseUrl, companyAdmin, { scope: "users:read api-users" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
   });
 });
 
@@ -273,7 +330,10 @@ describe("audience", () => {
   });
 
   test("an audience from ALLOWED_AUDIENCES is granted", async () => {
-    const { payload } = await verifyIndependently(await accessTokenOf(baseUrl, admin, { audience: PARTNER_AUDIENCE }), PARTNER_AUDIENCE);
+    const { payload } = await verifyIndependently(
+      await accessTokenOf(baseUrl, admin, { audience: PARTNER_AUDIENCE }),
+      PARTNER_AUDIENCE,
+    );
     assert.equal(payload.aud, PARTNER_AUDIENCE);
   });
 
@@ -284,9 +344,16 @@ describe("audience", () => {
   });
 
   test("resource (RFC 8707): an allowed one becomes the audience; any other, a fragment, or a conflict with audience → 400 invalid_target", async () => {
-    const { payload } = await verifyIndependently(await accessTokenOf(baseUrl, admin, { resource: PARTNER_AUDIENCE }), PARTNER_AUDIENCE);
+    const { payload } = await verifyIndependently(
+      await accessTokenOf(baseUrl, admin, { resource: PARTNER_AUDIENCE }),
+      PARTNER_AUDIENCE,
+    );
     assert.equal(payload.aud, PARTNER_AUDIENCE);
-    const refused: Array<Record<string, string>> = [{ resource: "https://evil.example/api" }, { resource: `${PARTNER_AUDIENCE}#x` }, { resource: PARTNER_AUDIENCE, audience: AUDIENCE }];
+    const refused: Array<Record<string, string>> = [
+      { resource: "https://evil.example/api" },
+      { resource: `${PARTNER_AUDIENCE}#x` },
+      { resource: PARTNER_AUDIENCE, audience: AUDIENCE },
+    ];
     for (const extra of refused) {
       assertOAuthError(await clientCredentials(baseUrl, admin, extra), 400, "INVALID_TARGET", "invalid_target");
     }
@@ -300,7 +367,12 @@ describe("grant_type errors", () => {
   });
 
   test("unsupported grant types → 400 UNSUPPORTED_GRANT_TYPE / unsupported_grant_type", async () => {
-    for (const grant of ["password", "authorization_code", "CLIENT_CREDENTIALS", "urn:ietf:params:oauth:grant-type:jwt-bearer"]) {
+    for (const grant of [
+      "password",
+      "authorization_code",
+      "CLIENT_CREDENTIALS",
+      "urn:ietf:params:oauth:grant-type:jwt-bearer",
+    ]) {
       const res = await clientCredentials(baseUrl, admin, { grant_type: grant });
       assertOAuthError(res, 400, "UNSUPPORTED_GRANT_TYPE", "unsupported_grant_type");
     }
@@ -338,20 +410,30 @@ describe("every token-endpoint ErrorResponse carries RFC 6749 error and error_de
     const res = await clientCredentials(baseUrl, admin, { grant_type: "x".repeat(300) });
     // The contract's max_len (256) refuses it before the grant is looked at.
     assertOAuthError(res, 400, "API_VALIDATION_FAILED", "invalid_request");
-    assert.deepEqual(res.body.errorMessages[0].errorParameters.map((p: { name: string }) => p.name), ["grant_type"]);
+    assert.deepEqual(
+      res.body.errorMessages[0].errorParameters.map((p: { name: string }) => p.name),
+      ["grant_type"],
+    );
   });
 
   test("an over-long client_secret → 400 with an RFC 6749 error (no authentication attempted)", async (t) => {
     const res = await clientCredentials(baseUrl, { ...admin, clientSecret: "s".repeat(2000) });
     // The contract's max_len (1024) refuses it: a validation error, not a failed authentication.
     assertOAuthError(res, 400, "API_VALIDATION_FAILED", "invalid_request");
-    assert.deepEqual(res.body.errorMessages[0].errorParameters.map((p: { name: string }) => p.name), ["client_secret"]);
+    assert.deepEqual(
+      res.body.errorMessages[0].errorParameters.map((p: { name: string }) => p.name),
+      ["client_secret"],
+    );
   });
 });
 
 describe("AuthService.FetchOauth2Token over grpc-js", () => {
   test("client_credentials succeeds with the same token shape", async () => {
-    const outcome = await grpcs.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: admin.clientId, clientSecret: admin.clientSecret });
+    const outcome = await grpcs.call("auth", "fetchOauth2Token", {
+      grantType: "client_credentials",
+      clientId: admin.clientId,
+      clientSecret: admin.clientSecret,
+    });
     assert.equal(outcome.ok, true, JSON.stringify(outcome.errorResponse));
     const res = outcome.response!;
     assert.equal(res.tokenType, "Bearer");
@@ -374,25 +456,40 @@ describe("AuthService.FetchOauth2Token over grpc-js", () => {
   });
 
   test("wrong secret → PERMISSION_DENIED (7) with INVALID_CLIENT and error invalid_client", async () => {
-    const outcome = await grpcs.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: admin.clientId, clientSecret: "wrong" });
+    const outcome = await grpcs.call("auth", "fetchOauth2Token", {
+      grantType: "client_credentials",
+      clientId: admin.clientId,
+      clientSecret: "wrong",
+    });
     const body = assertGrpcFailure(outcome, GRPC.PERMISSION_DENIED, "INVALID_CLIENT");
     assert.equal(body.error, "invalid_client");
     assert.ok(body.errorDescription.length > 0);
   });
 
   test("unknown client → PERMISSION_DENIED (7) with INVALID_CLIENT", async () => {
-    const outcome = await grpcs.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: "nobody", clientSecret: "wrong" });
+    const outcome = await grpcs.call("auth", "fetchOauth2Token", {
+      grantType: "client_credentials",
+      clientId: "nobody",
+      clientSecret: "wrong",
+    });
     assertGrpcFailure(outcome, GRPC.PERMISSION_DENIED, "INVALID_CLIENT");
   });
 
   test("unsupported grant → INVALID_ARGUMENT (3) with UNSUPPORTED_GRANT_TYPE", async () => {
-    const outcome = await grpcs.call("auth", "fetchOauth2Token", { grantType: "password", clientId: admin.clientId, clientSecret: admin.clientSecret });
+    const outcome = await grpcs.call("auth", "fetchOauth2Token", {
+      grantType: "password",
+      clientId: admin.clientId,
+      clientSecret: admin.clientSecret,
+    });
     const body = assertGrpcFailure(outcome, GRPC.INVALID_ARGUMENT, "UNSUPPORTED_GRANT_TYPE");
     assert.equal(body.error, "unsupported_grant_type");
   });
 
   test("missing grant_type → INVALID_ARGUMENT (3) with INVALID_REQUEST", async () => {
-    const outcome = await grpcs.call("auth", "fetchOauth2Token", { clientId: admin.clientId, clientSecret: admin.clientSecret });
+    const outcome = await grpcs.call("auth", "fetchOauth2Token", {
+      clientId: admin.clientId,
+      clientSecret: admin.clientSecret,
+    });
     const body = assertGrpcFailure(outcome, GRPC.INVALID_ARGUMENT, "INVALID_REQUEST");
     assert.equal(body.error, "invalid_request");
   });

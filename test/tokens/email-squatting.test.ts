@@ -37,21 +37,47 @@ let sign: (claims: Record<string, unknown>) => Promise<string>;
 
 before(async () => {
   running = await startTokenService({ env: ROOMY_RATE_LIMITS });
-  const { tmcId } = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: `Squat ${crypto.randomUUID()}`, maxApiUsers: 50 });
+  const { tmcId } = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", {
+    name: `Squat ${crypto.randomUUID()}`,
+    maxApiUsers: 50,
+  });
   a1 = await newScimCompany(running.baseUrl, tmcId, "A1");
   a2 = await newScimCompany(running.baseUrl, tmcId, "A2");
   tmcAdmin = await newApiUser(running.baseUrl, tmcId, "TMC_ADMIN");
   a2Admin = await newApiUser(running.baseUrl, tmcId, "COMPANY_ADMIN", a2.orgId);
   const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid: "squat-1", alg: "ES256", use: "sig" };
-  await operatorCall(running.baseUrl, "AddTrustedIssuer", { tmcId, issuer: IDP, jwks: JSON.stringify({ keys: [jwk] }), audience: IDP_AUDIENCE });
+  await operatorCall(running.baseUrl, "AddTrustedIssuer", {
+    tmcId,
+    issuer: IDP,
+    jwks: JSON.stringify({ keys: [jwk] }),
+    audience: IDP_AUDIENCE,
+  });
   sign = (claims) =>
-    new SignJWT(claims).setProtectedHeader({ alg: "ES256", kid: "squat-1" }).setIssuer(IDP).setAudience(IDP_AUDIENCE).setIssuedAt().setExpirationTime("5m").sign(privateKey);
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: "ES256", kid: "squat-1" })
+      .setIssuer(IDP)
+      .setAudience(IDP_AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime("5m")
+      .sign(privateKey);
   // A2's IdP provisions its user with the IdP's subject as externalId; then A1's SCIM client squats the e-mail.
-  const provisioned = await scim(running, a2.scimToken, "POST", "/v2/scim/v2/Users", scimUser(EMAIL, { externalId: ADA_SUBJECT }));
+  const provisioned = await scim(
+    running,
+    a2.scimToken,
+    "POST",
+    "/v2/scim/v2/Users",
+    scimUser(EMAIL, { externalId: ADA_SUBJECT }),
+  );
   assert.equal(provisioned.status, 201, JSON.stringify(provisioned.body));
   a2UserId = provisioned.body.id;
-  const squat = await scim(running, a1.scimToken, "POST", "/v2/scim/v2/Users", scimUser(EMAIL.toUpperCase(), { externalId: "a1-guess" }));
+  const squat = await scim(
+    running,
+    a1.scimToken,
+    "POST",
+    "/v2/scim/v2/Users",
+    scimUser(EMAIL.toUpperCase(), { externalId: "a1-guess" }),
+  );
   assert.equal(squat.status, 201, JSON.stringify(squat.body));
   squatId = squat.body.id;
 });
@@ -99,12 +125,30 @@ describe("issue 18 finding 6: an issuer bound to its company's users cannot be c
     const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
     const jwk = { ...(await exportJWK(publicKey)), kid: "a2-1", alg: "ES256", use: "sig" };
     const tmcId = tmcAdmin.tmcId;
-    await operatorCall(running.baseUrl, "AddTrustedIssuer", { tmcId, issuer: BOUND_IDP, jwks: JSON.stringify({ keys: [jwk] }), audience: IDP_AUDIENCE, companyId: a2.orgId });
+    await operatorCall(running.baseUrl, "AddTrustedIssuer", {
+      tmcId,
+      issuer: BOUND_IDP,
+      jwks: JSON.stringify({ keys: [jwk] }),
+      audience: IDP_AUDIENCE,
+      companyId: a2.orgId,
+    });
     signBound = (claims) =>
-      new SignJWT(claims).setProtectedHeader({ alg: "ES256", kid: "a2-1" }).setIssuer(BOUND_IDP).setAudience(IDP_AUDIENCE).setIssuedAt().setExpirationTime("5m").sign(privateKey);
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: "ES256", kid: "a2-1" })
+        .setIssuer(BOUND_IDP)
+        .setAudience(IDP_AUDIENCE)
+        .setIssuedAt()
+        .setExpirationTime("5m")
+        .sign(privateKey);
     a1Admin = await newApiUser(running.baseUrl, tmcId, "COMPANY_ADMIN", a1.orgId);
     // The squatter copies the victim's stable subject too: the subject alone no longer tells them apart.
-    const copy = await scim(running, a1.scimToken, "POST", "/v2/scim/v2/Users", scimUser(`copy-${EMAIL}`, { externalId: ADA_SUBJECT }));
+    const copy = await scim(
+      running,
+      a1.scimToken,
+      "POST",
+      "/v2/scim/v2/Users",
+      scimUser(`copy-${EMAIL}`, { externalId: ADA_SUBJECT }),
+    );
     assert.equal(copy.status, 201, JSON.stringify(copy.body));
     const patched = await scim(running, a1.scimToken, "PATCH", `/v2/scim/v2/Users/${squatId}`, {
       schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
@@ -125,7 +169,11 @@ describe("issue 18 finding 6: an issuer bound to its company's users cannot be c
     const res = await exchange(a1Admin, await signBound({ email: EMAIL }));
     assert.equal(res.status, 400, JSON.stringify(res.body));
     assert.equal(res.body.error, "invalid_request");
-    const listed = await operatorCall<{ issuers: Array<{ issuer: string; companyId: string }> }>(running.baseUrl, "ListTrustedIssuers", { tmcId: tmcAdmin.tmcId });
+    const listed = await operatorCall<{ issuers: Array<{ issuer: string; companyId: string }> }>(
+      running.baseUrl,
+      "ListTrustedIssuers",
+      { tmcId: tmcAdmin.tmcId },
+    );
     assert.equal(listed.issuers.find((i) => i.issuer === BOUND_IDP)?.companyId, a2.orgId);
     const tmcWide = listed.issuers.find((i) => i.issuer === IDP);
     assert.ok(tmcWide, "the TMC-wide issuer is listed");
@@ -133,9 +181,17 @@ describe("issue 18 finding 6: an issuer bound to its company's users cannot be c
   });
 
   test("binding to a company of another TMC (or none) is refused with 404 naming companyId", async () => {
-    const other = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: `Other ${crypto.randomUUID()}` });
+    const other = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", {
+      name: `Other ${crypto.randomUUID()}`,
+    });
     await assert.rejects(
-      operatorCall(running.baseUrl, "AddTrustedIssuer", { tmcId: other.tmcId, issuer: "https://x.example", jwksUri: "https://x.example/jwks", audience: "a", companyId: a2.orgId }),
+      operatorCall(running.baseUrl, "AddTrustedIssuer", {
+        tmcId: other.tmcId,
+        issuer: "https://x.example",
+        jwksUri: "https://x.example/jwks",
+        audience: "a",
+        companyId: a2.orgId,
+      }),
       /failed with 404: .*companyId/,
     );
   });

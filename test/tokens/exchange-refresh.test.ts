@@ -77,7 +77,10 @@ async function newKey(alg: "RS256" | "ES256", kid: string): Promise<SigningKey> 
 }
 
 before(async () => {
-  running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE }, now: clock.now });
+  running = await startTokenService({
+    env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE },
+    now: clock.now,
+  });
   baseUrl = running.baseUrl;
   tenantA = await newTenant(baseUrl);
   tenantB = await newTenant(baseUrl);
@@ -112,7 +115,12 @@ before(async () => {
     jwks: JSON.stringify({ keys: [inlineRsa.publicJwk, inlineEc.publicJwk] }),
     audience: IDP_AUDIENCE,
   });
-  await operatorCall(baseUrl, "AddTrustedIssuer", { tmcId: seed.tmcId, issuer: REMOTE_ISSUER, jwksUri, audience: IDP_AUDIENCE });
+  await operatorCall(baseUrl, "AddTrustedIssuer", {
+    tmcId: seed.tmcId,
+    issuer: REMOTE_ISSUER,
+    jwksUri,
+    audience: IDP_AUDIENCE,
+  });
 });
 
 after(async () => {
@@ -124,11 +132,22 @@ after(async () => {
 });
 
 function exchange(client: Client, fields: Record<string, string>): Promise<HttpReply> {
-  return postForm(baseUrl, TOKEN_PATH, { grant_type: GRANT_EXCHANGE, client_id: client.clientId, client_secret: client.clientSecret, ...fields });
+  return postForm(baseUrl, TOKEN_PATH, {
+    grant_type: GRANT_EXCHANGE,
+    client_id: client.clientId,
+    client_secret: client.clientSecret,
+    ...fields,
+  });
 }
 
 function refresh(client: Client, refreshToken: string, extra: Record<string, string> = {}): Promise<HttpReply> {
-  return postForm(baseUrl, TOKEN_PATH, { grant_type: "refresh_token", client_id: client.clientId, client_secret: client.clientSecret, refresh_token: refreshToken, ...extra });
+  return postForm(baseUrl, TOKEN_PATH, {
+    grant_type: "refresh_token",
+    client_id: client.clientId,
+    client_secret: client.clientSecret,
+    refresh_token: refreshToken,
+    ...extra,
+  });
 }
 
 async function verify(token: string, audience = AUDIENCE) {
@@ -155,12 +174,20 @@ function assertExchangeResponse(res: HttpReply): void {
 }
 
 /** An external identity provider's JWT, for this platform (aud IDP_AUDIENCE unless the claims say otherwise). */
-function idpToken(key: SigningKey, claims: Record<string, unknown>, header: Record<string, unknown> = { kid: key.kid }): Promise<string> {
+function idpToken(
+  key: SigningKey,
+  claims: Record<string, unknown>,
+  header: Record<string, unknown> = { kid: key.kid },
+): Promise<string> {
   return external(key, { aud: IDP_AUDIENCE, ...claims }, header);
 }
 
 /** An external identity provider's JWT with exactly the given claims. */
-function external(key: SigningKey, claims: Record<string, unknown>, header: Record<string, unknown> = { kid: key.kid }): Promise<string> {
+function external(
+  key: SigningKey,
+  claims: Record<string, unknown>,
+  header: Record<string, unknown> = { kid: key.kid },
+): Promise<string> {
   return new SignJWT(claims)
     .setProtectedHeader({ alg: key.alg, typ: "JWT", ...header })
     .setIssuedAt()
@@ -183,12 +210,16 @@ describe("(a) exchanging an access token this service issued", () => {
     assert.equal(claims.tmc_id, tenantA.tmcId);
     assert.equal(claims.aud, AUDIENCE);
     const subjectScopes = String(partsOf(subject).payload.scope).split(" ");
-    for (const s of String(claims.scope).split(" ")) assert.ok(subjectScopes.includes(s), `scope ${s} is within the subject's`);
+    for (const s of String(claims.scope).split(" "))
+      assert.ok(subjectScopes.includes(s), `scope ${s} is within the subject's`);
     assert.deepEqual(res.body.scope.split(" ").sort(), String(claims.scope).split(" ").sort());
   });
 
   test("the exchanged token is accepted by the protected RPCs", async () => {
-    const res = await exchange(actor, { subject_token: await accessTokenOf(baseUrl, owner), subject_token_type: TYPE_ACCESS_TOKEN });
+    const res = await exchange(actor, {
+      subject_token: await accessTokenOf(baseUrl, owner),
+      subject_token_type: TYPE_ACCESS_TOKEN,
+    });
     assertExchangeResponse(res);
     // GetApiUsers answers for the subject's TMC: exactly TMC A's API users.
     assertApiUsersPage(await getWith(baseUrl, "/v2/api-users?limit=10", { token: res.body.access_token }), membersOfA);
@@ -200,12 +231,20 @@ describe("(a) exchanging an access token this service issued", () => {
     assertExchangeResponse(same);
     assert.deepEqual(same.body.scope.split(" ").sort(), ["users:read", "users:write"]);
 
-    const narrower = await exchange(actor, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN, scope: "users:read" });
+    const narrower = await exchange(actor, {
+      subject_token: subject,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      scope: "users:read",
+    });
     assertExchangeResponse(narrower);
     assert.equal(narrower.body.scope, "users:read");
     assert.equal((await verify(narrower.body.access_token)).scope, "users:read");
 
-    const wider = await exchange(actor, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN, scope: "users:read api-users" });
+    const wider = await exchange(actor, {
+      subject_token: subject,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      scope: "users:read api-users",
+    });
     assertOAuthError(wider, 400, "INVALID_SCOPE", "invalid_scope");
   });
 
@@ -217,7 +256,11 @@ describe("(a) exchanging an access token this service issued", () => {
     const all = await exchange(companyAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN });
     assertOAuthError(all, 400, "INVALID_REQUEST", "invalid_request");
     assert.equal(all.body.access_token, undefined);
-    const asked = await exchange(companyAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN, scope: "api-users" });
+    const asked = await exchange(companyAdmin, {
+      subject_token: subject,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      scope: "api-users",
+    });
     assertOAuthError(asked, 400, "INVALID_REQUEST", "invalid_request");
     assert.equal(asked.body.access_token, undefined);
     // For a subject of its own company it may act, within its own role: still no api-users.
@@ -230,32 +273,56 @@ describe("(a) exchanging an access token this service issued", () => {
     const claims = await verify(own.body.access_token);
     assert.equal(claims.role, "COMPANY_ADMIN");
     assert.deepEqual(claims.act, { sub: companyAdmin.clientId });
-    const askedOwn = await exchange(companyAdmin, { subject_token: peerToken, subject_token_type: TYPE_ACCESS_TOKEN, scope: "api-users" });
+    const askedOwn = await exchange(companyAdmin, {
+      subject_token: peerToken,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      scope: "api-users",
+    });
     assertOAuthError(askedOwn, 400, "INVALID_SCOPE", "invalid_scope");
   });
 
   test("audience no wider than the subject's → otherwise 400 invalid_target", async () => {
     const subject = await accessTokenOf(baseUrl, owner);
-    const other = await exchange(actor, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN, audience: PARTNER_AUDIENCE });
+    const other = await exchange(actor, {
+      subject_token: subject,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      audience: PARTNER_AUDIENCE,
+    });
     assertOAuthError(other, 400, "INVALID_TARGET", "invalid_target");
-    const same = await exchange(actor, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN, audience: AUDIENCE });
+    const same = await exchange(actor, {
+      subject_token: subject,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      audience: AUDIENCE,
+    });
     assertExchangeResponse(same);
 
     const partnerSubject = await accessTokenOf(baseUrl, owner, { audience: PARTNER_AUDIENCE });
     const kept = await exchange(actor, { subject_token: partnerSubject, subject_token_type: TYPE_ACCESS_TOKEN });
     assertExchangeResponse(kept);
     assert.equal((await verify(kept.body.access_token, PARTNER_AUDIENCE)).aud, PARTNER_AUDIENCE);
-    const widened = await exchange(actor, { subject_token: partnerSubject, subject_token_type: TYPE_ACCESS_TOKEN, audience: AUDIENCE });
+    const widened = await exchange(actor, {
+      subject_token: partnerSubject,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+      audience: AUDIENCE,
+    });
     assertOAuthError(widened, 400, "INVALID_TARGET", "invalid_target");
   });
 
   test("a client of another TMC exchanging it → 400 INVALID_REQUEST", async () => {
     const subject = await accessTokenOf(baseUrl, owner);
-    assertOAuthError(await exchange(outsider, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN }), 400, "INVALID_REQUEST", "invalid_request");
+    assertOAuthError(
+      await exchange(outsider, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
   });
 
   test("the caller may exchange its own token (act = sub)", async () => {
-    const res = await exchange(owner, { subject_token: await accessTokenOf(baseUrl, owner), subject_token_type: TYPE_ACCESS_TOKEN });
+    const res = await exchange(owner, {
+      subject_token: await accessTokenOf(baseUrl, owner),
+      subject_token_type: TYPE_ACCESS_TOKEN,
+    });
     assertExchangeResponse(res);
     const claims = await verify(res.body.access_token);
     assert.equal(claims.sub, owner.clientId);
@@ -263,9 +330,15 @@ describe("(a) exchanging an access token this service issued", () => {
   });
 
   test("an exchanged token exchanged again nests the previous actor", async () => {
-    const first = await exchange(actor, { subject_token: await accessTokenOf(baseUrl, owner), subject_token_type: TYPE_ACCESS_TOKEN });
+    const first = await exchange(actor, {
+      subject_token: await accessTokenOf(baseUrl, owner),
+      subject_token_type: TYPE_ACCESS_TOKEN,
+    });
     assertExchangeResponse(first);
-    const second = await exchange(owner, { subject_token: first.body.access_token, subject_token_type: TYPE_ACCESS_TOKEN });
+    const second = await exchange(owner, {
+      subject_token: first.body.access_token,
+      subject_token_type: TYPE_ACCESS_TOKEN,
+    });
     assertExchangeResponse(second);
     const claims = await verify(second.body.access_token);
     assert.equal(claims.sub, owner.clientId);
@@ -285,12 +358,22 @@ describe("(a) exchanging an access token this service issued", () => {
       const res = await exchange(actor, { subject_token: subjectToken, subject_token_type: TYPE_ACCESS_TOKEN });
       assertOAuthError(res, 400, "INVALID_REQUEST", "invalid_request");
     }
-    assertOAuthError(await exchange(actor, { subject_token: "garbage", subject_token_type: TYPE_ACCESS_TOKEN }), 400, "INVALID_REQUEST", "invalid_request");
+    assertOAuthError(
+      await exchange(actor, { subject_token: "garbage", subject_token_type: TYPE_ACCESS_TOKEN }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
   });
 
   test("missing subject_token, missing or unsupported subject_token_type → 400 INVALID_REQUEST", async () => {
     const subject = await accessTokenOf(baseUrl, owner);
-    assertOAuthError(await exchange(actor, { subject_token_type: TYPE_ACCESS_TOKEN }), 400, "INVALID_REQUEST", "invalid_request");
+    assertOAuthError(
+      await exchange(actor, { subject_token_type: TYPE_ACCESS_TOKEN }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
     assertOAuthError(await exchange(actor, { subject_token: subject }), 400, "INVALID_REQUEST", "invalid_request");
     assertOAuthError(
       await exchange(actor, { subject_token: subject, subject_token_type: "urn:ietf:params:oauth:token-type:saml2" }),
@@ -301,7 +384,10 @@ describe("(a) exchanging an access token this service issued", () => {
   });
 
   test("a wrong client secret → 403 invalid_client, before looking at the subject token", async () => {
-    const res = await exchange({ ...actor, clientSecret: "wrong" }, { subject_token: await accessTokenOf(baseUrl, owner), subject_token_type: TYPE_ACCESS_TOKEN });
+    const res = await exchange(
+      { ...actor, clientSecret: "wrong" },
+      { subject_token: await accessTokenOf(baseUrl, owner), subject_token_type: TYPE_ACCESS_TOKEN },
+    );
     assertOAuthError(res, 403, "INVALID_CLIENT", "invalid_client");
   });
 });
@@ -334,40 +420,78 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   test("the email is matched case-insensitively; a user created through the operator RPC works too", async () => {
     const email = `pat.${Date.now()}@example.com`;
     const userId = await newUser(baseUrl, seed.orgId, email);
-    const res = await exchange(seedAdmin, { subject_token: await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: email.toUpperCase(), exp: inOneHour() }), subject_token_type: TYPE_JWT });
+    const res = await exchange(seedAdmin, {
+      subject_token: await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: email.toUpperCase(), exp: inOneHour() }),
+      subject_token_type: TYPE_JWT,
+    });
     assertExchangeResponse(res);
     assert.equal((await verify(res.body.access_token)).sub, userId);
-    const ada = await exchange(seedAdmin, { subject_token: await idpToken(inlineEc, { iss: INLINE_ISSUER, email: "Ada.Lovelace@ACME.example", exp: inOneHour() }), subject_token_type: TYPE_JWT });
+    const ada = await exchange(seedAdmin, {
+      subject_token: await idpToken(inlineEc, {
+        iss: INLINE_ISSUER,
+        email: "Ada.Lovelace@ACME.example",
+        exp: inOneHour(),
+      }),
+      subject_token_type: TYPE_JWT,
+    });
     assertExchangeResponse(ada);
     assert.equal((await verify(ada.body.access_token)).sub, seed.userIds[0]);
   });
 
   test("scope: a subset is granted, a scope outside the caller's role → 400 invalid_scope", async () => {
     const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
-    const res = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, scope: "users:read" });
+    const res = await exchange(seedAdmin, {
+      subject_token: subject,
+      subject_token_type: TYPE_JWT,
+      scope: "users:read",
+    });
     assertExchangeResponse(res);
     assert.equal(res.body.scope, "users:read");
-    assertOAuthError(await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, scope: "root" }), 400, "INVALID_SCOPE", "invalid_scope");
+    assertOAuthError(
+      await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, scope: "root" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
   });
 
   test("audience: an allowed one is granted, another → 400 invalid_target", async () => {
     const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
-    const partner = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, audience: PARTNER_AUDIENCE });
+    const partner = await exchange(seedAdmin, {
+      subject_token: subject,
+      subject_token_type: TYPE_JWT,
+      audience: PARTNER_AUDIENCE,
+    });
     assertExchangeResponse(partner);
     assert.equal((await verify(partner.body.access_token, PARTNER_AUDIENCE)).aud, PARTNER_AUDIENCE);
-    assertOAuthError(await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT, audience: "https://evil.example" }), 400, "INVALID_TARGET", "invalid_target");
+    assertOAuthError(
+      await exchange(seedAdmin, {
+        subject_token: subject,
+        subject_token_type: TYPE_JWT,
+        audience: "https://evil.example",
+      }),
+      400,
+      "INVALID_TARGET",
+      "invalid_target",
+    );
   });
 
   test("refused with 400 INVALID_REQUEST: unknown email, inactive user, untrusted issuer, missing kid, bad signature, expired, no email, no exp", async () => {
     const forger = await newKey("RS256", inlineRsa.kid);
     const now = Math.floor(Date.now() / 1000);
     const refused: Array<[string, string]> = [
-      ["unknown email", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: "nobody@acme.example", exp: inOneHour() })],
+      [
+        "unknown email",
+        await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: "nobody@acme.example", exp: inOneHour() }),
+      ],
       ["inactive user", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: GRACE, exp: inOneHour() })],
       ["untrusted issuer", await idpToken(inlineRsa, { iss: UNTRUSTED_ISSUER, email: ADA, exp: inOneHour() })],
       ["missing kid", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, {})],
       ["unknown kid", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, { kid: "nope" })],
-      ["bad signature (another key, same kid)", await idpToken(forger, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })],
+      [
+        "bad signature (another key, same kid)",
+        await idpToken(forger, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }),
+      ],
       ["key of the other issuer", await idpToken(remoteRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })],
       ["expired", await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: now - 300 })],
       ["expired at jwks_uri issuer", await idpToken(remoteEc, { iss: REMOTE_ISSUER, email: ADA, exp: now - 300 })],
@@ -377,7 +501,10 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
     ];
     const [h, p, s] = (await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() })).split(".");
     refused.push(["flipped signature", `${h}.${p}.${s!.slice(0, 20)}${s![20] === "A" ? "B" : "A"}${s!.slice(21)}`]);
-    refused.push(["alg none", `${Buffer.from(JSON.stringify({ alg: "none", kid: inlineRsa.kid })).toString("base64url")}.${p}.`]);
+    refused.push([
+      "alg none",
+      `${Buffer.from(JSON.stringify({ alg: "none", kid: inlineRsa.kid })).toString("base64url")}.${p}.`,
+    ]);
     for (const [why, subjectToken] of refused) {
       const res = await exchange(seedAdmin, { subject_token: subjectToken, subject_token_type: TYPE_JWT });
       assert.equal(res.status, 400, `${why}: ${JSON.stringify(res.body)}`);
@@ -398,10 +525,25 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
       audience: "https://travel.example/token-exchange",
     });
     const without = await external(key, { iss: issuer, email, exp: inOneHour() });
-    assertOAuthError(await exchange(tenant.admin, { subject_token: without, subject_token_type: TYPE_JWT }), 400, "INVALID_REQUEST", "invalid_request");
+    assertOAuthError(
+      await exchange(tenant.admin, { subject_token: without, subject_token_type: TYPE_JWT }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
     const wrong = await external(key, { iss: issuer, email, exp: inOneHour(), aud: "https://elsewhere.example" });
-    assertOAuthError(await exchange(tenant.admin, { subject_token: wrong, subject_token_type: TYPE_JWT }), 400, "INVALID_REQUEST", "invalid_request");
-    const right = await external(key, { iss: issuer, email, exp: inOneHour(), aud: ["x", "https://travel.example/token-exchange"] });
+    assertOAuthError(
+      await exchange(tenant.admin, { subject_token: wrong, subject_token_type: TYPE_JWT }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
+    const right = await external(key, {
+      iss: issuer,
+      email,
+      exp: inOneHour(),
+      aud: ["x", "https://travel.example/token-exchange"],
+    });
     const res = await exchange(tenant.admin, { subject_token: right, subject_token_type: TYPE_JWT });
     assertExchangeResponse(res);
     assert.equal((await verify(res.body.access_token)).sub, userId);
@@ -431,7 +573,11 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
   });
 
   test("an external issuer's RFC 9068 access token (typ at+jwt, RS256) is exchanged as subject_token_type access_token", async (t) => {
-    const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() }, { kid: inlineRsa.kid, typ: "at+jwt" });
+    const subject = await idpToken(
+      inlineRsa,
+      { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() },
+      { kid: inlineRsa.kid, typ: "at+jwt" },
+    );
     const res = await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN });
     {
       assertExchangeResponse(res);
@@ -441,20 +587,33 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
 
   test("an issuer trusted by another TMC is not trusted for this one → 400 INVALID_REQUEST", async () => {
     const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() });
-    assertOAuthError(await exchange(owner, { subject_token: subject, subject_token_type: TYPE_JWT }), 400, "INVALID_REQUEST", "invalid_request");
+    assertOAuthError(
+      await exchange(owner, { subject_token: subject, subject_token_type: TYPE_JWT }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
   });
 
   test("a user of another TMC is not found → 400 INVALID_REQUEST", async () => {
     const email = `other.${Date.now()}@example.com`;
     await newUser(baseUrl, tenantB.orgId, email);
     const subject = await idpToken(inlineRsa, { iss: INLINE_ISSUER, email, exp: inOneHour() });
-    assertOAuthError(await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT }), 400, "INVALID_REQUEST", "invalid_request");
+    assertOAuthError(
+      await exchange(seedAdmin, { subject_token: subject, subject_token_type: TYPE_JWT }),
+      400,
+      "INVALID_REQUEST",
+      "invalid_request",
+    );
   });
 });
 
 describe("the refresh_token grant", () => {
   async function exchanged(): Promise<HttpReply> {
-    const res = await exchange(actor, { subject_token: await accessTokenOf(baseUrl, owner, { scope: "api-users users:read" }), subject_token_type: TYPE_ACCESS_TOKEN });
+    const res = await exchange(actor, {
+      subject_token: await accessTokenOf(baseUrl, owner, { scope: "api-users users:read" }),
+      subject_token_type: TYPE_ACCESS_TOKEN,
+    });
     assertExchangeResponse(res);
     return res;
   }
@@ -478,7 +637,12 @@ describe("the refresh_token grant", () => {
 
   test("a narrower scope may be asked on refresh; a wider one → 400 invalid_scope", async () => {
     const first = await exchanged();
-    assertOAuthError(await refresh(actor, first.body.refresh_token, { scope: "users:write" }), 400, "INVALID_SCOPE", "invalid_scope");
+    assertOAuthError(
+      await refresh(actor, first.body.refresh_token, { scope: "users:write" }),
+      400,
+      "INVALID_SCOPE",
+      "invalid_scope",
+    );
     const second = await exchanged();
     const narrower = await refresh(actor, second.body.refresh_token, { scope: "users:read" });
     assert.equal(narrower.status, 200, JSON.stringify(narrower.body));
@@ -518,7 +682,11 @@ describe("the refresh_token grant", () => {
   });
 
   test("missing refresh_token → 400 INVALID_REQUEST; an unknown one → 400 INVALID_GRANT", async () => {
-    const missing = await postForm(baseUrl, TOKEN_PATH, { grant_type: "refresh_token", client_id: actor.clientId, client_secret: actor.clientSecret });
+    const missing = await postForm(baseUrl, TOKEN_PATH, {
+      grant_type: "refresh_token",
+      client_id: actor.clientId,
+      client_secret: actor.clientSecret,
+    });
     assertOAuthError(missing, 400, "INVALID_REQUEST", "invalid_request");
     assertOAuthError(await refresh(actor, "bm90LWEtcmVmcmVzaC10b2tlbg"), 400, "INVALID_GRANT", "invalid_grant");
   });
@@ -529,7 +697,11 @@ describe("the refresh_token grant", () => {
       clock.advanceSeconds(30 * 86_400 + 60);
       assertOAuthError(await refresh(actor, first.body.refresh_token), 400, "INVALID_GRANT", "invalid_grant");
       // The access token it came with is long expired too.
-      assertError(await getWith(baseUrl, "/v2/api-users?limit=10", { token: first.body.access_token }), 401, "USER_NOT_AUTHENTICATED");
+      assertError(
+        await getWith(baseUrl, "/v2/api-users?limit=10", { token: first.body.access_token }),
+        401,
+        "USER_NOT_AUTHENTICATED",
+      );
     } finally {
       clock.reset();
     }

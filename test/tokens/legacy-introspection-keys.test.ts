@@ -110,11 +110,19 @@ describe("legacy POST /get-auth-token", () => {
   });
 
   test("it does not take HTTP Basic", async () => {
-    const res = await postJson(baseUrl, LEGACY_PATH, {}, { authorization: basicAuthorization(admin.clientId, admin.clientSecret) });
+    const res = await postJson(
+      baseUrl,
+      LEGACY_PATH,
+      {},
+      { authorization: basicAuthorization(admin.clientId, admin.clientSecret) },
+    );
     assert.equal(res.body.token, undefined);
     // The header is not looked at: the answer is exactly the refusal of the same body without it.
     const without = await postJson(baseUrl, LEGACY_PATH, {});
-    assert.ok(res.status >= 400 && res.status < 500 && res.status !== 429, `a refusal, got ${res.status} ${JSON.stringify(res.body)}`);
+    assert.ok(
+      res.status >= 400 && res.status < 500 && res.status !== 429,
+      `a refusal, got ${res.status} ${JSON.stringify(res.body)}`,
+    );
     assertOAuthError(res, without.status, without.body.errorMessages[0].errorCode, without.body.error);
     const { debugIdentifier: _a, ...withBasic } = res.body;
     const { debugIdentifier: _b, ...withNothing } = without.body;
@@ -124,7 +132,12 @@ describe("legacy POST /get-auth-token", () => {
 
 describe("introspection POST /v2/auth/introspect", () => {
   const introspect = (caller: Client, token: string, headers: Record<string, string> = {}) =>
-    postForm(baseUrl, INTROSPECT_PATH, { token, client_id: caller.clientId, client_secret: caller.clientSecret }, headers);
+    postForm(
+      baseUrl,
+      INTROSPECT_PATH,
+      { token, client_id: caller.clientId, client_secret: caller.clientSecret },
+      headers,
+    );
 
   test("an active token of the caller's TMC → active: true with scope, client_id, exp (a JSON number), sub, iss", async () => {
     const caller = await newApiUser(baseUrl, tenant.tmcId, "TMC_ADMIN");
@@ -150,7 +163,12 @@ describe("introspection POST /v2/auth/introspect", () => {
 
   test("the caller may introspect its own token, authenticating with HTTP Basic", async () => {
     const token = await accessTokenOf(baseUrl, admin);
-    const res = await postForm(baseUrl, INTROSPECT_PATH, { token }, { authorization: basicAuthorization(admin.clientId, admin.clientSecret) });
+    const res = await postForm(
+      baseUrl,
+      INTROSPECT_PATH,
+      { token },
+      { authorization: basicAuthorization(admin.clientId, admin.clientSecret) },
+    );
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(res.body.active, true);
   });
@@ -196,18 +214,31 @@ describe("introspection POST /v2/auth/introspect", () => {
 
   test("introspection requires client authentication: a wrong secret → 403 INVALID_CLIENT", async () => {
     const token = await accessTokenOf(baseUrl, admin);
-    assertOAuthError(await introspect({ ...admin, clientSecret: "wrong" }, token), 403, "INVALID_CLIENT", "invalid_client");
+    assertOAuthError(
+      await introspect({ ...admin, clientSecret: "wrong" }, token),
+      403,
+      "INVALID_CLIENT",
+      "invalid_client",
+    );
   });
 
   test("over gRPC: IntrospectToken answers active with exp, inactive for garbage", async () => {
     const grpcs = grpcClients(baseUrl);
     try {
       const token = await accessTokenOf(baseUrl, admin);
-      const active = await grpcs.call("auth", "introspectToken", { token, clientId: admin.clientId, clientSecret: admin.clientSecret });
+      const active = await grpcs.call("auth", "introspectToken", {
+        token,
+        clientId: admin.clientId,
+        clientSecret: admin.clientSecret,
+      });
       assert.equal(active.ok, true, JSON.stringify(active.errorResponse));
       assert.equal(active.response!.active, true);
       assert.equal(Number(active.response!.exp), partsOf(token).payload.exp);
-      const inactive = await grpcs.call("auth", "introspectToken", { token: "garbage", clientId: admin.clientId, clientSecret: admin.clientSecret });
+      const inactive = await grpcs.call("auth", "introspectToken", {
+        token: "garbage",
+        clientId: admin.clientId,
+        clientSecret: admin.clientSecret,
+      });
       assert.equal(inactive.response!.active, false);
     } finally {
       grpcs.close();
@@ -220,18 +251,29 @@ describe("signing key rotation", () => {
     const before = await accessTokenOf(baseUrl, admin);
     const oldKid = decodeProtectedHeader(before).kid!;
 
-    const rotated = await operatorCall<{ kid: string; publishedKids: string[]; activatesAt: string }>(baseUrl, "RotateSigningKey", {});
+    const rotated = await operatorCall<{ kid: string; publishedKids: string[]; activatesAt: string }>(
+      baseUrl,
+      "RotateSigningKey",
+      {},
+    );
     assert.equal(typeof rotated.kid, "string");
     assert.notEqual(rotated.kid, oldKid);
     assert.deepEqual(rotated.publishedKids, [rotated.kid, oldKid], "latest activation first");
     const wait = (Date.parse(rotated.activatesAt) - clock.now().getTime()) / 1000;
-    assert.ok(Math.abs(wait - 900) < 5, `activates after SIGNING_KEY_PREPUBLISH_SECONDS (900 s by default), got ${wait} s`);
+    assert.ok(
+      Math.abs(wait - 900) < 5,
+      `activates after SIGNING_KEY_PREPUBLISH_SECONDS (900 s by default), got ${wait} s`,
+    );
 
     const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
     const kids = jwks.keys.map((k) => k.kid);
     assert.ok(kids.includes(oldKid), "the old kid is still published");
     assert.ok(kids.includes(rotated.kid), "the new kid is published before it signs");
-    assert.equal(decodeProtectedHeader(await accessTokenOf(baseUrl, admin)).kid, oldKid, "the current key signs until the activation");
+    assert.equal(
+      decodeProtectedHeader(await accessTokenOf(baseUrl, admin)).kid,
+      oldKid,
+      "the current key signs until the activation",
+    );
 
     // An independent verifier with the JWKS fetched before the activation accepts both.
     const keySet = createLocalJWKSet(jwks);
@@ -245,12 +287,22 @@ describe("signing key rotation", () => {
     // The service itself accepts both.
     assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: before }));
     assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: after }));
-    const introspected = await postForm(baseUrl, INTROSPECT_PATH, { token: before, client_id: admin.clientId, client_secret: admin.clientSecret });
+    const introspected = await postForm(baseUrl, INTROSPECT_PATH, {
+      token: before,
+      client_id: admin.clientId,
+      client_secret: admin.clientSecret,
+    });
     assert.equal(introspected.body.active, true);
 
     // A second rotation keeps all three published.
-    const again = await operatorCall<{ kid: string; publishedKids: string[]; activatesAt: string }>(baseUrl, "RotateSigningKey", {});
-    const kids2 = ((await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet).keys.map((k) => k.kid);
+    const again = await operatorCall<{ kid: string; publishedKids: string[]; activatesAt: string }>(
+      baseUrl,
+      "RotateSigningKey",
+      {},
+    );
+    const kids2 = ((await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet).keys.map(
+      (k) => k.kid,
+    );
     assert.deepEqual(kids2, [again.kid, rotated.kid, oldKid]);
     clock.advanceSeconds((Date.parse(again.activatesAt) - clock.now().getTime()) / 1000);
     assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: before }));
@@ -259,7 +311,12 @@ describe("signing key rotation", () => {
 
   test("a second RotateSigningKey while a key waits to activate → FAILED_PRECONDITION SIGNING_KEY_ROTATION_PENDING; now: true rotates at once and withdraws the rest", async () => {
     const pending = await operatorCall<{ kid: string; activatesAt: string }>(baseUrl, "RotateSigningKey", {});
-    const refused = await postJson(baseUrl, "/travel.operator.v1.OperatorService/RotateSigningKey", {}, operatorHeaders);
+    const refused = await postJson(
+      baseUrl,
+      "/travel.operator.v1.OperatorService/RotateSigningKey",
+      {},
+      operatorHeaders,
+    );
     assert.equal(refused.status, 400, "Connect maps failed_precondition to HTTP 400");
     assert.equal(refused.body.code, "failed_precondition");
     const [error] = refused.body.details[0].debug.errorMessages;
@@ -270,12 +327,26 @@ describe("signing key rotation", () => {
     ]);
 
     const before = await accessTokenOf(baseUrl, admin);
-    const emergency = await operatorCall<{ kid: string; publishedKids: string[]; withdrawnKids: string[] }>(baseUrl, "RotateSigningKey", { now: true });
+    const emergency = await operatorCall<{ kid: string; publishedKids: string[]; withdrawnKids: string[] }>(
+      baseUrl,
+      "RotateSigningKey",
+      { now: true },
+    );
     assert.deepEqual(emergency.publishedKids, [emergency.kid]);
-    assert.ok(emergency.withdrawnKids.includes(pending.kid) && emergency.withdrawnKids.includes(decodeProtectedHeader(before).kid!));
+    assert.ok(
+      emergency.withdrawnKids.includes(pending.kid) &&
+        emergency.withdrawnKids.includes(decodeProtectedHeader(before).kid!),
+    );
     const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
-    assert.deepEqual(jwks.keys.map((k) => k.kid), [emergency.kid]);
-    assert.equal((await getWith(baseUrl, "/v2/api-users?limit=5", { token: before })).status, 401, "the withdrawn key's tokens are refused at once");
+    assert.deepEqual(
+      jwks.keys.map((k) => k.kid),
+      [emergency.kid],
+    );
+    assert.equal(
+      (await getWith(baseUrl, "/v2/api-users?limit=5", { token: before })).status,
+      401,
+      "the withdrawn key's tokens are refused at once",
+    );
     const after = await accessTokenOf(baseUrl, admin);
     assert.equal(decodeProtectedHeader(after).kid, emergency.kid);
     assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: after }));

@@ -50,7 +50,12 @@ function configuration(who: Client, auth: "basic" | "post", secret = who.clientS
     introspection_endpoint: `${baseUrl}${INTROSPECT_PATH}`,
     jwks_uri: `${baseUrl}/.well-known/jwks.json`,
   };
-  const config = new client.Configuration(server, who.clientId, undefined, auth === "basic" ? client.ClientSecretBasic(secret) : client.ClientSecretPost(secret));
+  const config = new client.Configuration(
+    server,
+    who.clientId,
+    undefined,
+    auth === "basic" ? client.ClientSecretBasic(secret) : client.ClientSecretPost(secret),
+  );
   client.allowInsecureRequests(config);
   return config;
 }
@@ -85,23 +90,29 @@ describe("openid-client", () => {
     });
 
     test(`a wrong secret surfaces as ResponseBodyError invalid_client (${auth})`, async () => {
-      await assert.rejects(client.clientCredentialsGrant(configuration(admin, auth, "wrong-secret")), (error: unknown) => {
-        assert.ok(error instanceof client.ResponseBodyError, `got ${String(error)}`);
-        assert.equal(error.error, "invalid_client");
-        assert.equal(error.status, 403);
-        assert.equal(typeof error.error_description, "string");
-        return true;
-      });
+      await assert.rejects(
+        client.clientCredentialsGrant(configuration(admin, auth, "wrong-secret")),
+        (error: unknown) => {
+          assert.ok(error instanceof client.ResponseBodyError, `got ${String(error)}`);
+          assert.equal(error.error, "invalid_client");
+          assert.equal(error.status, 403);
+          assert.equal(typeof error.error_description, "string");
+          return true;
+        },
+      );
     });
   }
 
   test("an invalid scope surfaces as ResponseBodyError invalid_scope", async () => {
-    await assert.rejects(client.clientCredentialsGrant(configuration(admin, "basic"), { scope: "nope" }), (error: unknown) => {
-      assert.ok(error instanceof client.ResponseBodyError);
-      assert.equal(error.error, "invalid_scope");
-      assert.equal(error.status, 400);
-      return true;
-    });
+    await assert.rejects(
+      client.clientCredentialsGrant(configuration(admin, "basic"), { scope: "nope" }),
+      (error: unknown) => {
+        assert.ok(error instanceof client.ResponseBodyError);
+        assert.equal(error.error, "invalid_scope");
+        assert.equal(error.status, 400);
+        return true;
+      },
+    );
   });
 
   test("genericGrantRequest performs a token exchange; refreshTokenGrant rotates the refresh token", async () => {
@@ -163,10 +174,16 @@ describe("openid-client", () => {
       asked.push(new URL(url).pathname);
       return fetch(url.replace(ISSUER, baseUrl), options as RequestInit);
     };
-    const config = await client.discovery(new URL(ISSUER), admin.clientId, undefined, client.ClientSecretBasic(admin.clientSecret), {
-      execute: [client.allowInsecureRequests],
-      [client.customFetch]: reroute,
-    });
+    const config = await client.discovery(
+      new URL(ISSUER),
+      admin.clientId,
+      undefined,
+      client.ClientSecretBasic(admin.clientSecret),
+      {
+        execute: [client.allowInsecureRequests],
+        [client.customFetch]: reroute,
+      },
+    );
     assert.deepEqual(asked, ["/.well-known/openid-configuration"]);
     const meta = config.serverMetadata();
     assert.equal(meta.issuer, ISSUER);
@@ -174,7 +191,11 @@ describe("openid-client", () => {
     assert.equal(meta.authorization_endpoint, undefined, "no endpoint that does not exist is advertised");
     assert.equal(meta.id_token_signing_alg_values_supported, undefined, "no ID tokens are issued");
     const oauth = await (await fetch(`${baseUrl}/.well-known/oauth-authorization-server`)).json();
-    assert.deepEqual(await (await fetch(`${baseUrl}/.well-known/openid-configuration`)).json(), oauth, "one document at both addresses");
+    assert.deepEqual(
+      await (await fetch(`${baseUrl}/.well-known/openid-configuration`)).json(),
+      oauth,
+      "one document at both addresses",
+    );
     const tokens = await client.clientCredentialsGrant(config, { scope: "openid users:read" });
     assert.equal(tokens.scope, "openid users:read");
     assert.equal((await verify(tokens.access_token)).sub, admin.clientId);
@@ -182,11 +203,17 @@ describe("openid-client", () => {
 
   test("discovery of the RFC 8414 metadata (issuer http://auth.test reached through customFetch)", async () => {
     const reroute: client.CustomFetch = (url, options) => fetch(url.replace(ISSUER, baseUrl), options as RequestInit);
-    const config = await client.discovery(new URL(ISSUER), admin.clientId, undefined, client.ClientSecretBasic(admin.clientSecret), {
-      algorithm: "oauth2",
-      execute: [client.allowInsecureRequests],
-      [client.customFetch]: reroute,
-    });
+    const config = await client.discovery(
+      new URL(ISSUER),
+      admin.clientId,
+      undefined,
+      client.ClientSecretBasic(admin.clientSecret),
+      {
+        algorithm: "oauth2",
+        execute: [client.allowInsecureRequests],
+        [client.customFetch]: reroute,
+      },
+    );
     const meta = config.serverMetadata();
     assert.equal(meta.issuer, ISSUER);
     assert.equal(meta.token_endpoint, `${ISSUER}${TOKEN_PATH}`);

@@ -55,7 +55,12 @@ async function scenario(): Promise<{ address: string; admin: Client; baseUrl: st
   return { address: `198.51.100.${nextAddress++}`, admin: tenant.admin, baseUrl: proxied.baseUrl };
 }
 
-function tokenRequest(baseUrl: string, address: string | undefined, client: Client, extra: Record<string, string> = {}): Promise<HttpReply> {
+function tokenRequest(
+  baseUrl: string,
+  address: string | undefined,
+  client: Client,
+  extra: Record<string, string> = {},
+): Promise<HttpReply> {
   return postForm(
     baseUrl,
     TOKEN_PATH,
@@ -64,8 +69,18 @@ function tokenRequest(baseUrl: string, address: string | undefined, client: Clie
   );
 }
 
-function legacyRequest(baseUrl: string, address: string, client: Client, secret = client.clientSecret): Promise<HttpReply> {
-  return postJson(baseUrl, LEGACY_PATH, { clientId: client.clientId, clientSecret: secret }, { "x-forwarded-for": address });
+function legacyRequest(
+  baseUrl: string,
+  address: string,
+  client: Client,
+  secret = client.clientSecret,
+): Promise<HttpReply> {
+  return postJson(
+    baseUrl,
+    LEGACY_PATH,
+    { clientId: client.clientId, clientSecret: secret },
+    { "x-forwarded-for": address },
+  );
 }
 
 /** Draft RateLimit headers: `"default";r=<remaining>;t=<seconds>` and `"default";q=<limit>;w=<window>`. */
@@ -88,7 +103,10 @@ function assertTooManyRequests(res: HttpReply): void {
   assert.match(res.body.error ?? "", /\S/, "the 429 carries an RFC 6749-style error");
   assert.match(res.body.error_description ?? "", /\S/);
   const retry = res.body.errorMessages[0].errorParameters.find((p: { name: string }) => p.name === "retryAfterSeconds");
-  assert.ok(retry && /^\d+$/.test(retry.value) && Number(retry.value) >= 1 && Number(retry.value) <= 60, JSON.stringify(res.body));
+  assert.ok(
+    retry && /^\d+$/.test(retry.value) && Number(retry.value) >= 1 && Number(retry.value) <= 60,
+    JSON.stringify(res.body),
+  );
   assert.equal(res.body.access_token, undefined);
 }
 
@@ -112,7 +130,11 @@ describe("token endpoint rate limits", () => {
     for (const [i, c] of clients.slice(0, 5).entries()) {
       const res = await tokenRequest(direct.baseUrl, `203.0.113.${i + 1}`, c);
       assert.equal(res.status, 200, JSON.stringify(res.body));
-      assert.equal(rateLimitOf(res).remaining, Math.min(2, 4 - i), "the tighter of the client's (3) and the address's (5) budgets");
+      assert.equal(
+        rateLimitOf(res).remaining,
+        Math.min(2, 4 - i),
+        "the tighter of the client's (3) and the address's (5) budgets",
+      );
     }
     const refused = await tokenRequest(direct.baseUrl, "203.0.113.99", clients[5]!);
     assertTooManyRequests(refused);
@@ -165,7 +187,12 @@ describe("token endpoint rate limits", () => {
   test("failed authentications: after 2 at one address, further wrong secrets there → 429, the right one is served (issue 18); elsewhere the client is served", async (t) => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 2; i++) {
-      assertOAuthError(await tokenRequest(baseUrl, address, { ...admin, clientSecret: `wrong-${i}` }), 403, "INVALID_CLIENT", "invalid_client");
+      assertOAuthError(
+        await tokenRequest(baseUrl, address, { ...admin, clientSecret: `wrong-${i}` }),
+        403,
+        "INVALID_CLIENT",
+        "invalid_client",
+      );
     }
     const locked = await tokenRequest(baseUrl, address, { ...admin, clientSecret: "wrong-again" });
     assertTooManyRequests(locked);
@@ -180,7 +207,12 @@ describe("token endpoint rate limits", () => {
   test("failed authentications with unknown client ids lock out unknown ids at that address, never the real clients there", async (t) => {
     const { address, admin, baseUrl } = await scenario();
     for (const id of ["guess-1", "guess-2"]) {
-      assertOAuthError(await tokenRequest(baseUrl, address, { ...admin, clientId: id, clientSecret: "x" }), 403, "INVALID_CLIENT", "invalid_client");
+      assertOAuthError(
+        await tokenRequest(baseUrl, address, { ...admin, clientId: id, clientSecret: "x" }),
+        403,
+        "INVALID_CLIENT",
+        "invalid_client",
+      );
     }
     const locked = await tokenRequest(baseUrl, address, { ...admin, clientId: "guess-3", clientSecret: "x" });
     assertTooManyRequests(locked);
@@ -193,7 +225,12 @@ describe("token endpoint rate limits", () => {
   test("every token request spends its address's budget, including ones refused as 400 before authentication (but not as failures)", async () => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 4; i++) {
-      assertOAuthError(await tokenRequest(baseUrl, address, admin, { grant_type: "password" }), 400, "UNSUPPORTED_GRANT_TYPE", "unsupported_grant_type");
+      assertOAuthError(
+        await tokenRequest(baseUrl, address, admin, { grant_type: "password" }),
+        400,
+        "UNSUPPORTED_GRANT_TYPE",
+        "unsupported_grant_type",
+      );
     }
     assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, "not failures: no lockout");
     assertTooManyRequests(await tokenRequest(baseUrl, address, admin)); // the 6th request from the address
@@ -203,9 +240,15 @@ describe("token endpoint rate limits", () => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 6; i++) {
       const from = `203.0.113.${nextAddress++}`;
-      assertOAuthError(await tokenRequest(baseUrl, from, { ...admin, clientSecret: "wrong" }), 403, "INVALID_CLIENT", "invalid_client");
+      assertOAuthError(
+        await tokenRequest(baseUrl, from, { ...admin, clientSecret: "wrong" }),
+        403,
+        "INVALID_CLIENT",
+        "invalid_client",
+      );
     }
-    for (let i = 0; i < 3; i++) assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, `request ${i + 1} of the budget of 3`);
+    for (let i = 0; i < 3; i++)
+      assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, `request ${i + 1} of the budget of 3`);
     assertTooManyRequests(await tokenRequest(baseUrl, address, admin));
   });
 
@@ -246,7 +289,9 @@ describe("token endpoint rate limits", () => {
       }
       const refused = await grpcs.call("auth", "fetchOauth2Token", request, undefined, { "x-forwarded-for": address });
       const body = assertGrpcFailure(refused, GRPC.RESOURCE_EXHAUSTED, "TOO_MANY_REQUESTS");
-      assert.ok(body.errorMessages[0]!.errorParameters.some((p) => p.name === "retryAfterSeconds" && /^\d+$/.test(p.value)));
+      assert.ok(
+        body.errorMessages[0]!.errorParameters.some((p) => p.name === "retryAfterSeconds" && /^\d+$/.test(p.value)),
+      );
       assert.match(body.error, /\S/);
       // One budget for both faces: the REST endpoint refuses the same client.
       assertTooManyRequests(await tokenRequest(baseUrl, address, admin));
@@ -261,12 +306,28 @@ describe("token endpoint rate limits", () => {
     const from = { "x-forwarded-for": address };
     try {
       for (let i = 0; i < 2; i++) {
-        const wrong = await grpcs.call("auth", "fetchOauth2Token", { grantType: "client_credentials", clientId: admin.clientId, clientSecret: "wrong" }, undefined, from);
+        const wrong = await grpcs.call(
+          "auth",
+          "fetchOauth2Token",
+          { grantType: "client_credentials", clientId: admin.clientId, clientSecret: "wrong" },
+          undefined,
+          from,
+        );
         assertGrpcFailure(wrong, GRPC.PERMISSION_DENIED, "INVALID_CLIENT");
       }
       const wrong = { grantType: "client_credentials", clientId: admin.clientId, clientSecret: "wrong-again" };
-      assertGrpcFailure(await grpcs.call("auth", "fetchOauth2Token", wrong, undefined, from), GRPC.RESOURCE_EXHAUSTED, "TOO_MANY_REQUESTS");
-      const right = await grpcs.call("auth", "fetchOauth2Token", { ...wrong, clientSecret: admin.clientSecret }, undefined, from);
+      assertGrpcFailure(
+        await grpcs.call("auth", "fetchOauth2Token", wrong, undefined, from),
+        GRPC.RESOURCE_EXHAUSTED,
+        "TOO_MANY_REQUESTS",
+      );
+      const right = await grpcs.call(
+        "auth",
+        "fetchOauth2Token",
+        { ...wrong, clientSecret: admin.clientSecret },
+        undefined,
+        from,
+      );
       assert.equal(right.ok, true, JSON.stringify(right.errorResponse));
     } finally {
       grpcs.close();
@@ -277,7 +338,8 @@ describe("token endpoint rate limits", () => {
     const { address, admin, baseUrl } = await scenario();
     const admissions = async () => {
       const text = await (await fetch(`${baseUrl}/metrics`)).text();
-      const count = (path: string) => Number(new RegExp(`^token_admissions_total\\{path="${path}"\\} (\\d+)`, "m").exec(text)?.[1] ?? 0);
+      const count = (path: string) =>
+        Number(new RegExp(`^token_admissions_total\\{path="${path}"\\} (\\d+)`, "m").exec(text)?.[1] ?? 0);
       return { oneTrip: count("one_round_trip"), stepByStep: count("step_by_step") };
     };
     assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200, "the first request loads the record");
@@ -285,10 +347,20 @@ describe("token endpoint rate limits", () => {
     const answers = [];
     for (const secret of [admin.clientSecret, "wrong", admin.clientSecret, "wrong", admin.clientSecret]) {
       const res = await tokenRequest(baseUrl, address, { ...admin, clientSecret: secret });
-      answers.push(res.status === 200 ? `200 r=${rateLimitOf(res).remaining}` : `${res.status} ${res.body.errorMessages[0].errorCode}`);
+      answers.push(
+        res.status === 200
+          ? `200 r=${rateLimitOf(res).remaining}`
+          : `${res.status} ${res.body.errorMessages[0].errorCode}`,
+      );
     }
     // Client budget 3 (one spent above), address 5 (one spent above), failures 2 at this address.
-    assert.deepEqual(answers, ["200 r=1", "403 INVALID_CLIENT", "200 r=0", "403 INVALID_CLIENT", "429 TOO_MANY_REQUESTS"]);
+    assert.deepEqual(answers, [
+      "200 r=1",
+      "403 INVALID_CLIENT",
+      "200 r=0",
+      "403 INVALID_CLIENT",
+      "429 TOO_MANY_REQUESTS",
+    ]);
     const after = await admissions();
     // With Redis: the first of the five finds the record held but no credential state in Redis
     // yet (loading the record does not publish it), so it goes step by step and fills it.

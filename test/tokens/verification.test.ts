@@ -43,7 +43,10 @@ let grpcs: GrpcClients;
 const members: string[] = [];
 
 before(async () => {
-  running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE }, now: clock.now });
+  running = await startTokenService({
+    env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE },
+    now: clock.now,
+  });
   baseUrl = running.baseUrl;
   tenant = await newTenant(baseUrl);
   admin = tenant.admin;
@@ -90,7 +93,9 @@ describe("valid tokens", () => {
 
   test("a token re-signed by the service's own key with the same claims passes (control for the crafted cases)", async () => {
     const { kid, key } = await genuineSigningKey(running);
-    const token = await new SignJWT(await genuinePayload()).setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid }).sign(key);
+    const token = await new SignJWT(await genuinePayload())
+      .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid })
+      .sign(key);
     assertAuthenticated(await getWith(baseUrl, PROTECTED, { token }));
   });
 
@@ -111,7 +116,14 @@ describe("401 USER_NOT_AUTHENTICATED", () => {
   });
 
   test("malformed tokens", async () => {
-    for (const token of ["garbage", "a.b.c", "a.b", "...", "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0", admin.clientSecret]) {
+    for (const token of [
+      "garbage",
+      "a.b.c",
+      "a.b",
+      "...",
+      "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0",
+      admin.clientSecret,
+    ]) {
       assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token }));
     }
     assertUnauthenticated(await getWith(baseUrl, PROTECTED, { authorization: "Bearer" }));
@@ -121,13 +133,17 @@ describe("401 USER_NOT_AUTHENTICATED", () => {
   test("a flipped character in the payload", async () => {
     const token = await accessTokenOf(baseUrl, admin);
     const [h, p, s] = token.split(".");
-    assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token: [h, flipAt(p!, Math.floor(p!.length / 2)), s].join(".") }));
+    assertUnauthenticated(
+      await getWith(baseUrl, PROTECTED, { token: [h, flipAt(p!, Math.floor(p!.length / 2)), s].join(".") }),
+    );
   });
 
   test("a flipped character in the signature", async () => {
     const token = await accessTokenOf(baseUrl, admin);
     const [h, p, s] = token.split(".");
-    assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token: [h, p, flipAt(s!, Math.floor(s!.length / 2))].join(".") }));
+    assertUnauthenticated(
+      await getWith(baseUrl, PROTECTED, { token: [h, p, flipAt(s!, Math.floor(s!.length / 2))].join(".") }),
+    );
     assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token: [h, p, flipAt(s!, 0)].join(".") }));
   });
 
@@ -155,10 +171,14 @@ describe("401 USER_NOT_AUTHENTICATED", () => {
 
   test("HS256 keyed with the public JWK (algorithm confusion)", async () => {
     const { kid } = await genuineSigningKey(running);
-    const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string; x: string }> };
+    const jwks = (await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as {
+      keys: Array<{ kid: string; x: string }>;
+    };
     const publicJwk = jwks.keys.find((k) => k.kid === kid)!;
     for (const secret of [Buffer.from(publicJwk.x, "base64url"), Buffer.from(JSON.stringify(publicJwk))]) {
-      const token = await new SignJWT(await genuinePayload()).setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid }).sign(new Uint8Array(secret));
+      const token = await new SignJWT(await genuinePayload())
+        .setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid })
+        .sign(new Uint8Array(secret));
       assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token }));
     }
   });
@@ -168,7 +188,9 @@ describe("401 USER_NOT_AUTHENTICATED", () => {
     const { privateKey } = await generateKeyPair("EdDSA", { crv: "Ed25519" });
     const payload = await genuinePayload();
     for (const header of [{ kid }, { kid: "Z68I7ssWEBkX-IrY" }, {}]) {
-      const token = await new SignJWT(payload).setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", ...header }).sign(privateKey);
+      const token = await new SignJWT(payload)
+        .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", ...header })
+        .sign(privateKey);
       assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token }));
     }
   });
@@ -177,7 +199,9 @@ describe("401 USER_NOT_AUTHENTICATED", () => {
     const { kid, key } = await genuineSigningKey(running);
     const payload = await genuinePayload();
     for (const typ of ["JWT", "jwt", "application/jwt", undefined]) {
-      const token = await new SignJWT(payload).setProtectedHeader({ alg: "EdDSA", kid, ...(typ ? { typ } : {}) }).sign(key);
+      const token = await new SignJWT(payload)
+        .setProtectedHeader({ alg: "EdDSA", kid, ...(typ ? { typ } : {}) })
+        .sign(key);
       assertUnauthenticated(await getWith(baseUrl, PROTECTED, { token }));
     }
   });
@@ -250,28 +274,51 @@ describe("ApiUserService.GetApiUsers over grpc-js", () => {
   test("a valid TMC admin token → OK with exactly the tenant's API users", async () => {
     const outcome = await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, await accessTokenOf(baseUrl, admin));
     assert.equal(outcome.ok, true, `expected OK, got code ${outcome.code} ${JSON.stringify(outcome.errorResponse)}`);
-    assert.deepEqual(outcome.response, { apiUsers: members.map((clientId) => ({ clientId })), totalCount: members.length });
+    assert.deepEqual(outcome.response, {
+      apiUsers: members.map((clientId) => ({ clientId })),
+      totalCount: members.length,
+    });
   });
 
   test("no token → UNAUTHENTICATED (16)", async () => {
-    assertGrpcFailure(await grpcs.call("apiUser", "getApiUsers", { limit: 10 }), GRPC.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+    assertGrpcFailure(
+      await grpcs.call("apiUser", "getApiUsers", { limit: 10 }),
+      GRPC.UNAUTHENTICATED,
+      "USER_NOT_AUTHENTICATED",
+    );
   });
 
   test("a tampered token → UNAUTHENTICATED (16)", async () => {
     const [h, p, s] = (await accessTokenOf(baseUrl, admin)).split(".");
     const tampered = [h, flipAt(p!, Math.floor(p!.length / 2)), s].join(".");
-    assertGrpcFailure(await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, tampered), GRPC.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+    assertGrpcFailure(
+      await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, tampered),
+      GRPC.UNAUTHENTICATED,
+      "USER_NOT_AUTHENTICATED",
+    );
     const badSignature = [h, p, flipAt(s!, Math.floor(s!.length / 2))].join(".");
-    assertGrpcFailure(await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, badSignature), GRPC.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+    assertGrpcFailure(
+      await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, badSignature),
+      GRPC.UNAUTHENTICATED,
+      "USER_NOT_AUTHENTICATED",
+    );
   });
 
   test("a token for another audience → UNAUTHENTICATED (16)", async () => {
     const token = await accessTokenOf(baseUrl, admin, { audience: PARTNER_AUDIENCE });
-    assertGrpcFailure(await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, token), GRPC.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED");
+    assertGrpcFailure(
+      await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, token),
+      GRPC.UNAUTHENTICATED,
+      "USER_NOT_AUTHENTICATED",
+    );
   });
 
   test("a token without the scope → PERMISSION_DENIED (7)", async () => {
     const token = await accessTokenOf(baseUrl, admin, { scope: "users:read" });
-    assertGrpcFailure(await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, token), GRPC.PERMISSION_DENIED, "PERMISSION_DENIED");
+    assertGrpcFailure(
+      await grpcs.call("apiUser", "getApiUsers", { limit: 10 }, token),
+      GRPC.PERMISSION_DENIED,
+      "PERMISSION_DENIED",
+    );
   });
 });

@@ -38,11 +38,21 @@ interface Reply {
   text: string;
 }
 
-async function rest(baseUrl: string, method: "GET" | "PUT", path: string, token: string | undefined, body?: unknown): Promise<Reply> {
+async function rest(
+  baseUrl: string,
+  method: "GET" | "PUT",
+  path: string,
+  token: string | undefined,
+  body?: unknown,
+): Promise<Reply> {
   const headers: Record<string, string> = {};
   if (token !== undefined) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${baseUrl}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await response.text();
   let parsed: unknown;
   try {
@@ -71,7 +81,10 @@ function errorBody(errorCode: string, message: string, errorParameters: Array<{ 
  * (lists, numbers and booleans always appear; see src/gateway/json-shape.ts).
  */
 function asRest(profile: object): JsonObject {
-  return withRestDefaults(GetUserResponseSchema, toJson(GetUserResponseSchema, fromJson(GetUserResponseSchema, profile as JsonObject)) as JsonObject);
+  return withRestDefaults(
+    GetUserResponseSchema,
+    toJson(GetUserResponseSchema, fromJson(GetUserResponseSchema, profile as JsonObject)) as JsonObject,
+  );
 }
 
 const notFoundBody = (userId: string) => errorBody("NOT_FOUND", "User not found", [{ name: "userId", value: userId }]);
@@ -89,33 +102,60 @@ interface GrpcOutcome {
 
 function userServiceClient(baseUrl: string) {
   const pkg: any = grpc.loadPackageDefinition(
-    protoLoader.loadSync(["travel/user/v2/user.proto"], { includeDirs: [`${root}proto`], keepCase: false, longs: String, enums: String, defaults: false, oneofs: true }),
+    protoLoader.loadSync(["travel/user/v2/user.proto"], {
+      includeDirs: [`${root}proto`],
+      keepCase: false,
+      longs: String,
+      enums: String,
+      defaults: false,
+      oneofs: true,
+    }),
   );
-  const client = new pkg.travel.user.v2.UserService(new URL(baseUrl).host, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
+  const client = new pkg.travel.user.v2.UserService(
+    new URL(baseUrl).host,
+    grpc.credentials.createInsecure(),
+  ) as grpc.Client & Record<string, any>;
   return {
     call(method: "getUser" | "updateUser", request: Record<string, unknown>, token?: string): Promise<GrpcOutcome> {
       const metadata = new grpc.Metadata();
       if (token !== undefined) metadata.set("authorization", `Bearer ${token}`);
       return new Promise((resolve) => {
-        client[method](request, metadata, { deadline: Date.now() + 10_000 }, (err: grpc.ServiceError | null, res: any) => {
-          if (!err) return resolve({ ok: true, response: res });
-          const [raw] = err.metadata?.get("grpc-status-details-bin") ?? [];
-          const errorResponse = Buffer.isBuffer(raw) ? errorResponseIn(decodeRpcStatus(new Uint8Array(raw)).details) : undefined;
-          resolve({ ok: false, code: err.code, errorResponse });
-        });
+        client[method](
+          request,
+          metadata,
+          { deadline: Date.now() + 10_000 },
+          (err: grpc.ServiceError | null, res: any) => {
+            if (!err) return resolve({ ok: true, response: res });
+            const [raw] = err.metadata?.get("grpc-status-details-bin") ?? [];
+            const errorResponse = Buffer.isBuffer(raw)
+              ? errorResponseIn(decodeRpcStatus(new Uint8Array(raw)).details)
+              : undefined;
+            resolve({ ok: false, code: err.code, errorResponse });
+          },
+        );
       });
     },
     close: () => client.close(),
   };
 }
 
-function assertGrpcError(outcome: GrpcOutcome, code: number, errorCode: string, message: string, errorParameters: Array<{ name: string; value: string }> = []): void {
+function assertGrpcError(
+  outcome: GrpcOutcome,
+  code: number,
+  errorCode: string,
+  message: string,
+  errorParameters: Array<{ name: string; value: string }> = [],
+): void {
   assert.equal(outcome.ok, false, `expected gRPC code ${code}, got success ${JSON.stringify(outcome.response)}`);
   assert.equal(outcome.code, code, outcome.errorResponse?.errorMessages[0]?.message);
   const [first] = outcome.errorResponse?.errorMessages ?? [];
   assert.ok(first, "the status carries an ErrorResponse detail");
   assert.deepEqual(
-    { errorCode: first.errorCode, message: first.message, errorParameters: first.errorParameters.map((p) => ({ name: p.name, value: p.value })) },
+    {
+      errorCode: first.errorCode,
+      message: first.message,
+      errorParameters: first.errorParameters.map((p) => ({ name: p.name, value: p.value })),
+    },
     { errorCode, message, errorParameters },
   );
   assert.match(outcome.errorResponse!.debugIdentifier, /\S/);
@@ -149,10 +189,20 @@ function richDocument(orgId: string, legalEntityId: string, email: string) {
         { addressLines: ["Ockham Park"], locality: "Ockham", regionCode: "GB" },
       ],
       phoneNumbers: [
-        { countryCode: 44, nationalNumber: "2079460000", isoCountryCode: "GB", type: "LANDLINE", rawInput: "+44 20 7946 0000" },
+        {
+          countryCode: 44,
+          nationalNumber: "2079460000",
+          isoCountryCode: "GB",
+          type: "LANDLINE",
+          rawInput: "+44 20 7946 0000",
+        },
         { countryCode: 44, nationalNumber: "7700900123", type: "MOBILE" },
       ],
-      emergencyContact: { name: "William King", relation: "SPOUSE", phoneNumbers: [{ countryCode: 44, nationalNumber: "7700900456" }] },
+      emergencyContact: {
+        name: "William King",
+        relation: "SPOUSE",
+        phoneNumbers: [{ countryCode: 44, nationalNumber: "7700900456" }],
+      },
       identityDocs: [{ passport: { docId: "123456789", issueCountry: "GB", expiryDate: { iso8601: "2030-01-01" } } }],
     },
     businessInfo: {
@@ -168,12 +218,24 @@ function richDocument(orgId: string, legalEntityId: string, email: string) {
     },
     travelPreferences: {
       preferences: {
-        airPref: { seatPreference: "AISLE", airlinePrefs: [{ airlines: ["BA", "AA"], flightType: "ALL" }], refundableOnly: true, maxStops: 1 },
+        airPref: {
+          seatPreference: "AISLE",
+          airlinePrefs: [{ airlines: ["BA", "AA"], flightType: "ALL" }],
+          refundableOnly: true,
+          maxStops: 1,
+        },
         hotelPref: { hotelChains: ["HILTON"] },
       },
     },
     membershipInfo: { membershipInfos: [{ id: "BA123456", issuedBy: "BA", type: "AIR", tier: "GOLD" }] },
-    notificationPreferences: { preferences: [{ notificationType: "FLIGHT_NOTIFICATION", emailPreference: { enabled: false, ccEmails: ["assistant@acme.example"] } }] },
+    notificationPreferences: {
+      preferences: [
+        {
+          notificationType: "FLIGHT_NOTIFICATION",
+          emailPreference: { enabled: false, ccEmails: ["assistant@acme.example"] },
+        },
+      ],
+    },
   };
 }
 
@@ -185,7 +247,10 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
   let otherOrgId: string;
   let companyAdmin: Client;
   let otherCompanyAdmin: Client;
-  const tokens: Record<"tmcAdmin" | "companyAdmin" | "otherCompanyAdmin" | "otherTmcAdmin" | "readOnly" | "writeOnly", string> = {} as never;
+  const tokens: Record<
+    "tmcAdmin" | "companyAdmin" | "otherCompanyAdmin" | "otherTmcAdmin" | "readOnly" | "writeOnly",
+    string
+  > = {} as never;
   const userEmail = `Ada.${crypto.randomUUID().slice(0, 8)}@Acme.example`;
   let userId: string;
   let inactiveId: string;
@@ -193,7 +258,15 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
   const names = { tmcA: "", companyA: "Acme" };
 
   const createUser = async (orgId: string, email: string, inactive = false) =>
-    (await operatorCall<{ userId: string }>(baseUrl, "CreateUser", { orgId, email, givenName: "Ada", familyName: "Lovelace", inactive })).userId;
+    (
+      await operatorCall<{ userId: string }>(baseUrl, "CreateUser", {
+        orgId,
+        email,
+        givenName: "Ada",
+        familyName: "Lovelace",
+        inactive,
+      })
+    ).userId;
 
   const userRow = async (id: string) => {
     const row = await internalsOf(running.service).db("users").where({ id }).first();
@@ -202,14 +275,19 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
   };
 
   const auditEvents = async (tmcId: string) =>
-    (await operatorCall<{ events?: Array<Record<string, any>> }>(baseUrl, "ListAuditEvents", { tmcId, limit: 500 })).events ?? [];
+    (await operatorCall<{ events?: Array<Record<string, any>> }>(baseUrl, "ListAuditEvents", { tmcId, limit: 500 }))
+      .events ?? [];
 
   /** What GET answers for a user created by the operator and never updated. */
   const initialProfile = (id: string, email: string, orgId: string, companyName: string, isActive = true) => ({
     id,
     persona: "UNKNOWN_PERSONA",
     personalInfo: { email, name: { given: "Ada", family1: "Lovelace" } },
-    businessInfo: { email, organizationRef: { id: orgId, name: companyName }, legalEntityRef: { id: orgId, name: companyName } },
+    businessInfo: {
+      email,
+      organizationRef: { id: orgId, name: companyName },
+      legalEntityRef: { id: orgId, name: companyName },
+    },
     isActive,
     contractingTmcRef: { id: a.tmcId, name: names.tmcA },
   });
@@ -220,7 +298,9 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
     a = await newTenant(baseUrl);
     b = await newTenant(baseUrl);
     names.tmcA = (await internalsOf(running.service).db("tmcs").where({ id: a.tmcId }).first()).name;
-    otherOrgId = (await operatorCall<{ orgId: string }>(baseUrl, "CreateCompany", { tmcId: a.tmcId, name: "Other Corp" })).orgId;
+    otherOrgId = (
+      await operatorCall<{ orgId: string }>(baseUrl, "CreateCompany", { tmcId: a.tmcId, name: "Other Corp" })
+    ).orgId;
     companyAdmin = await newApiUser(baseUrl, a.tmcId, "COMPANY_ADMIN", a.orgId);
     otherCompanyAdmin = await newApiUser(baseUrl, a.tmcId, "COMPANY_ADMIN", otherOrgId);
     tokens.tmcAdmin = await accessTokenOf(baseUrl, a.admin);
@@ -258,8 +338,14 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       assert.deepEqual(unknown, notFoundBody(unknownId));
       for (const token of [tokens.otherCompanyAdmin, tokens.otherTmcAdmin]) {
         assert.deepEqual(errorOf(await rest(baseUrl, "GET", `/v2/users/${userId}`, token), 404), notFoundBody(userId));
-        assert.deepEqual(errorOf(await rest(baseUrl, "GET", `/v2/users/${userId}?includeInactive=true`, token), 404), notFoundBody(userId));
-        assert.deepEqual(errorOf(await rest(baseUrl, "GET", `/v2/users/${inactiveId}?includeInactive=true`, token), 404), notFoundBody(inactiveId));
+        assert.deepEqual(
+          errorOf(await rest(baseUrl, "GET", `/v2/users/${userId}?includeInactive=true`, token), 404),
+          notFoundBody(userId),
+        );
+        assert.deepEqual(
+          errorOf(await rest(baseUrl, "GET", `/v2/users/${inactiveId}?includeInactive=true`, token), 404),
+          notFoundBody(inactiveId),
+        );
       }
     });
 
@@ -275,24 +361,49 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
     });
 
     test("an inactive user: 404 unless includeInactive=true, then 200 with isActive false", async () => {
-      assert.deepEqual(errorOf(await rest(baseUrl, "GET", `/v2/users/${inactiveId}`, tokens.tmcAdmin), 404), notFoundBody(inactiveId));
-      assert.deepEqual(errorOf(await rest(baseUrl, "GET", `/v2/users/${inactiveId}?includeInactive=false`, tokens.companyAdmin), 404), notFoundBody(inactiveId));
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "GET", `/v2/users/${inactiveId}`, tokens.tmcAdmin), 404),
+        notFoundBody(inactiveId),
+      );
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "GET", `/v2/users/${inactiveId}?includeInactive=false`, tokens.companyAdmin), 404),
+        notFoundBody(inactiveId),
+      );
       const reply = await rest(baseUrl, "GET", `/v2/users/${inactiveId}?includeInactive=true`, tokens.companyAdmin);
       assert.equal(reply.status, 200, reply.text);
       assert.equal(reply.body.isActive, false);
       assert.equal(reply.body.id, inactiveId);
       // An active user is returned with includeInactive too.
-      assert.equal((await rest(baseUrl, "GET", `/v2/users/${userId}?includeInactive=true`, tokens.tmcAdmin)).body.isActive, true);
+      assert.equal(
+        (await rest(baseUrl, "GET", `/v2/users/${userId}?includeInactive=true`, tokens.tmcAdmin)).body.isActive,
+        true,
+      );
     });
 
     test("a userId that is not a UUID: 400 API_VALIDATION_FAILED naming userId", async () => {
       const reply = errorOf(await rest(baseUrl, "GET", "/v2/users/42", tokens.tmcAdmin), 400);
-      assert.deepEqual(reply, errorBody("API_VALIDATION_FAILED", "The request is invalid", [{ name: "userId", value: "must be a valid UUID" }]));
+      assert.deepEqual(
+        reply,
+        errorBody("API_VALIDATION_FAILED", "The request is invalid", [
+          { name: "userId", value: "must be a valid UUID" },
+        ]),
+      );
     });
 
     test("the seeded demo users are readable with the seeded admin's token", async () => {
-      const seed = await operatorCall<{ tmcId: string; orgId: string; userIds: string[]; clientId: string; clientSecret: string }>(baseUrl, "Seed", {});
-      const token = await accessTokenOf(baseUrl, { clientId: seed.clientId, clientSecret: seed.clientSecret, tmcId: seed.tmcId, role: "TMC_ADMIN" });
+      const seed = await operatorCall<{
+        tmcId: string;
+        orgId: string;
+        userIds: string[];
+        clientId: string;
+        clientSecret: string;
+      }>(baseUrl, "Seed", {});
+      const token = await accessTokenOf(baseUrl, {
+        clientId: seed.clientId,
+        clientSecret: seed.clientSecret,
+        tmcId: seed.tmcId,
+        role: "TMC_ADMIN",
+      });
       const expected = [
         ["ada.lovelace@acme.example", "Ada", "Lovelace", true],
         ["alan.turing@acme.example", "Alan", "Turing", true],
@@ -304,16 +415,23 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
         const reply = await rest(baseUrl, "GET", `/v2/users/${id}?includeInactive=true`, token);
         assert.equal(reply.status, 200, reply.text);
         const company = { id: seed.orgId, name: "Acme Corporation" };
-        assert.deepEqual(reply.body, asRest({
-          id,
-          persona: "UNKNOWN_PERSONA",
-          personalInfo: { email, name: { given, family1 } },
-          businessInfo: { email, organizationRef: company, legalEntityRef: company },
-          isActive,
-          contractingTmcRef: { id: seed.tmcId, name: "Demo Travel Management" },
-        }));
+        assert.deepEqual(
+          reply.body,
+          asRest({
+            id,
+            persona: "UNKNOWN_PERSONA",
+            personalInfo: { email, name: { given, family1 } },
+            businessInfo: { email, organizationRef: company, legalEntityRef: company },
+            isActive,
+            contractingTmcRef: { id: seed.tmcId, name: "Demo Travel Management" },
+          }),
+        );
       }
-      assert.equal((await rest(baseUrl, "GET", `/v2/users/${seed.userIds[2]}`, token)).status, 404, "Grace Hopper is inactive");
+      assert.equal(
+        (await rest(baseUrl, "GET", `/v2/users/${seed.userIds[2]}`, token)).status,
+        404,
+        "Grace Hopper is inactive",
+      );
       // The demo tenant's admin sees nothing of tenant A.
       assert.deepEqual(errorOf(await rest(baseUrl, "GET", `/v2/users/${userId}`, token), 404), notFoundBody(userId));
     });
@@ -332,13 +450,16 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
 
       const got = await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.companyAdmin);
       assert.equal(got.status, 200, got.text);
-      assert.deepEqual(got.body, asRest({
-        ...document,
-        id,
-        businessInfo: { ...document.businessInfo, organizationRef: { id: a.orgId, name: names.companyA } },
-        isActive: true,
-        contractingTmcRef: { id: a.tmcId, name: names.tmcA },
-      }));
+      assert.deepEqual(
+        got.body,
+        asRest({
+          ...document,
+          id,
+          businessInfo: { ...document.businessInfo, organizationRef: { id: a.orgId, name: names.companyA } },
+          isActive: true,
+          contractingTmcRef: { id: a.tmcId, name: names.tmcA },
+        }),
+      );
 
       // Columns: the truth for their fields; the jsonb holds the rest and no identity field.
       const row = await userRow(id);
@@ -360,17 +481,27 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       assert.deepEqual(profile.travelPreferences, document.travelPreferences);
 
       // PUT replaces the document: what the next PUT leaves out is gone.
-      const minimal = { persona: "GUEST", businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: legalEntityId } } };
+      const minimal = {
+        persona: "GUEST",
+        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: legalEntityId } },
+      };
       assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.companyAdmin, minimal)).status, 200);
       const replaced = await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin);
-      assert.deepEqual(replaced.body, asRest({
-        id,
-        persona: "GUEST",
-        personalInfo: { email, name: { given: "Augusta", family1: "King" } },
-        businessInfo: { email, organizationRef: { id: a.orgId, name: names.companyA }, legalEntityRef: { id: legalEntityId } },
-        isActive: true,
-        contractingTmcRef: { id: a.tmcId, name: names.tmcA },
-      }));
+      assert.deepEqual(
+        replaced.body,
+        asRest({
+          id,
+          persona: "GUEST",
+          personalInfo: { email, name: { given: "Augusta", family1: "King" } },
+          businessInfo: {
+            email,
+            organizationRef: { id: a.orgId, name: names.companyA },
+            legalEntityRef: { id: legalEntityId },
+          },
+          isActive: true,
+          contractingTmcRef: { id: a.tmcId, name: names.tmcA },
+        }),
+      );
     });
 
     test("every successful update is audited: USER_UPDATED by the caller, on the user, naming only the fields changed", async () => {
@@ -378,7 +509,11 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const document = {
         persona: "EMPLOYEE",
         personalInfo: { name: { given: "Augusta", family1: "Lovelace" }, nationality: "British" },
-        businessInfo: { organizationRef: { id: a.orgId, name: names.companyA }, legalEntityRef: { id: a.orgId, name: names.companyA }, designation: "Countess" },
+        businessInfo: {
+          organizationRef: { id: a.orgId, name: names.companyA },
+          legalEntityRef: { id: a.orgId, name: names.companyA },
+          designation: "Countess",
+        },
       };
       const put = await fetch(`${baseUrl}/v2/users/${id}`, {
         method: "PUT",
@@ -398,7 +533,10 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
         tmcId: a.tmcId,
         targetClientId: id,
         debugIdentifier: requestId,
-        details: { targetKind: "USER", changedFields: "businessInfo.designation,persona,personalInfo.name,personalInfo.nationality" },
+        details: {
+          targetKind: "USER",
+          changedFields: "businessInfo.designation,persona,personalInfo.name,personalInfo.nationality",
+        },
       });
       assert.doesNotMatch(JSON.stringify(events[0]), /Augusta|Countess|British/, "no personal data in the audit row");
     });
@@ -407,19 +545,31 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const id = await createUser(a.orgId, `guarded.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const rowBefore = await userRow(id);
       const auditBefore = (await auditEvents(a.tmcId)).length;
-      const document = { persona: "EMPLOYEE", personalInfo: { name: { given: "Mallory", family1: "Intruder" } }, businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId } } };
+      const document = {
+        persona: "EMPLOYEE",
+        personalInfo: { name: { given: "Mallory", family1: "Intruder" } },
+        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId } },
+      };
       for (const token of [tokens.otherCompanyAdmin, tokens.otherTmcAdmin]) {
-        assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, token, document), 404), notFoundBody(id));
+        assert.deepEqual(
+          errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, token, document), 404),
+          notFoundBody(id),
+        );
       }
       const unknownId = crypto.randomUUID();
-      assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${unknownId}`, tokens.tmcAdmin, document), 404), notFoundBody(unknownId));
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "PUT", `/v2/users/${unknownId}`, tokens.tmcAdmin, document), 404),
+        notFoundBody(unknownId),
+      );
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.readOnly, document), 403),
         errorBody("PERMISSION_DENIED", 'The access token lacks the scope "users:write"'),
       );
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", "/v2/users/not-a-uuid", tokens.tmcAdmin, document), 400),
-        errorBody("API_VALIDATION_FAILED", "The request is invalid", [{ name: "userId", value: "must be a valid UUID" }]),
+        errorBody("API_VALIDATION_FAILED", "The request is invalid", [
+          { name: "userId", value: "must be a valid UUID" },
+        ]),
       );
       assert.deepEqual(await userRow(id), rowBefore, "the row is untouched");
       assert.equal((await auditEvents(a.tmcId)).length, auditBefore, "no audit row");
@@ -433,25 +583,54 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const valid = () => ({
         persona: "EMPLOYEE",
         personalInfo: { name: { given: "Changed", family1: "Name" } },
-        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId }, email, designation: "Changed" },
+        businessInfo: {
+          organizationRef: { id: a.orgId },
+          legalEntityRef: { id: a.orgId },
+          email,
+          designation: "Changed",
+        },
       });
       const refused = "The update changes fields that cannot be changed through this operation";
       const moved = valid();
       moved.businessInfo.organizationRef.id = otherOrgId;
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, moved), 400),
-        errorBody("API_VALIDATION_FAILED", refused, [{ name: "businessInfo.organizationRef.id", value: "must be the user's company: a user cannot be moved to another company" }]),
+        errorBody("API_VALIDATION_FAILED", refused, [
+          {
+            name: "businessInfo.organizationRef.id",
+            value: "must be the user's company: a user cannot be moved to another company",
+          },
+        ]),
       );
-      const renamed = { ...valid(), businessInfo: { ...valid().businessInfo, organizationRef: { id: a.orgId, name: "Renamed Corp" } } };
+      const renamed = {
+        ...valid(),
+        businessInfo: { ...valid().businessInfo, organizationRef: { id: a.orgId, name: "Renamed Corp" } },
+      };
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, renamed), 400),
-        errorBody("API_VALIDATION_FAILED", refused, [{ name: "businessInfo.organizationRef.name", value: "must be the company's name: a company is not renamed through a user" }]),
+        errorBody("API_VALIDATION_FAILED", refused, [
+          {
+            name: "businessInfo.organizationRef.name",
+            value: "must be the company's name: a company is not renamed through a user",
+          },
+        ]),
       );
-      const all = { ...valid(), externalId: "idp-4711", businessInfo: { ...valid().businessInfo, organizationRef: { id: otherOrgId }, email: "someone.else@acme.example" } };
+      const all = {
+        ...valid(),
+        externalId: "idp-4711",
+        businessInfo: {
+          ...valid().businessInfo,
+          organizationRef: { id: otherOrgId },
+          email: "someone.else@acme.example",
+        },
+      };
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.companyAdmin, all), 400),
         errorBody("API_VALIDATION_FAILED", refused, [
-          { name: "businessInfo.organizationRef.id", value: "must be the user's company: a user cannot be moved to another company" },
+          {
+            name: "businessInfo.organizationRef.id",
+            value: "must be the user's company: a user cannot be moved to another company",
+          },
           { name: "businessInfo.email", value: "cannot be changed: it is the user's identity (SCIM userName)" },
           { name: "externalId", value: "cannot be changed: it is owned by the identity provider (SCIM)" },
         ]),
@@ -459,12 +638,22 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       // isActive is read-only: echoed as GET wrote it, it is ignored; a different value is refused.
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...valid(), isActive: false }), 400),
-        errorBody("API_VALIDATION_FAILED", refused, [{ name: "isActive", value: "cannot be changed: activation is managed by the identity provider (SCIM)" }]),
+        errorBody("API_VALIDATION_FAILED", refused, [
+          { name: "isActive", value: "cannot be changed: activation is managed by the identity provider (SCIM)" },
+        ]),
       );
       assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
       assert.equal((await auditEvents(a.tmcId)).length, auditBefore, "no audit row");
       // The same email in another case is the same identity: accepted, the stored spelling kept.
-      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...valid(), businessInfo: { ...valid().businessInfo, email: email.toUpperCase() } })).status, 200);
+      assert.equal(
+        (
+          await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, {
+            ...valid(),
+            businessInfo: { ...valid().businessInfo, email: email.toUpperCase() },
+          })
+        ).status,
+        200,
+      );
       const row = await userRow(id);
       assert.deepEqual([row.email, row.given_name, row.family_name], [email, "Changed", "Name"]);
     });
@@ -472,20 +661,48 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
     test("validation: a bad email, a missing businessInfo or persona, a bad address: 400 naming the field, nothing written", async () => {
       const id = await createUser(a.orgId, `validated.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const rowBefore = await userRow(id);
-      const base = { persona: "EMPLOYEE", businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId } } };
-      const invalid = (errorParameters: Array<{ name: string; value: string }>) => errorBody("API_VALIDATION_FAILED", "The request is invalid", errorParameters);
+      const base = {
+        persona: "EMPLOYEE",
+        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId } },
+      };
+      const invalid = (errorParameters: Array<{ name: string; value: string }>) =>
+        errorBody("API_VALIDATION_FAILED", "The request is invalid", errorParameters);
       assert.deepEqual(
-        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...base, businessInfo: { ...base.businessInfo, email: "not-an-email" } }), 400),
+        errorOf(
+          await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, {
+            ...base,
+            businessInfo: { ...base.businessInfo, email: "not-an-email" },
+          }),
+          400,
+        ),
         invalid([{ name: "businessInfo.email", value: "must be a valid email address" }]),
       );
       assert.deepEqual(
-        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...base, personalInfo: { email: "nope" } }), 400),
+        errorOf(
+          await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...base, personalInfo: { email: "nope" } }),
+          400,
+        ),
         invalid([{ name: "personalInfo.email", value: "must be a valid email address" }]),
       );
-      assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { persona: "EMPLOYEE" }), 400), invalid([{ name: "businessInfo", value: "value is required" }]));
-      assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { businessInfo: base.businessInfo }), 400), invalid([{ name: "persona", value: "value is required" }]));
       assert.deepEqual(
-        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { ...base, personalInfo: { addresses: [{ addressLines: [], regionCode: "GB" }] } }), 400),
+        errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { persona: "EMPLOYEE" }), 400),
+        invalid([{ name: "businessInfo", value: "value is required" }]),
+      );
+      assert.deepEqual(
+        errorOf(
+          await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, { businessInfo: base.businessInfo }),
+          400,
+        ),
+        invalid([{ name: "persona", value: "value is required" }]),
+      );
+      assert.deepEqual(
+        errorOf(
+          await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, {
+            ...base,
+            personalInfo: { addresses: [{ addressLines: [], regionCode: "GB" }] },
+          }),
+          400,
+        ),
         invalid([{ name: "personalInfo.addresses[0].addressLines", value: "must contain at least 1 item(s)" }]),
       );
       assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
@@ -495,14 +712,25 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const plain = await createUser(a.orgId, `plain.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const rich = await createUser(a.orgId, `roundtrip.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const richEmail = (await userRow(rich)).email as string;
-      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${rich}`, tokens.tmcAdmin, richDocument(a.orgId, a.orgId, richEmail))).status, 200);
+      assert.equal(
+        (await rest(baseUrl, "PUT", `/v2/users/${rich}`, tokens.tmcAdmin, richDocument(a.orgId, a.orgId, richEmail)))
+          .status,
+        200,
+      );
       const inactive = await createUser(a.orgId, `sleeper.${crypto.randomUUID().slice(0, 8)}@acme.example`, true);
-      for (const [id, query] of [[plain, ""], [rich, ""], [inactive, "?includeInactive=true"]] as const) {
+      for (const [id, query] of [
+        [plain, ""],
+        [rich, ""],
+        [inactive, "?includeInactive=true"],
+      ] as const) {
         const first = await rest(baseUrl, "GET", `/v2/users/${id}${query}`, tokens.tmcAdmin);
         assert.equal(first.status, 200, first.text);
         // What the reference's clients saw wrong, on the wire as it is (not through asRest).
         assert.ok(typeof first.body.persona === "string", `persona is always present: ${first.text}`);
-        assert.ok("id" in first.body && "isActive" in first.body && "contractingTmcRef" in first.body, "the read-only fields are there");
+        assert.ok(
+          "id" in first.body && "isActive" in first.body && "contractingTmcRef" in first.body,
+          "the read-only fields are there",
+        );
         const put = await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, first.body);
         assert.equal(put.status, 200, `PUT of the GET body: ${put.text}`);
         const second = await rest(baseUrl, "GET", `/v2/users/${id}${query}`, tokens.tmcAdmin);
@@ -511,8 +739,16 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const plainBody = (await rest(baseUrl, "GET", `/v2/users/${plain}`, tokens.tmcAdmin)).body;
       assert.equal(plainBody.persona, "UNKNOWN_PERSONA");
       const richBody = (await rest(baseUrl, "GET", `/v2/users/${rich}`, tokens.tmcAdmin)).body;
-      assert.deepEqual(richBody.personalInfo.identityDocs, [{ passport: { docId: "123456789", issueCountry: "GB", expiryDate: { iso8601: "2030-01-01" } } }], "a Struct's JSON object, no \"fields\"");
-      assert.deepEqual(richBody.personalInfo.phoneNumbers.map((p: any) => p.nationalNumber), [2079460000, 7700900123], "nationalNumber is a JSON integer");
+      assert.deepEqual(
+        richBody.personalInfo.identityDocs,
+        [{ passport: { docId: "123456789", issueCountry: "GB", expiryDate: { iso8601: "2030-01-01" } } }],
+        'a Struct\'s JSON object, no "fields"',
+      );
+      assert.deepEqual(
+        richBody.personalInfo.phoneNumbers.map((p: any) => p.nationalNumber),
+        [2079460000, 7700900123],
+        "nationalNumber is a JSON integer",
+      );
       assert.equal(richBody.businessInfo.phoneNumbers[0].nationalNumber, 2079460999);
       // A number or a string is read alike.
       const asString = structuredClone(richBody);
@@ -526,7 +762,12 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const body = (await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).body;
       const rowBefore = await userRow(id);
       const refused = "The update changes fields that cannot be changed through this operation";
-      const changed = { ...body, id: crypto.randomUUID(), isActive: false, contractingTmcRef: { id: b.tmcId, name: "Elsewhere" } };
+      const changed = {
+        ...body,
+        id: crypto.randomUUID(),
+        isActive: false,
+        contractingTmcRef: { id: b.tmcId, name: "Elsewhere" },
+      };
       assert.deepEqual(
         errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, changed), 400),
         errorBody("API_VALIDATION_FAILED", refused, [
@@ -550,35 +791,68 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const id = await createUser(a.orgId, `legal.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const foreignId = await createUser(b.orgId, `legal.${crypto.randomUUID().slice(0, 8)}@beta.example`);
       const rowBefore = await userRow(id);
-      const document = (legalEntityId: string) => ({ persona: "EMPLOYEE", businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: legalEntityId, name: "Acme Ltd" } } });
-      const refusal = errorBody("API_VALIDATION_FAILED", "The update changes fields that cannot be changed through this operation", [
-        { name: "businessInfo.legalEntityRef.id", value: "must be the user's company: the only legal entity known for the user" },
-      ]);
+      const document = (legalEntityId: string) => ({
+        persona: "EMPLOYEE",
+        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: legalEntityId, name: "Acme Ltd" } },
+      });
+      const refusal = errorBody(
+        "API_VALIDATION_FAILED",
+        "The update changes fields that cannot be changed through this operation",
+        [
+          {
+            name: "businessInfo.legalEntityRef.id",
+            value: "must be the user's company: the only legal entity known for the user",
+          },
+        ],
+      );
       for (const [token, legalEntityId] of [
         [tokens.tmcAdmin, b.orgId],
         [tokens.companyAdmin, b.orgId],
         [tokens.tmcAdmin, otherOrgId],
         [tokens.tmcAdmin, crypto.randomUUID()],
       ] as const) {
-        assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, token, document(legalEntityId)), 400), refusal, legalEntityId);
+        assert.deepEqual(
+          errorOf(await rest(baseUrl, "PUT", `/v2/users/${id}`, token, document(legalEntityId)), 400),
+          refusal,
+          legalEntityId,
+        );
       }
       assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
       // TMC B's admin cannot use TMC A's company either, and its own user's company is accepted.
-      const bDocument = { persona: "EMPLOYEE", businessInfo: { organizationRef: { id: b.orgId }, legalEntityRef: { id: a.orgId } } };
-      assert.deepEqual(errorOf(await rest(baseUrl, "PUT", `/v2/users/${foreignId}`, tokens.otherTmcAdmin, bDocument), 400), refusal);
-      const own = { ...bDocument, businessInfo: { ...bDocument.businessInfo, legalEntityRef: { id: b.orgId, name: "Beta Legal" } } };
+      const bDocument = {
+        persona: "EMPLOYEE",
+        businessInfo: { organizationRef: { id: b.orgId }, legalEntityRef: { id: a.orgId } },
+      };
+      assert.deepEqual(
+        errorOf(await rest(baseUrl, "PUT", `/v2/users/${foreignId}`, tokens.otherTmcAdmin, bDocument), 400),
+        refusal,
+      );
+      const own = {
+        ...bDocument,
+        businessInfo: { ...bDocument.businessInfo, legalEntityRef: { id: b.orgId, name: "Beta Legal" } },
+      };
       assert.equal((await rest(baseUrl, "PUT", `/v2/users/${foreignId}`, tokens.otherTmcAdmin, own)).status, 200);
       assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, document(a.orgId))).status, 200);
-      assert.deepEqual((await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).body.businessInfo.legalEntityRef, { id: a.orgId, name: "Acme Ltd" });
+      assert.deepEqual(
+        (await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).body.businessInfo.legalEntityRef,
+        { id: a.orgId, name: "Acme Ltd" },
+      );
     });
 
     test("an inactive user can be updated (its activation is the IdP's); it stays inactive", async () => {
       const id = await createUser(a.orgId, `dormant.${crypto.randomUUID().slice(0, 8)}@acme.example`, true);
-      const document = { persona: "EMPLOYEE", personalInfo: { name: { given: "Sleeping", family1: "Beauty" } }, businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId } } };
+      const document = {
+        persona: "EMPLOYEE",
+        personalInfo: { name: { given: "Sleeping", family1: "Beauty" } },
+        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId } },
+      };
       assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, document)).status, 200);
       assert.equal((await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin)).status, 404);
       const got = await rest(baseUrl, "GET", `/v2/users/${id}?includeInactive=true`, tokens.tmcAdmin);
-      assert.deepEqual([got.body.isActive, got.body.personalInfo.name], [false, { given: "Sleeping", family1: "Beauty" }]);
+      assert.deepEqual(
+        [got.body.isActive, got.body.personalInfo.name],
+        [false, { given: "Sleeping", family1: "Beauty" }],
+      );
     });
   });
 
@@ -589,35 +863,79 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
         assert.equal(outcome.ok, true, JSON.stringify(outcome.errorResponse));
         const r = outcome.response;
         assert.equal(r.id, userId);
-        assert.deepEqual({ given: r.personalInfo.name.given, family1: r.personalInfo.name.family1, email: r.personalInfo.email }, { given: "Ada", family1: "Lovelace", email: userEmail });
+        assert.deepEqual(
+          { given: r.personalInfo.name.given, family1: r.personalInfo.name.family1, email: r.personalInfo.email },
+          { given: "Ada", family1: "Lovelace", email: userEmail },
+        );
         assert.equal(r.businessInfo.email, userEmail);
-        assert.deepEqual({ id: r.businessInfo.organizationRef.id, name: r.businessInfo.organizationRef.name }, { id: a.orgId, name: names.companyA });
-        assert.deepEqual({ id: r.contractingTmcRef.id, name: r.contractingTmcRef.name }, { id: a.tmcId, name: names.tmcA });
+        assert.deepEqual(
+          { id: r.businessInfo.organizationRef.id, name: r.businessInfo.organizationRef.name },
+          { id: a.orgId, name: names.companyA },
+        );
+        assert.deepEqual(
+          { id: r.contractingTmcRef.id, name: r.contractingTmcRef.name },
+          { id: a.tmcId, name: names.tmcA },
+        );
         assert.equal(r.isActive, true);
       }
     });
 
     test("GetUser: NOT_FOUND for another company, another TMC, an unknown id, an inactive user; PERMISSION_DENIED without the scope; INVALID_ARGUMENT for a non-UUID", async () => {
       for (const token of [tokens.otherCompanyAdmin, tokens.otherTmcAdmin]) {
-        assertGrpcError(await grpcClient.call("getUser", { userId, includeInactive: true }, token), GRPC_STATUS.NOT_FOUND, "NOT_FOUND", "User not found", [{ name: "userId", value: userId }]);
+        assertGrpcError(
+          await grpcClient.call("getUser", { userId, includeInactive: true }, token),
+          GRPC_STATUS.NOT_FOUND,
+          "NOT_FOUND",
+          "User not found",
+          [{ name: "userId", value: userId }],
+        );
       }
       const unknownId = crypto.randomUUID();
-      assertGrpcError(await grpcClient.call("getUser", { userId: unknownId }, tokens.tmcAdmin), GRPC_STATUS.NOT_FOUND, "NOT_FOUND", "User not found", [{ name: "userId", value: unknownId }]);
-      assertGrpcError(await grpcClient.call("getUser", { userId: inactiveId }, tokens.tmcAdmin), GRPC_STATUS.NOT_FOUND, "NOT_FOUND", "User not found", [{ name: "userId", value: inactiveId }]);
+      assertGrpcError(
+        await grpcClient.call("getUser", { userId: unknownId }, tokens.tmcAdmin),
+        GRPC_STATUS.NOT_FOUND,
+        "NOT_FOUND",
+        "User not found",
+        [{ name: "userId", value: unknownId }],
+      );
+      assertGrpcError(
+        await grpcClient.call("getUser", { userId: inactiveId }, tokens.tmcAdmin),
+        GRPC_STATUS.NOT_FOUND,
+        "NOT_FOUND",
+        "User not found",
+        [{ name: "userId", value: inactiveId }],
+      );
       const inactive = await grpcClient.call("getUser", { userId: inactiveId, includeInactive: true }, tokens.tmcAdmin);
       assert.equal(inactive.ok, true);
       assert.equal(inactive.response.isActive, false);
-      assertGrpcError(await grpcClient.call("getUser", { userId }, tokens.writeOnly), GRPC_STATUS.PERMISSION_DENIED, "PERMISSION_DENIED", 'The access token lacks the scope "users:read"');
-      assertGrpcError(await grpcClient.call("getUser", { userId }), GRPC_STATUS.UNAUTHENTICATED, "USER_NOT_AUTHENTICATED", "An access token is required (Authorization: Bearer <token>)");
-      assertGrpcError(await grpcClient.call("getUser", { userId: "42" }, tokens.tmcAdmin), GRPC_STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED", "The request is invalid", [
-        { name: "userId", value: "must be a valid UUID" },
-      ]);
+      assertGrpcError(
+        await grpcClient.call("getUser", { userId }, tokens.writeOnly),
+        GRPC_STATUS.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        'The access token lacks the scope "users:read"',
+      );
+      assertGrpcError(
+        await grpcClient.call("getUser", { userId }),
+        GRPC_STATUS.UNAUTHENTICATED,
+        "USER_NOT_AUTHENTICATED",
+        "An access token is required (Authorization: Bearer <token>)",
+      );
+      assertGrpcError(
+        await grpcClient.call("getUser", { userId: "42" }, tokens.tmcAdmin),
+        GRPC_STATUS.INVALID_ARGUMENT,
+        "API_VALIDATION_FAILED",
+        "The request is invalid",
+        [{ name: "userId", value: "must be a valid UUID" }],
+      );
     });
 
     test("round trip over gRPC: GetUser's response sent back as UpdateUser unchanged; a foreign legal entity is refused", async () => {
       const id = await createUser(a.orgId, `grpc-rt.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const email = (await userRow(id)).email as string;
-      assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, richDocument(a.orgId, a.orgId, email))).status, 200);
+      assert.equal(
+        (await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, richDocument(a.orgId, a.orgId, email))).status,
+        200,
+      );
       {
         const before = await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin);
         const got = await grpcClient.call("getUser", { userId: id }, tokens.tmcAdmin);
@@ -630,11 +948,27 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       const plain = await createUser(a.orgId, `grpc-plain.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const plainGot = await grpcClient.call("getUser", { userId: plain }, tokens.tmcAdmin);
       assert.equal(plainGot.response.persona, "UNKNOWN_PERSONA", "persona is always present");
-      assert.equal((await grpcClient.call("updateUser", { ...plainGot.response, userId: plain }, tokens.tmcAdmin)).ok, true);
-      const foreign = { ...plainGot.response, userId: plain, businessInfo: { ...plainGot.response.businessInfo, legalEntityRef: { id: b.orgId } } };
-      assertGrpcError(await grpcClient.call("updateUser", foreign, tokens.tmcAdmin), GRPC_STATUS.INVALID_ARGUMENT, "API_VALIDATION_FAILED", "The update changes fields that cannot be changed through this operation", [
-        { name: "businessInfo.legalEntityRef.id", value: "must be the user's company: the only legal entity known for the user" },
-      ]);
+      assert.equal(
+        (await grpcClient.call("updateUser", { ...plainGot.response, userId: plain }, tokens.tmcAdmin)).ok,
+        true,
+      );
+      const foreign = {
+        ...plainGot.response,
+        userId: plain,
+        businessInfo: { ...plainGot.response.businessInfo, legalEntityRef: { id: b.orgId } },
+      };
+      assertGrpcError(
+        await grpcClient.call("updateUser", foreign, tokens.tmcAdmin),
+        GRPC_STATUS.INVALID_ARGUMENT,
+        "API_VALIDATION_FAILED",
+        "The update changes fields that cannot be changed through this operation",
+        [
+          {
+            name: "businessInfo.legalEntityRef.id",
+            value: "must be the user's company: the only legal entity known for the user",
+          },
+        ],
+      );
     });
 
     test("UpdateUser over gRPC, read back over REST; refused identity changes and foreign callers write nothing", async () => {
@@ -648,47 +982,87 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
           phoneNumbers: [{ countryCode: 1, nationalNumber: "2025550123", type: "MOBILE" }],
           addresses: [{ addressLines: ["1 Navy Way"], regionCode: "US", locality: "Arlington" }],
         },
-        businessInfo: { organizationRef: { id: a.orgId }, legalEntityRef: { id: a.orgId, name: "Acme Inc" }, email, designation: "Rear Admiral" },
-        travelPreferences: { fields: { preferences: { structValue: { fields: { seat: { stringValue: "WINDOW" }, stops: { numberValue: 0 } } } } } },
+        businessInfo: {
+          organizationRef: { id: a.orgId },
+          legalEntityRef: { id: a.orgId, name: "Acme Inc" },
+          email,
+          designation: "Rear Admiral",
+        },
+        travelPreferences: {
+          fields: {
+            preferences: { structValue: { fields: { seat: { stringValue: "WINDOW" }, stops: { numberValue: 0 } } } },
+          },
+        },
       };
       for (const token of [tokens.otherCompanyAdmin, tokens.otherTmcAdmin]) {
-        assertGrpcError(await grpcClient.call("updateUser", request, token), GRPC_STATUS.NOT_FOUND, "NOT_FOUND", "User not found", [{ name: "userId", value: id }]);
+        assertGrpcError(
+          await grpcClient.call("updateUser", request, token),
+          GRPC_STATUS.NOT_FOUND,
+          "NOT_FOUND",
+          "User not found",
+          [{ name: "userId", value: id }],
+        );
       }
-      assertGrpcError(await grpcClient.call("updateUser", request, tokens.readOnly), GRPC_STATUS.PERMISSION_DENIED, "PERMISSION_DENIED", 'The access token lacks the scope "users:write"');
       assertGrpcError(
-        await grpcClient.call("updateUser", { ...request, businessInfo: { ...request.businessInfo, email: "x@acme.example" } }, tokens.tmcAdmin),
+        await grpcClient.call("updateUser", request, tokens.readOnly),
+        GRPC_STATUS.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        'The access token lacks the scope "users:write"',
+      );
+      assertGrpcError(
+        await grpcClient.call(
+          "updateUser",
+          { ...request, businessInfo: { ...request.businessInfo, email: "x@acme.example" } },
+          tokens.tmcAdmin,
+        ),
         GRPC_STATUS.INVALID_ARGUMENT,
         "API_VALIDATION_FAILED",
         "The update changes fields that cannot be changed through this operation",
         [{ name: "businessInfo.email", value: "cannot be changed: it is the user's identity (SCIM userName)" }],
       );
       assertGrpcError(
-        await grpcClient.call("updateUser", { ...request, businessInfo: { ...request.businessInfo, email: "bad" } }, tokens.tmcAdmin),
+        await grpcClient.call(
+          "updateUser",
+          { ...request, businessInfo: { ...request.businessInfo, email: "bad" } },
+          tokens.tmcAdmin,
+        ),
         GRPC_STATUS.INVALID_ARGUMENT,
         "API_VALIDATION_FAILED",
         "The request is invalid",
         [{ name: "businessInfo.email", value: "must be a valid email address" }],
       );
       const untouched = await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin);
-      assert.deepEqual(untouched.body, asRest(initialProfile(id, email, a.orgId, names.companyA)), "nothing was written");
+      assert.deepEqual(
+        untouched.body,
+        asRest(initialProfile(id, email, a.orgId, names.companyA)),
+        "nothing was written",
+      );
 
       const updated = await grpcClient.call("updateUser", request, tokens.companyAdmin);
       assert.equal(updated.ok, true, JSON.stringify(updated.errorResponse));
       const got = await rest(baseUrl, "GET", `/v2/users/${id}`, tokens.tmcAdmin);
-      assert.deepEqual(got.body, asRest({
-        id,
-        persona: "EMPLOYEE",
-        personalInfo: {
-          email,
-          name: { given: "Grace", family1: "Hopper" },
-          phoneNumbers: [{ countryCode: 1, nationalNumber: "2025550123", type: "MOBILE" }],
-          addresses: [{ addressLines: ["1 Navy Way"], regionCode: "US", locality: "Arlington" }],
-        },
-        businessInfo: { organizationRef: { id: a.orgId, name: names.companyA }, legalEntityRef: { id: a.orgId, name: "Acme Inc" }, email, designation: "Rear Admiral" },
-        travelPreferences: { preferences: { seat: "WINDOW", stops: 0 } },
-        isActive: true,
-        contractingTmcRef: { id: a.tmcId, name: names.tmcA },
-      }));
+      assert.deepEqual(
+        got.body,
+        asRest({
+          id,
+          persona: "EMPLOYEE",
+          personalInfo: {
+            email,
+            name: { given: "Grace", family1: "Hopper" },
+            phoneNumbers: [{ countryCode: 1, nationalNumber: "2025550123", type: "MOBILE" }],
+            addresses: [{ addressLines: ["1 Navy Way"], regionCode: "US", locality: "Arlington" }],
+          },
+          businessInfo: {
+            organizationRef: { id: a.orgId, name: names.companyA },
+            legalEntityRef: { id: a.orgId, name: "Acme Inc" },
+            email,
+            designation: "Rear Admiral",
+          },
+          travelPreferences: { preferences: { seat: "WINDOW", stops: 0 } },
+          isActive: true,
+          contractingTmcRef: { id: a.tmcId, name: names.tmcA },
+        }),
+      );
       const viaGrpc = await grpcClient.call("getUser", { userId: id }, tokens.companyAdmin);
       assert.equal(viaGrpc.response.businessInfo.designation, "Rear Admiral");
       assert.equal(viaGrpc.response.personalInfo.phoneNumbers[0].nationalNumber, "2025550123");

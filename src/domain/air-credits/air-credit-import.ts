@@ -17,12 +17,67 @@ const REDEEM_VIA = ["REDEEM_VIA_OBT", "CONTACT_AGENT"];
 const SOURCES_OF_TRUTH = ["SPOTNANA", "MANUAL_FORM"];
 const USAGE_TYPES = ["PERSONAL", "COMPANY"];
 const CARD_ACCESS = ["CARD_ACCESS_CENTRAL", "CARD_ACCESS_PERSONAL", "CARD_ACCESS_CORPORATE"];
-const NAME_SUFFIXES = ["NAME_SUFFIX_UNKNOWN", "SR", "JR", "MD", "PHD", "II", "III", "IV", "DO", "ATTY", "V", "VI", "ESQ", "DC", "DDS", "VM", "JD", "SECOND", "THIRD"];
+const NAME_SUFFIXES = [
+  "NAME_SUFFIX_UNKNOWN",
+  "SR",
+  "JR",
+  "MD",
+  "PHD",
+  "II",
+  "III",
+  "IV",
+  "DO",
+  "ATTY",
+  "V",
+  "VI",
+  "ESQ",
+  "DC",
+  "DDS",
+  "VM",
+  "JD",
+  "SECOND",
+  "THIRD",
+];
 const THIRD_PARTY_SOURCES = [
-  "UNKNOWN_SOURCE", "SABRE", "TRAVEL_FUSION", "AVIA", "NDC", "TRAINLINE", "ATPCO_NDC", "FARELOGIX_NDC", "OFFLINE", "CONNEXUS", "ROUTEHAPPY",
-  "AMADEUS", "GIATA", "QBR", "BCD", "QANTAS_HOTELS", "SOUTHWEST", "EXPEDIA", "HOTEL_HUB", "MARRIOTT", "CLEARTRIP", "KYTE", "GROUNDSPAN",
-  "SABRE_NDC", "BOOKING_COM", "CARTRAWLER", "PREMIER_INN", "TRAVELODGE", "ENTERPRISE", "HYATT", "EUROSTAR", "NATIONAL", "ALAMO", "AVIS",
-  "BUDGET", "HERTZ", "DOLLAR", "THRIFTY", "FIREFLY",
+  "UNKNOWN_SOURCE",
+  "SABRE",
+  "TRAVEL_FUSION",
+  "AVIA",
+  "NDC",
+  "TRAINLINE",
+  "ATPCO_NDC",
+  "FARELOGIX_NDC",
+  "OFFLINE",
+  "CONNEXUS",
+  "ROUTEHAPPY",
+  "AMADEUS",
+  "GIATA",
+  "QBR",
+  "BCD",
+  "QANTAS_HOTELS",
+  "SOUTHWEST",
+  "EXPEDIA",
+  "HOTEL_HUB",
+  "MARRIOTT",
+  "CLEARTRIP",
+  "KYTE",
+  "GROUNDSPAN",
+  "SABRE_NDC",
+  "BOOKING_COM",
+  "CARTRAWLER",
+  "PREMIER_INN",
+  "TRAVELODGE",
+  "ENTERPRISE",
+  "HYATT",
+  "EUROSTAR",
+  "NATIONAL",
+  "ALAMO",
+  "AVIS",
+  "BUDGET",
+  "HERTZ",
+  "DOLLAR",
+  "THRIFTY",
+  "FIREFLY",
 ];
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -52,7 +107,10 @@ export class AirCreditImport {
     const { credits, errors } = parseCredits(rows, this.fopInfoProblem);
     if (errors.length > 0) {
       const rowsWithErrors = new Set(errors.map((e) => /^credits\[(\d+)\]/.exec(e.name)?.[1])).size;
-      throw invalidArgument(`${rowsWithErrors} of ${rows.length} credits are invalid; nothing was imported`, errors.slice(0, MAX_REPORTED));
+      throw invalidArgument(
+        `${rowsWithErrors} of ${rows.length} credits are invalid; nothing was imported`,
+        errors.slice(0, MAX_REPORTED),
+      );
     }
     const result = await this.uow.transaction(async (tx) => {
       const scope = await this.companies.tenantOfCompany(tx, companyId);
@@ -70,7 +128,10 @@ export class AirCreditImport {
 /** Checks every row; returns the credits, or every problem found (by row index and field). */
 export type FopInfoCheck = (value: unknown) => string | undefined;
 
-export function parseCredits(rows: readonly unknown[], fopInfoProblem: FopInfoCheck = () => undefined): { credits: ImportedCredit[]; errors: ErrorParameter[] } {
+export function parseCredits(
+  rows: readonly unknown[],
+  fopInfoProblem: FopInfoCheck = () => undefined,
+): { credits: ImportedCredit[]; errors: ErrorParameter[] } {
   const credits: ImportedCredit[] = [];
   const errors: ErrorParameter[] = [];
   const seenTickets = new Map<string, number>();
@@ -83,7 +144,8 @@ export function parseCredits(rows: readonly unknown[], fopInfoProblem: FopInfoCh
     if (earlier !== undefined) return r.fail("ticketNumber", `repeats the ticket number of credits[${earlier}]`);
     seenTickets.set(credit.ticketNumber, index);
     const earlierSource = credit.paymentSourceId ? seenSources.get(credit.paymentSourceId) : undefined;
-    if (earlierSource !== undefined) return r.fail("paymentSourceId", `repeats the payment source of credits[${earlierSource}]`);
+    if (earlierSource !== undefined)
+      return r.fail("paymentSourceId", `repeats the payment source of credits[${earlierSource}]`);
     if (credit.paymentSourceId) seenSources.set(credit.paymentSourceId, index);
     credits.push(credit);
   });
@@ -109,9 +171,14 @@ class RowReader {
   }
 
   credit(): ImportedCredit | undefined {
-    if (typeof this.row !== "object" || this.row === null || Array.isArray(this.row)) return this.fail("", "must be an object");
+    if (typeof this.row !== "object" || this.row === null || Array.isArray(this.row))
+      return this.fail("", "must be an object");
     const o = this.row as Json;
-    const ticketNumber = this.text(o, "ticketNumber", { required: true, pattern: /^[0-9A-Z]{6,20}$/, hint: "6 to 20 digits or capital letters" });
+    const ticketNumber = this.text(o, "ticketNumber", {
+      required: true,
+      pattern: /^[0-9A-Z]{6,20}$/,
+      hint: "6 to 20 digits or capital letters",
+    });
     const airlineCode = this.airlineCode(o);
     const totalFare = this.money(o);
     const issueDate = this.date(o, "issueDate", true);
@@ -146,7 +213,8 @@ class RowReader {
       redeemVia: this.choice(o, "redeemVia", REDEEM_VIA),
       sourceOfTruth: this.choice(o, "sourceOfTruth", SOURCES_OF_TRUTH),
       owningPcc: this.text(o, "owningPcc", { max: 32 }),
-      creditUsageType: (this.choice(o, "creditUsageType", USAGE_TYPES) ?? "PERSONAL") as ImportedCredit["creditUsageType"],
+      creditUsageType: (this.choice(o, "creditUsageType", USAGE_TYPES) ??
+        "PERSONAL") as ImportedCredit["creditUsageType"],
       email: email?.toLowerCase(),
       fopInfo: this.fopInfo(o),
       fopLabel: this.text(o, "fopLabel", { max: 256 }),
@@ -154,18 +222,25 @@ class RowReader {
       fopCardAccessType: this.choice(o, "fopCardAccessType", CARD_ACCESS),
       legalEntityName: this.text(o, "legalEntityName", { max: 256 }),
     } satisfies ImportedCredit;
-    if (issueDate && expiryDate && Date.parse(issueDate) > Date.parse(expiryDate)) this.fail("expiryDate", "must not be before issueDate");
+    if (issueDate && expiryDate && Date.parse(issueDate) > Date.parse(expiryDate))
+      this.fail("expiryDate", "must not be before issueDate");
     return this.failed ? undefined : credit;
   }
 
-  private text(o: Json, field: string, rule: { required?: boolean; pattern?: RegExp; hint?: string; max?: number }, label = field): string | undefined {
+  private text(
+    o: Json,
+    field: string,
+    rule: { required?: boolean; pattern?: RegExp; hint?: string; max?: number },
+    label = field,
+  ): string | undefined {
     const value = o[field];
     if (value === undefined || value === null || value === "") {
       if (rule.required) this.fail(label, "is required");
       return undefined;
     }
     if (typeof value !== "string") return this.fail(label, "must be a string");
-    if (rule.max !== undefined && value.length > rule.max) return this.fail(label, `must be at most ${rule.max} characters`);
+    if (rule.max !== undefined && value.length > rule.max)
+      return this.fail(label, `must be at most ${rule.max} characters`);
     // eslint-disable-next-line no-control-regex
     if (/[\u0000-\u001f\u007f]/.test(value)) return this.fail(label, "must not hold control characters");
     if (rule.pattern && !rule.pattern.test(value)) return this.fail(label, `must be ${rule.hint ?? "well formed"}`);
@@ -175,7 +250,8 @@ class RowReader {
   private choice(o: Json, field: string, values: readonly string[], label = field): string | undefined {
     const value = o[field];
     if (value === undefined || value === null) return undefined;
-    if (typeof value !== "string" || !values.includes(value)) return this.fail(label, `must be one of ${values.join(", ")}`);
+    if (typeof value !== "string" || !values.includes(value))
+      return this.fail(label, `must be one of ${values.join(", ")}`);
     return value;
   }
 
@@ -189,7 +265,14 @@ class RowReader {
   private airlineCode(o: Json): string | undefined {
     const direct = this.text(o, "airlineCode", { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" });
     const info = this.object(o, "airlineInfo");
-    const nested = info ? this.text(info, "airlineCode", { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" }, "airlineInfo.airlineCode") : undefined;
+    const nested = info
+      ? this.text(
+          info,
+          "airlineCode",
+          { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" },
+          "airlineInfo.airlineCode",
+        )
+      : undefined;
     if (direct && nested && direct !== nested) return this.fail("airlineInfo.airlineCode", "must equal airlineCode");
     if (!direct && !nested) return this.fail("airlineCode", "is required (or airlineInfo.airlineCode)");
     return direct ?? nested;
@@ -204,7 +287,12 @@ class RowReader {
   private money(o: Json): ImportedCredit["totalFare"] | undefined {
     const fare = this.object(o, "totalFare");
     if (!fare) return this.fail("totalFare", "is required");
-    const currencyCode = this.text(fare, "currencyCode", { required: true, pattern: /^[A-Z]{3}$/, hint: "an ISO 4217 currency code" }, "totalFare.currencyCode");
+    const currencyCode = this.text(
+      fare,
+      "currencyCode",
+      { required: true, pattern: /^[A-Z]{3}$/, hint: "an ISO 4217 currency code" },
+      "totalFare.currencyCode",
+    );
     const raw = fare.amount;
     let amount: string | undefined;
     if (typeof raw === "number" && Number.isFinite(raw)) amount = String(raw);
@@ -212,7 +300,8 @@ class RowReader {
     else if (raw === undefined || raw === null) return this.fail("totalFare.amount", "is required");
     else return this.fail("totalFare.amount", "must be a number");
     // Kept as the decimal text it was written as: never rounded through a float's arithmetic.
-    if (!/^\d{1,12}(\.\d{1,3})?$/.test(amount!)) return this.fail("totalFare.amount", "must be a non-negative amount with at most 12 digits and 3 decimals");
+    if (!/^\d{1,12}(\.\d{1,3})?$/.test(amount!))
+      return this.fail("totalFare.amount", "must be a non-negative amount with at most 12 digits and 3 decimals");
     return currencyCode ? { amount: amount!, currencyCode } : undefined;
   }
 
@@ -228,10 +317,17 @@ class RowReader {
       return undefined;
     }
     const iso = typeof value === "object" && !Array.isArray(value) ? (value as Json).iso8601 : undefined;
-    if (typeof iso !== "string") return this.fail(field, 'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)');
+    if (typeof iso !== "string")
+      return this.fail(
+        field,
+        'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)',
+      );
     const instant = utcInstantOf(iso);
     if (instant === undefined) {
-      return this.fail(`${field}.iso8601`, "must be an ISO 8601 date (YYYY-MM-DD) or a date-time with Z or an offset (YYYY-MM-DDThh:mm[:ss]±hh:mm) that exists");
+      return this.fail(
+        `${field}.iso8601`,
+        "must be an ISO 8601 date (YYYY-MM-DD) or a date-time with Z or an offset (YYYY-MM-DDThh:mm[:ss]±hh:mm) that exists",
+      );
     }
     return instant;
   }

@@ -58,13 +58,22 @@ export class AirCreditListing {
     if (!(await this.credits.companyExists(tx, scope, query.companyId))) throw companyNotFound();
     const on = transferableOn(this.clock);
     const [page, values] = await Promise.all([
-      this.credits.listTransferable(tx, scope, query.companyId, on, query.filter, { offset: query.offset, limit: CREDIT_PAGE_SIZE }),
+      this.credits.listTransferable(tx, scope, query.companyId, on, query.filter, {
+        offset: query.offset,
+        limit: CREDIT_PAGE_SIZE,
+      }),
       this.credits.transferableValues(tx, scope, query.companyId, on),
     ]);
     // The airline's name is one fact (SUPPORTED_AIRLINES), whatever an import wrote; the
     // reference requires it in every airlineInfo.
     const credits = page.credits.map((c) => ({ ...c, airlineName: airlineName(c.airlineCode) ?? c.airlineName }));
-    return { credits, offset: query.offset, totalRecords: page.totalRecords, ...values, supportedAirlines: SUPPORTED_AIRLINES };
+    return {
+      credits,
+      offset: query.offset,
+      totalRecords: page.totalRecords,
+      ...values,
+      supportedAirlines: SUPPORTED_AIRLINES,
+    };
   }
 }
 
@@ -89,7 +98,8 @@ function checkDateRange(filter: CreditFilter): void {
     invalidArgument(`${RANGE_FIELD}.${which}.iso8601 must be an ISO 8601 date (YYYY-MM-DD) that exists`, [
       { name: `${RANGE_FIELD}.${which}.iso8601`, value },
     ]);
-  if (filter.expiryFrom !== undefined && !isCalendarDate(filter.expiryFrom)) throw bad("expiryDateStart", filter.expiryFrom);
+  if (filter.expiryFrom !== undefined && !isCalendarDate(filter.expiryFrom))
+    throw bad("expiryDateStart", filter.expiryFrom);
   if (filter.expiryTo !== undefined && !isCalendarDate(filter.expiryTo)) throw bad("expiryDateEnd", filter.expiryTo);
   if (filter.expiryFrom !== undefined && filter.expiryTo !== undefined && filter.expiryFrom > filter.expiryTo) {
     throw invalidArgument(`${RANGE_FIELD}: expiryDateStart must not be after expiryDateEnd`, [

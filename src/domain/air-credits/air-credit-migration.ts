@@ -37,40 +37,69 @@ export class AirCreditMigration {
     private readonly clock: Clock,
   ) {}
 
-  async migrate(caller: AirCreditCaller, paymentSourceIds: readonly string[], target: string, requestId: string): Promise<MigrationOutcome[]> {
+  async migrate(
+    caller: AirCreditCaller,
+    paymentSourceIds: readonly string[],
+    target: string,
+    requestId: string,
+  ): Promise<MigrationOutcome[]> {
     if (!isUsageTarget(target)) {
-      throw invalidArgument("updateCreditUsageTypeTo must be COMPANY or PERSONAL", [{ name: "updateCreditUsageTypeTo", value: target }]);
+      throw invalidArgument("updateCreditUsageTypeTo must be COMPANY or PERSONAL", [
+        { name: "updateCreditUsageTypeTo", value: target },
+      ]);
     }
     const ids = [...new Set(paymentSourceIds.map((id) => id.toLowerCase()))];
     if (ids.length === 0 || ids.length > MAX_MIGRATION_IDS) {
-      throw invalidArgument(`paymentSourceIds must hold 1 to ${MAX_MIGRATION_IDS} ids`, [{ name: "paymentSourceIds", value: String(ids.length) }]);
+      throw invalidArgument(`paymentSourceIds must hold 1 to ${MAX_MIGRATION_IDS} ids`, [
+        { name: "paymentSourceIds", value: String(ids.length) },
+      ]);
     }
     const outcomes: MigrationOutcome[] = [];
     for (const id of ids) outcomes.push(await this.migrateOne(caller, id, target, requestId));
     return outcomes;
   }
 
-  private async migrateOne(caller: AirCreditCaller, paymentSourceId: string, target: CreditUsageType, requestId: string): Promise<MigrationOutcome> {
-    const failed = (failureReason: MigrationFailure): MigrationOutcome => ({ paymentSourceId, status: "FAILED", failureReason });
+  private async migrateOne(
+    caller: AirCreditCaller,
+    paymentSourceId: string,
+    target: CreditUsageType,
+    requestId: string,
+  ): Promise<MigrationOutcome> {
+    const failed = (failureReason: MigrationFailure): MigrationOutcome => ({
+      paymentSourceId,
+      status: "FAILED",
+      failureReason,
+    });
     if (!UUID.test(paymentSourceId)) return failed("PAYMENT_SOURCE_NOT_FOUND");
     const scope = tenantScope(caller.tmcId);
     const today = utcToday(this.clock);
     return this.uow.transaction(async (tx) => {
       const credits = await this.credits.lockByPaymentSource(tx, scope, paymentSourceId);
       // A company admin sees only its own company's credits: another company's are "not found".
-      if (caller.role !== "TMC_ADMIN" && credits.some((c) => c.companyId !== caller.orgId)) return failed("PAYMENT_SOURCE_NOT_FOUND");
+      if (caller.role !== "TMC_ADMIN" && credits.some((c) => c.companyId !== caller.orgId))
+        return failed("PAYMENT_SOURCE_NOT_FOUND");
       const failure = migrationFailure(credits, today);
       if (failure) return failed(failure);
       const from = credits.find((c) => c.creditUsageType !== target)?.creditUsageType;
       if (from === undefined) return { paymentSourceId, status: "SUCCESS", failureReason: undefined };
       await this.credits.setUsageType(tx, scope, paymentSourceId, target);
-      await this.audit.append(tx, [migrated(caller, paymentSourceId, credits[0]!.companyId, from, target, credits.length, requestId)]);
+      await this.audit.append(tx, [
+        migrated(caller, paymentSourceId, credits[0]!.companyId, from, target, credits.length, requestId),
+      ]);
       return { paymentSourceId, status: "SUCCESS", failureReason: undefined };
     });
   }
 }
 
-function migrated(caller: AirCreditCaller, paymentSourceId: string, companyId: string, from: CreditUsageType, to: CreditUsageType, credits: number, requestId: string): AuditEvent {
+function migrated(
+  caller: AirCreditCaller,
+  paymentSourceId: string,
+  companyId: string,
+  from: CreditUsageType,
+  to: CreditUsageType,
+  credits: number,
+  requestId: string,
+): AuditEvent {
   return {
     action: "AIR_CREDIT_MIGRATE",
     outcome: "SUCCESS",

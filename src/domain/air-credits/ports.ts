@@ -43,7 +43,12 @@ export interface UnusedCreditRepository {
    * NOT_FOUND when the company is not the tenant's, ALREADY_EXISTS when a payment source id
    * belongs to another company. Returns the ticket numbers that already existed.
    */
-  upsertCredits(tx: Tx, scope: TenantScope, companyId: string, credits: readonly ImportedCredit[]): Promise<{ created: number; updated: number }>;
+  upsertCredits(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    credits: readonly ImportedCredit[],
+  ): Promise<{ created: number; updated: number }>;
   /**
    * Refreshes the planner's statistics of the credits when many rows changed since they were
    * last gathered (after bulk imports, before autovacuum would). No tenant data: table statistics.

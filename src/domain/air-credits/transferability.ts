@@ -40,7 +40,8 @@ export function transferableOn(clock: Clock): TransferableOn {
 }
 
 /** Why one credit of a payment source cannot be migrated, or undefined when it can. */
-export type MigrationFailure = "PAYMENT_SOURCE_NOT_FOUND" | "CREDIT_NOT_OPEN" | "CREDIT_EXPIRED" | "AIRLINE_NOT_TRANSFERABLE";
+export type MigrationFailure =
+  "PAYMENT_SOURCE_NOT_FOUND" | "CREDIT_NOT_OPEN" | "CREDIT_EXPIRED" | "AIRLINE_NOT_TRANSFERABLE";
 
 /**
  * A migration (either direction) needs every credit of the payment source to be OPEN, unexpired

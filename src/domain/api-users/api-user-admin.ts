@@ -34,7 +34,12 @@ export class ApiUserAdmin {
 
   async create(
     caller: ApiUserAdminCaller,
-    request: { tmcId: string | undefined; orgId: string | undefined; role: ApiUserRole; credentialType: ApiUserCredentialType },
+    request: {
+      tmcId: string | undefined;
+      orgId: string | undefined;
+      role: ApiUserRole;
+      credentialType: ApiUserCredentialType;
+    },
     requestId: string,
   ): Promise<CreatedApiUser> {
     const tmcId = request.tmcId ?? caller.tmcId;
@@ -42,7 +47,11 @@ export class ApiUserAdmin {
     return this.provisioning.create({ ...request, tmcId, actor: caller.clientId, requestId });
   }
 
-  async list(caller: ApiUserAdminCaller, limit: number, offset: number): Promise<{ clientIds: string[]; totalCount: number }> {
+  async list(
+    caller: ApiUserAdminCaller,
+    limit: number,
+    offset: number,
+  ): Promise<{ clientIds: string[]; totalCount: number }> {
     const scope = tenantScope(caller.tmcId);
     const [clientIds, totalCount] = await Promise.all([
       limit === 0 ? Promise.resolve([]) : this.apiUsers.listActive(this.uow.direct, scope, { limit, offset }),
@@ -57,7 +66,10 @@ export class ApiUserAdmin {
     const scope = tenantScope(caller.tmcId);
     const { user, change } = await this.uow.transaction(async (tx) => {
       const user = await this.lockOwnActive(tx, scope, clientId);
-      await this.apiUsers.setCredential(tx, scope, clientId, { secretHash: hashClientSecret(this.keys.secretPepper, secret), generation: user.credentialGeneration + 1 });
+      await this.apiUsers.setCredential(tx, scope, clientId, {
+        secretHash: hashClientSecret(this.keys.secretPepper, secret),
+        generation: user.credentialGeneration + 1,
+      });
       await this.audit.append(tx, [changed("API_USER_ROTATE", caller, user, requestId)]);
       return { user, change: await this.credentials.recordChange(tx, clientId) };
     });
@@ -87,5 +99,12 @@ export class ApiUserAdmin {
 }
 
 function changed(action: string, caller: ApiUserAdminCaller, target: ApiUser, requestId: string): AuditEvent {
-  return { action, outcome: "SUCCESS", actor: caller.clientId, tmcId: target.tmcId, targetClientId: target.clientId, debugIdentifier: requestId };
+  return {
+    action,
+    outcome: "SUCCESS",
+    actor: caller.clientId,
+    tmcId: target.tmcId,
+    targetClientId: target.clientId,
+    debugIdentifier: requestId,
+  };
 }

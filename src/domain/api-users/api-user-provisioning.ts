@@ -44,12 +44,16 @@ export class ApiUserProvisioning {
       }
       const active = await this.apiUsers.countActive(tx, scope);
       if (active >= tmc.maxApiUsers) {
-        throw new DomainError("API_USER_LIMIT_EXCEEDED", "The maximum number of API users for this TMC already exists", {
-          params: [
-            { name: "limit", value: String(tmc.maxApiUsers) },
-            { name: "currentCount", value: String(active) },
-          ],
-        });
+        throw new DomainError(
+          "API_USER_LIMIT_EXCEEDED",
+          "The maximum number of API users for this TMC already exists",
+          {
+            params: [
+              { name: "limit", value: String(tmc.maxApiUsers) },
+              { name: "currentCount", value: String(active) },
+            ],
+          },
+        );
       }
       await this.apiUsers.insert(tx, scope, {
         clientId,
@@ -76,7 +80,12 @@ export class ApiUserProvisioning {
 }
 
 /** What the caller receives: the secret itself, or a SCIM token sealing it. */
-export function credentialOf(keys: KeyMaterial, clientId: string, credentialType: ApiUserCredentialType, secret: string): CreatedApiUser {
+export function credentialOf(
+  keys: KeyMaterial,
+  clientId: string,
+  credentialType: ApiUserCredentialType,
+  secret: string,
+): CreatedApiUser {
   return credentialType === "SCIM_TOKEN"
     ? { clientId, scimToken: sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId, secret }) }
     : { clientId, clientSecret: secret };

@@ -26,7 +26,12 @@ export interface ApiUserRepository {
   listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]>;
   /** Locks an active user of the tenant for the rest of the transaction. */
   lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined>;
-  setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void>;
+  setCredential(
+    tx: Tx,
+    scope: TenantScope,
+    clientId: string,
+    credential: { secretHash: Buffer; generation: number },
+  ): Promise<void>;
   markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void>;
   /**
    * The active API user a presented credential names. Unscoped by nature: authentication is

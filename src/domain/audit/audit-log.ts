@@ -83,7 +83,10 @@ export class AuditLog implements AuditSink {
       } catch (error) {
         if (!(error instanceof AuditRecordRejected)) {
           this.metrics.writeFailures.inc();
-          this.logger.error({ err: { message: (error as Error).message }, pending: this.buffer.length }, "audit write failed; will retry");
+          this.logger.error(
+            { err: { message: (error as Error).message }, pending: this.buffer.length },
+            "audit write failed; will retry",
+          );
           return;
         }
         // A poisoned event must not hold back the trail: write the batch one event at a time
@@ -110,7 +113,14 @@ export class AuditLog implements AuditSink {
           return false;
         }
         this.metrics.rejected.inc();
-        this.logger.error({ err: { message: (error.cause as Error)?.message }, action: event.action, debugIdentifier: event.debugIdentifier }, "audit event refused by the database; set aside");
+        this.logger.error(
+          {
+            err: { message: (error.cause as Error)?.message },
+            action: event.action,
+            debugIdentifier: event.debugIdentifier,
+          },
+          "audit event refused by the database; set aside",
+        );
       }
     }
     return true;
@@ -127,7 +137,11 @@ function sanitized(event: AuditEvent): AuditEvent {
     targetClientId: clean(event.targetClientId),
     debugIdentifier: clean(event.debugIdentifier),
     ...(event.details
-      ? { details: Object.fromEntries(Object.entries(event.details).map(([k, v]) => [clean(k)!, typeof v === "string" ? clean(v)! : v])) }
+      ? {
+          details: Object.fromEntries(
+            Object.entries(event.details).map(([k, v]) => [clean(k)!, typeof v === "string" ? clean(v)! : v]),
+          ),
+        }
       : {}),
   };
 }

@@ -4,7 +4,11 @@ import type { OperatorCredential } from "./operator-credential.js";
 
 /** The failed-attempt budget the operator credential shares with client authentication (the rate-limit area's TokenRateLimiter). */
 export interface OperatorAttemptLimiter {
-  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
+  reserveAttempt(
+    clientId: string,
+    clientExists: boolean,
+    address: string,
+  ): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
 }
 
 /** The identity the operator's failed attempts are counted under, per source address. */

@@ -56,7 +56,11 @@ export class OperatorConsole {
     const scope = await this.existingTmc(tmcId);
     const listed = await this.apiUsers.listActiveDetails(this.uow.direct, scope, page);
     const total = await this.apiUsers.countActive(this.uow.direct, scope);
-    const lastIssued = await this.audit.lastTokenIssued(this.uow.direct, scope, listed.map((u) => u.clientId));
+    const lastIssued = await this.audit.lastTokenIssued(
+      this.uow.direct,
+      scope,
+      listed.map((u) => u.clientId),
+    );
     return { apiUsers: listed.map((u) => ({ ...u, lastTokenIssuedAt: lastIssued.get(u.clientId) })), total };
   }
 
@@ -79,13 +83,25 @@ export class OperatorConsole {
         ]);
       }
       await this.audit.append(tx, [
-        { action: "TRUSTED_ISSUER_REMOVE", outcome: "SUCCESS", actor: OPERATOR_ACTOR, tmcId, targetClientId: null, debugIdentifier: requestId, details: { issuer } },
+        {
+          action: "TRUSTED_ISSUER_REMOVE",
+          outcome: "SUCCESS",
+          actor: OPERATOR_ACTOR,
+          tmcId,
+          targetClientId: null,
+          debugIdentifier: requestId,
+          details: { issuer },
+        },
       ]);
     });
   }
 
   /** A page of the trail, newest first, and the token of the next (older) page when there may be one. */
-  async auditEvents(tmcId: string, filter: AuditFilter, limit: number): Promise<{ events: NumberedAuditEvent[]; nextPageToken: string | undefined }> {
+  async auditEvents(
+    tmcId: string,
+    filter: AuditFilter,
+    limit: number,
+  ): Promise<{ events: NumberedAuditEvent[]; nextPageToken: string | undefined }> {
     const events = await this.audit.search(this.uow.direct, tenantScope(tmcId), filter, limit);
     return { events, nextPageToken: events.length === limit ? events.at(-1)!.id : undefined };
   }

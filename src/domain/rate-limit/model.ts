@@ -24,7 +24,8 @@ export interface RateLimits {
   readonly failures: Budget;
 }
 
-export type BudgetName = "client" | "address" | "client-at-address-failures" | "unknown-client-failures" | "client-locked-guesses";
+export type BudgetName =
+  "client" | "address" | "client-at-address-failures" | "unknown-client-failures" | "client-locked-guesses";
 
 export interface RateLimitDecision {
   readonly allowed: boolean;

@@ -7,7 +7,10 @@ export interface BudgetCounter {
    * spent. `refund` gives the points back to the store that took them (Redis, or the in-process
    * fallback that answered instead), whatever has happened to Redis since.
    */
-  consume(key: string, points: number): Promise<{ allowed: boolean; remaining: number; msBeforeReset: number; refund(): Promise<void> }>;
+  consume(
+    key: string,
+    points: number,
+  ): Promise<{ allowed: boolean; remaining: number; msBeforeReset: number; refund(): Promise<void> }>;
   /** Reads without consuming. */
   peek(key: string): Promise<{ consumed: number; msBeforeReset: number }>;
   /** Forgets the key's count. */

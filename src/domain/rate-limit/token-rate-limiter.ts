@@ -1,5 +1,12 @@
 import crypto from "node:crypto";
-import { tighterOf, type Budget, type BudgetName, type Lockout, type RateLimitDecision, type RateLimits } from "./model.js";
+import {
+  tighterOf,
+  type Budget,
+  type BudgetName,
+  type Lockout,
+  type RateLimitDecision,
+  type RateLimits,
+} from "./model.js";
 import type { AdmissionStore, BudgetCounter, BudgetCounters, BudgetReading } from "./ports.js";
 
 /** A failed-authentication point reserved for one attempt; released when the attempt succeeds. */
@@ -63,7 +70,11 @@ export class TokenRateLimiter {
     /** Redis: every budget of a request for a client this instance holds, in one round trip. */
     private readonly admission?: AdmissionStore,
   ) {
-    const make = (name: BudgetName, budget: Budget): LimitedBudget => ({ name, budget, counter: counters(name, budget) });
+    const make = (name: BudgetName, budget: Budget): LimitedBudget => ({
+      name,
+      budget,
+      counter: counters(name, budget),
+    });
     this.#client = make("client", limits.perClient);
     this.#address = make("address", limits.perAddress);
     this.#clientAtAddressFailures = make("client-at-address-failures", limits.failures);
@@ -95,7 +106,8 @@ export class TokenRateLimiter {
     const { budget, key } = this.#failureBudgetOf(clientExists ? clientId : undefined, address);
     const state = await consume(budget, key);
     // A refund that cannot reach its store leaves one point counted until the window ends: never an error for the caller.
-    if (state.allowed) return { decision: allowed(state), evaluate: true, release: () => state.refund().catch(() => {}) };
+    if (state.allowed)
+      return { decision: allowed(state), evaluate: true, release: () => state.refund().catch(() => {}) };
     if (!clientExists) return { decision: denied([state]), evaluate: false, release: async () => {} };
     const guess = await consume(this.#lockedGuesses, clientKey(clientId));
     if (!guess.allowed) return { decision: denied([state, guess]), evaluate: false, release: async () => {} };
@@ -138,7 +150,10 @@ export class TokenRateLimiter {
       case "client-limited":
         return { kind: "client-limited", decision: denied([read(this.#client, result.other!)]) };
       case "admitted":
-        return { kind: "admitted", decision: tighterOf(allowed(addressState), allowed(read(this.#client, result.other!))) };
+        return {
+          kind: "admitted",
+          decision: tighterOf(allowed(addressState), allowed(read(this.#client, result.other!))),
+        };
     }
   }
 
@@ -146,7 +161,12 @@ export class TokenRateLimiter {
   async lockout(clientId: string | undefined, address: string): Promise<Lockout> {
     const { budget, key } = this.#failureBudgetOf(clientId, address);
     const { consumed, msBeforeReset } = await budget.counter.peek(key);
-    return { failures: consumed, limit: budget.budget.points, lockedOut: consumed >= budget.budget.points, resetSeconds: wholeSeconds(msBeforeReset) };
+    return {
+      failures: consumed,
+      limit: budget.budget.points,
+      lockedOut: consumed >= budget.budget.points,
+      resetSeconds: wholeSeconds(msBeforeReset),
+    };
   }
 
   async resetLockout(clientId: string | undefined, address: string): Promise<void> {

@@ -40,7 +40,12 @@ export function enterpriseOf(businessInfo: BusinessInfo): EnterpriseView {
  * SCIM sends only a name: the same name in one company is always the same id. A reference whose
  * name does not change keeps its id (the profile API may have set it).
  */
-export function withEnterprise(businessInfo: BusinessInfo, enterprise: EnterpriseAttributes, companyId: string, managerName: string | undefined): BusinessInfo {
+export function withEnterprise(
+  businessInfo: BusinessInfo,
+  enterprise: EnterpriseAttributes,
+  companyId: string,
+  managerName: string | undefined,
+): BusinessInfo {
   const next: Record<string, unknown> = { ...businessInfo };
   const set = (key: string, value: unknown) => {
     if (value === undefined) delete next[key];
@@ -49,12 +54,23 @@ export function withEnterprise(businessInfo: BusinessInfo, enterprise: Enterpris
   set("employeeId", enterprise.employeeNumber);
   set("departmentRef", namedReference(businessInfo.departmentRef, enterprise.department, companyId, "department"));
   set("costCenterRef", namedReference(businessInfo.costCenterRef, enterprise.costCenter, companyId, "costCenter"));
-  set("managerRef", enterprise.managerId === undefined ? undefined : { id: enterprise.managerId, ...(managerName ? { name: managerName } : {}) });
-  const others = companySpecified(businessInfo).filter((a) => !Object.values(COMPANY_SPECIFIED).includes(a.fixedColumnName as never));
+  set(
+    "managerRef",
+    enterprise.managerId === undefined
+      ? undefined
+      : { id: enterprise.managerId, ...(managerName ? { name: managerName } : {}) },
+  );
+  const others = companySpecified(businessInfo).filter(
+    (a) => !Object.values(COMPANY_SPECIFIED).includes(a.fixedColumnName as never),
+  );
   const specified = [
     ...others,
-    ...(enterprise.organization !== undefined ? [{ fixedColumnName: COMPANY_SPECIFIED.organization, value: enterprise.organization }] : []),
-    ...(enterprise.division !== undefined ? [{ fixedColumnName: COMPANY_SPECIFIED.division, value: enterprise.division }] : []),
+    ...(enterprise.organization !== undefined
+      ? [{ fixedColumnName: COMPANY_SPECIFIED.organization, value: enterprise.organization }]
+      : []),
+    ...(enterprise.division !== undefined
+      ? [{ fixedColumnName: COMPANY_SPECIFIED.division, value: enterprise.division }]
+      : []),
   ];
   set("companySpecifiedAttributes", specified.length > 0 ? specified : undefined);
   return next;
@@ -62,7 +78,9 @@ export function withEnterprise(businessInfo: BusinessInfo, enterprise: Enterpris
 
 /** title (RFC 7643 4.1.1, the job title) is businessInfo.designation. */
 export function titleOf(businessInfo: BusinessInfo): string | undefined {
-  return typeof businessInfo.designation === "string" && businessInfo.designation !== "" ? businessInfo.designation : undefined;
+  return typeof businessInfo.designation === "string" && businessInfo.designation !== ""
+    ? businessInfo.designation
+    : undefined;
 }
 
 export function withTitle(businessInfo: BusinessInfo, title: string | undefined): BusinessInfo {
@@ -70,15 +88,26 @@ export function withTitle(businessInfo: BusinessInfo, title: string | undefined)
   return title === undefined ? rest : { ...rest, designation: title };
 }
 
-function namedReference(current: unknown, name: string | undefined, companyId: string, kind: string): Reference | undefined {
+function namedReference(
+  current: unknown,
+  name: string | undefined,
+  companyId: string,
+  kind: string,
+): Reference | undefined {
   if (name === undefined) return undefined;
-  if (isObject(current) && (current as Reference).name === name && typeof (current as Reference).id === "string") return current as Reference;
+  if (isObject(current) && (current as Reference).name === name && typeof (current as Reference).id === "string")
+    return current as Reference;
   return { id: nameBasedUuid(companyId, `${kind}:${name}`), name };
 }
 
 /** RFC 9562 5.5: SHA-1 of the namespace UUID's bytes and the name, version 5, RFC variant. */
 export function nameBasedUuid(namespace: string, name: string): string {
-  const bytes = crypto.createHash("sha1").update(Buffer.from(namespace.replace(/-/g, ""), "hex")).update(name, "utf8").digest().subarray(0, 16);
+  const bytes = crypto
+    .createHash("sha1")
+    .update(Buffer.from(namespace.replace(/-/g, ""), "hex"))
+    .update(name, "utf8")
+    .digest()
+    .subarray(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x50;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
   const hex = bytes.toString("hex");

@@ -1,8 +1,16 @@
 import { parse, type Filter } from "scim2-parse-filter";
 import { DomainError } from "../../errors/domain-error.js";
-import { MAX_FILTER_LENGTH, MAX_FILTER_TERMS, USER_SCHEMA, type CompareOperator, type FilterAttribute, type UserFilter } from "./model.js";
+import {
+  MAX_FILTER_LENGTH,
+  MAX_FILTER_TERMS,
+  USER_SCHEMA,
+  type CompareOperator,
+  type FilterAttribute,
+  type UserFilter,
+} from "./model.js";
 
-const invalidFilter = (message: string) => new DomainError("INVALID_FILTER", message, { params: [{ name: "filter", value: "invalid" }] });
+const invalidFilter = (message: string) =>
+  new DomainError("INVALID_FILTER", message, { params: [{ name: "filter", value: "invalid" }] });
 
 type Kind = "string" | "caseExact" | "boolean" | "date";
 
@@ -56,7 +64,8 @@ function translate(node: Filter, counter: { terms: number }): UserFilter {
     case "not":
       return { kind: "not", filter: translate(node.filter, counter) };
     case "[]": {
-      if (attributeName(node.attrPath) !== "emails") throw invalidFilter(`Filtering on "${printable(node.attrPath)}[...]" is not supported`);
+      if (attributeName(node.attrPath) !== "emails")
+        throw invalidFilter(`Filtering on "${printable(node.attrPath)}[...]" is not supported`);
       return translateEmail(node.valFilter, counter);
     }
     case "pr":
@@ -64,7 +73,12 @@ function translate(node: Filter, counter: { terms: number }): UserFilter {
     default: {
       const compare = node as { op: string; attrPath: string; compValue: unknown };
       const spec = lookup(compare.attrPath, compare.op);
-      return { kind: "compare", attribute: spec.attribute, op: compare.op as CompareOperator, value: valueOf(spec.kind, compare.attrPath, compare.compValue) };
+      return {
+        kind: "compare",
+        attribute: spec.attribute,
+        op: compare.op as CompareOperator,
+        value: valueOf(spec.kind, compare.attrPath, compare.compValue),
+      };
     }
   }
 }
@@ -83,18 +97,30 @@ function translateEmail(node: Filter, counter: { terms: number }): UserFilter {
     default: {
       const leaf = node as { op: string; attrPath: string; compValue?: unknown };
       const name = leaf.attrPath.toLowerCase();
-      if (!EMAIL_SUBATTRIBUTES.has(name)) throw invalidFilter(`emails has no sub-attribute "${printable(leaf.attrPath)}"`);
+      if (!EMAIL_SUBATTRIBUTES.has(name))
+        throw invalidFilter(`emails has no sub-attribute "${printable(leaf.attrPath)}"`);
       if (name === "value") {
         if (leaf.op === "pr") return { kind: "present", attribute: "userName" };
         const spec = lookup("emails.value", leaf.op);
-        return { kind: "compare", attribute: spec.attribute, op: leaf.op as CompareOperator, value: valueOf(spec.kind, "emails.value", leaf.compValue) };
+        return {
+          kind: "compare",
+          attribute: spec.attribute,
+          op: leaf.op as CompareOperator,
+          value: valueOf(spec.kind, "emails.value", leaf.compValue),
+        };
       }
       if (leaf.op === "pr") return { kind: "constant", value: true };
       if (leaf.op !== "eq" && leaf.op !== "ne") throw invalidFilter(`emails.${name} supports eq, ne and pr`);
       const actual: string | boolean = name === "type" ? "work" : true;
-      const expected = name === "type" ? (typeof leaf.compValue === "string" ? leaf.compValue.toLowerCase() : undefined) : leaf.compValue;
+      const expected =
+        name === "type"
+          ? typeof leaf.compValue === "string"
+            ? leaf.compValue.toLowerCase()
+            : undefined
+          : leaf.compValue;
       if (name === "type" && typeof expected !== "string") throw invalidFilter("emails.type compares with a string");
-      if (name === "primary" && typeof expected !== "boolean") throw invalidFilter("emails.primary compares with true or false");
+      if (name === "primary" && typeof expected !== "boolean")
+        throw invalidFilter("emails.primary compares with true or false");
       return { kind: "constant", value: (expected === actual) === (leaf.op === "eq") };
     }
   }
@@ -125,11 +151,13 @@ function valueOf(kind: Kind, path: string, value: unknown): string | boolean | D
       throw invalidFilter(`"${printable(path)}" compares with true or false`);
     case "date": {
       const date = typeof value === "string" && /^\d{4}-\d{2}-\d{2}T/.test(value) ? new Date(value) : undefined;
-      if (!date || Number.isNaN(date.getTime())) throw invalidFilter(`"${printable(path)}" compares with a date-time (RFC 3339)`);
+      if (!date || Number.isNaN(date.getTime()))
+        throw invalidFilter(`"${printable(path)}" compares with a date-time (RFC 3339)`);
       // Postgres timestamps have no year 0 and the column's ISO text has four digits: years 0001–9999
       // in UTC (an offset can move "0001-01-01T00:00:00+01:00" into year 0).
       const year = date.getUTCFullYear();
-      if (year < MIN_FILTER_YEAR || year > MAX_FILTER_YEAR) throw invalidFilter(`"${printable(path)}" compares with a date-time in the years 0001 to 9999`);
+      if (year < MIN_FILTER_YEAR || year > MAX_FILTER_YEAR)
+        throw invalidFilter(`"${printable(path)}" compares with a date-time in the years 0001 to 9999`);
       return date;
     }
     default:

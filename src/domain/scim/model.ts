@@ -81,7 +81,8 @@ export interface ScimUserRecord extends Omit<ScimUserAttributes, "enterprise" | 
 }
 
 /** The stored attributes a filter may compare (the repository maps each to a column). */
-export type FilterAttribute = "id" | "userName" | "externalId" | "givenName" | "familyName" | "displayName" | "active" | "created" | "lastModified";
+export type FilterAttribute =
+  "id" | "userName" | "externalId" | "givenName" | "familyName" | "displayName" | "active" | "created" | "lastModified";
 
 export type CompareOperator = "eq" | "ne" | "co" | "sw" | "ew" | "gt" | "ge" | "lt" | "le";
 
@@ -93,7 +94,12 @@ export type CompareOperator = "eq" | "ne" | "co" | "sw" | "ew" | "gt" | "ge" | "
 export type UserFilter =
   | { readonly kind: "and" | "or"; readonly filters: readonly UserFilter[] }
   | { readonly kind: "not"; readonly filter: UserFilter }
-  | { readonly kind: "compare"; readonly attribute: FilterAttribute; readonly op: CompareOperator; readonly value: string | boolean | Date }
+  | {
+      readonly kind: "compare";
+      readonly attribute: FilterAttribute;
+      readonly op: CompareOperator;
+      readonly value: string | boolean | Date;
+    }
   | { readonly kind: "present"; readonly attribute: FilterAttribute }
   | { readonly kind: "constant"; readonly value: boolean };
 

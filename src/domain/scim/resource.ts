@@ -16,7 +16,8 @@ import { schemaDocument, schemaNamed, USER_SCHEMAS } from "./user-schema.js";
 /** A JSON object as SCIM exchanges it. */
 export type ScimJson = { [key: string]: unknown };
 
-const invalidValue = (message: string, attribute: string) => new DomainError("INVALID_VALUE", message, { params: [{ name: attribute, value: "invalid" }] });
+const invalidValue = (message: string, attribute: string) =>
+  new DomainError("INVALID_VALUE", message, { params: [{ name: attribute, value: "invalid" }] });
 
 /** The longest userName (an email address, RFC 5321) and name parts / externalId we store. */
 const MAX_USER_NAME = 320;
@@ -29,7 +30,15 @@ export function userResource(user: ScimUser, baseUrl: string): ScimJson {
   const { managerId, managerName, ...enterprise } = enterpriseOf(user.businessInfo);
   const extension: ScimJson = {
     ...enterprise,
-    ...(managerId !== undefined ? { manager: { value: managerId, $ref: `${baseUrl}/Users/${managerId}`, ...(managerName ? { displayName: managerName } : {}) } } : {}),
+    ...(managerId !== undefined
+      ? {
+          manager: {
+            value: managerId,
+            $ref: `${baseUrl}/Users/${managerId}`,
+            ...(managerName ? { displayName: managerName } : {}),
+          },
+        }
+      : {}),
   };
   const hasExtension = Object.keys(extension).length > 0;
   return {
@@ -37,7 +46,11 @@ export function userResource(user: ScimUser, baseUrl: string): ScimJson {
     id: user.id,
     ...(user.externalId !== undefined ? { externalId: user.externalId } : {}),
     userName: user.userName,
-    name: { givenName: user.givenName, familyName: user.familyName, ...(user.formattedName !== undefined ? { formatted: user.formattedName } : {}) },
+    name: {
+      givenName: user.givenName,
+      familyName: user.familyName,
+      ...(user.formattedName !== undefined ? { formatted: user.formattedName } : {}),
+    },
     ...(user.displayName !== undefined ? { displayName: user.displayName } : {}),
     ...(titleOf(user.businessInfo) !== undefined ? { title: titleOf(user.businessInfo) } : {}),
     emails: [{ value: user.userName, type: "work", primary: true }],
@@ -58,7 +71,10 @@ export function userResource(user: ScimUser, baseUrl: string): ScimJson {
  * the enterprise extension keeps the stored one); `patch` is the stored resource after the PATCH
  * operations (an attribute missing from it was removed).
  */
-export type ReadMode = { readonly kind: "create" } | { readonly kind: "replace"; readonly current: ScimUser } | { readonly kind: "patch"; readonly current: ScimUser };
+export type ReadMode =
+  | { readonly kind: "create" }
+  | { readonly kind: "replace"; readonly current: ScimUser }
+  | { readonly kind: "patch"; readonly current: ScimUser };
 
 /**
  * The attributes of a User resource sent by a client (create, replace, and the result of a PATCH),
@@ -70,20 +86,31 @@ export type ReadMode = { readonly kind: "create" } | { readonly kind: "replace";
 export function userAttributes(json: ScimJson, mode: ReadMode): ScimUserAttributes {
   if (mode.kind !== "patch") {
     const schemas = json.schemas;
-    if (!Array.isArray(schemas) || !schemas.some((s) => typeof s === "string" && s.toLowerCase() === USER_SCHEMA.toLowerCase())) {
-      throw invalidArgument(`The resource must list the schema ${USER_SCHEMA} in "schemas"`, [{ name: "schemas", value: "missing" }]);
+    if (
+      !Array.isArray(schemas) ||
+      !schemas.some((s) => typeof s === "string" && s.toLowerCase() === USER_SCHEMA.toLowerCase())
+    ) {
+      throw invalidArgument(`The resource must list the schema ${USER_SCHEMA} in "schemas"`, [
+        { name: "schemas", value: "missing" },
+      ]);
     }
   }
   const current = mode.kind === "create" ? undefined : mode.current;
   const attrs = caseInsensitive(json);
   const sentUserName = attrs.get("username");
-  if (typeof sentUserName !== "string" || sentUserName.trim() === "") throw invalidValue("userName is required and must be a string", "userName");
+  if (typeof sentUserName !== "string" || sentUserName.trim() === "")
+    throw invalidValue("userName is required and must be a string", "userName");
   const userName = emailOf(attrs.get("emails"), email(sentUserName.trim(), "userName"), mode);
   const name = attrs.get("name");
-  if (name !== undefined && name !== null && (typeof name !== "object" || Array.isArray(name))) throw invalidValue("name must be an object", "name");
+  if (name !== undefined && name !== null && (typeof name !== "object" || Array.isArray(name)))
+    throw invalidValue("name must be an object", "name");
   const nameAttrs = caseInsensitive((name ?? {}) as ScimJson);
   const externalId = attrs.get("externalid");
-  if (externalId !== undefined && externalId !== null && (typeof externalId !== "string" || externalId.length > MAX_TEXT)) {
+  if (
+    externalId !== undefined &&
+    externalId !== null &&
+    (typeof externalId !== "string" || externalId.length > MAX_TEXT)
+  ) {
     throw invalidValue(`externalId must be a string of at most ${MAX_TEXT} characters`, "externalId");
   }
   const givenName = text(nameAttrs.get("givenname"), "name.givenName");
@@ -99,7 +126,10 @@ export function userAttributes(json: ScimJson, mode: ReadMode): ScimUserAttribut
     active: active(attrs.get("active"), current?.active ?? true),
     externalId: typeof externalId === "string" && externalId !== "" ? externalId : undefined,
     enterprise: enterpriseAttributes(attrs.get(ENTERPRISE_USER_SCHEMA.toLowerCase()), mode),
-    title: attrs.has("title") || mode.kind === "patch" ? { value: text(attrs.get("title"), "title") || undefined } : undefined,
+    title:
+      attrs.has("title") || mode.kind === "patch"
+        ? { value: text(attrs.get("title"), "title") || undefined }
+        : undefined,
   };
 }
 
@@ -110,17 +140,22 @@ export function userAttributes(json: ScimJson, mode: ReadMode): ScimUserAttribut
  */
 function emailOf(emails: unknown, userName: string, mode: ReadMode): string {
   if (emails === undefined || emails === null || (Array.isArray(emails) && emails.length === 0)) {
-    if (mode.kind === "patch") throw invalidValue("emails holds the userName (the work email) and cannot be removed", "emails");
+    if (mode.kind === "patch")
+      throw invalidValue("emails holds the userName (the work email) and cannot be removed", "emails");
     return userName;
   }
-  if (!Array.isArray(emails) || emails.length > 1) throw invalidValue('emails holds exactly one email, of type "work" (the userName)', "emails");
+  if (!Array.isArray(emails) || emails.length > 1)
+    throw invalidValue('emails holds exactly one email, of type "work" (the userName)', "emails");
   const entry = caseInsensitive(isObject(emails[0]) ? emails[0] : {});
   const type = entry.get("type");
-  if (type !== undefined && type !== null && (typeof type !== "string" || type.toLowerCase() !== "work")) throw invalidValue('Only the "work" email is held (it is the userName)', "emails.type");
+  if (type !== undefined && type !== null && (typeof type !== "string" || type.toLowerCase() !== "work"))
+    throw invalidValue('Only the "work" email is held (it is the userName)', "emails.type");
   const primary = entry.get("primary");
-  if (primary !== undefined && primary !== null && active(primary, true) !== true) throw invalidValue("The work email is the primary email", "emails.primary");
+  if (primary !== undefined && primary !== null && active(primary, true) !== true)
+    throw invalidValue("The work email is the primary email", "emails.primary");
   const sent = entry.get("value");
-  if (typeof sent !== "string" || sent.trim() === "") throw invalidValue("emails.value is required and must be a string", "emails.value");
+  if (typeof sent !== "string" || sent.trim() === "")
+    throw invalidValue("emails.value is required and must be a string", "emails.value");
   const value = email(sent.trim(), "emails.value");
   if (value.toLowerCase() === userName.toLowerCase()) return userName;
   if (mode.kind === "patch" && value === mode.current.userName) return userName;
@@ -129,7 +164,8 @@ function emailOf(emails: unknown, userName: string, mode: ReadMode): string {
 }
 
 function email(value: string, attribute: string): string {
-  if (value.length > MAX_USER_NAME || !EMAIL.test(value)) throw invalidValue(`${attribute} must be the user's business email address`, attribute);
+  if (value.length > MAX_USER_NAME || !EMAIL.test(value))
+    throw invalidValue(`${attribute} must be the user's business email address`, attribute);
   return value;
 }
 
@@ -141,8 +177,10 @@ function enterpriseAttributes(extension: unknown, mode: ReadMode): EnterpriseAtt
   const optional = (key: string, name: string) => text(attrs.get(key), name) || undefined;
   const manager = attrs.get("manager");
   const managerValue = isObject(manager) ? caseInsensitive(manager).get("value") : manager;
-  const managerId = managerValue === undefined || managerValue === null ? undefined : text(managerValue, "manager.value") || undefined;
-  if (managerId !== undefined && !UUID.test(managerId)) throw invalidValue("manager.value must be the id of a user of the company", "manager.value");
+  const managerId =
+    managerValue === undefined || managerValue === null ? undefined : text(managerValue, "manager.value") || undefined;
+  if (managerId !== undefined && !UUID.test(managerId))
+    throw invalidValue("manager.value must be the id of a user of the company", "manager.value");
   const result = {
     employeeNumber: optional("employeenumber", "employeeNumber"),
     costCenter: optional("costcenter", "costCenter"),
@@ -160,7 +198,8 @@ function isObject(value: unknown): value is ScimJson {
 
 function text(value: unknown, attribute: string): string {
   if (value === undefined || value === null) return "";
-  if (typeof value !== "string" || value.length > MAX_TEXT) throw invalidValue(`${attribute} must be a string of at most ${MAX_TEXT} characters`, attribute);
+  if (typeof value !== "string" || value.length > MAX_TEXT)
+    throw invalidValue(`${attribute} must be a string of at most ${MAX_TEXT} characters`, attribute);
   return value;
 }
 
@@ -234,9 +273,13 @@ function selection(list: string, parameter: string): Selected[] {
     }
     const match = ATTRIBUTE_NAME.exec(name);
     if (!match) {
-      throw new DomainError("INVALID_VALUE", `${parameter} takes attribute names (name, name.givenName, ${ENTERPRISE_USER_SCHEMA}:department), not "${name.slice(0, 100).replace(/[^\w.:$\[\] "-]/g, "?")}"`, {
-        params: [{ name: parameter, value: "invalid" }],
-      });
+      throw new DomainError(
+        "INVALID_VALUE",
+        `${parameter} takes attribute names (name, name.givenName, ${ENTERPRISE_USER_SCHEMA}:department), not "${name.slice(0, 100).replace(/[^\w.:$\[\] "-]/g, "?")}"`,
+        {
+          params: [{ name: parameter, value: "invalid" }],
+        },
+      );
     }
     const [, urn, attribute, sub] = match;
     const schema = schemaNamed(urn);
@@ -246,13 +289,21 @@ function selection(list: string, parameter: string): Selected[] {
 }
 
 /** The part of one attribute's value the selection keeps (undefined: none). */
-function pick(value: unknown, name: string, schema: string, include: readonly Selected[], exclude: readonly Selected[]): unknown {
+function pick(
+  value: unknown,
+  name: string,
+  schema: string,
+  include: readonly Selected[],
+  exclude: readonly Selected[],
+): unknown {
   const lower = name.toLowerCase();
-  const of = (list: readonly Selected[]) => list.filter((s) => s.schema === schema && (s.attribute === undefined || s.attribute === lower));
+  const of = (list: readonly Selected[]) =>
+    list.filter((s) => s.schema === schema && (s.attribute === undefined || s.attribute === lower));
   const whole = (list: readonly Selected[]) => of(list).some((s) => s.sub === undefined);
   const subs = (list: readonly Selected[]) => new Set(of(list).flatMap((s) => (s.sub !== undefined ? [s.sub] : [])));
   const filterSubs = (keep: (sub: string) => boolean) => {
-    const part = (object: unknown) => (isObject(object) ? Object.fromEntries(Object.entries(object).filter(([k]) => keep(k.toLowerCase()))) : object);
+    const part = (object: unknown) =>
+      isObject(object) ? Object.fromEntries(Object.entries(object).filter(([k]) => keep(k.toLowerCase()))) : object;
     return Array.isArray(value) ? value.map(part) : part(value);
   };
   if (include.length > 0) {
@@ -266,7 +317,13 @@ function pick(value: unknown, name: string, schema: string, include: readonly Se
 }
 
 export function listResponse(resources: readonly ScimJson[], total: number, startIndex: number): ScimJson {
-  return { schemas: [LIST_RESPONSE_SCHEMA], totalResults: total, itemsPerPage: resources.length, startIndex, Resources: resources };
+  return {
+    schemas: [LIST_RESPONSE_SCHEMA],
+    totalResults: total,
+    itemsPerPage: resources.length,
+    startIndex,
+    Resources: resources,
+  };
 }
 
 // ---- discovery (RFC 7644 4, RFC 7643 5-7) ------------------------------------------------------
@@ -285,7 +342,8 @@ export function serviceProviderConfig(baseUrl: string): ScimJson {
       {
         type: "oauthbearertoken",
         name: "SCIM token",
-        description: "The scimToken of a COMPANY_ADMIN API user with credential type SCIM_TOKEN, as Authorization: Bearer <scimToken>",
+        description:
+          "The scimToken of a COMPANY_ADMIN API user with credential type SCIM_TOKEN, as Authorization: Bearer <scimToken>",
         primary: true,
       },
     ],

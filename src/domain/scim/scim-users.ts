@@ -6,10 +6,28 @@ import type { UnitOfWork } from "../shared/unit-of-work.js";
 import { parseUserFilter } from "./filter.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import { enterpriseOf, titleOf, withEnterprise, withTitle } from "./enterprise-profile.js";
-import { DEFAULT_PAGE_COUNT, MAX_PAGE_COUNT, type EnterpriseAttributes, type ScimCaller, type ScimUser, type ScimUserAttributes, type ScimUserRecord } from "./model.js";
+import {
+  DEFAULT_PAGE_COUNT,
+  MAX_PAGE_COUNT,
+  type EnterpriseAttributes,
+  type ScimCaller,
+  type ScimUser,
+  type ScimUserAttributes,
+  type ScimUserRecord,
+} from "./model.js";
 import { applyPatch } from "./patch.js";
 import type { ScimUserRepository } from "./ports.js";
-import { listResponse, project, serviceProviderConfig, userAttributes, userResource, userResourceType, userSchemas, type ReadMode, type ScimJson } from "./resource.js";
+import {
+  listResponse,
+  project,
+  serviceProviderConfig,
+  userAttributes,
+  userResource,
+  userResourceType,
+  userSchemas,
+  type ReadMode,
+  type ScimJson,
+} from "./resource.js";
 
 /** What a list or read asks for besides the filter and page (RFC 7644 3.9). */
 export interface Projection {
@@ -34,12 +52,21 @@ export class ScimUsers {
     private readonly baseUrl: string,
   ) {}
 
-  async list(caller: ScimCaller, request: { filter: string; startIndex: number | undefined; count: number | undefined } & Projection): Promise<ScimJson> {
+  async list(
+    caller: ScimCaller,
+    request: { filter: string; startIndex: number | undefined; count: number | undefined } & Projection,
+  ): Promise<ScimJson> {
     const filter = parseUserFilter(request.filter);
     // RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; larger counts are capped.
     const startIndex = Math.max(1, request.startIndex ?? 1);
     const count = Math.min(MAX_PAGE_COUNT, Math.max(0, request.count ?? DEFAULT_PAGE_COUNT));
-    const { users, total } = await this.users.list(this.uow.direct, tenantScope(caller.tmcId), caller.companyId, filter, { startIndex, count });
+    const { users, total } = await this.users.list(
+      this.uow.direct,
+      tenantScope(caller.tmcId),
+      caller.companyId,
+      filter,
+      { startIndex, count },
+    );
     return listResponse(
       users.map((u) => project(userResource(u, this.baseUrl), request.attributes, request.excludedAttributes)),
       total,
@@ -47,13 +74,21 @@ export class ScimUsers {
     );
   }
 
-  async get(caller: ScimCaller, userId: string, projection: Projection = { attributes: "", excludedAttributes: "" }): Promise<ScimJson> {
+  async get(
+    caller: ScimCaller,
+    userId: string,
+    projection: Projection = { attributes: "", excludedAttributes: "" },
+  ): Promise<ScimJson> {
     const user = await this.users.find(this.uow.direct, tenantScope(caller.tmcId), caller.companyId, userId);
     if (!user) throw userNotFound(userId);
     return project(userResource(user, this.baseUrl), projection.attributes, projection.excludedAttributes);
   }
 
-  async create(caller: ScimCaller, resource: ScimJson, requestId: string): Promise<{ resource: ScimJson; location: string }> {
+  async create(
+    caller: ScimCaller,
+    resource: ScimJson,
+    requestId: string,
+  ): Promise<{ resource: ScimJson; location: string }> {
     const attributes = userAttributes(resource, { kind: "create" });
     const user = await this.uow.transaction(async (tx) => {
       const record = await this.recordOf(tx, caller, undefined, attributes);
@@ -66,7 +101,9 @@ export class ScimUsers {
   }
 
   async replace(caller: ScimCaller, userId: string, resource: ScimJson, requestId: string): Promise<ScimJson> {
-    return this.write(caller, userId, "SCIM_USER_REPLACE", requestId, (current) => userAttributes(resource, { kind: "replace", current }));
+    return this.write(caller, userId, "SCIM_USER_REPLACE", requestId, (current) =>
+      userAttributes(resource, { kind: "replace", current }),
+    );
   }
 
   async patch(caller: ScimCaller, userId: string, patch: ScimJson, requestId: string): Promise<ScimJson> {
@@ -109,7 +146,13 @@ export class ScimUsers {
   }
 
   /** Locks the user, computes its new attributes from the current ones, stores and audits them in one transaction. */
-  private async write(caller: ScimCaller, userId: string, action: string, requestId: string, next: (current: ScimUser) => ScimUserAttributes): Promise<ScimJson> {
+  private async write(
+    caller: ScimCaller,
+    userId: string,
+    action: string,
+    requestId: string,
+    next: (current: ScimUser) => ScimUserAttributes,
+  ): Promise<ScimJson> {
     const scope = tenantScope(caller.tmcId);
     const user = await this.uow.transaction(async (tx) => {
       const current = await this.users.lock(tx, scope, caller.companyId, userId);
@@ -124,7 +167,12 @@ export class ScimUsers {
   }
 
   /** The columns, and businessInfo when title or the enterprise extension changes it (else undefined: not rewritten). */
-  private async recordOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, attributes: ScimUserAttributes): Promise<ScimUserRecord> {
+  private async recordOf(
+    tx: Tx,
+    caller: ScimCaller,
+    current: ScimUser | undefined,
+    attributes: ScimUserAttributes,
+  ): Promise<ScimUserRecord> {
     const { enterprise, title, ...columns } = attributes;
     const before = current?.businessInfo ?? {};
     let businessInfo = before;
@@ -132,7 +180,12 @@ export class ScimUsers {
     const { managerName: storedManagerName, ...stored } = enterpriseOf(before);
     // Unchanged: businessInfo is not rewritten (fields SCIM cannot see, such as a reference without a name, stay as they are).
     if (enterprise !== undefined && !(current && sameAttributes(stored, enterprise))) {
-      businessInfo = withEnterprise(businessInfo, enterprise, caller.companyId, await this.managerNameOf(tx, caller, current, enterprise, stored.managerId, storedManagerName));
+      businessInfo = withEnterprise(
+        businessInfo,
+        enterprise,
+        caller.companyId,
+        await this.managerNameOf(tx, caller, current, enterprise, stored.managerId, storedManagerName),
+      );
     }
     return { ...columns, businessInfo: businessInfo === before ? undefined : businessInfo };
   }
@@ -142,19 +195,36 @@ export class ScimUsers {
    * is the manager's id); its displayName is kept with the reference. An unchanged manager is not
    * looked up again (it may have left since).
    */
-  private async managerNameOf(tx: Tx, caller: ScimCaller, current: ScimUser | undefined, enterprise: EnterpriseAttributes, storedManagerId: string | undefined, storedManagerName: string | undefined): Promise<string | undefined> {
+  private async managerNameOf(
+    tx: Tx,
+    caller: ScimCaller,
+    current: ScimUser | undefined,
+    enterprise: EnterpriseAttributes,
+    storedManagerId: string | undefined,
+    storedManagerName: string | undefined,
+  ): Promise<string | undefined> {
     let managerName = storedManagerName;
     if (enterprise.managerId !== undefined && enterprise.managerId !== storedManagerId) {
-      const manager = enterprise.managerId === current?.id ? undefined : await this.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
-      if (!manager) throw new DomainError("INVALID_VALUE", "manager.value must be the id of another user of the company", { params: [{ name: "manager.value", value: "invalid" }] });
-      managerName = manager.displayName ?? ([manager.givenName, manager.familyName].filter((p) => p !== "").join(" ") || undefined);
+      const manager =
+        enterprise.managerId === current?.id
+          ? undefined
+          : await this.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
+      if (!manager)
+        throw new DomainError("INVALID_VALUE", "manager.value must be the id of another user of the company", {
+          params: [{ name: "manager.value", value: "invalid" }],
+        });
+      managerName =
+        manager.displayName ?? ([manager.givenName, manager.familyName].filter((p) => p !== "").join(" ") || undefined);
     }
     return managerName;
   }
 }
 
 function sameAttributes(a: object, b: object): boolean {
-  const entries = (o: object) => Object.entries(o).filter(([, v]) => v !== undefined).sort(([x], [y]) => x.localeCompare(y));
+  const entries = (o: object) =>
+    Object.entries(o)
+      .filter(([, v]) => v !== undefined)
+      .sort(([x], [y]) => x.localeCompare(y));
   return JSON.stringify(entries(a)) === JSON.stringify(entries(b));
 }
 
@@ -164,7 +234,11 @@ function userNotFound(userId: string): DomainError {
 
 /** The SCIM attribute names a create wrote: the audit trail holds no personal data. */
 function writtenNames(attributes: ScimUserAttributes): AuditedNames {
-  const names = Object.entries(attributes).flatMap(([key, value]) => (key === "enterprise" || value === undefined || (key === "title" && attributes.title?.value === undefined) ? [] : [key]));
+  const names = Object.entries(attributes).flatMap(([key, value]) =>
+    key === "enterprise" || value === undefined || (key === "title" && attributes.title?.value === undefined)
+      ? []
+      : [key],
+  );
   for (const key of Object.keys(attributes.enterprise ?? {})) names.push(`enterprise.${key}`);
   return { names, active: attributes.active };
 }
@@ -176,7 +250,8 @@ function changedNames(before: ScimUser, after: ScimUser): AuditedNames {
   if (titleOf(before.businessInfo) !== titleOf(after.businessInfo)) names.push("title");
   const [was, is] = [enterpriseOf(before.businessInfo), enterpriseOf(after.businessInfo)];
   for (const key of new Set([...Object.keys(was), ...Object.keys(is)])) {
-    if (key !== "managerName" && was[key as keyof typeof was] !== is[key as keyof typeof is]) names.push(`enterprise.${key}`);
+    if (key !== "managerName" && was[key as keyof typeof was] !== is[key as keyof typeof is])
+      names.push(`enterprise.${key}`);
   }
   return { names, active: before.active !== after.active ? after.active : undefined };
 }
@@ -187,7 +262,13 @@ interface AuditedNames {
   readonly active: boolean | undefined;
 }
 
-function event(action: string, caller: ScimCaller, userId: string, requestId: string, written?: AuditedNames): AuditEvent {
+function event(
+  action: string,
+  caller: ScimCaller,
+  userId: string,
+  requestId: string,
+  written?: AuditedNames,
+): AuditEvent {
   return {
     action,
     outcome: "SUCCESS",

@@ -35,15 +35,31 @@ const USER: SchemaDefinition = {
   description:
     "A user of the API user's company. Only the attributes listed are held: on create and replace other attributes are ignored; a PATCH naming one is refused (noTarget).",
   attributes: [
-    { name: "id", type: "string", mutability: "readOnly", caseExact: true, returned: "always", uniqueness: "server", description: "The user's id (users.id), also the profile API's userId" },
-    { name: "userName", type: "string", mutability: "readWrite", required: true, uniqueness: "server", description: "The business email address (businessInfo.email); unique in the company, case-insensitive" },
+    {
+      name: "id",
+      type: "string",
+      mutability: "readOnly",
+      caseExact: true,
+      returned: "always",
+      uniqueness: "server",
+      description: "The user's id (users.id), also the profile API's userId",
+    },
+    {
+      name: "userName",
+      type: "string",
+      mutability: "readWrite",
+      required: true,
+      uniqueness: "server",
+      description: "The business email address (businessInfo.email); unique in the company, case-insensitive",
+    },
     {
       name: "externalId",
       type: "string",
       mutability: "readWrite",
       caseExact: true,
       uniqueness: "server",
-      description: "The provisioning client's id for the user (users.external_id); unique among the company's users, so two IdP objects cannot claim one user",
+      description:
+        "The provisioning client's id for the user (users.external_id); unique among the company's users, so two IdP objects cannot claim one user",
     },
     {
       name: "name",
@@ -53,24 +69,51 @@ const USER: SchemaDefinition = {
       subAttributes: [
         { name: "givenName", type: "string", mutability: "readWrite", description: "personalInfo.name.given" },
         { name: "familyName", type: "string", mutability: "readWrite", description: "personalInfo.name.family1" },
-        { name: "formatted", type: "string", mutability: "readWrite", description: "Stored as sent; on create and replace without one, \"givenName familyName\"" },
+        {
+          name: "formatted",
+          type: "string",
+          mutability: "readWrite",
+          description: 'Stored as sent; on create and replace without one, "givenName familyName"',
+        },
       ],
     },
-    { name: "displayName", type: "string", mutability: "readWrite", description: "Stored as sent; on create and replace without one, \"givenName familyName\"" },
-    { name: "title", type: "string", mutability: "readWrite", description: "businessInfo.designation (the job title); a replace without it keeps it" },
+    {
+      name: "displayName",
+      type: "string",
+      mutability: "readWrite",
+      description: 'Stored as sent; on create and replace without one, "givenName familyName"',
+    },
+    {
+      name: "title",
+      type: "string",
+      mutability: "readWrite",
+      description: "businessInfo.designation (the job title); a replace without it keeps it",
+    },
     {
       name: "emails",
       type: "complex",
       multiValued: true,
       mutability: "readWrite",
-      description: "Exactly one email, the work email, which is the userName: writing emails[type eq \"work\"].value changes userName; other types are refused (invalidValue)",
+      description:
+        'Exactly one email, the work email, which is the userName: writing emails[type eq "work"].value changes userName; other types are refused (invalidValue)',
       subAttributes: [
         { name: "value", type: "string", mutability: "readWrite", description: "The userName" },
-        { name: "type", type: "string", mutability: "readWrite", canonicalValues: ["work"], description: "Always work" },
+        {
+          name: "type",
+          type: "string",
+          mutability: "readWrite",
+          canonicalValues: ["work"],
+          description: "Always work",
+        },
         { name: "primary", type: "boolean", mutability: "readWrite", description: "Always true" },
       ],
     },
-    { name: "active", type: "boolean", mutability: "readWrite", description: "isActive; also accepted as the strings \"True\" and \"False\"" },
+    {
+      name: "active",
+      type: "boolean",
+      mutability: "readWrite",
+      description: 'isActive; also accepted as the strings "True" and "False"',
+    },
   ],
 };
 
@@ -81,8 +124,18 @@ const ENTERPRISE_USER: SchemaDefinition = {
   attributes: [
     { name: "employeeNumber", type: "string", mutability: "readWrite", description: "businessInfo.employeeId" },
     { name: "costCenter", type: "string", mutability: "readWrite", description: "businessInfo.costCenterRef.name" },
-    { name: "organization", type: "string", mutability: "readWrite", description: "businessInfo.companySpecifiedAttributes, fixedColumnName \"organization\"" },
-    { name: "division", type: "string", mutability: "readWrite", description: "businessInfo.companySpecifiedAttributes, fixedColumnName \"division\"" },
+    {
+      name: "organization",
+      type: "string",
+      mutability: "readWrite",
+      description: 'businessInfo.companySpecifiedAttributes, fixedColumnName "organization"',
+    },
+    {
+      name: "division",
+      type: "string",
+      mutability: "readWrite",
+      description: 'businessInfo.companySpecifiedAttributes, fixedColumnName "division"',
+    },
     { name: "department", type: "string", mutability: "readWrite", description: "businessInfo.departmentRef.name" },
     {
       name: "manager",
@@ -90,9 +143,26 @@ const ENTERPRISE_USER: SchemaDefinition = {
       mutability: "readWrite",
       description: "businessInfo.managerRef: the id and display name of another user of the company",
       subAttributes: [
-        { name: "value", type: "string", mutability: "readWrite", caseExact: true, description: "The id of a user of the company (also accepted as a plain string in place of the object)" },
-        { name: "$ref", type: "reference", mutability: "readOnly", referenceTypes: ["User"], description: "The manager's location" },
-        { name: "displayName", type: "string", mutability: "readOnly", description: "The manager's displayName when the manager was set" },
+        {
+          name: "value",
+          type: "string",
+          mutability: "readWrite",
+          caseExact: true,
+          description: "The id of a user of the company (also accepted as a plain string in place of the object)",
+        },
+        {
+          name: "$ref",
+          type: "reference",
+          mutability: "readOnly",
+          referenceTypes: ["User"],
+          description: "The manager's location",
+        },
+        {
+          name: "displayName",
+          type: "string",
+          mutability: "readOnly",
+          description: "The manager's displayName when the manager was set",
+        },
       ],
     },
   ],
@@ -110,7 +180,10 @@ export function schemaNamed(urn: string | undefined): SchemaDefinition | undefin
   return USER_SCHEMAS.find((s) => s.id.toLowerCase() === urn.toLowerCase());
 }
 
-export function attributeNamed(attributes: readonly AttributeDefinition[] | undefined, name: string): AttributeDefinition | undefined {
+export function attributeNamed(
+  attributes: readonly AttributeDefinition[] | undefined,
+  name: string,
+): AttributeDefinition | undefined {
   return attributes?.find((a) => a.name.toLowerCase() === name.toLowerCase());
 }
 

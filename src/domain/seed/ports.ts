@@ -5,7 +5,13 @@ import type { Company, Tmc, User } from "../tenants/model.js";
 export interface SeedTenants {
   createTmc(name: string): Promise<Tmc>;
   createCompany(tmcId: string, name: string): Promise<Company>;
-  createUser(input: { orgId: string; email: string; givenName: string; familyName: string; isActive: boolean }): Promise<User>;
+  createUser(input: {
+    orgId: string;
+    email: string;
+    givenName: string;
+    familyName: string;
+    isActive: boolean;
+  }): Promise<User>;
 }
 
 /** The API-user provisioning the seed needs (the api-users area's ApiUserProvisioning). */

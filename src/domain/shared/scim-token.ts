@@ -31,7 +31,8 @@ const CLIENT_ID = /^[A-Za-z0-9._~-]{1,256}$/;
 
 /** Throws (a programming error) for a clientId outside that alphabet or a secret that is not well-formed text. */
 export function sealScimToken(key: Buffer, keyId: string, envelope: ScimEnvelope): string {
-  if (!CLIENT_ID.test(envelope.clientId)) throw new TypeError("A SCIM token's clientId must be 1 to 256 of A-Z a-z 0-9 . _ ~ -");
+  if (!CLIENT_ID.test(envelope.clientId))
+    throw new TypeError("A SCIM token's clientId must be 1 to 256 of A-Z a-z 0-9 . _ ~ -");
   // A lone surrogate would not survive UTF-8: the token would open to another secret.
   if (!isWellFormed(envelope.secret)) throw new TypeError("A SCIM token's secret must be well-formed text");
   const json: EnvelopeJson = {

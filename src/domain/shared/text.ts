@@ -6,7 +6,8 @@
  * (HTTP Basic on the token endpoints).
  */
 // eslint-disable-next-line no-control-regex
-export const FORBIDDEN_TEXT = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+export const FORBIDDEN_TEXT =
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export function holdsForbiddenText(text: string): boolean {
   return FORBIDDEN_TEXT.test(text);

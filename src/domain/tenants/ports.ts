@@ -32,7 +32,12 @@ export interface TenantRepository {
    * SCIM externalId is the identity provider's stable subject (`within.subject`, the token's `sub`)
    * are kept; still more than one throws INVALID_GRANT (never one picked at random).
    */
-  findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string, within?: EmailLookupScope): Promise<User | undefined>;
+  findActiveUserByEmail(
+    tx: Tx,
+    scope: TenantScope,
+    email: string,
+    within?: EmailLookupScope,
+  ): Promise<User | undefined>;
   /** The active user with this id in the tenant. */
   findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined>;
 }

@@ -29,7 +29,13 @@ export class TenantService {
     });
   }
 
-  async createUser(input: { orgId: string; email: string; givenName: string; familyName: string; isActive: boolean }): Promise<User> {
+  async createUser(input: {
+    orgId: string;
+    email: string;
+    givenName: string;
+    familyName: string;
+    isActive: boolean;
+  }): Promise<User> {
     return this.uow.transaction(async (tx) => {
       const scope = await this.tenants.tenantOfCompany(tx, input.orgId);
       if (!scope) throw notFound("Company", [{ name: "orgId", value: input.orgId }]);

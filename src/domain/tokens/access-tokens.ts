@@ -97,7 +97,10 @@ export class AccessTokens {
     const principal = toPrincipal(payload);
     // Every credential the token is bound to must still have its generation, and the token itself
     // must not have been revoked (RFC 7009): one round trip for all of them.
-    const required: ReadonlyArray<readonly [string, number]> = [...principal.credentials, [tokenCredentialId(principal.tokenId), TOKEN_NOT_REVOKED]];
+    const required: ReadonlyArray<readonly [string, number]> = [
+      ...principal.credentials,
+      [tokenCredentialId(principal.tokenId), TOKEN_NOT_REVOKED],
+    ];
     const current = await this.credentials.current(required.map(([id]) => id));
     for (const [id, generation] of required) {
       if (current.get(id) !== generation) throw unauthenticated("The access token has been revoked");

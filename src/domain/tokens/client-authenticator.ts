@@ -39,12 +39,24 @@ export class ClientAuthenticator {
   async lookUp(presented: PresentedCredentials): Promise<ClientAttempt> {
     const { clientId, clientSecret } = credentialsOf(presented);
     // RFC 6749 5.2 (and RFC 8693 5): no client authentication at all is 401 invalid_client.
-    if (!clientId && !clientSecret) throw new DomainError("CLIENT_AUTHENTICATION_REQUIRED", "Client authentication is required (HTTP Basic, or client_id and client_secret)");
-    if (!clientId || !clientSecret) throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
+    if (!clientId && !clientSecret)
+      throw new DomainError(
+        "CLIENT_AUTHENTICATION_REQUIRED",
+        "Client authentication is required (HTTP Basic, or client_id and client_secret)",
+      );
+    if (!clientId || !clientSecret)
+      throw invalidRequest("Client authentication is required (client_id and client_secret)", "client_id");
     const load = () => this.apiUsers.findActive(this.uow.direct, clientId);
     const user = this.records ? await this.records.find(clientId, load) : await load();
     const client = tokenEndpointClient(user);
-    return { clientId, secret: clientSecret, client, ...(client ? {} : { refusal: user ? "not a client-credentials API user (SCIM token)" : "unknown or revoked client" }) };
+    return {
+      clientId,
+      secret: clientSecret,
+      client,
+      ...(client
+        ? {}
+        : { refusal: user ? "not a client-credentials API user (SCIM token)" : "unknown or revoked client" }),
+    };
   }
 
   /**
@@ -148,9 +160,14 @@ function parseBasic(header: string | null): { clientId: string; clientSecret: st
 /** The refusals the form field would get: the text interceptor's, and protovalidate's max_len. */
 function checkLikeFormField(field: keyof typeof CLIENT_CREDENTIAL_MAX_LENGTH, value: string): void {
   if (holdsForbiddenText(value)) {
-    throw invalidArgument(`HTTP Basic ${field} contains control characters or invalid Unicode`, [{ name: field, value: "invalid characters" }]);
+    throw invalidArgument(`HTTP Basic ${field} contains control characters or invalid Unicode`, [
+      { name: field, value: "invalid characters" },
+    ]);
   }
   const max = CLIENT_CREDENTIAL_MAX_LENGTH[field];
   // Counted in code points, as protovalidate counts max_len.
-  if ([...value].length > max) throw invalidArgument(`HTTP Basic ${field} must be at most ${max} characters`, [{ name: field, value: "too long" }]);
+  if ([...value].length > max)
+    throw invalidArgument(`HTTP Basic ${field} must be at most ${max} characters`, [
+      { name: field, value: "too long" },
+    ]);
 }

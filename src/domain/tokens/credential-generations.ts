@@ -152,7 +152,10 @@ export class CredentialGenerations implements CredentialChangePublisher {
 
   /** Forgets log entries older than any state the cache can still hold. */
   async pruneLog(): Promise<number> {
-    return this.changes.prune(this.background.direct, new Date(this.clock().getTime() - this.options.logRetentionSeconds * 1000));
+    return this.changes.prune(
+      this.background.direct,
+      new Date(this.clock().getTime() - this.options.logRetentionSeconds * 1000),
+    );
   }
 
   private get background(): UnitOfWork {
@@ -173,7 +176,10 @@ export class CredentialGenerations implements CredentialChangePublisher {
     }
     const states = await this.fromDatabase([...new Set(missed.map((m) => m.clientId))], this.background);
     await this.cache.write(states, { to: missed[missed.length - 1]!.seq, ifAtLeast: watermark });
-    this.logger.info({ count: missed.length, from: watermark }, "credential state: republished changes the cache had missed");
+    this.logger.info(
+      { count: missed.length, from: watermark },
+      "credential state: republished changes the cache had missed",
+    );
     return missed.length;
   }
 
@@ -184,7 +190,9 @@ export class CredentialGenerations implements CredentialChangePublisher {
   private async fromDatabase(clientIds: readonly string[], uow = this.uow): Promise<Map<string, CredentialState>> {
     const found = await this.source.credentialStates(uow.direct, clientIds);
     const absent = (id: string): CredentialState =>
-      isTokenCredentialId(id) ? { generation: TOKEN_NOT_REVOKED, changeSeq: 0 } : { generation: undefined, changeSeq: 0 };
+      isTokenCredentialId(id)
+        ? { generation: TOKEN_NOT_REVOKED, changeSeq: 0 }
+        : { generation: undefined, changeSeq: 0 };
     return new Map(clientIds.map((id) => [id, found.get(id) ?? absent(id)]));
   }
 
@@ -197,7 +205,10 @@ export class CredentialGenerations implements CredentialChangePublisher {
   private fallback(operation: "read" | "write" | "stale", error: unknown): void {
     this.fallbacks.inc({ operation });
     const level = operation === "stale" ? "debug" : "warn";
-    this.logger[level]({ err: { message: (error as Error).message }, operation }, "credential state: the cache cannot be used, using Postgres");
+    this.logger[level](
+      { err: { message: (error as Error).message }, operation },
+      "credential state: the cache cannot be used, using Postgres",
+    );
   }
 }
 

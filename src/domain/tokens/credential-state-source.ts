@@ -21,11 +21,13 @@ export function credentialStateSource(
     async credentialStates(tx: Tx, ids: readonly string[]): Promise<Map<string, CredentialState>> {
       const clientIds = ids.filter((id) => !isTokenCredentialId(id));
       const jtis = ids.filter(isTokenCredentialId).map(jtiOfTokenCredential);
-      const states = clientIds.length > 0 ? await apiUsers.credentialStates(tx, clientIds) : new Map<string, CredentialState>();
+      const states =
+        clientIds.length > 0 ? await apiUsers.credentialStates(tx, clientIds) : new Map<string, CredentialState>();
       if (jtis.length === 0) return states;
       const now = clock().getTime();
       for (const [jti, { changeSeq, expiresAt }] of await revokedTokens.revocations(tx, jtis)) {
-        const ttlSeconds = Math.max(1, Math.ceil((expiresAt.getTime() - now) / 1000)) + REVOKED_TOKEN_TTL_MARGIN_SECONDS;
+        const ttlSeconds =
+          Math.max(1, Math.ceil((expiresAt.getTime() - now) / 1000)) + REVOKED_TOKEN_TTL_MARGIN_SECONDS;
         states.set(tokenCredentialId(jti), { generation: undefined, changeSeq, ttlSeconds });
       }
       return states;

@@ -29,7 +29,11 @@ export interface Principal {
 export const GRANT_CLIENT_CREDENTIALS = "client_credentials";
 export const GRANT_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 export const GRANT_REFRESH_TOKEN = "refresh_token";
-export const SUPPORTED_GRANTS: readonly string[] = [GRANT_CLIENT_CREDENTIALS, GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN];
+export const SUPPORTED_GRANTS: readonly string[] = [
+  GRANT_CLIENT_CREDENTIALS,
+  GRANT_TOKEN_EXCHANGE,
+  GRANT_REFRESH_TOKEN,
+];
 export const TOKEN_TYPE_ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token";
 export const TOKEN_TYPE_JWT = "urn:ietf:params:oauth:token-type:jwt";
 export const TOKEN_TYPE_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token";

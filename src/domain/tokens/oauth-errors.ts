@@ -10,7 +10,8 @@ export const invalidRequest = (message: string, parameter?: string) =>
  */
 export const invalidClient = (clientId?: string, reason?: InvalidClientReason) =>
   new DomainError("INVALID_CLIENT", "Client authentication failed", {
-    logged: clientId === undefined ? undefined : { clientId: clientId.slice(0, 256), refusalReason: reason ?? "unknown" },
+    logged:
+      clientId === undefined ? undefined : { clientId: clientId.slice(0, 256), refusalReason: reason ?? "unknown" },
   });
 
 /**
@@ -18,7 +19,8 @@ export const invalidClient = (clientId?: string, reason?: InvalidClientReason) =
  * telling them apart would take a second lookup for unknown ids only, making them slower to
  * refuse than a wrong secret (a timing oracle for valid client ids).
  */
-export type InvalidClientReason = "unknown or revoked client" | "wrong secret" | "not a client-credentials API user (SCIM token)";
+export type InvalidClientReason =
+  "unknown or revoked client" | "wrong secret" | "not a client-credentials API user (SCIM token)";
 
 export const unsupportedGrantType = (grantType: string) =>
   new DomainError("UNSUPPORTED_GRANT_TYPE", `Unsupported grant_type "${grantType.slice(0, 80)}"`, {
@@ -31,6 +33,8 @@ export const invalidScope = (message: string) => new DomainError("INVALID_SCOPE"
 
 /** RFC 8707 / RFC 8693: the requested audience is not one this service issues tokens for. */
 export const invalidTarget = (audience: string) =>
-  new DomainError("INVALID_TARGET", "The requested audience is not allowed", { params: [{ name: "audience", value: audience.slice(0, 200) }] });
+  new DomainError("INVALID_TARGET", "The requested audience is not allowed", {
+    params: [{ name: "audience", value: audience.slice(0, 200) }],
+  });
 
 export { tooManyRequests } from "../rate-limit/model.js";

@@ -1,7 +1,15 @@
 import type { RateLimitDecision } from "../rate-limit/model.js";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import type { CredentialState, NewRefreshToken, NewSigningKey, RefreshTokenRecord, RevokedAccessToken, SigningKeyRecord, TrustedIssuer } from "./model.js";
+import type {
+  CredentialState,
+  NewRefreshToken,
+  NewSigningKey,
+  RefreshTokenRecord,
+  RevokedAccessToken,
+  SigningKeyRecord,
+  TrustedIssuer,
+} from "./model.js";
 
 /** Signing keys shared by every instance (not tenant data). */
 export interface SigningKeyRepository {
@@ -18,7 +26,12 @@ export interface SigningKeyRepository {
    * keeps verifying until `notAfter`; with `withdraw`, every other key's `notAfter` is brought
    * forward to it too (an emergency rotation drops them all at once).
    */
-  retireAll(tx: Tx, retiredAt: Date, notAfter: Date, options: { readonly except: string; readonly withdraw: boolean }): Promise<void>;
+  retireAll(
+    tx: Tx,
+    retiredAt: Date,
+    notAfter: Date,
+    options: { readonly except: string; readonly withdraw: boolean },
+  ): Promise<void>;
   /** Tells every instance (at commit) that the keys changed: NOTIFY on the signing-key channel. */
   announceChange(tx: Tx): Promise<void>;
 }
@@ -37,7 +50,10 @@ export interface RevokedTokenRepository {
   /** Records the revocation; false when the token was revoked already. */
   insert(tx: Tx, scope: TenantScope, token: RevokedAccessToken): Promise<boolean>;
   /** The revocations among `jtis` (absent: not revoked), with their change numbers. */
-  revocations(tx: Tx, jtis: readonly string[]): Promise<Map<string, { readonly changeSeq: number; readonly expiresAt: Date }>>;
+  revocations(
+    tx: Tx,
+    jtis: readonly string[],
+  ): Promise<Map<string, { readonly changeSeq: number; readonly expiresAt: Date }>>;
 }
 
 export interface TrustedIssuerRepository {
@@ -127,10 +143,17 @@ export interface SigningKeyChangeFeed {
 export interface TokenRequestLimiter {
   consumeAddress(address: string): Promise<RateLimitDecision>;
   consumeClient(clientId: string): Promise<RateLimitDecision>;
-  reserveAttempt(clientId: string, clientExists: boolean, address: string): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
+  reserveAttempt(
+    clientId: string,
+    clientExists: boolean,
+    address: string,
+  ): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
   admitHeldClient(
     clientId: string,
     address: string,
     held: { readonly generation: number; readonly knownChange: number; readonly authenticated: boolean },
-  ): Promise<{ readonly kind: "unknown" } | { readonly kind: "admitted" | "refused" | "limited" | "client-limited"; readonly decision: RateLimitDecision }>;
+  ): Promise<
+    | { readonly kind: "unknown" }
+    | { readonly kind: "admitted" | "refused" | "limited" | "client-limited"; readonly decision: RateLimitDecision }
+  >;
 }

@@ -24,7 +24,8 @@ export const ADVERTISED_SCOPES: readonly string[] = ALL_SCOPES.filter((scope) =>
 /** RFC 6749 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), separated by single spaces. */
 export function parseScope(scope: string): string[] {
   if (scope === "") return [];
-  if (!/^[\x21\x23-\x5B\x5D-\x7E]+( [\x21\x23-\x5B\x5D-\x7E]+)*$/.test(scope)) throw invalidScope("The scope parameter is malformed");
+  if (!/^[\x21\x23-\x5B\x5D-\x7E]+( [\x21\x23-\x5B\x5D-\x7E]+)*$/.test(scope))
+    throw invalidScope("The scope parameter is malformed");
   return [...new Set(scope.split(" "))];
 }
 

@@ -1,5 +1,15 @@
 import crypto from "node:crypto";
-import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type FlattenedJWSInput, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from "jose";
+import {
+  createLocalJWKSet,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type CryptoKey,
+  type FlattenedJWSInput,
+  type JSONWebKeySet,
+  type JWK,
+  type JWTVerifyGetKey,
+} from "jose";
 import { DomainError } from "../../errors/domain-error.js";
 import { open, seal } from "../shared/aead.js";
 import type { Clock } from "../shared/clock.js";
@@ -56,14 +66,25 @@ export interface SigningKeyRingOptions {
  * (only possible with a clock behind the one that scheduled the first key), the earliest one
  * signs rather than none.
  */
-export function signingKeyStates(records: readonly SigningKeyRecord[], now: Date): Array<{ record: SigningKeyRecord; state: SigningKeyState }> {
+export function signingKeyStates(
+  records: readonly SigningKeyRecord[],
+  now: Date,
+): Array<{ record: SigningKeyRecord; state: SigningKeyState }> {
   const t = now.getTime();
   const published = records
     .filter((r) => r.notAfter === undefined || r.notAfter.getTime() > t)
-    .sort((a, b) => b.activatesAt.getTime() - a.activatesAt.getTime() || b.createdAt.getTime() - a.createdAt.getTime() || (a.kid < b.kid ? 1 : a.kid > b.kid ? -1 : 0));
+    .sort(
+      (a, b) =>
+        b.activatesAt.getTime() - a.activatesAt.getTime() ||
+        b.createdAt.getTime() - a.createdAt.getTime() ||
+        (a.kid < b.kid ? 1 : a.kid > b.kid ? -1 : 0),
+    );
   const active = published.find((r) => r.activatesAt.getTime() <= t) ?? published.at(-1);
   const activeIndex = active ? published.indexOf(active) : published.length;
-  return published.map((record, i) => ({ record, state: i < activeIndex ? "next" : i === activeIndex ? "active" : "retired" }));
+  return published.map((record, i) => ({
+    record,
+    state: i < activeIndex ? "next" : i === activeIndex ? "active" : "retired",
+  }));
 }
 
 interface LoadedKey {
@@ -116,7 +137,8 @@ export class SigningKeyRing {
       await this.uow.transaction(async (tx) => {
         await this.keys.lockForRotation(tx);
         // Another instance starting at the same moment may have created it.
-        if ((await this.keys.listPublished(tx, this.now())).length === 0) await this.createKey(tx, this.now(), this.now());
+        if ((await this.keys.listPublished(tx, this.now())).length === 0)
+          await this.createKey(tx, this.now(), this.now());
       });
       await this.reload();
     }
@@ -167,12 +189,19 @@ export class SigningKeyRing {
         throw new DomainError(
           "SIGNING_KEY_ROTATION_PENDING",
           `Signing key ${waiting.kid} is already published and starts signing at ${waiting.activatesAt.toISOString()}; rotate again after that, or rotate now (emergency)`,
-          { params: [{ name: "kid", value: waiting.kid }, { name: "activatesAt", value: waiting.activatesAt.toISOString() }] },
+          {
+            params: [
+              { name: "kid", value: waiting.kid },
+              { name: "activatesAt", value: waiting.activatesAt.toISOString() },
+            ],
+          },
         );
       }
       const activatesAt = immediately ? now : new Date(now.getTime() + this.options.prepublishSeconds * 1000);
       const kid = await this.createKey(tx, now, activatesAt);
-      const notAfter = immediately ? now : new Date(activatesAt.getTime() + (this.options.maxTokenLifetimeSeconds + RETIRED_KEY_GRACE_SECONDS) * 1000);
+      const notAfter = immediately
+        ? now
+        : new Date(activatesAt.getTime() + (this.options.maxTokenLifetimeSeconds + RETIRED_KEY_GRACE_SECONDS) * 1000);
       await this.keys.retireAll(tx, activatesAt, notAfter, { except: kid, withdraw: immediately });
       await this.keys.announceChange(tx);
       return { kid, activatesAt, withdrawnKids: immediately ? published.map((r) => r.kid) : [] };
@@ -206,7 +235,9 @@ export class SigningKeyRing {
     if (records.length === 0) return;
     // A key already loaded keeps its CryptoKey (and the KeyObject cached for it): only new keys are decrypted.
     const known = new Map((this.loaded ?? []).map((k) => [k.record.kid, k.key]));
-    this.loaded = await Promise.all(records.map(async (record) => ({ record, key: known.get(record.kid) ?? (await this.privateKeyOf(record)) })));
+    this.loaded = await Promise.all(
+      records.map(async (record) => ({ record, key: known.get(record.kid) ?? (await this.privateKeyOf(record)) })),
+    );
     this.current = undefined;
   }
 
@@ -222,7 +253,9 @@ export class SigningKeyRing {
     if (sinceReloadMs < UNKNOWN_KID_MIN_RELOAD_GAP_MS) return false;
     const iat = issuedAtOf(token);
     const marginMs = (1 + VERIFICATION_CLOCK_TOLERANCE_SECONDS) * 1000;
-    return iat !== undefined && iat * 1000 + marginMs > this.lastReloadAt && iat * 1000 <= this.now().getTime() + marginMs;
+    return (
+      iat !== undefined && iat * 1000 + marginMs > this.lastReloadAt && iat * 1000 <= this.now().getTime() + marginMs
+    );
   }
 
   private view(): View {
@@ -236,10 +269,19 @@ export class SigningKeyRing {
     const active = states.find((s) => s.state === "active");
     if (!active) throw new Error("no signing key is published: every key has expired");
     const keyOf = new Map(loaded.map((k) => [k.record.kid, k.key]));
-    const jwks: JSONWebKeySet = { keys: states.map(({ record: r }) => ({ ...(r.publicJwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })) };
+    const jwks: JSONWebKeySet = {
+      keys: states.map(({ record: r }) => ({ ...(r.publicJwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })),
+    };
     // The next instant at which a key activates or expires: the view is recomputed then.
-    const transitions = loaded.flatMap((k) => [k.record.activatesAt.getTime(), k.record.notAfter?.getTime() ?? Infinity]).filter((x) => x > t);
-    const from = Math.max(...loaded.flatMap((k) => [k.record.activatesAt.getTime(), k.record.notAfter?.getTime() ?? -Infinity]).filter((x) => x <= t), -Infinity);
+    const transitions = loaded
+      .flatMap((k) => [k.record.activatesAt.getTime(), k.record.notAfter?.getTime() ?? Infinity])
+      .filter((x) => x > t);
+    const from = Math.max(
+      ...loaded
+        .flatMap((k) => [k.record.activatesAt.getTime(), k.record.notAfter?.getTime() ?? -Infinity])
+        .filter((x) => x <= t),
+      -Infinity,
+    );
     this.current = {
       signing: { kid: active.record.kid, key: keyOf.get(active.record.kid)! },
       jwks,
@@ -259,7 +301,11 @@ export class SigningKeyRing {
       kid,
       alg: SIGNING_ALG,
       publicJwk: { ...(await exportJWK(publicKey)) },
-      privateJwkCiphertext: seal(this.encryptionKey, Buffer.from(JSON.stringify(privateJwk)), `signing-key:${kid}`).toString("base64url"),
+      privateJwkCiphertext: seal(
+        this.encryptionKey,
+        Buffer.from(JSON.stringify(privateJwk)),
+        `signing-key:${kid}`,
+      ).toString("base64url"),
       createdAt,
       activatesAt,
     });
@@ -267,11 +313,17 @@ export class SigningKeyRing {
   }
 
   private async privateKeyOf(row: SigningKeyRecord): Promise<CryptoKey> {
-    const plaintext = open(this.encryptionKey, Buffer.from(row.privateJwkCiphertext, "base64url"), `signing-key:${row.kid}`);
+    const plaintext = open(
+      this.encryptionKey,
+      Buffer.from(row.privateJwkCiphertext, "base64url"),
+      `signing-key:${row.kid}`,
+    );
     if (!plaintext) throw new Error(`signing key ${row.kid} cannot be decrypted: is MASTER_KEY the deployment's key?`);
     // Extractable: signing converts it once to a KeyObject (node:crypto's one-shot sign), which Node 24
     // deprecates for non-extractable CryptoKeys (DEP0204). The key never leaves the process either way.
-    return (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg, { extractable: true })) as CryptoKey;
+    return (await importJWK(JSON.parse(plaintext.toString("utf8")) as JWK, row.alg, {
+      extractable: true,
+    })) as CryptoKey;
   }
 
   private state(): readonly LoadedKey[] {

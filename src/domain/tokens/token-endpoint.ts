@@ -42,7 +42,9 @@ export class TokenEndpoint {
   /** POST /v2/auth/oauth2-token (FetchOauth2Token). */
   fetchToken(request: TokenRequest, call: TokenCall): Promise<IssuedToken> {
     return this.audited(request.credentials, request.grantType.slice(0, 80), call, async (authenticated) => {
-      const client = await this.admit(request.credentials, call, authenticated, () => TokenService.checkGrantType(request.grantType));
+      const client = await this.admit(request.credentials, call, authenticated, () =>
+        TokenService.checkGrantType(request.grantType),
+      );
       return this.tokens.grant(client, request);
     });
   }
@@ -190,7 +192,11 @@ export class TokenEndpoint {
    */
   private async authenticate(credentials: PresentedCredentials, call: TokenCall): Promise<ApiUser> {
     const attempt = await this.clients.lookUp(credentials);
-    const reservation = await this.limiter.reserveAttempt(attempt.clientId, attempt.client !== undefined, call.remoteAddress);
+    const reservation = await this.limiter.reserveAttempt(
+      attempt.clientId,
+      attempt.client !== undefined,
+      call.remoteAddress,
+    );
     const refuse = () => {
       call.onRateLimit(reservation.decision);
       return tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);

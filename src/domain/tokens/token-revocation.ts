@@ -40,7 +40,8 @@ export class TokenRevocation {
 
   /** What the request did. The hint only orders the search (2.1). */
   async revoke(client: ApiUser, token: string, hint: string): Promise<RevocationOutcome> {
-    const searches = hint === "access_token" ? [this.accessToken, this.refreshToken] : [this.refreshToken, this.accessToken];
+    const searches =
+      hint === "access_token" ? [this.accessToken, this.refreshToken] : [this.refreshToken, this.accessToken];
     for (const search of searches) {
       const outcome = await search.call(this, client, token);
       if (outcome) return outcome;

@@ -54,8 +54,14 @@ export class TokenService {
 
   async grant(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     // RFC 8693 2.1: only access tokens are issued, and only an exchange may ask for a type.
-    if (request.requestedTokenType && (request.grantType !== GRANT_TOKEN_EXCHANGE || request.requestedTokenType !== TOKEN_TYPE_ACCESS_TOKEN)) {
-      throw invalidRequest("requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange", "requested_token_type");
+    if (
+      request.requestedTokenType &&
+      (request.grantType !== GRANT_TOKEN_EXCHANGE || request.requestedTokenType !== TOKEN_TYPE_ACCESS_TOKEN)
+    ) {
+      throw invalidRequest(
+        "requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange",
+        "requested_token_type",
+      );
     }
     switch (request.grantType) {
       case GRANT_CLIENT_CREDENTIALS:
@@ -77,7 +83,12 @@ export class TokenService {
 
   /** The deprecated /get-auth-token: a client-credentials token with the documented legacy lifetime. */
   async legacyToken(client: ApiUser): Promise<IssuedToken> {
-    return this.issueForClient(client, SCOPES_BY_ROLE[client.role], [this.settings.audience], this.settings.legacyTokenTtlSeconds);
+    return this.issueForClient(
+      client,
+      SCOPES_BY_ROLE[client.role],
+      [this.settings.audience],
+      this.settings.legacyTokenTtlSeconds,
+    );
   }
 
   /** RFC 7662: active only for a valid token of the caller's own TMC. */
@@ -94,12 +105,23 @@ export class TokenService {
   }
 
   private async clientCredentials(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
-    if (request.refreshToken || request.subjectToken) throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
+    if (request.refreshToken || request.subjectToken)
+      throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role]);
-    return this.issueForClient(client, scopes, [this.audienceOf(requestedAudience(request))], this.settings.accessTokenTtlSeconds);
+    return this.issueForClient(
+      client,
+      scopes,
+      [this.audienceOf(requestedAudience(request))],
+      this.settings.accessTokenTtlSeconds,
+    );
   }
 
-  private async issueForClient(client: ApiUser, scopes: readonly string[], audience: string[], ttlSeconds: number): Promise<IssuedToken> {
+  private async issueForClient(
+    client: ApiUser,
+    scopes: readonly string[],
+    audience: string[],
+    ttlSeconds: number,
+  ): Promise<IssuedToken> {
     const { accessToken, expiresIn } = await this.tokens.issue({
       ...issuedTo(client),
       scopes,
@@ -114,7 +136,8 @@ export class TokenService {
 
   private async exchange(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (!request.subjectToken) throw invalidRequest("subject_token is required for token exchange", "subject_token");
-    if (!request.subjectTokenType) throw invalidRequest("subject_token_type is required for token exchange", "subject_token_type");
+    if (!request.subjectTokenType)
+      throw invalidRequest("subject_token_type is required for token exchange", "subject_token_type");
     const own: BoundCredential = [client.clientId, client.credentialGeneration];
     const roleScopes = SCOPES_BY_ROLE[client.role];
 
@@ -126,9 +149,13 @@ export class TokenService {
       } catch {
         throw invalidRequest("The subject_token is not an active access token", "subject_token");
       }
-      if (subject.tmcId !== client.tmcId) throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
+      if (subject.tmcId !== client.tmcId)
+        throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
       if (!(await this.mayActFor(client, subject.subject, subject.subjectKind))) throw notYourSubject();
-      const scopes = narrowScopes(request.scope, subject.scopes.filter((s) => roleScopes.includes(s)));
+      const scopes = narrowScopes(
+        request.scope,
+        subject.scopes.filter((s) => roleScopes.includes(s)),
+      );
       const requested = requestedAudience(request);
       const audience = requested ? [requested] : [...subject.audience];
       if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(requested);
@@ -149,9 +176,19 @@ export class TokenService {
         throw invalidRequest("The subject_token names no active user of the caller's company", "subject_token");
       }
       const within = verified.companyId ?? ownCompany;
-      const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), verified.email, { companyId: within, subject: verified.subject });
+      const user = await this.tenants.findActiveUserByEmail(
+        this.uow.direct,
+        tenantScope(client.tmcId),
+        verified.email,
+        { companyId: within, subject: verified.subject },
+      );
       if (!user) {
-        const whose = verified.companyId !== undefined ? "issuer's company" : ownCompany !== undefined ? "caller's company" : "caller's TMC";
+        const whose =
+          verified.companyId !== undefined
+            ? "issuer's company"
+            : ownCompany !== undefined
+              ? "caller's company"
+              : "caller's TMC";
         throw invalidRequest(`The subject_token names no active user of the ${whose}`, "subject_token");
       }
       if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
@@ -197,7 +234,14 @@ export class TokenService {
       act,
       expiresAt: new Date(this.now().getTime() + this.settings.refreshTokenTtlSeconds * 1000),
     });
-    return { accessToken, tokenType: "Bearer", expiresIn, scope: scopes.join(" "), refreshToken, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN };
+    return {
+      accessToken,
+      tokenType: "Bearer",
+      expiresIn,
+      scope: scopes.join(" "),
+      refreshToken,
+      issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN,
+    };
   }
 
   /**
@@ -210,7 +254,8 @@ export class TokenService {
     const scope = tenantScope(client.tmcId);
     const outcome = await this.uow.transaction(async (tx) => {
       const token = await this.refreshTokens.lockByHash(tx, scope, this.refreshHash(request.refreshToken));
-      if (!token || token.clientId !== client.clientId) return { error: invalidGrant("The refresh token is not valid") };
+      if (!token || token.clientId !== client.clientId)
+        return { error: invalidGrant("The refresh token is not valid") };
       if (token.usedAt || token.revokedAt) {
         await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token was already used; its family is revoked") };
@@ -220,15 +265,31 @@ export class TokenService {
       // Every credential the family depends on (the client's own, and the subject's after an
       // exchange) must still be the one it was issued under: otherwise the new access token would
       // be dead on arrival, and the family dies with the credential.
-      const current = await this.apiUsers.credentialStates(tx, bound.map(([id]) => id));
-      if (bound[0]?.[1] !== client.credentialGeneration || bound.some(([id, generation]) => current.get(id)?.generation !== generation)) {
+      const current = await this.apiUsers.credentialStates(
+        tx,
+        bound.map(([id]) => id),
+      );
+      if (
+        bound[0]?.[1] !== client.credentialGeneration ||
+        bound.some(([id, generation]) => current.get(id)?.generation !== generation)
+      ) {
         await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token's credential has been rotated") };
       }
       await this.refreshTokens.markUsed(tx, scope, token.id, now);
       const scopes = narrowScopes(request.scope, parseScope(token.scope));
       return {
-        issued: await this.issueExchanged(client, token.subject, token.subjectKind, scopes, token.audience.split(" "), token.act, bound, token.familyId, tx),
+        issued: await this.issueExchanged(
+          client,
+          token.subject,
+          token.subjectKind,
+          scopes,
+          token.audience.split(" "),
+          token.act,
+          bound,
+          token.familyId,
+          tx,
+        ),
       };
     });
     if (outcome.error) throw outcome.error;
@@ -242,9 +303,15 @@ export class TokenService {
   private async mayActFor(caller: ApiUser, subject: string, kind: SubjectKind): Promise<boolean> {
     if (caller.role === "TMC_ADMIN") return true;
     const scope = tenantScope(caller.tmcId);
-    if (kind === "USER") return (await this.tenants.findActiveUser(this.uow.direct, scope, subject))?.companyId === caller.orgId;
+    if (kind === "USER")
+      return (await this.tenants.findActiveUser(this.uow.direct, scope, subject))?.companyId === caller.orgId;
     const client = await this.apiUsers.findActive(this.uow.direct, subject);
-    return client !== undefined && client.tmcId === caller.tmcId && client.role !== "TMC_ADMIN" && client.orgId === caller.orgId;
+    return (
+      client !== undefined &&
+      client.tmcId === caller.tmcId &&
+      client.role !== "TMC_ADMIN" &&
+      client.orgId === caller.orgId
+    );
   }
 
   private audienceOf(requested: string): string {

@@ -1,4 +1,13 @@
-import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  jwtVerify,
+  type JSONWebKeySet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from "jose";
 import { invalidArgument, notFound } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import { tenantScope } from "../shared/tenant-scope.js";
@@ -31,7 +40,11 @@ export class TrustedIssuers {
     private readonly tenants: TenantRepository,
     private readonly issuers: TrustedIssuerRepository,
     private readonly now: Clock,
-    private readonly fetchOptions: { readonly timeoutMs: number; readonly cooldownMs: number; readonly cacheMaxAgeMs: number },
+    private readonly fetchOptions: {
+      readonly timeoutMs: number;
+      readonly cooldownMs: number;
+      readonly cacheMaxAgeMs: number;
+    },
     /** Longest lifetime (exp − iat, or exp − now without iat) accepted from an external token. */
     private readonly maxLifetimeSeconds: number,
   ) {}
@@ -44,7 +57,10 @@ export class TrustedIssuers {
     }
     if (Boolean(input.jwksUri) === Boolean(input.jwks)) throw invalidArgument("Give exactly one of jwksUri and jwks");
     // A token minted by the issuer for another relying party must never be exchangeable here.
-    if (!input.audience) throw invalidArgument("audience is required: the audience the issuer's tokens carry for this platform", [{ name: "audience", value: "" }]);
+    if (!input.audience)
+      throw invalidArgument("audience is required: the audience the issuer's tokens carry for this platform", [
+        { name: "audience", value: "" },
+      ]);
     let jwks: JSONWebKeySet | undefined;
     if (input.jwks) {
       try {
@@ -68,7 +84,10 @@ export class TrustedIssuers {
    * Verifies a subject token from an issuer the TMC trusts; returns the email it names, its `sub`
    * (undefined without one) and the company the issuer is bound to (undefined: TMC-wide).
    */
-  async verify(tmcId: string, token: string): Promise<{ issuer: string; email: string; subject: string | undefined; companyId: string | undefined }> {
+  async verify(
+    tmcId: string,
+    token: string,
+  ): Promise<{ issuer: string; email: string; subject: string | undefined; companyId: string | undefined }> {
     const bad = (why: string) => invalidRequest(`The subject_token is not acceptable: ${why}`, "subject_token");
     let issuer: unknown;
     let kid: unknown;
@@ -101,11 +120,17 @@ export class TrustedIssuers {
     // An iat in the future must not stretch the allowed lifetime: count from now at the latest.
     const now = Math.floor(this.now().getTime() / 1000);
     const issuedAt = typeof payload.iat === "number" ? Math.min(payload.iat, now) : now;
-    if (payload.exp! - issuedAt > this.maxLifetimeSeconds) throw bad(`its lifetime is longer than ${this.maxLifetimeSeconds} seconds`);
+    if (payload.exp! - issuedAt > this.maxLifetimeSeconds)
+      throw bad(`its lifetime is longer than ${this.maxLifetimeSeconds} seconds`);
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
     const email = payload.email;
     if (typeof email !== "string" || email === "") throw bad("no email claim");
-    return { issuer, email, subject: typeof payload.sub === "string" && payload.sub !== "" ? payload.sub : undefined, companyId: trusted.companyId };
+    return {
+      issuer,
+      email,
+      subject: typeof payload.sub === "string" && payload.sub !== "" ? payload.sub : undefined,
+      companyId: trusted.companyId,
+    };
   }
 
   private remoteKeySet(uri: string): JWTVerifyGetKey {

@@ -79,40 +79,68 @@ function refuseIdentityChanges(user: UserProfileRecord, userId: string, document
   const organization = objectAt(document, "businessInfo", "organizationRef");
   const organizationId = nonEmpty(organization?.id);
   if (organizationId !== undefined && organizationId.toLowerCase() !== user.companyId.toLowerCase()) {
-    refused.push({ name: IDENTITY_FIELDS.companyId, value: "must be the user's company: a user cannot be moved to another company" });
+    refused.push({
+      name: IDENTITY_FIELDS.companyId,
+      value: "must be the user's company: a user cannot be moved to another company",
+    });
   }
   const organizationName = nonEmpty(organization?.name);
   if (organizationName !== undefined && organizationName !== user.companyName) {
-    refused.push({ name: IDENTITY_FIELDS.companyName, value: "must be the company's name: a company is not renamed through a user" });
+    refused.push({
+      name: IDENTITY_FIELDS.companyName,
+      value: "must be the company's name: a company is not renamed through a user",
+    });
   }
   const email = nonEmpty(objectAt(document, "businessInfo")?.email);
   if (email !== undefined && email.toLowerCase() !== user.email.toLowerCase()) {
-    refused.push({ name: IDENTITY_FIELDS.email, value: "cannot be changed: it is the user's identity (SCIM userName)" });
+    refused.push({
+      name: IDENTITY_FIELDS.email,
+      value: "cannot be changed: it is the user's identity (SCIM userName)",
+    });
   }
   const externalId = nonEmpty(document.externalId);
   if (externalId !== undefined && externalId !== user.externalId) {
-    refused.push({ name: IDENTITY_FIELDS.externalId, value: "cannot be changed: it is owned by the identity provider (SCIM)" });
+    refused.push({
+      name: IDENTITY_FIELDS.externalId,
+      value: "cannot be changed: it is owned by the identity provider (SCIM)",
+    });
   }
   if (document.isActive !== undefined && document.isActive !== user.isActive) {
-    refused.push({ name: IDENTITY_FIELDS.isActive, value: "cannot be changed: activation is managed by the identity provider (SCIM)" });
+    refused.push({
+      name: IDENTITY_FIELDS.isActive,
+      value: "cannot be changed: activation is managed by the identity provider (SCIM)",
+    });
   }
   const tmc = objectAt(document, "contractingTmcRef");
   const tmcId = nonEmpty(tmc?.id);
   if (tmcId !== undefined && tmcId.toLowerCase() !== user.tmcId.toLowerCase()) {
-    refused.push({ name: IDENTITY_FIELDS.tmcId, value: "must be the user's TMC: a user cannot be moved to another TMC" });
+    refused.push({
+      name: IDENTITY_FIELDS.tmcId,
+      value: "must be the user's TMC: a user cannot be moved to another TMC",
+    });
   }
   const tmcName = nonEmpty(tmc?.name);
   if (tmcName !== undefined && tmcName !== user.tmcName) {
-    refused.push({ name: IDENTITY_FIELDS.tmcName, value: "must be the TMC's name: a TMC is not renamed through a user" });
+    refused.push({
+      name: IDENTITY_FIELDS.tmcName,
+      value: "must be the TMC's name: a TMC is not renamed through a user",
+    });
   }
   // The same answer for an unknown id, another company's and another TMC's: nothing tells
   // whether the id exists elsewhere (issue 18, finding 8).
   const legalEntityId = nonEmpty(objectAt(document, "businessInfo", "legalEntityRef")?.id);
   if (legalEntityId !== undefined && legalEntityId.toLowerCase() !== user.companyId.toLowerCase()) {
-    refused.push({ name: LEGAL_ENTITY_ID, value: "must be the user's company: the only legal entity known for the user" });
+    refused.push({
+      name: LEGAL_ENTITY_ID,
+      value: "must be the user's company: the only legal entity known for the user",
+    });
   }
   if (refused.length > 0) {
-    throw new DomainError("API_VALIDATION_FAILED", "The update changes fields that cannot be changed through this operation", { params: refused });
+    throw new DomainError(
+      "API_VALIDATION_FAILED",
+      "The update changes fields that cannot be changed through this operation",
+      { params: refused },
+    );
   }
 }
 
@@ -130,12 +158,24 @@ export function documentOf(user: UserProfileRecord): ProfileDocument {
   // Without a personal email of its own, the profile shows the account's.
   if (nonEmpty(personalInfo.email) === undefined) personalInfo.email = user.email;
   const company = { id: user.companyId, name: user.companyName };
-  const businessInfo: ProfileDocument = { ...(objectAt(document, "businessInfo") ?? {}), email: user.email, organizationRef: company };
+  const businessInfo: ProfileDocument = {
+    ...(objectAt(document, "businessInfo") ?? {}),
+    email: user.email,
+    organizationRef: company,
+  };
   // The reference requires a legal entity; until one is stored, the company is its own.
   if (objectAt(businessInfo, "legalEntityRef") === undefined) businessInfo.legalEntityRef = { ...company };
   // Always present: updateUser requires persona, and a GET body must be accepted back as it is.
   const persona = document.persona ?? NO_PERSONA;
-  const merged: ProfileDocument = { ...document, persona, id: user.id, personalInfo, businessInfo, isActive: user.isActive, contractingTmcRef: { id: user.tmcId, name: user.tmcName } };
+  const merged: ProfileDocument = {
+    ...document,
+    persona,
+    id: user.id,
+    personalInfo,
+    businessInfo,
+    isActive: user.isActive,
+    contractingTmcRef: { id: user.tmcId, name: user.tmcName },
+  };
   if (user.externalId !== undefined) merged.externalId = user.externalId;
   else delete merged.externalId;
   return merged;
@@ -175,7 +215,12 @@ export function changedPaths(before: ProfileDocument, after: ProfileDocument, pr
   return changed;
 }
 
-function updated(caller: ProfileCaller, user: UserProfileRecord, changedFields: readonly string[], requestId: string): AuditEvent {
+function updated(
+  caller: ProfileCaller,
+  user: UserProfileRecord,
+  changedFields: readonly string[],
+  requestId: string,
+): AuditEvent {
   return {
     action: USER_UPDATED,
     outcome: "SUCCESS",
@@ -207,6 +252,11 @@ function nonEmpty(value: unknown): string | undefined {
 /** Key order does not make a change. */
 function canonical(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonical);
-  if (isObject(value)) return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical(value[k])]));
+  if (isObject(value))
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((k) => [k, canonical(value[k])]),
+    );
   return value;
 }

@@ -19,7 +19,12 @@ export interface TranslatedError {
  * Anything that is neither a DomainError nor a Connect error we understand becomes
  * INTERNAL_ERROR with a message that reveals nothing (the cause goes to the log).
  */
-export function translateError(error: unknown, requestId: string, input?: DescMessage, dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED): TranslatedError {
+export function translateError(
+  error: unknown,
+  requestId: string,
+  input?: DescMessage,
+  dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED,
+): TranslatedError {
   const translated = baseTranslation(error, requestId, input);
   if (dialect === ErrorDialect.OAUTH) applyOAuthDialect(translated);
   if (dialect === ErrorDialect.SCIM) applyScimDialect(translated);
@@ -33,7 +38,12 @@ function baseTranslation(error: unknown, requestId: string, input?: DescMessage)
   if (error instanceof ConnectError) {
     const existing = error.findDetails(ErrorResponseSchema)[0];
     const existingCode = existing?.errorMessages[0]?.errorCode ?? "";
-    if (existing) return { code: error.code, errorCode: isErrorCode(existingCode) ? existingCode : "INTERNAL_ERROR", body: existing };
+    if (existing)
+      return {
+        code: error.code,
+        errorCode: isErrorCode(existingCode) ? existingCode : "INTERNAL_ERROR",
+        body: existing,
+      };
     switch (error.code) {
       case Code.InvalidArgument: {
         // protovalidate's interceptor: one errorParameter per violated field path.
@@ -56,13 +66,26 @@ function baseTranslation(error: unknown, requestId: string, input?: DescMessage)
   return fromParts("INTERNAL_ERROR", "An internal error occurred", [], requestId);
 }
 
-function fromParts(errorCode: ErrorCode, message: string, parameters: readonly ErrorParameter[], requestId: string, detail = ""): TranslatedError {
+function fromParts(
+  errorCode: ErrorCode,
+  message: string,
+  parameters: readonly ErrorParameter[],
+  requestId: string,
+  detail = "",
+): TranslatedError {
   return {
     code: CODE_BY_KIND[specOf(errorCode).kind],
     errorCode,
     body: create(ErrorResponseSchema, {
       debugIdentifier: requestId,
-      errorMessages: [{ errorCode, message, errorParameters: parameters.map((p) => ({ name: p.name, value: p.value })), errorDetail: detail }],
+      errorMessages: [
+        {
+          errorCode,
+          message,
+          errorParameters: parameters.map((p) => ({ name: p.name, value: p.value })),
+          errorDetail: detail,
+        },
+      ],
     }),
   };
 }
@@ -70,7 +93,9 @@ function fromParts(errorCode: ErrorCode, message: string, parameters: readonly E
 /** RFC 6749 5.2: `error` and `error_description` beside the ErrorResponse fields. */
 function applyOAuthDialect(translated: TranslatedError): void {
   if (translated.body.error) return;
-  const oauthError = OAUTH_ERROR_BY_CODE[translated.errorCode] ?? (translated.code === Code.InvalidArgument ? "invalid_request" : undefined);
+  const oauthError =
+    OAUTH_ERROR_BY_CODE[translated.errorCode] ??
+    (translated.code === Code.InvalidArgument ? "invalid_request" : undefined);
   if (!oauthError) return;
   translated.body.error = oauthError;
   translated.body.errorDescription = translated.body.errorMessages[0]?.message ?? "The request is invalid";
@@ -105,11 +130,15 @@ function fieldPathOf(violation: Violation, input: DescMessage | undefined): stri
  * The ConnectError that carries an ErrorResponse as its detail, for every protocol. Its message is
  * well-formed Unicode: gRPC's grpc-message (percent-encoded) cannot be written otherwise.
  */
-export function toConnectError(translated: TranslatedError, headers: { challenge?: string; retryAfterSeconds?: number } = {}): ConnectError {
+export function toConnectError(
+  translated: TranslatedError,
+  headers: { challenge?: string; retryAfterSeconds?: number } = {},
+): ConnectError {
   const message = wellFormed(translated.body.errorMessages[0]?.message ?? "error");
   // The challenge and Retry-After travel as error metadata: response headers on every protocol and for REST.
   const metadata = new Headers();
   if (headers.challenge !== undefined) metadata.set("www-authenticate", headers.challenge);
-  if (headers.retryAfterSeconds !== undefined) metadata.set("retry-after", String(Math.max(1, Math.ceil(headers.retryAfterSeconds))));
+  if (headers.retryAfterSeconds !== undefined)
+    metadata.set("retry-after", String(Math.max(1, Math.ceil(headers.retryAfterSeconds))));
   return new ConnectError(message, translated.code, metadata, [{ desc: ErrorResponseSchema, value: translated.body }]);
 }

@@ -10,7 +10,8 @@ const MAX_REASON_LENGTH = 200;
  * a message, a body its content encoding cannot decompress, an envelope flagged compressed
  * without an encoding. Every other INTERNAL of that layer is the server's.
  */
-const CLIENT_CAUSED_INTERNAL = /^(parse binary: |decompression failed|received compressed envelope|received parsed JSON request body)/;
+const CLIENT_CAUSED_INTERNAL =
+  /^(parse binary: |decompression failed|received compressed envelope|received parsed JSON request body)/;
 
 /**
  * A refusal by Connect's protocol layer, which runs before the interceptor chain (so before
@@ -25,7 +26,8 @@ export function protocolRefusal(error: ConnectError): DomainError {
   const reason = error.rawMessage;
   switch (error.code) {
     case Code.ResourceExhausted:
-      if (reason.includes("readMaxBytes")) return new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large", { cause: error });
+      if (reason.includes("readMaxBytes"))
+        return new DomainError("PAYLOAD_TOO_LARGE", "The request body is too large", { cause: error });
       break;
     case Code.DeadlineExceeded:
       return new DomainError("DEADLINE_EXCEEDED", "The request's deadline passed before it was read", { cause: error });
@@ -52,7 +54,11 @@ export function unwritableRefusal(cause: unknown): DomainError {
 }
 
 function undecodable(reason: string, cause: ConnectError): DomainError {
-  return new DomainError("API_VALIDATION_FAILED", `The request could not be decoded: ${printable(withoutTypeNames(reason), MAX_REASON_LENGTH)}`, { cause });
+  return new DomainError(
+    "API_VALIDATION_FAILED",
+    `The request could not be decoded: ${printable(withoutTypeNames(reason), MAX_REASON_LENGTH)}`,
+    { cause },
+  );
 }
 
 /**

@@ -7,10 +7,14 @@ import { accessRuleOf, authenticationOf, AuthenticationKind, isPublicInfrastruct
 import { requestInfoOf } from "../request-context.js";
 
 /** The verified caller of an RPC that requires an access token. */
-export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "verified access-token principal" });
+export const principalKey = createContextKey<Principal | undefined>(undefined, {
+  description: "verified access-token principal",
+});
 
 /** The SCIM_TOKEN API user behind an RPC that requires a SCIM token. */
-export const scimClientKey = createContextKey<ApiUser | undefined>(undefined, { description: "authenticated SCIM client" });
+export const scimClientKey = createContextKey<ApiUser | undefined>(undefined, {
+  description: "authenticated SCIM client",
+});
 
 /**
  * RFC 6750 section 3: a bearer refusal says how to authenticate. No token at all: the scheme
@@ -25,7 +29,12 @@ function challengeInvalidToken(error: unknown): never {
 }
 
 function withChallenge(error: DomainError, challenge: string): DomainError {
-  return new DomainError(error.code, error.message, { params: error.params, detail: error.detail, cause: error.cause, challenge });
+  return new DomainError(error.code, error.message, {
+    params: error.params,
+    detail: error.detail,
+    cause: error.cause,
+    challenge,
+  });
 }
 
 /** A quoted-string of RFC 9110 holds no quotes, backslashes or control bytes: our messages never need them. */
@@ -52,26 +61,37 @@ export function authenticationInterceptor(verifiers: Verifiers): Interceptor {
     switch (authenticationOf(req.method)) {
       case AuthenticationKind.ACCESS_TOKEN: {
         const token = bearerTokenOf(req.header);
-        if (token === undefined) throw withChallenge(unauthenticated("An access token is required (Authorization: Bearer <token>)"), "Bearer");
+        if (token === undefined)
+          throw withChallenge(unauthenticated("An access token is required (Authorization: Bearer <token>)"), "Bearer");
         const principal = await verifiers.accessTokens.verify(token, verifiers.audience).catch(challengeInvalidToken);
         const rule = accessRuleOf(req.method);
         // A protected method without a rule is a contract mistake: refuse rather than allow.
         if (!rule.scope) throw permissionDenied("This operation is not available to access tokens");
         if (!principal.scopes.includes(rule.scope)) {
-          throw withChallenge(permissionDenied(`The access token lacks the scope "${rule.scope}"`), `Bearer error="insufficient_scope", scope="${rule.scope}"`);
+          throw withChallenge(
+            permissionDenied(`The access token lacks the scope "${rule.scope}"`),
+            `Bearer error="insufficient_scope", scope="${rule.scope}"`,
+          );
         }
-        if (rule.roles.length > 0 && !rule.roles.includes(principal.role)) throw permissionDenied(`This operation requires the role ${rule.roles.join(" or ")}`);
+        if (rule.roles.length > 0 && !rule.roles.includes(principal.role))
+          throw permissionDenied(`This operation requires the role ${rule.roles.join(" or ")}`);
         req.contextValues.set(principalKey, principal);
         return next(req);
       }
       case AuthenticationKind.OPERATOR: {
-        await verifiers.operator.authenticate(bearerTokenOf(req.header), requestInfoOf(req.contextValues).remoteAddress);
+        await verifiers.operator.authenticate(
+          bearerTokenOf(req.header),
+          requestInfoOf(req.contextValues).remoteAddress,
+        );
         return next(req);
       }
       case AuthenticationKind.SCIM_TOKEN: {
         const token = scimTokenOf(req.header);
         if (token === undefined) throw withChallenge(unauthenticated("A valid SCIM token is required"), "Bearer");
-        req.contextValues.set(scimClientKey, await verifiers.scimTokens.authenticate(token).catch(challengeInvalidToken));
+        req.contextValues.set(
+          scimClientKey,
+          await verifiers.scimTokens.authenticate(token).catch(challengeInvalidToken),
+        );
         return next(req);
       }
       case AuthenticationKind.CLIENT_SECRET:

@@ -12,7 +12,10 @@ export function deadlineInterceptor(deadlineMs: number): Interceptor {
     if (req.stream || authenticationOf(req.method) === AuthenticationKind.OPERATOR) return next(req);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new DomainError("DEADLINE_EXCEEDED", `The request did not complete within ${deadlineMs} ms`)), deadlineMs);
+      timer = setTimeout(
+        () => reject(new DomainError("DEADLINE_EXCEEDED", `The request did not complete within ${deadlineMs} ms`)),
+        deadlineMs,
+      );
     });
     try {
       return await Promise.race([next(req), deadline]);

@@ -11,7 +11,10 @@ import { requestInfoOf } from "../request-context.js";
  * Internal failures are logged with their cause and answered with a message that reveals nothing;
  * `classify` names failures of dependencies the RPC layer cannot know (a database that is down).
  */
-export function errorInterceptor(logger: Logger, classify: (error: unknown) => DomainError | undefined = () => undefined): Interceptor {
+export function errorInterceptor(
+  logger: Logger,
+  classify: (error: unknown) => DomainError | undefined = () => undefined,
+): Interceptor {
   return (next) => async (req) => {
     try {
       return await next(req);
@@ -21,7 +24,10 @@ export function errorInterceptor(logger: Logger, classify: (error: unknown) => D
       const error = thrown instanceof DomainError ? thrown : (classify(thrown) ?? thrown);
       const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
       if (translated.code === Code.Internal || error !== thrown) {
-        logger.error({ reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: thrown }, "rpc failed");
+        logger.error(
+          { reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: thrown },
+          "rpc failed",
+        );
       } else if (!(error instanceof DomainError)) {
         logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }

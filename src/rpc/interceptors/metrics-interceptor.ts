@@ -17,7 +17,12 @@ export function metricsInterceptor(metrics: Metrics): Interceptor {
       metrics.rpcRequests.inc({ ...labels, code: "ok" });
       return res;
     } catch (error) {
-      const code = error instanceof ConnectError ? error.code : error instanceof DomainError ? CODE_BY_KIND[error.kind] : Code.Internal;
+      const code =
+        error instanceof ConnectError
+          ? error.code
+          : error instanceof DomainError
+            ? CODE_BY_KIND[error.kind]
+            : Code.Internal;
       metrics.rpcRequests.inc({ ...labels, code: codeLabel(code) });
       throw error;
     } finally {

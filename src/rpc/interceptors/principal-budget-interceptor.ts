@@ -132,7 +132,8 @@ class FixedWindows {
     const now = this.now();
     if (now - this.#sweptAt >= this.windowMs) this.#sweep(now);
     let window = this.#byPrincipal.get(principal);
-    if (!window || now - window.startedAt >= this.windowMs) this.#byPrincipal.set(principal, (window = { startedAt: now, used: 0 }));
+    if (!window || now - window.startedAt >= this.windowMs)
+      this.#byPrincipal.set(principal, (window = { startedAt: now, used: 0 }));
     if (window.used >= this.points) return Math.max(1, Math.ceil((window.startedAt + this.windowMs - now) / 1000));
     window.used++;
     return undefined;
@@ -140,7 +141,8 @@ class FixedWindows {
 
   #sweep(now: number): void {
     this.#sweptAt = now;
-    for (const [principal, window] of this.#byPrincipal) if (now - window.startedAt >= this.windowMs) this.#byPrincipal.delete(principal);
+    for (const [principal, window] of this.#byPrincipal)
+      if (now - window.startedAt >= this.windowMs) this.#byPrincipal.delete(principal);
   }
 }
 

@@ -18,7 +18,9 @@ export function textInterceptor(): Interceptor {
     if (req.stream) return next(req);
     const offending = firstOffendingField(req.method.input, req.message as Message);
     if (offending !== undefined) {
-      throw invalidArgument(`Field "${offending}" contains control characters or invalid Unicode`, [{ name: offending, value: "invalid characters" }]);
+      throw invalidArgument(`Field "${offending}" contains control characters or invalid Unicode`, [
+        { name: offending, value: "invalid characters" },
+      ]);
     }
     return next(req);
   };
@@ -49,7 +51,8 @@ function inField(field: DescField, value: unknown, path: string): string | undef
       let index = 0;
       for (const item of value as Iterable<unknown>) {
         const itemPath = `${path}[${index++}]`;
-        if (field.listKind === "scalar" && field.scalar === ScalarType.STRING && FORBIDDEN.test(item as string)) return itemPath;
+        if (field.listKind === "scalar" && field.scalar === ScalarType.STRING && FORBIDDEN.test(item as string))
+          return itemPath;
         if (field.listKind === "message") {
           const found = walk(item as ReflectMessage, `${itemPath}.`);
           if (found !== undefined) return found;
@@ -61,7 +64,8 @@ function inField(field: DescField, value: unknown, path: string): string | undef
       for (const [key, item] of value as Iterable<[unknown, unknown]>) {
         const itemPath = `${path}[${printable(String(key))}]`;
         if (typeof key === "string" && FORBIDDEN.test(key)) return itemPath;
-        if (field.mapKind === "scalar" && field.scalar === ScalarType.STRING && FORBIDDEN.test(item as string)) return itemPath;
+        if (field.mapKind === "scalar" && field.scalar === ScalarType.STRING && FORBIDDEN.test(item as string))
+          return itemPath;
         if (field.mapKind === "message") {
           const found = walk(item as ReflectMessage, `${itemPath}.`);
           if (found !== undefined) return found;

@@ -1,5 +1,13 @@
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
-import { context, propagation, SpanKind, SpanStatusCode, trace, type TextMapGetter, type Tracer } from "@opentelemetry/api";
+import {
+  context,
+  propagation,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type TextMapGetter,
+  type Tracer,
+} from "@opentelemetry/api";
 import { ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
 import { requestInfoOf } from "../request-context.js";
 import { codeLabel } from "./metrics-interceptor.js";

@@ -110,7 +110,9 @@ export function unusedCreditInfo(c: UnusedCredit): MessageInitShape<typeof Unuse
   };
 }
 
-export function listResponse(listing: CreditListing): MessageInitShape<typeof ListCompanyTransferableUnusedCreditsResponseSchema> {
+export function listResponse(
+  listing: CreditListing,
+): MessageInitShape<typeof ListCompanyTransferableUnusedCreditsResponseSchema> {
   return {
     unusedCreditInfos: listing.credits.map(unusedCreditInfo),
     paginationParams: { offset: listing.offset, totalRecords: listing.totalRecords },
@@ -121,7 +123,9 @@ export function listResponse(listing: CreditListing): MessageInitShape<typeof Li
   };
 }
 
-export function migrateResponse(outcomes: readonly MigrationOutcome[]): MessageInitShape<typeof MigrateCompanyCreditsResponseSchema> {
+export function migrateResponse(
+  outcomes: readonly MigrationOutcome[],
+): MessageInitShape<typeof MigrateCompanyCreditsResponseSchema> {
   return {
     migrationStatus: outcomes.map((o) => ({
       paymentSourceId: o.paymentSourceId,

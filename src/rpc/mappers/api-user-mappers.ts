@@ -1,5 +1,9 @@
 import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
-import type { ApiUserCredentialType as CredentialTypeName, ApiUserRole as RoleName, CreatedApiUser } from "../../domain/api-users/model.js";
+import type {
+  ApiUserCredentialType as CredentialTypeName,
+  ApiUserRole as RoleName,
+  CreatedApiUser,
+} from "../../domain/api-users/model.js";
 
 /** Unset means the documented default (spec 2.2, 2.3). */
 export function roleName(role: ApiUserRole): RoleName {

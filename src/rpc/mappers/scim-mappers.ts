@@ -10,7 +10,8 @@ export function scimCallerOf(ctx: HandlerContext): ScimCaller {
   const client = ctx.values.get(scimClientKey);
   if (!client) throw unauthenticated("A valid SCIM token is required");
   // SCIM_TOKEN API users are COMPANY_ADMINs of one company (enforced at creation; checked again here).
-  if (client.role !== "COMPANY_ADMIN" || !client.orgId) throw permissionDenied("SCIM provisioning requires a COMPANY_ADMIN SCIM API user of a company");
+  if (client.role !== "COMPANY_ADMIN" || !client.orgId)
+    throw permissionDenied("SCIM provisioning requires a COMPANY_ADMIN SCIM API user of a company");
   return { clientId: client.clientId, tmcId: client.tmcId, companyId: client.orgId };
 }
 

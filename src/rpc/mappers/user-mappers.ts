@@ -1,5 +1,10 @@
 import { fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
-import { GetUserResponseSchema, UpdateUserRequestSchema, type GetUserResponse, type UpdateUserRequest } from "../../../gen/travel/user/v2/user_pb.js";
+import {
+  GetUserResponseSchema,
+  UpdateUserRequestSchema,
+  type GetUserResponse,
+  type UpdateUserRequest,
+} from "../../../gen/travel/user/v2/user_pb.js";
 import type { ProfileCaller, ProfileDocument } from "../../domain/users/model.js";
 import type { Principal } from "../../domain/tokens/model.js";
 import { invalidArgument } from "../../errors/domain-error.js";
@@ -19,7 +24,9 @@ export function profileDocumentOf(request: UpdateUserRequest): ProfileDocument {
     json = toJson(UpdateUserRequestSchema, request) as JsonObject;
   } catch (error) {
     // A value protobuf JSON cannot express (a Struct number that is NaN or infinite, sent in binary).
-    throw invalidArgument("The request holds a value that has no JSON form", [{ name: "body", value: error instanceof Error ? error.message : "not JSON" }]);
+    throw invalidArgument("The request holds a value that has no JSON form", [
+      { name: "body", value: error instanceof Error ? error.message : "not JSON" },
+    ]);
   }
   delete json.userId;
   return json as ProfileDocument;

@@ -16,7 +16,12 @@ export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService>
   constructor(private readonly admin: ApiUserAdmin) {}
 
   async createApiUser(req: CreateApiUserRequest, ctx: HandlerContext) {
-    const request = { tmcId: req.tmcId || undefined, orgId: req.orgId || undefined, role: roleName(req.role), credentialType: credentialTypeName(req.credentialType) };
+    const request = {
+      tmcId: req.tmcId || undefined,
+      orgId: req.orgId || undefined,
+      role: roleName(req.role),
+      credentialType: credentialTypeName(req.credentialType),
+    };
     return credentialResponse(await this.admin.create(callerOf(ctx), request, requestInfoOf(ctx.values).requestId));
   }
 
@@ -31,6 +36,8 @@ export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService>
   }
 
   async rotateClientSecret(req: RotateClientSecretRequest, ctx: HandlerContext) {
-    return credentialResponse(await this.admin.rotate(callerOf(ctx), req.clientId, requestInfoOf(ctx.values).requestId));
+    return credentialResponse(
+      await this.admin.rotate(callerOf(ctx), req.clientId, requestInfoOf(ctx.values).requestId),
+    );
   }
 }

@@ -1,5 +1,11 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { AuthService, FetchOauth2TokenRequest, GetAuthTokenRequest, IntrospectTokenRequest, RevokeTokenRequest } from "../../../gen/travel/auth/v2/auth_pb.js";
+import type {
+  AuthService,
+  FetchOauth2TokenRequest,
+  GetAuthTokenRequest,
+  IntrospectTokenRequest,
+  RevokeTokenRequest,
+} from "../../../gen/travel/auth/v2/auth_pb.js";
 import type { PresentedCredentials } from "../../domain/tokens/model.js";
 import type { TokenCall, TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
 import { DomainError } from "../../errors/domain-error.js";
@@ -35,7 +41,11 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     ctx.responseHeader.set("deprecation", `@${LEGACY_DEPRECATED_AT}`);
     ctx.responseHeader.set("link", '</v2/auth/oauth2-token>; rel="successor-version"');
     // JSON body only: the legacy endpoint never took HTTP Basic.
-    const credentials: PresentedCredentials = { formClientId: req.clientId, formClientSecret: req.clientSecret, authorization: null };
+    const credentials: PresentedCredentials = {
+      formClientId: req.clientId,
+      formClientSecret: req.clientSecret,
+      authorization: null,
+    };
     // No challenge here: the legacy endpoint takes its credentials in the JSON body only.
     const issued = await this.endpoint.legacyToken(credentials, tokenCall(ctx));
     return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
@@ -43,18 +53,35 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
 
   async revokeToken(req: RevokeTokenRequest, ctx: HandlerContext) {
     noStore(ctx);
-    await challenged(ctx, this.endpoint.revoke(presented(req.clientId, req.clientSecret, ctx), req.token, req.tokenTypeHint, tokenCall(ctx)));
+    await challenged(
+      ctx,
+      this.endpoint.revoke(
+        presented(req.clientId, req.clientSecret, ctx),
+        req.token,
+        req.tokenTypeHint,
+        tokenCall(ctx),
+      ),
+    );
     return {};
   }
 
   async introspectToken(req: IntrospectTokenRequest, ctx: HandlerContext) {
     noStore(ctx);
-    return introspectionResponse(await challenged(ctx, this.endpoint.introspect(presented(req.clientId, req.clientSecret, ctx), req.token, tokenCall(ctx))));
+    return introspectionResponse(
+      await challenged(
+        ctx,
+        this.endpoint.introspect(presented(req.clientId, req.clientSecret, ctx), req.token, tokenCall(ctx)),
+      ),
+    );
   }
 }
 
 function presented(clientId: string, clientSecret: string, ctx: HandlerContext): PresentedCredentials {
-  return { formClientId: clientId, formClientSecret: clientSecret, authorization: ctx.requestHeader.get("authorization") };
+  return {
+    formClientId: clientId,
+    formClientSecret: clientSecret,
+    authorization: ctx.requestHeader.get("authorization"),
+  };
 }
 
 function tokenCall(ctx: HandlerContext): TokenCall {
@@ -73,7 +100,8 @@ async function challenged<T>(ctx: HandlerContext, work: Promise<T>): Promise<T> 
   try {
     return await work;
   } catch (error) {
-    if (error instanceof DomainError && error.kind === "UNAUTHENTICATED") ctx.responseHeader.set("www-authenticate", 'Basic realm="token"');
+    if (error instanceof DomainError && error.kind === "UNAUTHENTICATED")
+      ctx.responseHeader.set("www-authenticate", 'Basic realm="token"');
     throw error;
   }
 }

@@ -56,7 +56,10 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return { userId: user.id, orgId: user.companyId, tmcId: user.tmcId, email: user.email, isActive: user.isActive };
   }
 
-  async createApiUser(req: { tmcId: string; orgId: string; role: ApiUserRole; credentialType: ApiUserCredentialType }, ctx: HandlerContext) {
+  async createApiUser(
+    req: { tmcId: string; orgId: string; role: ApiUserRole; credentialType: ApiUserCredentialType },
+    ctx: HandlerContext,
+  ) {
     const created = await this.domain.provisioning.create({
       tmcId: req.tmcId,
       orgId: req.orgId || undefined,
@@ -88,7 +91,14 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     };
   }
 
-  async addTrustedIssuer(req: { tmcId: string; issuer: string; jwksUri: string; jwks: string; audience: string; companyId: string }) {
+  async addTrustedIssuer(req: {
+    tmcId: string;
+    issuer: string;
+    jwksUri: string;
+    jwks: string;
+    audience: string;
+    companyId: string;
+  }) {
     await this.domain.trustedIssuers.add(req.tmcId, {
       issuer: req.issuer,
       jwksUri: req.jwksUri || undefined,
@@ -99,7 +109,15 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return { tmcId: req.tmcId, issuer: req.issuer };
   }
 
-  async listAuditEvents(req: { tmcId: string; limit?: number; actions: string[]; clientId: string; since?: Timestamp; until?: Timestamp; pageToken: string }) {
+  async listAuditEvents(req: {
+    tmcId: string;
+    limit?: number;
+    actions: string[];
+    clientId: string;
+    since?: Timestamp;
+    until?: Timestamp;
+    pageToken: string;
+  }) {
     const page = await this.domain.console.auditEvents(
       req.tmcId,
       {
@@ -115,7 +133,10 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   }
 
   async listTmcs(req: { limit?: number; offset: number }) {
-    const { tmcs, total } = await this.domain.console.listTmcs({ limit: req.limit ?? DEFAULT_LIMIT, offset: req.offset });
+    const { tmcs, total } = await this.domain.console.listTmcs({
+      limit: req.limit ?? DEFAULT_LIMIT,
+      offset: req.offset,
+    });
     return { tmcs: tmcs.map(tmcSummaryOf), totalCount: total };
   }
 
@@ -124,7 +145,10 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   }
 
   async listApiUsers(req: { tmcId: string; limit?: number; offset: number }) {
-    const { apiUsers, total } = await this.domain.console.listApiUsers(req.tmcId, { limit: req.limit ?? DEFAULT_LIMIT, offset: req.offset });
+    const { apiUsers, total } = await this.domain.console.listApiUsers(req.tmcId, {
+      limit: req.limit ?? DEFAULT_LIMIT,
+      offset: req.offset,
+    });
     return {
       apiUsers: apiUsers.map((u) => ({
         clientId: u.clientId,
@@ -147,7 +171,15 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
 
   async listTrustedIssuers(req: { tmcId: string }) {
     const issuers = await this.domain.console.listTrustedIssuers(req.tmcId);
-    return { issuers: issuers.map((i) => ({ issuer: i.issuer, jwksUri: i.jwksUri ?? "", inlineJwks: i.jwks !== undefined, audience: i.audience ?? "", companyId: i.companyId ?? "" })) };
+    return {
+      issuers: issuers.map((i) => ({
+        issuer: i.issuer,
+        jwksUri: i.jwksUri ?? "",
+        inlineJwks: i.jwks !== undefined,
+        audience: i.audience ?? "",
+        companyId: i.companyId ?? "",
+      })),
+    };
   }
 
   async removeTrustedIssuer(req: { tmcId: string; issuer: string }, ctx: HandlerContext) {

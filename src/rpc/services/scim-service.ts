@@ -33,25 +33,45 @@ export class ScimServiceHandler implements ServiceImpl<typeof ScimService> {
   }
 
   async getUser(req: GetUserRequest, ctx: HandlerContext) {
-    const user = await this.scim.get(scimCallerOf(ctx), req.userId, { attributes: req.attributes, excludedAttributes: req.excludedAttributes });
+    const user = await this.scim.get(scimCallerOf(ctx), req.userId, {
+      attributes: req.attributes,
+      excludedAttributes: req.excludedAttributes,
+    });
     return { resource: structOf(user) };
   }
 
   async createUser(req: CreateUserRequest, ctx: HandlerContext) {
     const caller = scimCallerOf(ctx);
-    const { resource, location } = await this.scim.create(caller, scimJsonOf(req.resource, "resource"), requestInfoOf(ctx.values).requestId);
+    const { resource, location } = await this.scim.create(
+      caller,
+      scimJsonOf(req.resource, "resource"),
+      requestInfoOf(ctx.values).requestId,
+    );
     ctx.responseHeader.set("location", location);
     return { resource: structOf(resource) };
   }
 
   async replaceUser(req: ReplaceUserRequest, ctx: HandlerContext) {
     const caller = scimCallerOf(ctx);
-    return { resource: structOf(await this.scim.replace(caller, req.userId, scimJsonOf(req.resource, "resource"), requestInfoOf(ctx.values).requestId)) };
+    return {
+      resource: structOf(
+        await this.scim.replace(
+          caller,
+          req.userId,
+          scimJsonOf(req.resource, "resource"),
+          requestInfoOf(ctx.values).requestId,
+        ),
+      ),
+    };
   }
 
   async patchUser(req: PatchUserRequest, ctx: HandlerContext) {
     const caller = scimCallerOf(ctx);
-    return { resource: structOf(await this.scim.patch(caller, req.userId, scimJsonOf(req.patch, "patch"), requestInfoOf(ctx.values).requestId)) };
+    return {
+      resource: structOf(
+        await this.scim.patch(caller, req.userId, scimJsonOf(req.patch, "patch"), requestInfoOf(ctx.values).requestId),
+      ),
+    };
   }
 
   async deleteUser(req: DeleteUserRequest, ctx: HandlerContext) {

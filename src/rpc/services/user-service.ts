@@ -14,7 +14,12 @@ export class UserServiceHandler implements ServiceImpl<typeof UserService> {
   }
 
   async updateUser(req: UpdateUserRequest, ctx: HandlerContext) {
-    await this.profiles.update(profileCallerOf(callerOf(ctx)), req.userId, profileDocumentOf(req), requestInfoOf(ctx.values).requestId);
+    await this.profiles.update(
+      profileCallerOf(callerOf(ctx)),
+      req.userId,
+      profileDocumentOf(req),
+      requestInfoOf(ctx.values).requestId,
+    );
     return {};
   }
 }

@@ -18,6 +18,7 @@ export class MemoryGenerationCache implements GenerationCache {
     for (const [id, state] of states) {
       if (state.changeSeq >= (this.states.get(id)?.changeSeq ?? -1)) this.states.set(id, state);
     }
-    if (watermark && watermark.to > this.watermark && this.watermark >= watermark.ifAtLeast) this.watermark = watermark.to;
+    if (watermark && watermark.to > this.watermark && this.watermark >= watermark.ifAtLeast)
+      this.watermark = watermark.to;
   }
 }

@@ -39,7 +39,11 @@ export class PostgresChangeFeed implements ChangeFeed {
   start(onChange: (seq: number) => void, onConnected: () => Promise<void>): void {
     const connect = async () => {
       if (this.stopped) return;
-      const client = new pg.Client({ connectionString: this.options.connectionString, keepAlive: true, application_name: "auth-api-user-service/feed" });
+      const client = new pg.Client({
+        connectionString: this.options.connectionString,
+        keepAlive: true,
+        application_name: "auth-api-user-service/feed",
+      });
       this.client = client;
       const lost = (error?: Error) => {
         if (this.client !== client) return;
@@ -49,7 +53,11 @@ export class PostgresChangeFeed implements ChangeFeed {
         client.on("error", () => {});
         void client.end().catch(() => {});
         if (this.stopped) return;
-        if (this.attempts === 0) this.logger.warn({ err: { message: error?.message ?? "connection ended" } }, "credential change feed lost; not believing the cache until it is back");
+        if (this.attempts === 0)
+          this.logger.warn(
+            { err: { message: error?.message ?? "connection ended" } },
+            "credential change feed lost; not believing the cache until it is back",
+          );
         const delay = Math.min(100 * 2 ** this.attempts++, this.options.reconnectMaxDelayMs);
         this.timer = setTimeout(() => void connect(), delay);
         this.timer.unref();

@@ -60,7 +60,14 @@ export function openDatabase(options: DatabaseOptions): Database {
 }
 
 function openPostgres(connectionString: string, options: DatabaseOptions): Database {
-  const { schema, poolMax = 10, acquireTimeoutMs = 10_000, queryTimeoutMs = 30_000, lockTimeoutMs, jobsPoolMax = 2 } = options;
+  const {
+    schema,
+    poolMax = 10,
+    acquireTimeoutMs = 10_000,
+    queryTimeoutMs = 30_000,
+    lockTimeoutMs,
+    jobsPoolMax = 2,
+  } = options;
   const connect = (timeouts: { lockTimeoutMs?: number } | undefined, max: number) =>
     knex({
       client: "pg",
@@ -70,7 +77,13 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
         application_name: "auth-api-user-service",
         keepAlive: true,
         // A stalled server cannot enforce its own timeout: the client gives up too.
-        ...(timeouts ? { query_timeout: queryTimeoutMs, statement_timeout: queryTimeoutMs, connectionTimeoutMillis: acquireTimeoutMs } : {}),
+        ...(timeouts
+          ? {
+              query_timeout: queryTimeoutMs,
+              statement_timeout: queryTimeoutMs,
+              connectionTimeoutMillis: acquireTimeoutMs,
+            }
+          : {}),
         // A request waiting for a row lock holds a pooled connection while it waits: lock_timeout
         // ends the wait (55P03, answered 409 RESOURCE_BUSY with Retry-After) well before
         // statement_timeout would, so one busy row cannot park the pool.
@@ -132,7 +145,12 @@ export function embeddedDatabaseExists(dataDir: string): boolean {
 function openPglite(dataDir: string): Database {
   const directory = embeddedDatabaseDirectory(dataDir);
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const db = knex({ client: ClientPgLite, dialect: "postgres", log: KNEX_LOG, connection: { filename: directory } } as Knex.Config);
+  const db = knex({
+    client: ClientPgLite,
+    dialect: "postgres",
+    log: KNEX_LOG,
+    connection: { filename: directory },
+  } as Knex.Config);
   return {
     kind: "pglite",
     db,

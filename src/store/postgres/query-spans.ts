@@ -28,7 +28,10 @@ export function traceQueries(db: Knex, tracer: Tracer, system: "postgresql" | "p
     if (error !== undefined) {
       // The SQLSTATE only: Knex puts the statement with its bound values into the message.
       const code = (error as { code?: unknown }).code;
-      span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === "string" ? code : error instanceof Error ? error.name : "error" });
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: typeof code === "string" ? code : error instanceof Error ? error.name : "error",
+      });
     }
     span.end();
   };
@@ -42,7 +45,11 @@ export function traceQueries(db: Knex, tracer: Tracer, system: "postgresql" | "p
       operation,
       {
         kind: SpanKind.CLIENT,
-        attributes: { "db.system": system, "db.operation.name": operation, ...(query.sql ? { "db.query.text": query.sql } : {}) },
+        attributes: {
+          "db.system": system,
+          "db.operation.name": operation,
+          ...(query.sql ? { "db.query.text": query.sql } : {}),
+        },
       },
       parent,
     );

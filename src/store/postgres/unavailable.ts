@@ -7,7 +7,18 @@
 export type DatabaseFailure = "unavailable" | "contended";
 
 /** Socket errors (node:net, node:dns) on the way to the server. */
-const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN"]);
+const SOCKET_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENETDOWN",
+]);
 
 /** SQLSTATEs that say the server cannot serve now (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 const UNAVAILABLE_SQLSTATES = new Set([
@@ -47,7 +58,11 @@ export function databaseFailureOf(error: unknown, depth = 0): DatabaseFailure | 
   const e = error as ErrorLike;
   if (typeof e.code === "string") {
     if (CONTENDED_SQLSTATES.has(e.code)) return "contended";
-    if (SOCKET_CODES.has(e.code) || UNAVAILABLE_SQLSTATES.has(e.code) || (/^[0-9A-Z]{5}$/.test(e.code) && UNAVAILABLE_SQLSTATE_CLASSES.has(e.code.slice(0, 2)))) {
+    if (
+      SOCKET_CODES.has(e.code) ||
+      UNAVAILABLE_SQLSTATES.has(e.code) ||
+      (/^[0-9A-Z]{5}$/.test(e.code) && UNAVAILABLE_SQLSTATE_CLASSES.has(e.code.slice(0, 2)))
+    ) {
       return "unavailable";
     }
   }

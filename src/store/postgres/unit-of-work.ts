@@ -43,7 +43,10 @@ export class KnexUnitOfWork implements UnitOfWork {
         // 10, 20, 40, 80, then 100 ms at most, each with jitter, so contenders do not retry in step.
         const pauseMs = Math.min(100, 10 * 2 ** attempt) * (0.5 + Math.random());
         if (Date.now() + pauseMs > giveUpAt) {
-          throw new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", { cause: error, retryAfterSeconds: 1 });
+          throw new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", {
+            cause: error,
+            retryAfterSeconds: 1,
+          });
         }
         await new Promise((resolve) => setTimeout(resolve, pauseMs));
       }

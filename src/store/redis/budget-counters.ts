@@ -109,7 +109,12 @@ class ObservedInsuranceLimiter extends RateLimiterMemory {
     return super.get(key, options);
   }
 
-  override set(key: string | number, points: number, secDuration: number, options?: LimiterCallOptions): Promise<RateLimiterRes> {
+  override set(
+    key: string | number,
+    points: number,
+    secDuration: number,
+    options?: LimiterCallOptions,
+  ): Promise<RateLimiterRes> {
     this.#served();
     return super.set(key, points, secDuration, options);
   }

@@ -9,7 +9,11 @@ export class CircuitBreaker {
   private trialInFlight = false;
 
   constructor(
-    private readonly options: { readonly failureThreshold: number; readonly openMs: number; readonly onChange?: (open: boolean) => void },
+    private readonly options: {
+      readonly failureThreshold: number;
+      readonly openMs: number;
+      readonly onChange?: (open: boolean) => void;
+    },
     private readonly now: () => number = Date.now,
   ) {}
 

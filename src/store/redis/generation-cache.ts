@@ -45,8 +45,14 @@ export class RedisGenerationCache implements GenerationCache {
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
     const keys = [this.watermarkRedisKey, ...clientIds.map((id) => this.key(id))];
-    const [watermark, ...values] = await redisSpan("MGET", this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs)));
-    return { states: values.map((v) => (v === null ? undefined : decode(v))), watermark: watermark === null ? 0 : Number(watermark) };
+    const [watermark, ...values] = await redisSpan(
+      "MGET",
+      this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs)),
+    );
+    return {
+      states: values.map((v) => (v === null ? undefined : decode(v))),
+      watermark: watermark === null ? 0 : Number(watermark),
+    };
   }
 
   async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
@@ -57,7 +63,13 @@ export class RedisGenerationCache implements GenerationCache {
       // A revoked token's state must outlive the token; everything else the cache's TTL.
       args.push(String(state.changeSeq), encode(state), String(Math.max(state.ttlSeconds ?? 0, this.ttlSeconds)));
     }
-    await redisSpan("EVAL", this.breaker.run(() => withinTimeout(this.redis.eval(WRITE_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs)), "generation-cache.write");
+    await redisSpan(
+      "EVAL",
+      this.breaker.run(() =>
+        withinTimeout(this.redis.eval(WRITE_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs),
+      ),
+      "generation-cache.write",
+    );
   }
 
   private key(clientId: string): string {

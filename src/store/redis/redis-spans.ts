@@ -20,12 +20,24 @@ export function redisSpan<T>(command: string, pending: Promise<T>, purpose?: str
   return tracer === undefined ? pending : traced(tracer, command, pending, purpose);
 }
 
-async function traced<T>(commandTracer: Tracer, command: string, pending: Promise<T>, purpose: string | undefined): Promise<T> {
+async function traced<T>(
+  commandTracer: Tracer,
+  command: string,
+  pending: Promise<T>,
+  purpose: string | undefined,
+): Promise<T> {
   const parent = context.active();
   if (trace.getSpan(parent) === undefined) return pending;
   const span = commandTracer.startSpan(
     purpose ? `${command} ${purpose}` : command,
-    { kind: SpanKind.CLIENT, attributes: { "db.system": "redis", "db.operation.name": command, ...(purpose ? { "redis.purpose": purpose } : {}) } },
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        "db.system": "redis",
+        "db.operation.name": command,
+        ...(purpose ? { "redis.purpose": purpose } : {}),
+      },
+    },
     parent,
   );
   try {

@@ -1,5 +1,10 @@
 import type { RedisClientType } from "redis";
-import type { AdmissionRequest, AdmissionResult, AdmissionStore, BudgetReading } from "../../domain/rate-limit/ports.js";
+import type {
+  AdmissionRequest,
+  AdmissionResult,
+  AdmissionStore,
+  BudgetReading,
+} from "../../domain/rate-limit/ports.js";
 import type { BudgetName } from "../../domain/rate-limit/model.js";
 import { budgetKeyPrefix } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
@@ -76,18 +81,33 @@ export class RedisTokenAdmission implements AdmissionStore {
       String(request.knownChange),
       String(request.generation),
       request.authenticated ? "1" : "0",
-      ...[address, failures, client, lockedGuesses].flatMap((b) => [String(b.budget.points), String(b.budget.durationSeconds)]),
+      ...[address, failures, client, lockedGuesses].flatMap((b) => [
+        String(b.budget.points),
+        String(b.budget.durationSeconds),
+      ]),
     ];
     let reply: number[];
     try {
-      reply = (await redisSpan("EVAL", this.breaker.run(() => withinTimeout(this.redis.eval(ADMIT_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs)), "token-admission")) as number[];
+      reply = (await redisSpan(
+        "EVAL",
+        this.breaker.run(() =>
+          withinTimeout(this.redis.eval(ADMIT_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs),
+        ),
+        "token-admission",
+      )) as number[];
     } catch {
       // An open breaker refuses at once (run() checks it: asking isOpen first would take the
       // half-open trial and never report it). A failure is counted by the breaker; the
       // step-by-step path meets it too and falls back (and reports it).
       return undefined;
     }
-    const [status, addressCount, addressMs, otherCount, otherMs] = reply.map(Number) as [number, number, number, number, number];
+    const [status, addressCount, addressMs, otherCount, otherMs] = reply.map(Number) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     const kind = STATUSES[status] ?? "stale";
     const reading = (count: number, ms: number): BudgetReading => ({ consumed: count, msBeforeReset: Math.max(0, ms) });
     return {

@@ -44,14 +44,19 @@ const lines = (violations: readonly IViolation[]) => violations.map(describeViol
 const triples = (violations: readonly IViolation[]) =>
   violations
     .map((v) =>
-      (v.cycle?.length ? [v.rule.name, `cycle of ${[...new Set([v.from, ...v.cycle.map((c) => c.name)])].sort().join(", ")}`] : [v.rule.name, v.from, v.to])
+      (v.cycle?.length
+        ? [v.rule.name, `cycle of ${[...new Set([v.from, ...v.cycle.map((c) => c.name)])].sort().join(", ")}`]
+        : [v.rule.name, v.from, v.to]
+      )
         .map((s) => s.replaceAll(`${FIXTURES}/`, ""))
         .join(" | "),
     )
     .sort();
 
 const tsFilesUnder = (dir: string) =>
-  (readdirSync(`${root}/${dir}`, { recursive: true }) as string[]).filter((f) => f.endsWith(".ts")).map((f) => `${dir}/${f}`);
+  (readdirSync(`${root}/${dir}`, { recursive: true }) as string[])
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => `${dir}/${f}`);
 
 describe("architecture: the import graph of src/ and gen/", () => {
   test("follows the layering rules", async () => {
@@ -59,21 +64,34 @@ describe("architecture: the import graph of src/ and gen/", () => {
 
     // A cruise that resolves nothing would find nothing to forbid: check that it saw the tree.
     const sources = new Set(result.modules.map((m) => m.source));
-    for (const file of [...tsFilesUnder("src"), ...tsFilesUnder("gen")]) assert.ok(sources.has(file), `the cruise saw ${file}`);
+    for (const file of [...tsFilesUnder("src"), ...tsFilesUnder("gen")])
+      assert.ok(sources.has(file), `the cruise saw ${file}`);
     const srcEdges = result.modules
       .filter((m) => m.source.startsWith("src/"))
       .flatMap((m) => m.dependencies.filter((d) => d.resolved.startsWith("src/") && !d.couldNotResolve));
     assert.ok(srcEdges.length >= 200, `only ${srcEdges.length} resolved edges between src files`);
     assert.ok(
-      srcEdges.some((d) => d.module === "../domain/api-users/api-user-admin.js" && d.resolved === "src/domain/api-users/api-user-admin.ts"),
+      srcEdges.some(
+        (d) =>
+          d.module === "../domain/api-users/api-user-admin.js" &&
+          d.resolved === "src/domain/api-users/api-user-admin.ts",
+      ),
       "a NodeNext import (.js) resolves to its .ts file",
     );
-    assert.ok(srcEdges.some((d) => d.dependencyTypes.includes("type-only")), "type-only imports are part of the graph");
     assert.ok(
-      result.modules.some((m) => m.source.startsWith("src/") && m.dependencies.some((d) => d.resolved.startsWith("gen/"))),
+      srcEdges.some((d) => d.dependencyTypes.includes("type-only")),
+      "type-only imports are part of the graph",
+    );
+    assert.ok(
+      result.modules.some(
+        (m) => m.source.startsWith("src/") && m.dependencies.some((d) => d.resolved.startsWith("gen/")),
+      ),
       "edges into gen/ are resolved",
     );
-    assert.ok(result.summary.totalDependenciesCruised! >= 400, `${result.summary.totalDependenciesCruised} dependencies cruised`);
+    assert.ok(
+      result.summary.totalDependenciesCruised! >= 400,
+      `${result.summary.totalDependenciesCruised} dependencies cruised`,
+    );
 
     const violations = lines(result.summary.violations);
     assert.deepEqual(violations, [], `${violations.length} architecture violation(s):\n  ${violations.join("\n  ")}`);
@@ -81,11 +99,11 @@ describe("architecture: the import graph of src/ and gen/", () => {
 
   test("reports each rule broken in the fixture, and no allowed edge", async () => {
     const result = await cruiseWith({ src: `${FIXTURES}/src`, gen: `${FIXTURES}/gen` });
-    const knex = result.modules
-      .flatMap((m) => m.dependencies)
-      .find((d) => d.module === "knex")?.resolved;
+    const knex = result.modules.flatMap((m) => m.dependencies).find((d) => d.module === "knex")?.resolved;
     assert.ok(knex && /(^|\/)node_modules\/knex\//.test(knex), `knex resolves into node_modules (${knex})`);
-    const sdkTraceBase = result.modules.flatMap((m) => m.dependencies).find((d) => d.module === "@opentelemetry/sdk-trace-base")?.resolved;
+    const sdkTraceBase = result.modules
+      .flatMap((m) => m.dependencies)
+      .find((d) => d.module === "@opentelemetry/sdk-trace-base")?.resolved;
     assert.deepEqual(
       triples(result.summary.violations),
       [

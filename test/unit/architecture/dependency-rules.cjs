@@ -84,7 +84,12 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
         from: { path: in_("store") },
         to: {
           path: `${S}|${G}`,
-          pathNot: [in_("store", "errors"), `${S}domain/shared/`, `${S}domain/(model|ports)\\.ts$`, `${S}domain/.*/(model|ports)\\.ts$`],
+          pathNot: [
+            in_("store", "errors"),
+            `${S}domain/shared/`,
+            `${S}domain/(model|ports)\\.ts$`,
+            `${S}domain/.*/(model|ports)\\.ts$`,
+          ],
         },
       },
       {

@@ -22,13 +22,25 @@ describe("configuration", () => {
     assert.equal(loadConfig({ HOST: "::", PORT: "9000" }).tokens.issuer, "http://localhost:9000");
     assert.equal(loadConfig({ HOST: "127.0.0.1", PORT: "9000" }).tokens.issuer, "http://127.0.0.1:9000");
     assert.equal(loadConfig({ HOST: "::1", PORT: "9000" }).tokens.issuer, "http://[::1]:9000");
-    assert.equal(loadConfig({ HOST: "127.0.0.1", SERVER_URL: "https://auth.example.com/" }).tokens.issuer, "https://auth.example.com");
-    assert.equal(loadConfig({ HOST: "127.0.0.1", TOKEN_ISSUER: "https://iss.example.com" }).tokens.issuer, "https://iss.example.com");
+    assert.equal(
+      loadConfig({ HOST: "127.0.0.1", SERVER_URL: "https://auth.example.com/" }).tokens.issuer,
+      "https://auth.example.com",
+    );
+    assert.equal(
+      loadConfig({ HOST: "127.0.0.1", TOKEN_ISSUER: "https://iss.example.com" }).tokens.issuer,
+      "https://iss.example.com",
+    );
     assert.equal(loadConfig({ HOST: "127.0.0.1", PORT: "9000" }).tokens.audience, "http://127.0.0.1:9000/v2");
   });
 
   test("values are read and checked", () => {
-    const config = loadConfig({ PORT: "9090", HOST: "::1", DATABASE_URL: "postgres://x/y", REDIS_URL: " redis://r ", BODY_LIMIT_BYTES: "2048" });
+    const config = loadConfig({
+      PORT: "9090",
+      HOST: "::1",
+      DATABASE_URL: "postgres://x/y",
+      REDIS_URL: " redis://r ",
+      BODY_LIMIT_BYTES: "2048",
+    });
     assert.equal(config.http.port, 9090);
     assert.equal(config.serverUrl, "http://[::1]:9090");
     assert.equal(config.storage.redisUrl, "redis://r");
@@ -53,39 +65,72 @@ describe("configuration", () => {
     assert.equal(defaults.http.keepAliveTimeoutMs, 5_000);
     assert.equal(defaults.storage.databaseAcquireTimeoutMs, 500);
     assert.equal(defaults.tokens.credentialCacheSeconds, 300);
-    const tuned = loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "50", HTTP_REQUEST_TIMEOUT_MS: "1500", AUDIT_BATCH_SIZE: "10" });
+    const tuned = loadConfig({
+      CREDENTIAL_RECONCILE_INTERVAL_MS: "50",
+      HTTP_REQUEST_TIMEOUT_MS: "1500",
+      AUDIT_BATCH_SIZE: "10",
+    });
     assert.equal(tuned.jobs.credentialReconcileIntervalMs, 50);
     assert.equal(tuned.http.requestTimeoutMs, 1500);
     assert.equal(tuned.audit.batchSize, 10);
-    assert.throws(() => loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "soon" }), /CREDENTIAL_RECONCILE_INTERVAL_MS must be a whole number/);
+    assert.throws(
+      () => loadConfig({ CREDENTIAL_RECONCILE_INTERVAL_MS: "soon" }),
+      /CREDENTIAL_RECONCILE_INTERVAL_MS must be a whole number/,
+    );
     assert.equal(loadConfig({ CREDENTIAL_LOG_PRUNE_INTERVAL_MS: "5000" }).jobs.credentialLogPruneIntervalMs, 5_000);
-    assert.throws(() => loadConfig({ CREDENTIAL_LOG_PRUNE_INTERVAL_MS: "hourly" }), /CREDENTIAL_LOG_PRUNE_INTERVAL_MS must be a whole number/);
+    assert.throws(
+      () => loadConfig({ CREDENTIAL_LOG_PRUNE_INTERVAL_MS: "hourly" }),
+      /CREDENTIAL_LOG_PRUNE_INTERVAL_MS must be a whole number/,
+    );
     assert.throws(() => loadConfig({ DATABASE_POOL_MAX: "0" }), /DATABASE_POOL_MAX must be between 1/);
   });
 
   test("the signing-key pre-publication period: 15 minutes by default, and longer than the reload interval", () => {
     assert.equal(loadConfig({}).tokens.signingKeyPrepublishSeconds, 900);
-    assert.equal(loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "2", SIGNING_KEY_RELOAD_INTERVAL_MS: "500" }).tokens.signingKeyPrepublishSeconds, 2);
-    assert.throws(
-      () => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "60" }),
-      {
-        message:
-          "SIGNING_KEY_PREPUBLISH_SECONDS (60 s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (60000 ms): an instance that missed the announcement must still load the next key before it signs",
-      },
+    assert.equal(
+      loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "2", SIGNING_KEY_RELOAD_INTERVAL_MS: "500" }).tokens
+        .signingKeyPrepublishSeconds,
+      2,
     );
-    assert.throws(() => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "0" }), /SIGNING_KEY_PREPUBLISH_SECONDS must be between 1/);
+    assert.throws(() => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "60" }), {
+      message:
+        "SIGNING_KEY_PREPUBLISH_SECONDS (60 s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (60000 ms): an instance that missed the announcement must still load the next key before it signs",
+    });
+    assert.throws(
+      () => loadConfig({ SIGNING_KEY_PREPUBLISH_SECONDS: "0" }),
+      /SIGNING_KEY_PREPUBLISH_SECONDS must be between 1/,
+    );
   });
 
   test("issue 18: lock waits, the jobs pool and the per-principal budget have sane defaults; a lock timeout at or above the query timeout is refused", () => {
     const config = loadConfig({});
     assert.deepEqual(
-      [config.storage.databaseLockWaitMs, config.storage.databaseLockTimeoutMs, config.storage.databaseQueryTimeoutMs, config.storage.databaseJobsPoolMax],
+      [
+        config.storage.databaseLockWaitMs,
+        config.storage.databaseLockTimeoutMs,
+        config.storage.databaseQueryTimeoutMs,
+        config.storage.databaseJobsPoolMax,
+      ],
       [2_000, 500, 1_000, 2],
     );
-    assert.deepEqual(config.principalBudget, { concurrency: 4, queue: 64, rate: { points: 5_000, durationSeconds: 10 } });
-    assert.equal(loadConfig({ DATABASE_QUERY_TIMEOUT_MS: "3000" }).storage.databaseLockTimeoutMs, 1_500, "half the query timeout");
-    assert.deepEqual(loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "100/1" }).principalBudget.rate, { points: 100, durationSeconds: 1 });
-    assert.throws(() => loadConfig({ DATABASE_LOCK_TIMEOUT_MS: "1000" }), /DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS/);
+    assert.deepEqual(config.principalBudget, {
+      concurrency: 4,
+      queue: 64,
+      rate: { points: 5_000, durationSeconds: 10 },
+    });
+    assert.equal(
+      loadConfig({ DATABASE_QUERY_TIMEOUT_MS: "3000" }).storage.databaseLockTimeoutMs,
+      1_500,
+      "half the query timeout",
+    );
+    assert.deepEqual(loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "100/1" }).principalBudget.rate, {
+      points: 100,
+      durationSeconds: 1,
+    });
+    assert.throws(
+      () => loadConfig({ DATABASE_LOCK_TIMEOUT_MS: "1000" }),
+      /DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS/,
+    );
     assert.throws(() => loadConfig({ RPC_CONCURRENCY_PER_PRINCIPAL: "0" }), ConfigError);
     assert.throws(() => loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "lots" }), ConfigError);
   });
@@ -93,20 +138,43 @@ describe("configuration", () => {
   test("HTTP/2 stream budget: defaults as Go and nginx (100 concurrent streams), each setting checked", () => {
     const defaults = loadConfig({}).http;
     assert.deepEqual(
-      { streams: defaults.h2MaxConcurrentStreams, burst: defaults.h2ResetBurst, rate: defaults.h2ResetsPerSecond, sessions: defaults.h2MaxSessionsPerAddress },
+      {
+        streams: defaults.h2MaxConcurrentStreams,
+        burst: defaults.h2ResetBurst,
+        rate: defaults.h2ResetsPerSecond,
+        sessions: defaults.h2MaxSessionsPerAddress,
+      },
       { streams: 100, burst: 200, rate: 20, sessions: 64 },
     );
-    const tuned = loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "250", HTTP2_RESET_BURST: "10", HTTP2_RESETS_PER_SECOND: "2", HTTP2_MAX_SESSIONS_PER_ADDRESS: "8" }).http;
-    assert.deepEqual([tuned.h2MaxConcurrentStreams, tuned.h2ResetBurst, tuned.h2ResetsPerSecond, tuned.h2MaxSessionsPerAddress], [250, 10, 2, 8]);
+    const tuned = loadConfig({
+      HTTP2_MAX_CONCURRENT_STREAMS: "250",
+      HTTP2_RESET_BURST: "10",
+      HTTP2_RESETS_PER_SECOND: "2",
+      HTTP2_MAX_SESSIONS_PER_ADDRESS: "8",
+    }).http;
+    assert.deepEqual(
+      [tuned.h2MaxConcurrentStreams, tuned.h2ResetBurst, tuned.h2ResetsPerSecond, tuned.h2MaxSessionsPerAddress],
+      [250, 10, 2, 8],
+    );
     // Fewer than 10 streams would queue a grpc-js client's ordinary multiplexing.
-    assert.throws(() => loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "5" }), /HTTP2_MAX_CONCURRENT_STREAMS must be between 10 and 10000/);
+    assert.throws(
+      () => loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "5" }),
+      /HTTP2_MAX_CONCURRENT_STREAMS must be between 10 and 10000/,
+    );
     assert.throws(() => loadConfig({ HTTP2_RESET_BURST: "0" }), /HTTP2_RESET_BURST must be between 1/);
-    assert.throws(() => loadConfig({ HTTP2_RESETS_PER_SECOND: "fast" }), /HTTP2_RESETS_PER_SECOND must be a whole number/);
-    assert.throws(() => loadConfig({ HTTP2_MAX_SESSIONS_PER_ADDRESS: "0" }), /HTTP2_MAX_SESSIONS_PER_ADDRESS must be between 1/);
+    assert.throws(
+      () => loadConfig({ HTTP2_RESETS_PER_SECOND: "fast" }),
+      /HTTP2_RESETS_PER_SECOND must be a whole number/,
+    );
+    assert.throws(
+      () => loadConfig({ HTTP2_MAX_SESSIONS_PER_ADDRESS: "0" }),
+      /HTTP2_MAX_SESSIONS_PER_ADDRESS must be between 1/,
+    );
   });
 
   test("loopback hosts are told apart from the rest (the TRUSTED_PROXIES start-up warning)", () => {
     for (const host of ["127.0.0.1", "127.1.2.3", "::1", "localhost"]) assert.equal(isLoopbackHost(host), true, host);
-    for (const host of ["0.0.0.0", "::", "10.0.0.5", "192.168.1.2", "example.org", "127.0.0.1.example.org"]) assert.equal(isLoopbackHost(host), false, host);
+    for (const host of ["0.0.0.0", "::", "10.0.0.5", "192.168.1.2", "example.org", "127.0.0.1.example.org"])
+      assert.equal(isLoopbackHost(host), false, host);
   });
 });

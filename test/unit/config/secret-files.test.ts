@@ -26,7 +26,10 @@ describe("secrets generated on first start", () => {
     }
     assert.ok(first.operatorToken.length >= 43, "256 bits");
     assert.equal(first.masterKey.length, 32);
-    assert.deepEqual(first.sources, { masterKey: path.join(dataDir, "master.key"), operatorToken: operatorTokenFile(dataDir) });
+    assert.deepEqual(first.sources, {
+      masterKey: path.join(dataDir, "master.key"),
+      operatorToken: operatorTokenFile(dataDir),
+    });
     const again = loadSecrets(config);
     assert.equal(again.operatorToken, first.operatorToken);
     assert.deepEqual(again.masterKey, first.masterKey);
@@ -40,18 +43,27 @@ describe("secrets generated on first start", () => {
     const dataDir = newDataDir();
     const master = Buffer.alloc(32, 7);
     const fromEnv = "Kq3vX9pLm2Rt8Wz5Yb7Nc4Hd6Gf1Js0Ae";
-    const secrets = loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: fromEnv, MASTER_KEY: master.toString("base64") }));
+    const secrets = loadSecrets(
+      loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: fromEnv, MASTER_KEY: master.toString("base64") }),
+    );
     assert.equal(secrets.operatorToken, fromEnv);
     assert.deepEqual(secrets.masterKey, master);
     assert.deepEqual(secrets.sources, { masterKey: "environment", operatorToken: "environment" });
     assert.equal(fs.existsSync(operatorTokenFile(dataDir)), false);
-    assert.throws(() => loadSecrets(loadConfig({ DATA_DIR: dataDir, MASTER_KEY: Buffer.alloc(16).toString("base64") })), /at least 32/);
+    assert.throws(
+      () => loadSecrets(loadConfig({ DATA_DIR: dataDir, MASTER_KEY: Buffer.alloc(16).toString("base64") })),
+      /at least 32/,
+    );
   });
 
   test("a short or repetitive OPERATOR_TOKEN is refused at start, naming the variable", () => {
     const dataDir = newDataDir();
     for (const weak of ["from-env-token", "a".repeat(64), "abcabcabcabcabcabcabcabcabcabcabcabc"]) {
-      assert.throws(() => loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: weak })), /^Error: OPERATOR_TOKEN must be at least 32|OPERATOR_TOKEN is not random enough/, weak);
+      assert.throws(
+        () => loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN: weak })),
+        /^Error: OPERATOR_TOKEN must be at least 32|OPERATOR_TOKEN is not random enough/,
+        weak,
+      );
     }
   });
 });
@@ -90,13 +102,24 @@ describe("secret settings from files (NAME_FILE)", () => {
   test("both NAME and NAME_FILE, an unreadable file or an empty one is refused at start, naming the variable and never the content", () => {
     const dataDir = newDataDir();
     const url = secretFile("postgres://app:s3cret@db/auth");
-    assert.throws(() => loadConfig({ DATA_DIR: dataDir, DATABASE_URL: "postgres://x/y", DATABASE_URL_FILE: url }), /^Error: Set DATABASE_URL or DATABASE_URL_FILE, not both$/);
-    assert.throws(() => loadConfig({ DATA_DIR: dataDir, REDIS_URL_FILE: "/nonexistent/redis-url" }), /^Error: REDIS_URL_FILE: cannot read \/nonexistent\/redis-url \(ENOENT\)$/);
-    assert.throws(() => loadConfig({ DATA_DIR: dataDir, MASTER_KEY_FILE: secretFile("\n") }), /MASTER_KEY_FILE: .* is empty$/);
+    assert.throws(
+      () => loadConfig({ DATA_DIR: dataDir, DATABASE_URL: "postgres://x/y", DATABASE_URL_FILE: url }),
+      /^Error: Set DATABASE_URL or DATABASE_URL_FILE, not both$/,
+    );
+    assert.throws(
+      () => loadConfig({ DATA_DIR: dataDir, REDIS_URL_FILE: "/nonexistent/redis-url" }),
+      /^Error: REDIS_URL_FILE: cannot read \/nonexistent\/redis-url \(ENOENT\)$/,
+    );
+    assert.throws(
+      () => loadConfig({ DATA_DIR: dataDir, MASTER_KEY_FILE: secretFile("\n") }),
+      /MASTER_KEY_FILE: .* is empty$/,
+    );
     const weak = secretFile("short-token\n");
     assert.throws(
       () => loadSecrets(loadConfig({ DATA_DIR: dataDir, OPERATOR_TOKEN_FILE: weak })),
-      (error: Error) => error.message.startsWith(`OPERATOR_TOKEN_FILE (${weak}) must be at least 32`) && !error.message.includes("short-token"),
+      (error: Error) =>
+        error.message.startsWith(`OPERATOR_TOKEN_FILE (${weak}) must be at least 32`) &&
+        !error.message.includes("short-token"),
     );
   });
 });

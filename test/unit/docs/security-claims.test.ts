@@ -53,7 +53,9 @@ export function missingReferences(markdown: string, readTest: (file: string) => 
       continue;
     }
     const names = testNamesIn(source);
-    const found = names.includes(ref.name) || (ref.templated && names.some((n) => n.includes("${") && templateMatches(n, ref.name)));
+    const found =
+      names.includes(ref.name) ||
+      (ref.templated && names.some((n) => n.includes("${") && templateMatches(n, ref.name)));
     if (!found) missing.push(`${ref.file} › "${ref.name}"`);
   }
   return missing;
@@ -78,9 +80,12 @@ test("the check can fail: a renamed test, a missing file and a template that doe
   const files: Record<string, string> = {
     "test/a.test.ts": 'test("present", () => {});\ntest(`JSON to ${path} is 415`, () => {});',
   };
-  assert.deepEqual(missingReferences(markdown, (f) => files[f]), [
-    'test/a.test.ts › "renamed away"',
-    'test/none.test.ts (no such file) › "anything"',
-    'test/a.test.ts › "JSON to /x is 400"',
-  ]);
+  assert.deepEqual(
+    missingReferences(markdown, (f) => files[f]),
+    [
+      'test/a.test.ts › "renamed away"',
+      'test/none.test.ts (no such file) › "anything"',
+      'test/a.test.ts › "JSON to /x is 400"',
+    ],
+  );
 });

@@ -3,7 +3,17 @@ import { beforeEach, describe, test } from "node:test";
 import { decodeJwt, decodeProtectedHeader, SignJWT } from "jose";
 import { AccessTokens, type NewAccessToken } from "../../../src/domain/tokens/access-tokens.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
-import { ACCESS_TTL, AUDIENCE, createDomainFixture, ISSUER, newApiUser, newTenant, OTHER_API, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
+import {
+  ACCESS_TTL,
+  AUDIENCE,
+  createDomainFixture,
+  ISSUER,
+  newApiUser,
+  newTenant,
+  OTHER_API,
+  type DomainFixture,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
 
 const notValid = { code: "USER_NOT_AUTHENTICATED", message: "The access token is not valid" } as const;
 const expired = { code: "USER_NOT_AUTHENTICATED", message: "The access token has expired" } as const;
@@ -33,10 +43,13 @@ describe("AccessTokens", () => {
     ttlSeconds: ACCESS_TTL,
     ...overrides,
   });
-  const issue = async (overrides: Partial<NewAccessToken> = {}) => (await f.accessTokens.issue(spec(overrides))).accessToken;
+  const issue = async (overrides: Partial<NewAccessToken> = {}) =>
+    (await f.accessTokens.issue(spec(overrides))).accessToken;
   /** A JWT signed with the service's genuine key but claims of the test's choosing. */
   const signed = (claims: Record<string, unknown>, header: Record<string, unknown> = {}) =>
-    new SignJWT(claims).setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid: f.signingKeys.signingKey.kid, ...header }).sign(f.signingKeys.signingKey.key);
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid: f.signingKeys.signingKey.kid, ...header })
+      .sign(f.signingKeys.signingKey.key);
 
   test("RFC 9068 tokens: at+jwt, EdDSA, the ring's kid, and exactly the documented claims", async () => {
     const token = await issue();
@@ -89,8 +102,12 @@ describe("AccessTokens", () => {
   });
 
   test("the first bound credential must be the obtaining client's own", async () => {
-    await assert.rejects(f.accessTokens.issue(spec({ credentials: [["someone-else", 1]] })), { message: "the first bound credential must be the client's own" });
-    await assert.rejects(f.accessTokens.issue(spec({ credentials: [] })), { message: "the first bound credential must be the client's own" });
+    await assert.rejects(f.accessTokens.issue(spec({ credentials: [["someone-else", 1]] })), {
+      message: "the first bound credential must be the client's own",
+    });
+    await assert.rejects(f.accessTokens.issue(spec({ credentials: [] })), {
+      message: "the first bound credential must be the client's own",
+    });
   });
 
   test("expiry follows the injected clock, with 5 seconds of tolerance", async () => {
@@ -103,7 +120,10 @@ describe("AccessTokens", () => {
 
   test("audience: this service's own RPCs refuse a token meant for another API; unrestricted verification accepts it", async () => {
     const token = await issue({ audience: [OTHER_API] });
-    await rejectsWith(f.accessTokens.verify(token, AUDIENCE), { code: "USER_NOT_AUTHENTICATED", message: "The access token is not meant for this service" });
+    await rejectsWith(f.accessTokens.verify(token, AUDIENCE), {
+      code: "USER_NOT_AUTHENTICATED",
+      message: "The access token is not meant for this service",
+    });
     assert.deepEqual((await f.accessTokens.verify(token)).audience, [OTHER_API]);
   });
 
@@ -134,20 +154,35 @@ describe("AccessTokens", () => {
   test("well-signed claims of the wrong shape are 'malformed'", async () => {
     const token = await issue();
     const genuineClaims = () => decodeJwt(token);
-    await rejectsWith(f.accessTokens.verify(await signed({ ...genuineClaims(), role: "SUPERUSER" })), { code: "USER_NOT_AUTHENTICATED", message: "The access token is malformed" });
-    await rejectsWith(f.accessTokens.verify(await signed({ ...genuineClaims(), creds: [["x", "1"]] })), { code: "USER_NOT_AUTHENTICATED", message: "The access token is malformed" });
+    await rejectsWith(f.accessTokens.verify(await signed({ ...genuineClaims(), role: "SUPERUSER" })), {
+      code: "USER_NOT_AUTHENTICATED",
+      message: "The access token is malformed",
+    });
+    await rejectsWith(f.accessTokens.verify(await signed({ ...genuineClaims(), creds: [["x", "1"]] })), {
+      code: "USER_NOT_AUTHENTICATED",
+      message: "The access token is malformed",
+    });
   });
 
   test("a rotated or revoked client's tokens are refused at once; so is a token bound to another client's rotated credential", async () => {
     const caller = { clientId: "operator", tmcId };
     const subjectClient = await newApiUser(f, tmcId);
     const token = await issue();
-    const bound = await issue({ credentials: [[client.clientId, 1], [subjectClient.clientId, 1]] });
+    const bound = await issue({
+      credentials: [
+        [client.clientId, 1],
+        [subjectClient.clientId, 1],
+      ],
+    });
     assert.equal((await f.accessTokens.verify(bound)).credentials.length, 2);
 
     await f.admin.rotate(caller, subjectClient.clientId, "r");
     await rejectsWith(f.accessTokens.verify(bound), revoked);
-    assert.equal((await f.accessTokens.verify(token)).clientId, client.clientId, "the client's own token does not depend on the other");
+    assert.equal(
+      (await f.accessTokens.verify(token)).clientId,
+      client.clientId,
+      "the client's own token does not depend on the other",
+    );
 
     await f.admin.rotate(caller, client.clientId, "r");
     await rejectsWith(f.accessTokens.verify(token), revoked);

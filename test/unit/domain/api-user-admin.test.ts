@@ -17,7 +17,8 @@ import {
 } from "../../fakes/domain-fixture.js";
 
 const invalidClient = { code: "INVALID_CLIENT", message: "Client authentication failed" } as const;
-const notFoundApiUser = (clientId: string) => ({ code: "NOT_FOUND", message: "API user not found", params: [{ name: "clientId", value: clientId }] }) as const;
+const notFoundApiUser = (clientId: string) =>
+  ({ code: "NOT_FOUND", message: "API user not found", params: [{ name: "clientId", value: clientId }] }) as const;
 
 describe("ApiUserAdmin", () => {
   let f: DomainFixture;
@@ -33,7 +34,8 @@ describe("ApiUserAdmin", () => {
   });
 
   /** Client authentication as the token endpoint runs it: look the client up, then verify the secret. */
-  const authenticate = async (presented: ReturnType<typeof postCredentials>) => f.clients.verify(await f.clients.lookUp(presented));
+  const authenticate = async (presented: ReturnType<typeof postCredentials>) =>
+    f.clients.verify(await f.clients.lookUp(presented));
 
   const refreshTokenOf = (clientId: string, id: string) =>
     f.repos.refreshTokens.insert(f.uow.direct, tenantScope(tmcId), {
@@ -52,38 +54,62 @@ describe("ApiUserAdmin", () => {
 
   describe("create", () => {
     test("tmcId defaults to the caller's TMC; the caller is the audit actor", async () => {
-      const created = await f.admin.create(caller, { tmcId: undefined, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS" }, "req-c");
+      const created = await f.admin.create(
+        caller,
+        { tmcId: undefined, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS" },
+        "req-c",
+      );
       assert.equal(apiUserRow(f, created.clientId)?.tmcId, tmcId);
       assert.equal(apiUserRow(f, created.clientId)?.createdBy, admin.clientId);
       const [event] = await auditOf(f, tmcId);
-      assert.deepEqual([event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier], ["API_USER_CREATE", admin.clientId, created.clientId, "req-c"]);
+      assert.deepEqual(
+        [event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier],
+        ["API_USER_CREATE", admin.clientId, created.clientId, "req-c"],
+      );
     });
 
     test("another TMC's tmcId is 403, and nothing is written", async () => {
       const other = await newTenant(f);
       const before = f.store.db.apiUsers.rows.size;
-      await rejectsWith(f.admin.create(caller, { tmcId: other.tmcId, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS" }, "r"), {
-        code: "PERMISSION_DENIED",
-        message: "A TMC admin may create API users only for its own TMC",
-      });
+      await rejectsWith(
+        f.admin.create(
+          caller,
+          { tmcId: other.tmcId, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS" },
+          "r",
+        ),
+        {
+          code: "PERMISSION_DENIED",
+          message: "A TMC admin may create API users only for its own TMC",
+        },
+      );
       // Naming the other TMC's company under the caller's own TMC is a 404, not a way in.
-      await rejectsWith(f.admin.create(caller, { tmcId: undefined, orgId: other.orgId, role: "COMPANY_ADMIN", credentialType: "CLIENT_CREDENTIALS" }, "r"), {
-        code: "NOT_FOUND",
-        message: "Organization not found",
-        params: [{ name: "orgId", value: other.orgId }],
-      });
+      await rejectsWith(
+        f.admin.create(
+          caller,
+          { tmcId: undefined, orgId: other.orgId, role: "COMPANY_ADMIN", credentialType: "CLIENT_CREDENTIALS" },
+          "r",
+        ),
+        {
+          code: "NOT_FOUND",
+          message: "Organization not found",
+          params: [{ name: "orgId", value: other.orgId }],
+        },
+      );
       assert.equal(f.store.db.apiUsers.rows.size, before);
     });
 
     test("the provisioning rules apply through the admin too (SCIM_TOKEN needs COMPANY_ADMIN)", async () => {
-      await rejectsWith(f.admin.create(caller, { tmcId, orgId, role: "TMC_ADMIN", credentialType: "SCIM_TOKEN" }, "r"), {
-        code: "API_VALIDATION_FAILED",
-        message: "credentialType SCIM_TOKEN requires role COMPANY_ADMIN",
-        params: [
-          { name: "credentialType", value: "SCIM_TOKEN" },
-          { name: "role", value: "TMC_ADMIN" },
-        ],
-      });
+      await rejectsWith(
+        f.admin.create(caller, { tmcId, orgId, role: "TMC_ADMIN", credentialType: "SCIM_TOKEN" }, "r"),
+        {
+          code: "API_VALIDATION_FAILED",
+          message: "credentialType SCIM_TOKEN requires role COMPANY_ADMIN",
+          params: [
+            { name: "credentialType", value: "SCIM_TOKEN" },
+            { name: "role", value: "TMC_ADMIN" },
+          ],
+        },
+      );
     });
   });
 
@@ -100,10 +126,17 @@ describe("ApiUserAdmin", () => {
       assert.deepEqual(await f.admin.list(caller, 2, 2), { clientIds: all.slice(2, 4), totalCount: 5 });
       assert.deepEqual(await f.admin.list(caller, 2, 4), { clientIds: all.slice(4), totalCount: 5 });
       assert.deepEqual(await f.admin.list(caller, 2, 10), { clientIds: [], totalCount: 5 });
-      assert.deepEqual(await f.admin.list(caller, 0, 0), { clientIds: [], totalCount: 5 }, "limit 0 counts without listing");
+      assert.deepEqual(
+        await f.admin.list(caller, 0, 0),
+        { clientIds: [], totalCount: 5 },
+        "limit 0 counts without listing",
+      );
 
       await f.admin.revoke(caller, others[1]!, "r");
-      assert.deepEqual(await f.admin.list(caller, 100, 0), { clientIds: all.filter((id) => id !== others[1]), totalCount: 4 });
+      assert.deepEqual(await f.admin.list(caller, 100, 0), {
+        clientIds: all.filter((id) => id !== others[1]),
+        totalCount: 4,
+      });
     });
   });
 
@@ -116,7 +149,11 @@ describe("ApiUserAdmin", () => {
 
       let atPublication: { committed: boolean; announced: readonly number[] } | undefined;
       f.cache.beforeWrite = (states) => {
-        if (states.has(target.clientId)) atPublication ??= { committed: f.store.db.committed().at(-1)?.writes.includes("credential_changes") === true, announced: [...f.feed.delivered] };
+        if (states.has(target.clientId))
+          atPublication ??= {
+            committed: f.store.db.committed().at(-1)?.writes.includes("credential_changes") === true,
+            announced: [...f.feed.delivered],
+          };
       };
       const rotated = await f.admin.rotate(caller, target.clientId, "req-rot");
       f.cache.beforeWrite = undefined;
@@ -127,7 +164,11 @@ describe("ApiUserAdmin", () => {
       assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 2);
       assert.equal(apiUserRow(f, target.clientId)?.rotatedAt?.toISOString(), "2026-11-22T10:00:00.000Z");
       assert.equal(apiUserRow(f, target.clientId)?.changeSeq, 1, "the row carries the change's number");
-      assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["api_users", "audit_events", "credential_changes", "api_users"], "one transaction");
+      assert.deepEqual(
+        f.store.db.committed().at(-1)?.writes,
+        ["api_users", "audit_events", "credential_changes", "api_users"],
+        "one transaction",
+      );
       assert.deepEqual(atPublication, { committed: true, announced: [1] }, "published once committed and announced");
       assert.deepEqual(
         f.cache.writes.map((w) => [[...w.states], w.watermark]),
@@ -140,13 +181,28 @@ describe("ApiUserAdmin", () => {
       assert.equal(f.cache.watermark, 1);
 
       await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
-      assert.equal((await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration, 2);
-      await rejectsWith(f.accessTokens.verify(oldToken), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
+      assert.equal(
+        (await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration,
+        2,
+      );
+      await rejectsWith(f.accessTokens.verify(oldToken), {
+        code: "USER_NOT_AUTHENTICATED",
+        message: "The access token has been revoked",
+      });
 
       const [event] = await auditOf(f, tmcId);
       assert.deepEqual(
         { ...event, occurredAt: undefined },
-        { action: "API_USER_ROTATE", outcome: "SUCCESS", actor: admin.clientId, tmcId, targetClientId: target.clientId, debugIdentifier: "req-rot", details: {}, occurredAt: undefined },
+        {
+          action: "API_USER_ROTATE",
+          outcome: "SUCCESS",
+          actor: admin.clientId,
+          tmcId,
+          targetClientId: target.clientId,
+          debugIdentifier: "req-rot",
+          details: {},
+          occurredAt: undefined,
+        },
       );
       assert.equal(JSON.stringify(await auditOf(f, tmcId)).includes(rotated.clientSecret!), false);
     });
@@ -157,7 +213,10 @@ describe("ApiUserAdmin", () => {
       assert.equal(rotated.clientSecret, undefined);
       assert.notEqual(rotated.scimToken, scimUser.scimToken);
       assert.equal((await f.scim.authenticate(rotated.scimToken!)).credentialGeneration, 2);
-      await rejectsWith(f.scim.authenticate(scimUser.scimToken!), { code: "USER_NOT_AUTHENTICATED", message: "A valid SCIM token is required" });
+      await rejectsWith(f.scim.authenticate(scimUser.scimToken!), {
+        code: "USER_NOT_AUTHENTICATED",
+        message: "A valid SCIM token is required",
+      });
     });
 
     test("the commit fails: nothing is announced, nothing is published, nothing else changed", async () => {
@@ -171,10 +230,21 @@ describe("ApiUserAdmin", () => {
       assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
       assert.deepEqual([f.store.db.notified, f.feed.delivered], [[], []], "a rolled-back change is never announced");
       assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
-      assert.deepEqual([apiUserRow(f, target.clientId)?.credentialGeneration, apiUserRow(f, target.clientId)?.changeSeq], [1, 0]);
+      assert.deepEqual(
+        [apiUserRow(f, target.clientId)?.credentialGeneration, apiUserRow(f, target.clientId)?.changeSeq],
+        [1, 0],
+      );
       assert.equal((await f.accessTokens.verify(token)).clientId, target.clientId, "its tokens stay valid");
-      assert.equal((await authenticate(postCredentials(target.clientId, target.secret))).clientId, target.clientId, "the old secret still works");
-      assert.deepEqual((await auditOf(f, tmcId)).map((e) => e.action), ["API_USER_CREATE", "API_USER_CREATE"], "only the creations");
+      assert.equal(
+        (await authenticate(postCredentials(target.clientId, target.secret))).clientId,
+        target.clientId,
+        "the old secret still works",
+      );
+      assert.deepEqual(
+        (await auditOf(f, tmcId)).map((e) => e.action),
+        ["API_USER_CREATE", "API_USER_CREATE"],
+        "only the creations",
+      );
     });
 
     test("a publication that fails after the commit (even reading the committed state) never fails the rotation: the caller gets its new secret", async () => {
@@ -183,7 +253,11 @@ describe("ApiUserAdmin", () => {
       const rotated = await f.admin.rotate(caller, target.clientId, "r");
       assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 2, "committed");
       assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }], "counted as a failed publication");
-      assert.equal((await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration, 2, "the new secret works");
+      assert.equal(
+        (await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration,
+        2,
+        "the new secret works",
+      );
       await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
     });
 
@@ -210,25 +284,44 @@ describe("ApiUserAdmin", () => {
 
       const row = apiUserRow(f, target.clientId)!;
       assert.equal(row.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z");
-      assert.equal(f.store.db.refreshTokens.rows.get("rt-target")?.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z");
+      assert.equal(
+        f.store.db.refreshTokens.rows.get("rt-target")?.revokedAt?.toISOString(),
+        "2026-11-22T10:01:00.000Z",
+      );
       assert.equal(f.store.db.refreshTokens.rows.get("rt-bystander")?.revokedAt, undefined);
       assert.deepEqual(f.cache.states.get(target.clientId), { generation: undefined, changeSeq: 1 });
       assert.equal(f.cache.watermark, 1);
       assert.equal(apiUserRow(f, target.clientId)?.changeSeq, 1);
-      assert.deepEqual(f.store.db.committed().at(-1)?.writes, ["api_users", "refresh_tokens", "audit_events", "credential_changes", "api_users"]);
+      assert.deepEqual(f.store.db.committed().at(-1)?.writes, [
+        "api_users",
+        "refresh_tokens",
+        "audit_events",
+        "credential_changes",
+        "api_users",
+      ]);
       const [event] = await auditOf(f, tmcId);
-      assert.deepEqual([event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier], ["API_USER_REVOKE", admin.clientId, target.clientId, "req-rev"]);
+      assert.deepEqual(
+        [event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier],
+        ["API_USER_REVOKE", admin.clientId, target.clientId, "req-rev"],
+      );
 
       await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
       await rejectsWith(f.admin.revoke(caller, target.clientId, "r"), notFoundApiUser(target.clientId));
       await rejectsWith(f.admin.rotate(caller, target.clientId, "r"), notFoundApiUser(target.clientId));
-      assert.equal(apiUserRow(f, target.clientId)?.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z", "still the same tombstone");
+      assert.equal(
+        apiUserRow(f, target.clientId)?.revokedAt?.toISOString(),
+        "2026-11-22T10:01:00.000Z",
+        "still the same tombstone",
+      );
     });
 
     test("an admin may revoke itself, even as the TMC's last admin; its own token dies with it", async () => {
       const token = (await f.tokenService.grant(admin.user, tokenRequest())).accessToken;
       await f.admin.revoke(caller, admin.clientId, "r");
-      await rejectsWith(f.accessTokens.verify(token), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
+      await rejectsWith(f.accessTokens.verify(token), {
+        code: "USER_NOT_AUTHENTICATED",
+        message: "The access token has been revoked",
+      });
       assert.deepEqual(await f.admin.list(caller, 100, 0), { clientIds: [], totalCount: 0 });
     });
 
@@ -244,7 +337,11 @@ describe("ApiUserAdmin", () => {
       assert.equal(f.cache.writes.length, cacheWrites);
       assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
       assert.deepEqual(f.store.db.notified, []);
-      assert.deepEqual((await auditOf(f, tmcId)).map((e) => e.action), ["API_USER_CREATE", "API_USER_CREATE"], "only the creations");
+      assert.deepEqual(
+        (await auditOf(f, tmcId)).map((e) => e.action),
+        ["API_USER_CREATE", "API_USER_CREATE"],
+        "only the creations",
+      );
     });
   });
 
@@ -263,13 +360,19 @@ describe("ApiUserAdmin", () => {
       const row = apiUserRow(f, theirs.clientId)!;
       assert.deepEqual([row.credentialGeneration, row.revokedAt], [1, undefined]);
       assert.equal((await authenticate(postCredentials(theirs.clientId, theirs.secret))).clientId, theirs.clientId);
-      assert.deepEqual(await auditOf(f, foreign.tmcId).then((events) => events.map((e) => e.action)), ["API_USER_CREATE"]);
+      assert.deepEqual(await auditOf(f, foreign.tmcId).then((events) => events.map((e) => e.action)), [
+        "API_USER_CREATE",
+      ]);
     });
 
     // Was a src bug (changeCredential's failure path re-published the database's committed value
     // over a concurrent publication). Now a failed change publishes nothing: another TMC's
     // NOT_FOUND rotate, landing at any point of a revocation, cannot bring the old generation back.
-    for (const moment of ["inside the revocation's transaction", "between its commit and its publication", "after its publication"] as const) {
+    for (const moment of [
+      "inside the revocation's transaction",
+      "between its commit and its publication",
+      "after its publication",
+    ] as const) {
       test(`another TMC's failed rotate ${moment} does not undo the revocation`, async () => {
         const foreign = await newTenant(f);
         const theirAdmin = await newApiUser(f, foreign.tmcId);
@@ -294,8 +397,15 @@ describe("ApiUserAdmin", () => {
         if (moment === "after its publication") await interfere();
         assert.equal(interfered, true);
         assert.ok(apiUserRow(f, victim.clientId)?.revokedAt, "the revocation committed");
-        await rejectsWith(f.accessTokens.verify(token), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
-        assert.deepEqual(f.cache.states.get(victim.clientId), { generation: undefined, changeSeq: 1 }, "the cache still says revoked");
+        await rejectsWith(f.accessTokens.verify(token), {
+          code: "USER_NOT_AUTHENTICATED",
+          message: "The access token has been revoked",
+        });
+        assert.deepEqual(
+          f.cache.states.get(victim.clientId),
+          { generation: undefined, changeSeq: 1 },
+          "the cache still says revoked",
+        );
       });
     }
   });

@@ -17,7 +17,15 @@ describe("ApiUserProvisioning", () => {
   });
 
   const create = (overrides: Partial<Parameters<DomainFixture["provisioning"]["create"]>[0]> = {}) =>
-    f.provisioning.create({ tmcId, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS", actor: "admin-1", requestId: "req-1", ...overrides });
+    f.provisioning.create({
+      tmcId,
+      orgId: undefined,
+      role: "TMC_ADMIN",
+      credentialType: "CLIENT_CREDENTIALS",
+      actor: "admin-1",
+      requestId: "req-1",
+      ...overrides,
+    });
 
   test("a client-credentials user: a 26-character id, a secret shown once and stored only as its HMAC", async () => {
     const created = await create();
@@ -26,8 +34,24 @@ describe("ApiUserProvisioning", () => {
     assert.equal(Buffer.from(created.clientSecret!, "base64url").length, 32);
     const row = apiUserRow(f, created.clientId)!;
     assert.deepEqual(
-      { tmcId: row.tmcId, orgId: row.orgId, role: row.role, credentialType: row.credentialType, generation: row.credentialGeneration, createdBy: row.createdBy, revokedAt: row.revokedAt },
-      { tmcId, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS", generation: 1, createdBy: "admin-1", revokedAt: undefined },
+      {
+        tmcId: row.tmcId,
+        orgId: row.orgId,
+        role: row.role,
+        credentialType: row.credentialType,
+        generation: row.credentialGeneration,
+        createdBy: row.createdBy,
+        revokedAt: row.revokedAt,
+      },
+      {
+        tmcId,
+        orgId: undefined,
+        role: "TMC_ADMIN",
+        credentialType: "CLIENT_CREDENTIALS",
+        generation: 1,
+        createdBy: "admin-1",
+        revokedAt: undefined,
+      },
     );
     assert.equal(verifyClientSecret(f.keys.secretPepper, created.clientSecret!, row.secretHash), true);
     assert.equal(row.secretHash.includes(Buffer.from(created.clientSecret!)), false);
@@ -38,7 +62,10 @@ describe("ApiUserProvisioning", () => {
     assert.equal(created.clientSecret, undefined);
     const envelope = openScimToken(new Map([[f.keys.scimTokenKeyId, f.keys.scimTokenKey]]), created.scimToken!);
     assert.equal(envelope?.clientId, created.clientId);
-    assert.equal(verifyClientSecret(f.keys.secretPepper, envelope!.secret, apiUserRow(f, created.clientId)!.secretHash), true);
+    assert.equal(
+      verifyClientSecret(f.keys.secretPepper, envelope!.secret, apiUserRow(f, created.clientId)!.secretHash),
+      true,
+    );
     assert.equal(apiUserRow(f, created.clientId)!.orgId, orgId);
   });
 
@@ -80,7 +107,11 @@ describe("ApiUserProvisioning", () => {
 
   test("an unknown TMC is 404", async () => {
     const unknown = crypto.randomUUID();
-    await rejectsWith(create({ tmcId: unknown }), { code: "NOT_FOUND", message: "TMC not found", params: [{ name: "tmcId", value: unknown }] });
+    await rejectsWith(create({ tmcId: unknown }), {
+      code: "NOT_FOUND",
+      message: "TMC not found",
+      params: [{ name: "tmcId", value: unknown }],
+    });
   });
 
   test("beyond the TMC's limit: API_USER_LIMIT_EXCEEDED with the limit and the current count; revoked users free a place", async () => {

@@ -14,7 +14,7 @@ class FlakyAuditRepository implements AuditRepository {
   down = true;
   readonly rows: AuditEvent[] = [];
   async append(_tx: Tx, events: readonly AuditEvent[]) {
-    if (this.down) throw new Error("relation \"audit_events\" does not exist");
+    if (this.down) throw new Error('relation "audit_events" does not exist');
     this.rows.push(...events);
   }
   async list() {
@@ -30,18 +30,34 @@ class FlakyAuditRepository implements AuditRepository {
 
 function counter() {
   let value = 0;
-  return { inc: (n = 1) => void (value += n), get value() { return value; } };
+  return {
+    inc: (n = 1) => void (value += n),
+    get value() {
+      return value;
+    },
+  };
 }
 
 function event(i: number): AuditEvent {
-  return { action: "TOKEN_ISSUED", outcome: "SUCCESS", actor: `c${i}`, tmcId: null, targetClientId: null, debugIdentifier: `r${i}` };
+  return {
+    action: "TOKEN_ISSUED",
+    outcome: "SUCCESS",
+    actor: `c${i}`,
+    tmcId: null,
+    targetClientId: null,
+    debugIdentifier: `r${i}`,
+  };
 }
 
 describe("audit log batching", () => {
   test("a failed write is kept and counted; the next flush and close write everything, in order", async () => {
     const repository = new FlakyAuditRepository();
     const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 2, maxBuffered: 100, closeRetryDelaysMs: [1] });
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
+      batchSize: 2,
+      maxBuffered: 100,
+      closeRetryDelaysMs: [1],
+    });
     for (let i = 0; i < 5; i++) log.record(event(i));
     await log.flush();
     assert.ok(metrics.writeFailures.value >= 1, "write failures are counted");
@@ -51,14 +67,24 @@ describe("audit log batching", () => {
     await log.close();
     assert.equal(metrics.written.value, 5);
     assert.equal(metrics.dropped.value, 0);
-    assert.deepEqual(repository.rows.map((r) => r.actor), ["c0", "c1", "c2", "c3", "c4"]);
-    assert.ok(repository.rows.every((r) => r.occurredAt?.getTime() === FIXED.getTime()), "events carry the injected clock's time");
+    assert.deepEqual(
+      repository.rows.map((r) => r.actor),
+      ["c0", "c1", "c2", "c3", "c4"],
+    );
+    assert.ok(
+      repository.rows.every((r) => r.occurredAt?.getTime() === FIXED.getTime()),
+      "events carry the injected clock's time",
+    );
   });
 
   test("beyond maxBuffered the oldest events are dropped and counted; close gives up loudly", async () => {
     const repository = new FlakyAuditRepository();
     const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 100, maxBuffered: 3, closeRetryDelaysMs: [1, 1] });
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
+      batchSize: 100,
+      maxBuffered: 3,
+      closeRetryDelaysMs: [1, 1],
+    });
     for (let i = 0; i < 5; i++) log.record(event(i));
     assert.equal(metrics.dropped.value, 2);
     await log.close();
@@ -77,7 +103,11 @@ describe("audit log batching", () => {
     const repository = new PoisonAwareRepository();
     repository.down = false;
     const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 10, maxBuffered: 100, closeRetryDelaysMs: [1] });
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
+      batchSize: 10,
+      maxBuffered: 100,
+      closeRetryDelaysMs: [1],
+    });
     log.record(event(0));
     log.record({ ...event(1), actor: "poison" });
     log.record(event(2));
@@ -87,14 +117,21 @@ describe("audit log batching", () => {
     assert.equal(metrics.rejected.value, 1);
     assert.equal(metrics.written.value, 12);
     assert.equal(metrics.writeFailures.value, 0, "a refused record is not a retried failure");
-    assert.deepEqual(repository.rows.map((r) => r.actor), ["c0", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12"]);
+    assert.deepEqual(
+      repository.rows.map((r) => r.actor),
+      ["c0", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12"],
+    );
   });
 
   test("recorded text is sanitised: no control characters, no unbounded values", async () => {
     const repository = new FlakyAuditRepository();
     repository.down = false;
     const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, { batchSize: 10, maxBuffered: 100, closeRetryDelaysMs: [] });
+    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
+      batchSize: 10,
+      maxBuffered: 100,
+      closeRetryDelaysMs: [],
+    });
     log.record({ ...event(0), actor: "a\u0000b\r\nc", details: { grantType: "x".repeat(1000), errorCode: "E\u0007" } });
     await log.close();
     const [row] = repository.rows;

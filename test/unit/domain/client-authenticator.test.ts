@@ -5,14 +5,29 @@ import { hashClientSecret } from "../../../src/domain/shared/client-secret.js";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import { getOption } from "@bufbuild/protobuf";
 import { field as fieldRules } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
-import { FetchOauth2TokenRequestSchema, IntrospectTokenRequestSchema, RevokeTokenRequestSchema } from "../../../gen/travel/auth/v2/auth_pb.js";
+import {
+  FetchOauth2TokenRequestSchema,
+  IntrospectTokenRequestSchema,
+  RevokeTokenRequestSchema,
+} from "../../../gen/travel/auth/v2/auth_pb.js";
 import { CLIENT_CREDENTIAL_MAX_LENGTH, ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
 import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
-import { basicHeader, createDomainFixture, newApiUser, newTenant, postCredentials, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
+import {
+  basicHeader,
+  createDomainFixture,
+  newApiUser,
+  newTenant,
+  postCredentials,
+  type DomainFixture,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
 
 const invalidClient = { code: "INVALID_CLIENT", message: "Client authentication failed" } as const;
-const bothMethods = { code: "INVALID_REQUEST", message: "Use either HTTP Basic or client_secret in the body, not both" } as const;
+const bothMethods = {
+  code: "INVALID_REQUEST",
+  message: "Use either HTTP Basic or client_secret in the body, not both",
+} as const;
 const malformedBasic = { code: "INVALID_REQUEST", message: "Malformed HTTP Basic credentials" } as const;
 const noAuthentication = {
   code: "CLIENT_AUTHENTICATION_REQUIRED",
@@ -35,7 +50,11 @@ describe("ClientAuthenticator", () => {
     client = await newApiUser(f, tmcId);
   });
 
-  const basic = (authorization: string, formClientId = "", formClientSecret = "") => ({ formClientId, formClientSecret, authorization });
+  const basic = (authorization: string, formClientId = "", formClientSecret = "") => ({
+    formClientId,
+    formClientSecret,
+    authorization,
+  });
   /** Both steps, as TokenEndpoint runs them (with the rate limiter's reservation in between). */
   const authenticate = async (presented: PresentedCredentials) => f.clients.verify(await f.clients.lookUp(presented));
 
@@ -46,7 +65,10 @@ describe("ClientAuthenticator", () => {
 
   test("client_secret_basic: form-urlencoded id and secret (RFC 6749 2.3.1), any case of the scheme", async () => {
     assert.equal((await authenticate(basic(basicHeader(client.clientId, client.secret)))).clientId, client.clientId);
-    assert.equal((await authenticate(basic(basicHeader(client.clientId, client.secret).replace("Basic", "bAsIc")))).clientId, client.clientId);
+    assert.equal(
+      (await authenticate(basic(basicHeader(client.clientId, client.secret).replace("Basic", "bAsIc")))).clientId,
+      client.clientId,
+    );
     // A secret with characters that must be encoded: ':' '+' '%' ' ' '/' and non-ASCII.
     const secret = "p:a+s%s w/ördé";
     await f.repos.apiUsers.insert(f.uow.direct, tenantScope(tmcId), {
@@ -75,7 +97,10 @@ describe("ClientAuthenticator", () => {
 
   test("malformed Basic credentials are 400", async () => {
     await rejectsWith(authenticate(basic(`Basic ${Buffer.from("no-colon-here").toString("base64")}`)), malformedBasic);
-    await rejectsWith(authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)), malformedBasic);
+    await rejectsWith(
+      authenticate(basic(`Basic ${Buffer.from("%E0%A4%A:secret").toString("base64")}`)),
+      malformedBasic,
+    );
   });
 
   test("Basic id and secret obey the form fields' rules: the text rule and the contract's max_len (issue 18, finding 5)", async () => {
@@ -138,20 +163,32 @@ describe("ClientAuthenticator", () => {
   test("a SCIM-token user is refused at the token endpoint even with its genuine secret", async () => {
     const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
     await rejectsWith(authenticate(postCredentials(scimUser.clientId, scimUser.secret)), invalidClient);
-    assert.equal((await f.scim.authenticate(scimUser.scimToken!)).clientId, scimUser.clientId, "its SCIM token is its credential");
+    assert.equal(
+      (await f.scim.authenticate(scimUser.scimToken!)).clientId,
+      scimUser.clientId,
+      "its SCIM token is its credential",
+    );
   });
 
   test("lookUp names the client the credentials claim without verifying anything; only an active CLIENT_CREDENTIALS user is a client", async () => {
     const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
     const revoked = await newApiUser(f, tmcId);
     await f.admin.revoke({ clientId: client.clientId, tmcId }, revoked.clientId, "r");
-    assert.deepEqual(await f.clients.lookUp(postCredentials(client.clientId, client.secret)), { clientId: client.clientId, secret: client.secret, client: client.user });
+    assert.deepEqual(await f.clients.lookUp(postCredentials(client.clientId, client.secret)), {
+      clientId: client.clientId,
+      secret: client.secret,
+      client: client.user,
+    });
     assert.deepEqual(
       await f.clients.lookUp(postCredentials(client.clientId, "wrong")),
       { clientId: client.clientId, secret: "wrong", client: client.user },
       "a wrong secret still names the client: its failures are counted for it (at that address)",
     );
-    assert.deepEqual(await f.clients.lookUp(basic(basicHeader(client.clientId, "p:a+s s"))), { clientId: client.clientId, secret: "p:a+s s", client: client.user });
+    assert.deepEqual(await f.clients.lookUp(basic(basicHeader(client.clientId, "p:a+s s"))), {
+      clientId: client.clientId,
+      secret: "p:a+s s",
+      client: client.user,
+    });
     // Why nobody was found travels with the attempt, for the log line only (issue 19).
     for (const [id, secret, refusal] of [
       ["unknownclientunknownclient", "s", "unknown or revoked client"],
@@ -159,12 +196,26 @@ describe("ClientAuthenticator", () => {
       [scimUser.clientId, scimUser.secret, "not a client-credentials API user (SCIM token)"],
     ] as const) {
       const attempt = await f.clients.lookUp(postCredentials(id, secret));
-      assert.deepEqual(attempt, { clientId: id, secret, client: undefined, refusal }, `${id} names nobody who may use the token endpoint`);
-      assert.throws(() => f.clients.verify(attempt), (e: DomainError) => e.code === "INVALID_CLIENT" && e.message === "Client authentication failed" && e.logged?.refusalReason === refusal && e.logged.clientId === id);
+      assert.deepEqual(
+        attempt,
+        { clientId: id, secret, client: undefined, refusal },
+        `${id} names nobody who may use the token endpoint`,
+      );
+      assert.throws(
+        () => f.clients.verify(attempt),
+        (e: DomainError) =>
+          e.code === "INVALID_CLIENT" &&
+          e.message === "Client authentication failed" &&
+          e.logged?.refusalReason === refusal &&
+          e.logged.clientId === id,
+      );
     }
     assert.throws(
       () => f.clients.verify({ clientId: client.clientId, secret: "wrong", client: client.user }),
-      (e: DomainError) => e.code === "INVALID_CLIENT" && e.logged?.refusalReason === "wrong secret" && !JSON.stringify(e.logged).includes("wrong\""),
+      (e: DomainError) =>
+        e.code === "INVALID_CLIENT" &&
+        e.logged?.refusalReason === "wrong secret" &&
+        !JSON.stringify(e.logged).includes('wrong"'),
     );
   });
 
@@ -177,7 +228,11 @@ describe("ClientAuthenticator", () => {
     assert.deepEqual(f.store.calls, []);
     const attempt = await f.clients.lookUp(postCredentials(client.clientId, client.secret));
     assert.deepEqual(f.store.calls, ["apiUsers.findActive"], "one read");
-    assert.deepEqual(f.clients.verify(attempt), client.user, "synchronous: no I/O between the comparison and the answer");
+    assert.deepEqual(
+      f.clients.verify(attempt),
+      client.user,
+      "synchronous: no I/O between the comparison and the answer",
+    );
     assert.deepEqual(f.store.calls, ["apiUsers.findActive"]);
   });
 
@@ -191,14 +246,21 @@ describe("ClientAuthenticator", () => {
       errors.push(await rejectsWith(async () => f.clients.verify(attempt), invalidClient));
     }
     assert.equal(new Set(errors.map((e) => JSON.stringify([e.code, e.message, e.params, e.detail]))).size, 1);
-    assert.deepEqual(f.clients.verify({ clientId: client.clientId, secret: client.secret, client: client.user }), client.user);
+    assert.deepEqual(
+      f.clients.verify({ clientId: client.clientId, secret: client.secret, client: client.user }),
+      client.user,
+    );
   });
 
   test("the claimed client id (for rate limiting) is read before authentication", () => {
     const header = basicHeader("basic-id", "s");
     assert.equal(ClientAuthenticator.claimedClientId(postCredentials("form-id", "s")), "form-id");
     assert.equal(ClientAuthenticator.claimedClientId(basic(header)), "basic-id");
-    assert.equal(ClientAuthenticator.claimedClientId(basic(header, "form-id", "s")), "form-id", "conflicting methods: the form's");
+    assert.equal(
+      ClientAuthenticator.claimedClientId(basic(header, "form-id", "s")),
+      "form-id",
+      "conflicting methods: the form's",
+    );
     assert.equal(ClientAuthenticator.claimedClientId(basic("Basic !!!")), undefined);
     assert.equal(ClientAuthenticator.claimedClientId(postCredentials("", "")), undefined);
   });

@@ -3,7 +3,14 @@ import { beforeEach, describe, test } from "node:test";
 import type { ApiUser } from "../../../src/domain/api-users/model.js";
 import { ClientRecordCache } from "../../../src/domain/tokens/client-record-cache.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
-import { createDomainFixture, newApiUser, newTenant, postCredentials, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
+import {
+  createDomainFixture,
+  newApiUser,
+  newTenant,
+  postCredentials,
+  type DomainFixture,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
 
 const invalidClient = { code: "INVALID_CLIENT", message: "Client authentication failed" } as const;
 
@@ -11,7 +18,8 @@ describe("ClientRecordCache: API-user records in process, used only while their 
   let f: DomainFixture;
   let tmcId: string;
   let client: ProvisionedApiUser;
-  const authenticate = async (clientId: string, secret: string) => f.clients.verify(await f.clients.lookUp(postCredentials(clientId, secret)));
+  const authenticate = async (clientId: string, secret: string) =>
+    f.clients.verify(await f.clients.lookUp(postCredentials(clientId, secret)));
   const lookUps = () => f.store.calls.filter((c) => c === "apiUsers.findActive").length;
 
   beforeEach(async () => {
@@ -49,9 +57,20 @@ describe("ClientRecordCache: API-user records in process, used only while their 
   });
 
   test("bounded: the least recently used record leaves first", async () => {
-    const generations = { current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 1])), believableFrom: () => 0 };
+    const generations = {
+      current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 1])),
+      believableFrom: () => 0,
+    };
     const cache = new ClientRecordCache(generations, 2);
-    const record = (clientId: string): ApiUser => ({ clientId, tmcId, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS", secretHash: Buffer.alloc(32), credentialGeneration: 1 });
+    const record = (clientId: string): ApiUser => ({
+      clientId,
+      tmcId,
+      orgId: undefined,
+      role: "TMC_ADMIN",
+      credentialType: "CLIENT_CREDENTIALS",
+      secretHash: Buffer.alloc(32),
+      credentialGeneration: 1,
+    });
     let loads = 0;
     const find = (id: string) => cache.find(id, async () => (loads++, record(id)));
     await find("a");

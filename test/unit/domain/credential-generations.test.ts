@@ -47,18 +47,26 @@ describe("CredentialGenerations", () => {
   beforeEach(() => setUp());
 
   /** The ids of every credentialStates call (the database reads of the hot path), in order. */
-  const databaseReads = () => f.store.invocations.filter((c) => c.method === "apiUsers.credentialStates").map((c) => [...(c.args[1] as string[])]);
+  const databaseReads = () =>
+    f.store.invocations
+      .filter((c) => c.method === "apiUsers.credentialStates")
+      .map((c) => [...(c.args[1] as string[])]);
   const rotate = (user: ProvisionedApiUser) => f.admin.rotate(caller, user.clientId, "r");
   const revoke = (user: ProvisionedApiUser) => f.admin.revoke(caller, user.clientId, "r");
-  const generationOn = async (instance: Instance, user: ProvisionedApiUser) => (await instance.generations.current([user.clientId])).get(user.clientId);
-  const tokenOf = async (user: ProvisionedApiUser) => (await f.tokenService.grant(user.user, tokenRequest())).accessToken;
+  const generationOn = async (instance: Instance, user: ProvisionedApiUser) =>
+    (await instance.generations.current([user.clientId])).get(user.clientId);
+  const tokenOf = async (user: ProvisionedApiUser) =>
+    (await f.tokenService.grant(user.user, tokenRequest())).accessToken;
   /** Whether `instance` accepts `token`; a refusal must be "revoked" (not some other failure). */
   async function accepts(instance: Instance, token: string): Promise<boolean> {
     try {
       await instance.accessTokens.verify(token);
       return true;
     } catch (error) {
-      assert.ok(error instanceof DomainError && error.message === "The access token has been revoked", `refused for another reason: ${String(error)}`);
+      assert.ok(
+        error instanceof DomainError && error.message === "The access token has been revoked",
+        `refused for another reason: ${String(error)}`,
+      );
       return false;
     }
   }
@@ -72,7 +80,13 @@ describe("CredentialGenerations", () => {
       f.store.calls.length = 0;
       f.cache.reads.length = 0;
       f.cache.writes.length = 0;
-      assert.deepEqual([...(await f.generations.current([a.clientId, b.clientId]))], [[a.clientId, 7], [b.clientId, undefined]]);
+      assert.deepEqual(
+        [...(await f.generations.current([a.clientId, b.clientId]))],
+        [
+          [a.clientId, 7],
+          [b.clientId, undefined],
+        ],
+      );
       assert.deepEqual(f.store.calls, [], "not one database call");
       assert.deepEqual(f.cache.reads, [{ clientIds: [a.clientId, b.clientId], failed: false }], "one round trip");
       assert.deepEqual(f.cache.writes, []);
@@ -88,7 +102,15 @@ describe("CredentialGenerations", () => {
       f.cache.writes.length = 0;
 
       const result = await f.generations.current([a.clientId, b.clientId, c.clientId, "unknown-client"]);
-      assert.deepEqual([...result], [[a.clientId, 2], [b.clientId, undefined], [c.clientId, 1], ["unknown-client", undefined]]);
+      assert.deepEqual(
+        [...result],
+        [
+          [a.clientId, 2],
+          [b.clientId, undefined],
+          [c.clientId, 1],
+          ["unknown-client", undefined],
+        ],
+      );
       assert.deepEqual(databaseReads(), [[b.clientId, c.clientId, "unknown-client"]], "a was a hit");
       assert.deepEqual(
         f.cache.writes.map((w) => [[...w.states], w.watermark]),
@@ -107,7 +129,13 @@ describe("CredentialGenerations", () => {
       assert.equal(f.cache.watermark, 2, "a fill does not move the watermark");
 
       f.store.invocations.length = 0;
-      assert.deepEqual([...(await f.generations.current([b.clientId, c.clientId]))], [[b.clientId, undefined], [c.clientId, 1]]);
+      assert.deepEqual(
+        [...(await f.generations.current([b.clientId, c.clientId]))],
+        [
+          [b.clientId, undefined],
+          [c.clientId, 1],
+        ],
+      );
       assert.deepEqual(databaseReads(), [], "filled: hits from now on");
     });
 
@@ -118,7 +146,11 @@ describe("CredentialGenerations", () => {
         await rotate(a); // commits and publishes generation 2 (change 1) right there
       };
       assert.equal(await generationOn(f, a), 1, "this read saw the database before the rotation");
-      assert.deepEqual(f.cache.states.get(a.clientId), { generation: 2, changeSeq: 1 }, "the late fill (change 0) did not replace change 1");
+      assert.deepEqual(
+        f.cache.states.get(a.clientId),
+        { generation: 2, changeSeq: 1 },
+        "the late fill (change 0) did not replace change 1",
+      );
       assert.equal(f.cache.watermark, 1);
       f.store.invocations.length = 0;
       assert.equal(await generationOn(f, a), 2);
@@ -136,7 +168,11 @@ describe("CredentialGenerations", () => {
       };
       assert.equal(await generationOn(i2, a), 1, "read before the revocation");
       assert.deepEqual(f.cache.states.get(a.clientId), { generation: 1, changeSeq: 0 }, "the stale fill landed");
-      assert.deepEqual([await generationOn(f, a), await generationOn(i2, a)], [undefined, undefined], "but nobody believes it");
+      assert.deepEqual(
+        [await generationOn(f, a), await generationOn(i2, a)],
+        [undefined, undefined],
+        "but nobody believes it",
+      );
     });
 
     test("a cache read failure falls back to the database, counted and logged; nothing is written", async () => {
@@ -144,11 +180,20 @@ describe("CredentialGenerations", () => {
       f.cache.writes.length = 0;
       f.store.invocations.length = 0;
       f.cache.readFailure = new Error("ECONNREFUSED 127.0.0.1:6379");
-      assert.deepEqual([...(await f.generations.current([a.clientId, b.clientId]))], [[a.clientId, 2], [b.clientId, 1]]);
+      assert.deepEqual(
+        [...(await f.generations.current([a.clientId, b.clientId]))],
+        [
+          [a.clientId, 2],
+          [b.clientId, 1],
+        ],
+      );
       assert.deepEqual(databaseReads(), [[a.clientId, b.clientId]]);
       assert.deepEqual(f.fallbacks.increments, [{ operation: "read" }]);
       assert.deepEqual(f.logger.messages("warn"), [STALE_MESSAGE]);
-      assert.deepEqual(f.logger.lines.find((l) => l.level === "warn")?.object, { err: { message: "ECONNREFUSED 127.0.0.1:6379" }, operation: "read" });
+      assert.deepEqual(f.logger.lines.find((l) => l.level === "warn")?.object, {
+        err: { message: "ECONNREFUSED 127.0.0.1:6379" },
+        operation: "read",
+      });
       assert.deepEqual(f.cache.writes, []);
     });
 
@@ -166,7 +211,10 @@ describe("CredentialGenerations", () => {
       const results = await Promise.all(Array.from({ length: 5 }, () => generationOn(f, a)));
       assert.deepEqual(results, [2, 2, 2, 2, 2], "the database answered each");
       assert.equal(f.fallbacks.count({ operation: "stale" }), 5);
-      assert.deepEqual(f.logger.lines.find((l) => l.level === "debug")?.object, { err: { message: "cache watermark 0 is behind change 1" }, operation: "stale" });
+      assert.deepEqual(f.logger.lines.find((l) => l.level === "debug")?.object, {
+        err: { message: "cache watermark 0 is behind change 1" },
+        operation: "stale",
+      });
       assert.deepEqual(f.logger.messages("warn"), [], "expected right after another instance's change: not a warning");
       open();
       assert.equal(await f.generations.reconcile(), 1, "the reconcile the reads started (single flight)");
@@ -200,16 +248,26 @@ describe("CredentialGenerations", () => {
 
     test("publish writes what the database says now: a late publication never puts back an older state; the watermark rises only in order", async () => {
       const first = await f.uow.transaction(async (tx) => {
-        await f.repos.apiUsers.setCredential(tx, tenantScope(tmcId), a.clientId, { secretHash: Buffer.alloc(32), generation: 2 });
+        await f.repos.apiUsers.setCredential(tx, tenantScope(tmcId), a.clientId, {
+          secretHash: Buffer.alloc(32),
+          generation: 2,
+        });
         return f.generations.recordChange(tx, a.clientId);
       });
       assert.deepEqual(first, { seq: 1, previous: 0 });
       await revoke(a); // change 2 (previous 1), published before change 1 was
       assert.deepEqual(f.cache.writes.at(-1)?.watermark, { to: 2, ifAtLeast: 1 });
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 0], "the state lands; the watermark cannot cover change 1 yet");
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 2 }, 0],
+        "the state lands; the watermark cannot cover change 1 yet",
+      );
       await f.generations.publish(a.clientId, first); // change 1's publication arrives late
       assert.deepEqual(f.cache.writes.at(-1)?.states.get(a.clientId), { generation: undefined, changeSeq: 2 });
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 1]);
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 2 }, 1],
+      );
       assert.equal(await generationOn(f, a), undefined);
       assert.equal(f.fallbacks.count({ operation: "stale" }), 1, "watermark 1 of 2: not believed");
       assert.equal(await f.generations.reconcile(), 1, "reconcile covers change 2");
@@ -229,7 +287,11 @@ describe("CredentialGenerations", () => {
       assert.deepEqual(f.cache.writes, []);
       assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
       assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
-      assert.deepEqual([await generationOn(f, a), await generationOn(i2, a)], [1, 1], "nothing changed: the cache is still believed");
+      assert.deepEqual(
+        [await generationOn(f, a), await generationOn(i2, a)],
+        [1, 1],
+        "nothing changed: the cache is still believed",
+      );
       assert.equal(f.fallbacks.increments.length + i2.fallbacks.increments.length, 0);
 
       // The next change gets 2 (1 is a gap); its publication is lost, so reconcile has to repair the cache.
@@ -239,22 +301,37 @@ describe("CredentialGenerations", () => {
       assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[2], [2]]);
       assert.equal(await generationOn(i2, b), undefined);
       assert.equal(await i2.generations.reconcile(), 1);
-      assert.deepEqual([f.cache.states.get(b.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 2 }, 2]);
+      assert.deepEqual(
+        [f.cache.states.get(b.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 2 }, 2],
+      );
     });
 
     test("a publish whose write fails is only counted: this instance stops believing the cache at once, the others as soon as they hear of the change", async () => {
       const i2 = await startInstance(f);
       const token = await tokenOf(a);
-      assert.deepEqual([await accepts(f, token), await accepts(i2, token)], [true, true], "the cache holds generation 1");
+      assert.deepEqual(
+        [await accepts(f, token), await accepts(i2, token)],
+        [true, true],
+        "the cache holds generation 1",
+      );
       // The NOTIFY is on its way to both instances (the publishing one hears its own, later).
       f.feed.withhold();
       i2.feed.withhold();
       f.cache.writeFailure = new Error("READONLY You can't write against a read only replica.");
       await rotate(a);
       assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }]);
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0], "the cache still holds the old state");
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: 1, changeSeq: 0 }, 0],
+        "the cache still holds the old state",
+      );
 
-      assert.equal(await accepts(f, token), false, "the publishing instance knows of change 1 at once, before its own announcement arrives");
+      assert.equal(
+        await accepts(f, token),
+        false,
+        "the publishing instance knows of change 1 at once, before its own announcement arrives",
+      );
       // The one window the design leaves: until the announcement arrives, instance 2 knows of no
       // change and believes the cache (the rotation's caller has been answered by then).
       assert.equal(await accepts(i2, token), true);
@@ -294,10 +371,14 @@ describe("CredentialGenerations", () => {
       const i2 = await startInstance(f);
       const tokenA = await tokenOf(a);
       const tokenB = await tokenOf(b);
-      for (const instance of [f, i2]) assert.deepEqual([await accepts(instance, tokenA), await accepts(instance, tokenB)], [true, true]);
+      for (const instance of [f, i2])
+        assert.deepEqual([await accepts(instance, tokenA), await accepts(instance, tokenB)], [true, true]);
       const snapshot = f.cache.snapshot(); // a and b at generation 1, watermark 0
       await revoke(a);
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 1]);
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 1 }, 1],
+      );
 
       f.cache.restore(snapshot);
       // Redis is still loading: it answers reads but refuses writes, so no reconcile can repair it yet.
@@ -311,15 +392,21 @@ describe("CredentialGenerations", () => {
         }
       }
       assert.equal(wrongAccepts, 0);
-      assert.deepEqual(f.cache.states.get(a.clientId), { generation: 1, changeSeq: 0 }, "the restored cache held the revoked generation all along");
-      for (const instance of [f, i2, i3]) assert.ok(instance.fallbacks.count({ operation: "stale" }) >= 20, "every read saw the stale watermark");
+      assert.deepEqual(
+        f.cache.states.get(a.clientId),
+        { generation: 1, changeSeq: 0 },
+        "the restored cache held the revoked generation all along",
+      );
+      for (const instance of [f, i2, i3])
+        assert.ok(instance.fallbacks.count({ operation: "stale" }) >= 20, "every read saw the stale watermark");
 
       f.cache.writeFailure = undefined;
       assert.equal(await f.generations.reconcile(), 1);
       assert.deepEqual(f.cache.states.get(a.clientId), { generation: undefined, changeSeq: 1 });
       assert.ok(f.cache.watermark >= 1);
       f.store.invocations.length = 0;
-      for (const instance of [f, i2, i3]) assert.deepEqual([await accepts(instance, tokenA), await accepts(instance, tokenB)], [false, true]);
+      for (const instance of [f, i2, i3])
+        assert.deepEqual([await accepts(instance, tokenA), await accepts(instance, tokenB)], [false, true]);
       assert.deepEqual(databaseReads(), [], "repaired: every instance answers from the cache again");
     });
 
@@ -360,7 +447,10 @@ describe("CredentialGenerations", () => {
       for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
       assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
       await f.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 2]);
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 1 }, 2],
+      );
       f.store.invocations.length = 0;
       for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
       assert.deepEqual(databaseReads(), [], "repaired: believed again");
@@ -391,7 +481,10 @@ describe("CredentialGenerations", () => {
       for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
       assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
       await i2.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 2]);
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 1 }, 2],
+      );
       f.store.invocations.length = 0;
       for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
       assert.deepEqual(databaseReads(), [], "repaired: believed again");
@@ -423,21 +516,46 @@ describe("CredentialGenerations", () => {
       let rotated = false;
       const rotating = rotate(b).finally(() => (rotated = true));
       for (let i = 0; i < 10; i++) await settle();
-      assert.deepEqual(numbered, [{ seq: 1, previous: 0 }], "the second change is waiting for the numbering lock, not numbered");
+      assert.deepEqual(
+        numbered,
+        [{ seq: 1, previous: 0 }],
+        "the second change is waiting for the numbering lock, not numbered",
+      );
       assert.equal(rotated, false);
       assert.equal(f.store.calls.filter((c) => c === "credentialChanges.record").length, 2, "…inside record");
-      assert.deepEqual([f.store.db.notified, await f.repos.credentialChanges.latest(f.uow.direct), apiUserRow(f, b.clientId)?.changeSeq], [[], 0, 0]);
+      assert.deepEqual(
+        [
+          f.store.db.notified,
+          await f.repos.credentialChanges.latest(f.uow.direct),
+          apiUserRow(f, b.clientId)?.changeSeq,
+        ],
+        [[], 0, 0],
+      );
 
       f.cache.writeFailure = new Error("ETIMEDOUT");
       first.release();
       await revoking; // change 1 commits (every instance hears of it); its publication fails
       await second.atCommit;
       f.cache.writeFailure = undefined;
-      assert.deepEqual(numbered, [{ seq: 1, previous: 0 }, { seq: 2, previous: 1 }], "numbered after the first committed, knowing it");
+      assert.deepEqual(
+        numbered,
+        [
+          { seq: 1, previous: 0 },
+          { seq: 2, previous: 1 },
+        ],
+        "numbered after the first committed, knowing it",
+      );
       assert.deepEqual(f.store.db.notified, ["1"], "the second has not committed yet");
       second.release();
       await rotating; // change 2 commits and publishes
-      assert.deepEqual([f.feed.delivered, i2.feed.delivered], [[1, 2], [1, 2]], "committed and announced in number order");
+      assert.deepEqual(
+        [f.feed.delivered, i2.feed.delivered],
+        [
+          [1, 2],
+          [1, 2],
+        ],
+        "committed and announced in number order",
+      );
       assert.deepEqual(
         f.cache.writes.slice(-2).map((w) => [[...w.states.keys()], w.watermark, w.failed, w.raised]),
         [
@@ -452,7 +570,10 @@ describe("CredentialGenerations", () => {
       assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
 
       await f.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 2]);
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 1 }, 2],
+      );
       f.store.invocations.length = 0;
       for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
       assert.deepEqual(databaseReads(), [], "repaired: the cache answers again");
@@ -509,11 +630,18 @@ describe("CredentialGenerations", () => {
       assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
       const stale = i2.fallbacks.count({ operation: "stale" });
       assert.equal(await accepts(i2, token), false);
-      assert.equal(i2.fallbacks.count({ operation: "stale" }), stale + 1, "refused because the watermark is behind change 1");
+      assert.equal(
+        i2.fallbacks.count({ operation: "stale" }),
+        stale + 1,
+        "refused because the watermark is behind change 1",
+      );
 
       f.cache.writeFailure = undefined;
       assert.equal(await i2.generations.reconcile(), 1);
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: undefined, changeSeq: 1 }, 1]);
+      assert.deepEqual(
+        [f.cache.states.get(a.clientId), f.cache.watermark],
+        [{ generation: undefined, changeSeq: 1 }, 1],
+      );
     });
 
     test("start() learns latest() before anything is read, even with a feed that is connected from the outset (the embedded LocalChangeFeed)", async () => {
@@ -534,7 +662,17 @@ describe("CredentialGenerations", () => {
         }
       })();
       const fallbacks = new RecordingLabelledCounter<"operation">();
-      const generations = new CredentialGenerations(f.uow, f.repos.apiUsers, f.repos.credentialChanges, f.cache, feed, new RecordingLogger(), fallbacks, f.clock.now, GENERATION_OPTIONS);
+      const generations = new CredentialGenerations(
+        f.uow,
+        f.repos.apiUsers,
+        f.repos.credentialChanges,
+        f.cache,
+        feed,
+        new RecordingLogger(),
+        fallbacks,
+        f.clock.now,
+        GENERATION_OPTIONS,
+      );
       await generations.start();
       assert.equal((await generations.current([a.clientId])).get(a.clientId), undefined, "the very first read");
       assert.equal(fallbacks.count({ operation: "stale" }), 1);
@@ -596,7 +734,9 @@ describe("CredentialGenerations", () => {
         "the clients of each batch, as the database has them now",
       );
       assert.deepEqual(
-        f.logger.lines.filter((l) => l.message === "credential state: republished changes the cache had missed").map((l) => l.object),
+        f.logger.lines
+          .filter((l) => l.message === "credential state: republished changes the cache had missed")
+          .map((l) => l.object),
         [
           { count: 2, from: 0 },
           { count: 2, from: 2 },
@@ -604,7 +744,14 @@ describe("CredentialGenerations", () => {
         ],
       );
       f.store.invocations.length = 0;
-      assert.deepEqual([...(await f.generations.current([a.clientId, b.clientId, c.clientId]))], [[a.clientId, 3], [b.clientId, undefined], [c.clientId, undefined]]);
+      assert.deepEqual(
+        [...(await f.generations.current([a.clientId, b.clientId, c.clientId]))],
+        [
+          [a.clientId, 3],
+          [b.clientId, undefined],
+          [c.clientId, undefined],
+        ],
+      );
       assert.deepEqual(databaseReads(), [], "caught up: believed");
     });
 
@@ -633,30 +780,27 @@ describe("CredentialGenerations", () => {
     // until the next credential change, however long that takes. (The branch that "only raises the
     // watermark" is still reached when a prune lands between latest() and since(): see the test
     // "raising the watermark over an empty log ..." below.)
-    test(
-      "when the log was pruned past the watermark, it republishes what the log kept (always the newest change), and the cache is believed again",
-      async () => {
-        f.cache.loseWrites = true;
-        await rotate(a); // 1
-        await rotate(b); // 2
-        f.cache.loseWrites = false;
-        f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
-        f.cache.evict(a.clientId, b.clientId); // Redis' TTL (300 s) ran out long ago
-        assert.equal(await f.generations.pruneLog(), 1, "the newest change is kept: latest() never goes back");
-        f.cache.writes.length = 0;
-        assert.equal(await f.generations.reconcile(), 1);
-        assert.deepEqual(
-          f.cache.writes.map((w) => [[...w.states].map(([id]) => id), w.watermark]),
-          [[[b.clientId], { to: 2, ifAtLeast: 0 }]],
-        );
-        assert.equal(f.cache.watermark, 2);
-        await generationOn(f, b); // a miss, filled
-        const stale = f.fallbacks.count({ operation: "stale" });
-        f.store.invocations.length = 0;
-        assert.equal(await generationOn(f, b), 2);
-        assert.deepEqual([f.fallbacks.count({ operation: "stale" }) - stale, databaseReads()], [0, []], "believed again");
-      },
-    );
+    test("when the log was pruned past the watermark, it republishes what the log kept (always the newest change), and the cache is believed again", async () => {
+      f.cache.loseWrites = true;
+      await rotate(a); // 1
+      await rotate(b); // 2
+      f.cache.loseWrites = false;
+      f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
+      f.cache.evict(a.clientId, b.clientId); // Redis' TTL (300 s) ran out long ago
+      assert.equal(await f.generations.pruneLog(), 1, "the newest change is kept: latest() never goes back");
+      f.cache.writes.length = 0;
+      assert.equal(await f.generations.reconcile(), 1);
+      assert.deepEqual(
+        f.cache.writes.map((w) => [[...w.states].map(([id]) => id), w.watermark]),
+        [[[b.clientId], { to: 2, ifAtLeast: 0 }]],
+      );
+      assert.equal(f.cache.watermark, 2);
+      await generationOn(f, b); // a miss, filled
+      const stale = f.fallbacks.count({ operation: "stale" });
+      f.store.invocations.length = 0;
+      assert.equal(await generationOn(f, b), 2);
+      assert.deepEqual([f.fallbacks.count({ operation: "stale" }) - stale, databaseReads()], [0, []], "believed again");
+    });
 
     test("with the cache up to date it writes nothing; concurrent calls share one run", async () => {
       await rotate(a);
@@ -719,7 +863,11 @@ describe("CredentialGenerations", () => {
       );
       assert.deepEqual([f.cache.states.get(b.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 1]);
       for (const instance of [f, i2]) {
-        assert.equal(await accepts(instance, tokenB), false, `the cache claims watermark ${f.cache.watermark} but holds b as ${JSON.stringify(f.cache.states.get(b.clientId))}`);
+        assert.equal(
+          await accepts(instance, tokenB),
+          false,
+          `the cache claims watermark ${f.cache.watermark} but holds b as ${JSON.stringify(f.cache.states.get(b.clientId))}`,
+        );
       }
     });
   });
@@ -738,7 +886,11 @@ describe("CredentialGenerations", () => {
       f.clock.advanceSeconds(300); // +661s: change 2 is older than the retention, but the newest
       assert.equal(await f.generations.pruneLog(), 0, "the newest change is kept: latest() never goes back");
       assert.deepEqual(await f.repos.credentialChanges.since(f.uow.direct, 0, 10), [{ seq: 2, clientId: b.clientId }]);
-      assert.equal(await generationOn(f, b), 2, "an instance forgets nothing it knows: the pruned log changes no answer");
+      assert.equal(
+        await generationOn(f, b),
+        2,
+        "an instance forgets nothing it knows: the pruned log changes no answer",
+      );
     });
   });
 });

@@ -2,7 +2,12 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { describe, test } from "node:test";
 import { deriveKeyMaterial } from "../../../src/domain/shared/key-material.js";
-import { generateClientId, generateClientSecret, hashClientSecret, verifyClientSecret } from "../../../src/domain/shared/client-secret.js";
+import {
+  generateClientId,
+  generateClientSecret,
+  hashClientSecret,
+  verifyClientSecret,
+} from "../../../src/domain/shared/client-secret.js";
 import { openScimToken, sealScimToken } from "../../../src/domain/shared/scim-token.js";
 
 const keys = deriveKeyMaterial(crypto.randomBytes(32));
@@ -76,6 +81,10 @@ describe("SCIM token envelopes", () => {
       "A".repeat(5000),
     ];
     for (const candidate of forged) assert.equal(openScimToken(scimKeys, candidate), undefined, candidate.slice(0, 40));
-    assert.equal(openScimToken(new Map([[keys.scimTokenKeyId, crypto.randomBytes(32)]]), token), undefined, "wrong key");
+    assert.equal(
+      openScimToken(new Map([[keys.scimTokenKeyId, crypto.randomBytes(32)]]), token),
+      undefined,
+      "wrong key",
+    );
   });
 });

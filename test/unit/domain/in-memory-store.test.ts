@@ -40,7 +40,9 @@ describe("in-memory store", () => {
         await r.apiUsers.insert(tx, scope, apiUser("in-tx"));
         await r.tenants.setApiUserLimit(tx, scope, 9);
         outside = (await r.tenants.createCompany(uow.direct, scope, "Direct Corp")).id;
-        await r.audit.append(tx, [{ action: "X", outcome: "SUCCESS", actor: "a", tmcId: tmc.id, targetClientId: null, debugIdentifier: null }]);
+        await r.audit.append(tx, [
+          { action: "X", outcome: "SUCCESS", actor: "a", tmcId: tmc.id, targetClientId: null, debugIdentifier: null },
+        ]);
         throw new Error("boom");
       }),
       { message: "boom" },
@@ -49,7 +51,10 @@ describe("in-memory store", () => {
     assert.equal((await r.tenants.findTmc(uow.direct, scope))?.maxApiUsers, 5);
     assert.deepEqual(await r.audit.list(uow.direct, scope, 10), []);
     assert.equal((await r.tenants.findCompany(uow.direct, scope, outside))?.name, "Direct Corp");
-    assert.deepEqual(db.rolledBack().map((t) => t.writes), [["api_users", "tmcs", "audit_events"]]);
+    assert.deepEqual(
+      db.rolledBack().map((t) => t.writes),
+      [["api_users", "tmcs", "audit_events"]],
+    );
   });
 
   test("READ COMMITTED: a transaction reads its own writes; nobody else sees them before the commit", async () => {
@@ -64,7 +69,14 @@ describe("in-memory store", () => {
     const writer = uow.transaction(async (tx) => {
       await r.apiUsers.setCredential(tx, scope, "c1", { secretHash: Buffer.alloc(32), generation: 2 });
       await r.apiUsers.insert(tx, scope, apiUser("c2"));
-      assert.deepEqual(await generations(r, tx, ["c1", "c2"]), [["c1", 2], ["c2", 1]], "its own writes");
+      assert.deepEqual(
+        await generations(r, tx, ["c1", "c2"]),
+        [
+          ["c1", 2],
+          ["c2", 1],
+        ],
+        "its own writes",
+      );
       written();
       await held;
     });
@@ -75,7 +87,10 @@ describe("in-memory store", () => {
     });
     release();
     await writer;
-    assert.deepEqual(await generations(r, uow.direct, ["c1", "c2"]), [["c1", 2], ["c2", 1]]);
+    assert.deepEqual(await generations(r, uow.direct, ["c1", "c2"]), [
+      ["c1", 2],
+      ["c2", 1],
+    ]);
   });
 
   test("an UPDATE waits for the row's lock and re-checks its condition on the latest version", async () => {
@@ -99,14 +114,21 @@ describe("in-memory store", () => {
     assert.equal(db.apiUsers.rows.get("c1")?.credentialGeneration, 1, "still waiting");
     release();
     await Promise.all([revoker, rotation]);
-    assert.deepEqual([db.apiUsers.rows.get("c1")?.credentialGeneration, db.apiUsers.rows.get("c1")?.revokedAt instanceof Date], [1, true], "revoked rows are no longer active: nothing updated");
+    assert.deepEqual(
+      [db.apiUsers.rows.get("c1")?.credentialGeneration, db.apiUsers.rows.get("c1")?.revokedAt instanceof Date],
+      [1, true],
+      "revoked rows are no longer active: nothing updated",
+    );
   });
 
   test("an injected commit failure rolls the whole transaction back", async () => {
     const { uow, repositories: r, db } = createInMemoryStore();
     const tmc = await r.tenants.createTmc(uow.direct, "A", 5);
     db.failNextCommit(new Error("connection lost at commit"));
-    await assert.rejects(uow.transaction((tx) => r.apiUsers.insert(tx, tenantScope(tmc.id), apiUser("c1"))), { message: "connection lost at commit" });
+    await assert.rejects(
+      uow.transaction((tx) => r.apiUsers.insert(tx, tenantScope(tmc.id), apiUser("c1"))),
+      { message: "connection lost at commit" },
+    );
     assert.equal(await r.apiUsers.findActive(uow.direct, "c1"), undefined);
   });
 
@@ -156,7 +178,12 @@ describe("in-memory store", () => {
     const a = tenantScope((await r.tenants.createTmc(tx, "A", 5)).id);
     const b = tenantScope((await r.tenants.createTmc(tx, "B", 5)).id);
     const companyB = (await r.tenants.createCompany(tx, b, "B Corp")).id;
-    const userB = await r.tenants.createUser(tx, b, companyB, { email: "b@b.example", givenName: "B", familyName: "B", isActive: true });
+    const userB = await r.tenants.createUser(tx, b, companyB, {
+      email: "b@b.example",
+      givenName: "B",
+      familyName: "B",
+      isActive: true,
+    });
     await r.apiUsers.insert(tx, b, apiUser("client-b"));
     await r.refreshTokens.insert(tx, b, {
       id: "rt-b",
@@ -171,15 +198,33 @@ describe("in-memory store", () => {
       act: { sub: "actor" },
       expiresAt: new Date("2027-01-01T00:00:00Z"),
     });
-    await r.trustedIssuers.upsert(tx, b, { issuer: "https://idp.b", jwksUri: "https://idp.b/jwks", jwks: undefined, audience: undefined, companyId: undefined });
-    await r.audit.append(tx, [{ action: "B", outcome: "SUCCESS", actor: "client-b", tmcId: b.tmcId, targetClientId: null, debugIdentifier: null }]);
+    await r.trustedIssuers.upsert(tx, b, {
+      issuer: "https://idp.b",
+      jwksUri: "https://idp.b/jwks",
+      jwks: undefined,
+      audience: undefined,
+      companyId: undefined,
+    });
+    await r.audit.append(tx, [
+      {
+        action: "B",
+        outcome: "SUCCESS",
+        actor: "client-b",
+        tmcId: b.tmcId,
+        targetClientId: null,
+        debugIdentifier: null,
+      },
+    ]);
 
     assert.equal(await r.tenants.findCompany(tx, a, companyB), undefined);
-    await rejectsWith(r.tenants.createUser(tx, a, companyB, { email: "x@a.example", givenName: "X", familyName: "X", isActive: true }), {
-      code: "NOT_FOUND",
-      message: "Company not found",
-      params: [{ name: "orgId", value: companyB }],
-    });
+    await rejectsWith(
+      r.tenants.createUser(tx, a, companyB, { email: "x@a.example", givenName: "X", familyName: "X", isActive: true }),
+      {
+        code: "NOT_FOUND",
+        message: "Company not found",
+        params: [{ name: "orgId", value: companyB }],
+      },
+    );
     assert.equal(await r.tenants.findActiveUserByEmail(tx, a, "b@b.example"), undefined);
     assert.equal(await r.tenants.findActiveUser(tx, a, userB.id), undefined);
     assert.deepEqual(await r.tenants.findActiveUser(tx, b, userB.id), userB, "its own tenant sees it");
@@ -188,7 +233,11 @@ describe("in-memory store", () => {
     assert.equal(await r.apiUsers.lockActive(tx, a, "client-b"), undefined);
     await r.apiUsers.setCredential(tx, a, "client-b", { secretHash: Buffer.alloc(32), generation: 7 });
     await r.apiUsers.markRevoked(tx, a, "client-b");
-    assert.equal((await r.apiUsers.findActive(tx, "client-b"))?.credentialGeneration, 1, "B's user is neither rotated nor revoked through A");
+    assert.equal(
+      (await r.apiUsers.findActive(tx, "client-b"))?.credentialGeneration,
+      1,
+      "B's user is neither rotated nor revoked through A",
+    );
     assert.equal(await r.refreshTokens.lockByHash(tx, a, Buffer.from("hash-b")), undefined);
     await r.refreshTokens.markUsed(tx, a, "rt-b", clock.now());
     await r.refreshTokens.revokeFamily(tx, a, "fam-b", clock.now());
@@ -198,22 +247,51 @@ describe("in-memory store", () => {
     assert.equal(await r.trustedIssuers.find(tx, a, "https://idp.b"), undefined);
     assert.deepEqual(await r.audit.list(tx, a, 10), []);
     // The operator's reads and the issuer removal.
-    await r.audit.append(tx, [{ action: "TOKEN_ISSUED", outcome: "SUCCESS", actor: "client-b", tmcId: b.tmcId, targetClientId: "client-b", debugIdentifier: null }]);
+    await r.audit.append(tx, [
+      {
+        action: "TOKEN_ISSUED",
+        outcome: "SUCCESS",
+        actor: "client-b",
+        tmcId: b.tmcId,
+        targetClientId: "client-b",
+        debugIdentifier: null,
+      },
+    ]);
     assert.deepEqual(await r.apiUsers.listActiveDetails(tx, a, { limit: 10, offset: 0 }), []);
-    assert.deepEqual((await r.apiUsers.listActiveDetails(tx, b, { limit: 10, offset: 0 })).map((u) => u.clientId), ["client-b"]);
+    assert.deepEqual(
+      (await r.apiUsers.listActiveDetails(tx, b, { limit: 10, offset: 0 })).map((u) => u.clientId),
+      ["client-b"],
+    );
     const everything = { actions: [], clientId: undefined, since: undefined, until: undefined, beforeId: undefined };
     assert.deepEqual(await r.audit.search(tx, a, everything, 10), []);
     assert.deepEqual(await r.audit.search(tx, a, { ...everything, clientId: "client-b" }, 10), []);
-    assert.deepEqual((await r.audit.search(tx, b, { ...everything, clientId: "client-b" }, 10)).map((e) => e.action), ["TOKEN_ISSUED", "B"]);
+    assert.deepEqual(
+      (await r.audit.search(tx, b, { ...everything, clientId: "client-b" }, 10)).map((e) => e.action),
+      ["TOKEN_ISSUED", "B"],
+    );
     assert.deepEqual([...(await r.audit.lastTokenIssued(tx, a, ["client-b"]))], []);
     assert.deepEqual([...(await r.audit.lastTokenIssued(tx, b, ["client-b"]))], [["client-b", clock.now()]]);
     assert.deepEqual(await r.trustedIssuers.list(tx, a), []);
     assert.equal(await r.trustedIssuers.remove(tx, a, "https://idp.b"), false);
-    assert.equal((await r.trustedIssuers.find(tx, b, "https://idp.b"))?.issuer, "https://idp.b", "B still trusts its issuer");
-    await rejectsWith(r.airCredits.insertPaymentSource(tx, a, { companyId: companyB, fopLabel: "Card", cardCompany: undefined, cardLast4: undefined, creditUsageType: "PERSONAL", transferable: true }), {
-      code: "NOT_FOUND",
-      message: "Company not found",
-    });
+    assert.equal(
+      (await r.trustedIssuers.find(tx, b, "https://idp.b"))?.issuer,
+      "https://idp.b",
+      "B still trusts its issuer",
+    );
+    await rejectsWith(
+      r.airCredits.insertPaymentSource(tx, a, {
+        companyId: companyB,
+        fopLabel: "Card",
+        cardCompany: undefined,
+        cardLast4: undefined,
+        creditUsageType: "PERSONAL",
+        transferable: true,
+      }),
+      {
+        code: "NOT_FOUND",
+        message: "Company not found",
+      },
+    );
   });
 
   test("findActiveUser: the active user with this id in the tenant; another tenant's, an inactive or an unknown id is undefined", async () => {
@@ -223,9 +301,24 @@ describe("in-memory store", () => {
     const b = tenantScope((await r.tenants.createTmc(tx, "B", 5)).id);
     const companyA = (await r.tenants.createCompany(tx, a, "A Corp")).id;
     const companyB = (await r.tenants.createCompany(tx, b, "B Corp")).id;
-    const ada = await r.tenants.createUser(tx, a, companyA, { email: "Ada@A.example", givenName: "Ada", familyName: "Lovelace", isActive: true });
-    const idle = await r.tenants.createUser(tx, a, companyA, { email: "idle@a.example", givenName: "I", familyName: "Dle", isActive: false });
-    const bob = await r.tenants.createUser(tx, b, companyB, { email: "bob@b.example", givenName: "Bob", familyName: "B", isActive: true });
+    const ada = await r.tenants.createUser(tx, a, companyA, {
+      email: "Ada@A.example",
+      givenName: "Ada",
+      familyName: "Lovelace",
+      isActive: true,
+    });
+    const idle = await r.tenants.createUser(tx, a, companyA, {
+      email: "idle@a.example",
+      givenName: "I",
+      familyName: "Dle",
+      isActive: false,
+    });
+    const bob = await r.tenants.createUser(tx, b, companyB, {
+      email: "bob@b.example",
+      givenName: "Bob",
+      familyName: "B",
+      isActive: true,
+    });
 
     assert.deepEqual(await r.tenants.findActiveUser(tx, a, ada.id), {
       id: ada.id,
@@ -245,7 +338,12 @@ describe("in-memory store", () => {
 
     // Inside a transaction: its own uncommitted user, and nobody else's view of it.
     await uow.transaction(async (inner) => {
-      const carol = await r.tenants.createUser(inner, a, companyA, { email: "carol@a.example", givenName: "C", familyName: "C", isActive: true });
+      const carol = await r.tenants.createUser(inner, a, companyA, {
+        email: "carol@a.example",
+        givenName: "C",
+        familyName: "C",
+        isActive: true,
+      });
       assert.equal((await r.tenants.findActiveUser(inner, a, carol.id))?.id, carol.id);
       assert.equal(await r.tenants.findActiveUser(tx, a, carol.id), undefined, "not committed yet");
     });
@@ -258,30 +356,80 @@ describe("in-memory store", () => {
     const b = tenantScope((await r.tenants.createTmc(tx, "B", 5)).id);
     const companyA = (await r.tenants.createCompany(tx, a, "A Corp")).id;
     const companyB = (await r.tenants.createCompany(tx, b, "B Corp")).id;
-    await r.tenants.createUser(tx, a, companyA, { email: "Ada@Example.com", givenName: "Ada", familyName: "L", isActive: false });
-    await rejectsWith(r.tenants.createUser(tx, a, companyA, { email: "ada@example.COM", givenName: "Ada", familyName: "L", isActive: true }), {
-      code: "ALREADY_EXISTS",
-      message: "A user with this email already exists in the company",
+    await r.tenants.createUser(tx, a, companyA, {
+      email: "Ada@Example.com",
+      givenName: "Ada",
+      familyName: "L",
+      isActive: false,
     });
-    await r.tenants.createUser(tx, b, companyB, { email: "ada@example.com", givenName: "Ada", familyName: "L", isActive: true });
-    assert.equal(await r.tenants.findActiveUserByEmail(tx, a, "ADA@example.com"), undefined, "inactive users are not found");
+    await rejectsWith(
+      r.tenants.createUser(tx, a, companyA, {
+        email: "ada@example.COM",
+        givenName: "Ada",
+        familyName: "L",
+        isActive: true,
+      }),
+      {
+        code: "ALREADY_EXISTS",
+        message: "A user with this email already exists in the company",
+      },
+    );
+    await r.tenants.createUser(tx, b, companyB, {
+      email: "ada@example.com",
+      givenName: "Ada",
+      familyName: "L",
+      isActive: true,
+    });
+    assert.equal(
+      await r.tenants.findActiveUserByEmail(tx, a, "ADA@example.com"),
+      undefined,
+      "inactive users are not found",
+    );
     assert.equal((await r.tenants.findActiveUserByEmail(tx, b, "ADA@example.com"))?.tmcId, b.tmcId);
     // Emails are unique per company: another company of the same TMC may hold it, and token exchange then refuses the ambiguous email.
     const companyA2 = (await r.tenants.createCompany(tx, a, "A Two")).id;
-    await r.tenants.createUser(tx, a, companyA2, { email: "ada@example.com", givenName: "Ada", familyName: "L", isActive: true });
-    assert.equal((await r.tenants.findActiveUserByEmail(tx, a, "ADA@example.com"))?.companyId, companyA2, "one active user: found");
-    await r.tenants.createUser(tx, a, (await r.tenants.createCompany(tx, a, "A Three")).id, { email: "ADA@example.com", givenName: "Ada", familyName: "L", isActive: true });
+    await r.tenants.createUser(tx, a, companyA2, {
+      email: "ada@example.com",
+      givenName: "Ada",
+      familyName: "L",
+      isActive: true,
+    });
+    assert.equal(
+      (await r.tenants.findActiveUserByEmail(tx, a, "ADA@example.com"))?.companyId,
+      companyA2,
+      "one active user: found",
+    );
+    await r.tenants.createUser(tx, a, (await r.tenants.createCompany(tx, a, "A Three")).id, {
+      email: "ADA@example.com",
+      givenName: "Ada",
+      familyName: "L",
+      isActive: true,
+    });
     await rejectsWith(r.tenants.findActiveUserByEmail(tx, a, "ada@example.com"), {
       code: "INVALID_GRANT",
-      message: "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
+      message:
+        "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
       params: [{ name: "subject_token", value: "ambiguous email" }],
     });
-    assert.equal((await r.tenants.findActiveUserByEmail(tx, a, "ada@example.com", { companyId: companyA2 }))?.companyId, companyA2, "within one company: found");
+    assert.equal(
+      (await r.tenants.findActiveUserByEmail(tx, a, "ada@example.com", { companyId: companyA2 }))?.companyId,
+      companyA2,
+      "within one company: found",
+    );
 
     await r.apiUsers.insert(tx, a, apiUser("dup"));
-    await rejectsWith(r.apiUsers.insert(tx, b, apiUser("dup")), { code: "ALREADY_EXISTS", message: "The resource already exists" });
-    await rejectsWith(r.apiUsers.insert(tx, tenantScope(crypto.randomUUID()), apiUser("orphan")), { code: "NOT_FOUND", message: "A referenced resource does not exist" });
-    await rejectsWith(r.tenants.createCompany(tx, tenantScope(crypto.randomUUID()), "Orphan"), { code: "NOT_FOUND", message: "A referenced resource does not exist" });
+    await rejectsWith(r.apiUsers.insert(tx, b, apiUser("dup")), {
+      code: "ALREADY_EXISTS",
+      message: "The resource already exists",
+    });
+    await rejectsWith(r.apiUsers.insert(tx, tenantScope(crypto.randomUUID()), apiUser("orphan")), {
+      code: "NOT_FOUND",
+      message: "A referenced resource does not exist",
+    });
+    await rejectsWith(r.tenants.createCompany(tx, tenantScope(crypto.randomUUID()), "Orphan"), {
+      code: "NOT_FOUND",
+      message: "A referenced resource does not exist",
+    });
     await assert.rejects(r.tenants.setApiUserLimit(tx, a, -1), /tmcs_max_api_users_non_negative/);
   });
 
@@ -324,7 +472,11 @@ describe("in-memory store", () => {
       const hasRecorded = new Promise<NumberedChange>((resolve) => (recorded = resolve));
       const writer = uow.transaction(async (tx) => {
         const change = await r.credentialChanges.record(tx, "c1");
-        assert.deepEqual([...(await r.apiUsers.credentialStates(tx, ["c1"]))], [["c1", { generation: 1, changeSeq: change.seq }]], "its own stamp");
+        assert.deepEqual(
+          [...(await r.apiUsers.credentialStates(tx, ["c1"]))],
+          [["c1", { generation: 1, changeSeq: change.seq }]],
+          "its own stamp",
+        );
         recorded(change);
         await held;
         return change;
@@ -354,7 +506,10 @@ describe("in-memory store", () => {
         { message: "boom" },
       );
       db.failNextCommit(new Error("lost at commit"));
-      await assert.rejects(uow.transaction((tx) => r.credentialChanges.record(tx, "c2")), { message: "lost at commit" });
+      await assert.rejects(
+        uow.transaction((tx) => r.credentialChanges.record(tx, "c2")),
+        { message: "lost at commit" },
+      );
       assert.deepEqual(heard, []);
       assert.deepEqual([db.apiUsers.rows.get("c1")?.changeSeq, db.apiUsers.rows.get("c2")?.changeSeq], [0, 0]);
       assert.equal(await r.credentialChanges.latest(uow.direct), 0);
@@ -382,13 +537,23 @@ describe("in-memory store", () => {
         { seq: 2, clientId: "c2" },
         { seq: 3, clientId: "c1" },
       ]);
-      assert.deepEqual((await r.credentialChanges.since(uow.direct, 3, 10)).map((c) => c.seq), [4]);
+      assert.deepEqual(
+        (await r.credentialChanges.since(uow.direct, 3, 10)).map((c) => c.seq),
+        [4],
+      );
       assert.deepEqual(await r.credentialChanges.since(uow.direct, 4, 10), []);
       // The changes are at +0s, +10s, +20s, +30s: strictly older than +20s are the first two.
       assert.equal(await r.credentialChanges.prune(uow.direct, new Date(Date.parse("2026-11-22T10:00:20.000Z"))), 2);
-      assert.deepEqual((await r.credentialChanges.since(uow.direct, 0, 10)).map((c) => c.seq), [3, 4]);
+      assert.deepEqual(
+        (await r.credentialChanges.since(uow.direct, 0, 10)).map((c) => c.seq),
+        [3, 4],
+      );
       assert.equal(await r.credentialChanges.latest(uow.direct), 4);
-      assert.equal(await r.credentialChanges.prune(uow.direct, clock.now()), 1, "the newest change is kept, however old");
+      assert.equal(
+        await r.credentialChanges.prune(uow.direct, clock.now()),
+        1,
+        "the newest change is kept, however old",
+      );
       assert.equal(await r.credentialChanges.latest(uow.direct), 4, "latest() never goes back");
     });
 
@@ -452,7 +617,11 @@ describe("in-memory store", () => {
     test("on `direct` (autocommit) record waits for the lock but holds it only for the statement", async () => {
       const { uow, r } = await withClients("c1", "c2");
       assert.deepEqual(await r.credentialChanges.record(uow.direct, "c1"), { seq: 1, previous: 0 });
-      assert.deepEqual(await uow.transaction((tx) => r.credentialChanges.record(tx, "c2")), { seq: 2, previous: 1 }, "not blocked by the autocommit change");
+      assert.deepEqual(
+        await uow.transaction((tx) => r.credentialChanges.record(tx, "c2")),
+        { seq: 2, previous: 1 },
+        "not blocked by the autocommit change",
+      );
     });
   });
 
@@ -497,7 +666,11 @@ describe("in-memory store", () => {
       store.db.notify(store.uow.direct, "4");
       feed.disconnect();
       store.db.notify(store.uow.direct, "5");
-      assert.deepEqual([feed.connected, feed.dropped, seen], [false, [1, 4, 5], [2, 3]], "in flight and later ones are lost with the connection");
+      assert.deepEqual(
+        [feed.connected, feed.dropped, seen],
+        [false, [1, 4, 5], [2, 3]],
+        "in flight and later ones are lost with the connection",
+      );
       await feed.connect();
       assert.deepEqual([feed.connected, feed.connections], [true, 2]);
       await feed.stop();
@@ -514,13 +687,44 @@ describe("in-memory store", () => {
       const twin = new MemoryGenerationCache();
       const ids = ["a", "b", "c", "d"];
       const script: Array<[string, Map<string, CredentialState>, WatermarkRaise | undefined, number]> = [
-        ["a fill never moves the watermark", new Map([["a", state(1, 0)], ["b", state(1, 0)]]), undefined, 0],
+        [
+          "a fill never moves the watermark",
+          new Map([
+            ["a", state(1, 0)],
+            ["b", state(1, 0)],
+          ]),
+          undefined,
+          0,
+        ],
         ["change 1 over change 0: rises", new Map([["a", state(2, 1)]]), { to: 1, ifAtLeast: 0 }, 1],
-        ["change 5 after a missed change 3: states land, the watermark stays", new Map([["a", state(undefined, 5)]]), { to: 5, ifAtLeast: 3 }, 1],
-        ["an older state never replaces a newer one; a fill", new Map([["a", state(1, 0)], ["b", state(undefined, 3)]]), undefined, 1],
+        [
+          "change 5 after a missed change 3: states land, the watermark stays",
+          new Map([["a", state(undefined, 5)]]),
+          { to: 5, ifAtLeast: 3 },
+          1,
+        ],
+        [
+          "an older state never replaces a newer one; a fill",
+          new Map([
+            ["a", state(1, 0)],
+            ["b", state(undefined, 3)],
+          ]),
+          undefined,
+          1,
+        ],
         ["reconcile from 1 up to 3: rises", new Map([["b", state(undefined, 3)]]), { to: 3, ifAtLeast: 1 }, 3],
-        ["a raise to below the watermark never lowers it", new Map([["c", state(undefined, 2)]]), { to: 2, ifAtLeast: 1 }, 3],
-        ["change 5's publication again, now that 3 is covered: rises", new Map([["a", state(undefined, 5)]]), { to: 5, ifAtLeast: 3 }, 5],
+        [
+          "a raise to below the watermark never lowers it",
+          new Map([["c", state(undefined, 2)]]),
+          { to: 2, ifAtLeast: 1 },
+          3,
+        ],
+        [
+          "change 5's publication again, now that 3 is covered: rises",
+          new Map([["a", state(undefined, 5)]]),
+          { to: 5, ifAtLeast: 3 },
+          5,
+        ],
         ["ifAtLeast below the watermark is covered too", new Map(), { to: 7, ifAtLeast: 4 }, 7],
         ["ifAtLeast above the watermark: refused even with no states", new Map(), { to: 9, ifAtLeast: 8 }, 7],
       ];
@@ -530,7 +734,10 @@ describe("in-memory store", () => {
         assert.deepEqual(await fake.read(ids), await twin.read(ids), step);
         assert.equal(fake.watermark, expected, step);
       }
-      assert.deepEqual(await fake.read(ids), { states: [state(undefined, 5), state(undefined, 3), state(undefined, 2), undefined], watermark: 7 });
+      assert.deepEqual(await fake.read(ids), {
+        states: [state(undefined, 5), state(undefined, 3), state(undefined, 2), undefined],
+        watermark: 7,
+      });
       assert.deepEqual(
         fake.writes.map((w) => w.raised),
         [false, true, false, false, true, false, true, true, false],
@@ -550,7 +757,9 @@ describe("in-memory store", () => {
       assert.deepEqual([cache.generationOf("a"), cache.watermark], [1, 1]);
       cache.loseWrites = false;
       cache.writeFailure = new Error("READONLY");
-      await assert.rejects(cache.write(new Map([["a", state(2, 3)]]), { to: 3, ifAtLeast: 1 }), { message: "READONLY" });
+      await assert.rejects(cache.write(new Map([["a", state(2, 3)]]), { to: 3, ifAtLeast: 1 }), {
+        message: "READONLY",
+      });
       assert.equal(cache.watermark, 1);
       cache.writeFailure = undefined;
       await cache.write(new Map([["b", state(1, 0)]]));

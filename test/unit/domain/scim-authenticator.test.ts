@@ -4,7 +4,13 @@ import { beforeEach, describe, test } from "node:test";
 import { deriveKeyMaterial } from "../../../src/domain/shared/key-material.js";
 import { sealScimToken } from "../../../src/domain/shared/scim-token.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
-import { createDomainFixture, newApiUser, newTenant, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
+import {
+  createDomainFixture,
+  newApiUser,
+  newTenant,
+  type DomainFixture,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
 
 const refused = { code: "USER_NOT_AUTHENTICATED", message: "A valid SCIM token is required" } as const;
 
@@ -19,7 +25,8 @@ describe("ScimAuthenticator", () => {
     scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
   });
 
-  const seal = (clientId: string, secret: string, keys = f.keys) => sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId, secret });
+  const seal = (clientId: string, secret: string, keys = f.keys) =>
+    sealScimToken(keys.scimTokenKey, keys.scimTokenKeyId, { clientId, secret });
 
   test("the SCIM token issued at creation authenticates its API user", async () => {
     assert.deepEqual(await f.scim.authenticate(scimUser.scimToken!), scimUser.user);

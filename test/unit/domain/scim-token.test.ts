@@ -22,7 +22,13 @@ function forge(clientId: string, secret: string): string {
   const cipher = crypto.createCipheriv("aes-256-gcm", material.scimTokenKey, iv);
   cipher.setAAD(Buffer.from(clientId, "utf8"));
   const sealed = Buffer.concat([iv, cipher.update(secret, "utf8"), cipher.final(), cipher.getAuthTag()]);
-  return encode({ v: 1, kid: material.scimTokenKeyId, scope: "scim", clientId, encryptedSecret: sealed.toString("base64url") });
+  return encode({
+    v: 1,
+    kid: material.scimTokenKeyId,
+    scope: "scim",
+    clientId,
+    encryptedSecret: sealed.toString("base64url"),
+  });
 }
 
 describe("AEAD (aead.ts)", () => {
@@ -63,16 +69,30 @@ describe("SCIM token envelopes: what they bind", () => {
 
   test("only clientIds of 1..256 RFC 3986 unreserved characters are sealed or opened", () => {
     for (const clientId of ["abcdefghijklmnopqrstuvwxyz", "A-Z.0_9~", "a".repeat(256)]) {
-      assert.deepEqual(openScimToken(keys, sealScimToken(material.scimTokenKey, material.scimTokenKeyId, { clientId, secret: "s" })), { clientId, secret: "s" });
-      assert.deepEqual(openScimToken(keys, forge(clientId, "s")), { clientId, secret: "s" }, "the forgery is a well-made token");
+      assert.deepEqual(
+        openScimToken(keys, sealScimToken(material.scimTokenKey, material.scimTokenKeyId, { clientId, secret: "s" })),
+        { clientId, secret: "s" },
+      );
+      assert.deepEqual(
+        openScimToken(keys, forge(clientId, "s")),
+        { clientId, secret: "s" },
+        "the forgery is a well-made token",
+      );
     }
     for (const clientId of ["", "a".repeat(257), "\ud800", "a\udc00b", "a b", "a\u0000", "é", "a/b", "a+b", "😀"]) {
-      assert.throws(() => sealScimToken(material.scimTokenKey, material.scimTokenKeyId, { clientId, secret: "s" }), TypeError, JSON.stringify(clientId));
+      assert.throws(
+        () => sealScimToken(material.scimTokenKey, material.scimTokenKeyId, { clientId, secret: "s" }),
+        TypeError,
+        JSON.stringify(clientId),
+      );
       assert.equal(openScimToken(keys, forge(clientId, "s")), undefined, JSON.stringify(clientId));
     }
   });
 
   test("a secret that is not well-formed text is refused when sealing (it would open to another one)", () => {
-    assert.throws(() => sealScimToken(material.scimTokenKey, material.scimTokenKeyId, { clientId: "abc", secret: "s\ud800" }), TypeError);
+    assert.throws(
+      () => sealScimToken(material.scimTokenKey, material.scimTokenKeyId, { clientId: "abc", secret: "s\ud800" }),
+      TypeError,
+    );
   });
 });

@@ -28,13 +28,32 @@ async function fixture() {
   return { clock, store, scim, a, b, tmcId: tmc.id };
 }
 
-const user = (userName: string, extra: Record<string, unknown> = {}) => ({ schemas: [USER], userName, name: { givenName: "Ada", familyName: "Lovelace" }, ...extra });
+const user = (userName: string, extra: Record<string, unknown> = {}) => ({
+  schemas: [USER],
+  userName,
+  name: { givenName: "Ada", familyName: "Lovelace" },
+  ...extra,
+});
 
 describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
   test("supported attributes and operators", () => {
-    assert.deepEqual(parseUserFilter('userName eq "Ada@Example.com"'), { kind: "compare", attribute: "userName", op: "eq", value: "ada@example.com" });
-    assert.deepEqual(parseUserFilter('urn:ietf:params:scim:schemas:core:2.0:User:USERNAME sw "A"'), { kind: "compare", attribute: "userName", op: "sw", value: "a" });
-    assert.deepEqual(parseUserFilter('externalId eq "AbC"'), { kind: "compare", attribute: "externalId", op: "eq", value: "AbC" }, "externalId is case-exact");
+    assert.deepEqual(parseUserFilter('userName eq "Ada@Example.com"'), {
+      kind: "compare",
+      attribute: "userName",
+      op: "eq",
+      value: "ada@example.com",
+    });
+    assert.deepEqual(parseUserFilter('urn:ietf:params:scim:schemas:core:2.0:User:USERNAME sw "A"'), {
+      kind: "compare",
+      attribute: "userName",
+      op: "sw",
+      value: "a",
+    });
+    assert.deepEqual(
+      parseUserFilter('externalId eq "AbC"'),
+      { kind: "compare", attribute: "externalId", op: "eq", value: "AbC" },
+      "externalId is case-exact",
+    );
     assert.deepEqual(parseUserFilter('emails[type eq "work"].value eq "X@Y.z"'), {
       kind: "and",
       filters: [
@@ -43,35 +62,103 @@ describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
       ],
     });
     assert.deepEqual(parseUserFilter('emails[type eq "home"]'), { kind: "constant", value: false });
-    assert.deepEqual(parseUserFilter('active eq "False"'), { kind: "compare", attribute: "active", op: "eq", value: false });
-    assert.deepEqual(parseUserFilter("not (userName pr)"), { kind: "not", filter: { kind: "present", attribute: "userName" } });
+    assert.deepEqual(parseUserFilter('active eq "False"'), {
+      kind: "compare",
+      attribute: "active",
+      op: "eq",
+      value: false,
+    });
+    assert.deepEqual(parseUserFilter("not (userName pr)"), {
+      kind: "not",
+      filter: { kind: "present", attribute: "userName" },
+    });
     assert.equal(parseUserFilter("  "), undefined);
     const date = parseUserFilter('meta.lastModified gt "2026-01-01T00:00:00Z"');
     assert.ok(date?.kind === "compare" && date.value instanceof Date);
   });
 
   test("anything else is INVALID_FILTER", async () => {
-    for (const filter of ['userName eq "x', "userName eq", 'title eq "x"', 'userName gt "x"', "userName eq 1", 'active eq "maybe"', 'meta.created gt "yesterday"', 'phoneNumbers[type eq "work"]', 'emails[display eq "x"]', 'emails[type co "w"]', "x".repeat(3000)]) {
-      assert.throws(() => parseUserFilter(filter), (e: unknown) => e instanceof DomainError && e.code === "INVALID_FILTER" && e.params[0]?.name === "filter", filter.slice(0, 40));
+    for (const filter of [
+      'userName eq "x',
+      "userName eq",
+      'title eq "x"',
+      'userName gt "x"',
+      "userName eq 1",
+      'active eq "maybe"',
+      'meta.created gt "yesterday"',
+      'phoneNumbers[type eq "work"]',
+      'emails[display eq "x"]',
+      'emails[type co "w"]',
+      "x".repeat(3000),
+    ]) {
+      assert.throws(
+        () => parseUserFilter(filter),
+        (e: unknown) => e instanceof DomainError && e.code === "INVALID_FILTER" && e.params[0]?.name === "filter",
+        filter.slice(0, 40),
+      );
     }
-    await rejectsWith(async () => parseUserFilter(Array.from({ length: 51 }, (_, i) => `userName eq "u${i}"`).join(" or ")), {
-      code: "INVALID_FILTER",
-      message: "The filter has more than 50 terms",
-      params: [{ name: "filter", value: "invalid" }],
-    });
+    await rejectsWith(
+      async () => parseUserFilter(Array.from({ length: 51 }, (_, i) => `userName eq "u${i}"`).join(" or ")),
+      {
+        code: "INVALID_FILTER",
+        message: "The filter has more than 50 terms",
+        params: [{ name: "filter", value: "invalid" }],
+      },
+    );
   });
 });
 
 describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
-  const resource = { schemas: [USER], id: "1", userName: "a@b.c", name: { givenName: "A", familyName: "B" }, emails: [{ value: "a@b.c", type: "work", primary: true }], active: true, meta: {} };
+  const resource = {
+    schemas: [USER],
+    id: "1",
+    userName: "a@b.c",
+    name: { givenName: "A", familyName: "B" },
+    emails: [{ value: "a@b.c", type: "work", primary: true }],
+    active: true,
+    meta: {},
+  };
   test("Entra ID's and Okta's forms", () => {
-    assert.equal(applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] }).active, "False", "coerced later by userAttributes");
-    assert.equal(applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "REPLACE", value: { active: false } }] }).active, false);
-    assert.equal((applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", value: { "name.givenName": "Z" } }] }).name as { givenName: string }).givenName, "Z");
-    assert.equal((applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", path: "NAME.GIVENNAME", value: "Q" }] }).name as { givenName: string }).givenName, "Q");
-    const enterprise = applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", value: "X" }] });
-    assert.deepEqual(enterprise["urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"], { department: "X" }, "the enterprise extension is held");
-    assert.throws(() => applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "T" }] }), (e: unknown) => (e as { code?: string }).code === "NO_TARGET", "an attribute the schema lacks is refused, not dropped");
+    assert.equal(
+      applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] })
+        .active,
+      "False",
+      "coerced later by userAttributes",
+    );
+    assert.equal(
+      applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "REPLACE", value: { active: false } }] }).active,
+      false,
+    );
+    assert.equal(
+      (
+        applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", value: { "name.givenName": "Z" } }] })
+          .name as { givenName: string }
+      ).givenName,
+      "Z",
+    );
+    assert.equal(
+      (
+        applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", path: "NAME.GIVENNAME", value: "Q" }] })
+          .name as { givenName: string }
+      ).givenName,
+      "Q",
+    );
+    const enterprise = applyPatch(resource, {
+      schemas: [PATCH],
+      Operations: [
+        { op: "add", path: "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", value: "X" },
+      ],
+    });
+    assert.deepEqual(
+      enterprise["urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
+      { department: "X" },
+      "the enterprise extension is held",
+    );
+    assert.throws(
+      () => applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "T" }] }),
+      (e: unknown) => (e as { code?: string }).code === "NO_TARGET",
+      "an attribute the schema lacks is refused, not dropped",
+    );
   });
 
   test("refusals", async () => {
@@ -88,7 +175,11 @@ describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
       [{ schemas: [PATCH], Operations: [{ op: "add", path: "active" }] }, "INVALID_VALUE"],
     ];
     for (const [patch, code] of cases) {
-      await assert.rejects(async () => applyPatch(resource, patch as Record<string, unknown>), (e: unknown) => (e as { code?: string }).code === code, JSON.stringify(patch));
+      await assert.rejects(
+        async () => applyPatch(resource, patch as Record<string, unknown>),
+        (e: unknown) => (e as { code?: string }).code === code,
+        JSON.stringify(patch),
+      );
     }
     assert.equal(({} as Record<string, unknown>).x, undefined);
   });
@@ -100,10 +191,21 @@ describe("ScimUsers over the in-memory store", () => {
     const created = await scim.create(b, user("bea@b.example"), "req-1");
     const id = created.resource.id as string;
     assert.equal(created.location, `${BASE}/Users/${id}`);
-    for (const action of [() => scim.get(a, id), () => scim.replace(a, id, user("x@a.example"), "r"), () => scim.patch(a, id, { schemas: [PATCH], Operations: [{ op: "replace", path: "active", value: false }] }, "r"), () => scim.delete(a, id, "r")]) {
+    for (const action of [
+      () => scim.get(a, id),
+      () => scim.replace(a, id, user("x@a.example"), "r"),
+      () => scim.patch(a, id, { schemas: [PATCH], Operations: [{ op: "replace", path: "active", value: false }] }, "r"),
+      () => scim.delete(a, id, "r"),
+    ]) {
       await rejectsWith(action, { code: "NOT_FOUND", message: "User not found", params: [{ name: "id", value: id }] });
     }
-    const list = await scim.list(a, { filter: 'userName eq "bea@b.example"', startIndex: undefined, count: undefined, attributes: "", excludedAttributes: "" });
+    const list = await scim.list(a, {
+      filter: 'userName eq "bea@b.example"',
+      startIndex: undefined,
+      count: undefined,
+      attributes: "",
+      excludedAttributes: "",
+    });
     assert.deepEqual([list.totalResults, list.Resources], [0, []]);
     assert.equal((await scim.get(b, id)).active, true);
   });
@@ -112,22 +214,45 @@ describe("ScimUsers over the in-memory store", () => {
     const { scim, a, b, store, tmcId } = await fixture();
     // Distinctive values: "e1" alone also occurs in random UUIDs and request ids.
     const created = await scim.create(a, user("Ada@A.example", { externalId: "ext-ada-0001" }), "req-c");
-    await rejectsWith(scim.create(a, user("ada@a.example"), "r"), { code: "ALREADY_EXISTS", message: "A user with this userName exists in the company" });
-    await rejectsWith(scim.create(a, user("other@a.example", { externalId: "ext-ada-0001" }), "r"), { code: "ALREADY_EXISTS", message: "A user with this externalId exists in the company" });
-    assert.ok((await scim.create(b, user("ada@a.example", { externalId: "ext-ada-0001" }), "r")).resource.id, "another company may hold both");
+    await rejectsWith(scim.create(a, user("ada@a.example"), "r"), {
+      code: "ALREADY_EXISTS",
+      message: "A user with this userName exists in the company",
+    });
+    await rejectsWith(scim.create(a, user("other@a.example", { externalId: "ext-ada-0001" }), "r"), {
+      code: "ALREADY_EXISTS",
+      message: "A user with this externalId exists in the company",
+    });
+    assert.ok(
+      (await scim.create(b, user("ada@a.example", { externalId: "ext-ada-0001" }), "r")).resource.id,
+      "another company may hold both",
+    );
     const id = created.resource.id as string;
-    const patched = await scim.patch(a, id, { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] }, "req-p");
+    const patched = await scim.patch(
+      a,
+      id,
+      { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] },
+      "req-p",
+    );
     assert.equal(patched.active, false);
     await scim.delete(a, id, "req-d");
-    await rejectsWith(scim.get(a, id), { code: "NOT_FOUND", message: "User not found", params: [{ name: "id", value: id }] });
+    await rejectsWith(scim.get(a, id), {
+      code: "NOT_FOUND",
+      message: "User not found",
+      params: [{ name: "id", value: id }],
+    });
     assert.ok((await scim.create(a, user("ada@a.example"), "r")).resource.id);
-    const events = (await store.repositories.audit.list(store.uow.direct, tenantScope(tmcId), 50)).filter((e) => e.actor === a.clientId);
-    assert.deepEqual(
-      events.map((e) => e.action).reverse(),
-      ["SCIM_USER_CREATE", "SCIM_USER_PATCH", "SCIM_USER_DELETE", "SCIM_USER_CREATE"],
+    const events = (await store.repositories.audit.list(store.uow.direct, tenantScope(tmcId), 50)).filter(
+      (e) => e.actor === a.clientId,
     );
+    assert.deepEqual(events.map((e) => e.action).reverse(), [
+      "SCIM_USER_CREATE",
+      "SCIM_USER_PATCH",
+      "SCIM_USER_DELETE",
+      "SCIM_USER_CREATE",
+    ]);
     const text = JSON.stringify(events);
     assert.ok(text.includes(id));
-    for (const personal of ["ada@", "Ada@", "ext-ada-0001", "Lovelace"]) assert.equal(text.includes(personal), false, personal);
+    for (const personal of ["ada@", "Ada@", "ext-ada-0001", "Lovelace"])
+      assert.equal(text.includes(personal), false, personal);
   });
 });

@@ -9,7 +9,18 @@ import { SigningKeyRing, signingKeyStates } from "../../../src/domain/tokens/sig
 import type { SigningKeyRecord } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeChangeFeed } from "../../fakes/change-feed.js";
-import { AUDIENCE, createDomainFixture, ISSUER, LEGACY_TTL, newApiUser, newTenant, PREPUBLISH_SECONDS, tokenRequest, type DomainFixture, type ProvisionedApiUser } from "../../fakes/domain-fixture.js";
+import {
+  AUDIENCE,
+  createDomainFixture,
+  ISSUER,
+  LEGACY_TTL,
+  newApiUser,
+  newTenant,
+  PREPUBLISH_SECONDS,
+  tokenRequest,
+  type DomainFixture,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
 
 /** Polls a condition of in-process state (no I/O but the fake's) for up to a second. */
 async function waitUntil(condition: () => boolean): Promise<void> {
@@ -35,9 +46,14 @@ describe("SigningKeyRing", () => {
   });
 
   /** Another instance of the deployment: same database, same master key, its own change feed and (optionally skewed) clock. */
-  const otherInstance = async (options: { encryptionKey?: Buffer; unknownKeyReloadIntervalMs?: number; clock?: Clock } = {}): Promise<RingInstance> => {
+  const otherInstance = async (
+    options: { encryptionKey?: Buffer; unknownKeyReloadIntervalMs?: number; clock?: Clock } = {},
+  ): Promise<RingInstance> => {
     const feed = new FakeChangeFeed(f.store.db);
-    feed.start(() => {}, async () => {});
+    feed.start(
+      () => {},
+      async () => {},
+    );
     await feed.connecting;
     const clock = options.clock ?? f.clock.now;
     const ring = new SigningKeyRing(
@@ -46,7 +62,11 @@ describe("SigningKeyRing", () => {
       feed,
       options.encryptionKey ?? f.keys.signingKeyEncryptionKey,
       // -1: `Date.now() - lastReload > -1` always holds, so every unknown kid reloads (no real-time dependence).
-      { prepublishSeconds: PREPUBLISH_SECONDS, maxTokenLifetimeSeconds: LEGACY_TTL, unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? -1 },
+      {
+        prepublishSeconds: PREPUBLISH_SECONDS,
+        maxTokenLifetimeSeconds: LEGACY_TTL,
+        unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? -1,
+      },
       clock,
     );
     await ring.start();
@@ -80,7 +100,10 @@ describe("SigningKeyRing", () => {
     const { jwks } = f.signingKeys;
     assert.equal(jwks.keys.length, 1);
     assert.deepEqual(Object.keys(jwks.keys[0]!).sort(), ["alg", "crv", "kid", "kty", "use", "x"]);
-    assert.deepEqual([jwks.keys[0]!.kid, jwks.keys[0]!.alg, jwks.keys[0]!.crv, jwks.keys[0]!.use], [row!.kid, "EdDSA", "Ed25519", "sig"]);
+    assert.deepEqual(
+      [jwks.keys[0]!.kid, jwks.keys[0]!.alg, jwks.keys[0]!.crv, jwks.keys[0]!.use],
+      [row!.kid, "EdDSA", "Ed25519", "sig"],
+    );
     assert.equal(f.signingKeys.signingKey.kid, row!.kid);
     assert.equal(row!.activatesAt.toISOString(), f.clock.now().toISOString());
   });
@@ -107,7 +130,12 @@ describe("SigningKeyRing", () => {
     const rotatedAt = f.clock.now();
     const rotated = await f.signingKeys.rotate();
     const activatesAt = at(rotatedAt, PREPUBLISH_SECONDS);
-    assert.deepEqual(rotated, { kid: rotated.kid, activatesAt, publishedKids: [rotated.kid, oldKid], withdrawnKids: [] });
+    assert.deepEqual(rotated, {
+      kid: rotated.kid,
+      activatesAt,
+      publishedKids: [rotated.kid, oldKid],
+      withdrawnKids: [],
+    });
     const stored = f.store.db.signingKeys.rows.get(oldKid)!;
     assert.deepEqual(
       [stored.retiredAt?.toISOString(), stored.notAfter?.toISOString()],
@@ -117,7 +145,10 @@ describe("SigningKeyRing", () => {
     const states = async () => (await f.signingKeys.list()).map(({ record, state }) => [record.kid, state]);
 
     // NEXT: published and verifying, not signing.
-    assert.deepEqual(await states(), [[rotated.kid, "next"], [oldKid, "active"]]);
+    assert.deepEqual(await states(), [
+      [rotated.kid, "next"],
+      [oldKid, "active"],
+    ]);
     assert.deepEqual(publishedKids(f.signingKeys), [rotated.kid, oldKid]);
     f.clock.set(at(activatesAt, -0.001));
     assert.equal(kidOf(await issue()), oldKid, "the current key signs until the very activation instant");
@@ -126,10 +157,17 @@ describe("SigningKeyRing", () => {
     f.clock.set(activatesAt);
     const newToken = await issue();
     assert.equal(kidOf(newToken), rotated.kid);
-    assert.deepEqual(await states(), [[rotated.kid, "active"], [oldKid, "retired"]]);
+    assert.deepEqual(await states(), [
+      [rotated.kid, "active"],
+      [oldKid, "retired"],
+    ]);
     assert.equal((await f.accessTokens.verify(newToken)).clientId, client.clientId);
     f.clock.advanceSeconds(30 * 60);
-    assert.equal((await f.accessTokens.verify(oldToken)).clientId, client.clientId, "a retired key verifies (the token itself is within its hour)");
+    assert.equal(
+      (await f.accessTokens.verify(oldToken)).clientId,
+      client.clientId,
+      "a retired key verifies (the token itself is within its hour)",
+    );
 
     // RETIRED until notAfter, then gone from the JWKS and from verification, again without a reload.
     f.clock.set(at(activatesAt, RETIRED_STAY_SECONDS - 0.001));
@@ -150,8 +188,13 @@ describe("SigningKeyRing", () => {
       retiredAt: undefined,
       notAfter: notAfter === undefined ? undefined : new Date(notAfter),
     });
-    const keys = [key("a", "2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"), key("c", "2026-01-02T12:00:00Z"), key("b", "2026-01-02T00:00:00Z", "2026-01-04T00:00:00Z")];
-    const statesAt = (iso: string) => signingKeyStates(keys, new Date(iso)).map(({ record, state }) => `${record.kid}:${state}`);
+    const keys = [
+      key("a", "2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"),
+      key("c", "2026-01-02T12:00:00Z"),
+      key("b", "2026-01-02T00:00:00Z", "2026-01-04T00:00:00Z"),
+    ];
+    const statesAt = (iso: string) =>
+      signingKeyStates(keys, new Date(iso)).map(({ record, state }) => `${record.kid}:${state}`);
     assert.deepEqual(statesAt("2026-01-01T12:00:00Z"), ["c:next", "b:next", "a:active"]);
     assert.deepEqual(statesAt("2026-01-02T00:00:00Z"), ["c:next", "b:active", "a:retired"]);
     assert.deepEqual(statesAt("2026-01-02T12:00:00Z"), ["c:active", "b:retired", "a:retired"]);
@@ -179,12 +222,19 @@ describe("SigningKeyRing", () => {
 
   test("two instances: B's rotation reaches A through the change feed at once; both switch at the stored instant; with A's clock 3 s ahead, B accepts A's early tokens (0 refusals)", async () => {
     const skewMs = 3_000;
-    const a = await otherInstance({ clock: () => new Date(f.clock.now().getTime() + skewMs), unknownKeyReloadIntervalMs: 60_000 });
+    const a = await otherInstance({
+      clock: () => new Date(f.clock.now().getTime() + skewMs),
+      unknownKeyReloadIntervalMs: 60_000,
+    });
     const b = await otherInstance({ unknownKeyReloadIntervalMs: 60_000 });
     const oldKid = b.ring.signingKey.kid;
     const rotated = await b.ring.rotate();
     await sleep(0); // the feed's listener runs the reload
-    assert.deepEqual(publishedKids(a.ring), [rotated.kid, oldKid], "A publishes the next key as soon as B committed it");
+    assert.deepEqual(
+      publishedKids(a.ring),
+      [rotated.kid, oldKid],
+      "A publishes the next key as soon as B committed it",
+    );
     assert.equal(a.feed.signingKeyChangesDelivered, 1);
 
     // 3 s before the activation by B's clock, A's clock has reached it: A signs with the new key, B verifies.
@@ -230,7 +280,12 @@ describe("SigningKeyRing", () => {
     const oldToken = await issue();
     const pending = await f.signingKeys.rotate();
     const rotated = await f.signingKeys.rotate({ immediately: true });
-    assert.deepEqual(rotated, { kid: rotated.kid, activatesAt: f.clock.now(), publishedKids: [rotated.kid], withdrawnKids: [pending.kid, oldKid] });
+    assert.deepEqual(rotated, {
+      kid: rotated.kid,
+      activatesAt: f.clock.now(),
+      publishedKids: [rotated.kid],
+      withdrawnKids: [pending.kid, oldKid],
+    });
     assert.equal(kidOf(await issue()), rotated.kid);
     await sleep(0);
     assert.deepEqual(publishedKids(other.ring), [rotated.kid], "the other instance heard it");
@@ -273,7 +328,14 @@ describe("SigningKeyRing", () => {
   });
 
   test("nothing is served before start", () => {
-    const ring = new SigningKeyRing(f.uow, f.repos.signingKeys, f.feed, f.keys.signingKeyEncryptionKey, { prepublishSeconds: 60, maxTokenLifetimeSeconds: 60, unknownKeyReloadIntervalMs: 0 }, f.clock.now);
+    const ring = new SigningKeyRing(
+      f.uow,
+      f.repos.signingKeys,
+      f.feed,
+      f.keys.signingKeyEncryptionKey,
+      { prepublishSeconds: 60, maxTokenLifetimeSeconds: 60, unknownKeyReloadIntervalMs: 0 },
+      f.clock.now,
+    );
     assert.throws(() => ring.jwks, { message: "signing keys are not loaded" });
     assert.throws(() => ring.signingKey, { message: "signing keys are not loaded" });
   });

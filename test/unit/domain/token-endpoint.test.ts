@@ -77,15 +77,29 @@ describe("TokenEndpoint", () => {
     };
     return { tokenCall, decisions };
   };
-  const fetch = (clientId: string, secret: string, address: string, fields: Parameters<typeof tokenRequest>[0] = {}) => {
+  const fetch = (
+    clientId: string,
+    secret: string,
+    address: string,
+    fields: Parameters<typeof tokenRequest>[0] = {},
+  ) => {
     const c = call(address);
-    return { promise: endpoint.fetchToken(tokenRequest({ credentials: postCredentials(clientId, secret), ...fields }), c.tokenCall), decisions: c.decisions };
+    return {
+      promise: endpoint.fetchToken(
+        tokenRequest({ credentials: postCredentials(clientId, secret), ...fields }),
+        c.tokenCall,
+      ),
+      decisions: c.decisions,
+    };
   };
   /**
    * TOO_MANY_REQUESTS whose retryAfterSeconds is the refusing decision's — the last one reported
    * (a whole number of seconds within the window). Returns that decision.
    */
-  const rateLimited = async <D extends RateLimitDecision>(promise: Promise<unknown>, decisions: readonly D[]): Promise<D> => {
+  const rateLimited = async <D extends RateLimitDecision>(
+    promise: Promise<unknown>,
+    decisions: readonly D[],
+  ): Promise<D> => {
     const error = await promise.then(
       () => undefined,
       (e: unknown) => e,
@@ -103,7 +117,10 @@ describe("TokenEndpoint", () => {
       },
     );
     const retryAfter = refusal.retryAfterSeconds!;
-    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= refusal.windowSeconds, `retryAfterSeconds ${retryAfter}`);
+    assert.ok(
+      Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= refusal.windowSeconds,
+      `retryAfterSeconds ${retryAfter}`,
+    );
     assert.equal(retryAfter, refusal.resetSeconds);
     return refusal;
   };
@@ -122,8 +139,28 @@ describe("TokenEndpoint", () => {
     const issued = await promise;
     assert.equal(issued.tokenType, "Bearer");
     assert.deepEqual(decisions.map(withoutTime), [
-      { allowed: true, limit: 100, remaining: 99, resetSeconds: "<s>", windowSeconds: 60, retryAfterSeconds: undefined, exhausted: undefined, authenticatedYet: false, verificationsSoFar: 0 },
-      { allowed: true, limit: 5, remaining: 4, resetSeconds: "<s>", windowSeconds: 60, retryAfterSeconds: undefined, exhausted: undefined, authenticatedYet: true, verificationsSoFar: 1 },
+      {
+        allowed: true,
+        limit: 100,
+        remaining: 99,
+        resetSeconds: "<s>",
+        windowSeconds: 60,
+        retryAfterSeconds: undefined,
+        exhausted: undefined,
+        authenticatedYet: false,
+        verificationsSoFar: 0,
+      },
+      {
+        allowed: true,
+        limit: 5,
+        remaining: 4,
+        resetSeconds: "<s>",
+        windowSeconds: 60,
+        retryAfterSeconds: undefined,
+        exhausted: undefined,
+        authenticatedYet: true,
+        verificationsSoFar: 1,
+      },
     ]);
     for (const d of decisions) assert.ok(d.resetSeconds >= 1 && d.resetSeconds <= 60);
     assert.deepEqual(audit.events, [
@@ -138,18 +175,44 @@ describe("TokenEndpoint", () => {
       },
     ]);
     assert.equal(clients.verifications, 1);
-    assert.deepEqual(await lockoutOf(client.clientId, "198.51.100.1"), { failures: 0, limit: 3, lockedOut: false }, "the success gave its point back");
+    assert.deepEqual(
+      await lockoutOf(client.clientId, "198.51.100.1"),
+      { failures: 0, limit: 3, lockedOut: false },
+      "the success gave its point back",
+    );
   });
 
   test("the per-client budget is spent only by authenticated requests: wrong secrets never exhaust it; the sixth in the window is 429, audited TOKEN_RATE_LIMITED", async () => {
-    for (let i = 0; i < 10; i++) await rejectsWith(fetch(client.clientId, "wrong", `203.0.113.${i}`).promise, invalidClient);
+    for (let i = 0; i < 10; i++)
+      await rejectsWith(fetch(client.clientId, "wrong", `203.0.113.${i}`).promise, invalidClient);
     for (let i = 0; i < 5; i++) await issued(fetch(client.clientId, client.secret, `198.51.100.${i}`).promise);
     const { promise, decisions } = fetch(client.clientId, client.secret, "198.51.100.99");
     await rateLimited(promise, decisions);
-    assert.deepEqual(decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)), [
-      { allowed: true, limit: 100, remaining: 99, resetSeconds: "<s>", windowSeconds: 60, exhausted: undefined, authenticatedYet: false, verificationsSoFar: 15 },
-      { allowed: false, limit: 5, remaining: 0, resetSeconds: "<s>", windowSeconds: 60, exhausted: "client", authenticatedYet: true, verificationsSoFar: 16 },
-    ]);
+    assert.deepEqual(
+      decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)),
+      [
+        {
+          allowed: true,
+          limit: 100,
+          remaining: 99,
+          resetSeconds: "<s>",
+          windowSeconds: 60,
+          exhausted: undefined,
+          authenticatedYet: false,
+          verificationsSoFar: 15,
+        },
+        {
+          allowed: false,
+          limit: 5,
+          remaining: 0,
+          resetSeconds: "<s>",
+          windowSeconds: 60,
+          exhausted: "client",
+          authenticatedYet: true,
+          verificationsSoFar: 16,
+        },
+      ],
+    );
     assert.deepEqual(audit.events.at(-1), {
       action: "TOKEN_RATE_LIMITED",
       outcome: "RATE_LIMITED",
@@ -159,11 +222,19 @@ describe("TokenEndpoint", () => {
       debugIdentifier: "req-1",
       details: { grantType: "client_credentials", errorCode: "TOO_MANY_REQUESTS", remoteAddress: "198.51.100.99" },
     });
-    assert.deepEqual(await lockoutOf(client.clientId, "198.51.100.99"), { failures: 0, limit: 3, lockedOut: false }, "authenticated: not a failure");
+    assert.deepEqual(
+      await lockoutOf(client.clientId, "198.51.100.99"),
+      { failures: 0, limit: 3, lockedOut: false },
+      "authenticated: not a failure",
+    );
   });
 
   test("every request spends its address's budget first: once spent, 429 before the client is even looked up", async () => {
-    useLimits({ perClient: { points: 1000, durationSeconds: 60 }, perAddress: { points: 3, durationSeconds: 60 }, failures: { points: 10, durationSeconds: 900 } });
+    useLimits({
+      perClient: { points: 1000, durationSeconds: 60 },
+      perAddress: { points: 3, durationSeconds: 60 },
+      failures: { points: 10, durationSeconds: 900 },
+    });
     const host = "198.51.100.30";
     await rejectsWith(fetch("made-up", "guess", host).promise, invalidClient);
     await rejectsWith(fetch(client.clientId, "wrong", host).promise, invalidClient);
@@ -171,13 +242,29 @@ describe("TokenEndpoint", () => {
     f.store.calls.length = 0;
     const { promise, decisions } = fetch(client.clientId, client.secret, host);
     await rateLimited(promise, decisions);
-    assert.deepEqual(decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)), [
-      { allowed: false, limit: 3, remaining: 0, resetSeconds: "<s>", windowSeconds: 60, exhausted: "address", authenticatedYet: false, verificationsSoFar: 3 },
-    ]);
+    assert.deepEqual(
+      decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)),
+      [
+        {
+          allowed: false,
+          limit: 3,
+          remaining: 0,
+          resetSeconds: "<s>",
+          windowSeconds: 60,
+          exhausted: "address",
+          authenticatedYet: false,
+          verificationsSoFar: 3,
+        },
+      ],
+    );
     assert.deepEqual(f.store.calls, [], "never reached the database");
     assert.deepEqual(
       [audit.events.at(-1)?.action, audit.events.at(-1)?.tmcId, audit.events.at(-1)?.details],
-      ["TOKEN_RATE_LIMITED", null, { grantType: "client_credentials", errorCode: "TOO_MANY_REQUESTS", remoteAddress: host }],
+      [
+        "TOKEN_RATE_LIMITED",
+        null,
+        { grantType: "client_credentials", errorCode: "TOO_MANY_REQUESTS", remoteAddress: host },
+      ],
     );
     await issued(fetch(client.clientId, client.secret, "198.51.100.31").promise);
   });
@@ -213,7 +300,11 @@ describe("TokenEndpoint", () => {
   });
 
   test("every outcome is audited and no audit event holds a secret or a token", async () => {
-    const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId: (await f.tenants.createCompany(tmcId, "X")).id });
+    const scimUser = await newApiUser(f, tmcId, {
+      role: "COMPANY_ADMIN",
+      credentialType: "SCIM_TOKEN",
+      orgId: (await f.tenants.createCompany(tmcId, "X")).id,
+    });
     const secrets: string[] = [client.secret, scimUser.secret, scimUser.scimToken!, "wrong-secret-value"];
     const issued = await fetch(client.clientId, client.secret, "192.0.2.30").promise;
     secrets.push(issued.accessToken);
@@ -225,9 +316,21 @@ describe("TokenEndpoint", () => {
     secrets.push(exchanged.accessToken, exchanged.refreshToken!);
     await rejectsWith(fetch(client.clientId, "wrong-secret-value", "192.0.2.31").promise, invalidClient);
     await rejectsWith(fetch(scimUser.clientId, scimUser.secret, "192.0.2.32").promise, invalidClient);
-    await rejectsWith(fetch(client.clientId, client.secret, "192.0.2.30", { scope: "root" }).promise, { code: "INVALID_SCOPE", message: "Scope not allowed: root" });
+    await rejectsWith(fetch(client.clientId, client.secret, "192.0.2.30", { scope: "root" }).promise, {
+      code: "INVALID_SCOPE",
+      message: "Scope not allowed: root",
+    });
     const basic = call("192.0.2.33");
-    await endpoint.fetchToken(tokenRequest({ credentials: { formClientId: "", formClientSecret: "", authorization: basicHeader(client.clientId, client.secret) } }), basic.tokenCall);
+    await endpoint.fetchToken(
+      tokenRequest({
+        credentials: {
+          formClientId: "",
+          formClientSecret: "",
+          authorization: basicHeader(client.clientId, client.secret),
+        },
+      }),
+      basic.tokenCall,
+    );
 
     assert.deepEqual(
       audit.events.map((e) => [e.action, e.actor, e.tmcId, e.details?.grantType, e.details?.errorCode]),
@@ -247,13 +350,20 @@ describe("TokenEndpoint", () => {
       "every event carries the source address",
     );
     const written = JSON.stringify(audit.events);
-    for (const secret of secrets) assert.equal(written.includes(secret), false, `audit must not contain ${secret.slice(0, 12)}…`);
+    for (const secret of secrets)
+      assert.equal(written.includes(secret), false, `audit must not contain ${secret.slice(0, 12)}…`);
   });
 
   test("an internal failure is audited as INTERNAL_ERROR and rethrown unchanged; a huge claimed id is cut to 128 characters", async () => {
     f.store.failNext("apiUsers.findActive", new Error("connection terminated unexpectedly"));
-    await assert.rejects(fetch(client.clientId, client.secret, "192.0.2.40").promise, { message: "connection terminated unexpectedly" });
-    assert.deepEqual(audit.events.at(-1)?.details, { grantType: "client_credentials", errorCode: "INTERNAL_ERROR", remoteAddress: "192.0.2.40" });
+    await assert.rejects(fetch(client.clientId, client.secret, "192.0.2.40").promise, {
+      message: "connection terminated unexpectedly",
+    });
+    assert.deepEqual(audit.events.at(-1)?.details, {
+      grantType: "client_credentials",
+      errorCode: "INTERNAL_ERROR",
+      remoteAddress: "192.0.2.40",
+    });
     await rejectsWith(fetch("x".repeat(300), "s", "192.0.2.41", { grantType: "g".repeat(200) }).promise, {
       code: "UNSUPPORTED_GRANT_TYPE",
       message: `Unsupported grant_type "${"g".repeat(80)}"`,
@@ -271,11 +381,22 @@ describe("TokenEndpoint", () => {
       [c.decisions.length, audit.events.at(-1)?.details, audit.events.at(-1)?.debugIdentifier],
       [2, { grantType: "legacy", remoteAddress: "192.0.2.50" }, "req-legacy"],
     );
-    for (let i = 0; i < 3; i++) await rejectsWith(endpoint.legacyToken(postCredentials(client.clientId, "wrong"), call("192.0.2.51").tokenCall), invalidClient);
+    for (let i = 0; i < 3; i++)
+      await rejectsWith(
+        endpoint.legacyToken(postCredentials(client.clientId, "wrong"), call("192.0.2.51").tokenCall),
+        invalidClient,
+      );
     const locked = call("192.0.2.51", "req-legacy-locked");
-    const refusal = await rateLimited(endpoint.legacyToken(postCredentials(client.clientId, "wrong"), locked.tokenCall), locked.decisions);
+    const refusal = await rateLimited(
+      endpoint.legacyToken(postCredentials(client.clientId, "wrong"), locked.tokenCall),
+      locked.decisions,
+    );
     assert.equal(refusal.exhausted, "client-at-address-failures", "the same lockout as the token endpoint's");
-    assert.deepEqual(audit.events.at(-1)?.details, { grantType: "legacy", errorCode: "TOO_MANY_REQUESTS", remoteAddress: "192.0.2.51" });
+    assert.deepEqual(audit.events.at(-1)?.details, {
+      grantType: "legacy",
+      errorCode: "TOO_MANY_REQUESTS",
+      remoteAddress: "192.0.2.51",
+    });
     await endpoint.legacyToken(postCredentials(client.clientId, client.secret), call("192.0.2.51").tokenCall); // the right secret still passes
   });
 
@@ -287,52 +408,69 @@ describe("TokenEndpoint", () => {
     const foreign = await newApiUser(f, foreignTmc);
     const introspect = (who: ProvisionedApiUser, t: string, requestId: string) => {
       const c = call("192.0.2.61", requestId);
-      return { promise: endpoint.introspect(postCredentials(who.clientId, who.secret), t, c.tokenCall), decisions: c.decisions };
+      return {
+        promise: endpoint.introspect(postCredentials(who.clientId, who.secret), t, c.tokenCall),
+        decisions: c.decisions,
+      };
     };
     const own = introspect(peer, token, "req-i1");
     assert.equal((await own.promise)?.clientId, client.clientId);
-    assert.deepEqual(own.decisions.map((d) => [d.allowed, d.limit, d.authenticatedYet]), [[true, 100, false], [true, 5, true]], "the address's budget, then the client's");
+    assert.deepEqual(
+      own.decisions.map((d) => [d.allowed, d.limit, d.authenticatedYet]),
+      [
+        [true, 100, false],
+        [true, 5, true],
+      ],
+      "the address's budget, then the client's",
+    );
     assert.equal(await introspect(foreign, token, "req-i2").promise, undefined);
     assert.equal(await introspect(peer, "not-a-token", "req-i3").promise, undefined);
-    await rejectsWith(endpoint.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62", "req-i4").tokenCall), invalidClient);
-    assert.deepEqual(audit.events.slice(eventsBefore), [
-      {
-        action: "TOKEN_INTROSPECTED",
-        outcome: "SUCCESS",
-        actor: peer.clientId,
-        tmcId,
-        targetClientId: client.clientId,
-        debugIdentifier: "req-i1",
-        details: { active: true, remoteAddress: "192.0.2.61" },
-      },
-      {
-        action: "TOKEN_INTROSPECTED",
-        outcome: "SUCCESS",
-        actor: foreign.clientId,
-        tmcId: foreignTmc,
-        targetClientId: null,
-        debugIdentifier: "req-i2",
-        details: { active: false, remoteAddress: "192.0.2.61" },
-      },
-      {
-        action: "TOKEN_INTROSPECTED",
-        outcome: "SUCCESS",
-        actor: peer.clientId,
-        tmcId,
-        targetClientId: null,
-        debugIdentifier: "req-i3",
-        details: { active: false, remoteAddress: "192.0.2.61" },
-      },
-      {
-        action: "TOKEN_INTROSPECTION_REFUSED",
-        outcome: "FAILURE",
-        actor: peer.clientId,
-        tmcId: null,
-        targetClientId: null,
-        debugIdentifier: "req-i4",
-        details: { errorCode: "INVALID_CLIENT", remoteAddress: "192.0.2.62" },
-      },
-    ], "one event per answered introspection and one for the refused caller; never the token");
+    await rejectsWith(
+      endpoint.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62", "req-i4").tokenCall),
+      invalidClient,
+    );
+    assert.deepEqual(
+      audit.events.slice(eventsBefore),
+      [
+        {
+          action: "TOKEN_INTROSPECTED",
+          outcome: "SUCCESS",
+          actor: peer.clientId,
+          tmcId,
+          targetClientId: client.clientId,
+          debugIdentifier: "req-i1",
+          details: { active: true, remoteAddress: "192.0.2.61" },
+        },
+        {
+          action: "TOKEN_INTROSPECTED",
+          outcome: "SUCCESS",
+          actor: foreign.clientId,
+          tmcId: foreignTmc,
+          targetClientId: null,
+          debugIdentifier: "req-i2",
+          details: { active: false, remoteAddress: "192.0.2.61" },
+        },
+        {
+          action: "TOKEN_INTROSPECTED",
+          outcome: "SUCCESS",
+          actor: peer.clientId,
+          tmcId,
+          targetClientId: null,
+          debugIdentifier: "req-i3",
+          details: { active: false, remoteAddress: "192.0.2.61" },
+        },
+        {
+          action: "TOKEN_INTROSPECTION_REFUSED",
+          outcome: "FAILURE",
+          actor: peer.clientId,
+          tmcId: null,
+          targetClientId: null,
+          debugIdentifier: "req-i4",
+          details: { errorCode: "INVALID_CLIENT", remoteAddress: "192.0.2.62" },
+        },
+      ],
+      "one event per answered introspection and one for the refused caller; never the token",
+    );
     assert.equal(JSON.stringify(audit.events).includes(token), false);
   });
 
@@ -343,19 +481,56 @@ describe("TokenEndpoint", () => {
     const adminToken = (await fetch(client.clientId, client.secret, "192.0.2.63").promise).accessToken;
     const colleagueToken = (await fetch(colleague.clientId, colleague.secret, "192.0.2.63").promise).accessToken;
     const eventsBefore = audit.events.length;
-    assert.equal(await endpoint.introspect(postCredentials(companyAdmin.clientId, companyAdmin.secret), adminToken, call("192.0.2.64", "req-ca1").tokenCall), undefined);
-    assert.equal((await endpoint.introspect(postCredentials(companyAdmin.clientId, companyAdmin.secret), colleagueToken, call("192.0.2.64", "req-ca2").tokenCall))?.clientId, colleague.clientId);
+    assert.equal(
+      await endpoint.introspect(
+        postCredentials(companyAdmin.clientId, companyAdmin.secret),
+        adminToken,
+        call("192.0.2.64", "req-ca1").tokenCall,
+      ),
+      undefined,
+    );
+    assert.equal(
+      (
+        await endpoint.introspect(
+          postCredentials(companyAdmin.clientId, companyAdmin.secret),
+          colleagueToken,
+          call("192.0.2.64", "req-ca2").tokenCall,
+        )
+      )?.clientId,
+      colleague.clientId,
+    );
     assert.deepEqual(
-      audit.events.slice(eventsBefore).map((e) => [e.action, e.outcome, e.actor, e.tmcId, e.targetClientId, e.debugIdentifier, e.details]),
+      audit.events
+        .slice(eventsBefore)
+        .map((e) => [e.action, e.outcome, e.actor, e.tmcId, e.targetClientId, e.debugIdentifier, e.details]),
       [
-        ["TOKEN_INTROSPECTED", "SUCCESS", companyAdmin.clientId, tmcId, null, "req-ca1", { active: false, remoteAddress: "192.0.2.64" }],
-        ["TOKEN_INTROSPECTED", "SUCCESS", companyAdmin.clientId, tmcId, colleague.clientId, "req-ca2", { active: true, remoteAddress: "192.0.2.64" }],
+        [
+          "TOKEN_INTROSPECTED",
+          "SUCCESS",
+          companyAdmin.clientId,
+          tmcId,
+          null,
+          "req-ca1",
+          { active: false, remoteAddress: "192.0.2.64" },
+        ],
+        [
+          "TOKEN_INTROSPECTED",
+          "SUCCESS",
+          companyAdmin.clientId,
+          tmcId,
+          colleague.clientId,
+          "req-ca2",
+          { active: true, remoteAddress: "192.0.2.64" },
+        ],
       ],
     );
   });
 
   test("no client authentication at all: CLIENT_AUTHENTICATION_REQUIRED, audited as refused, no failure point spent", async () => {
-    const noAuthentication = { code: "CLIENT_AUTHENTICATION_REQUIRED", message: "Client authentication is required (HTTP Basic, or client_id and client_secret)" } as const;
+    const noAuthentication = {
+      code: "CLIENT_AUTHENTICATION_REQUIRED",
+      message: "Client authentication is required (HTTP Basic, or client_id and client_secret)",
+    } as const;
     const address = "192.0.2.65";
     f.store.calls.length = 0;
     for (let i = 0; i < 4; i++) await rejectsWith(fetch("", "", address).promise, noAuthentication);
@@ -366,36 +541,84 @@ describe("TokenEndpoint", () => {
     assert.deepEqual(
       audit.events.map((e) => [e.action, e.outcome, e.actor, e.tmcId, e.targetClientId, e.details]),
       [
-        ...Array.from({ length: 4 }, () => ["TOKEN_REFUSED", "FAILURE", null, null, null, { grantType: "client_credentials", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }]),
-        ["TOKEN_REFUSED", "FAILURE", null, null, null, { grantType: "legacy", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }],
-        ["TOKEN_INTROSPECTION_REFUSED", "FAILURE", null, null, null, { errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address }],
+        ...Array.from({ length: 4 }, () => [
+          "TOKEN_REFUSED",
+          "FAILURE",
+          null,
+          null,
+          null,
+          { grantType: "client_credentials", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address },
+        ]),
+        [
+          "TOKEN_REFUSED",
+          "FAILURE",
+          null,
+          null,
+          null,
+          { grantType: "legacy", errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address },
+        ],
+        [
+          "TOKEN_INTROSPECTION_REFUSED",
+          "FAILURE",
+          null,
+          null,
+          null,
+          { errorCode: "CLIENT_AUTHENTICATION_REQUIRED", remoteAddress: address },
+        ],
       ],
     );
-    assert.deepEqual(await lockoutOf(undefined, address), { failures: 0, limit: 3, lockedOut: false }, "more refusals than the failure budget, none counted");
+    assert.deepEqual(
+      await lockoutOf(undefined, address),
+      { failures: 0, limit: 3, lockedOut: false },
+      "more refusals than the failure budget, none counted",
+    );
     await issued(fetch(client.clientId, client.secret, address).promise);
   });
 
   describe("lockout: failures count per (client, address) for a client, per address for unknown ids", () => {
     /** Request budgets out of the way: only the failure budget (3 per 900 s) decides. */
-    const ROOMY: RateLimits = { perClient: { points: 1000, durationSeconds: 60 }, perAddress: { points: 1000, durationSeconds: 60 }, failures: { points: 3, durationSeconds: 900 } };
+    const ROOMY: RateLimits = {
+      perClient: { points: 1000, durationSeconds: 60 },
+      perAddress: { points: 1000, durationSeconds: 60 },
+      failures: { points: 3, durationSeconds: 900 },
+    };
     beforeEach(() => useLimits(ROOMY));
-    const tooMany = { code: "TOO_MANY_REQUESTS", message: "Rate limit exceeded; retry later with exponential backoff" } as const;
+    const tooMany = {
+      code: "TOO_MANY_REQUESTS",
+      message: "Rate limit exceeded; retry later with exponential backoff",
+    } as const;
     /** The outcome of a settled attempt: "issued", an error code, or the unexpected error. */
     const outcomeOf = (settled: PromiseSettledResult<unknown>) =>
-      settled.status === "fulfilled" ? "issued" : settled.reason instanceof DomainError ? settled.reason.code : String(settled.reason);
+      settled.status === "fulfilled"
+        ? "issued"
+        : settled.reason instanceof DomainError
+          ? settled.reason.code
+          : String(settled.reason);
 
     test("unknown client ids from an address never lock out a real client at that address", async () => {
       const nat = "198.51.100.7";
       const revoked = await newApiUser(f, tmcId);
       await f.admin.revoke({ clientId: client.clientId, tmcId }, revoked.clientId, "r");
-      const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId: (await f.tenants.createCompany(tmcId, "S")).id });
+      const scimUser = await newApiUser(f, tmcId, {
+        role: "COMPANY_ADMIN",
+        credentialType: "SCIM_TOKEN",
+        orgId: (await f.tenants.createCompany(tmcId, "S")).id,
+      });
       // A made-up id, a revoked client's and a SCIM-token user's: none is a client of the token endpoint.
-      for (const [id, secret] of [["made-up-0", "guess"], [revoked.clientId, revoked.secret], [scimUser.clientId, scimUser.secret]] as const) {
+      for (const [id, secret] of [
+        ["made-up-0", "guess"],
+        [revoked.clientId, revoked.secret],
+        [scimUser.clientId, scimUser.secret],
+      ] as const) {
         await rejectsWith(fetch(id, secret, nat).promise, invalidClient);
       }
       assert.equal(clients.verifications, 3, "each was evaluated");
       assert.deepEqual(await lockoutOf(undefined, nat), { failures: 3, limit: 3, lockedOut: true });
-      assert.deepEqual(await lockoutOf(revoked.clientId, nat), { failures: 0, limit: 3, lockedOut: false }, "counted for the address, not for the ids");
+      assert.deepEqual(
+        await lockoutOf(revoked.clientId, nat),
+        { failures: 0, limit: 3, lockedOut: false },
+        "counted for the address, not for the ids",
+      );
 
       const guess = fetch("made-up-1", "guess", nat);
       const refusal = await rateLimited(guess.promise, guess.decisions);
@@ -416,18 +639,31 @@ describe("TokenEndpoint", () => {
 
     test("a client's failures at one address lock it out there only: elsewhere it keeps getting tokens; others at that address are unaffected", async () => {
       const attacker = "203.0.113.9";
-      for (let i = 0; i < 3; i++) await rejectsWith(fetch(client.clientId, `wrong-${i}`, attacker).promise, invalidClient);
+      for (let i = 0; i < 3; i++)
+        await rejectsWith(fetch(client.clientId, `wrong-${i}`, attacker).promise, invalidClient);
       assert.deepEqual(
         audit.events.map((e) => [e.action, e.outcome, e.actor, e.tmcId, e.targetClientId, e.details]),
-        Array.from({ length: 3 }, () => ["TOKEN_REFUSED", "FAILURE", client.clientId, null, null, { grantType: "client_credentials", errorCode: "INVALID_CLIENT", remoteAddress: attacker }]),
+        Array.from({ length: 3 }, () => [
+          "TOKEN_REFUSED",
+          "FAILURE",
+          client.clientId,
+          null,
+          null,
+          { grantType: "client_credentials", errorCode: "INVALID_CLIENT", remoteAddress: attacker },
+        ]),
       );
       assert.deepEqual(await lockoutOf(client.clientId, attacker), { failures: 3, limit: 3, lockedOut: true });
 
       const locked = fetch(client.clientId, "wrong-again", attacker);
-      assert.equal((await rateLimited(locked.promise, locked.decisions)).exhausted, "client-at-address-failures", "a wrong secret, where the guessing happens");
+      assert.equal(
+        (await rateLimited(locked.promise, locked.decisions)).exhausted,
+        "client-at-address-failures",
+        "a wrong secret, where the guessing happens",
+      );
       await issued(fetch(client.clientId, client.secret, attacker).promise); // the right one passes (issue 18): a stranger at the address cannot lock the client out
 
-      for (const office of ["192.0.2.20", "192.0.2.21"]) await issued(fetch(client.clientId, client.secret, office).promise);
+      for (const office of ["192.0.2.20", "192.0.2.21"])
+        await issued(fetch(client.clientId, client.secret, office).promise);
       await rejectsWith(fetch(client.clientId, "typo", "192.0.2.20").promise, invalidClient);
       assert.deepEqual(await lockoutOf(client.clientId, "192.0.2.20"), { failures: 1, limit: 3, lockedOut: false });
       const other = await newApiUser(f, tmcId);
@@ -438,7 +674,8 @@ describe("TokenEndpoint", () => {
 
     test("issue 18 finding 7: past the lockout, guesses stay bounded by the client's locked-guess budget (10 × the failure limit, all addresses); then locked addresses are refused unevaluated", async () => {
       const shared = "198.51.100.77";
-      for (let i = 0; i < 3; i++) await rejectsWith(fetch(client.clientId, `wrong-${i}`, shared).promise, invalidClient);
+      for (let i = 0; i < 3; i++)
+        await rejectsWith(fetch(client.clientId, `wrong-${i}`, shared).promise, invalidClient);
       const guess = async (secret: string) => {
         const attempt = fetch(client.clientId, secret, shared);
         await rateLimited(attempt.promise, attempt.decisions);
@@ -449,7 +686,11 @@ describe("TokenEndpoint", () => {
       const verified = clients.verifications;
       const spent = fetch(client.clientId, client.secret, shared);
       const refusal = await rateLimited(spent.promise, spent.decisions);
-      assert.equal(clients.verifications, verified, "3 + 30 guesses evaluated; now not even the right secret is, at this address");
+      assert.equal(
+        clients.verifications,
+        verified,
+        "3 + 30 guesses evaluated; now not even the right secret is, at this address",
+      );
       assert.equal(refusal.exhausted, "client-locked-guesses");
       await issued(fetch(client.clientId, client.secret, "192.0.2.33").promise); // an address that is not locked out is unaffected
     });
@@ -461,13 +702,37 @@ describe("TokenEndpoint", () => {
       const { promise, decisions } = fetch(client.clientId, "wrong", attacker);
       await rateLimited(promise, decisions);
       assert.equal(clients.verifications, 4, "evaluated against the client's locked-guess budget");
-      assert.deepEqual(decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)), [
-        // The address's request budget, before authentication…
-        { allowed: true, limit: 1000, remaining: 996, resetSeconds: "<s>", windowSeconds: 60, exhausted: undefined, authenticatedYet: false, verificationsSoFar: 3 },
-        // …then the failure budget of this client at this address, once the client was looked up.
-        { allowed: false, limit: 3, remaining: 0, resetSeconds: "<s>", windowSeconds: 900, exhausted: "client-at-address-failures", authenticatedYet: true, verificationsSoFar: 4 },
-      ]);
-      assert.ok(decisions[1]!.retryAfterSeconds! > 800, `retry after ${decisions[1]!.retryAfterSeconds} of a 900 s window just opened`);
+      assert.deepEqual(
+        decisions.map(({ retryAfterSeconds: _r, ...d }) => withoutTime(d)),
+        [
+          // The address's request budget, before authentication…
+          {
+            allowed: true,
+            limit: 1000,
+            remaining: 996,
+            resetSeconds: "<s>",
+            windowSeconds: 60,
+            exhausted: undefined,
+            authenticatedYet: false,
+            verificationsSoFar: 3,
+          },
+          // …then the failure budget of this client at this address, once the client was looked up.
+          {
+            allowed: false,
+            limit: 3,
+            remaining: 0,
+            resetSeconds: "<s>",
+            windowSeconds: 900,
+            exhausted: "client-at-address-failures",
+            authenticatedYet: true,
+            verificationsSoFar: 4,
+          },
+        ],
+      );
+      assert.ok(
+        decisions[1]!.retryAfterSeconds! > 800,
+        `retry after ${decisions[1]!.retryAfterSeconds} of a 900 s window just opened`,
+      );
       assert.deepEqual(audit.events.at(-1), {
         action: "TOKEN_RATE_LIMITED",
         outcome: "RATE_LIMITED",
@@ -481,7 +746,10 @@ describe("TokenEndpoint", () => {
       const peer = await newApiUser(f, tmcId);
       const token = (await fetch(peer.clientId, peer.secret, "192.0.2.70").promise).accessToken;
       const introspection = call(attacker);
-      await rateLimited(endpoint.introspect(postCredentials(client.clientId, "wrong"), token, introspection.tokenCall), introspection.decisions);
+      await rateLimited(
+        endpoint.introspect(postCredentials(client.clientId, "wrong"), token, introspection.tokenCall),
+        introspection.decisions,
+      );
       assert.equal(clients.verifications, 6);
     });
 
@@ -492,33 +760,58 @@ describe("TokenEndpoint", () => {
       assert.deepEqual(await lockoutOf(client.clientId, office), { failures: 0, limit: 2, lockedOut: false });
       await rejectsWith(fetch(client.clientId, "typo", office).promise, invalidClient);
       for (let i = 0; i < 25; i++) await issued(fetch(client.clientId, client.secret, office).promise);
-      assert.deepEqual(await lockoutOf(client.clientId, office), { failures: 1, limit: 2, lockedOut: false }, "the failure stays counted");
+      assert.deepEqual(
+        await lockoutOf(client.clientId, office),
+        { failures: 1, limit: 2, lockedOut: false },
+        "the failure stays counted",
+      );
       await rejectsWith(fetch(client.clientId, "typo", office).promise, invalidClient);
       const { promise, decisions } = fetch(client.clientId, "typo", office);
-      assert.equal((await rateLimited(promise, decisions)).exhausted, "client-at-address-failures", "the second failure spent the budget");
+      assert.equal(
+        (await rateLimited(promise, decisions)).exhausted,
+        "client-at-address-failures",
+        "the second failure spent the budget",
+      );
       assert.equal(clients.verifications, 53);
     });
 
     test("concurrent attempts never overshoot the budget: exactly as many are answered INVALID_CLIENT as it has points", async () => {
       const attacker = "203.0.113.50";
-      const guesses = await Promise.allSettled(Array.from({ length: 30 }, (_, i) => fetch(client.clientId, `wrong-${i}`, attacker).promise));
+      const guesses = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) => fetch(client.clientId, `wrong-${i}`, attacker).promise),
+      );
       const outcomes = guesses.map(outcomeOf);
       assert.equal(outcomes.filter((o) => o === "INVALID_CLIENT").length, 3, `outcomes: ${outcomes.join(",")}`);
       assert.equal(outcomes.filter((o) => o === "TOO_MANY_REQUESTS").length, 27, `outcomes: ${outcomes.join(",")}`);
-      assert.equal(clients.verifications, 30, "27 more compared against the locked-guess budget (3 × 10), answered 429");
+      assert.equal(
+        clients.verifications,
+        30,
+        "27 more compared against the locked-guess budget (3 × 10), answered 429",
+      );
       for (const refused of guesses) {
         if (refused.status !== "rejected" || outcomeOf(refused) !== "TOO_MANY_REQUESTS") continue;
         const error = refused.reason as DomainError;
-        assert.deepEqual([error.message, error.detail, error.params.map((p) => p.name)], [tooMany.message, "", ["retryAfterSeconds"]]);
+        assert.deepEqual(
+          [error.message, error.detail, error.params.map((p) => p.name)],
+          [tooMany.message, "", ["retryAfterSeconds"]],
+        );
         const retryAfter = Number(error.params[0]!.value);
-        assert.ok(Number.isInteger(retryAfter) && retryAfter > 800 && retryAfter <= 900, `retryAfterSeconds ${retryAfter}`);
+        assert.ok(
+          Number.isInteger(retryAfter) && retryAfter > 800 && retryAfter <= 900,
+          `retryAfterSeconds ${retryAfter}`,
+        );
       }
 
       const nat = "198.51.100.50";
-      const madeUp = await Promise.allSettled(Array.from({ length: 30 }, (_, i) => fetch(`made-up-${i}`, "guess", nat).promise));
+      const madeUp = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) => fetch(`made-up-${i}`, "guess", nat).promise),
+      );
       const madeUpOutcomes = madeUp.map(outcomeOf);
       assert.deepEqual(
-        [madeUpOutcomes.filter((o) => o === "INVALID_CLIENT").length, madeUpOutcomes.filter((o) => o === "TOO_MANY_REQUESTS").length],
+        [
+          madeUpOutcomes.filter((o) => o === "INVALID_CLIENT").length,
+          madeUpOutcomes.filter((o) => o === "TOO_MANY_REQUESTS").length,
+        ],
         [3, 27],
         `outcomes: ${madeUpOutcomes.join(",")}`,
       );
@@ -528,21 +821,37 @@ describe("TokenEndpoint", () => {
 
     test("exact errors: a failure is INVALID_CLIENT, a lockout TOO_MANY_REQUESTS with retryAfterSeconds; malformed credentials are INVALID_REQUEST and reserve nothing", async () => {
       const address = "203.0.113.60";
-      await rejectsWith(fetch(client.clientId, "wrong", address).promise, { code: "INVALID_CLIENT", message: "Client authentication failed", params: [], detail: "" });
-      await rejectsWith(fetch("made-up", "guess", address).promise, { code: "INVALID_CLIENT", message: "Client authentication failed", params: [], detail: "" });
+      await rejectsWith(fetch(client.clientId, "wrong", address).promise, {
+        code: "INVALID_CLIENT",
+        message: "Client authentication failed",
+        params: [],
+        detail: "",
+      });
+      await rejectsWith(fetch("made-up", "guess", address).promise, {
+        code: "INVALID_CLIENT",
+        message: "Client authentication failed",
+        params: [],
+        detail: "",
+      });
       await rejectsWith(fetch(client.clientId, "", address).promise, {
         code: "INVALID_REQUEST",
         message: "Client authentication is required (client_id and client_secret)",
         params: [{ name: "client_id", value: "invalid" }],
       });
-      assert.deepEqual([await lockoutOf(client.clientId, address), await lockoutOf(undefined, address)], [
-        { failures: 1, limit: 3, lockedOut: false },
-        { failures: 1, limit: 3, lockedOut: false },
-      ]);
+      assert.deepEqual(
+        [await lockoutOf(client.clientId, address), await lockoutOf(undefined, address)],
+        [
+          { failures: 1, limit: 3, lockedOut: false },
+          { failures: 1, limit: 3, lockedOut: false },
+        ],
+      );
       for (let i = 0; i < 2; i++) await rejectsWith(fetch(client.clientId, "wrong", address).promise, invalidClient);
       const refused = fetch(client.clientId, "wrong", address);
       const refusal = await rateLimited(refused.promise, refused.decisions);
-      assert.deepEqual([refusal.exhausted, refusal.limit, refusal.windowSeconds], ["client-at-address-failures", 3, 900]);
+      assert.deepEqual(
+        [refusal.exhausted, refusal.limit, refusal.windowSeconds],
+        ["client-at-address-failures", 3, 900],
+      );
       const guessed = fetch("made-up-2", "guess", address);
       await rejectsWith(guessed.promise, invalidClient); // the unknown ids' budget at this address has 2 points left
     });
@@ -554,7 +863,11 @@ describe("TokenEndpoint", () => {
       await limiter.resetLockout(client.clientId, attacker);
       assert.deepEqual(await lockoutOf(client.clientId, attacker), { failures: 0, limit: 3, lockedOut: false });
       await issued(fetch(client.clientId, client.secret, attacker).promise);
-      assert.deepEqual(await lockoutOf(undefined, attacker), { failures: 3, limit: 3, lockedOut: true }, "the unknown ids' lockout stays");
+      assert.deepEqual(
+        await lockoutOf(undefined, attacker),
+        { failures: 3, limit: 3, lockedOut: true },
+        "the unknown ids' lockout stays",
+      );
       const guess = fetch("made-up-9", "guess", attacker);
       await rateLimited(guess.promise, guess.decisions);
       await limiter.resetLockout(undefined, attacker);
@@ -569,18 +882,25 @@ describe("TokenEndpoint", () => {
     // client is locked out at that address for the whole window without a single failed
     // authentication. (That overlapping attempts beyond the budget are refused while the others
     // are in flight is the reservation design; that they stay counted afterwards is the bug.)
-    test(
-      "concurrent successes leave no failure behind: once they have settled, the client is not locked out",
-      async () => {
-        useLimits({ ...ROOMY, failures: { points: 2, durationSeconds: 900 } });
-        const office = "192.0.2.120";
-        const attempts = await Promise.allSettled(Array.from({ length: 25 }, () => fetch(client.clientId, client.secret, office).promise));
-        const outcomes = attempts.map(outcomeOf);
-        assert.equal(outcomes.filter((o) => o === "issued").length + outcomes.filter((o) => o === "TOO_MANY_REQUESTS").length, 25, outcomes.join(","));
-        assert.ok(outcomes.includes("issued"));
-        assert.deepEqual(await lockoutOf(client.clientId, office), { failures: 0, limit: 2, lockedOut: false }, "not one authentication failed");
-        await issued(fetch(client.clientId, client.secret, office).promise);
-      },
-    );
+    test("concurrent successes leave no failure behind: once they have settled, the client is not locked out", async () => {
+      useLimits({ ...ROOMY, failures: { points: 2, durationSeconds: 900 } });
+      const office = "192.0.2.120";
+      const attempts = await Promise.allSettled(
+        Array.from({ length: 25 }, () => fetch(client.clientId, client.secret, office).promise),
+      );
+      const outcomes = attempts.map(outcomeOf);
+      assert.equal(
+        outcomes.filter((o) => o === "issued").length + outcomes.filter((o) => o === "TOO_MANY_REQUESTS").length,
+        25,
+        outcomes.join(","),
+      );
+      assert.ok(outcomes.includes("issued"));
+      assert.deepEqual(
+        await lockoutOf(client.clientId, office),
+        { failures: 0, limit: 2, lockedOut: false },
+        "not one authentication failed",
+      );
+      await issued(fetch(client.clientId, client.secret, office).promise);
+    });
   });
 });

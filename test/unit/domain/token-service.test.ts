@@ -26,7 +26,11 @@ const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
 const JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt";
 const subjectTokenParam = [{ name: "subject_token", value: "invalid" }];
 /** mayActFor's refusal. */
-const notYours = { code: "INVALID_REQUEST", message: "The caller may not obtain a token for the subject of this subject_token", params: subjectTokenParam } as const;
+const notYours = {
+  code: "INVALID_REQUEST",
+  message: "The caller may not obtain a token for the subject of this subject_token",
+  params: subjectTokenParam,
+} as const;
 /** The audience the IdPs' tokens carry for this platform (trusted issuers need one). */
 const IDP_AUDIENCE = "https://auth.test/idp-audience";
 
@@ -48,14 +52,21 @@ describe("TokenService", () => {
     colleague = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId });
   });
 
-  const grant = (client: ProvisionedApiUser, fields: Parameters<typeof tokenRequest>[0] = {}) => f.tokenService.grant(client.user, tokenRequest(fields));
-  const exchange = (client: ProvisionedApiUser, subjectToken: string, fields: Parameters<typeof tokenRequest>[0] = {}) =>
-    grant(client, { grantType: EXCHANGE, subjectToken, subjectTokenType: ACCESS_TOKEN_TYPE, ...fields });
+  const grant = (client: ProvisionedApiUser, fields: Parameters<typeof tokenRequest>[0] = {}) =>
+    f.tokenService.grant(client.user, tokenRequest(fields));
+  const exchange = (
+    client: ProvisionedApiUser,
+    subjectToken: string,
+    fields: Parameters<typeof tokenRequest>[0] = {},
+  ) => grant(client, { grantType: EXCHANGE, subjectToken, subjectTokenType: ACCESS_TOKEN_TYPE, ...fields });
 
   describe("client_credentials", () => {
     test("no scope asked: every scope of the role; never a refresh token", async () => {
       const issued = await grant(admin);
-      assert.deepEqual({ ...issued, accessToken: "<jwt>" }, { accessToken: "<jwt>", tokenType: "Bearer", expiresIn: ACCESS_TTL, scope: TMC_ADMIN_SCOPES.join(" ") });
+      assert.deepEqual(
+        { ...issued, accessToken: "<jwt>" },
+        { accessToken: "<jwt>", tokenType: "Bearer", expiresIn: ACCESS_TTL, scope: TMC_ADMIN_SCOPES.join(" ") },
+      );
       const claims = decodeJwt(issued.accessToken);
       assert.deepEqual(
         [claims.sub, claims.client_id, claims.aud, claims.role, claims.gen, claims.exp, claims.org_id],
@@ -67,10 +78,19 @@ describe("TokenService", () => {
 
     test("asked scopes within the role are granted as asked (duplicates once); anything else is INVALID_SCOPE", async () => {
       assert.equal((await grant(admin, { scope: "users:read api-users users:read" })).scope, "users:read api-users");
-      await rejectsWith(grant(companyAdmin, { scope: "users:read api-users" }), { code: "INVALID_SCOPE", message: "Scope not allowed: api-users" });
-      await rejectsWith(grant(admin, { scope: "admin root" }), { code: "INVALID_SCOPE", message: "Scope not allowed: admin root" });
+      await rejectsWith(grant(companyAdmin, { scope: "users:read api-users" }), {
+        code: "INVALID_SCOPE",
+        message: "Scope not allowed: api-users",
+      });
+      await rejectsWith(grant(admin, { scope: "admin root" }), {
+        code: "INVALID_SCOPE",
+        message: "Scope not allowed: admin root",
+      });
       for (const malformed of ["users:read  openid", " openid", "openid ", 'a"b', "a\\b", "ünïcode"]) {
-        await rejectsWith(grant(admin, { scope: malformed }), { code: "INVALID_SCOPE", message: "The scope parameter is malformed" });
+        await rejectsWith(grant(admin, { scope: malformed }), {
+          code: "INVALID_SCOPE",
+          message: "The scope parameter is malformed",
+        });
       }
     });
 
@@ -86,7 +106,10 @@ describe("TokenService", () => {
 
     test("resource (RFC 8707): an allowed absolute URI is the audience; a fragment, a relative URI, another target or a conflict with audience is INVALID_TARGET", async () => {
       assert.equal(decodeJwt((await grant(admin, { resource: OTHER_API })).accessToken).aud, OTHER_API);
-      assert.equal(decodeJwt((await grant(admin, { resource: OTHER_API, audience: OTHER_API })).accessToken).aud, OTHER_API);
+      assert.equal(
+        decodeJwt((await grant(admin, { resource: OTHER_API, audience: OTHER_API })).accessToken).aud,
+        OTHER_API,
+      );
       for (const [resource, audience] of [
         ["http://evil.test", ""],
         [`${OTHER_API}#frag`, ""],
@@ -102,18 +125,30 @@ describe("TokenService", () => {
       }
       const subject = (await grant(companyAdmin, { scope: "users:read", audience: OTHER_API })).accessToken;
       assert.equal(decodeJwt((await exchange(admin, subject, { resource: OTHER_API })).accessToken).aud, OTHER_API);
-      await rejectsWith(exchange(admin, subject, { resource: AUDIENCE }), { code: "INVALID_TARGET", message: "The requested audience is not allowed", params: [{ name: "audience", value: AUDIENCE }] });
+      await rejectsWith(exchange(admin, subject, { resource: AUDIENCE }), {
+        code: "INVALID_TARGET",
+        message: "The requested audience is not allowed",
+        params: [{ name: "audience", value: AUDIENCE }],
+      });
     });
 
     test("a subject_token or refresh_token with client_credentials is INVALID_REQUEST", async () => {
-      const expected = { code: "INVALID_REQUEST", message: "client_credentials takes neither subject_token nor refresh_token" } as const;
+      const expected = {
+        code: "INVALID_REQUEST",
+        message: "client_credentials takes neither subject_token nor refresh_token",
+      } as const;
       await rejectsWith(grant(admin, { refreshToken: "x" }), expected);
       await rejectsWith(grant(admin, { subjectToken: "x" }), expected);
     });
   });
 
   test("grant types: missing is INVALID_REQUEST, unknown is UNSUPPORTED_GRANT_TYPE", async () => {
-    assert.throws(() => TokenService.checkGrantType(""), (e: unknown) => (e as { code: string; message: string }).message === "grant_type is required" && (e as { code: string }).code === "INVALID_REQUEST");
+    assert.throws(
+      () => TokenService.checkGrantType(""),
+      (e: unknown) =>
+        (e as { code: string; message: string }).message === "grant_type is required" &&
+        (e as { code: string }).code === "INVALID_REQUEST",
+    );
     for (const grantType of ["client_credentials", EXCHANGE, "refresh_token"]) TokenService.checkGrantType(grantType);
     await rejectsWith(grant(admin, { grantType: "password" }), {
       code: "UNSUPPORTED_GRANT_TYPE",
@@ -129,7 +164,10 @@ describe("TokenService", () => {
 
   test("the legacy token: every scope of the role, the documented 86400 seconds", async () => {
     const issued = await f.tokenService.legacyToken(companyAdmin.user);
-    assert.deepEqual([issued.expiresIn, issued.scope, issued.refreshToken], [LEGACY_TTL, COMPANY_ADMIN_SCOPES.join(" "), undefined]);
+    assert.deepEqual(
+      [issued.expiresIn, issued.scope, issued.refreshToken],
+      [LEGACY_TTL, COMPANY_ADMIN_SCOPES.join(" "), undefined],
+    );
     assert.equal(decodeJwt(issued.accessToken).exp, f.clock.epochSeconds + LEGACY_TTL);
   });
 
@@ -144,10 +182,22 @@ describe("TokenService", () => {
       const claims = decodeJwt(issued.accessToken);
       assert.deepEqual(
         [claims.sub, claims.sub_kind, claims.client_id, claims.role, claims.act, claims.gen, claims.creds, claims.aud],
-        [companyAdmin.clientId, "CLIENT", admin.clientId, "TMC_ADMIN", { sub: admin.clientId }, 1, [[companyAdmin.clientId, 1]], AUDIENCE],
+        [
+          companyAdmin.clientId,
+          "CLIENT",
+          admin.clientId,
+          "TMC_ADMIN",
+          { sub: admin.clientId },
+          1,
+          [[companyAdmin.clientId, 1]],
+          AUDIENCE,
+        ],
       );
       const principal = await f.accessTokens.verify(issued.accessToken, AUDIENCE);
-      assert.deepEqual(principal.credentials, [[admin.clientId, 1], [companyAdmin.clientId, 1]]);
+      assert.deepEqual(principal.credentials, [
+        [admin.clientId, 1],
+        [companyAdmin.clientId, 1],
+      ]);
     });
 
     test("a company admin may act for a colleague of its company (and for itself); the caller's role caps the scopes", async () => {
@@ -155,9 +205,21 @@ describe("TokenService", () => {
       const claims = decodeJwt(issued.accessToken);
       assert.deepEqual(
         [claims.sub, claims.client_id, claims.org_id, claims.role, claims.act, claims.creds, issued.scope],
-        [colleague.clientId, companyAdmin.clientId, orgId, "COMPANY_ADMIN", { sub: companyAdmin.clientId }, [[colleague.clientId, 1]], "users:read openid"],
+        [
+          colleague.clientId,
+          companyAdmin.clientId,
+          orgId,
+          "COMPANY_ADMIN",
+          { sub: companyAdmin.clientId },
+          [[colleague.clientId, 1]],
+          "users:read openid",
+        ],
       );
-      assert.equal(decodeJwt((await exchange(companyAdmin, (await grant(companyAdmin)).accessToken)).accessToken).sub, companyAdmin.clientId, "its own token");
+      assert.equal(
+        decodeJwt((await exchange(companyAdmin, (await grant(companyAdmin)).accessToken)).accessToken).sub,
+        companyAdmin.clientId,
+        "its own token",
+      );
       // A token of the colleague carrying a scope outside the company admin's role (minted with the service's key): dropped.
       const wide = (
         await f.accessTokens.issue({
@@ -173,8 +235,15 @@ describe("TokenService", () => {
           ttlSeconds: ACCESS_TTL,
         })
       ).accessToken;
-      assert.equal((await exchange(companyAdmin, wide)).scope, "users:read", "api-users is outside the caller's role and is dropped");
-      await rejectsWith(exchange(companyAdmin, wide, { scope: "api-users" }), { code: "INVALID_SCOPE", message: "Scope wider than allowed: api-users" });
+      assert.equal(
+        (await exchange(companyAdmin, wide)).scope,
+        "users:read",
+        "api-users is outside the caller's role and is dropped",
+      );
+      await rejectsWith(exchange(companyAdmin, wide, { scope: "api-users" }), {
+        code: "INVALID_SCOPE",
+        message: "Scope wider than allowed: api-users",
+      });
     });
 
     test("an exchange of an exchanged token nests act, outermost actor first", async () => {
@@ -182,28 +251,43 @@ describe("TokenService", () => {
       const second = decodeJwt((await exchange(colleague, first)).accessToken);
       assert.deepEqual(second.act, { sub: colleague.clientId, act: { sub: admin.clientId } });
       assert.equal(second.sub, companyAdmin.clientId);
-      assert.deepEqual(second.creds, [[admin.clientId, 1], [companyAdmin.clientId, 1]]);
+      assert.deepEqual(second.creds, [
+        [admin.clientId, 1],
+        [companyAdmin.clientId, 1],
+      ]);
       const third = decodeJwt((await exchange(admin2, (await exchange(colleague, first)).accessToken)).accessToken);
-      assert.deepEqual(third.act, { sub: admin2.clientId, act: { sub: colleague.clientId, act: { sub: admin.clientId } } });
+      assert.deepEqual(third.act, {
+        sub: admin2.clientId,
+        act: { sub: colleague.clientId, act: { sub: admin.clientId } },
+      });
       assert.equal(third.sub, companyAdmin.clientId);
     });
 
     test("scope and audience may only narrow", async () => {
       const subject = (await grant(companyAdmin, { scope: "users:read", audience: OTHER_API })).accessToken;
-      await rejectsWith(exchange(admin, subject, { scope: "users:read users:write" }), { code: "INVALID_SCOPE", message: "Scope wider than allowed: users:write" });
+      await rejectsWith(exchange(admin, subject, { scope: "users:read users:write" }), {
+        code: "INVALID_SCOPE",
+        message: "Scope wider than allowed: users:write",
+      });
       await rejectsWith(exchange(admin, subject, { audience: AUDIENCE }), {
         code: "INVALID_TARGET",
         message: "The requested audience is not allowed",
         params: [{ name: "audience", value: AUDIENCE }],
       });
-      const narrowed = decodeJwt((await exchange(admin, subject, { scope: "users:read", audience: OTHER_API })).accessToken);
+      const narrowed = decodeJwt(
+        (await exchange(admin, subject, { scope: "users:read", audience: OTHER_API })).accessToken,
+      );
       assert.deepEqual([narrowed.scope, narrowed.aud], ["users:read", OTHER_API]);
     });
 
     test("only a client of the same TMC may exchange; inactive or forged subject tokens are INVALID_REQUEST", async () => {
       const foreign = await newApiUser(f, (await newTenant(f)).tmcId);
       const subject = (await grant(companyAdmin)).accessToken;
-      await rejectsWith(exchange(foreign, subject), { code: "INVALID_REQUEST", message: "The subject_token belongs to another TMC", params: subjectTokenParam });
+      await rejectsWith(exchange(foreign, subject), {
+        code: "INVALID_REQUEST",
+        message: "The subject_token belongs to another TMC",
+        params: subjectTokenParam,
+      });
       const [h, p, s] = subject.split(".");
       await rejectsWith(exchange(admin, `${h}.${p}.${s!.slice(0, -4)}AAAA`), {
         code: "INVALID_REQUEST",
@@ -211,21 +295,32 @@ describe("TokenService", () => {
         params: subjectTokenParam,
       });
       await f.admin.rotate({ clientId: "operator", tmcId }, companyAdmin.clientId, "r");
-      await rejectsWith(exchange(admin, subject), { code: "INVALID_REQUEST", message: "The subject_token is not an active access token", params: subjectTokenParam });
+      await rejectsWith(exchange(admin, subject), {
+        code: "INVALID_REQUEST",
+        message: "The subject_token is not an active access token",
+        params: subjectTokenParam,
+      });
     });
 
     test("missing or unsupported exchange parameters are INVALID_REQUEST naming the parameter", async () => {
-      await rejectsWith(grant(admin, { grantType: EXCHANGE }), { code: "INVALID_REQUEST", message: "subject_token is required for token exchange", params: subjectTokenParam });
+      await rejectsWith(grant(admin, { grantType: EXCHANGE }), {
+        code: "INVALID_REQUEST",
+        message: "subject_token is required for token exchange",
+        params: subjectTokenParam,
+      });
       await rejectsWith(grant(admin, { grantType: EXCHANGE, subjectToken: "x" }), {
         code: "INVALID_REQUEST",
         message: "subject_token_type is required for token exchange",
         params: [{ name: "subject_token_type", value: "invalid" }],
       });
-      await rejectsWith(grant(admin, { grantType: EXCHANGE, subjectToken: "x", subjectTokenType: "urn:example:saml" }), {
-        code: "INVALID_REQUEST",
-        message: "Unsupported subject_token_type",
-        params: [{ name: "subject_token_type", value: "invalid" }],
-      });
+      await rejectsWith(
+        grant(admin, { grantType: EXCHANGE, subjectToken: "x", subjectTokenType: "urn:example:saml" }),
+        {
+          code: "INVALID_REQUEST",
+          message: "Unsupported subject_token_type",
+          params: [{ name: "subject_token_type", value: "invalid" }],
+        },
+      );
     });
 
     test("the exchanged token dies when either credential it is bound to is rotated", async () => {
@@ -234,8 +329,14 @@ describe("TokenService", () => {
       await f.accessTokens.verify(subjectSide);
       await f.accessTokens.verify(actorSide);
       await f.admin.rotate({ clientId: "operator", tmcId }, companyAdmin.clientId, "r");
-      await rejectsWith(f.accessTokens.verify(subjectSide), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" }); // its subject's
-      await rejectsWith(f.accessTokens.verify(actorSide), { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" }); // its actor's
+      await rejectsWith(f.accessTokens.verify(subjectSide), {
+        code: "USER_NOT_AUTHENTICATED",
+        message: "The access token has been revoked",
+      }); // its subject's
+      await rejectsWith(f.accessTokens.verify(actorSide), {
+        code: "USER_NOT_AUTHENTICATED",
+        message: "The access token has been revoked",
+      }); // its actor's
     });
   });
 
@@ -249,14 +350,21 @@ describe("TokenService", () => {
 
     test("a company admin may not exchange a TMC admin's token", async () => {
       await rejectsWith(exchange(companyAdmin, (await grant(admin)).accessToken), notYours);
-      await rejectsWith(exchange(companyAdmin, (await grant(admin2, { scope: "users:read" })).accessToken, { scope: "users:read" }), notYours);
+      await rejectsWith(
+        exchange(companyAdmin, (await grant(admin2, { scope: "users:read" })).accessToken, { scope: "users:read" }),
+        notYours,
+      );
     });
 
     test("a company admin may not exchange the token of another company's API user", async () => {
       await rejectsWith(exchange(companyAdmin, (await grant(otherCompanyAdmin)).accessToken), notYours);
       await rejectsWith(exchange(otherCompanyAdmin, (await grant(companyAdmin)).accessToken), notYours);
       // The TMC admin may act for both.
-      for (const subject of [companyAdmin, otherCompanyAdmin]) assert.equal(decodeJwt((await exchange(admin, (await grant(subject)).accessToken)).accessToken).sub, subject.clientId);
+      for (const subject of [companyAdmin, otherCompanyAdmin])
+        assert.equal(
+          decodeJwt((await exchange(admin, (await grant(subject)).accessToken)).accessToken).sub,
+          subject.clientId,
+        );
     });
 
     test("nested exchange: the subject decides, not who obtained the token presented", async () => {
@@ -276,8 +384,19 @@ describe("TokenService", () => {
     test("a user subject (from an external JWT exchanged by the TMC admin): only its own company's admin may go on", async () => {
       const IDP = "https://idp.nested.example";
       const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
-      await f.trustedIssuers.add(tmcId, { issuer: IDP, jwksUri: undefined, jwks: JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: "k", alg: "ES256" }] }), audience: IDP_AUDIENCE });
-      const ada = await f.tenants.createUser({ orgId, email: "ada@acme.example", givenName: "Ada", familyName: "Lovelace", isActive: true });
+      await f.trustedIssuers.add(tmcId, {
+        issuer: IDP,
+        jwksUri: undefined,
+        jwks: JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: "k", alg: "ES256" }] }),
+        audience: IDP_AUDIENCE,
+      });
+      const ada = await f.tenants.createUser({
+        orgId,
+        email: "ada@acme.example",
+        givenName: "Ada",
+        familyName: "Lovelace",
+        isActive: true,
+      });
       const jwt = await new SignJWT({ email: "ada@acme.example" })
         .setProtectedHeader({ alg: "ES256", kid: "k" })
         .setIssuer(IDP)
@@ -285,96 +404,186 @@ describe("TokenService", () => {
         .setIssuedAt(f.clock.epochSeconds)
         .setExpirationTime(f.clock.epochSeconds + 300)
         .sign(privateKey);
-      const ofAda = (await grant(admin, { grantType: EXCHANGE, subjectToken: jwt, subjectTokenType: JWT_TYPE })).accessToken;
+      const ofAda = (await grant(admin, { grantType: EXCHANGE, subjectToken: jwt, subjectTokenType: JWT_TYPE }))
+        .accessToken;
       assert.deepEqual([decodeJwt(ofAda).sub, decodeJwt(ofAda).sub_kind], [ada.id, "USER"]);
       await rejectsWith(exchange(otherCompanyAdmin, ofAda), notYours);
       const onward = decodeJwt((await exchange(companyAdmin, ofAda)).accessToken);
-      assert.deepEqual([onward.sub, onward.sub_kind, onward.act], [ada.id, "USER", { sub: companyAdmin.clientId, act: { sub: admin.clientId } }]);
+      assert.deepEqual(
+        [onward.sub, onward.sub_kind, onward.act],
+        [ada.id, "USER", { sub: companyAdmin.clientId, act: { sub: admin.clientId } }],
+      );
     });
 
     test("introspection follows the same rule: a company admin sees only its own company's tokens as active", async () => {
       const adminToken = (await grant(admin)).accessToken;
       const colleagueToken = (await grant(colleague)).accessToken;
       const otherCompanyToken = (await grant(otherCompanyAdmin)).accessToken;
-      assert.equal(await f.tokenService.introspect(companyAdmin.user, adminToken), undefined, "a TMC admin's token is inactive to a company admin");
-      assert.equal(await f.tokenService.introspect(companyAdmin.user, otherCompanyToken), undefined, "another company's");
-      assert.equal(await f.tokenService.introspect(companyAdmin.user, (await exchange(admin2, adminToken)).accessToken), undefined, "a TMC admin subject, obtained by exchange");
+      assert.equal(
+        await f.tokenService.introspect(companyAdmin.user, adminToken),
+        undefined,
+        "a TMC admin's token is inactive to a company admin",
+      );
+      assert.equal(
+        await f.tokenService.introspect(companyAdmin.user, otherCompanyToken),
+        undefined,
+        "another company's",
+      );
+      assert.equal(
+        await f.tokenService.introspect(companyAdmin.user, (await exchange(admin2, adminToken)).accessToken),
+        undefined,
+        "a TMC admin subject, obtained by exchange",
+      );
       assert.equal((await f.tokenService.introspect(companyAdmin.user, colleagueToken))?.subject, colleague.clientId);
-      assert.equal((await f.tokenService.introspect(companyAdmin.user, (await exchange(admin, colleagueToken)).accessToken))?.clientId, admin.clientId, "a colleague subject, whoever obtained it");
-      for (const token of [adminToken, colleagueToken, otherCompanyToken]) assert.ok(await f.tokenService.introspect(admin.user, token), "the TMC admin sees them all");
+      assert.equal(
+        (await f.tokenService.introspect(companyAdmin.user, (await exchange(admin, colleagueToken)).accessToken))
+          ?.clientId,
+        admin.clientId,
+        "a colleague subject, whoever obtained it",
+      );
+      for (const token of [adminToken, colleagueToken, otherCompanyToken])
+        assert.ok(await f.tokenService.introspect(admin.user, token), "the TMC admin sees them all");
     });
   });
 
   describe("requested_token_type", () => {
     const refusedType = {
       code: "INVALID_REQUEST",
-      message: "requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange",
+      message:
+        "requested_token_type: only urn:ietf:params:oauth:token-type:access_token can be issued, by token exchange",
       params: [{ name: "requested_token_type", value: "invalid" }],
     } as const;
 
     test("the access-token type is honoured with token exchange", async () => {
-      const issued = await exchange(admin, (await grant(companyAdmin)).accessToken, { requestedTokenType: ACCESS_TOKEN_TYPE });
-      assert.deepEqual([issued.issuedTokenType, decodeJwt(issued.accessToken).sub], [ACCESS_TOKEN_TYPE, companyAdmin.clientId]);
+      const issued = await exchange(admin, (await grant(companyAdmin)).accessToken, {
+        requestedTokenType: ACCESS_TOKEN_TYPE,
+      });
+      assert.deepEqual(
+        [issued.issuedTokenType, decodeJwt(issued.accessToken).sub],
+        [ACCESS_TOKEN_TYPE, companyAdmin.clientId],
+      );
     });
 
     test("any other type with token exchange is INVALID_REQUEST naming requested_token_type", async () => {
       const subject = (await grant(companyAdmin)).accessToken;
-      for (const requestedTokenType of ["urn:ietf:params:oauth:token-type:refresh_token", "urn:ietf:params:oauth:token-type:id_token", JWT_TYPE, "urn:example:unknown", "access_token"]) {
+      for (const requestedTokenType of [
+        "urn:ietf:params:oauth:token-type:refresh_token",
+        "urn:ietf:params:oauth:token-type:id_token",
+        JWT_TYPE,
+        "urn:example:unknown",
+        "access_token",
+      ]) {
         await rejectsWith(exchange(admin, subject, { requestedTokenType }), refusedType);
       }
     });
 
     test("any value with client_credentials or refresh_token is INVALID_REQUEST, and the refresh token is not spent", async () => {
       await rejectsWith(grant(admin, { requestedTokenType: ACCESS_TOKEN_TYPE }), refusedType);
-      await rejectsWith(grant(admin, { requestedTokenType: "urn:ietf:params:oauth:token-type:refresh_token" }), refusedType);
+      await rejectsWith(
+        grant(admin, { requestedTokenType: "urn:ietf:params:oauth:token-type:refresh_token" }),
+        refusedType,
+      );
       const { refreshToken } = await exchange(admin, (await grant(companyAdmin)).accessToken);
-      await rejectsWith(grant(admin, { grantType: "refresh_token", refreshToken: refreshToken!, requestedTokenType: ACCESS_TOKEN_TYPE }), refusedType);
-      await rejectsWith(grant(admin, { grantType: "refresh_token", refreshToken: refreshToken!, requestedTokenType: "urn:ietf:params:oauth:token-type:refresh_token" }), refusedType);
-      assert.match((await grant(admin, { grantType: "refresh_token", refreshToken: refreshToken! })).refreshToken!, /^[A-Za-z0-9_-]{43}$/);
+      await rejectsWith(
+        grant(admin, {
+          grantType: "refresh_token",
+          refreshToken: refreshToken!,
+          requestedTokenType: ACCESS_TOKEN_TYPE,
+        }),
+        refusedType,
+      );
+      await rejectsWith(
+        grant(admin, {
+          grantType: "refresh_token",
+          refreshToken: refreshToken!,
+          requestedTokenType: "urn:ietf:params:oauth:token-type:refresh_token",
+        }),
+        refusedType,
+      );
+      assert.match(
+        (await grant(admin, { grantType: "refresh_token", refreshToken: refreshToken! })).refreshToken!,
+        /^[A-Za-z0-9_-]{43}$/,
+      );
     });
   });
 
   describe("token exchange of a trusted issuer's JWT", () => {
     const IDP = "https://idp.example";
-    const bad = (why: string) => ({ code: "INVALID_REQUEST", message: `The subject_token is not acceptable: ${why}`, params: subjectTokenParam }) as const;
-    const viaJwt = (client: ProvisionedApiUser, subjectToken: string) => grant(client, { grantType: EXCHANGE, subjectToken, subjectTokenType: JWT_TYPE });
+    const bad = (why: string) =>
+      ({
+        code: "INVALID_REQUEST",
+        message: `The subject_token is not acceptable: ${why}`,
+        params: subjectTokenParam,
+      }) as const;
+    const viaJwt = (client: ProvisionedApiUser, subjectToken: string) =>
+      grant(client, { grantType: EXCHANGE, subjectToken, subjectTokenType: JWT_TYPE });
     let jwks: string;
     let privateKey: Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
     /** A JWT of the IdP: iss, aud, iat now and exp in 300 s unless overridden (`null` leaves the claim out). */
-    let signIdp: (claims: Record<string, unknown>, options?: { kid?: string; aud?: string | null; iat?: number | null; exp?: number }) => Promise<string>;
+    let signIdp: (
+      claims: Record<string, unknown>,
+      options?: { kid?: string; aud?: string | null; iat?: number | null; exp?: number },
+    ) => Promise<string>;
     let userId: string;
     beforeEach(async () => {
       const pair = await generateKeyPair("ES256", { extractable: true });
       privateKey = pair.privateKey;
       jwks = JSON.stringify({ keys: [{ ...(await exportJWK(pair.publicKey)), kid: "idp-1", alg: "ES256" }] });
       await f.trustedIssuers.add(tmcId, { issuer: IDP, jwksUri: undefined, jwks, audience: IDP_AUDIENCE });
-      signIdp = (claims, { kid = "idp-1", aud = IDP_AUDIENCE, iat = f.clock.epochSeconds, exp = f.clock.epochSeconds + 300 } = {}) => {
-        const jwt = new SignJWT(claims).setProtectedHeader({ alg: "ES256", ...(kid ? { kid } : {}) }).setIssuer(IDP).setExpirationTime(exp);
+      signIdp = (
+        claims,
+        { kid = "idp-1", aud = IDP_AUDIENCE, iat = f.clock.epochSeconds, exp = f.clock.epochSeconds + 300 } = {},
+      ) => {
+        const jwt = new SignJWT(claims)
+          .setProtectedHeader({ alg: "ES256", ...(kid ? { kid } : {}) })
+          .setIssuer(IDP)
+          .setExpirationTime(exp);
         if (aud !== null) jwt.setAudience(aud);
         if (iat !== null) jwt.setIssuedAt(iat);
         return jwt.sign(privateKey);
       };
-      userId = (await f.tenants.createUser({ orgId, email: "Ada@Acme.example", givenName: "Ada", familyName: "Lovelace", isActive: true })).id;
+      userId = (
+        await f.tenants.createUser({
+          orgId,
+          email: "Ada@Acme.example",
+          givenName: "Ada",
+          familyName: "Lovelace",
+          isActive: true,
+        })
+      ).id;
     });
 
     test("names a user of the TMC by email (case-insensitive): the new token's subject is that user", async () => {
       const issued = await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.EXAMPLE" }));
       const claims = decodeJwt(issued.accessToken);
-      assert.deepEqual([claims.sub, claims.sub_kind, claims.act, claims.client_id, claims.creds], [userId, "USER", { sub: companyAdmin.clientId }, companyAdmin.clientId, undefined]);
+      assert.deepEqual(
+        [claims.sub, claims.sub_kind, claims.act, claims.client_id, claims.creds],
+        [userId, "USER", { sub: companyAdmin.clientId }, companyAdmin.clientId, undefined],
+      );
       assert.equal(issued.scope, COMPANY_ADMIN_SCOPES.join(" "));
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId, "the TMC admin too");
+      assert.equal(
+        decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
+        userId,
+        "the TMC admin too",
+      );
     });
 
     test("refusals: not a JWT, no kid, untrusted issuer, unknown user, another TMC's client, expired", async () => {
       await rejectsWith(viaJwt(companyAdmin, "garbage"), bad("not a JWT"));
-      await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }, { kid: "" })), bad("no key id (kid)"));
+      await rejectsWith(
+        viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }, { kid: "" })),
+        bad("no key id (kid)"),
+      );
       await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "nobody@acme.example" })), {
         code: "INVALID_REQUEST",
         message: "The subject_token names no active user of the caller's company",
         params: subjectTokenParam,
       });
       const foreign = await newApiUser(f, (await newTenant(f)).tmcId);
-      await rejectsWith(viaJwt(foreign, await signIdp({ email: "ada@acme.example" })), bad("its issuer is not trusted by the caller's TMC"));
+      await rejectsWith(
+        viaJwt(foreign, await signIdp({ email: "ada@acme.example" })),
+        bad("its issuer is not trusted by the caller's TMC"),
+      );
       const expiring = await signIdp({ email: "ada@acme.example" });
       f.clock.advanceSeconds(300 + 30);
       await rejectsWith(viaJwt(companyAdmin, expiring), bad("its signature or claims do not verify"));
@@ -382,7 +591,13 @@ describe("TokenService", () => {
 
     test("a company admin may not exchange the JWT of a user of another company; the TMC admin may", async () => {
       const otherOrgId = (await f.tenants.createCompany(tmcId, "Globex")).id;
-      const bob = await f.tenants.createUser({ orgId: otherOrgId, email: "bob@globex.example", givenName: "Bob", familyName: "B", isActive: true });
+      const bob = await f.tenants.createUser({
+        orgId: otherOrgId,
+        email: "bob@globex.example",
+        givenName: "Bob",
+        familyName: "B",
+        isActive: true,
+      });
       // Looked up within the company admin's own company: another company's user is not there (nothing learnt about it).
       await rejectsWith(viaJwt(companyAdmin, await signIdp({ email: "bob@globex.example" })), {
         code: "INVALID_REQUEST",
@@ -390,26 +605,47 @@ describe("TokenService", () => {
         params: subjectTokenParam,
       });
       const otherCompanyAdmin = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId: otherOrgId });
-      assert.equal(decodeJwt((await viaJwt(otherCompanyAdmin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub, bob.id);
+      assert.equal(
+        decodeJwt((await viaJwt(otherCompanyAdmin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub,
+        bob.id,
+      );
       await rejectsWith(viaJwt(otherCompanyAdmin, await signIdp({ email: "ada@acme.example" })), {
         code: "INVALID_REQUEST",
         message: "The subject_token names no active user of the caller's company",
         params: subjectTokenParam,
       });
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub, bob.id);
+      assert.equal(
+        decodeJwt((await viaJwt(admin, await signIdp({ email: "bob@globex.example" }))).accessToken).sub,
+        bob.id,
+      );
     });
 
     test("issue 18 finding 6: another company's user with the same email (a SCIM squat) changes nothing for a company admin; a TMC admin is told apart by the issuer's subject", async () => {
       const squatterOrg = (await f.tenants.createCompany(tmcId, "Initech")).id;
-      const twin = await f.tenants.createUser({ orgId: squatterOrg, email: "ADA@acme.example", givenName: "Ada", familyName: "Twin", isActive: true });
+      const twin = await f.tenants.createUser({
+        orgId: squatterOrg,
+        email: "ADA@acme.example",
+        givenName: "Ada",
+        familyName: "Twin",
+        isActive: true,
+      });
       const setExternalId = (id: string, externalId: string) =>
-        f.store.db.update(f.uow.direct, f.store.db.users, (u) => u.id === id, (u) => ({ ...u, externalId }));
+        f.store.db.update(
+          f.uow.direct,
+          f.store.db.users,
+          (u) => u.id === id,
+          (u) => ({ ...u, externalId }),
+        );
       // The company admin looks within its company: the squat is invisible to it.
-      assert.equal(decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
+      assert.equal(
+        decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
+        userId,
+      );
       // The TMC admin: the email names two users; without a subject to tell them apart, refused, never picked.
       const ambiguous = {
         code: "INVALID_GRANT",
-        message: "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
+        message:
+          "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
         params: [{ name: "subject_token", value: "ambiguous email" }],
       } as const;
       await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), ambiguous);
@@ -417,13 +653,25 @@ describe("TokenService", () => {
       // The user provisioned with the IdP's subject as externalId is the one the token names.
       await setExternalId(userId, "idp-user-ada");
       await setExternalId(twin.id, "squatter-guess");
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" }))).accessToken).sub, userId);
+      assert.equal(
+        decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" }))).accessToken)
+          .sub,
+        userId,
+      );
       // A squatter that copies the subject too is ambiguous again: refused, never picked.
       await setExternalId(twin.id, "idp-user-ada");
       await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" })), ambiguous);
       // Once one of them is inactive, the email names one user again.
-      await f.store.db.update(f.uow.direct, f.store.db.users, (u) => u.id === twin.id, (u) => ({ ...u, isActive: false }));
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
+      await f.store.db.update(
+        f.uow.direct,
+        f.store.db.users,
+        (u) => u.id === twin.id,
+        (u) => ({ ...u, isActive: false }),
+      );
+      assert.equal(
+        decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
+        userId,
+      );
     });
 
     test("an issuer is added only with an audience: API_VALIDATION_FAILED naming audience", async () => {
@@ -433,40 +681,114 @@ describe("TokenService", () => {
         message: "audience is required: the audience the issuer's tokens carry for this platform",
         params: [{ name: "audience", value: "" }],
       } as const;
-      await rejectsWith(f.trustedIssuers.add(tmcId, { issuer: other, jwksUri: undefined, jwks, audience: undefined }), noAudience);
-      await rejectsWith(f.trustedIssuers.add(tmcId, { issuer: other, jwksUri: "https://idp.other.example/jwks", jwks: undefined, audience: "" }), noAudience);
-      assert.equal(await f.repos.trustedIssuers.find(f.uow.direct, tenantScope(tmcId), other), undefined, "nothing stored");
+      await rejectsWith(
+        f.trustedIssuers.add(tmcId, { issuer: other, jwksUri: undefined, jwks, audience: undefined }),
+        noAudience,
+      );
+      await rejectsWith(
+        f.trustedIssuers.add(tmcId, {
+          issuer: other,
+          jwksUri: "https://idp.other.example/jwks",
+          jwks: undefined,
+          audience: "",
+        }),
+        noAudience,
+      );
+      assert.equal(
+        await f.repos.trustedIssuers.find(f.uow.direct, tenantScope(tmcId), other),
+        undefined,
+        "nothing stored",
+      );
     });
 
     test("an issuer stored without an audience (registered before it was required) is refused at exchange", async () => {
-      await f.repos.trustedIssuers.upsert(f.uow.direct, tenantScope(tmcId), { issuer: IDP, jwksUri: undefined, jwks: JSON.parse(jwks) as { keys: unknown[] }, audience: undefined, companyId: undefined });
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), bad("its issuer is registered without an audience"));
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: null })), bad("its issuer is registered without an audience"));
+      await f.repos.trustedIssuers.upsert(f.uow.direct, tenantScope(tmcId), {
+        issuer: IDP,
+        jwksUri: undefined,
+        jwks: JSON.parse(jwks) as { keys: unknown[] },
+        audience: undefined,
+        companyId: undefined,
+      });
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" })),
+        bad("its issuer is registered without an audience"),
+      );
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: null })),
+        bad("its issuer is registered without an audience"),
+      );
     });
 
     test("the token must carry the registered audience", async () => {
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: "https://another-relying-party.example" })), bad("its signature or claims do not verify"));
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: null })), bad("its signature or claims do not verify"));
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: "https://another-relying-party.example" })),
+        bad("its signature or claims do not verify"),
+      );
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: null })),
+        bad("its signature or claims do not verify"),
+      );
     });
 
     test("email_verified present and not true is refused; true or absent is accepted", async () => {
       for (const emailVerified of [false, "true", 1, null]) {
-        await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", email_verified: emailVerified })), bad("its email is not verified"));
+        await rejectsWith(
+          viaJwt(admin, await signIdp({ email: "ada@acme.example", email_verified: emailVerified })),
+          bad("its email is not verified"),
+        );
       }
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example", email_verified: true }))).accessToken).sub, userId);
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub, userId);
+      assert.equal(
+        decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example", email_verified: true }))).accessToken)
+          .sub,
+        userId,
+      );
+      assert.equal(
+        decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
+        userId,
+      );
     });
 
     test("a lifetime (exp − iat, or exp − now without iat) longer than the configured 86400 seconds is refused", async () => {
       const now = f.clock.epochSeconds;
       const tooLong = bad("its lifetime is longer than 86400 seconds");
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now, exp: now + 86_401 })), tooLong);
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now - 86_000, exp: now + 401 })), tooLong); // issued long ago, still valid: its lifetime counts
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: null, exp: now + 86_401 })), tooLong);
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now, exp: now + 365 * 86_400 })), tooLong);
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now, exp: now + 86_400 }))).accessToken).sub, userId, "exactly the maximum");
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: null, exp: now + 86_400 }))).accessToken).sub, userId);
-      assert.equal(decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now - 86_000, exp: now + 400 }))).accessToken).sub, userId);
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now, exp: now + 86_401 })),
+        tooLong,
+      );
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now - 86_000, exp: now + 401 })),
+        tooLong,
+      ); // issued long ago, still valid: its lifetime counts
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: null, exp: now + 86_401 })),
+        tooLong,
+      );
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now, exp: now + 365 * 86_400 })),
+        tooLong,
+      );
+      assert.equal(
+        decodeJwt(
+          (await viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now, exp: now + 86_400 })))
+            .accessToken,
+        ).sub,
+        userId,
+        "exactly the maximum",
+      );
+      assert.equal(
+        decodeJwt(
+          (await viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: null, exp: now + 86_400 })))
+            .accessToken,
+        ).sub,
+        userId,
+      );
+      assert.equal(
+        decodeJwt(
+          (await viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now - 86_000, exp: now + 400 })))
+            .accessToken,
+        ).sub,
+        userId,
+      );
     });
 
     // A src bug (see the report): the lifetime is exp − iat as the token states it, and jose does not
@@ -476,12 +798,16 @@ describe("TokenService", () => {
     test("a token whose iat lies in the future cannot stretch its lifetime past the maximum", async () => {
       const now = f.clock.epochSeconds;
       const tenYears = 10 * 365 * 86_400;
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now + tenYears, exp: now + tenYears + 60 })), bad("its lifetime is longer than 86400 seconds"));
+      await rejectsWith(
+        viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { iat: now + tenYears, exp: now + tenYears + 60 })),
+        bad("its lifetime is longer than 86400 seconds"),
+      );
     });
   });
 
   describe("refresh", () => {
-    const refresh = (client: ProvisionedApiUser, refreshToken: string, scope = "") => grant(client, { grantType: "refresh_token", refreshToken, scope });
+    const refresh = (client: ProvisionedApiUser, refreshToken: string, scope = "") =>
+      grant(client, { grantType: "refresh_token", refreshToken, scope });
     let first: { accessToken: string; refreshToken: string };
     beforeEach(async () => {
       const issued = await exchange(admin, (await grant(companyAdmin, { scope: "users:read openid" })).accessToken);
@@ -493,32 +819,59 @@ describe("TokenService", () => {
       assert.notEqual(second.refreshToken, first.refreshToken);
       assert.equal(second.scope, "users:read openid");
       const claims = decodeJwt(second.accessToken);
-      assert.deepEqual([claims.sub, claims.act, claims.aud, claims.creds], [companyAdmin.clientId, { sub: admin.clientId }, AUDIENCE, [[companyAdmin.clientId, 1]]]);
+      assert.deepEqual(
+        [claims.sub, claims.act, claims.aud, claims.creds],
+        [companyAdmin.clientId, { sub: admin.clientId }, AUDIENCE, [[companyAdmin.clientId, 1]]],
+      );
       const narrowed = await refresh(admin, second.refreshToken!, "openid");
       assert.equal(narrowed.scope, "openid");
       const rows = f.store.db.refreshTokens.values();
       assert.equal(new Set(rows.map((r) => r.familyId)).size, 1, "one family");
-      assert.deepEqual(rows.map((r) => r.usedAt?.toISOString()), ["2026-11-22T10:00:00.000Z", "2026-11-22T10:00:00.000Z", undefined]);
-      assert.equal(rows.some((r) => r.tokenHash.toString("base64url") === first.refreshToken), false, "only HMACs are stored");
+      assert.deepEqual(
+        rows.map((r) => r.usedAt?.toISOString()),
+        ["2026-11-22T10:00:00.000Z", "2026-11-22T10:00:00.000Z", undefined],
+      );
+      assert.equal(
+        rows.some((r) => r.tokenHash.toString("base64url") === first.refreshToken),
+        false,
+        "only HMACs are stored",
+      );
     });
 
     test("reusing a used refresh token revokes its whole family (RFC 9700 4.14.2)", async () => {
       const second = await refresh(admin, first.refreshToken);
-      const reused = { code: "INVALID_GRANT", message: "The refresh token was already used; its family is revoked" } as const;
+      const reused = {
+        code: "INVALID_GRANT",
+        message: "The refresh token was already used; its family is revoked",
+      } as const;
       await rejectsWith(refresh(admin, first.refreshToken), reused);
       await rejectsWith(refresh(admin, second.refreshToken!), reused);
-      assert.ok(f.store.db.refreshTokens.values().every((r) => r.revokedAt?.toISOString() === "2026-11-22T10:00:00.000Z"));
+      assert.ok(
+        f.store.db.refreshTokens.values().every((r) => r.revokedAt?.toISOString() === "2026-11-22T10:00:00.000Z"),
+      );
     });
 
     test("a refused scope does not burn the refresh token (the transaction rolls back)", async () => {
-      await rejectsWith(refresh(admin, first.refreshToken, "users:write"), { code: "INVALID_SCOPE", message: "Scope wider than allowed: users:write" });
+      await rejectsWith(refresh(admin, first.refreshToken, "users:write"), {
+        code: "INVALID_SCOPE",
+        message: "Scope wider than allowed: users:write",
+      });
       assert.equal((await refresh(admin, first.refreshToken)).scope, "users:read openid");
     });
 
     test("unknown, another client's, and expired refresh tokens are INVALID_GRANT", async () => {
-      await rejectsWith(refresh(admin, "no-such-token"), { code: "INVALID_GRANT", message: "The refresh token is not valid" });
-      await rejectsWith(refresh(companyAdmin, first.refreshToken), { code: "INVALID_GRANT", message: "The refresh token is not valid" });
-      await rejectsWith(refresh(admin2, first.refreshToken), { code: "INVALID_GRANT", message: "The refresh token is not valid" });
+      await rejectsWith(refresh(admin, "no-such-token"), {
+        code: "INVALID_GRANT",
+        message: "The refresh token is not valid",
+      });
+      await rejectsWith(refresh(companyAdmin, first.refreshToken), {
+        code: "INVALID_GRANT",
+        message: "The refresh token is not valid",
+      });
+      await rejectsWith(refresh(admin2, first.refreshToken), {
+        code: "INVALID_GRANT",
+        message: "The refresh token is not valid",
+      });
       await rejectsWith(grant(admin, { grantType: "refresh_token" }), {
         code: "INVALID_REQUEST",
         message: "refresh_token is required",
@@ -527,19 +880,28 @@ describe("TokenService", () => {
       f.clock.advanceSeconds(REFRESH_TTL - 1);
       const stillValid = await refresh(admin, first.refreshToken);
       f.clock.advanceSeconds(REFRESH_TTL);
-      await rejectsWith(refresh(admin, stillValid.refreshToken!), { code: "INVALID_GRANT", message: "The refresh token has expired" });
+      await rejectsWith(refresh(admin, stillValid.refreshToken!), {
+        code: "INVALID_GRANT",
+        message: "The refresh token has expired",
+      });
     });
 
     test("after the client's own credential is rotated, its refresh tokens are refused and their family revoked", async () => {
       await f.admin.rotate({ clientId: "operator", tmcId }, admin.clientId, "r");
       const rotatedClient = { ...admin, user: (await currentUser(f, admin.clientId))! };
-      await rejectsWith(refresh(rotatedClient, first.refreshToken), { code: "INVALID_GRANT", message: "The refresh token's credential has been rotated" });
+      await rejectsWith(refresh(rotatedClient, first.refreshToken), {
+        code: "INVALID_GRANT",
+        message: "The refresh token's credential has been rotated",
+      });
       assert.ok(f.store.db.refreshTokens.values().every((r) => r.revokedAt !== undefined));
     });
 
     test("revoking the client revokes its refresh tokens", async () => {
       await f.admin.revoke({ clientId: "operator", tmcId }, admin.clientId, "r");
-      await rejectsWith(refresh(admin, first.refreshToken), { code: "INVALID_GRANT", message: "The refresh token was already used; its family is revoked" });
+      await rejectsWith(refresh(admin, first.refreshToken), {
+        code: "INVALID_GRANT",
+        message: "The refresh token was already used; its family is revoked",
+      });
     });
 
     // The refresh-token row keeps `act`: a nested delegation chain survives a refresh.
@@ -555,7 +917,11 @@ describe("TokenService", () => {
     test("after the subject's credential is rotated, refresh must not hand out a token that is dead on arrival", async () => {
       await f.admin.rotate({ clientId: "operator", tmcId }, companyAdmin.clientId, "r");
       const outcome = await refresh(admin, first.refreshToken).then(
-        async (issued) => `issued a token that verify answers: ${await f.accessTokens.verify(issued.accessToken).then(() => "valid", (e: Error) => e.message)}`,
+        async (issued) =>
+          `issued a token that verify answers: ${await f.accessTokens.verify(issued.accessToken).then(
+            () => "valid",
+            (e: Error) => e.message,
+          )}`,
         (e: Error) => e.message,
       );
       assert.equal(outcome, "The refresh token's credential has been rotated");

@@ -9,7 +9,8 @@ import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeClock } from "../../fakes/clock.js";
 import { createInMemoryStore, type InMemoryStore } from "../../fakes/in-memory-store.js";
 
-const notFound = (userId: string) => ({ code: "NOT_FOUND", message: "User not found", params: [{ name: "userId", value: userId }] }) as const;
+const notFound = (userId: string) =>
+  ({ code: "NOT_FOUND", message: "User not found", params: [{ name: "userId", value: userId }] }) as const;
 const REFUSED = "The update changes fields that cannot be changed through this operation";
 
 describe("UserProfiles", () => {
@@ -31,8 +32,24 @@ describe("UserProfiles", () => {
     tmcId = (await tenants.createTmc("Globetrotter")).id;
     orgId = (await tenants.createCompany(tmcId, "Acme")).id;
     otherOrgId = (await tenants.createCompany(tmcId, "Other")).id;
-    userId = (await tenants.createUser({ orgId, email: "Ada@Acme.example", givenName: "Ada", familyName: "Lovelace", isActive: true })).id;
-    inactiveId = (await tenants.createUser({ orgId, email: "grace@acme.example", givenName: "Grace", familyName: "Hopper", isActive: false })).id;
+    userId = (
+      await tenants.createUser({
+        orgId,
+        email: "Ada@Acme.example",
+        givenName: "Ada",
+        familyName: "Lovelace",
+        isActive: true,
+      })
+    ).id;
+    inactiveId = (
+      await tenants.createUser({
+        orgId,
+        email: "grace@acme.example",
+        givenName: "Grace",
+        familyName: "Hopper",
+        isActive: false,
+      })
+    ).id;
     tmcAdmin = { clientId: "tmc-admin", tmcId, orgId: undefined, role: "TMC_ADMIN" };
     companyAdmin = { clientId: "company-admin", tmcId, orgId, role: "COMPANY_ADMIN" };
   });
@@ -48,7 +65,11 @@ describe("UserProfiles", () => {
       persona: "UNKNOWN_PERSONA",
       id: userId,
       personalInfo: { email: "Ada@Acme.example", name: { given: "Ada", family1: "Lovelace" } },
-      businessInfo: { email: "Ada@Acme.example", organizationRef: { id: orgId, name: "Acme" }, legalEntityRef: { id: orgId, name: "Acme" } },
+      businessInfo: {
+        email: "Ada@Acme.example",
+        organizationRef: { id: orgId, name: "Acme" },
+        legalEntityRef: { id: orgId, name: "Acme" },
+      },
       isActive: true,
       contractingTmcRef: { id: tmcId, name: "Globetrotter" },
     });
@@ -69,12 +90,24 @@ describe("UserProfiles", () => {
     await profiles.update(
       companyAdmin,
       userId,
-      update({ personalInfo: { name: { given: "Augusta", family1: "King", middle: "Ada" } }, businessInfo: { organizationRef: { id: orgId, name: "Acme" }, legalEntityRef: { id: orgId }, email: "ada@acme.example", designation: "Analyst" } }),
+      update({
+        personalInfo: { name: { given: "Augusta", family1: "King", middle: "Ada" } },
+        businessInfo: {
+          organizationRef: { id: orgId, name: "Acme" },
+          legalEntityRef: { id: orgId },
+          email: "ada@acme.example",
+          designation: "Analyst",
+        },
+      }),
       "req-1",
     );
     const row = store.db.users.rows.get(userId)!;
     assert.deepEqual([row.givenName, row.familyName, row.email], ["Augusta", "King", "Ada@Acme.example"]);
-    assert.deepEqual(row.profile, { persona: "EMPLOYEE", personalInfo: { name: { middle: "Ada" } }, businessInfo: { legalEntityRef: { id: orgId }, designation: "Analyst" } });
+    assert.deepEqual(row.profile, {
+      persona: "EMPLOYEE",
+      personalInfo: { name: { middle: "Ada" } },
+      businessInfo: { legalEntityRef: { id: orgId }, designation: "Analyst" },
+    });
     const [event] = await store.repositories.audit.list(store.uow.direct, tenantScope(tmcId), 10);
     assert.deepEqual(
       { ...event, occurredAt: undefined },
@@ -86,7 +119,10 @@ describe("UserProfiles", () => {
         tmcId,
         targetClientId: userId,
         debugIdentifier: "req-1",
-        details: { targetKind: "USER", changedFields: "businessInfo.designation,businessInfo.legalEntityRef,persona,personalInfo.name" },
+        details: {
+          targetKind: "USER",
+          changedFields: "businessInfo.designation,businessInfo.legalEntityRef,persona,personalInfo.name",
+        },
       },
     );
   });
@@ -97,15 +133,29 @@ describe("UserProfiles", () => {
       profiles.update(
         tmcAdmin,
         userId,
-        update({ externalId: "idp-1", businessInfo: { organizationRef: { id: otherOrgId, name: "Other" }, legalEntityRef: { id: orgId }, email: "eve@acme.example" }, isActive: false }),
+        update({
+          externalId: "idp-1",
+          businessInfo: {
+            organizationRef: { id: otherOrgId, name: "Other" },
+            legalEntityRef: { id: orgId },
+            email: "eve@acme.example",
+          },
+          isActive: false,
+        }),
         "req-2",
       ),
       {
         code: "API_VALIDATION_FAILED",
         message: REFUSED,
         params: [
-          { name: "businessInfo.organizationRef.id", value: "must be the user's company: a user cannot be moved to another company" },
-          { name: "businessInfo.organizationRef.name", value: "must be the company's name: a company is not renamed through a user" },
+          {
+            name: "businessInfo.organizationRef.id",
+            value: "must be the user's company: a user cannot be moved to another company",
+          },
+          {
+            name: "businessInfo.organizationRef.name",
+            value: "must be the company's name: a company is not renamed through a user",
+          },
           { name: "businessInfo.email", value: "cannot be changed: it is the user's identity (SCIM userName)" },
           { name: "externalId", value: "cannot be changed: it is owned by the identity provider (SCIM)" },
           { name: "isActive", value: "cannot be changed: activation is managed by the identity provider (SCIM)" },
@@ -118,8 +168,14 @@ describe("UserProfiles", () => {
   });
 
   test("update: a foreign caller gets NOT_FOUND and nothing is written", async () => {
-    await rejectsWith(profiles.update({ ...companyAdmin, orgId: otherOrgId }, userId, update({}), "req-3"), notFound(userId));
-    await rejectsWith(profiles.update({ ...tmcAdmin, tmcId: crypto.randomUUID() }, userId, update({}), "req-4"), notFound(userId));
+    await rejectsWith(
+      profiles.update({ ...companyAdmin, orgId: otherOrgId }, userId, update({}), "req-3"),
+      notFound(userId),
+    );
+    await rejectsWith(
+      profiles.update({ ...tmcAdmin, tmcId: crypto.randomUUID() }, userId, update({}), "req-4"),
+      notFound(userId),
+    );
     assert.equal(store.db.auditEvents.rows.size, 0);
     assert.equal(store.db.users.rows.get(userId)?.profile, undefined);
   });

@@ -25,7 +25,8 @@ addFormats.default(ajv);
 ajv.addVocabulary(["openapi", "info", "servers", "paths", "components", "security"]);
 ajv.addSchema({ ...doc, $id: DOC_ID });
 
-const pointer = (...segments: string[]) => segments.map((s) => "/" + encodeURIComponent(s.replace(/~/g, "~0").replace(/\//g, "~1"))).join("");
+const pointer = (...segments: string[]) =>
+  segments.map((s) => "/" + encodeURIComponent(s.replace(/~/g, "~0").replace(/\//g, "~1"))).join("");
 const validatorAt = (jsonPointer: string) => {
   const validate = ajv.getSchema(`${DOC_ID}#${jsonPointer}`);
   assert.ok(validate, `no schema at ${jsonPointer}`);
@@ -37,7 +38,12 @@ interface Operation {
   readonly verb: string;
   readonly operationId: string;
   readonly body?: { readonly mediaType: string; readonly pointer: string };
-  readonly parameters: ReadonlyArray<{ readonly name: string; readonly in: string; readonly required: boolean; readonly pointer: string }>;
+  readonly parameters: ReadonlyArray<{
+    readonly name: string;
+    readonly in: string;
+    readonly required: boolean;
+    readonly pointer: string;
+  }>;
 }
 
 const operations: Operation[] = Object.entries(doc.paths as Json).flatMap(([path, verbs]) =>
@@ -48,7 +54,14 @@ const operations: Operation[] = Object.entries(doc.paths as Json).flatMap(([path
       path,
       verb,
       operationId: op.operationId,
-      ...(content.length ? { body: { mediaType: content[0]!, pointer: pointer("paths", path, verb, "requestBody", "content", content[0]!, "schema") } } : {}),
+      ...(content.length
+        ? {
+            body: {
+              mediaType: content[0]!,
+              pointer: pointer("paths", path, verb, "requestBody", "content", content[0]!, "schema"),
+            },
+          }
+        : {}),
       parameters: (op.parameters ?? []).map((p: Json, i: number) => ({
         name: p.name,
         in: p.in,
@@ -83,14 +96,19 @@ function errorsOf(operationId: string, request: SampleRequest): string[] {
   for (const where of ["path", "query"] as const) {
     const values = request[where] ?? {};
     const declared = op.parameters.filter((p) => p.in === where);
-    for (const name of Object.keys(values)) assert.ok(declared.some((p) => p.name === name), `${operationId} declares ${where} parameter ${name}`);
+    for (const name of Object.keys(values))
+      assert.ok(
+        declared.some((p) => p.name === name),
+        `${operationId} declares ${where} parameter ${name}`,
+      );
     for (const p of declared) {
       if (!(p.name in values)) {
         if (p.required) errors.push(`${where} parameter ${p.name} is required`);
         continue;
       }
       const validate = validatorAt(p.pointer);
-      if (!validate(values[p.name])) errors.push(...validate.errors!.map((e) => `${where} ${p.name}${e.instancePath} ${e.message}`));
+      if (!validate(values[p.name]))
+        errors.push(...validate.errors!.map((e) => `${where} ${p.name}${e.instancePath} ${e.message}`));
     }
   }
   return errors;
@@ -105,7 +123,15 @@ const LEGAL_ENTITY = "5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d1c";
 const validSamples: Record<string, SampleRequest[]> = {
   fetchOauth2Token: [
     { body: { grant_type: "client_credentials", client_id: "k9TQ0n3lX2", client_secret: "s3cr3t-Zq8wYc1" } },
-    { body: { grant_type: "client_credentials", client_id: "k9TQ0n3lX2", client_secret: "s3cr3t-Zq8wYc1", scope: "api-users users:read", audience: "https://api.example.test" } },
+    {
+      body: {
+        grant_type: "client_credentials",
+        client_id: "k9TQ0n3lX2",
+        client_secret: "s3cr3t-Zq8wYc1",
+        scope: "api-users users:read",
+        audience: "https://api.example.test",
+      },
+    },
     {
       body: {
         grant_type: "urn:ietf:params:oauth:grant-type:token-exchange",
@@ -118,22 +144,48 @@ const validSamples: Record<string, SampleRequest[]> = {
     // Client authentication by HTTP Basic: the form may carry the grant type alone.
     { body: { grant_type: "client_credentials" } },
   ],
-  introspectToken: [{ body: { token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln", token_type_hint: "access_token", client_id: "k9TQ0n3lX2", client_secret: "s3cr3t" } }],
-  revokeToken: [{ body: { token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln", token_type_hint: "access_token", client_id: "k9TQ0n3lX2", client_secret: "s3cr3t" } }],
+  introspectToken: [
+    {
+      body: {
+        token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln",
+        token_type_hint: "access_token",
+        client_id: "k9TQ0n3lX2",
+        client_secret: "s3cr3t",
+      },
+    },
+  ],
+  revokeToken: [
+    {
+      body: {
+        token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln",
+        token_type_hint: "access_token",
+        client_id: "k9TQ0n3lX2",
+        client_secret: "s3cr3t",
+      },
+    },
+  ],
   getAuthToken: [{ body: { clientId: "k9TQ0n3lX2", clientSecret: "s3cr3t-Zq8wYc1" } }],
   createApiUser: [
     { body: {} },
     { body: { tmcId: TMC, role: "COMPANY_ADMIN", orgId: ORG, credentialType: "SCIM_TOKEN" } },
     { body: { role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS" } },
   ],
-  getApiUsers: [{}, { query: { limit: 100, offset: 0 } }, { query: { limit: 0 } }, { query: { limit: 25, offset: 50 } }],
+  getApiUsers: [
+    {},
+    { query: { limit: 100, offset: 0 } },
+    { query: { limit: 0 } },
+    { query: { limit: 25, offset: 50 } },
+  ],
   deleteApiUser: [{ body: { clientId: "abc" } }],
   rotateClientSecret: [{ body: { clientId: "abc" } }],
   getUserInfo: [{ path: { userId: USER } }, { path: { userId: USER }, query: { includeInactive: true } }],
   updateUser: [
     {
       path: { userId: USER },
-      body: { persona: "EMPLOYEE", businessInfo: { legalEntityRef: { id: LEGAL_ENTITY }, organizationRef: { id: ORG } } },
+      body: {
+        persona: "EMPLOYEE",
+        businessInfo: { legalEntityRef: { id: LEGAL_ENTITY }, organizationRef: { id: ORG } },
+      },
     },
     {
       path: { userId: USER },
@@ -167,7 +219,12 @@ const validSamples: Record<string, SampleRequest[]> = {
     },
   ],
   fetchCompanyTransferableUnusedCredits: [
-    { body: { companyId: { id: ORG }, companyCreditFilter: { expiryDateRange: { expiryDateStart: { iso8601: "2026-01-01" } } } } },
+    {
+      body: {
+        companyId: { id: ORG },
+        companyCreditFilter: { expiryDateRange: { expiryDateStart: { iso8601: "2026-01-01" } } },
+      },
+    },
     { body: { companyId: { id: ORG } } },
     {
       body: {
@@ -183,7 +240,14 @@ const validSamples: Record<string, SampleRequest[]> = {
       },
     },
   ],
-  migrateUnusedCreditsInCompanyCredits: [{ body: { paymentSourceIds: ["d059044a-cacd-4b53-883d-7355530f54e7", "5d1e0406-0705-4d32-90e4-e132e680f1ea"], updateCreditUsageTypeTo: "COMPANY" } }],
+  migrateUnusedCreditsInCompanyCredits: [
+    {
+      body: {
+        paymentSourceIds: ["d059044a-cacd-4b53-883d-7355530f54e7", "5d1e0406-0705-4d32-90e4-e132e680f1ea"],
+        updateCreditUsageTypeTo: "COMPANY",
+      },
+    },
+  ],
 };
 
 /** SCIM (RFC 7644) requests as Entra ID and Okta send them (one operation for both base URLs). */
@@ -195,11 +259,22 @@ const SCIM_USER = {
   active: true,
 };
 const scimSamples: Record<string, SampleRequest[]> = {
-  scimListUsers: [{ query: { filter: 'userName eq "ada@example.com"' } }, { query: { filter: 'userName sw "ada"', startIndex: 1, count: 100, attributes: "userName" } }],
+  scimListUsers: [
+    { query: { filter: 'userName eq "ada@example.com"' } },
+    { query: { filter: 'userName sw "ada"', startIndex: 1, count: 100, attributes: "userName" } },
+  ],
   scimGetUser: [{ path: { userId: USER } }, { path: { userId: USER }, query: { excludedAttributes: "emails" } }],
   scimCreateUser: [{ body: SCIM_USER }],
   scimReplaceUser: [{ path: { userId: USER }, body: { ...SCIM_USER, id: USER, externalId: "00u1okta" } }],
-  scimPatchUser: [{ path: { userId: USER }, body: { schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], Operations: [{ op: "Replace", path: "active", value: "False" }] } }],
+  scimPatchUser: [
+    {
+      path: { userId: USER },
+      body: {
+        schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        Operations: [{ op: "Replace", path: "active", value: "False" }],
+      },
+    },
+  ],
   scimDeleteUser: [{ path: { userId: USER } }],
   scimGetResourceType: [{ path: { resourceTypeId: "User" } }],
   scimGetSchema: [{ path: { schemaId: "urn:ietf:params:scim:schemas:core:2.0:User" } }],
@@ -209,17 +284,44 @@ for (const [operationId, samples] of Object.entries(scimSamples)) validSamples[o
 /** Requests the service refuses, each with the reason the schema must give. */
 const invalidSamples: Array<{ operationId: string; request: SampleRequest; why: RegExp }> = [
   { operationId: "createApiUser", request: { body: { tmcId: "not-a-uuid" } }, why: /tmcId must match format "uuid"/ },
-  { operationId: "createApiUser", request: { body: { role: "SUPER_ADMIN" } }, why: /role must be equal to one of the allowed values/ },
-  { operationId: "createApiUser", request: { body: { credentialType: "PASSWORD" } }, why: /credentialType must be equal to one of the allowed values/ },
+  {
+    operationId: "createApiUser",
+    request: { body: { role: "SUPER_ADMIN" } },
+    why: /role must be equal to one of the allowed values/,
+  },
+  {
+    operationId: "createApiUser",
+    request: { body: { credentialType: "PASSWORD" } },
+    why: /credentialType must be equal to one of the allowed values/,
+  },
   { operationId: "getApiUsers", request: { query: { limit: 101 } }, why: /query limit must be <= 100/ },
   { operationId: "getApiUsers", request: { query: { offset: -1 } }, why: /query offset must be >= 0/ },
-  { operationId: "rotateClientSecret", request: { body: { clientId: "" } }, why: /clientId must NOT have fewer than 1 characters/ },
-  { operationId: "deleteApiUser", request: { body: { clientId: "x".repeat(257) } }, why: /clientId must NOT have more than 256 characters/ },
+  {
+    operationId: "rotateClientSecret",
+    request: { body: { clientId: "" } },
+    why: /clientId must NOT have fewer than 1 characters/,
+  },
+  {
+    operationId: "deleteApiUser",
+    request: { body: { clientId: "x".repeat(257) } },
+    why: /clientId must NOT have more than 256 characters/,
+  },
   { operationId: "getUserInfo", request: { path: { userId: "42" } }, why: /path userId must match format "uuid"/ },
-  { operationId: "updateUser", request: { path: { userId: USER }, body: { persona: "EMPLOYEE" } }, why: /body must have required property 'businessInfo'/ },
   {
     operationId: "updateUser",
-    request: { path: { userId: USER }, body: { persona: "EMPLOYEE", businessInfo: { legalEntityRef: { id: LEGAL_ENTITY }, organizationRef: { id: ORG } }, personalInfo: { dob: { iso8601: "17/05/1990" } } } },
+    request: { path: { userId: USER }, body: { persona: "EMPLOYEE" } },
+    why: /body must have required property 'businessInfo'/,
+  },
+  {
+    operationId: "updateUser",
+    request: {
+      path: { userId: USER },
+      body: {
+        persona: "EMPLOYEE",
+        businessInfo: { legalEntityRef: { id: LEGAL_ENTITY }, organizationRef: { id: ORG } },
+        personalInfo: { dob: { iso8601: "17/05/1990" } },
+      },
+    },
     why: /dob\/iso8601 must match pattern/,
   },
   {
@@ -229,7 +331,12 @@ const invalidSamples: Array<{ operationId: string; request: SampleRequest; why: 
   },
   {
     operationId: "fetchCompanyTransferableUnusedCredits",
-    request: { body: { companyId: { id: ORG }, companyCreditFilter: { expiryDateRange: { expiryDateStart: { iso8601: "2026-13-01" } } } } },
+    request: {
+      body: {
+        companyId: { id: ORG },
+        companyCreditFilter: { expiryDateRange: { expiryDateStart: { iso8601: "2026-13-01" } } },
+      },
+    },
     why: /expiryDateStart\/iso8601 must match pattern/,
   },
   {
@@ -262,8 +369,10 @@ describe("OpenAPI document", () => {
       assert.notEqual(node.maxLength, 0, `${at} has maxLength 0`);
       assert.notEqual(node.pattern, "", `${at} has an empty pattern`);
       assert.notEqual(node.maxItems, 0, `${at} has maxItems 0`);
-      if (node.enum !== undefined) assert.ok(Array.isArray(node.enum) && node.enum.length > 0, `${at} has an empty enum`);
-      for (const keyword of ["minLength", "minItems"]) assert.notEqual(node[keyword], 0, `${at} has ${keyword} 0 (an unset rule read as its default)`);
+      if (node.enum !== undefined)
+        assert.ok(Array.isArray(node.enum) && node.enum.length > 0, `${at} has an empty enum`);
+      for (const keyword of ["minLength", "minItems"])
+        assert.notEqual(node[keyword], 0, `${at} has ${keyword} 0 (an unset rule read as its default)`);
       if (node.format !== undefined) assert.notEqual(node.format, "", `${at} has an empty format`);
     }
     assert.ok(strings > 50, "the walk saw the document's string schemas");
@@ -272,13 +381,21 @@ describe("OpenAPI document", () => {
   test("keeps the constraints that are set", () => {
     const s = doc.components.schemas;
     assert.deepEqual(s["travel.apiuser.v2.CreateApiUserRequest"].properties.tmcId, { type: "string", format: "uuid" });
-    assert.deepEqual(s["travel.apiuser.v2.RotateClientSecretRequest"].properties.clientId, { type: "string", minLength: 1, maxLength: 256 });
+    assert.deepEqual(s["travel.apiuser.v2.RotateClientSecretRequest"].properties.clientId, {
+      type: "string",
+      minLength: 1,
+      maxLength: 256,
+    });
     assert.deepEqual(s["travel.aircredit.v3.DateModel"].properties.iso8601, {
       type: "string",
       pattern: "^\\d{4}-(0[1-9]|1[012])-(0[1-9]|[12][0-9]|3[01])$",
     });
     assert.equal(s["travel.user.v2.BusinessInfo"].properties.email.format, "email");
-    assert.deepEqual(s["travel.apiuser.v2.ApiUserRole"].enum, ["API_USER_ROLE_UNSPECIFIED", "TMC_ADMIN", "COMPANY_ADMIN"]);
+    assert.deepEqual(s["travel.apiuser.v2.ApiUserRole"].enum, [
+      "API_USER_ROLE_UNSPECIFIED",
+      "TMC_ADMIN",
+      "COMPANY_ADMIN",
+    ]);
     const limit = doc.paths["/v2/api-users"].get.parameters.find((p: Json) => p.name === "limit");
     assert.deepEqual(limit.schema, { type: "integer", format: "int32", minimum: 0, maximum: 100 });
     // Repeated rules: item counts and the rules of each item.
@@ -304,7 +421,10 @@ describe("OpenAPI document", () => {
     assert.ok(needing.length >= 10, `found ${needing.length} operations`);
     assert.deepEqual(Object.keys(validSamples).sort(), [...needing].sort());
     for (const o of operations.filter((o) => o.body)) {
-      assert.ok(["application/json", "application/x-www-form-urlencoded", "application/scim+json"].includes(o.body!.mediaType), `${o.operationId}: ${o.body!.mediaType}`);
+      assert.ok(
+        ["application/json", "application/x-www-form-urlencoded", "application/scim+json"].includes(o.body!.mediaType),
+        `${o.operationId}: ${o.body!.mediaType}`,
+      );
     }
     assert.equal(operation("fetchOauth2Token").body?.mediaType, "application/x-www-form-urlencoded");
   });

@@ -16,7 +16,9 @@ import { contractServices } from "../../../src/rpc/routes.js";
  * unexpected failure leaves. Fastify's inject, the real router transport, no port.
  */
 
-const updateUser = restRoutesOf(contractServices).filter((r) => r.method.parent.typeName === UserService.typeName && r.method.name === "UpdateUser");
+const updateUser = restRoutesOf(contractServices).filter(
+  (r) => r.method.parent.typeName === UserService.typeName && r.method.name === "UpdateUser",
+);
 const USER_ID = "0b5e7c1e-7a0c-4f36-9d7e-3c1f5a2b9d10";
 const REF = { id: "5f0e4a6b-2c1d-4e8f-9a7b-6c5d4e3f2a1b" };
 
@@ -37,7 +39,12 @@ async function gateway(transport?: Transport): Promise<Gateway> {
       },
     });
   });
-  const app = Fastify({ logger: { level: "info", stream: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) } } });
+  const app = Fastify({
+    logger: {
+      level: "info",
+      stream: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+    },
+  });
   await app.register(formBody);
   registerRestRoutes(app, updateUser, transport ?? router);
   await app.ready();
@@ -52,7 +59,12 @@ function body(depth: number): string {
 }
 
 const put = (g: Gateway, payload: string) =>
-  g.app.inject({ method: "PUT", url: `/v2/users/${USER_ID}`, headers: { "content-type": "application/json" }, payload });
+  g.app.inject({
+    method: "PUT",
+    url: `/v2/users/${USER_ID}`,
+    headers: { "content-type": "application/json" },
+    payload,
+  });
 
 describe("jsonDepthExceeds", () => {
   test("counts arrays and objects from the value itself, scalars not at all", () => {
@@ -84,13 +96,20 @@ describe("REST gateway edge", () => {
       for (const depth of [MAX_JSON_DEPTH + 1, 49, 50, 97, 98, 101, 5000]) {
         const response = await put(g, body(depth));
         assert.equal(response.statusCode, 400, `depth ${depth}: ${response.body}`);
-        const json = JSON.parse(response.body) as { debugIdentifier: string; errorMessages: Array<{ errorCode: string; message: string }> };
+        const json = JSON.parse(response.body) as {
+          debugIdentifier: string;
+          errorMessages: Array<{ errorCode: string; message: string }>;
+        };
         assert.equal(json.debugIdentifier, response.headers["x-request-id"]);
         assert.equal(json.errorMessages[0]?.errorCode, "API_VALIDATION_FAILED");
         assert.equal(json.errorMessages[0]?.message, `The request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
       }
       assert.equal(g.calls(), 1, "no refused body reached the RPC");
-      assert.deepEqual(g.logs.filter((l) => Number(l.level) >= 50), [], "a refusal is no error");
+      assert.deepEqual(
+        g.logs.filter((l) => Number(l.level) >= 50),
+        [],
+        "a refusal is no error",
+      );
     } finally {
       await g.app.close();
     }
@@ -105,7 +124,10 @@ describe("REST gateway edge", () => {
     try {
       const response = await put(g, body(3));
       assert.equal(response.statusCode, 500, response.body);
-      const json = JSON.parse(response.body) as { debugIdentifier: string; errorMessages: Array<{ errorCode: string; message: string }> };
+      const json = JSON.parse(response.body) as {
+        debugIdentifier: string;
+        errorMessages: Array<{ errorCode: string; message: string }>;
+      };
       assert.equal(json.errorMessages[0]?.errorCode, "INTERNAL_ERROR");
       assert.doesNotMatch(response.body, /boom/);
       const logged = g.logs.filter((l) => Number(l.level) >= 50);

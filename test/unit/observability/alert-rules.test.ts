@@ -34,14 +34,31 @@ function expressions(text: string): string[] {
 function selectors(expr: string): Array<{ metric: string; labels: Array<[string, string]> }> {
   const found: Array<{ metric: string; labels: Array<[string, string]> }> = [];
   const pattern = /\b([a-z_][a-z0-9_]*)\s*(\{([^}]*)\})?\s*(\[[^\]]+\])?/g;
-  const promql = new Set(["max", "min", "sum", "rate", "increase", "by", "without", "clamp_min", "histogram_quantile", "le", "instance", "and", "or", "unless"]);
+  const promql = new Set([
+    "max",
+    "min",
+    "sum",
+    "rate",
+    "increase",
+    "by",
+    "without",
+    "clamp_min",
+    "histogram_quantile",
+    "le",
+    "instance",
+    "and",
+    "or",
+    "unless",
+  ]);
   for (const m of expr.matchAll(pattern)) {
     const name = m[1]!;
     if (promql.has(name)) continue;
     // Identifiers inside `by (...)` are label names, not metrics.
     const before = expr.slice(0, m.index).trimEnd();
     if (/by\s*\([^)]*$/.test(before)) continue;
-    const labels = [...(m[3] ?? "").matchAll(/([a-z_]+)\s*=~?\s*"([^"]*)"/g)].map((l) => [l[1]!, l[2]!] as [string, string]);
+    const labels = [...(m[3] ?? "").matchAll(/([a-z_]+)\s*=~?\s*"([^"]*)"/g)].map(
+      (l) => [l[1]!, l[2]!] as [string, string],
+    );
     found.push({ metric: name, labels });
   }
   return found;
@@ -52,15 +69,25 @@ async function checkRules(text: string): Promise<number> {
   const metrics = createMetrics();
   const exported = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name));
   // The values the metrics interceptor emits: "ok", then every Connect code as it labels it.
-  const rpcCodes = new Set(["ok", ...Object.values(Code).filter((v): v is Code => typeof v === "number").map(codeLabel)]);
+  const rpcCodes = new Set([
+    "ok",
+    ...Object.values(Code)
+      .filter((v): v is Code => typeof v === "number")
+      .map(codeLabel),
+  ]);
   let checked = 0;
   for (const expr of expressions(text)) {
     for (const { metric, labels } of selectors(expr)) {
       const base = metric.replace(/_(bucket|sum|count)$/, "");
-      assert.ok(exported.has(metric) || exported.has(base), `alert expression names ${metric}, which /metrics does not export: ${expr}`);
+      assert.ok(
+        exported.has(metric) || exported.has(base),
+        `alert expression names ${metric}, which /metrics does not export: ${expr}`,
+      );
       for (const [label, value] of labels) {
         assert.ok(hasLabel(metrics, base, label), `${metric} has no label ${label}`);
-        if (label === "code") for (const code of value.split("|")) assert.ok(rpcCodes.has(code), `rpc code label value ${code} is never emitted`);
+        if (label === "code")
+          for (const code of value.split("|"))
+            assert.ok(rpcCodes.has(code), `rpc code label value ${code} is never emitted`);
       }
       checked++;
     }
@@ -75,8 +102,14 @@ test("every metric an alert rule names is exported, with the labels and code val
 
 test("the check fails for a metric, a label or a code value that does not exist", async () => {
   await assert.rejects(checkRules("        expr: sum(rate(auth_tokens_made_up_total[5m])) > 0"), /does not export/);
-  await assert.rejects(checkRules('        expr: sum(rate(rpc_requests_total{grant="x"}[5m])) > 0'), /has no label grant/);
-  await assert.rejects(checkRules('        expr: sum(rate(rpc_requests_total{code=~"PermissionDenied"}[5m])) > 0'), /never emitted/);
+  await assert.rejects(
+    checkRules('        expr: sum(rate(rpc_requests_total{grant="x"}[5m])) > 0'),
+    /has no label grant/,
+  );
+  await assert.rejects(
+    checkRules('        expr: sum(rate(rpc_requests_total{code=~"PermissionDenied"}[5m])) > 0'),
+    /never emitted/,
+  );
 });
 
 /** prom-client keeps label names on the metric objects, not in the JSON dump. */

@@ -14,8 +14,14 @@ describe("tracing off", () => {
   test("the configuration has no endpoint unless OTEL_EXPORTER_OTLP_ENDPOINT is set, and a set one must be a URL", () => {
     assert.equal(loadConfig({}).tracing.otlpEndpoint, undefined);
     assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "  " }).tracing.otlpEndpoint, undefined);
-    assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }).tracing.otlpEndpoint, "http://collector:4318");
-    assert.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" }), (e: unknown) => e instanceof ConfigError && /OTEL_EXPORTER_OTLP_ENDPOINT/.test(e.message));
+    assert.equal(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }).tracing.otlpEndpoint,
+      "http://collector:4318",
+    );
+    assert.throws(
+      () => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" }),
+      (e: unknown) => e instanceof ConfigError && /OTEL_EXPORTER_OTLP_ENDPOINT/.test(e.message),
+    );
   });
 
   test("startTracing without an endpoint creates no provider or exporter and registers nothing", () => {
@@ -28,7 +34,10 @@ describe("tracing off", () => {
     span.end();
     assert.deepEqual(propagation.fields(), []);
     const key = Symbol("probe");
-    assert.equal(context.with(context.active().setValue(key, 1), () => context.active().getValue(key)), undefined);
+    assert.equal(
+      context.with(context.active().setValue(key, 1), () => context.active().getValue(key)),
+      undefined,
+    );
   });
 
   test("the Redis span wrapper returns the command's own promise: no wrapper, no allocation", async () => {

@@ -2,10 +2,25 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
-import { accessToken, asOperator, asRequest, bearer, provisionTmc, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
+import {
+  accessToken,
+  asOperator,
+  asRequest,
+  bearer,
+  provisionTmc,
+  rejectsWithRpc,
+  startRpc,
+  type RpcHarness,
+} from "./harness.js";
 
 const notFound = (clientId: string, debugIdentifier?: string) =>
-  ({ code: Code.NotFound, errorCode: "NOT_FOUND", message: "API user not found", params: [{ name: "clientId", value: clientId }], ...(debugIdentifier ? { debugIdentifier } : {}) }) as const;
+  ({
+    code: Code.NotFound,
+    errorCode: "NOT_FOUND",
+    message: "API user not found",
+    params: [{ name: "clientId", value: clientId }],
+    ...(debugIdentifier ? { debugIdentifier } : {}),
+  }) as const;
 
 describe("ApiUserService through the transport", () => {
   let h: RpcHarness;
@@ -29,28 +44,53 @@ describe("ApiUserService through the transport", () => {
     );
     assert.equal(listed.totalCount, 2);
 
-    const rotated = await asRequest("req-rotate", "10.1.0.1", () => h.apiUsers.rotateClientSecret({ clientId: created.clientId }, admin));
+    const rotated = await asRequest("req-rotate", "10.1.0.1", () =>
+      h.apiUsers.rotateClientSecret({ clientId: created.clientId }, admin),
+    );
     assert.equal(rotated.clientId, created.clientId);
     assert.notEqual(rotated.clientSecret, created.clientSecret);
-    await rejectsWithRpc(h.apiUsers.getApiUsers({}, bearer(token)), { code: Code.Unauthenticated, errorCode: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
-    await rejectsWithRpc(h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: created.clientId, clientSecret: created.clientSecret }), {
-      code: Code.PermissionDenied,
-      errorCode: "INVALID_CLIENT",
-      message: "Client authentication failed",
-      error: "invalid_client",
-      errorDescription: "Client authentication failed",
+    await rejectsWithRpc(h.apiUsers.getApiUsers({}, bearer(token)), {
+      code: Code.Unauthenticated,
+      errorCode: "USER_NOT_AUTHENTICATED",
+      message: "The access token has been revoked",
     });
+    await rejectsWithRpc(
+      h.auth.fetchOauth2Token({
+        grantType: "client_credentials",
+        clientId: created.clientId,
+        clientSecret: created.clientSecret,
+      }),
+      {
+        code: Code.PermissionDenied,
+        errorCode: "INVALID_CLIENT",
+        message: "Client authentication failed",
+        error: "invalid_client",
+        errorDescription: "Client authentication failed",
+      },
+    );
     const newToken = await accessToken(h, created.clientId, rotated.clientSecret);
 
-    assert.deepEqual(await asRequest("req-revoke", "10.1.0.1", () => h.apiUsers.deleteApiUser({ clientId: created.clientId }, admin)).then((r) => ({ ...r })), {
-      $typeName: "travel.apiuser.v2.DeleteApiUserResponse",
+    assert.deepEqual(
+      await asRequest("req-revoke", "10.1.0.1", () =>
+        h.apiUsers.deleteApiUser({ clientId: created.clientId }, admin),
+      ).then((r) => ({ ...r })),
+      {
+        $typeName: "travel.apiuser.v2.DeleteApiUserResponse",
+      },
+    );
+    await rejectsWithRpc(h.apiUsers.getApiUsers({}, bearer(newToken)), {
+      code: Code.Unauthenticated,
+      errorCode: "USER_NOT_AUTHENTICATED",
+      message: "The access token has been revoked",
     });
-    await rejectsWithRpc(h.apiUsers.getApiUsers({}, bearer(newToken)), { code: Code.Unauthenticated, errorCode: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
     await rejectsWithRpc(
       asRequest("req-again", "10.1.0.1", () => h.apiUsers.deleteApiUser({ clientId: created.clientId }, admin)),
       notFound(created.clientId, "req-again"),
     );
-    await rejectsWithRpc(h.apiUsers.rotateClientSecret({ clientId: created.clientId }, admin), notFound(created.clientId));
+    await rejectsWithRpc(
+      h.apiUsers.rotateClientSecret({ clientId: created.clientId }, admin),
+      notFound(created.clientId),
+    );
 
     const trail = await h.operator.listAuditEvents({ tmcId: tenant.tmcId, limit: 3 }, asOperator);
     assert.deepEqual(
@@ -65,11 +105,17 @@ describe("ApiUserService through the transport", () => {
   });
 
   test("a SCIM-token company admin: a SCIM token instead of a secret; rotation answers a new SCIM token", async () => {
-    const created = await h.apiUsers.createApiUser({ orgId: tenant.orgId, role: ApiUserRole.COMPANY_ADMIN, credentialType: ApiUserCredentialType.SCIM_TOKEN }, admin);
+    const created = await h.apiUsers.createApiUser(
+      { orgId: tenant.orgId, role: ApiUserRole.COMPANY_ADMIN, credentialType: ApiUserCredentialType.SCIM_TOKEN },
+      admin,
+    );
     assert.equal(created.clientSecret, "");
     assert.notEqual(created.scimToken, "");
     const rotated = await h.apiUsers.rotateClientSecret({ clientId: created.clientId }, admin);
-    assert.deepEqual([rotated.clientSecret, rotated.scimToken === created.scimToken, rotated.scimToken.length > 0], ["", false, true]);
+    assert.deepEqual(
+      [rotated.clientSecret, rotated.scimToken === created.scimToken, rotated.scimToken.length > 0],
+      ["", false, true],
+    );
     await h.apiUsers.deleteApiUser({ clientId: created.clientId }, admin);
   });
 
@@ -124,7 +170,10 @@ describe("ApiUserService through the transport", () => {
     const ids = [paged.clientId];
     for (let i = 0; i < 4; i++) ids.push((await h.apiUsers.createApiUser({}, pagedAdmin)).clientId);
     const page = async (limit?: number, offset?: number) => {
-      const response = await h.apiUsers.getApiUsers({ ...(limit === undefined ? {} : { limit }), ...(offset === undefined ? {} : { offset }) }, pagedAdmin);
+      const response = await h.apiUsers.getApiUsers(
+        { ...(limit === undefined ? {} : { limit }), ...(offset === undefined ? {} : { offset }) },
+        pagedAdmin,
+      );
       return [response.apiUsers.map((u) => u.clientId), response.totalCount];
     };
     assert.deepEqual(await page(), [ids, 5]);
@@ -140,14 +189,30 @@ describe("ApiUserService through the transport", () => {
       await rejectsWithRpc(h.apiUsers.rotateClientSecret({ clientId }, admin), notFound(clientId));
       await rejectsWithRpc(h.apiUsers.deleteApiUser({ clientId }, admin), notFound(clientId));
     }
-    assert.equal((await h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId: other.clientId, clientSecret: other.clientSecret })).tokenType, "Bearer");
-    assert.equal((await h.apiUsers.getApiUsers({}, admin)).apiUsers.some((u) => u.clientId === other.clientId), false);
+    assert.equal(
+      (
+        await h.auth.fetchOauth2Token({
+          grantType: "client_credentials",
+          clientId: other.clientId,
+          clientSecret: other.clientSecret,
+        })
+      ).tokenType,
+      "Bearer",
+    );
+    assert.equal(
+      (await h.apiUsers.getApiUsers({}, admin)).apiUsers.some((u) => u.clientId === other.clientId),
+      false,
+    );
   });
 
   test("an admin may revoke itself; its own token stops working at once", async () => {
     const lone = await provisionTmc(h);
     const loneToken = bearer(await accessToken(h, lone.clientId, lone.clientSecret));
     await h.apiUsers.deleteApiUser({ clientId: lone.clientId }, loneToken);
-    await rejectsWithRpc(h.apiUsers.getApiUsers({}, loneToken), { code: Code.Unauthenticated, errorCode: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
+    await rejectsWithRpc(h.apiUsers.getApiUsers({}, loneToken), {
+      code: Code.Unauthenticated,
+      errorCode: "USER_NOT_AUTHENTICATED",
+      message: "The access token has been revoked",
+    });
   });
 });

@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { FieldPathSchema, ViolationSchema, ViolationsSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import {
+  FieldPathSchema,
+  ViolationSchema,
+  ViolationsSchema,
+} from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { GetApiUsersRequestSchema } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { ErrorDialect, ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
@@ -82,27 +86,24 @@ describe("Connect code → HTTP status", () => {
   });
 
   test("the rest follow the Connect protocol's table", () => {
-    assert.deepEqual(
-      Object.fromEntries(ALL_CODES.map((code) => [Code[code], STATUS_BY_CODE[code]])),
-      {
-        Canceled: 499,
-        Unknown: 500,
-        InvalidArgument: 400,
-        DeadlineExceeded: 504,
-        NotFound: 404,
-        AlreadyExists: 409,
-        PermissionDenied: 403,
-        ResourceExhausted: 429,
-        FailedPrecondition: 400,
-        Aborted: 409,
-        OutOfRange: 400,
-        Unimplemented: 501,
-        Internal: 500,
-        Unavailable: 503,
-        DataLoss: 500,
-        Unauthenticated: 401,
-      },
-    );
+    assert.deepEqual(Object.fromEntries(ALL_CODES.map((code) => [Code[code], STATUS_BY_CODE[code]])), {
+      Canceled: 499,
+      Unknown: 500,
+      InvalidArgument: 400,
+      DeadlineExceeded: 504,
+      NotFound: 404,
+      AlreadyExists: 409,
+      PermissionDenied: 403,
+      ResourceExhausted: 429,
+      FailedPrecondition: 400,
+      Aborted: 409,
+      OutOfRange: 400,
+      Unimplemented: 501,
+      Internal: 500,
+      Unavailable: 503,
+      DataLoss: 500,
+      Unauthenticated: 401,
+    });
   });
 });
 
@@ -114,7 +115,10 @@ describe("catalogue code → translateError → Connect code → HTTP status", (
   for (const errorCode of Object.keys(ERROR_CODES) as ErrorCode[]) {
     test(errorCode, () => {
       const expected = EXPECTED[errorCode];
-      const error = new DomainError(errorCode, `message of ${errorCode}`, { params: [{ name: "p", value: "v" }], detail: "d" });
+      const error = new DomainError(errorCode, `message of ${errorCode}`, {
+        params: [{ name: "p", value: "v" }],
+        detail: "d",
+      });
       const translated = translateError(error, "req-7");
       assert.equal(translated.code, expected.code, `Connect code of ${errorCode}`);
       assert.equal(CODE_BY_KIND[error.kind], expected.code);
@@ -122,17 +126,30 @@ describe("catalogue code → translateError → Connect code → HTTP status", (
       assert.deepEqual(
         {
           debugIdentifier: translated.body.debugIdentifier,
-          messages: translated.body.errorMessages.map((m) => [m.errorCode, m.message, m.errorParameters.map((p) => [p.name, p.value]), m.errorDetail]),
+          messages: translated.body.errorMessages.map((m) => [
+            m.errorCode,
+            m.message,
+            m.errorParameters.map((p) => [p.name, p.value]),
+            m.errorDetail,
+          ]),
           error: translated.body.error,
           errorDescription: translated.body.errorDescription,
         },
-        { debugIdentifier: "req-7", messages: [[errorCode, `message of ${errorCode}`, [["p", "v"]], "d"]], error: "", errorDescription: "" },
+        {
+          debugIdentifier: "req-7",
+          messages: [[errorCode, `message of ${errorCode}`, [["p", "v"]], "d"]],
+          error: "",
+          errorDescription: "",
+        },
       );
 
       // The OAuth dialect: RFC 6749's `error` for the token endpoints' codes, invalid_request for any other 400, nothing else.
       const oauth = translateError(error, "req-7", undefined, ErrorDialect.OAUTH);
       assert.equal(oauth.code, expected.code);
-      assert.deepEqual([oauth.body.error, oauth.body.errorDescription], expected.oauth ? [expected.oauth, `message of ${errorCode}`] : ["", ""]);
+      assert.deepEqual(
+        [oauth.body.error, oauth.body.errorDescription],
+        expected.oauth ? [expected.oauth, `message of ${errorCode}`] : ["", ""],
+      );
 
       // The ConnectError carries the body as its detail, for every protocol.
       const connectError = toConnectError(translated);
@@ -158,25 +175,58 @@ describe("catalogue code → translateError → Connect code → HTTP status", (
       API_VALIDATION_FAILED: "invalidSyntax",
     };
     for (const errorCode of Object.keys(ERROR_CODES) as ErrorCode[]) {
-      const translated = translateError(new DomainError(errorCode, `message of ${errorCode}`), "req-s", undefined, ErrorDialect.SCIM);
+      const translated = translateError(
+        new DomainError(errorCode, `message of ${errorCode}`),
+        "req-s",
+        undefined,
+        ErrorDialect.SCIM,
+      );
       assert.deepEqual(
-        [translated.code, translated.body.schemas, translated.body.scimType, translated.body.detail, translated.body.status, translated.body.error],
-        [EXPECTED[errorCode].code, ["urn:ietf:params:scim:api:messages:2.0:Error"], scimTypes[errorCode] ?? "", `message of ${errorCode}`, "", ""],
+        [
+          translated.code,
+          translated.body.schemas,
+          translated.body.scimType,
+          translated.body.detail,
+          translated.body.status,
+          translated.body.error,
+        ],
+        [
+          EXPECTED[errorCode].code,
+          ["urn:ietf:params:scim:api:messages:2.0:Error"],
+          scimTypes[errorCode] ?? "",
+          `message of ${errorCode}`,
+          "",
+          "",
+        ],
         errorCode,
       );
-      const { status, json } = renderError(new DomainError(errorCode, `message of ${errorCode}`), "req-s", ErrorDialect.SCIM);
+      const { status, json } = renderError(
+        new DomainError(errorCode, `message of ${errorCode}`),
+        "req-s",
+        ErrorDialect.SCIM,
+      );
       assert.equal(status, EXPECTED[errorCode].status);
       assert.equal((json as Record<string, unknown>).status, String(status), errorCode);
     }
     const plain = translateError(new DomainError("INVALID_FILTER", "x"), "req-p");
-    assert.deepEqual([plain.body.schemas, plain.body.scimType, plain.body.detail], [[], "", ""], "other dialects carry no SCIM fields");
+    assert.deepEqual(
+      [plain.body.schemas, plain.body.scimType, plain.body.detail],
+      [[], "", ""],
+      "other dialects carry no SCIM fields",
+    );
   });
 });
 
 describe("failures that are not DomainErrors", () => {
   test("anything else is INTERNAL_ERROR (500) with a message that reveals nothing", () => {
     const secrets = new Error('password authentication failed for user "postgres" at 10.0.0.5:5432 (secret=hunter2)');
-    for (const thrown of [secrets, new TypeError("Cannot read properties of undefined (reading 'tmcId')"), "a string", undefined, { code: "23505" }]) {
+    for (const thrown of [
+      secrets,
+      new TypeError("Cannot read properties of undefined (reading 'tmcId')"),
+      "a string",
+      undefined,
+      { code: "23505" },
+    ]) {
       const translated = translateError(thrown, "req-9", undefined, ErrorDialect.OAUTH);
       assert.equal(translated.code, Code.Internal);
       assert.equal(translated.errorCode, "INTERNAL_ERROR");
@@ -185,16 +235,26 @@ describe("failures that are not DomainErrors", () => {
         translated.body.errorMessages.map((m) => [m.errorCode, m.message, m.errorParameters.length, m.errorDetail]),
         [["INTERNAL_ERROR", "An internal error occurred", 0, ""]],
       );
-      assert.deepEqual([translated.body.error, translated.body.errorDescription, translated.body.debugIdentifier], ["", "", "req-9"]);
+      assert.deepEqual(
+        [translated.body.error, translated.body.errorDescription, translated.body.debugIdentifier],
+        ["", "", "req-9"],
+      );
       const wire = JSON.stringify(toConnectError(translated).findDetails(ErrorResponseSchema));
-      for (const leak of ["hunter2", "postgres", "10.0.0.5", "tmcId", "23505"]) assert.equal(wire.includes(leak), false, leak);
+      for (const leak of ["hunter2", "postgres", "10.0.0.5", "tmcId", "23505"])
+        assert.equal(wire.includes(leak), false, leak);
     }
   });
 
   test("a ConnectError that already carries an ErrorResponse keeps it; other Connect codes map to their catalogue code", () => {
     const body = translateError(new DomainError("NOT_FOUND", "TMC not found"), "req-a").body;
-    const passed = translateError(new ConnectError("x", Code.NotFound, undefined, [{ desc: ErrorResponseSchema, value: body }]), "req-b");
-    assert.deepEqual([passed.code, passed.errorCode, passed.body.debugIdentifier, passed.body.errorMessages[0]?.message], [Code.NotFound, "NOT_FOUND", "req-a", "TMC not found"]);
+    const passed = translateError(
+      new ConnectError("x", Code.NotFound, undefined, [{ desc: ErrorResponseSchema, value: body }]),
+      "req-b",
+    );
+    assert.deepEqual(
+      [passed.code, passed.errorCode, passed.body.debugIdentifier, passed.body.errorMessages[0]?.message],
+      [Code.NotFound, "NOT_FOUND", "req-a", "TMC not found"],
+    );
 
     const mapped: Array<[Code, ErrorCode]> = [
       [Code.NotFound, "NOT_FOUND"],
@@ -206,7 +266,11 @@ describe("failures that are not DomainErrors", () => {
     ];
     for (const [code, errorCode] of mapped) {
       const translated = translateError(new ConnectError("raw words", code), "req-c");
-      assert.deepEqual([translated.errorCode, translated.body.errorMessages[0]?.message], [errorCode, errorCode === "INTERNAL_ERROR" ? "An internal error occurred" : "raw words"], Code[code]);
+      assert.deepEqual(
+        [translated.errorCode, translated.body.errorMessages[0]?.message],
+        [errorCode, errorCode === "INTERNAL_ERROR" ? "An internal error occurred" : "raw words"],
+        Code[code],
+      );
     }
   });
 
@@ -214,12 +278,30 @@ describe("failures that are not DomainErrors", () => {
     const violation = (fieldNumber: number, fieldName: string, message: string) =>
       create(ViolationSchema, { field: create(FieldPathSchema, { elements: [{ fieldNumber, fieldName }] }), message });
     const error = new ConnectError("invalid", Code.InvalidArgument, undefined, [
-      { desc: ViolationsSchema, value: create(ViolationsSchema, { violations: [violation(1, "limit", "too big"), violation(2, "offset", "too small")] }) },
+      {
+        desc: ViolationsSchema,
+        value: create(ViolationsSchema, {
+          violations: [violation(1, "limit", "too big"), violation(2, "offset", "too small")],
+        }),
+      },
     ]);
     const translated = translateError(error, "req-v", GetApiUsersRequestSchema, ErrorDialect.OAUTH);
     assert.deepEqual(
-      [translated.code, translated.errorCode, translated.body.errorMessages[0]?.errorParameters.map((p) => [p.name, p.value]), translated.body.error],
-      [Code.InvalidArgument, "API_VALIDATION_FAILED", [["limit", "too big"], ["offset", "too small"]], "invalid_request"],
+      [
+        translated.code,
+        translated.errorCode,
+        translated.body.errorMessages[0]?.errorParameters.map((p) => [p.name, p.value]),
+        translated.body.error,
+      ],
+      [
+        Code.InvalidArgument,
+        "API_VALIDATION_FAILED",
+        [
+          ["limit", "too big"],
+          ["offset", "too small"],
+        ],
+        "invalid_request",
+      ],
     );
   });
 });

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { AsyncLocalStorage } from "node:async_hooks";
-import { Code, ConnectError, createClient, createContextValues, type Client, type Transport } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createContextValues,
+  type Client,
+  type Transport,
+} from "@connectrpc/connect";
 import { ApiUserService } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { AuthService } from "../../../gen/travel/auth/v2/auth_pb.js";
 import { ErrorResponseSchema, type ErrorResponse } from "../../../gen/travel/common/v1/error_pb.js";
@@ -48,7 +55,10 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   const store = createInMemoryStore({ clock: clock.now });
   const config = loadConfig({ TOKEN_ISSUER: ISSUER, ...env });
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
-  const shared = openSharedState({ redis: undefined, keyPrefix: "t:", credentialCacheSeconds: 300, onRateLimitFallback: () => {} }, silentLogger);
+  const shared = openSharedState(
+    { redis: undefined, keyPrefix: "t:", credentialCacheSeconds: 300, onRateLimitFallback: () => {} },
+    silentLogger,
+  );
   const metrics = createMetrics();
   const feed = new FakeChangeFeed(store.db);
   const domain = createDomainServices({
@@ -67,7 +77,10 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   await domain.signingKeys.start();
   await domain.generations.start();
   await feed.connecting;
-  const core = createRpcCore({ ...domain, operator: { ...domain.operator, migrate: async () => [] } }, { logger: silentLogger, metrics, principalBudget: config.principalBudget });
+  const core = createRpcCore(
+    { ...domain, operator: { ...domain.operator, migrate: async () => [] } },
+    { logger: silentLogger, metrics, principalBudget: config.principalBudget },
+  );
   const rpc = { ...core, transport: withAmbientRequest(core.transport) };
   return {
     clock,
@@ -108,7 +121,10 @@ export const bearer = (token: string) => ({ headers: { authorization: `Bearer ${
 export const asOperator = bearer(OPERATOR_TOKEN);
 
 /** A TMC (limit `maxApiUsers`) with one company and a TMC admin created by the operator. */
-export async function provisionTmc(h: RpcHarness, maxApiUsers = 5): Promise<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }> {
+export async function provisionTmc(
+  h: RpcHarness,
+  maxApiUsers = 5,
+): Promise<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }> {
   const { tmcId } = await h.operator.createTmc({ name: "Globetrotter TMC", maxApiUsers }, asOperator);
   const { orgId } = await h.operator.createCompany({ tmcId, name: "Acme" }, asOperator);
   const { clientId, clientSecret } = await h.operator.createApiUser({ tmcId }, asOperator);
@@ -118,7 +134,9 @@ export async function provisionTmc(h: RpcHarness, maxApiUsers = 5): Promise<{ tm
 /** An access token by client_credentials over the transport (each from its own address, so budgets do not interfere). */
 export async function accessToken(h: RpcHarness, clientId: string, clientSecret: string, scope = ""): Promise<string> {
   const address = `10.${crypto.randomInt(255)}.${crypto.randomInt(255)}.${crypto.randomInt(255)}`;
-  const response = await asRequest("token", address, () => h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId, clientSecret, scope }));
+  const response = await asRequest("token", address, () =>
+    h.auth.fetchOauth2Token({ grantType: "client_credentials", clientId, clientSecret, scope }),
+  );
   return response.accessToken;
 }
 
@@ -128,7 +146,10 @@ export async function connectErrorOf(call: Promise<unknown>): Promise<ConnectErr
     () => undefined,
     (e: unknown) => e,
   );
-  assert.ok(error instanceof ConnectError, `expected a ConnectError, got ${error === undefined ? "success" : String(error)}`);
+  assert.ok(
+    error instanceof ConnectError,
+    `expected a ConnectError, got ${error === undefined ? "success" : String(error)}`,
+  );
   return error;
 }
 
@@ -144,7 +165,10 @@ export interface ExpectedRpcError {
 }
 
 /** The Connect code and the ErrorResponse detail, exactly. */
-export async function rejectsWithRpc(call: Promise<unknown>, expected: ExpectedRpcError): Promise<{ error: ConnectError; body: ErrorResponse }> {
+export async function rejectsWithRpc(
+  call: Promise<unknown>,
+  expected: ExpectedRpcError,
+): Promise<{ error: ConnectError; body: ErrorResponse }> {
   const error = await connectErrorOf(call);
   const [body, ...more] = error.findDetails(ErrorResponseSchema);
   assert.ok(body, `no ErrorResponse detail on ${Code[error.code]}: ${error.rawMessage}`);
@@ -153,7 +177,12 @@ export async function rejectsWithRpc(call: Promise<unknown>, expected: ExpectedR
     {
       code: Code[error.code],
       rawMessage: error.rawMessage,
-      errorMessages: body.errorMessages.map((m) => ({ errorCode: m.errorCode, message: m.message, errorParameters: m.errorParameters.map((p) => ({ name: p.name, value: p.value })), errorDetail: m.errorDetail })),
+      errorMessages: body.errorMessages.map((m) => ({
+        errorCode: m.errorCode,
+        message: m.message,
+        errorParameters: m.errorParameters.map((p) => ({ name: p.name, value: p.value })),
+        errorDetail: m.errorDetail,
+      })),
       error: body.error,
       errorDescription: body.errorDescription,
       ...(expected.debugIdentifier === undefined ? {} : { debugIdentifier: body.debugIdentifier }),
@@ -161,7 +190,14 @@ export async function rejectsWithRpc(call: Promise<unknown>, expected: ExpectedR
     {
       code: Code[expected.code],
       rawMessage: expected.message,
-      errorMessages: [{ errorCode: expected.errorCode, message: expected.message, errorParameters: [...(expected.params ?? [])], errorDetail: "" }],
+      errorMessages: [
+        {
+          errorCode: expected.errorCode,
+          message: expected.message,
+          errorParameters: [...(expected.params ?? [])],
+          errorDetail: "",
+        },
+      ],
       error: expected.error ?? "",
       errorDescription: expected.errorDescription ?? "",
       ...(expected.debugIdentifier === undefined ? {} : { debugIdentifier: expected.debugIdentifier }),

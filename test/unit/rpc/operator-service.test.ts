@@ -4,10 +4,24 @@ import { before, describe, test } from "node:test";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
-import { accessToken, asOperator, asRequest, bearer, provisionTmc, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
+import {
+  accessToken,
+  asOperator,
+  asRequest,
+  bearer,
+  provisionTmc,
+  rejectsWithRpc,
+  startRpc,
+  type RpcHarness,
+} from "./harness.js";
 
 const invalid = (params: Array<{ name: string; value: string }>) =>
-  ({ code: Code.InvalidArgument, errorCode: "API_VALIDATION_FAILED", message: "The request is invalid", params }) as const;
+  ({
+    code: Code.InvalidArgument,
+    errorCode: "API_VALIDATION_FAILED",
+    message: "The request is invalid",
+    params,
+  }) as const;
 
 describe("OperatorService: TMCs, API users, trusted issuers and the audit trail", () => {
   let h: RpcHarness;
@@ -19,7 +33,10 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
     const a = await provisionTmc(h, 4);
     const { tmcId: b } = await h.operator.createTmc({ name: "Zeta Travel", maxApiUsers: 2 }, asOperator);
     const got = await h.operator.getTmc({ tmcId: a.tmcId }, asOperator);
-    assert.deepEqual([got.tmc?.tmcId, got.tmc?.name, got.tmc?.maxApiUsers, got.tmc?.activeApiUsers], [a.tmcId, "Globetrotter TMC", 4, 1]);
+    assert.deepEqual(
+      [got.tmc?.tmcId, got.tmc?.name, got.tmc?.maxApiUsers, got.tmc?.activeApiUsers],
+      [a.tmcId, "Globetrotter TMC", 4, 1],
+    );
 
     const all = await h.operator.listTmcs({}, asOperator);
     assert.equal(all.totalCount, all.tmcs.length);
@@ -37,8 +54,16 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
     assert.equal(second.totalCount, all.totalCount);
 
     const unknown = crypto.randomUUID();
-    await rejectsWithRpc(h.operator.getTmc({ tmcId: unknown }, asOperator), { code: Code.NotFound, errorCode: "NOT_FOUND", message: "TMC not found", params: [{ name: "tmcId", value: unknown }] });
-    await rejectsWithRpc(h.operator.getTmc({ tmcId: "nope" }, asOperator), invalid([{ name: "tmcId", value: "must be a valid UUID" }]));
+    await rejectsWithRpc(h.operator.getTmc({ tmcId: unknown }, asOperator), {
+      code: Code.NotFound,
+      errorCode: "NOT_FOUND",
+      message: "TMC not found",
+      params: [{ name: "tmcId", value: unknown }],
+    });
+    await rejectsWithRpc(
+      h.operator.getTmc({ tmcId: "nope" }, asOperator),
+      invalid([{ name: "tmcId", value: "must be a valid UUID" }]),
+    );
     await rejectsWithRpc(
       h.operator.listTmcs({ limit: 0, offset: -1 }, asOperator),
       invalid([
@@ -50,7 +75,15 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
 
   test("list API users: role, credential type, creation and the last token issued (from the audit trail); paging", async () => {
     const tenant = await provisionTmc(h, 5);
-    const scim = await h.operator.createApiUser({ tmcId: tenant.tmcId, orgId: tenant.orgId, role: ApiUserRole.COMPANY_ADMIN, credentialType: ApiUserCredentialType.SCIM_TOKEN }, asOperator);
+    const scim = await h.operator.createApiUser(
+      {
+        tmcId: tenant.tmcId,
+        orgId: tenant.orgId,
+        role: ApiUserRole.COMPANY_ADMIN,
+        credentialType: ApiUserCredentialType.SCIM_TOKEN,
+      },
+      asOperator,
+    );
     await accessToken(h, tenant.clientId, tenant.clientSecret);
     h.clock.advanceSeconds(1);
     await accessToken(h, tenant.clientId, tenant.clientSecret);
@@ -75,8 +108,16 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
     const page = await h.operator.listApiUsers({ tmcId: tenant.tmcId, limit: 1, offset: 1 }, asOperator);
     assert.deepEqual([page.apiUsers.map((u) => u.clientId), page.totalCount], [[scim.clientId], 2]);
     const unknown = crypto.randomUUID();
-    await rejectsWithRpc(h.operator.listApiUsers({ tmcId: unknown }, asOperator), { code: Code.NotFound, errorCode: "NOT_FOUND", message: "TMC not found", params: [{ name: "tmcId", value: unknown }] });
-    await rejectsWithRpc(h.operator.listApiUsers({ tmcId: tenant.tmcId, limit: 1001 }, asOperator), invalid([{ name: "limit", value: "must be greater than or equal to 1 and less than or equal to 1000" }]));
+    await rejectsWithRpc(h.operator.listApiUsers({ tmcId: unknown }, asOperator), {
+      code: Code.NotFound,
+      errorCode: "NOT_FOUND",
+      message: "TMC not found",
+      params: [{ name: "tmcId", value: unknown }],
+    });
+    await rejectsWithRpc(
+      h.operator.listApiUsers({ tmcId: tenant.tmcId, limit: 1001 }, asOperator),
+      invalid([{ name: "limit", value: "must be greater than or equal to 1 and less than or equal to 1000" }]),
+    );
   });
 
   test("revoke as operator: the tokens die at once; audited with the operator as actor; a second revoke is NOT_FOUND", async () => {
@@ -84,9 +125,15 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
     const token = await accessToken(h, tenant.clientId, tenant.clientSecret);
     await h.apiUsers.getApiUsers({}, bearer(token));
 
-    const revoked = await asRequest("req-op-revoke", "10.9.0.1", () => h.operator.revokeApiUser({ tmcId: tenant.tmcId, clientId: tenant.clientId }, asOperator));
+    const revoked = await asRequest("req-op-revoke", "10.9.0.1", () =>
+      h.operator.revokeApiUser({ tmcId: tenant.tmcId, clientId: tenant.clientId }, asOperator),
+    );
     assert.deepEqual([revoked.tmcId, revoked.clientId], [tenant.tmcId, tenant.clientId]);
-    await rejectsWithRpc(h.apiUsers.getApiUsers({}, bearer(token)), { code: Code.Unauthenticated, errorCode: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" });
+    await rejectsWithRpc(h.apiUsers.getApiUsers({}, bearer(token)), {
+      code: Code.Unauthenticated,
+      errorCode: "USER_NOT_AUTHENTICATED",
+      message: "The access token has been revoked",
+    });
     assert.equal((await h.operator.getTmc({ tmcId: tenant.tmcId }, asOperator)).tmc?.activeApiUsers, 0);
 
     const trail = await h.operator.listAuditEvents({ tmcId: tenant.tmcId, actions: ["API_USER_REVOKE"] }, asOperator);
@@ -108,18 +155,45 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
       message: "API user not found",
       params: [{ name: "clientId", value: other.clientId }],
     });
-    await rejectsWithRpc(h.operator.revokeApiUser({ tmcId: "x", clientId: "" }, asOperator), invalid([
-      { name: "tmcId", value: "must be a valid UUID" },
-      { name: "clientId", value: "must be at least 1 characters" },
-    ]));
+    await rejectsWithRpc(
+      h.operator.revokeApiUser({ tmcId: "x", clientId: "" }, asOperator),
+      invalid([
+        { name: "tmcId", value: "must be a valid UUID" },
+        { name: "clientId", value: "must be at least 1 characters" },
+      ]),
+    );
   });
 
   test("trusted issuers: list by issuer, remove (audited), NOT_FOUND for one the TMC does not trust", async () => {
     const tenant = await provisionTmc(h, 5);
     const other = await provisionTmc(h, 5);
-    await h.operator.addTrustedIssuer({ tmcId: tenant.tmcId, issuer: "https://b.idp.example", jwksUri: "https://b.idp.example/jwks", audience: "aud-b" }, asOperator);
-    await h.operator.addTrustedIssuer({ tmcId: tenant.tmcId, issuer: "https://a.idp.example", jwks: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}', audience: "aud-a" }, asOperator);
-    await h.operator.addTrustedIssuer({ tmcId: other.tmcId, issuer: "https://other.idp.example", jwksUri: "https://other.idp.example/jwks", audience: "x" }, asOperator);
+    await h.operator.addTrustedIssuer(
+      {
+        tmcId: tenant.tmcId,
+        issuer: "https://b.idp.example",
+        jwksUri: "https://b.idp.example/jwks",
+        audience: "aud-b",
+      },
+      asOperator,
+    );
+    await h.operator.addTrustedIssuer(
+      {
+        tmcId: tenant.tmcId,
+        issuer: "https://a.idp.example",
+        jwks: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}',
+        audience: "aud-a",
+      },
+      asOperator,
+    );
+    await h.operator.addTrustedIssuer(
+      {
+        tmcId: other.tmcId,
+        issuer: "https://other.idp.example",
+        jwksUri: "https://other.idp.example/jwks",
+        audience: "x",
+      },
+      asOperator,
+    );
 
     const listed = await h.operator.listTrustedIssuers({ tmcId: tenant.tmcId }, asOperator);
     assert.deepEqual(
@@ -129,26 +203,40 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
         ["https://b.idp.example", "https://b.idp.example/jwks", false, "aud-b"],
       ],
     );
-    await asRequest("req-issuer-remove", "10.9.0.2", () => h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "https://b.idp.example" }, asOperator));
-    assert.deepEqual((await h.operator.listTrustedIssuers({ tmcId: tenant.tmcId }, asOperator)).issuers.map((i) => i.issuer), ["https://a.idp.example"]);
-    const trail = await h.operator.listAuditEvents({ tmcId: tenant.tmcId, actions: ["TRUSTED_ISSUER_REMOVE"] }, asOperator);
+    await asRequest("req-issuer-remove", "10.9.0.2", () =>
+      h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "https://b.idp.example" }, asOperator),
+    );
+    assert.deepEqual(
+      (await h.operator.listTrustedIssuers({ tmcId: tenant.tmcId }, asOperator)).issuers.map((i) => i.issuer),
+      ["https://a.idp.example"],
+    );
+    const trail = await h.operator.listAuditEvents(
+      { tmcId: tenant.tmcId, actions: ["TRUSTED_ISSUER_REMOVE"] },
+      asOperator,
+    );
     assert.deepEqual(
       trail.events.map((e) => [e.actor, e.debugIdentifier, e.details.issuer]),
       [["operator", "req-issuer-remove", "https://b.idp.example"]],
     );
 
     // Another TMC's issuer cannot be removed through this one.
-    await rejectsWithRpc(h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "https://other.idp.example" }, asOperator), {
-      code: Code.NotFound,
-      errorCode: "NOT_FOUND",
-      message: "Trusted issuer not found",
-      params: [
-        { name: "tmcId", value: tenant.tmcId },
-        { name: "issuer", value: "https://other.idp.example" },
-      ],
-    });
+    await rejectsWithRpc(
+      h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "https://other.idp.example" }, asOperator),
+      {
+        code: Code.NotFound,
+        errorCode: "NOT_FOUND",
+        message: "Trusted issuer not found",
+        params: [
+          { name: "tmcId", value: tenant.tmcId },
+          { name: "issuer", value: "https://other.idp.example" },
+        ],
+      },
+    );
     assert.equal((await h.operator.listTrustedIssuers({ tmcId: other.tmcId }, asOperator)).issuers.length, 1);
-    await rejectsWithRpc(h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "" }, asOperator), invalid([{ name: "issuer", value: "must be at least 1 characters" }]));
+    await rejectsWithRpc(
+      h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "" }, asOperator),
+      invalid([{ name: "issuer", value: "must be at least 1 characters" }]),
+    );
   });
 
   test("audit list: filters by action, client id and time range; pages by next_page_token", async () => {
@@ -166,21 +254,45 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
     );
     assert.equal(all.nextPageToken, "", "one page holds them all");
 
-    const first = await h.operator.listAuditEvents({ tmcId: tenant.tmcId, actions: ["API_USER_CREATE"], limit: 2 }, asOperator);
-    assert.deepEqual(first.events.map((e) => e.targetClientId), [created[2], created[1]]);
+    const first = await h.operator.listAuditEvents(
+      { tmcId: tenant.tmcId, actions: ["API_USER_CREATE"], limit: 2 },
+      asOperator,
+    );
+    assert.deepEqual(
+      first.events.map((e) => e.targetClientId),
+      [created[2], created[1]],
+    );
     assert.notEqual(first.nextPageToken, "");
-    const rest = await h.operator.listAuditEvents({ tmcId: tenant.tmcId, actions: ["API_USER_CREATE"], limit: 2, pageToken: first.nextPageToken }, asOperator);
-    assert.deepEqual(rest.events.map((e) => e.targetClientId), [created[0], tenant.clientId]);
+    const rest = await h.operator.listAuditEvents(
+      { tmcId: tenant.tmcId, actions: ["API_USER_CREATE"], limit: 2, pageToken: first.nextPageToken },
+      asOperator,
+    );
+    assert.deepEqual(
+      rest.events.map((e) => e.targetClientId),
+      [created[0], tenant.clientId],
+    );
 
     const ofOne = await h.operator.listAuditEvents({ tmcId: tenant.tmcId, clientId: created[1]! }, asOperator);
-    assert.deepEqual(ofOne.events.map((e) => [e.action, e.targetClientId]), [["API_USER_CREATE", created[1]]]);
+    assert.deepEqual(
+      ofOne.events.map((e) => [e.action, e.targetClientId]),
+      [["API_USER_CREATE", created[1]]],
+    );
 
     const times = all.events.map((e) => new Date(e.occurredAt));
     const window = await h.operator.listAuditEvents(
-      { tmcId: tenant.tmcId, actions: ["API_USER_CREATE"], since: timestampFromDate(times[2]!), until: timestampFromDate(times[0]!) },
+      {
+        tmcId: tenant.tmcId,
+        actions: ["API_USER_CREATE"],
+        since: timestampFromDate(times[2]!),
+        until: timestampFromDate(times[0]!),
+      },
       asOperator,
     );
-    assert.deepEqual(window.events.map((e) => e.targetClientId), [created[1], created[0]], "since is inclusive, until exclusive");
+    assert.deepEqual(
+      window.events.map((e) => e.targetClientId),
+      [created[1], created[0]],
+      "since is inclusive, until exclusive",
+    );
 
     await rejectsWithRpc(
       h.operator.listAuditEvents({ tmcId: tenant.tmcId, pageToken: "abc", actions: [""] }, asOperator),

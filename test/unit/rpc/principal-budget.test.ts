@@ -4,7 +4,10 @@ import { createContextValues, type UnaryRequest, type UnaryResponse } from "@con
 import { DomainError } from "../../../src/errors/domain-error.js";
 import type { Principal } from "../../../src/domain/tokens/model.js";
 import { principalKey } from "../../../src/rpc/interceptors/authentication-interceptor.js";
-import { principalBudgetInterceptor, type PrincipalBudget } from "../../../src/rpc/interceptors/principal-budget-interceptor.js";
+import {
+  principalBudgetInterceptor,
+  type PrincipalBudget,
+} from "../../../src/rpc/interceptors/principal-budget-interceptor.js";
 
 /** A call the test finishes when it wants: it holds its running slot until then. */
 interface HeldCall {
@@ -13,7 +16,13 @@ interface HeldCall {
 }
 
 function budgeted(budget: Partial<PrincipalBudget> & { now?: () => number }) {
-  const interceptor = principalBudgetInterceptor({ concurrency: 2, queue: 1, rate: { points: 1000, durationSeconds: 10 }, maxQueueWaitMs: 5_000, ...budget });
+  const interceptor = principalBudgetInterceptor({
+    concurrency: 2,
+    queue: 1,
+    rate: { points: 1000, durationSeconds: 10 },
+    maxQueueWaitMs: 5_000,
+    ...budget,
+  });
   let started = 0;
   const call = (clientId: string | undefined, signal = new AbortController().signal): HeldCall => {
     let finish!: () => void;

@@ -8,7 +8,10 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable("tmcs", (t) => {
     t.uuid("id").primary();
     t.text("name").notNullable();
-    t.integer("max_api_users").notNullable().defaultTo(5).comment("Active API users allowed (spec 8); raised by the operator");
+    t.integer("max_api_users")
+      .notNullable()
+      .defaultTo(5)
+      .comment("Active API users allowed (spec 8); raised by the operator");
     t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp("updated_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.check("max_api_users >= 0", [], "tmcs_max_api_users_non_negative");
@@ -25,7 +28,11 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable("users", (t) => {
     t.uuid("id").primary();
     t.uuid("company_id").notNullable().references("id").inTable("companies");
-    t.uuid("tmc_id").notNullable().references("id").inTable("tmcs").comment("Denormalised from the company for tenant checks");
+    t.uuid("tmc_id")
+      .notNullable()
+      .references("id")
+      .inTable("tmcs")
+      .comment("Denormalised from the company for tenant checks");
     t.text("email").notNullable();
     t.text("email_normalized").notNullable().comment("lower(email): token exchange and SCIM match users by email");
     t.text("given_name").notNullable();
@@ -48,7 +55,9 @@ export async function up(knex: Knex): Promise<void> {
     t.uuid("org_id").nullable().references("id").inTable("companies");
     t.text("role").notNullable();
     t.text("credential_type").notNullable();
-    t.binary("secret_hash").notNullable().comment("HMAC-SHA-256 of the secret under the server pepper; never the secret");
+    t.binary("secret_hash")
+      .notNullable()
+      .comment("HMAC-SHA-256 of the secret under the server pepper; never the secret");
     t.integer("credential_generation").notNullable().defaultTo(1).comment("Bumped on rotation; tokens carry it");
     t.text("created_by").nullable().comment("clientId of the creating admin, or 'operator'");
     t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());

@@ -5,14 +5,19 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable("refresh_tokens", (t) => {
     t.text("id").primary().comment("Random handle; the token itself is never stored");
     t.binary("token_hash").notNullable().comment("HMAC-SHA-256 of the opaque token under the server pepper");
-    t.text("family_id").notNullable().comment("All refresh tokens descended from one exchange; reuse revokes the family");
+    t.text("family_id")
+      .notNullable()
+      .comment("All refresh tokens descended from one exchange; reuse revokes the family");
     t.text("client_id").notNullable().references("client_id").inTable("api_users");
     t.uuid("tmc_id").notNullable();
     t.text("subject").notNullable();
     t.text("subject_kind").notNullable().comment("CLIENT (an API user) or USER (a user profile)");
     t.text("scope").notNullable();
     t.text("audience").notNullable();
-    t.jsonb("bound_credentials").notNullable().defaultTo("[]").comment("[clientId, generation] pairs the tokens die with");
+    t.jsonb("bound_credentials")
+      .notNullable()
+      .defaultTo("[]")
+      .comment("[clientId, generation] pairs the tokens die with");
     t.timestamp("created_at", { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp("expires_at", { useTz: true }).notNullable();
     t.timestamp("used_at", { useTz: true }).nullable().comment("Set when rotated; a second use is a replay");

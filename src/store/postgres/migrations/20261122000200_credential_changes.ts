@@ -16,7 +16,10 @@ export async function up(knex: Knex): Promise<void> {
     t.index(["changed_at"], "credential_changes_changed_at_idx");
   });
   await knex.schema.alterTable("api_users", (t) => {
-    t.bigInteger("change_seq").notNullable().defaultTo(0).comment("credential_changes.seq of the last change to this credential");
+    t.bigInteger("change_seq")
+      .notNullable()
+      .defaultTo(0)
+      .comment("credential_changes.seq of the last change to this credential");
   });
   await knex.schema.dropTableIfExists("credential_outbox");
 }

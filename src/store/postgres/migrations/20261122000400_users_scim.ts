@@ -12,7 +12,9 @@ import type { Knex } from "knex";
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable("users", (t) => {
-    t.timestamp("scim_deleted_at", { useTz: true }).nullable().comment("Set by SCIM DELETE: the user is inactive and no longer visible over SCIM");
+    t.timestamp("scim_deleted_at", { useTz: true })
+      .nullable()
+      .comment("Set by SCIM DELETE: the user is inactive and no longer visible over SCIM");
   });
   await knex.raw("alter table users drop constraint if exists users_tmc_email_unique");
   await knex.raw("drop index if exists users_tmc_email_unique");
@@ -24,7 +26,9 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(
     "create unique index users_company_external_id_unique on users (company_id, external_id) where external_id is not null and scim_deleted_at is null",
   );
-  await knex.raw("create index users_company_created_idx on users (company_id, created_at, id) where scim_deleted_at is null");
+  await knex.raw(
+    "create index users_company_created_idx on users (company_id, created_at, id) where scim_deleted_at is null",
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
@@ -32,7 +36,9 @@ export async function down(knex: Knex): Promise<void> {
   await knex.raw("drop index if exists users_company_external_id_unique");
   await knex.raw("drop index if exists users_company_email_unique");
   await knex.raw("drop index if exists users_tmc_email_idx");
-  await knex.raw("create unique index users_tmc_external_id_unique on users (tmc_id, external_id) where external_id is not null");
+  await knex.raw(
+    "create unique index users_tmc_external_id_unique on users (tmc_id, external_id) where external_id is not null",
+  );
   await knex.raw("alter table users add constraint users_tmc_email_unique unique (tmc_id, email_normalized)");
   await knex.schema.alterTable("users", (t) => t.dropColumn("scim_deleted_at"));
 }

@@ -28,7 +28,10 @@ export async function up(knex: Knex): Promise<void> {
     t.text("redeem_via").nullable();
     t.text("source_of_truth").nullable();
     t.text("owning_pcc").nullable();
-    t.text("credit_usage_type").notNullable().defaultTo("PERSONAL").comment("PERSONAL or COMPANY: the truth, changed by MigrateCompanyCredits");
+    t.text("credit_usage_type")
+      .notNullable()
+      .defaultTo("PERSONAL")
+      .comment("PERSONAL or COMPANY: the truth, changed by MigrateCompanyCredits");
     t.text("fop_label").nullable();
     t.text("fop_card_access_type").nullable();
     t.jsonb("fop_info").nullable().comment("Reference UnusedCreditFop object, card number masked");
@@ -47,7 +50,8 @@ export async function up(knex: Knex): Promise<void> {
   // The list: a company's open, non-company credits in (expiry date, ticket number) order.
   // Every index carries the filtered columns and the row id, so counting the matches of any
   // filter combination, and finding a page's rows, reads the index alone.
-  const including = (key: string) => `INCLUDE (${["id", ...INDEXED, "fop_card_access_type"].filter((c) => c !== key).join(", ")})`;
+  const including = (key: string) =>
+    `INCLUDE (${["id", ...INDEXED, "fop_card_access_type"].filter((c) => c !== key).join(", ")})`;
   await knex.raw(
     `CREATE INDEX air_credits_transferable_idx ON air_credits (company_id, expiry_date, ticket_number) ${including("")} WHERE status = 'OPEN' AND credit_usage_type <> 'COMPANY'`,
   );
@@ -70,9 +74,28 @@ export async function down(knex: Knex): Promise<void> {
   await knex.raw("ALTER TABLE air_credits ALTER COLUMN total_fare_amount TYPE numeric(12, 2)");
   await knex.schema.alterTable("air_credits", (t) => {
     for (const column of [
-      "spotnana_pnr", "airline_name", "departure_date", "used_date", "passenger_name", "email", "departure_country", "arrival_country",
-      "segments_available", "ticket_type", "source", "trip_id", "redeem_via", "source_of_truth", "owning_pcc", "credit_usage_type",
-      "fop_label", "fop_card_access_type", "fop_info", "previous_ticket", "legal_entity_name", "updated_at",
+      "spotnana_pnr",
+      "airline_name",
+      "departure_date",
+      "used_date",
+      "passenger_name",
+      "email",
+      "departure_country",
+      "arrival_country",
+      "segments_available",
+      "ticket_type",
+      "source",
+      "trip_id",
+      "redeem_via",
+      "source_of_truth",
+      "owning_pcc",
+      "credit_usage_type",
+      "fop_label",
+      "fop_card_access_type",
+      "fop_info",
+      "previous_ticket",
+      "legal_entity_name",
+      "updated_at",
     ]) {
       t.dropColumn(column);
     }

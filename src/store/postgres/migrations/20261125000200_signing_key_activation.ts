@@ -8,7 +8,9 @@ import type { Knex } from "knex";
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable("signing_keys", (t) => {
-    t.timestamp("activates_at", { useTz: true }).nullable().comment("Instances sign with it from this instant (until a newer key activates)");
+    t.timestamp("activates_at", { useTz: true })
+      .nullable()
+      .comment("Instances sign with it from this instant (until a newer key activates)");
   });
   await knex("signing_keys").update({ activates_at: knex.ref("created_at") });
   await knex.schema.alterTable("signing_keys", (t) => {

@@ -8,7 +8,12 @@ import type { Knex } from "knex";
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable("trusted_issuers", (t) => {
-    t.uuid("company_id").nullable().references("id").inTable("companies").onDelete("CASCADE").comment("The one company whose users its tokens name; null: any company of the TMC");
+    t.uuid("company_id")
+      .nullable()
+      .references("id")
+      .inTable("companies")
+      .onDelete("CASCADE")
+      .comment("The one company whose users its tokens name; null: any company of the TMC");
   });
 }
 

@@ -37,7 +37,11 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
 
   async insertCredits(tx: Tx, scope: TenantScope, credits: readonly NewAirCredit[]): Promise<number> {
     if (credits.length === 0) return 0;
-    await assertCompaniesOfTenant(tx, scope, credits.map((c) => c.companyId));
+    await assertCompaniesOfTenant(
+      tx,
+      scope,
+      credits.map((c) => c.companyId),
+    );
     await knexOf(tx)("air_credits").insert(
       credits.map((c) => ({
         id: crypto.randomUUID(),
@@ -75,18 +79,32 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
     const matching = () => applyFilter(transferable(db, scope, companyId, on), filter);
     // The page's ids come from the index alone (its order, its filtered columns); only those
     // rows are then read from the table.
-    const pageIds = matching().select("c.id").orderBy([{ column: "c.expiry_date" }, { column: "c.ticket_number" }]).limit(page.limit).offset(page.offset);
+    const pageIds = matching()
+      .select("c.id")
+      .orderBy([{ column: "c.expiry_date" }, { column: "c.ticket_number" }])
+      .limit(page.limit)
+      .offset(page.offset);
     const [rows, counted] = await Promise.all([
-      db("air_credits as c").whereIn("c.id", pageIds).select(creditColumns(db)).orderBy([{ column: "c.expiry_date" }, { column: "c.ticket_number" }]),
+      db("air_credits as c")
+        .whereIn("c.id", pageIds)
+        .select(creditColumns(db))
+        .orderBy([{ column: "c.expiry_date" }, { column: "c.ticket_number" }]),
       matching().count<{ count: string | number }[]>({ count: "*" }),
     ]);
     return { credits: (rows as CreditRow[]).map(toCredit), totalRecords: Number(counted[0]?.count ?? 0) };
   }
 
-  async transferableValues(tx: Tx, scope: TenantScope, companyId: string, on: TransferableOn): Promise<TransferableValues> {
+  async transferableValues(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    on: TransferableOn,
+  ): Promise<TransferableValues> {
     const db = knexOf(tx);
     const [fopLabels, pccs, legalEntityNames] = await Promise.all(
-      (["fop_label", "pcc", "legal_entity_name"] as const).map((column) => distinctTransferable(db, scope, companyId, on, column)),
+      (["fop_label", "pcc", "legal_entity_name"] as const).map((column) =>
+        distinctTransferable(db, scope, companyId, on, column),
+      ),
     );
     return { fopLabels: fopLabels!, pccs: pccs!, legalEntityNames: legalEntityNames! };
   }
@@ -112,30 +130,57 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
   async setUsageType(tx: Tx, scope: TenantScope, paymentSourceId: string, type: CreditUsageType): Promise<void> {
     const db = knexOf(tx);
     const ofTenant = db<CompanyRow>("companies").select("id").where({ tmc_id: scope.tmcId });
-    await db("air_credits").where({ payment_source_id: paymentSourceId }).whereIn("company_id", ofTenant.clone()).update({ credit_usage_type: type, updated_at: db.fn.now() });
-    await db("payment_sources").where({ id: paymentSourceId }).whereIn("company_id", ofTenant.clone()).update({ credit_usage_type: type, updated_at: db.fn.now() });
+    await db("air_credits")
+      .where({ payment_source_id: paymentSourceId })
+      .whereIn("company_id", ofTenant.clone())
+      .update({ credit_usage_type: type, updated_at: db.fn.now() });
+    await db("payment_sources")
+      .where({ id: paymentSourceId })
+      .whereIn("company_id", ofTenant.clone())
+      .update({ credit_usage_type: type, updated_at: db.fn.now() });
   }
 
-  async upsertCredits(tx: Tx, scope: TenantScope, companyId: string, credits: readonly ImportedCredit[]): Promise<{ created: number; updated: number }> {
+  async upsertCredits(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    credits: readonly ImportedCredit[],
+  ): Promise<{ created: number; updated: number }> {
     await assertCompaniesOfTenant(tx, scope, [companyId]);
     if (credits.length === 0) return { created: 0, updated: 0 };
     const db = knexOf(tx);
     const existing = new Map<string, string>();
     const travelers = new Map<string, string>();
     const emails = [...new Set(credits.flatMap((c) => (c.email ? [c.email] : [])))];
-    for (const tickets of chunks(credits.map((c) => c.ticketNumber), 1000)) {
-      const rows = await db("air_credits").where({ company_id: companyId }).whereIn("ticket_number", tickets).select("ticket_number", "payment_source_id");
-      for (const r of rows as Array<{ ticket_number: string; payment_source_id: string }>) existing.set(r.ticket_number, r.payment_source_id);
+    for (const tickets of chunks(
+      credits.map((c) => c.ticketNumber),
+      1000,
+    )) {
+      const rows = await db("air_credits")
+        .where({ company_id: companyId })
+        .whereIn("ticket_number", tickets)
+        .select("ticket_number", "payment_source_id");
+      for (const r of rows as Array<{ ticket_number: string; payment_source_id: string }>)
+        existing.set(r.ticket_number, r.payment_source_id);
     }
     for (const batch of chunks(emails, 1000)) {
-      const rows = await db("users").where({ company_id: companyId, tmc_id: scope.tmcId }).whereIn("email_normalized", batch).select("id", "email_normalized");
+      const rows = await db("users")
+        .where({ company_id: companyId, tmc_id: scope.tmcId })
+        .whereIn("email_normalized", batch)
+        .select("id", "email_normalized");
       for (const r of rows as Array<{ id: string; email_normalized: string }>) travelers.set(r.email_normalized, r.id);
     }
-    const resolved = credits.map((c) => ({ credit: c, paymentSourceId: c.paymentSourceId || existing.get(c.ticketNumber) || crypto.randomUUID() }));
+    const resolved = credits.map((c) => ({
+      credit: c,
+      paymentSourceId: c.paymentSourceId || existing.get(c.ticketNumber) || crypto.randomUUID(),
+    }));
     const named = [...new Set(credits.flatMap((c) => (c.paymentSourceId ? [c.paymentSourceId] : [])))];
     for (const batch of chunks(named, 1000)) {
       const foreign = await db("payment_sources").whereIn("id", batch).whereNot({ company_id: companyId }).first("id");
-      if (foreign) throw new DomainError("ALREADY_EXISTS", "A paymentSourceId of the file belongs to another company", { params: [{ name: "paymentSourceId", value: String(foreign.id) }] });
+      if (foreign)
+        throw new DomainError("ALREADY_EXISTS", "A paymentSourceId of the file belongs to another company", {
+          params: [{ name: "paymentSourceId", value: String(foreign.id) }],
+        });
     }
     for (const batch of chunks(resolved, 500)) {
       await db("payment_sources")
@@ -143,7 +188,11 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
         .onConflict("id")
         .merge(["fop_label", "card_company", "card_last4", "credit_usage_type", "updated_at"]);
       await db("air_credits")
-        .insert(batch.map(({ credit: c, paymentSourceId }) => creditRow(companyId, paymentSourceId, c.email ? travelers.get(c.email) : undefined, c)))
+        .insert(
+          batch.map(({ credit: c, paymentSourceId }) =>
+            creditRow(companyId, paymentSourceId, c.email ? travelers.get(c.email) : undefined, c),
+          ),
+        )
         .onConflict(["company_id", "ticket_number"])
         .merge(MERGED_COLUMNS);
     }
@@ -168,7 +217,10 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
 
 async function assertCompaniesOfTenant(tx: Tx, scope: TenantScope, companyIds: readonly string[]): Promise<void> {
   const wanted = [...new Set(companyIds)];
-  const found = await knexOf(tx)<CompanyRow>("companies").whereIn("id", wanted).where({ tmc_id: scope.tmcId }).select("id");
+  const found = await knexOf(tx)<CompanyRow>("companies")
+    .whereIn("id", wanted)
+    .where({ tmc_id: scope.tmcId })
+    .select("id");
   if (found.length !== wanted.length) throw notFound("Company");
 }
 
@@ -212,7 +264,8 @@ interface CreditRow {
 type PassengerNameJson = NonNullable<UnusedCredit["passengerName"]>;
 
 /** An instant as the reference's DateTimeOffset writes it, in UTC whatever the session's time zone: 2031-01-01T04:30:00Z. */
-const instant = (column: string) => `to_char(c.${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as ${column}`;
+const instant = (column: string) =>
+  `to_char(c.${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as ${column}`;
 
 /** The instant a day starts, in UTC: what a calendar date of a filter or of "today" is compared as. */
 const utcMidnight = (day: string) => `${day}T00:00:00Z`;
@@ -228,10 +281,33 @@ function nextDay(day: string): string {
 
 /** Instants and amounts as text: the same on pg and PGlite, and never a float or a local-time Date. */
 const CREDIT_COLUMNS = [
-  "c.payment_source_id", "c.company_id", "c.ticket_number", "c.source_pnr", "c.spotnana_pnr", "c.airline_code", "c.airline_name",
-  "c.currency_code", "c.segments_available", "c.passenger_name", "c.departure_country", "c.arrival_country", "c.ticket_type", "c.pcc",
-  "c.status", "c.source", "c.trip_id", "c.redeem_via", "c.source_of_truth", "c.owning_pcc", "c.credit_usage_type", "c.email",
-  "c.fop_info", "c.fop_label", "c.previous_ticket", "c.fop_card_access_type", "c.legal_entity_name",
+  "c.payment_source_id",
+  "c.company_id",
+  "c.ticket_number",
+  "c.source_pnr",
+  "c.spotnana_pnr",
+  "c.airline_code",
+  "c.airline_name",
+  "c.currency_code",
+  "c.segments_available",
+  "c.passenger_name",
+  "c.departure_country",
+  "c.arrival_country",
+  "c.ticket_type",
+  "c.pcc",
+  "c.status",
+  "c.source",
+  "c.trip_id",
+  "c.redeem_via",
+  "c.source_of_truth",
+  "c.owning_pcc",
+  "c.credit_usage_type",
+  "c.email",
+  "c.fop_info",
+  "c.fop_label",
+  "c.previous_ticket",
+  "c.fop_card_access_type",
+  "c.legal_entity_name",
 ];
 
 function creditColumns(db: Knex): Array<string | Knex.Raw> {
@@ -243,21 +319,52 @@ function creditColumns(db: Knex): Array<string | Knex.Raw> {
 }
 
 const MERGED_COLUMNS = [
-  "payment_source_id", "traveler_user_id", "supplier", "pcc", "airline_code", "source_pnr", "total_fare_amount", "currency_code",
-  "issue_date", "expiry_date", "status", "spotnana_pnr", "airline_name", "departure_date", "used_date", "passenger_name", "email",
-  "departure_country", "arrival_country", "segments_available", "ticket_type", "source", "trip_id", "redeem_via", "source_of_truth",
-  "owning_pcc", "credit_usage_type", "fop_label", "fop_card_access_type", "fop_info", "previous_ticket", "legal_entity_name", "updated_at",
+  "payment_source_id",
+  "traveler_user_id",
+  "supplier",
+  "pcc",
+  "airline_code",
+  "source_pnr",
+  "total_fare_amount",
+  "currency_code",
+  "issue_date",
+  "expiry_date",
+  "status",
+  "spotnana_pnr",
+  "airline_name",
+  "departure_date",
+  "used_date",
+  "passenger_name",
+  "email",
+  "departure_country",
+  "arrival_country",
+  "segments_available",
+  "ticket_type",
+  "source",
+  "trip_id",
+  "redeem_via",
+  "source_of_truth",
+  "owning_pcc",
+  "credit_usage_type",
+  "fop_label",
+  "fop_card_access_type",
+  "fop_info",
+  "previous_ticket",
+  "legal_entity_name",
+  "updated_at",
 ];
 
 /** The transferability rule (domain/air-credits/transferability.ts) in SQL, confined to the tenant. */
 function transferable(db: Knex, scope: TenantScope, companyId: string, on: TransferableOn): Knex.QueryBuilder {
-  return db("air_credits as c")
-    .where("c.company_id", companyId)
-    .whereExists(db("companies").select(db.raw("1")).where({ id: companyId, tmc_id: scope.tmcId }))
-    // Literals, so the planner matches the partial indexes' predicate.
-    .whereRaw("c.status = 'OPEN' AND c.credit_usage_type <> 'COMPANY'")
-    .where("c.expiry_date", ">=", utcMidnight(on.today))
-    .whereIn("c.airline_code", [...on.airlineCodes]);
+  return (
+    db("air_credits as c")
+      .where("c.company_id", companyId)
+      .whereExists(db("companies").select(db.raw("1")).where({ id: companyId, tmc_id: scope.tmcId }))
+      // Literals, so the planner matches the partial indexes' predicate.
+      .whereRaw("c.status = 'OPEN' AND c.credit_usage_type <> 'COMPANY'")
+      .where("c.expiry_date", ">=", utcMidnight(on.today))
+      .whereIn("c.airline_code", [...on.airlineCodes])
+  );
 }
 
 function applyFilter(query: Knex.QueryBuilder, filter: CreditFilter): Knex.QueryBuilder {
@@ -278,7 +385,13 @@ function applyFilter(query: Knex.QueryBuilder, filter: CreditFilter): Knex.Query
  * index scan (one index probe per distinct value), so its cost follows the number of values,
  * not of credits.
  */
-async function distinctTransferable(db: Knex, scope: TenantScope, companyId: string, on: TransferableOn, column: "fop_label" | "pcc" | "legal_entity_name"): Promise<string[]> {
+async function distinctTransferable(
+  db: Knex,
+  scope: TenantScope,
+  companyId: string,
+  on: TransferableOn,
+  column: "fop_label" | "pcc" | "legal_entity_name",
+): Promise<string[]> {
   const airlines = on.airlineCodes.map(() => "?").join(", ");
   const condition = `c.company_id = ? AND c.status = 'OPEN' AND c.credit_usage_type <> 'COMPANY' AND c.expiry_date >= ? AND c.airline_code IN (${airlines})`;
   const params = [companyId, utcMidnight(on.today), ...on.airlineCodes];
@@ -296,7 +409,8 @@ async function distinctTransferable(db: Knex, scope: TenantScope, companyId: str
 }
 
 const optional = (value: string | null): string | undefined => (value === null || value === "" ? undefined : value);
-const json = <T>(value: T | string | null): T | undefined => (value === null ? undefined : typeof value === "string" ? (JSON.parse(value) as T) : value);
+const json = <T>(value: T | string | null): T | undefined =>
+  value === null ? undefined : typeof value === "string" ? (JSON.parse(value) as T) : value;
 
 function toCredit(r: CreditRow): UnusedCredit {
   return {

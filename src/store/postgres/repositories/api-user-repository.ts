@@ -33,7 +33,11 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     return rows.map((r) => r.client_id);
   }
 
-  async listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]> {
+  async listActiveDetails(
+    tx: Tx,
+    scope: TenantScope,
+    page: { limit: number; offset: number },
+  ): Promise<ApiUserListing[]> {
     const rows = await active(tx, scope)
       .orderBy([{ column: "created_at" }, { column: "client_id" }])
       .limit(page.limit)
@@ -55,14 +59,21 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     return row && toApiUser(row);
   }
 
-  async setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void> {
+  async setCredential(
+    tx: Tx,
+    scope: TenantScope,
+    clientId: string,
+    credential: { secretHash: Buffer; generation: number },
+  ): Promise<void> {
     const db = knexOf(tx);
-    await active(tx, scope).where({ client_id: clientId }).update({
-      secret_hash: credential.secretHash,
-      credential_generation: credential.generation,
-      rotated_at: db.fn.now() as unknown as Date,
-      updated_at: db.fn.now() as unknown as Date,
-    });
+    await active(tx, scope)
+      .where({ client_id: clientId })
+      .update({
+        secret_hash: credential.secretHash,
+        credential_generation: credential.generation,
+        rotated_at: db.fn.now() as unknown as Date,
+        updated_at: db.fn.now() as unknown as Date,
+      });
   }
 
   async markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void> {
@@ -73,7 +84,10 @@ export class PostgresApiUserRepository implements ApiUserRepository {
   }
 
   async findActive(tx: Tx, clientId: string): Promise<ApiUser | undefined> {
-    const row = await knexOf(tx)<ApiUserRow>("api_users").where({ client_id: clientId }).whereNull("revoked_at").first();
+    const row = await knexOf(tx)<ApiUserRow>("api_users")
+      .where({ client_id: clientId })
+      .whereNull("revoked_at")
+      .first();
     return row && toApiUser(row);
   }
 
@@ -82,7 +96,10 @@ export class PostgresApiUserRepository implements ApiUserRepository {
       .whereIn("client_id", [...clientIds])
       .select("client_id", "credential_generation", "revoked_at", "change_seq");
     return new Map(
-      rows.map((r) => [r.client_id, { generation: r.revoked_at ? undefined : r.credential_generation, changeSeq: Number(r.change_seq) }]),
+      rows.map((r) => [
+        r.client_id,
+        { generation: r.revoked_at ? undefined : r.credential_generation, changeSeq: Number(r.change_seq) },
+      ]),
     );
   }
 }

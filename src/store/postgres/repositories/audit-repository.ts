@@ -1,5 +1,10 @@
 import type { AuditEvent, RecordedAuditEvent } from "../../../domain/audit/model.js";
-import { AuditRecordRejected, type AuditFilter, type AuditRepository, type NumberedAuditEvent } from "../../../domain/audit/ports.js";
+import {
+  AuditRecordRejected,
+  type AuditFilter,
+  type AuditRepository,
+  type NumberedAuditEvent,
+} from "../../../domain/audit/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { AuditEventRow } from "../tables.js";
@@ -10,16 +15,16 @@ export class PostgresAuditRepository implements AuditRepository {
     if (events.length === 0) return;
     try {
       await knexOf(tx)<AuditEventRow>("audit_events").insert(
-      events.map((e) => ({
-        occurred_at: e.occurredAt ?? new Date(),
-        action: e.action,
-        outcome: e.outcome,
-        actor: e.actor,
-        tmc_id: e.tmcId,
-        target_client_id: e.targetClientId,
-        debug_identifier: e.debugIdentifier,
-        details: e.details ?? {},
-      })),
+        events.map((e) => ({
+          occurred_at: e.occurredAt ?? new Date(),
+          action: e.action,
+          outcome: e.outcome,
+          actor: e.actor,
+          tmc_id: e.tmcId,
+          target_client_id: e.targetClientId,
+          debug_identifier: e.debugIdentifier,
+          details: e.details ?? {},
+        })),
       );
     } catch (error) {
       // SQLSTATE classes 22 (data exception) and 23 (integrity): the rows themselves are refused.
@@ -29,7 +34,10 @@ export class PostgresAuditRepository implements AuditRepository {
   }
 
   async list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]> {
-    const rows = await knexOf(tx)<AuditEventRow>("audit_events").where({ tmc_id: scope.tmcId }).orderBy("id", "desc").limit(limit);
+    const rows = await knexOf(tx)<AuditEventRow>("audit_events")
+      .where({ tmc_id: scope.tmcId })
+      .orderBy("id", "desc")
+      .limit(limit);
     return rows.map(toEvent);
   }
 
@@ -68,6 +76,11 @@ function toEvent(r: AuditEventRow): RecordedAuditEvent {
     tmcId: r.tmc_id,
     targetClientId: r.target_client_id,
     debugIdentifier: r.debug_identifier,
-    details: Object.fromEntries(Object.entries(r.details ?? {}).map(([k, v]) => [k, typeof v === "number" || typeof v === "boolean" ? v : String(v)])),
+    details: Object.fromEntries(
+      Object.entries(r.details ?? {}).map(([k, v]) => [
+        k,
+        typeof v === "number" || typeof v === "boolean" ? v : String(v),
+      ]),
+    ),
   };
 }

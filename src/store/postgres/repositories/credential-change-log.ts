@@ -23,7 +23,10 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
     const [row] = await db<CredentialChangeRow>("credential_changes").insert({ client_id: clientId }).returning("seq");
     const seq = Number(row!.seq);
     // The changed credential carries its number: an API user, or a revoked access token (`jti:<jti>`).
-    if (isTokenCredentialId(clientId)) await db("revoked_access_tokens").where({ jti: jtiOfTokenCredential(clientId) }).update({ change_seq: seq });
+    if (isTokenCredentialId(clientId))
+      await db("revoked_access_tokens")
+        .where({ jti: jtiOfTokenCredential(clientId) })
+        .update({ change_seq: seq });
     else await db("api_users").where({ client_id: clientId }).update({ change_seq: seq });
     await db.raw("select pg_notify(?, ?)", [this.channel, String(seq)]);
     return { seq, previous };
@@ -35,7 +38,10 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
   }
 
   async since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>> {
-    const rows = await knexOf(tx)<CredentialChangeRow>("credential_changes").where("seq", ">", after).orderBy("seq").limit(limit);
+    const rows = await knexOf(tx)<CredentialChangeRow>("credential_changes")
+      .where("seq", ">", after)
+      .orderBy("seq")
+      .limit(limit);
     return rows.map((r) => ({ seq: Number(r.seq), clientId: r.client_id }));
   }
 

@@ -24,7 +24,9 @@ export class PostgresRevokedTokenRepository implements RevokedTokenRepository {
   }
 
   async revocations(tx: Tx, jtis: readonly string[]): Promise<Map<string, { changeSeq: number; expiresAt: Date }>> {
-    const rows = await knexOf(tx)<RevokedAccessTokenRow>("revoked_access_tokens").whereIn("jti", [...jtis]).select("jti", "change_seq", "expires_at");
+    const rows = await knexOf(tx)<RevokedAccessTokenRow>("revoked_access_tokens")
+      .whereIn("jti", [...jtis])
+      .select("jti", "change_seq", "expires_at");
     return new Map(rows.map((r) => [r.jti, { changeSeq: Number(r.change_seq), expiresAt: new Date(r.expires_at) }]));
   }
 }

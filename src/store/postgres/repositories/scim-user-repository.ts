@@ -1,7 +1,14 @@
 import crypto from "node:crypto";
 import type { Knex } from "knex";
 import { DomainError } from "../../../errors/domain-error.js";
-import type { BusinessInfo, FilterAttribute, ScimUser, ScimUserRecord, UserFilter, UserPage } from "../../../domain/scim/model.js";
+import type {
+  BusinessInfo,
+  FilterAttribute,
+  ScimUser,
+  ScimUserRecord,
+  UserFilter,
+  UserPage,
+} from "../../../domain/scim/model.js";
 import type { ScimUserRepository } from "../../../domain/scim/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
@@ -11,7 +18,20 @@ import { knexOf, rethrowDbError } from "../unit-of-work.js";
 /** The columns of `users` SCIM reads, and of the profile document only businessInfo (the enterprise extension). */
 type ScimUserRow = Omit<UserRow, "profile"> & { profile?: unknown; business_info: BusinessInfo | string | null };
 
-const COLUMNS = ["id", "company_id", "tmc_id", "email", "given_name", "family_name", "display_name", "name_formatted", "is_active", "external_id", "created_at", "updated_at"] as const;
+const COLUMNS = [
+  "id",
+  "company_id",
+  "tmc_id",
+  "email",
+  "given_name",
+  "family_name",
+  "display_name",
+  "name_formatted",
+  "is_active",
+  "external_id",
+  "created_at",
+  "updated_at",
+] as const;
 /** The columns and the profile's businessInfo (not the whole document: it holds personal data SCIM never shows). */
 const selected = (db: Knex | Knex.Transaction) => [...COLUMNS, db.raw("profile->'businessInfo' as business_info")];
 
@@ -35,7 +55,13 @@ const SQL_OPERATOR = { eq: "=", ne: "<>", gt: ">", ge: ">=", lt: "<", le: "<=" }
  * deleted. Filters become parameterised knex conditions (values are always bound, never spliced).
  */
 export class PostgresScimUserRepository implements ScimUserRepository {
-  async list(tx: Tx, scope: TenantScope, companyId: string, filter: UserFilter | undefined, page: UserPage): Promise<{ users: ScimUser[]; total: number }> {
+  async list(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    filter: UserFilter | undefined,
+    page: UserPage,
+  ): Promise<{ users: ScimUser[]; total: number }> {
     const db = knexOf(tx);
     const base = () => {
       const query = visible(db, scope, companyId);
@@ -51,29 +77,44 @@ export class PostgresScimUserRepository implements ScimUserRepository {
           .orderBy([{ column: "created_at" }, { column: "id" }])
           .offset(page.startIndex - 1)
           .limit(page.count)) as unknown as Array<ScimUserRow & { total: string | number }>;
-    const total = rows.length > 0 ? Number(rows[0]!.total) : Number((await base().count<{ count: string | number }[]>({ count: "*" }))[0]?.count ?? 0);
+    const total =
+      rows.length > 0
+        ? Number(rows[0]!.total)
+        : Number((await base().count<{ count: string | number }[]>({ count: "*" }))[0]?.count ?? 0);
     return { users: rows.map(toScimUser), total };
   }
 
   async find(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
-    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).first(selected(knexOf(tx)));
+    const row = await visible(knexOf(tx), scope, companyId)
+      .where({ id: userId })
+      .first(selected(knexOf(tx)));
     return row && toScimUser(row as unknown as ScimUserRow);
   }
 
   async lock(tx: Tx, scope: TenantScope, companyId: string, userId: string): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
-    const row = await visible(knexOf(tx), scope, companyId).where({ id: userId }).forUpdate().noWait().first(selected(knexOf(tx)));
+    const row = await visible(knexOf(tx), scope, companyId)
+      .where({ id: userId })
+      .forUpdate()
+      .noWait()
+      .first(selected(knexOf(tx)));
     return row && toScimUser(row as unknown as ScimUserRow);
   }
 
   async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserRecord): Promise<ScimUser> {
     const db = knexOf(tx);
     const company = await db("companies").where({ id: companyId, tmc_id: scope.tmcId }).first("id");
-    if (!company) throw new DomainError("NOT_FOUND", "Company not found", { params: [{ name: "orgId", value: companyId }] });
+    if (!company)
+      throw new DomainError("NOT_FOUND", "Company not found", { params: [{ name: "orgId", value: companyId }] });
     try {
       const [row] = await db<ScimUserRow>("users")
-        .insert({ id: crypto.randomUUID(), company_id: companyId, tmc_id: scope.tmcId, ...columnsOf(db, user, "insert") })
+        .insert({
+          id: crypto.randomUUID(),
+          company_id: companyId,
+          tmc_id: scope.tmcId,
+          ...columnsOf(db, user, "insert"),
+        })
         .returning(selected(db) as never);
       return toScimUser(row as ScimUserRow);
     } catch (error) {
@@ -81,7 +122,13 @@ export class PostgresScimUserRepository implements ScimUserRepository {
     }
   }
 
-  async update(tx: Tx, scope: TenantScope, companyId: string, userId: string, user: ScimUserRecord): Promise<ScimUser | undefined> {
+  async update(
+    tx: Tx,
+    scope: TenantScope,
+    companyId: string,
+    userId: string,
+    user: ScimUserRecord,
+  ): Promise<ScimUser | undefined> {
     if (!isUuid(userId)) return undefined;
     const db = knexOf(tx);
     try {
@@ -100,7 +147,11 @@ export class PostgresScimUserRepository implements ScimUserRepository {
     const db = knexOf(tx);
     const changed = await visible(db, scope, companyId)
       .where({ id: userId })
-      .update({ is_active: false, scim_deleted_at: db.fn.now() as unknown as Date, updated_at: db.fn.now() as unknown as Date });
+      .update({
+        is_active: false,
+        scim_deleted_at: db.fn.now() as unknown as Date,
+        updated_at: db.fn.now() as unknown as Date,
+      });
     return Number(changed) > 0;
   }
 }
@@ -125,7 +176,11 @@ function columnsOf(db: Knex | Knex.Transaction, user: ScimUserRecord, write: "in
       ? {}
       : write === "insert"
         ? { profile: JSON.stringify({ businessInfo: user.businessInfo }) }
-        : { profile: db.raw("jsonb_set(coalesce(profile, '{}'::jsonb), '{businessInfo}', ?::jsonb)", [JSON.stringify(user.businessInfo)]) }),
+        : {
+            profile: db.raw("jsonb_set(coalesce(profile, '{}'::jsonb), '{businessInfo}', ?::jsonb)", [
+              JSON.stringify(user.businessInfo),
+            ]),
+          }),
   };
 }
 
@@ -147,7 +202,8 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
     case "present": {
       const { column } = COLUMN[filter.attribute];
       if (filter.attribute === "externalId") qb.whereNotNull(column).andWhere(column, "<>", "");
-      else if (column === "given_name" || column === "family_name" || column === "email_normalized") qb.where(column, "<>", "");
+      else if (column === "given_name" || column === "family_name" || column === "email_normalized")
+        qb.where(column, "<>", "");
       else if (column === "display_name") qb.whereNotNull(column).andWhere(column, "<>", "");
       else qb.whereNotNull(column);
       return;
@@ -173,11 +229,14 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
         }
         case "ne":
           // RFC 7644: an unassigned attribute is "not equal" to any value.
-          if (filter.attribute === "externalId") qb.where((inner) => inner.whereNull(column).orWhere(column, "<>", value as string));
+          if (filter.attribute === "externalId")
+            qb.where((inner) => inner.whereNull(column).orWhere(column, "<>", value as string));
           else qb.whereRaw(`${target} <> ?`, [value as string | boolean]);
           return;
         default:
-          qb.whereRaw(`${target} ${SQL_OPERATOR[filter.op]} ?`, [value instanceof Date ? value.toISOString() : (value as string | boolean)]);
+          qb.whereRaw(`${target} ${SQL_OPERATOR[filter.op]} ?`, [
+            value instanceof Date ? value.toISOString() : (value as string | boolean),
+          ]);
       }
     }
   }
@@ -185,7 +244,8 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
 
 function rethrowUniqueness(error: unknown): never {
   const constraint = (error as { constraint?: unknown }).constraint;
-  if (constraint === "users_company_external_id_unique") rethrowDbError(error, "A user with this externalId exists in the company");
+  if (constraint === "users_company_external_id_unique")
+    rethrowDbError(error, "A user with this externalId exists in the company");
   rethrowDbError(error, "A user with this userName exists in the company");
 }
 

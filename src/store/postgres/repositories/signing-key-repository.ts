@@ -43,9 +43,17 @@ export class PostgresSigningKeyRepository implements SigningKeyRepository {
     });
   }
 
-  async retireAll(tx: Tx, retiredAt: Date, notAfter: Date, options: { readonly except: string; readonly withdraw: boolean }): Promise<void> {
+  async retireAll(
+    tx: Tx,
+    retiredAt: Date,
+    notAfter: Date,
+    options: { readonly except: string; readonly withdraw: boolean },
+  ): Promise<void> {
     const db = knexOf(tx);
-    await db("signing_keys").whereNull("retired_at").whereNot("kid", options.except).update({ retired_at: retiredAt, not_after: notAfter });
+    await db("signing_keys")
+      .whereNull("retired_at")
+      .whereNot("kid", options.except)
+      .update({ retired_at: retiredAt, not_after: notAfter });
     if (options.withdraw) {
       await db("signing_keys")
         .whereNot("kid", options.except)

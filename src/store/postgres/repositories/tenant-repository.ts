@@ -9,7 +9,9 @@ import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
 export class PostgresTenantRepository implements TenantRepository {
   async createTmc(tx: Tx, name: string, maxApiUsers: number): Promise<Tmc> {
-    const [row] = await knexOf(tx)<TmcRow>("tmcs").insert({ id: crypto.randomUUID(), name, max_api_users: maxApiUsers }).returning("*");
+    const [row] = await knexOf(tx)<TmcRow>("tmcs")
+      .insert({ id: crypto.randomUUID(), name, max_api_users: maxApiUsers })
+      .returning("*");
     return toTmc(row!);
   }
 
@@ -17,12 +19,18 @@ export class PostgresTenantRepository implements TenantRepository {
     const db = knexOf(tx);
     // Byte order (C collation) of the name, the same on every database's default collation.
     const rows = (await db("tmcs as t")
-      .select("t.*", db.raw("(select count(*) from api_users a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users"))
+      .select(
+        "t.*",
+        db.raw("(select count(*) from api_users a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users"),
+      )
       .orderByRaw('t.name collate "C", t.id')
       .limit(page.limit)
       .offset(page.offset)) as Array<TmcRow & { active_api_users: unknown }>;
     const total = await db<TmcRow>("tmcs").count({ n: "*" }).first();
-    return { tmcs: rows.map((r) => ({ ...toTmc(r), activeApiUsers: toCount(r.active_api_users) })), total: toCount(total?.n) };
+    return {
+      tmcs: rows.map((r) => ({ ...toTmc(r), activeApiUsers: toCount(r.active_api_users) })),
+      total: toCount(total?.n),
+    };
   }
 
   async findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {
@@ -46,7 +54,9 @@ export class PostgresTenantRepository implements TenantRepository {
 
   async createCompany(tx: Tx, scope: TenantScope, name: string): Promise<Company> {
     try {
-      const [row] = await knexOf(tx)<CompanyRow>("companies").insert({ id: crypto.randomUUID(), tmc_id: scope.tmcId, name }).returning("*");
+      const [row] = await knexOf(tx)<CompanyRow>("companies")
+        .insert({ id: crypto.randomUUID(), tmc_id: scope.tmcId, name })
+        .returning("*");
       return toCompany(row!);
     } catch (error) {
       rethrowDbError(error);
@@ -91,9 +101,18 @@ export class PostgresTenantRepository implements TenantRepository {
     return row && toUser(row);
   }
 
-  async findActiveUserByEmail(tx: Tx, scope: TenantScope, email: string, within: EmailLookupScope = {}): Promise<User | undefined> {
+  async findActiveUserByEmail(
+    tx: Tx,
+    scope: TenantScope,
+    email: string,
+    within: EmailLookupScope = {},
+  ): Promise<User | undefined> {
     // userName is unique per company (users_scim migration), so one email may name users of two companies of the TMC.
-    const query = knexOf(tx)<UserRow>("users").where({ tmc_id: scope.tmcId, email_normalized: email.toLowerCase(), is_active: true });
+    const query = knexOf(tx)<UserRow>("users").where({
+      tmc_id: scope.tmcId,
+      email_normalized: email.toLowerCase(),
+      is_active: true,
+    });
     if (within.companyId !== undefined) query.andWhere({ company_id: within.companyId });
     const rows = await query.orderBy("id").limit(MAX_EMAIL_CANDIDATES);
     const found = rows.length > 1 && within.subject ? rows.filter((r) => r.external_id === within.subject) : rows;

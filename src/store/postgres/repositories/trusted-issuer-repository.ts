@@ -27,17 +27,28 @@ export class PostgresTrustedIssuerRepository implements TrustedIssuerRepository 
 
   async list(tx: Tx, scope: TenantScope): Promise<TrustedIssuer[]> {
     // Byte order (C collation), the same on every database's default collation.
-    const rows = await knexOf(tx)<TrustedIssuerRow>("trusted_issuers").where({ tmc_id: scope.tmcId }).orderByRaw('issuer collate "C"');
+    const rows = await knexOf(tx)<TrustedIssuerRow>("trusted_issuers")
+      .where({ tmc_id: scope.tmcId })
+      .orderByRaw('issuer collate "C"');
     return rows.map(toIssuer);
   }
 
   async remove(tx: Tx, scope: TenantScope, issuer: string): Promise<boolean> {
     // RETURNING: the embedded driver does not report a row count for DELETE.
-    const deleted = await knexOf(tx)<TrustedIssuerRow>("trusted_issuers").where({ tmc_id: scope.tmcId, issuer }).delete().returning("issuer");
+    const deleted = await knexOf(tx)<TrustedIssuerRow>("trusted_issuers")
+      .where({ tmc_id: scope.tmcId, issuer })
+      .delete()
+      .returning("issuer");
     return deleted.length > 0;
   }
 }
 
 function toIssuer(row: TrustedIssuerRow): TrustedIssuer {
-  return { issuer: row.issuer, jwksUri: row.jwks_uri ?? undefined, jwks: row.jwks ?? undefined, audience: row.audience ?? undefined, companyId: row.company_id ?? undefined };
+  return {
+    issuer: row.issuer,
+    jwksUri: row.jwks_uri ?? undefined,
+    jwks: row.jwks ?? undefined,
+    audience: row.audience ?? undefined,
+    companyId: row.company_id ?? undefined,
+  };
 }

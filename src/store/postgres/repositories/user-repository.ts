@@ -47,7 +47,10 @@ function profiles(tx: Tx, scope: TenantScope, userId: string): Knex.QueryBuilder
     .join("companies", "companies.id", "users.company_id")
     .join("tmcs", "tmcs.id", "users.tmc_id")
     .where({ "users.tmc_id": scope.tmcId, "users.id": userId })
-    .select("users.*", "companies.name as company_name", "tmcs.name as tmc_name") as unknown as Knex.QueryBuilder<ProfileRow, ProfileRow | undefined>;
+    .select("users.*", "companies.name as company_name", "tmcs.name as tmc_name") as unknown as Knex.QueryBuilder<
+    ProfileRow,
+    ProfileRow | undefined
+  >;
 }
 
 function toRecord(row: ProfileRow): UserProfileRecord {
