@@ -26,6 +26,7 @@ import { traceQueries } from "../store/postgres/query-spans.js";
 import { traceRedisCommands } from "../store/redis/redis-spans.js";
 import { openSharedState } from "../store/shared-state.js";
 import { startBackgroundJobs } from "./background-jobs.js";
+import { retryWhileDatabaseUnavailable } from "./startup-retry.js";
 import { createDomainServices } from "./domain-services.js";
 import { Lifecycle } from "./lifecycle.js";
 import { readinessOf } from "./readiness.js";
@@ -107,7 +108,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       for (const db of new Set([database.db, database.jobsDb]))
         traceQueries(db, tracing.tracer, database.kind === "postgres" ? "postgresql" : "pglite");
     }
-    if (!options.skipMigrations) await database.migrate();
+    if (!options.skipMigrations) await retryWhileDatabaseUnavailable("migrations", () => database.migrate(), logger);
     const shared = openSharedState(
       {
         redis: storage.redisUrl
@@ -159,8 +160,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
     });
     // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
     if (!options.skipMigrations) {
-      await domain.signingKeys.start();
-      await domain.generations.start();
+      await retryWhileDatabaseUnavailable("loading signing keys", () => domain.signingKeys.start(), logger);
+      await retryWhileDatabaseUnavailable("reading credential changes", () => domain.generations.start(), logger);
       lifecycle.started("credential change feed", () => domain.generations.stop());
     }
     lifecycle.started("audit log", () => domain.auditLog.close());

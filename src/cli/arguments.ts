@@ -257,7 +257,7 @@ ADMIN_PORT when the server has an admin port, else SERVER_URL or HOST/PORT), OPE
 DATA_DIR/operator-token), DATABASE_URL, DATA_DIR, REDIS_URL, MASTER_KEY. With no server
 answering there the command runs in-process on that storage; an empty DATA_DIR is refused
 unless --init says to create a new store there. Where it runs is said on stderr. While a server
-is still starting on DATA_DIR, the command waits for it (up to CLI_REQUEST_TIMEOUT_MS).
+is still starting on DATA_DIR, the command waits until it listens or exits.
 Exit codes: 0 done, 1 failed (errorCode and debugIdentifier on stderr), 2 wrong arguments.`;
 
 export interface ParsedCommand {

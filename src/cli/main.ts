@@ -127,8 +127,8 @@ class NoStoreError extends Error {
   }
 }
 
-/** DATA_DIR is held by a process that announced no server within the wait. */
-class ServerNotStartedError extends Error {}
+/** How often the CLI says it is still waiting for a server that is starting on its DATA_DIR. */
+const SERVER_WAIT_PROGRESS_MS = 15_000;
 
 /**
  * Where OperatorService is, and why there: ADMIN_URL, SERVER_URL or ADMIN_PORT when set; else the
@@ -148,20 +148,22 @@ async function operatorTargetOf(config: Config, env: NodeJS.ProcessEnv): Promise
   if (running) return recorded(running);
   const owner = config.storage.databaseUrl ? undefined : dataDirOwner(dataDir);
   if (owner === undefined) return { url: config.adminUrl, source: "the default: HOST and PORT" };
-  say(
-    `DATA_DIR ${dataDir} is held by process ${owner}, which has not announced a server yet; waiting for it (up to ${config.cliRequestTimeoutMs} ms)`,
-  );
-  const deadline = Date.now() + config.cliRequestTimeoutMs;
-  while (Date.now() < deadline) {
+  // No deadline of its own: the owner is a server still starting, which bounds its own start (database
+  // retries, then exit non-zero), or another CLI run, which ends; a fixed wait failed on a busy machine
+  // where an embedded start takes over a minute. Either way the wait ends when the owner does.
+  say(`DATA_DIR ${dataDir} is held by process ${owner}, which has not announced a server yet; waiting for it`);
+  const started = Date.now();
+  let nextProgress = started + SERVER_WAIT_PROGRESS_MS;
+  for (;;) {
     await new Promise((resolve) => setTimeout(resolve, 100));
-    const started = readServerRecord(dataDir);
-    if (started) return recorded(started);
+    const announced = readServerRecord(dataDir);
+    if (announced) return recorded(announced);
     if (dataDirOwner(dataDir) === undefined) return { url: config.adminUrl, source: "the default: HOST and PORT" };
+    if (Date.now() >= nextProgress) {
+      say(`still waiting for process ${owner} (${Math.round((Date.now() - started) / 1000)} s)`);
+      nextProgress += SERVER_WAIT_PROGRESS_MS;
+    }
   }
-  throw new ServerNotStartedError(
-    `DATA_DIR ${dataDir} is held by process ${owner}, which announced no server within ${config.cliRequestTimeoutMs} ms: ` +
-      'if it is a server still starting, retry once it logs "service listening"; if it is another CLI run, wait for it to end',
-  );
 }
 
 /** A database URL fit for a message: no user, no password, no query. */
@@ -216,7 +218,7 @@ function reportFailure(error: unknown, serverUrl: string): number {
     process.stderr.write(`error: ${error.message}\n`);
     return 2;
   }
-  if (error instanceof NoStoreError || error instanceof ServerNotStartedError) {
+  if (error instanceof NoStoreError) {
     process.stderr.write(`error: ${error.message}\n`);
     return 1;
   }

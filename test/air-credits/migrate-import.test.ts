@@ -444,43 +444,39 @@ describe(`air credits: migrate and import (${backend})`, () => {
       );
     });
 
-    test(
-      "the CLI: `credits import` prints the counts; a bad file is reported by row, exit 2, nothing imported",
-      { timeout: 60_000 },
-      async () => {
-        const dir = newTempDir("air-credits-cli-");
-        try {
-          const env = { ...serviceEnv(running.storage), SERVER_URL: running.baseUrl, ADMIN_URL: running.baseUrl };
-          const goodFile = path.join(dir, "good.json");
-          fs.writeFileSync(
-            goodFile,
-            JSON.stringify([creditJson(spec("2300000000001")), creditJson(spec("2300000000002"))]),
-          );
-          const ok = await runCli(["credits", "import", "--company-id", companyA2, "--file", goodFile], env);
-          assert.equal(ok.code, 0, ok.stderr);
-          assert.deepEqual(JSON.parse(ok.stdout), { companyId: companyA2, created: 2, updated: 0 });
-          const badFile = path.join(dir, "bad.json");
-          fs.writeFileSync(
-            badFile,
-            JSON.stringify([
-              creditJson(spec("2300000000003")),
-              { ...creditJson(spec("2300000000004")), airlineCode: "American" },
-            ]),
-          );
-          const bad = await runCli(["credits", "import", "--company-id", companyA2, "--file", badFile], env);
-          assert.equal(bad.code, 2, bad.stderr);
-          assert.match(bad.stderr, /1 of 2 credits are invalid; nothing was imported/);
-          assert.match(bad.stderr, /credits\[1\]\.airlineCode=must be a 2-character IATA airline code/);
-          assert.equal((await listTickets(companyA2)).has("2300000000003"), false);
-          const notArray = path.join(dir, "object.json");
-          fs.writeFileSync(notArray, "{}");
-          const usage = await runCli(["credits", "import", "--company-id", companyA2, "--file", notArray], env);
-          assert.equal(usage.code, 2);
-          assert.match(usage.stderr, /must hold a JSON array/);
-        } finally {
-          removeTempDir(dir);
-        }
-      },
-    );
+    test("the CLI: `credits import` prints the counts; a bad file is reported by row, exit 2, nothing imported", async () => {
+      const dir = newTempDir("air-credits-cli-");
+      try {
+        const env = { ...serviceEnv(running.storage), SERVER_URL: running.baseUrl, ADMIN_URL: running.baseUrl };
+        const goodFile = path.join(dir, "good.json");
+        fs.writeFileSync(
+          goodFile,
+          JSON.stringify([creditJson(spec("2300000000001")), creditJson(spec("2300000000002"))]),
+        );
+        const ok = await runCli(["credits", "import", "--company-id", companyA2, "--file", goodFile], env);
+        assert.equal(ok.code, 0, ok.stderr);
+        assert.deepEqual(JSON.parse(ok.stdout), { companyId: companyA2, created: 2, updated: 0 });
+        const badFile = path.join(dir, "bad.json");
+        fs.writeFileSync(
+          badFile,
+          JSON.stringify([
+            creditJson(spec("2300000000003")),
+            { ...creditJson(spec("2300000000004")), airlineCode: "American" },
+          ]),
+        );
+        const bad = await runCli(["credits", "import", "--company-id", companyA2, "--file", badFile], env);
+        assert.equal(bad.code, 2, bad.stderr);
+        assert.match(bad.stderr, /1 of 2 credits are invalid; nothing was imported/);
+        assert.match(bad.stderr, /credits\[1\]\.airlineCode=must be a 2-character IATA airline code/);
+        assert.equal((await listTickets(companyA2)).has("2300000000003"), false);
+        const notArray = path.join(dir, "object.json");
+        fs.writeFileSync(notArray, "{}");
+        const usage = await runCli(["credits", "import", "--company-id", companyA2, "--file", notArray], env);
+        assert.equal(usage.code, 2);
+        assert.match(usage.stderr, /must hold a JSON array/);
+      } finally {
+        removeTempDir(dir);
+      }
+    });
   });
 });

@@ -28,43 +28,39 @@ describe(`the CLI finds the server through DATA_DIR (${backend})`, () => {
           (line.req as { url?: string } | undefined)?.url === `/travel.operator.v1.OperatorService/${rpc}`,
       ).length;
 
-  it(
-    "a server on a port nobody told the CLI is reached through the record; it is removed on stop",
-    { timeout: 90_000 },
-    async () => {
-      // PORT=0: the server takes any free port, which the CLI's environment does not name.
-      server = await spawnServer(serviceEnv(storage));
-      const record = JSON.parse(fs.readFileSync(path.join(storage.dataDir, "server.json"), "utf8")) as {
-        url: string;
-        pid: number;
-      };
-      assert.equal(record.url, server.address);
-      assert.equal(record.pid, server.child.pid);
-      assert.equal(fs.statSync(path.join(storage.dataDir, "server.json")).mode & 0o777, 0o600);
+  it("a server on a port nobody told the CLI is reached through the record; it is removed on stop", async () => {
+    // PORT=0: the server takes any free port, which the CLI's environment does not name.
+    server = await spawnServer(serviceEnv(storage));
+    const record = JSON.parse(fs.readFileSync(path.join(storage.dataDir, "server.json"), "utf8")) as {
+      url: string;
+      pid: number;
+    };
+    assert.equal(record.url, server.address);
+    assert.equal(record.pid, server.child.pid);
+    assert.equal(fs.statSync(path.join(storage.dataDir, "server.json")).mode & 0o777, 0o600);
 
-      const cliEnv = serviceEnv(storage);
-      assert.equal(cliEnv.SERVER_URL, undefined);
-      const created = await runCli(["tmc", "create", "--name", "Found Travel"], cliEnv);
-      assert.equal(created.code, 0, created.stderr);
-      assert.equal((JSON.parse(created.stdout) as { name: string }).name, "Found Travel");
-      await waitFor("the server to log the CreateTmc request", async () => served("CreateTmc") === 1);
+    const cliEnv = serviceEnv(storage);
+    assert.equal(cliEnv.SERVER_URL, undefined);
+    const created = await runCli(["tmc", "create", "--name", "Found Travel"], cliEnv);
+    assert.equal(created.code, 0, created.stderr);
+    assert.equal((JSON.parse(created.stdout) as { name: string }).name, "Found Travel");
+    await waitFor("the server to log the CreateTmc request", async () => served("CreateTmc") === 1);
 
-      // SERVER_URL still wins: pointed elsewhere, the CLI does not use the record.
-      const elsewhere = await runCli(["tmc", "create", "--name", "Elsewhere Travel"], {
-        ...cliEnv,
-        SERVER_URL: "http://127.0.0.1:1",
-      });
-      if (backend === "embedded")
-        assert.match(elsewhere.stderr, /is in use by process/, "offline on the DATA_DIR the server owns");
-      assert.equal(served("CreateTmc"), 1, "not through the server");
+    // SERVER_URL still wins: pointed elsewhere, the CLI does not use the record.
+    const elsewhere = await runCli(["tmc", "create", "--name", "Elsewhere Travel"], {
+      ...cliEnv,
+      SERVER_URL: "http://127.0.0.1:1",
+    });
+    if (backend === "embedded")
+      assert.match(elsewhere.stderr, /is in use by process/, "offline on the DATA_DIR the server owns");
+    assert.equal(served("CreateTmc"), 1, "not through the server");
 
-      server.child.kill("SIGTERM");
-      await waitFor("the server to exit", async () => server!.child.exitCode !== null);
-      assert.equal(fs.existsSync(path.join(storage.dataDir, "server.json")), false, "the record is removed on stop");
-    },
-  );
+    server.child.kill("SIGTERM");
+    await waitFor("the server to exit", async () => server!.child.exitCode !== null);
+    assert.equal(fs.existsSync(path.join(storage.dataDir, "server.json")), false, "the record is removed on stop");
+  });
 
-  it("a record left by a killed server is ignored", { timeout: 60_000 }, async () => {
+  it("a record left by a killed server is ignored", async () => {
     fs.writeFileSync(
       path.join(storage.dataDir, "server.json"),
       JSON.stringify({ url: "http://127.0.0.1:1", pid: 2 ** 22 + 7 }) + "\n",

@@ -30,7 +30,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
     async () => {
       const s = storage();
       const env = serviceEnv(s, { SERVER_URL: NO_SERVER });
-      const refused = await runCli(["seed"], env, 60_000);
+      const refused = await runCli(["seed"], env);
       assert.equal(refused.code, 1, refused.stderr);
       assert.equal(refused.stdout, "");
       assert.match(refused.stderr, new RegExp(`^cli: using the server at ${NO_SERVER} \\(SERVER_URL\\)$`, "m"));
@@ -43,7 +43,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
       );
       assert.deepEqual(fs.readdirSync(s.dataDir), [], "nothing was created in DATA_DIR");
 
-      const created = await runCli(["tmc", "create", "--name", "Init Travel", "--init"], env, 60_000);
+      const created = await runCli(["tmc", "create", "--name", "Init Travel", "--init"], env);
       assert.equal(created.code, 0, created.stderr);
       assert.match(
         created.stderr,
@@ -55,7 +55,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
       assert.ok(fs.existsSync(path.join(s.dataDir, "pglite", "PG_VERSION")));
 
       // The store exists now: later runs need no --init, and say where they run.
-      const again = await runCli(["tmc", "list"], env, 60_000);
+      const again = await runCli(["tmc", "list"], env);
       assert.equal(again.code, 0, again.stderr);
       assert.match(
         again.stderr,
@@ -76,7 +76,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
         SERVER_URL: NO_SERVER,
         DATABASE_URL: s.env.DATABASE_URL!.replace("postgres://", "postgres://postgres:hunter2@"),
       });
-      const r = await runCli(["migrate"], env, 60_000);
+      const r = await runCli(["migrate"], env);
       assert.equal(r.code, 0, r.stderr);
       assert.match(
         r.stderr,
@@ -95,7 +95,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
     async () => {
       const s = storage();
       const env = serviceEnv(s);
-      const starting = spawnServer(env, 90_000);
+      const starting = spawnServer(env);
       let server: Awaited<typeof starting> | undefined;
       try {
         // The server holds DATA_DIR (owner.pid) and has not announced its address (server.json): it is migrating.
@@ -103,7 +103,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
           timeoutMs: 60_000,
         });
         assert.equal(fs.existsSync(path.join(s.dataDir, "server.json")), false, "the server is still starting");
-        const seeded = await runCli(["seed"], env, 90_000);
+        const seeded = await runCli(["seed"], env);
         server = await starting;
         assert.equal(seeded.code, 0, seeded.stderr);
         assert.match(

@@ -153,7 +153,7 @@ describe(`operator CLI (${backend})`, () => {
       }
     });
 
-    it("tmc create: default limit 5, or --max-api-users", { timeout: 60_000 }, async () => {
+    it("tmc create: default limit 5, or --max-api-users", async () => {
       const [plain, limited] = await viaServer("CreateTmc", 2, () =>
         Promise.all([
           cliJson(["tmc", "create", "--name", "Acme Travel"]),
@@ -169,14 +169,14 @@ describe(`operator CLI (${backend})`, () => {
       otherTmcId = String(limited.tmcId);
     });
 
-    it("tmc set-limit", { timeout: 60_000 }, async () => {
+    it("tmc set-limit", async () => {
       const json = await viaServer("SetTmcApiUserLimit", 1, () =>
         cliJson(["tmc", "set-limit", "--tmc-id", tmcId, "--max-api-users", "9"]),
       );
       assert.deepEqual(json, { tmcId, name: "Acme Travel", maxApiUsers: 9 });
     });
 
-    it("company create", { timeout: 60_000 }, async () => {
+    it("company create", async () => {
       const json = await viaServer("CreateCompany", 1, () =>
         cliJson(["company", "create", "--tmc-id", tmcId, "--name", "Globex"]),
       );
@@ -185,7 +185,7 @@ describe(`operator CLI (${backend})`, () => {
       orgId = String(json.orgId);
     });
 
-    it("user create: active by default, inactive with --inactive", { timeout: 60_000 }, async () => {
+    it("user create: active by default, inactive with --inactive", async () => {
       email = `ada.${crypto.randomUUID().slice(0, 8)}@globex.example`;
       const base = ["user", "create", "--org-id", orgId, "--given-name", "Ada", "--family-name", "Lovelace"];
       const [active, inactive] = await viaServer("CreateUser", 2, () =>
@@ -201,44 +201,40 @@ describe(`operator CLI (${backend})`, () => {
       assert.notEqual(active.userId, inactive.userId);
     });
 
-    it(
-      "api-user create: client credentials by default; a SCIM token for a COMPANY_ADMIN",
-      { timeout: 60_000 },
-      async () => {
-        const [plain, scim] = await viaServer("CreateApiUser", 2, () =>
-          Promise.all([
-            cliJson(["api-user", "create", "--tmc-id", tmcId]),
-            cliJson([
-              "api-user",
-              "create",
-              "--tmc-id",
-              tmcId,
-              "--org-id",
-              orgId,
-              "--role",
-              "COMPANY_ADMIN",
-              "--credential-type",
-              "SCIM_TOKEN",
-            ]),
+    it("api-user create: client credentials by default; a SCIM token for a COMPANY_ADMIN", async () => {
+      const [plain, scim] = await viaServer("CreateApiUser", 2, () =>
+        Promise.all([
+          cliJson(["api-user", "create", "--tmc-id", tmcId]),
+          cliJson([
+            "api-user",
+            "create",
+            "--tmc-id",
+            tmcId,
+            "--org-id",
+            orgId,
+            "--role",
+            "COMPANY_ADMIN",
+            "--credential-type",
+            "SCIM_TOKEN",
           ]),
-        );
-        assert.deepEqual(Object.keys(plain).sort(), ["clientId", "clientSecret"]);
-        assert.ok(typeof plain.clientId === "string" && plain.clientId.length > 0);
-        assert.ok(typeof plain.clientSecret === "string" && plain.clientSecret.length >= 32);
+        ]),
+      );
+      assert.deepEqual(Object.keys(plain).sort(), ["clientId", "clientSecret"]);
+      assert.ok(typeof plain.clientId === "string" && plain.clientId.length > 0);
+      assert.ok(typeof plain.clientSecret === "string" && plain.clientSecret.length >= 32);
 
-        assert.deepEqual(Object.keys(scim).sort(), ["clientId", "scimToken"]);
-        assert.ok(typeof scim.clientId === "string" && scim.clientId.length > 0);
-        assert.notEqual(scim.clientId, plain.clientId);
-        const token = String(scim.scimToken);
-        assert.match(token, /^[A-Za-z0-9+/]+={0,2}$/, "the SCIM token is base64");
-        const envelope = JSON.parse(Buffer.from(token, "base64").toString("utf8")) as Record<string, unknown>;
-        assert.equal(envelope.scope, "scim");
-        assert.equal(envelope.clientId, scim.clientId);
-        assert.equal(typeof envelope.encryptedSecret, "string");
-      },
-    );
+      assert.deepEqual(Object.keys(scim).sort(), ["clientId", "scimToken"]);
+      assert.ok(typeof scim.clientId === "string" && scim.clientId.length > 0);
+      assert.notEqual(scim.clientId, plain.clientId);
+      const token = String(scim.scimToken);
+      assert.match(token, /^[A-Za-z0-9+/]+={0,2}$/, "the SCIM token is base64");
+      const envelope = JSON.parse(Buffer.from(token, "base64").toString("utf8")) as Record<string, unknown>;
+      assert.equal(envelope.scope, "scim");
+      assert.equal(envelope.clientId, scim.clientId);
+      assert.equal(typeof envelope.encryptedSecret, "string");
+    });
 
-    it("seed", { timeout: 60_000 }, async () => {
+    it("seed", async () => {
       const json = await viaServer("Seed", 1, () => cliJson(["seed"]));
       assert.deepEqual(Object.keys(json).sort(), [
         "airCreditCount",
@@ -258,11 +254,11 @@ describe(`operator CLI (${backend})`, () => {
       assert.equal(json.airCreditCount, 13);
     });
 
-    it("migrate applies nothing: the server already migrated", { timeout: 60_000 }, async () => {
+    it("migrate applies nothing: the server already migrated", async () => {
       assert.deepEqual(await viaServer("Migrate", 1, () => cliJson(["migrate"])), { applied: [] });
     });
 
-    it("wrong arguments: exit 2, a message on stderr, nothing on stdout", { timeout: 90_000 }, async () => {
+    it("wrong arguments: exit 2, a message on stderr, nothing on stdout", async () => {
       const cases: Array<[args: string[], stderr: RegExp]> = [
         [[], /a command is required/],
         [["frobnicate"], /unknown command "frobnicate"/],
@@ -290,7 +286,7 @@ describe(`operator CLI (${backend})`, () => {
       assert.match(results[results.length - 1]!.stderr, /debugIdentifier [0-9a-f-]{36}/);
     });
 
-    it("user create with an email already used in the TMC: exit 1, ALREADY_EXISTS", { timeout: 60_000 }, async () => {
+    it("user create with an email already used in the TMC: exit 1, ALREADY_EXISTS", async () => {
       const args = [
         "user",
         "create",
@@ -306,12 +302,12 @@ describe(`operator CLI (${backend})`, () => {
       assertFailure(args, await viaServer("CreateUser", 1, () => cli(args)), 1, /ALREADY_EXISTS/);
     });
 
-    it("tmc set-limit on an unknown TMC: exit 1, NOT_FOUND", { timeout: 60_000 }, async () => {
+    it("tmc set-limit on an unknown TMC: exit 1, NOT_FOUND", async () => {
       const args = ["tmc", "set-limit", "--tmc-id", crypto.randomUUID(), "--max-api-users", "3"];
       assertFailure(args, await viaServer("SetTmcApiUserLimit", 1, () => cli(args)), 1, /NOT_FOUND/);
     });
 
-    it("a wrong operator token: exit 1, USER_NOT_AUTHENTICATED", { timeout: 60_000 }, async () => {
+    it("a wrong operator token: exit 1, USER_NOT_AUTHENTICATED", async () => {
       const args = ["tmc", "create", "--name", "Intruder Travel"];
       const r = await viaServer("CreateTmc", 1, () => cli(args, { OPERATOR_TOKEN: "not-the-operator-token" }));
       assertFailure(args, r, 1, /USER_NOT_AUTHENTICATED/);
@@ -319,7 +315,7 @@ describe(`operator CLI (${backend})`, () => {
 
     it(
       "embedded: an offline run refuses the DATA_DIR the server owns",
-      { timeout: 60_000, skip: isPostgres && "embedded backend only" },
+      { skip: isPostgres && "embedded backend only" },
       async () => {
         const args = ["tmc", "create", "--name", "Busy Travel"];
         const r = await viaServer("CreateTmc", 0, () => cli(args, { SERVER_URL: NO_SERVER }));
@@ -331,26 +327,22 @@ describe(`operator CLI (${backend})`, () => {
       },
     );
 
-    it(
-      "rejected commands wrote nothing: exactly the rows of the successful ones exist",
-      { timeout: 60_000 },
-      async () => {
-        // The embedded database can only be opened once the server has released it.
-        if (!isPostgres) {
-          stoppedOnPurpose = true;
-          assert.deepEqual(await server.stop(10_000), { code: 0, signal: null });
-        }
-        const rows = await countRows(storage);
-        assert.deepEqual(
-          { tmcs: rows.tmcs, companies: rows.companies, users: rows.users, api_users: rows.api_users },
-          // Acme + Other + the seed's TMC; Globex + the seed's company; 2 users + the seed's 3;
-          // client-credentials + SCIM + the seed's TMC admin.
-          { tmcs: 3, companies: 2, users: 5, api_users: 3 },
-        );
-        assert.equal(rows.limits[tmcId], 9, "the rejected set-limit left the limit as set");
-        assert.equal(rows.limits[otherTmcId], 7);
-      },
-    );
+    it("rejected commands wrote nothing: exactly the rows of the successful ones exist", async () => {
+      // The embedded database can only be opened once the server has released it.
+      if (!isPostgres) {
+        stoppedOnPurpose = true;
+        assert.deepEqual(await server.stop(10_000), { code: 0, signal: null });
+      }
+      const rows = await countRows(storage);
+      assert.deepEqual(
+        { tmcs: rows.tmcs, companies: rows.companies, users: rows.users, api_users: rows.api_users },
+        // Acme + Other + the seed's TMC; Globex + the seed's company; 2 users + the seed's 3;
+        // client-credentials + SCIM + the seed's TMC admin.
+        { tmcs: 3, companies: 2, users: 5, api_users: 3 },
+      );
+      assert.equal(rows.limits[tmcId], 9, "the rejected set-limit left the limit as set");
+      assert.equal(rows.limits[otherTmcId], 7);
+    });
   });
 
   describe("offline: no server answers at SERVER_URL", () => {
@@ -366,36 +358,29 @@ describe(`operator CLI (${backend})`, () => {
       if (storage) await dropStorage(storage);
     });
 
-    it(
-      "migrate applies the migrations on fresh storage, then nothing; tmc create works",
-      { timeout: 90_000 },
-      async () => {
-        // Fresh storage: --init creates the store (an offline run refuses an empty DATA_DIR without it).
-        const first = jsonOf(["migrate", "--init"], await runCli(["migrate", "--init"], env));
-        assert.deepEqual(Object.keys(first), ["applied"]);
+    it("migrate applies the migrations on fresh storage, then nothing; tmc create works", async () => {
+      // Fresh storage: --init creates the store (an offline run refuses an empty DATA_DIR without it).
+      const first = jsonOf(["migrate", "--init"], await runCli(["migrate", "--init"], env));
+      assert.deepEqual(Object.keys(first), ["applied"]);
+      assert.ok(Array.isArray(first.applied) && first.applied.length > 0, `applied: ${JSON.stringify(first.applied)}`);
+      for (const name of first.applied as unknown[]) assert.equal(typeof name, "string");
+
+      assert.deepEqual(jsonOf(["migrate"], await runCli(["migrate"], env)), { applied: [] });
+
+      const args = ["tmc", "create", "--name", "Offline Travel"];
+      const tmc = jsonOf(args, await runCli(args, env));
+      assert.match(String(tmc.tmcId), UUID);
+      assert.deepEqual(tmc, { tmcId: tmc.tmcId, name: "Offline Travel", maxApiUsers: 5 });
+
+      if (!isPostgres) {
         assert.ok(
-          Array.isArray(first.applied) && first.applied.length > 0,
-          `applied: ${JSON.stringify(first.applied)}`,
+          !fs.existsSync(path.join(storage.dataDir, "owner.pid")),
+          "an offline run releases DATA_DIR when done",
         );
-        for (const name of first.applied as unknown[]) assert.equal(typeof name, "string");
-
-        assert.deepEqual(jsonOf(["migrate"], await runCli(["migrate"], env)), { applied: [] });
-
-        const args = ["tmc", "create", "--name", "Offline Travel"];
-        const tmc = jsonOf(args, await runCli(args, env));
-        assert.match(String(tmc.tmcId), UUID);
-        assert.deepEqual(tmc, { tmcId: tmc.tmcId, name: "Offline Travel", maxApiUsers: 5 });
-
-        if (!isPostgres) {
-          assert.ok(
-            !fs.existsSync(path.join(storage.dataDir, "owner.pid")),
-            "an offline run releases DATA_DIR when done",
-          );
-        }
-        const rows = await countRows(storage);
-        assert.equal(rows.tmcs, 1);
-        assert.equal(rows.limits[String(tmc.tmcId)], 5);
-      },
-    );
+      }
+      const rows = await countRows(storage);
+      assert.equal(rows.tmcs, 1);
+      assert.equal(rows.limits[String(tmc.tmcId)], 5);
+    });
   });
 });

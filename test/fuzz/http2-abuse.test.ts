@@ -145,7 +145,7 @@ interface Instance {
 async function startInstance(): Promise<Instance> {
   const storage = newStorage();
   // A generous start: the embedded database starts slowly on a loaded machine.
-  const server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS }), 90_000);
+  const server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS }));
   const tenant = await newTenant(server.address);
   const token = await accessToken(server.address, tenant.admin.clientId, tenant.admin.clientSecret);
   return { server, storage, token, grpc: grpcClients(server.address) };

@@ -130,7 +130,7 @@ async function connectCodeOf(transport: Transport): Promise<Code> {
 // ---- the CLI as operators run it ----------------------------------------------------------
 
 /** The CLI under a loaded machine: twice the default wait. */
-const runCli = (args: readonly string[], env: Record<string, string>) => runCliProcess(args, env, 60_000);
+const runCli = (args: readonly string[], env: Record<string, string>) => runCliProcess(args, env);
 
 function cliJson(r: CliResult): Record<string, unknown> {
   assert.equal(r.code, 0, `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(0, 3000)}`);
@@ -348,7 +348,7 @@ describe(`the CLI and the server process with an admin port (${backend})`, () =>
   let adminAddress: string;
   before(async () => {
     storage = newStorage();
-    server = await spawnServer(serviceEnv(storage, { ADMIN_PORT: "0" }), 90_000);
+    server = await spawnServer(serviceEnv(storage, { ADMIN_PORT: "0" }));
     const listening = server.logLines().find((line) => String(line.msg).startsWith("service listening"))!;
     adminAddress = String(listening.adminAddress);
   });
@@ -365,7 +365,7 @@ describe(`the CLI and the server process with an admin port (${backend})`, () =>
     assert.notEqual(new URL(adminAddress).port, String(server.port));
   });
 
-  test("with ADMIN_URL the CLI sends its RPC to the admin port", { timeout: 90_000 }, async () => {
+  test("with ADMIN_URL the CLI sends its RPC to the admin port", async () => {
     // SERVER_URL names the public port, which would refuse the RPC: success proves ADMIN_URL was used.
     const tmc = cliJson(
       await runCli(
@@ -377,54 +377,42 @@ describe(`the CLI and the server process with an admin port (${backend})`, () =>
     assert.equal(tmc.name, "Via ADMIN_URL");
   });
 
-  test(
-    "with ADMIN_PORT alone the CLI derives the admin address (ADMIN_HOST, default loopback)",
-    { timeout: 90_000 },
-    async () => {
-      const env = serviceEnv(storage, { PORT: String(server.port), ADMIN_PORT: new URL(adminAddress).port });
-      const tmc = cliJson(await runCli(["tmc", "create", "--name", "Via ADMIN_PORT"], env));
-      assert.match(String(tmc.tmcId), UUID);
-    },
-  );
+  test("with ADMIN_PORT alone the CLI derives the admin address (ADMIN_HOST, default loopback)", async () => {
+    const env = serviceEnv(storage, { PORT: String(server.port), ADMIN_PORT: new URL(adminAddress).port });
+    const tmc = cliJson(await runCli(["tmc", "create", "--name", "Via ADMIN_PORT"], env));
+    assert.match(String(tmc.tmcId), UUID);
+  });
 
-  test(
-    "pointed at the public port only, the CLI is refused there (and does not fall back in-process)",
-    { timeout: 90_000 },
-    async () => {
-      const r = await runCli(
-        ["tmc", "create", "--name", "Via the public port"],
-        serviceEnv(storage, { SERVER_URL: server.address }),
-      );
-      assert.equal(r.code, 1, `stdout: ${r.stdout}\nstderr: ${r.stderr}`);
-      assert.equal(r.stdout, "");
-      assert.match(
-        r.stderr,
-        new RegExp(
-          `^error: ${server.address} does not serve OperatorService \\((Unimplemented|ROUTE_NOT_FOUND)\\); .*set ADMIN_URL or ADMIN_PORT`,
-          "m",
-        ),
-      );
-    },
-  );
+  test("pointed at the public port only, the CLI is refused there (and does not fall back in-process)", async () => {
+    const r = await runCli(
+      ["tmc", "create", "--name", "Via the public port"],
+      serviceEnv(storage, { SERVER_URL: server.address }),
+    );
+    assert.equal(r.code, 1, `stdout: ${r.stdout}\nstderr: ${r.stderr}`);
+    assert.equal(r.stdout, "");
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^error: ${server.address} does not serve OperatorService \\((Unimplemented|ROUTE_NOT_FOUND)\\); .*set ADMIN_URL or ADMIN_PORT`,
+        "m",
+      ),
+    );
+  });
 
-  test("SIGTERM drains and closes both ports: exit 0", { timeout: 60_000 }, async () => {
+  test("SIGTERM drains and closes both ports: exit 0", async () => {
     const status = await server.stop(15_000);
     assert.deepEqual(status, { code: 0, signal: null }, server.stderr());
     await assert.rejects(fetch(`${adminAddress}/healthz`));
   });
 
-  test(
-    "with no server answering at the admin address the CLI runs in-process, opening no port",
-    { timeout: 90_000 },
-    async () => {
-      // ADMIN_PORT 1 could not be bound without privileges: the in-process instance must not try.
-      const tmc = cliJson(
-        await runCli(
-          ["tmc", "create", "--name", "Offline"],
-          serviceEnv(storage, { ADMIN_PORT: "1", ADMIN_URL: "http://127.0.0.1:1" }),
-        ),
-      );
-      assert.match(String(tmc.tmcId), UUID);
-    },
-  );
+  test("with no server answering at the admin address the CLI runs in-process, opening no port", async () => {
+    // ADMIN_PORT 1 could not be bound without privileges: the in-process instance must not try.
+    const tmc = cliJson(
+      await runCli(
+        ["tmc", "create", "--name", "Offline"],
+        serviceEnv(storage, { ADMIN_PORT: "1", ADMIN_URL: "http://127.0.0.1:1" }),
+      ),
+    );
+    assert.match(String(tmc.tmcId), UUID);
+  });
 });

@@ -62,10 +62,24 @@ export interface ServerProcess {
 }
 
 /**
+ * How long a test waits for a child (a server to listen, a CLI command to finish) before calling it
+ * hung. Not a start-up budget: the service bounds its own start (database retries, migrations) and
+ * exits non-zero when it cannot start, and the wait ends at that exit. This is only the backstop for
+ * a child that neither finishes nor fails, far above any start seen on a saturated machine (41–50 s),
+ * and below the runner's per-test timeout (test/run.sh) so the failure names the child.
+ */
+export const CHILD_HUNG_MS = 240_000;
+
+export interface SpawnOptions {
+  /** Called with everything the child has written to stdout so far, on every write, before it listens too. */
+  readonly onStdout?: (stdout: string) => void;
+}
+
+/**
  * Spawns the server (`node --import tsx src/main.ts`) with the given environment and waits for its
  * "service listening" log line. Rejects (after killing the child) if it exits or stays silent.
  */
-export async function spawnServer(env: Record<string, string>, startTimeoutMs = 30_000): Promise<ServerProcess> {
+export async function spawnServer(env: Record<string, string>, options: SpawnOptions = {}): Promise<ServerProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: repoRoot,
     env: childEnv(env),
@@ -76,6 +90,7 @@ export async function spawnServer(env: Record<string, string>, startTimeoutMs = 
   const listeners = new Set<() => void>();
   child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
     out += chunk;
+    options.onStdout?.(out);
     for (const listener of listeners) listener();
   });
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
@@ -147,7 +162,7 @@ export async function spawnServer(env: Record<string, string>, startTimeoutMs = 
   try {
     listening = await waitForLog(
       (line) => typeof line.msg === "string" && line.msg.startsWith("service listening"),
-      startTimeoutMs,
+      CHILD_HUNG_MS,
     );
   } catch (error) {
     await stop(2_000);
@@ -174,7 +189,11 @@ export interface CliResult {
 }
 
 /** Runs `node --import tsx src/cli/main.ts ...args` with exactly the given service settings. */
-export function runCli(args: readonly string[], env: Record<string, string>, timeoutMs = 30_000): Promise<CliResult> {
+export function runCli(
+  args: readonly string[],
+  env: Record<string, string>,
+  timeoutMs = CHILD_HUNG_MS,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
       cwd: repoRoot,
