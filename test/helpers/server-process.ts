@@ -117,7 +117,7 @@ export async function spawnServer(env: Record<string, string>, options: SpawnOpt
         }
       });
 
-  const waitForLog = (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 10_000) =>
+  const waitForLog = (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 60_000) =>
     new Promise<Record<string, unknown>>((resolve, reject) => {
       const check = () => {
         const found = logLines().find(predicate);
