@@ -3,7 +3,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { fetchToken } from "../helpers/api.js";
-import { isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { isPostgres, newStorage, PRODUCTION_DATABASE_TIMEOUTS, TEST_DATABASE_URL } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 import { startTcpProxy } from "../helpers/tcp-proxy.js";
 
@@ -144,7 +144,7 @@ describe("readiness when a dependency is down", () => {
       url.port = String(proxy.port);
       const running = await startService({
         storage,
-        env: { DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "500" },
+        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "500" },
       });
       try {
         const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});

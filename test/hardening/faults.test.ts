@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { accessToken, callApi, fetchToken } from "../helpers/api.js";
-import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL } from "../helpers/backend.js";
+import {
+  isPostgres,
+  newStorage,
+  PRODUCTION_DATABASE_TIMEOUTS,
+  serviceEnv,
+  TEST_DATABASE_URL,
+} from "../helpers/backend.js";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
@@ -61,6 +67,7 @@ describe(
       running = await startService({
         storage,
         env: {
+          ...PRODUCTION_DATABASE_TIMEOUTS,
           DATABASE_URL: url.toString(),
           REDIS_URL: redis.url,
           TOKEN_RATE_LIMIT_PER_ADDRESS: "1000000/60",
@@ -142,7 +149,9 @@ describe(
       pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
       const url = new URL(TEST_DATABASE_URL);
       url.port = String(pgProxy.port);
-      server = await spawnServer(serviceEnv(storage, { ...ROOMY_RATE_LIMITS, DATABASE_URL: url.toString() }));
+      server = await spawnServer(
+        serviceEnv(storage, { ...ROOMY_RATE_LIMITS, ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString() }),
+      );
       baseUrl = server.address;
       seed = await operatorCall(baseUrl, "Seed", {});
     });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import knexPkg, { type Knex } from "knex";
-import { backend, isPostgres, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { backend, isPostgres, PRODUCTION_DATABASE_TIMEOUTS, TEST_DATABASE_URL } from "../helpers/backend.js";
 import type { RunningService } from "../helpers/service.js";
 import {
   disposeService,
@@ -34,7 +34,7 @@ describe(`one tenant cannot starve the pool (${backend})`, () => {
   let victimToken: string;
 
   before(async () => {
-    running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS } });
+    running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, ...PRODUCTION_DATABASE_TIMEOUTS } });
     const base = running.baseUrl;
     const a = await newTenant(base);
     const companyAdmin = await newApiUser(base, a.tmcId, "COMPANY_ADMIN", a.orgId);

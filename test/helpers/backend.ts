@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { loadConfig } from "../../src/config/config.js";
 
 /**
  * The suite runs once per backend (test/run.sh): TEST_BACKEND=postgres uses the machine's
@@ -94,7 +95,16 @@ export function serviceEnv(storage: Storage, extra: Record<string, string> = {})
     SHUTDOWN_TIMEOUT_MS: "500",
     // Each storage gets its own Redis keys, so parallel test files never share budgets or state.
     REDIS_KEY_PREFIX: redisKeyPrefixOf(storage),
+    // Production fails fast (500 ms, then 503) when no pooled connection comes; on a test machine whose
+    // cores are saturated, opening one can take longer than that. Functional tests are not about that
+    // budget; the tests of failing fast pin the production default (PRODUCTION_DATABASE_TIMEOUTS).
+    DATABASE_ACQUIRE_TIMEOUT_MS: "10000",
     ...storage.env,
     ...extra,
   };
 }
+
+/** The service's own default database timeouts, for the tests of what happens when they pass. */
+export const PRODUCTION_DATABASE_TIMEOUTS: Record<string, string> = {
+  DATABASE_ACQUIRE_TIMEOUT_MS: String(loadConfig({}).storage.databaseAcquireTimeoutMs),
+};
