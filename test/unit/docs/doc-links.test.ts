@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { UsageError, parseCommand } from "../../../src/cli/arguments.js";
 import {
   README_MAX_LINES,
   brokenLinks,
+  cliCommands,
   disk,
   documentationPages,
   headingAnchors,
@@ -17,7 +19,8 @@ import {
  * instead of repeating itself, so a moved file, a renamed heading or a dropped npm script would
  * leave readers at a dead end. Checked here: the README stays short, every relative link reaches a
  * file (and its heading, for an anchor), every `npm run <script>` exists in package.json, and every
- * repository path the README names in backticks exists.
+ * repository path the README names in backticks exists, and every operator command the pages
+ * name (`npm run -s cli -- tmc create`) is one the CLI knows.
  */
 
 test(`README.md is at most ${README_MAX_LINES} lines`, () => {
@@ -50,6 +53,28 @@ test("every repository path the README names in backticks exists", () => {
   assert.deepEqual(missingPaths("README.md", markdown, disk.exists, runtime), []);
 });
 
+/** Whether the CLI knows the command `words` (missing options are fine: only the command is checked). */
+function cliKnows(words: readonly string[]): boolean {
+  try {
+    parseCommand(words, () => {});
+    return true;
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    return !/unknown command|needs a command|a command is required/.test(error.message);
+  }
+}
+
+test("every operator command the documentation names is one the CLI knows", () => {
+  const named = documentationPages().flatMap((page) => cliCommands(page, disk.read(page)));
+  assert.ok(named.length > 20, `the pages' CLI commands are found: ${named.length}`);
+  assert.deepEqual(
+    named.filter(({ words }) => !cliKnows(words)).map(({ where, words }) => `${where} → cli ${words.join(" ")}`),
+    [],
+  );
+  assert.equal(cliKnows(["tmc", "creat"]), false, "an unknown command is told apart");
+  assert.equal(cliKnows(["tmx"]), false, "an unknown group is told apart");
+});
+
 test("the checks can fail: a missing file, a missing heading, a missing script and a missing path are reported", () => {
   const pages: Record<string, string> = {
     "README.md": [
@@ -62,6 +87,7 @@ test("the checks can fail: a missing file, a missing heading, a missing script a
       "```",
       "Run `npm run typecheck`, `npm test`, `npm run gone:script`; read `src/present.ts` and `src/absent.ts`,",
       "`/v2/api-users`, `DATABASE_URL`, `v20.20.2`, `docs/ops.md`, `./data`, `./docs/gone` and `MISSING.md`.",
+      "X=$(npm run -s cli -- tmc create --name N | jq .tmcId); npm run -s cli -- seed        # demo; `npm run -s cli -- …`",
     ].join("\n"),
     "docs/ops.md": "# Operations\n\n## Logs\n\n```\n## Metrics\n```\n",
   };
@@ -74,13 +100,17 @@ test("the checks can fail: a missing file, a missing heading, a missing script a
     "README.md:2 → docs/ops.md#metrics (no such heading)",
     "README.md:3 → ../x.md (no such file)",
   ]);
-  assert.deepEqual(missingScripts("README.md", pages["README.md"]!, { typecheck: "tsc", test: "x" }), [
+  assert.deepEqual(missingScripts("README.md", pages["README.md"]!, { typecheck: "tsc", test: "x", cli: "tsx" }), [
     "README.md:5 → npm run nosuch",
     "README.md:8 → npm run gone:script",
   ]);
   assert.deepEqual(
     missingPaths("README.md", pages["README.md"]!, files.exists, ignoredDirectories("/data/\n*.log\n")),
     ["README.md:8 → src/absent.ts", "README.md:9 → ./docs/gone", "README.md:9 → MISSING.md"],
+  );
+  assert.deepEqual(
+    cliCommands("README.md", pages["README.md"]!).map(({ where, words }) => `${where} ${words.join(" ")}`),
+    ["README.md:10 tmc create", "README.md:10 seed"],
   );
   assert.deepEqual(
     [...headingAnchors("# A `b` title: c\n## A `b` title: c\n### Air credits: 100 000 credits")],

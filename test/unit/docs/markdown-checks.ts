@@ -132,3 +132,13 @@ export function missingPaths(
   }
   return missing;
 }
+
+/** The operator commands (`npm run -s cli -- tmc create …` → "tmc create") the pages name, with where. */
+export function cliCommands(page: string, markdown: string): Array<{ where: string; words: string[] }> {
+  const found: Array<{ where: string; words: string[] }> = [];
+  markdown.split("\n").forEach((text, i) => {
+    for (const m of text.matchAll(/\bnpm run -s cli -- ([a-z][\w-]*(?: [a-z][\w-]*)?)/g))
+      found.push({ where: `${page}:${i + 1}`, words: m[1]!.split(" ") });
+  });
+  return found;
+}
