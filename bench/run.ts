@@ -3,8 +3,8 @@
 // node-oidc-provider issuing JWT access tokens — plus the invalidation delay between two
 // instances. Scenarios are interleaved in rounds (each round runs every scenario once, in a
 // rotated order) so machine noise hits all alike; the table shows medians over rounds and
-// ratios of same-round figures. Writes bench/results.json. See HELP below and the README's
-// "Performance" section.
+// ratios of same-round figures. Writes bench/results.json and the "Latest full run" section of
+// BENCHMARKS.md. See HELP below and BENCHMARKS.md.
 import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -16,6 +16,7 @@ import { FORM, JSON_TYPE, agent, form, request } from "./http.js";
 import { measureInvalidationOnce, type InvalidationSample, type Victim } from "./invalidation.js";
 import { grpcAuthClients, grpcIssue, type HttpRequestSpec } from "./load.js";
 import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
+import { writeLatestRun } from "./benchmarks-md.js";
 import { rssBytes } from "./procstat.js";
 import {
   BASELINES,
@@ -59,8 +60,8 @@ Fastify token route and node-oidc-provider (bench/baselines/), and a separate lo
 process (bench/loadgen.ts). Seeds the service with --clients API users through OperatorService,
 checks every scenario's answer (tokens are verified against each server's JWKS), then runs
 --rounds rounds; each round runs every scenario once (warm-up, then measured) in a rotated order,
-followed by its share of the invalidation repetitions. Prints one table and the goals; writes
-bench/results.json.
+followed by its share of the invalidation repetitions. Prints one table and the goals; a full run
+writes bench/results.json and the "Latest full run" section of BENCHMARKS.md.
 
 Scenarios (all on instance A but invalidation):
   rest-issuance        POST /v2/auth/oauth2-token, client_credentials, clients round-robin
@@ -98,6 +99,8 @@ Options:
                       --clients 50
   --out FILE          results file ("-": none). Default: bench/results.json for a full run
                       (no --quick, --only, --rounds, --duration, --clients, --embedded), else none
+  --markdown FILE     Markdown file whose "Latest full run" section gets the run ("-": none).
+                      Default: BENCHMARKS.md for a full run, else none
   --cpu-prof DIR      run instance A with node --cpu-prof, writing its profile into DIR
   --json              print results.json's content instead of the table
   --fail-on-goals     exit with 1 when a goal is not met (default: only when the run itself
@@ -134,6 +137,7 @@ interface Options {
   embedded: boolean;
   quick: boolean;
   out: string | undefined;
+  markdown: string | undefined;
   cpuProfDir: string | undefined;
   json: boolean;
   failOnGoals: boolean;
@@ -159,6 +163,7 @@ function parseOptions(argv: string[]): Options {
         embedded: { type: "boolean" },
         quick: { type: "boolean" },
         out: { type: "string" },
+        markdown: { type: "string" },
         "cpu-prof": { type: "string" },
         json: { type: "boolean" },
         "fail-on-goals": { type: "boolean" },
@@ -203,6 +208,7 @@ function parseOptions(argv: string[]): Options {
     values.clients === undefined &&
     !values.embedded;
   const outRaw = values.out ?? (full ? path.join(repoRoot, "bench", "results.json") : "-");
+  const markdownRaw = values.markdown ?? (full ? path.join(repoRoot, "BENCHMARKS.md") : "-");
   return {
     durationS: int("duration", values.duration, quick ? 3 : 8, 1, 600),
     warmupS: int("warmup", values.warmup, 1, 0, 60),
@@ -216,6 +222,7 @@ function parseOptions(argv: string[]): Options {
     embedded: values.embedded ?? false,
     quick,
     out: outRaw === "-" ? undefined : path.resolve(outRaw),
+    markdown: markdownRaw === "-" ? undefined : path.resolve(markdownRaw),
     cpuProfDir: values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"]),
     json: values.json ?? false,
     failOnGoals: values["fail-on-goals"] ?? false,
@@ -827,6 +834,10 @@ async function main(): Promise<number> {
     fs.writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`);
     progress(`wrote ${path.relative(process.cwd(), options.out) || options.out}`);
   } else if (options.out) progress(`not writing ${options.out}: the run had problems`);
+  if (options.markdown && problems.length === 0) {
+    writeLatestRun(options.markdown, results);
+    progress(`wrote the latest run into ${path.relative(process.cwd(), options.markdown) || options.markdown}`);
+  } else if (options.markdown) progress(`not writing ${options.markdown}: the run had problems`);
   if (problems.length > 0) return 1;
   return options.failOnGoals && goals.some((g) => g.met === false) ? 1 : 0;
 }

@@ -44,7 +44,7 @@ describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
 
   test("trusted-issuer add takes exactly one of --jwks-uri and --jwks, a real JWKS, and an --audience", async () => {
     const tmc = JSON.parse((await cli("tmc", "create", "--name", "IdP TMC")).stdout);
-    // README: an issuer is registered with the audience its tokens carry for this platform.
+    // docs/tokens.md: an issuer is registered with the audience its tokens carry for this platform.
     const audience = ["--audience", "https://travel.test/token-exchange"];
     const added = await cli(
       "trusted-issuer",

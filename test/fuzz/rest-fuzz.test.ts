@@ -9,7 +9,7 @@
 // repeated names, random query strings and path values (with `%` sequences), random content
 // types, other verbs, and no / the admin's / a wrong / a Basic credential. Properties:
 //   P1 every answer is 2xx or 4xx — never 3xx or 5xx — except 501 NOT_IMPLEMENTED from the RPCs
-//      whose issue is not done (README "Status"; the route's service registers no handler);
+//      whose issue is not done (README, "Status"; the route's service registers no handler);
 //   P2 every 4xx (and that 501) is an ErrorResponse: JSON with debugIdentifier (= x-request-id) and
 //      errorMessages[0].errorCode and .message;
 //   P3 nothing is written on refusal: the storage fingerprint (every table's rows, fuzz-kit.ts) is
@@ -709,7 +709,7 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
         payload: body(depth),
       });
 
-    // At the limit the request reaches the RPC, which stores it (200, no body: README "User profiles").
+    // At the limit the request reaches the RPC, which stores it (200, no body: docs/user-profiles.md).
     const atLimit = await rest(MAX_JSON_DEPTH);
     assert.equal(atLimit.statusCode, 200, atLimit.body);
     assert.equal(atLimit.body, "");

@@ -493,7 +493,7 @@ function oversizedCaseOf(route: RestRoute): Case | undefined {
 
 /**
  * REST shows zero numbers, false, empty lists and maps that canonical protobuf JSON leaves out
- * (README, "REST JSON"); neither side's defaults are compared.
+ * (docs/protocols.md, "JSON on REST"); neither side's defaults are compared.
  */
 function withoutDefaults(value: JsonValue): JsonValue | undefined {
   if (Array.isArray(value)) return value.length === 0 ? undefined : value.map((v) => withoutDefaults(v) ?? null);

@@ -132,7 +132,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     const one = await get(`${USERS}/${adaId}?ATTRIBUTES=userName`);
     assert.equal(one.body.userName, "ada@edge.example");
     assert.equal(one.body.name, undefined);
-    // Parameters SCIM does not define here are ignored (decision: README, SCIM provisioning).
+    // Parameters SCIM does not define here are ignored (decision: docs/scim.md).
     const unknown = await get(
       `${USERS}?filter=${encodeURIComponent('userName eq "ada@edge.example"')}&api-version=2&aadOptscim062020=1`,
     );

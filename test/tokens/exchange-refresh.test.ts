@@ -252,7 +252,7 @@ describe("(a) exchanging an access token this service issued", () => {
     const companyAdmin = await newApiUser(baseUrl, tenantA.tmcId, "COMPANY_ADMIN", tenantA.orgId);
     membersOfA.push(companyAdmin.clientId);
     const subject = await accessTokenOf(baseUrl, owner);
-    // README, token-exchange policy: a company admin never acts for a TMC admin — no token at all.
+    // docs/tokens.md, token-exchange policy: a company admin never acts for a TMC admin — no token at all.
     const all = await exchange(companyAdmin, { subject_token: subject, subject_token_type: TYPE_ACCESS_TOKEN });
     assertOAuthError(all, 400, "INVALID_REQUEST", "invalid_request");
     assert.equal(all.body.access_token, undefined);
@@ -563,7 +563,7 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
       { tmcId: seed.tmcId, issuer: "https://x.example", jwks, jwksUri: "http://127.0.0.1:1/jwks.json", audience },
       { tmcId: seed.tmcId, issuer: "https://x.example", jwks: "{not json", audience },
       { tmcId: seed.tmcId, issuer: "https://x.example", jwks: JSON.stringify({ keys: "nope" }), audience },
-      // README: an issuer must be registered with the audience its tokens carry for this platform.
+      // docs/tokens.md: an issuer must be registered with the audience its tokens carry for this platform.
       { tmcId: seed.tmcId, issuer: "https://x.example", jwks },
     ]) {
       const res = await call(body);

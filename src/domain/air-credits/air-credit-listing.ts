@@ -7,7 +7,7 @@ import type { CreditFilter, UnusedCredit } from "./model.js";
 import type { UnusedCreditRepository } from "./ports.js";
 import { airlineName, SUPPORTED_AIRLINES, transferableOn } from "./transferability.js";
 
-/** Credits per page of the list (the spec does not say; README "Air credits"). */
+/** Credits per page of the list (the spec does not say; docs/air-credits.md). */
 export const CREDIT_PAGE_SIZE = 100;
 
 /** Who calls the air-credit operations: from the verified access token. */

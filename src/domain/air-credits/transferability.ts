@@ -2,7 +2,7 @@ import type { Clock } from "../shared/clock.js";
 import type { CreditUsageType, LockedCredit, TransferableOn } from "./model.js";
 
 /**
- * What makes an unused credit transferable (the spec is silent; README "Air credits"):
+ * What makes an unused credit transferable (the spec is silent; docs/air-credits.md):
  *  - its status is OPEN (not USED, RESERVED or unknown);
  *  - it has not expired: its expiry date is today or later, today taken in UTC;
  *  - it is not a company credit already (creditUsageType is not COMPANY);

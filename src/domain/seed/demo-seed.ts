@@ -14,7 +14,7 @@ export interface DemoSeed {
   airCreditCount: number;
 }
 
-/** Demo data for the README quickstart: each run creates a fresh, independent demo tenant. */
+/** Demo data for `cli seed` (README, docs/scim.md and docs/air-credits.md walk-throughs): each run creates a fresh, independent demo tenant. */
 export class DemoSeeder {
   constructor(
     private readonly uow: UnitOfWork,

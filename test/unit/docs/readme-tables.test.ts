@@ -2,12 +2,13 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { documentationPages } from "./markdown-checks.js";
 
-// Issue 19: the README's "Libraries, and why" table was cut in two by a blank line; Markdown then
+// Issue 19: the README's "Libraries, and why" table (now in CONTRIBUTING.md) was cut in two by a blank line; Markdown then
 // renders its second half as a paragraph of pipes. A table row right after a blank line that
 // follows another table row is that break (a new table starts with a header and a |---| line).
-test("no Markdown table in the README or SECURITY.md is broken by a blank line", () => {
-  for (const name of ["README.md", "SECURITY.md"]) {
+test("no Markdown table of the documentation (README, SECURITY.md, CONTRIBUTING.md, BENCHMARKS.md, docs/) is broken by a blank line", () => {
+  for (const name of [...documentationPages(), "SECURITY.md"]) {
     const lines = fs.readFileSync(fileURLToPath(new URL(`../../../${name}`, import.meta.url)), "utf8").split("\n");
     const broken: number[] = [];
     let fenced = false;

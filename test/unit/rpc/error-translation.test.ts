@@ -20,7 +20,7 @@ import { toConnectError, translateError } from "../../../src/rpc/errors/error-re
 /** Every Connect code (the numeric members of the enum). */
 const ALL_CODES = Object.values(Code).filter((v): v is Code => typeof v === "number");
 
-/** The REST status of every catalogue code, as the README and spec document them. */
+/** The REST status of every catalogue code, as docs/errors.md and the spec document them. */
 const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?: string }>> = {
   API_VALIDATION_FAILED: { code: Code.InvalidArgument, status: 400, oauth: "invalid_request" },
   PAYLOAD_TOO_LARGE: { code: Code.InvalidArgument, status: 413, oauth: "invalid_request" },
