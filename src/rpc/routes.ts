@@ -20,7 +20,7 @@ import { registerReflection } from "./reflection.js";
 
 /**
  * Which faces the RPCs are served on. By default one: every service on the public port. With
- * `admin`, the areas whose face is "admin" (OperatorService) move to a face of their own (the admin
+ * `admin`, the areas whose face is "admin" (the operator area) move to a face of their own (the admin
  * port, ADMIN_PORT): the public face then neither routes them nor lists them in reflection.
  */
 export interface RpcFaces {
