@@ -12,8 +12,9 @@ import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
 import { startTracing, type SpanExporter } from "../observability/tracing.js";
 import { createHealthService } from "../rpc/health.js";
-import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
-import { contractServices, createRpcCore } from "../rpc/routes.js";
+import type { Face } from "../rpc/area.js";
+import { serviceNamesOn } from "../rpc/areas.js";
+import { createRpcCore } from "../rpc/routes.js";
 import { ownDataDir } from "../store/data-dir-lock.js";
 import { openDatabase } from "../store/postgres/database.js";
 import { postgresRepositories } from "../store/postgres/repositories/index.js";
@@ -189,15 +190,14 @@ export async function createService(config: Config, options: ServiceOptions = {}
     lifecycle.started("background jobs", () => jobs.stop());
 
     const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
-    // With an admin port, OperatorService is reported (and served) there only.
-    const healthOf = (services: readonly string[]) =>
+    // Each face reports on the services it serves: with an admin port, the admin areas there only.
+    const healthOf = (face: Face) =>
       createHealthService(async () => (await readiness()).database === "up", {
-        services,
+        services: serviceNamesOn(face, http.admin !== undefined),
         pollIntervalMs: config.jobs.healthWatchIntervalMs,
       });
-    const servedPublicly = contractServices.filter((s) => !http.admin || s !== OperatorService);
-    const health = healthOf(servedPublicly.map((s) => s.typeName));
-    const adminHealth = http.admin ? healthOf([OperatorService.typeName]) : undefined;
+    const health = healthOf("public");
+    const adminHealth = http.admin ? healthOf("admin") : undefined;
     const classifyError = (error: unknown) => {
       switch (databaseFailureOf(error)) {
         case "unavailable":

@@ -33,7 +33,7 @@ import type { InjectOptions } from "fastify";
 import { internalsOf } from "../../src/app/test-access.js";
 import { restRoutesOf, type RestRoute } from "../../src/gateway/http-rules.js";
 import { MAX_JSON_DEPTH } from "../../src/gateway/json-depth.js";
-import { contractServices } from "../../src/rpc/routes.js";
+import { contractServices } from "../../src/rpc/areas.js";
 import { accessToken } from "../helpers/api.js";
 import { backend, newStorage, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";

@@ -47,7 +47,7 @@ import fc from "fast-check";
 import type { InjectOptions } from "fastify";
 import { ErrorResponseSchema, type ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { internalsOf } from "../../src/app/test-access.js";
-import { contractServices } from "../../src/rpc/routes.js";
+import { contractServices } from "../../src/rpc/areas.js";
 import { accessToken } from "../helpers/api.js";
 import { backend, TEST_OPERATOR_TOKEN } from "../helpers/backend.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { restRoutesOf } from "../../src/gateway/http-rules.js";
-import { contractServices } from "../../src/rpc/routes.js";
+import { contractServices } from "../../src/rpc/areas.js";
 import { seededAdminAuthorization } from "../helpers/api.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 

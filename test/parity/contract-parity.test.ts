@@ -46,7 +46,7 @@ import * as grpc from "@grpc/grpc-js";
 import { ErrorResponseSchema, type ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { restRoutesOf, type RestRoute } from "../../src/gateway/http-rules.js";
 import { httpStatusOf } from "../../src/gateway/http-status.js";
-import { contractServices } from "../../src/rpc/routes.js";
+import { contractServices } from "../../src/rpc/areas.js";
 import { accessToken } from "../helpers/api.js";
 import { backend, newStorage, serviceEnv, type Storage } from "../helpers/backend.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";

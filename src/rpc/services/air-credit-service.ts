@@ -1,8 +1,8 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type {
+import {
   AirCreditService,
-  ListCompanyTransferableUnusedCreditsRequest,
-  MigrateCompanyCreditsRequest,
+  type ListCompanyTransferableUnusedCreditsRequest,
+  type MigrateCompanyCreditsRequest,
 } from "../../../gen/travel/aircredit/v3/air_credit_pb.js";
 import type { AirCreditCaller, AirCreditListing } from "../../domain/air-credits/air-credit-listing.js";
 import type { AirCreditMigration } from "../../domain/air-credits/air-credit-migration.js";
@@ -10,6 +10,7 @@ import type { Principal } from "../../domain/tokens/model.js";
 import { callerOf } from "../caller.js";
 import { creditFilter, listResponse, migrateResponse } from "../mappers/air-credit-mappers.js";
 import { requestInfoOf } from "../request-context.js";
+import { defineArea } from "../area.js";
 
 export interface AirCreditDomain {
   readonly listing: AirCreditListing;
@@ -39,6 +40,13 @@ export class AirCreditServiceHandler implements ServiceImpl<typeof AirCreditServ
     return migrateResponse(outcomes);
   }
 }
+
+/** The air-credit area: AirCreditService on the public face. */
+export const airCreditArea = defineArea({
+  service: AirCreditService,
+  face: "public",
+  handler: (domain: { readonly airCredits: AirCreditDomain }) => new AirCreditServiceHandler(domain.airCredits),
+});
 
 function airCreditCaller(principal: Principal): AirCreditCaller {
   return { clientId: principal.clientId, tmcId: principal.tmcId, orgId: principal.orgId, role: principal.role };

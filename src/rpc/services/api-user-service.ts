@@ -1,15 +1,16 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type {
+import {
   ApiUserService,
-  CreateApiUserRequest,
-  DeleteApiUserRequest,
-  GetApiUsersRequest,
-  RotateClientSecretRequest,
+  type CreateApiUserRequest,
+  type DeleteApiUserRequest,
+  type GetApiUsersRequest,
+  type RotateClientSecretRequest,
 } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { DEFAULT_PAGE_SIZE, type ApiUserAdmin } from "../../domain/api-users/api-user-admin.js";
 import { callerOf } from "../caller.js";
 import { credentialResponse, credentialTypeName, roleName } from "../mappers/api-user-mappers.js";
 import { requestInfoOf } from "../request-context.js";
+import { defineArea } from "../area.js";
 
 /** Translates ApiUserService RPCs to the domain; the interceptor has checked token, scope and role. */
 export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService> {
@@ -41,3 +42,10 @@ export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService>
     );
   }
 }
+
+/** The API-user area: ApiUserService on the public face. */
+export const apiUserArea = defineArea({
+  service: ApiUserService,
+  face: "public",
+  handler: (domain: { readonly apiUserAdmin: ApiUserAdmin }) => new ApiUserServiceHandler(domain.apiUserAdmin),
+});

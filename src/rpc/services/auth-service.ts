@@ -1,10 +1,10 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type {
+import {
   AuthService,
-  FetchOauth2TokenRequest,
-  GetAuthTokenRequest,
-  IntrospectTokenRequest,
-  RevokeTokenRequest,
+  type FetchOauth2TokenRequest,
+  type GetAuthTokenRequest,
+  type IntrospectTokenRequest,
+  type RevokeTokenRequest,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
 import type { PresentedCredentials } from "../../domain/tokens/model.js";
 import type { TokenCall, TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
@@ -12,6 +12,7 @@ import { DomainError } from "../../errors/domain-error.js";
 import { introspectionResponse, tokenResponse } from "../mappers/token-mappers.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
 import { requestInfoOf } from "../request-context.js";
+import { defineArea } from "../area.js";
 
 /** RFC 9745: the legacy endpoint has been deprecated since this date. */
 const LEGACY_DEPRECATED_AT = Date.UTC(2026, 0, 1) / 1000;
@@ -75,6 +76,13 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     );
   }
 }
+
+/** The token area: AuthService on the public face. */
+export const authArea = defineArea({
+  service: AuthService,
+  face: "public",
+  handler: (domain: { readonly tokenEndpoint: TokenEndpoint }) => new AuthServiceHandler(domain.tokenEndpoint),
+});
 
 function presented(clientId: string, clientSecret: string, ctx: HandlerContext): PresentedCredentials {
   return {

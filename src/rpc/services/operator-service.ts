@@ -2,7 +2,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
-import type { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
+import { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
 import type { AirCreditImport } from "../../domain/air-credits/air-credit-import.js";
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
 import type { RecordedAuditEvent } from "../../domain/audit/model.js";
@@ -14,6 +14,7 @@ import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
 import type { TrustedIssuers } from "../../domain/tokens/trusted-issuers.js";
 import { credentialResponse, credentialTypeName, roleName } from "../mappers/api-user-mappers.js";
 import { requestInfoOf } from "../request-context.js";
+import { defineArea } from "../area.js";
 
 /** Page size of the operator's lists when the request names none. */
 const DEFAULT_LIMIT = 100;
@@ -209,6 +210,13 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return this.domain.seeder.seed(requestInfoOf(ctx.values).requestId);
   }
 }
+
+/** The operator area: OperatorService on the admin face (the admin port when ADMIN_PORT is set). */
+export const operatorArea = defineArea({
+  service: OperatorService,
+  face: "admin",
+  handler: (domain: { readonly operator: OperatorDomain }) => new OperatorServiceHandler(domain.operator),
+});
 
 function auditEventOf(e: RecordedAuditEvent) {
   return {

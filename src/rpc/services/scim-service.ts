@@ -1,18 +1,19 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type {
-  CreateUserRequest,
-  DeleteUserRequest,
-  GetResourceTypeRequest,
-  GetSchemaRequest,
-  GetUserRequest,
-  ListUsersRequest,
-  PatchUserRequest,
-  ReplaceUserRequest,
+import {
+  type CreateUserRequest,
+  type DeleteUserRequest,
+  type GetResourceTypeRequest,
+  type GetSchemaRequest,
+  type GetUserRequest,
+  type ListUsersRequest,
+  type PatchUserRequest,
+  type ReplaceUserRequest,
   ScimService,
 } from "../../../gen/travel/scim/v2/scim_pb.js";
 import type { ScimUsers } from "../../domain/scim/scim-users.js";
 import { scimCallerOf, scimJsonOf, structOf } from "../mappers/scim-mappers.js";
 import { requestInfoOf } from "../request-context.js";
+import { defineArea } from "../area.js";
 
 /**
  * Translates ScimService RPCs to the SCIM domain; the interceptor has checked the SCIM token.
@@ -104,3 +105,10 @@ export class ScimServiceHandler implements ServiceImpl<typeof ScimService> {
     return { resource: structOf(this.scim.schema(req.schemaId)) };
   }
 }
+
+/** The SCIM area: ScimService on the public face. */
+export const scimArea = defineArea({
+  service: ScimService,
+  face: "public",
+  handler: (domain: { readonly scimUsers: ScimUsers }) => new ScimServiceHandler(domain.scimUsers),
+});

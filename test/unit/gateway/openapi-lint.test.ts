@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { restRoutesOf } from "../../../src/gateway/http-rules.js";
 import { buildOpenApiDocument } from "../../../src/gateway/openapi.js";
-import { contractServices } from "../../../src/rpc/routes.js";
+import { contractServices } from "../../../src/rpc/areas.js";
 
 /*
  * Issue 19: the generated OpenAPI document as client generators (openapi-typescript,

@@ -4,7 +4,7 @@ import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { restRoutesOf } from "../../../src/gateway/http-rules.js";
 import { buildOpenApiDocument } from "../../../src/gateway/openapi.js";
-import { contractServices } from "../../../src/rpc/routes.js";
+import { contractServices } from "../../../src/rpc/areas.js";
 
 /*
  * The OpenAPI document, built in-process from the contract, checked with a real JSON Schema

@@ -3,7 +3,7 @@ import { describe, test } from "node:test";
 import { restRoutesOf } from "../../../src/gateway/http-rules.js";
 import { dialectPathSpaces, pathSpaceOf } from "../../../src/gateway/path-dialects.js";
 import { ErrorDialect } from "../../../src/rpc/contract.js";
-import { contractServices } from "../../../src/rpc/routes.js";
+import { contractServices } from "../../../src/rpc/areas.js";
 
 /** Which paths answer in a dialect even where no route matched (SCIM's 404/405/501, refusals before routing). */
 describe("dialect path spaces, derived from the contract", () => {

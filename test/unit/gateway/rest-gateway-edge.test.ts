@@ -7,7 +7,7 @@ import { UserService } from "../../../gen/travel/user/v2/user_pb.js";
 import { restRoutesOf } from "../../../src/gateway/http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "../../../src/gateway/json-depth.js";
 import { registerRestRoutes } from "../../../src/gateway/rest-gateway.js";
-import { contractServices } from "../../../src/rpc/routes.js";
+import { contractServices } from "../../../src/rpc/areas.js";
 
 /*
  * The REST gateway's own edge, without the RPC core: the depth limit on JSON bodies (a
