@@ -49,6 +49,103 @@ export interface ScimUser {
   readonly lastModified: Date;
 }
 
+/**
+ * A SCIM User as a client writes it, typed: decoded from SCIM JSON at the RPC edge (names matched
+ * case-insensitively, values checked against their type, length and format; attributes /Schemas
+ * does not list dropped), so the domain never reads wire JSON. Absent: not sent; null: cleared.
+ */
+export interface ScimName {
+  readonly givenName?: string | null;
+  readonly familyName?: string | null;
+  readonly formatted?: string | null;
+}
+
+/** The one email (RFC 7643 4.1.2): the work email, which is the userName. */
+export interface ScimEmail {
+  readonly value?: string | null;
+  readonly type?: string | null;
+  readonly primary?: boolean | null;
+}
+
+/** manager (RFC 7643 4.3): value is written, $ref and displayName are the service's. */
+export interface ScimManager {
+  readonly value?: string | null;
+  readonly $ref?: string;
+  readonly displayName?: string;
+}
+
+export interface ScimEnterprise {
+  readonly employeeNumber?: string | null;
+  readonly costCenter?: string | null;
+  readonly organization?: string | null;
+  readonly division?: string | null;
+  readonly department?: string | null;
+  readonly manager?: ScimManager | null;
+}
+
+export interface ScimUserDocument {
+  readonly schemas?: readonly string[];
+  readonly userName?: string | null;
+  readonly externalId?: string | null;
+  readonly name?: ScimName | null;
+  readonly displayName?: string | null;
+  readonly title?: string | null;
+  readonly emails?: readonly ScimEmail[] | null;
+  readonly active?: boolean | null;
+  readonly [ENTERPRISE_USER_SCHEMA]?: ScimEnterprise | null;
+}
+
+/** A stored user as a SCIM User resource (RFC 7643 4.1): what GET answers, and what a PATCH applies to. */
+export interface ScimUserResource extends ScimUserDocument {
+  readonly schemas: readonly string[];
+  readonly id: string;
+  readonly userName: string;
+  readonly name: ScimName;
+  readonly emails: readonly ScimEmail[];
+  readonly active: boolean;
+  readonly meta: ScimMeta;
+}
+
+export interface ScimMeta {
+  readonly resourceType: string;
+  readonly created?: string;
+  readonly lastModified?: string;
+  readonly location: string;
+}
+
+/** A User resource after `attributes` / `excludedAttributes` (RFC 7644 3.9): id and schemas always stay. */
+export type ProjectedUser = Pick<ScimUserResource, "schemas" | "id"> & Partial<ScimUserResource>;
+
+/** RFC 7644 3.4.2 ListResponse. */
+export interface ScimListResponse<T> {
+  readonly schemas: readonly string[];
+  readonly totalResults: number;
+  readonly itemsPerPage: number;
+  readonly startIndex: number;
+  readonly Resources: readonly T[];
+}
+
+/** What a PATCH operation may write (RFC 7644 3.5.2), decoded for its target's type at the RPC edge. */
+export type ScimValue = string | boolean | null | ScimName | ScimEmail | readonly ScimEmail[] | ScimManager;
+
+/**
+ * One PATCH operation with its target resolved against the schema table (resolveTarget in
+ * user-schema.ts: the only way to make a PatchTarget) and its value of the target's type.
+ */
+export type PatchOperation =
+  | { readonly op: "add" | "replace"; readonly target: PatchTarget; readonly value: ScimValue }
+  | { readonly op: "remove"; readonly target: PatchTarget };
+
+/** An attribute path the schema table lists: the attribute, an optional value filter and sub-attribute. */
+export interface PatchTarget {
+  /** The schema's URN (the core one for core attributes). */
+  readonly schema: string;
+  readonly attribute: string;
+  /** The value filter of a multi-valued attribute, e.g. `[type eq "work"]`, brackets included. */
+  readonly filter: string | undefined;
+  readonly sub: string | undefined;
+}
+
 /** The enterprise extension's attributes (RFC 7643 4.3); absent = not set. */
 export interface EnterpriseAttributes {
   readonly employeeNumber?: string;

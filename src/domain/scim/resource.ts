@@ -1,4 +1,4 @@
-import { DomainError, invalidArgument } from "../../errors/domain-error.js";
+import { DomainError } from "../../errors/domain-error.js";
 import { enterpriseOf, titleOf } from "./enterprise-profile.js";
 import {
   ENTERPRISE_USER_SCHEMA,
@@ -8,27 +8,27 @@ import {
   SERVICE_PROVIDER_CONFIG_SCHEMA,
   USER_SCHEMA,
   type EnterpriseAttributes,
+  type ProjectedUser,
+  type ScimEmail,
+  type ScimEnterprise,
+  type ScimListResponse,
   type ScimUser,
   type ScimUserAttributes,
+  type ScimUserDocument,
+  type ScimUserResource,
 } from "./model.js";
 import { schemaDocument, schemaNamed, USER_SCHEMAS } from "./user-schema.js";
-
-/** A JSON object as SCIM exchanges it. */
-export type ScimJson = { [key: string]: unknown };
 
 const invalidValue = (message: string, attribute: string) =>
   new DomainError("INVALID_VALUE", message, { params: [{ name: attribute, value: "invalid" }] });
 
-/** The longest userName (an email address, RFC 5321) and name parts / externalId we store. */
-const MAX_USER_NAME = 320;
-const MAX_TEXT = 256;
-const EMAIL = /^[^\s@]+@[^\s@]+$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A discovery document (RFC 7644 4: ServiceProviderConfig, ResourceType, Schema) as the service renders it. */
+export type DiscoveryDocument = { readonly [key: string]: unknown };
 
 /** A stored user as a SCIM User resource (RFC 7643 4.1, with the enterprise extension of 4.3 when it has a value). */
-export function userResource(user: ScimUser, baseUrl: string): ScimJson {
+export function userResource(user: ScimUser, baseUrl: string): ScimUserResource {
   const { managerId, managerName, ...enterprise } = enterpriseOf(user.businessInfo);
-  const extension: ScimJson = {
+  const extension: ScimEnterprise = {
     ...enterprise,
     ...(managerId !== undefined
       ? {
@@ -41,6 +41,7 @@ export function userResource(user: ScimUser, baseUrl: string): ScimJson {
       : {}),
   };
   const hasExtension = Object.keys(extension).length > 0;
+  const title = titleOf(user.businessInfo);
   return {
     schemas: hasExtension ? [USER_SCHEMA, ENTERPRISE_USER_SCHEMA] : [USER_SCHEMA],
     id: user.id,
@@ -52,7 +53,7 @@ export function userResource(user: ScimUser, baseUrl: string): ScimJson {
       ...(user.formattedName !== undefined ? { formatted: user.formattedName } : {}),
     },
     ...(user.displayName !== undefined ? { displayName: user.displayName } : {}),
-    ...(titleOf(user.businessInfo) !== undefined ? { title: titleOf(user.businessInfo) } : {}),
+    ...(title !== undefined ? { title } : {}),
     emails: [{ value: user.userName, type: "work", primary: true }],
     active: user.active,
     ...(hasExtension ? { [ENTERPRISE_USER_SCHEMA]: extension } : {}),
@@ -77,149 +78,76 @@ export type ReadMode =
   | { readonly kind: "patch"; readonly current: ScimUser };
 
 /**
- * The attributes of a User resource sent by a client (create, replace, and the result of a PATCH),
- * as listed in user-schema.ts. Attributes not listed there are ignored in a whole resource, as are
- * read-only ones (id, meta, manager.$ref, RFC 7644 3.3); a PATCH cannot name them (patch.ts).
- * `active` may arrive as "True"/"False" (Entra ID). Absent `active` keeps the current value (true
- * on create). emails holds one work email, the userName (see emailOf).
+ * The attributes of a User document (create, replace, and the result of a PATCH). Each value was
+ * decoded at the RPC edge (type, length, format; `active` from Entra ID's "True"/"False", the
+ * manager from a bare id); what is left are the rules between attributes and the stored user:
+ * userName is required, emails is the userName, absent `active` keeps the current value (true on
+ * create), defaults for name.formatted and displayName, and what a replace or PATCH keeps.
  */
-export function userAttributes(json: ScimJson, mode: ReadMode): ScimUserAttributes {
-  if (mode.kind !== "patch") {
-    const schemas = json.schemas;
-    if (
-      !Array.isArray(schemas) ||
-      !schemas.some((s) => typeof s === "string" && s.toLowerCase() === USER_SCHEMA.toLowerCase())
-    ) {
-      throw invalidArgument(`The resource must list the schema ${USER_SCHEMA} in "schemas"`, [
-        { name: "schemas", value: "missing" },
-      ]);
-    }
-  }
+export function userAttributes(document: ScimUserDocument, mode: ReadMode): ScimUserAttributes {
   const current = mode.kind === "create" ? undefined : mode.current;
-  const attrs = caseInsensitive(json);
-  const sentUserName = attrs.get("username");
-  if (typeof sentUserName !== "string" || sentUserName.trim() === "")
+  if (typeof document.userName !== "string" || document.userName === "")
     throw invalidValue("userName is required and must be a string", "userName");
-  const userName = emailOf(attrs.get("emails"), email(sentUserName.trim(), "userName"), mode);
-  const name = attrs.get("name");
-  if (name !== undefined && name !== null && (typeof name !== "object" || Array.isArray(name)))
-    throw invalidValue("name must be an object", "name");
-  const nameAttrs = caseInsensitive((name ?? {}) as ScimJson);
-  const externalId = attrs.get("externalid");
-  if (
-    externalId !== undefined &&
-    externalId !== null &&
-    (typeof externalId !== "string" || externalId.length > MAX_TEXT)
-  ) {
-    throw invalidValue(`externalId must be a string of at most ${MAX_TEXT} characters`, "externalId");
-  }
-  const givenName = text(nameAttrs.get("givenname"), "name.givenName");
-  const familyName = text(nameAttrs.get("familyname"), "name.familyName");
+  const userName = emailOf(document.emails, document.userName, mode);
+  const name = document.name ?? {};
+  const givenName = name.givenName ?? "";
+  const familyName = name.familyName ?? "";
   const fullName = [givenName, familyName].filter((p) => p !== "").join(" ") || undefined;
-  const defaulted = (value: string) => (value !== "" ? value : mode.kind === "patch" ? undefined : fullName);
+  const defaulted = (value: string | null | undefined) =>
+    value ? value : mode.kind === "patch" ? undefined : fullName;
   return {
     userName,
     givenName,
     familyName,
-    formattedName: defaulted(text(nameAttrs.get("formatted"), "name.formatted")),
-    displayName: defaulted(text(attrs.get("displayname"), "displayName")),
-    active: active(attrs.get("active"), current?.active ?? true),
-    externalId: typeof externalId === "string" && externalId !== "" ? externalId : undefined,
-    enterprise: enterpriseAttributes(attrs.get(ENTERPRISE_USER_SCHEMA.toLowerCase()), mode),
-    title:
-      attrs.has("title") || mode.kind === "patch"
-        ? { value: text(attrs.get("title"), "title") || undefined }
-        : undefined,
+    formattedName: defaulted(name.formatted),
+    displayName: defaulted(document.displayName),
+    active: document.active ?? current?.active ?? true,
+    externalId: document.externalId || undefined,
+    enterprise: enterpriseAttributes(document[ENTERPRISE_USER_SCHEMA], mode),
+    title: document.title !== undefined || mode.kind === "patch" ? { value: document.title || undefined } : undefined,
   };
 }
 
 /**
  * emails is the userName seen as the one work email (RFC 7643 4.1.2), so the two never disagree:
  * in a whole resource they must be equal; in a PATCH, a changed work email changes the userName.
- * Another type, a second email, or (PATCH) no email at all is refused rather than dropped.
+ * A second email, or (PATCH) no email at all is refused rather than dropped (another type, or a
+ * primary of false, is refused where the value is decoded).
  */
-function emailOf(emails: unknown, userName: string, mode: ReadMode): string {
-  if (emails === undefined || emails === null || (Array.isArray(emails) && emails.length === 0)) {
+function emailOf(emails: readonly ScimEmail[] | null | undefined, userName: string, mode: ReadMode): string {
+  if (!emails || emails.length === 0) {
     if (mode.kind === "patch")
       throw invalidValue("emails holds the userName (the work email) and cannot be removed", "emails");
     return userName;
   }
-  if (!Array.isArray(emails) || emails.length > 1)
-    throw invalidValue('emails holds exactly one email, of type "work" (the userName)', "emails");
-  const entry = caseInsensitive(isObject(emails[0]) ? emails[0] : {});
-  const type = entry.get("type");
-  if (type !== undefined && type !== null && (typeof type !== "string" || type.toLowerCase() !== "work"))
-    throw invalidValue('Only the "work" email is held (it is the userName)', "emails.type");
-  const primary = entry.get("primary");
-  if (primary !== undefined && primary !== null && active(primary, true) !== true)
-    throw invalidValue("The work email is the primary email", "emails.primary");
-  const sent = entry.get("value");
-  if (typeof sent !== "string" || sent.trim() === "")
-    throw invalidValue("emails.value is required and must be a string", "emails.value");
-  const value = email(sent.trim(), "emails.value");
+  if (emails.length > 1) throw invalidValue('emails holds exactly one email, of type "work" (the userName)', "emails");
+  const value = emails[0]!.value;
+  if (!value) throw invalidValue("emails.value is required and must be a string", "emails.value");
   if (value.toLowerCase() === userName.toLowerCase()) return userName;
   if (mode.kind === "patch" && value === mode.current.userName) return userName;
   if (mode.kind === "patch" && userName === mode.current.userName) return value;
   throw invalidValue('emails[type eq "work"].value is the userName: the two must be equal', "emails.value");
 }
 
-function email(value: string, attribute: string): string {
-  if (value.length > MAX_USER_NAME || !EMAIL.test(value))
-    throw invalidValue(`${attribute} must be the user's business email address`, attribute);
-  return value;
-}
-
-/** The enterprise extension object (attribute names case-insensitive; manager as {value} or, as Entra ID sends it, the id alone). */
-function enterpriseAttributes(extension: unknown, mode: ReadMode): EnterpriseAttributes | undefined {
+/** The enterprise extension's attributes: absent (in a whole resource) keeps the stored ones, empty values are unset. */
+function enterpriseAttributes(
+  extension: ScimEnterprise | null | undefined,
+  mode: ReadMode,
+): EnterpriseAttributes | undefined {
   if (extension === undefined || extension === null) return mode.kind === "patch" ? {} : undefined;
-  if (!isObject(extension)) throw invalidValue(`${ENTERPRISE_USER_SCHEMA} must be an object`, ENTERPRISE_USER_SCHEMA);
-  const attrs = caseInsensitive(extension);
-  const optional = (key: string, name: string) => text(attrs.get(key), name) || undefined;
-  const manager = attrs.get("manager");
-  const managerValue = isObject(manager) ? caseInsensitive(manager).get("value") : manager;
-  const managerId =
-    managerValue === undefined || managerValue === null ? undefined : text(managerValue, "manager.value") || undefined;
-  if (managerId !== undefined && !UUID.test(managerId))
-    throw invalidValue("manager.value must be the id of a user of the company", "manager.value");
   const result = {
-    employeeNumber: optional("employeenumber", "employeeNumber"),
-    costCenter: optional("costcenter", "costCenter"),
-    organization: optional("organization", "organization"),
-    division: optional("division", "division"),
-    department: optional("department", "department"),
-    managerId: managerId?.toLowerCase(),
+    employeeNumber: extension.employeeNumber || undefined,
+    costCenter: extension.costCenter || undefined,
+    organization: extension.organization || undefined,
+    division: extension.division || undefined,
+    department: extension.department || undefined,
+    managerId: extension.manager?.value || undefined,
   };
   return Object.fromEntries(Object.entries(result).filter(([, v]) => v !== undefined));
 }
 
-function isObject(value: unknown): value is ScimJson {
+function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function text(value: unknown, attribute: string): string {
-  if (value === undefined || value === null) return "";
-  if (typeof value !== "string" || value.length > MAX_TEXT)
-    throw invalidValue(`${attribute} must be a string of at most ${MAX_TEXT} characters`, attribute);
-  return value;
-}
-
-/** RFC 7643 boolean, or the strings Entra ID sends ("True", "False"). */
-export function active(value: unknown, fallback: boolean): boolean {
-  if (value === undefined || value === null) return fallback;
-  if (typeof value === "boolean") return value;
-  if (typeof value === "string" && /^(true|false)$/i.test(value.trim())) return value.trim().toLowerCase() === "true";
-  throw invalidValue("active must be true or false", "active");
-}
-
-/** RFC 7643 2.1: attribute names are case-insensitive. */
-function caseInsensitive(json: ScimJson): Map<string, unknown> {
-  const map = new Map<string, unknown>();
-  for (const [key, value] of Object.entries(json)) {
-    const lower = key.toLowerCase();
-    const urn = `${USER_SCHEMA.toLowerCase()}:`;
-    map.set(lower.startsWith(urn) ? lower.slice(urn.length) : lower, value);
-  }
-  return map;
 }
 
 /**
@@ -229,19 +157,19 @@ function caseInsensitive(json: ScimJson): Map<string, unknown> {
  * (emails[type eq "work"]) is not an attribute name: 400 invalidValue, never a silent guess. A
  * well-formed name the schema lacks selects nothing. id and schemas are always returned.
  */
-export function project(resource: ScimJson, attributes: string, excluded: string): ScimJson {
+export function project(resource: ScimUserResource, attributes: string, excluded: string): ProjectedUser {
   const include = selection(attributes, "attributes");
   const exclude = selection(excluded, "excludedAttributes");
   if (include.length === 0 && exclude.length === 0) return resource;
-  const projected: ScimJson = {};
+  const projected: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(resource)) {
     if (key === "schemas" || key === "id") {
       projected[key] = value;
       continue;
     }
     const schema = key === ENTERPRISE_USER_SCHEMA ? ENTERPRISE_USER_SCHEMA : USER_SCHEMA;
-    const names = schema === USER_SCHEMA ? [[key, value] as const] : Object.entries(value as ScimJson);
-    const kept: ScimJson = {};
+    const names = schema === USER_SCHEMA ? [[key, value] as const] : Object.entries(value as object);
+    const kept: Record<string, unknown> = {};
     for (const [name, inner] of names) {
       const picked = pick(inner, name, schema, include, exclude);
       if (picked !== undefined) kept[name] = picked;
@@ -250,7 +178,7 @@ export function project(resource: ScimJson, attributes: string, excluded: string
     else if (Object.keys(kept).length > 0) projected[key] = kept;
   }
   if (!(ENTERPRISE_USER_SCHEMA in projected)) projected.schemas = [USER_SCHEMA];
-  return projected;
+  return projected as ProjectedUser;
 }
 
 interface Selected {
@@ -316,7 +244,7 @@ function pick(
   return unwanted.size > 0 ? filterSubs((k) => !unwanted.has(k)) : value;
 }
 
-export function listResponse(resources: readonly ScimJson[], total: number, startIndex: number): ScimJson {
+export function listResponse<T>(resources: readonly T[], total: number, startIndex: number): ScimListResponse<T> {
   return {
     schemas: [LIST_RESPONSE_SCHEMA],
     totalResults: total,
@@ -328,7 +256,7 @@ export function listResponse(resources: readonly ScimJson[], total: number, star
 
 // ---- discovery (RFC 7644 4, RFC 7643 5-7) ------------------------------------------------------
 
-export function serviceProviderConfig(baseUrl: string): ScimJson {
+export function serviceProviderConfig(baseUrl: string): DiscoveryDocument {
   return {
     schemas: [SERVICE_PROVIDER_CONFIG_SCHEMA],
     documentationUri: `${baseUrl}/ServiceProviderConfig`,
@@ -351,7 +279,7 @@ export function serviceProviderConfig(baseUrl: string): ScimJson {
   };
 }
 
-export function userResourceType(baseUrl: string): ScimJson {
+export function userResourceType(baseUrl: string): DiscoveryDocument {
   const [core, ...extensions] = USER_SCHEMAS;
   return {
     schemas: [RESOURCE_TYPE_SCHEMA],
@@ -366,6 +294,6 @@ export function userResourceType(baseUrl: string): ScimJson {
 }
 
 /** Every schema of the User resource type, from user-schema.ts. */
-export function userSchemas(baseUrl: string): ScimJson[] {
+export function userSchemas(baseUrl: string): DiscoveryDocument[] {
   return USER_SCHEMAS.map((schema) => schemaDocument(schema, baseUrl));
 }

@@ -14,6 +14,11 @@ import {
   type ScimUser,
   type ScimUserAttributes,
   type ScimUserRecord,
+  type PatchOperation,
+  type ProjectedUser,
+  type ScimListResponse,
+  type ScimUserDocument,
+  type ScimUserResource,
 } from "./model.js";
 import { applyPatch } from "./patch.js";
 import type { ScimUserRepository } from "./ports.js";
@@ -25,8 +30,8 @@ import {
   userResource,
   userResourceType,
   userSchemas,
+  type DiscoveryDocument,
   type ReadMode,
-  type ScimJson,
 } from "./resource.js";
 
 /** What a list or read asks for besides the filter and page (RFC 7644 3.9). */
@@ -55,7 +60,7 @@ export class ScimUsers {
   async list(
     caller: ScimCaller,
     request: { filter: string; startIndex: number | undefined; count: number | undefined } & Projection,
-  ): Promise<ScimJson> {
+  ): Promise<ScimListResponse<ProjectedUser>> {
     const filter = parseUserFilter(request.filter);
     // RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; larger counts are capped.
     const startIndex = Math.max(1, request.startIndex ?? 1);
@@ -78,7 +83,7 @@ export class ScimUsers {
     caller: ScimCaller,
     userId: string,
     projection: Projection = { attributes: "", excludedAttributes: "" },
-  ): Promise<ScimJson> {
+  ): Promise<ProjectedUser> {
     const user = await this.users.find(this.uow.direct, tenantScope(caller.tmcId), caller.companyId, userId);
     if (!user) throw userNotFound(userId);
     return project(userResource(user, this.baseUrl), projection.attributes, projection.excludedAttributes);
@@ -86,29 +91,40 @@ export class ScimUsers {
 
   async create(
     caller: ScimCaller,
-    resource: ScimJson,
+    document: ScimUserDocument,
     requestId: string,
-  ): Promise<{ resource: ScimJson; location: string }> {
-    const attributes = userAttributes(resource, { kind: "create" });
+  ): Promise<{ resource: ScimUserResource; location: string }> {
+    const attributes = userAttributes(document, { kind: "create" });
     const user = await this.uow.transaction(async (tx) => {
       const record = await this.recordOf(tx, caller, undefined, attributes);
       const created = await this.users.insert(tx, tenantScope(caller.tmcId), caller.companyId, record);
       await this.audit.append(tx, [event("SCIM_USER_CREATE", caller, created.id, requestId, writtenNames(attributes))]);
       return created;
     });
-    const json = userResource(user, this.baseUrl);
-    return { resource: json, location: (json.meta as { location: string }).location };
+    const resource = userResource(user, this.baseUrl);
+    return { resource, location: resource.meta.location };
   }
 
-  async replace(caller: ScimCaller, userId: string, resource: ScimJson, requestId: string): Promise<ScimJson> {
+  async replace(
+    caller: ScimCaller,
+    userId: string,
+    document: ScimUserDocument,
+    requestId: string,
+  ): Promise<ScimUserResource> {
     return this.write(caller, userId, "SCIM_USER_REPLACE", requestId, (current) =>
-      userAttributes(resource, { kind: "replace", current }),
+      userAttributes(document, { kind: "replace", current }),
     );
   }
 
-  async patch(caller: ScimCaller, userId: string, patch: ScimJson, requestId: string): Promise<ScimJson> {
+  /** RFC 7644 3.5.2: the operations' targets and values were checked against the schema table at the RPC edge. */
+  async patch(
+    caller: ScimCaller,
+    userId: string,
+    operations: readonly PatchOperation[],
+    requestId: string,
+  ): Promise<ScimUserResource> {
     return this.write(caller, userId, "SCIM_USER_PATCH", requestId, (current) => {
-      const patched = applyPatch(userResource(current, this.baseUrl), patch);
+      const patched = applyPatch(userResource(current, this.baseUrl), operations);
       return userAttributes(patched, { kind: "patch", current } satisfies ReadMode);
     });
   }
@@ -121,25 +137,25 @@ export class ScimUsers {
     });
   }
 
-  serviceProviderConfig(): ScimJson {
+  serviceProviderConfig(): DiscoveryDocument {
     return serviceProviderConfig(this.baseUrl);
   }
 
-  resourceTypes(): ScimJson {
+  resourceTypes(): ScimListResponse<DiscoveryDocument> {
     return listResponse([userResourceType(this.baseUrl)], 1, 1);
   }
 
-  resourceType(id: string): ScimJson {
+  resourceType(id: string): DiscoveryDocument {
     if (id !== "User") throw notFound("Resource type", [{ name: "resourceTypeId", value: id.slice(0, 100) }]);
     return userResourceType(this.baseUrl);
   }
 
-  schemas(): ScimJson {
+  schemas(): ScimListResponse<DiscoveryDocument> {
     const schemas = userSchemas(this.baseUrl);
     return listResponse(schemas, schemas.length, 1);
   }
 
-  schema(id: string): ScimJson {
+  schema(id: string): DiscoveryDocument {
     const schema = userSchemas(this.baseUrl).find((s) => s.id === id);
     if (!schema) throw notFound("Schema", [{ name: "schemaId", value: id.slice(0, 100) }]);
     return schema;
@@ -152,7 +168,7 @@ export class ScimUsers {
     action: string,
     requestId: string,
     next: (current: ScimUser) => ScimUserAttributes,
-  ): Promise<ScimJson> {
+  ): Promise<ScimUserResource> {
     const scope = tenantScope(caller.tmcId);
     const user = await this.uow.transaction(async (tx) => {
       const current = await this.users.lock(tx, scope, caller.companyId, userId);

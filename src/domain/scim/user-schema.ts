@@ -1,11 +1,15 @@
-import { ENTERPRISE_USER_SCHEMA, SCHEMA_SCHEMA, USER_SCHEMA } from "./model.js";
+import { parse } from "scim2-parse-filter";
+import { DomainError } from "../../errors/domain-error.js";
+import { ENTERPRISE_USER_SCHEMA, SCHEMA_SCHEMA, USER_SCHEMA, type PatchTarget } from "./model.js";
 
 /**
  * The one table of what this service holds of a SCIM User (RFC 7643 4.1 and 4.3): /Schemas is
  * rendered from it, PATCH paths are resolved against it (readOnly → mutability, absent → noTarget),
- * and `attributes`/`excludedAttributes` are checked against it. Where each attribute is stored is
- * said in its description; test/scim/scim-idp-compat.test.ts PATCHes every readWrite leaf listed in
- * /Schemas and reads it back, so the table and the storage cannot drift apart.
+ * (resolveTarget is the only way to name a PATCH target, so a PATCH cannot reach an attribute the
+ * table lacks), and `attributes`/`excludedAttributes` are checked against it. Where each attribute is stored is
+ * said in its description; test/scim/scim-round-trip.test.ts PATCHes every attribute and
+ * sub-attribute listed in /Schemas (add, replace, path-less, remove) and reads it back: each is
+ * stored and returned or refused with its scimType, so the table and the storage cannot drift apart.
  */
 export interface AttributeDefinition {
   readonly name: string;
@@ -20,6 +24,12 @@ export interface AttributeDefinition {
   readonly canonicalValues?: readonly string[];
   readonly referenceTypes?: readonly string[];
   readonly subAttributes?: readonly AttributeDefinition[];
+  /**
+   * Not rendered: the service always holds a value here (active, the work email's type and
+   * primary), so a PATCH that removes it or writes null is refused (mutability) rather than
+   * answered 200 and ignored.
+   */
+  readonly alwaysHeld?: true;
 }
 
 export interface SchemaDefinition {
@@ -104,8 +114,9 @@ const USER: SchemaDefinition = {
           mutability: "readWrite",
           canonicalValues: ["work"],
           description: "Always work",
+          alwaysHeld: true,
         },
-        { name: "primary", type: "boolean", mutability: "readWrite", description: "Always true" },
+        { name: "primary", type: "boolean", mutability: "readWrite", description: "Always true", alwaysHeld: true },
       ],
     },
     {
@@ -113,6 +124,7 @@ const USER: SchemaDefinition = {
       type: "boolean",
       mutability: "readWrite",
       description: 'isActive; also accepted as the strings "True" and "False"',
+      alwaysHeld: true,
     },
   ],
 };
@@ -211,4 +223,84 @@ export function schemaDocument(schema: SchemaDefinition, baseUrl: string): Recor
     attributes: schema.attributes.map(render),
     meta: { resourceType: "Schema", location: `${baseUrl}/Schemas/${schema.id}` },
   };
+}
+
+const invalidPath = (message: string) =>
+  new DomainError("INVALID_PATH", message, { params: [{ name: "path", value: "invalid" }] });
+
+/** Keys that would reach Object.prototype through scim-patch's path walking. */
+export const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+
+/** One attribute path (RFC 7644 3.10 ATTRPATH, or a valuePath with a sub-attribute): attr[.sub] or attr[filter][.sub]. */
+const PATH = /^(?:(urn:[A-Za-z0-9:._-]+):)?([A-Za-z$][\w$-]*)(\[(.+)\])?(?:\.([A-Za-z$][\w$-]*))?$/s;
+
+/**
+ * A PATCH path resolved against the table (names case-insensitive, RFC 7644 3.10, and returned as
+ * the schema spells them): a schema or attribute the table lacks is noTarget, a read-only one (or
+ * a service-owned common attribute) mutability, a malformed path invalidPath.
+ */
+export function resolveTarget(path: string, index: number): PatchTarget {
+  const match = PATH.exec(path.trim());
+  if (!match) throw invalidPath(`The path "${printable(path)}" is not a valid SCIM attribute path`);
+  const [, urn, attribute, bracket, filter, sub] = match;
+  for (const part of [attribute, sub])
+    if (part && FORBIDDEN_KEYS.has(part.toLowerCase())) throw invalidPath("The path names a forbidden attribute");
+  if (filter !== undefined) {
+    try {
+      parse(filter);
+    } catch {
+      throw invalidPath(`The value filter in "${printable(path)}" is not a valid SCIM filter`);
+    }
+  }
+  const at = { params: [{ name: `Operations[${index}].path`, value: printable(path) }] };
+  const schema = schemaNamed(urn);
+  if (!schema)
+    throw new DomainError("NO_TARGET", `"${printable(urn!)}" is not a schema of the User resource (see /Schemas)`, at);
+  if (schema.id === USER_SCHEMA && SERVICE_OWNED.has(attribute!.toLowerCase()))
+    throw new DomainError("MUTABILITY", `"${attribute!.toLowerCase()}" is read-only`, at);
+  const definition = attributeNamed(schema.attributes, attribute!);
+  if (!definition)
+    throw new DomainError(
+      "NO_TARGET",
+      `The User resource holds no attribute "${printable(attribute!)}" (see /Schemas)`,
+      at,
+    );
+  if (definition.mutability === "readOnly")
+    throw new DomainError("MUTABILITY", `"${definition.name}" is read-only`, at);
+  if (bracket !== undefined && !definition.multiValued)
+    throw invalidPath(`"${definition.name}" is not multi-valued: a value filter does not apply`);
+  let subName: string | undefined;
+  if (sub !== undefined) {
+    const subDefinition = attributeNamed(definition.subAttributes, sub);
+    if (!subDefinition)
+      throw new DomainError(
+        "NO_TARGET",
+        `"${definition.name}" has no sub-attribute "${printable(sub)}" (see /Schemas)`,
+        at,
+      );
+    if (subDefinition.mutability === "readOnly")
+      throw new DomainError("MUTABILITY", `"${definition.name}.${subDefinition.name}" is read-only`, at);
+    subName = subDefinition.name;
+  }
+  return { schema: schema.id, attribute: definition.name, filter: bracket, sub: subName };
+}
+
+/** The definitions a target names: its attribute and, when it names one, its sub-attribute. */
+export function definitionsOf(target: PatchTarget): {
+  attribute: AttributeDefinition;
+  sub: AttributeDefinition | undefined;
+} {
+  const attribute = attributeNamed(schemaNamed(target.schema)!.attributes, target.attribute)!;
+  return { attribute, sub: target.sub === undefined ? undefined : attributeNamed(attribute.subAttributes, target.sub) };
+}
+
+/** The target as scim-patch reads a path (the extension's attributes qualified by its URN). */
+export function pathOf(target: PatchTarget): string {
+  const prefix = target.schema === USER_SCHEMA ? "" : `${target.schema}:`;
+  return `${prefix}${target.attribute}${target.filter ?? ""}${target.sub !== undefined ? `.${target.sub}` : ""}`;
+}
+
+/** Paths echoed in messages, without anything that is not plain text. */
+export function printable(text: string): string {
+  return text.replace(/[^\w.:$\[\] "-]/g, "?").slice(0, 100);
 }

@@ -11,7 +11,7 @@ import {
   ScimService,
 } from "../../../gen/travel/scim/v2/scim_pb.js";
 import type { ScimUsers } from "../../domain/scim/scim-users.js";
-import { scimCallerOf, scimJsonOf, structOf } from "../mappers/scim-mappers.js";
+import { patchOperationsOf, scimCallerOf, structOf, userDocumentOf } from "../mappers/scim-mappers.js";
 import { requestInfoOf } from "../request-context.js";
 import { defineArea } from "../area.js";
 
@@ -45,7 +45,7 @@ export class ScimServiceHandler implements ServiceImpl<typeof ScimService> {
     const caller = scimCallerOf(ctx);
     const { resource, location } = await this.scim.create(
       caller,
-      scimJsonOf(req.resource, "resource"),
+      userDocumentOf(req.resource),
       requestInfoOf(ctx.values).requestId,
     );
     ctx.responseHeader.set("location", location);
@@ -56,12 +56,7 @@ export class ScimServiceHandler implements ServiceImpl<typeof ScimService> {
     const caller = scimCallerOf(ctx);
     return {
       resource: structOf(
-        await this.scim.replace(
-          caller,
-          req.userId,
-          scimJsonOf(req.resource, "resource"),
-          requestInfoOf(ctx.values).requestId,
-        ),
+        await this.scim.replace(caller, req.userId, userDocumentOf(req.resource), requestInfoOf(ctx.values).requestId),
       ),
     };
   }
@@ -70,7 +65,7 @@ export class ScimServiceHandler implements ServiceImpl<typeof ScimService> {
     const caller = scimCallerOf(ctx);
     return {
       resource: structOf(
-        await this.scim.patch(caller, req.userId, scimJsonOf(req.patch, "patch"), requestInfoOf(ctx.values).requestId),
+        await this.scim.patch(caller, req.userId, patchOperationsOf(req.patch), requestInfoOf(ctx.values).requestId),
       ),
     };
   }

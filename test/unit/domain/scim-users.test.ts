@@ -1,3 +1,4 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { parseUserFilter } from "../../../src/domain/scim/filter.js";
@@ -6,6 +7,7 @@ import { applyPatch } from "../../../src/domain/scim/patch.js";
 import { ScimUsers } from "../../../src/domain/scim/scim-users.js";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import { DomainError } from "../../../src/errors/domain-error.js";
+import { patchOperationsOf, userDocumentOf } from "../../../src/rpc/mappers/scim-mappers.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeClock } from "../../fakes/clock.js";
 import { createInMemoryStore } from "../../fakes/in-memory-store.js";
@@ -28,12 +30,15 @@ async function fixture() {
   return { clock, store, scim, a, b, tmcId: tmc.id };
 }
 
-const user = (userName: string, extra: Record<string, unknown> = {}) => ({
-  schemas: [USER],
-  userName,
-  name: { givenName: "Ada", familyName: "Lovelace" },
-  ...extra,
-});
+// SCIM JSON is decoded into the domain's typed models at the RPC edge, as the ScimService handler does.
+const user = (userName: string, extra: Record<string, unknown> = {}) =>
+  userDocumentOf({
+    schemas: [USER],
+    userName,
+    name: { givenName: "Ada", familyName: "Lovelace" },
+    ...extra,
+  } as JsonObject);
+const operations = (patch: unknown) => patchOperationsOf(patch as JsonObject);
 
 describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
   test("supported attributes and operators", () => {
@@ -116,46 +121,60 @@ describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
     name: { givenName: "A", familyName: "B" },
     emails: [{ value: "a@b.c", type: "work", primary: true }],
     active: true,
-    meta: {},
+    meta: { resourceType: "User", location: "http://auth.test/v2/scim/v2/Users/1" },
   };
   test("Entra ID's and Okta's forms", () => {
     assert.equal(
-      applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] })
-        .active,
-      "False",
-      "coerced later by userAttributes",
+      applyPatch(
+        resource,
+        operations({ schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] }),
+      ).active,
+      false,
+      "decoded at the RPC edge",
     );
     assert.equal(
-      applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "REPLACE", value: { active: false } }] }).active,
+      applyPatch(resource, operations({ schemas: [PATCH], Operations: [{ op: "REPLACE", value: { active: false } }] }))
+        .active,
       false,
     );
     assert.equal(
       (
-        applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", value: { "name.givenName": "Z" } }] })
-          .name as { givenName: string }
+        applyPatch(
+          resource,
+          operations({ schemas: [PATCH], Operations: [{ op: "replace", value: { "name.givenName": "Z" } }] }),
+        ).name as { givenName: string }
       ).givenName,
       "Z",
     );
     assert.equal(
       (
-        applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "replace", path: "NAME.GIVENNAME", value: "Q" }] })
-          .name as { givenName: string }
+        applyPatch(
+          resource,
+          operations({ schemas: [PATCH], Operations: [{ op: "replace", path: "NAME.GIVENNAME", value: "Q" }] }),
+        ).name as { givenName: string }
       ).givenName,
       "Q",
     );
-    const enterprise = applyPatch(resource, {
-      schemas: [PATCH],
-      Operations: [
-        { op: "add", path: "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", value: "X" },
-      ],
-    });
+    const enterprise = applyPatch(
+      resource,
+      operations({
+        schemas: [PATCH],
+        Operations: [
+          { op: "add", path: "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", value: "X" },
+        ],
+      }),
+    );
     assert.deepEqual(
       enterprise["urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
       { department: "X" },
       "the enterprise extension is held",
     );
     assert.throws(
-      () => applyPatch(resource, { schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "T" }] }),
+      () =>
+        applyPatch(
+          resource,
+          operations({ schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "T" }] }),
+        ),
       (e: unknown) => (e as { code?: string }).code === "NO_TARGET",
       "an attribute the schema lacks is refused, not dropped",
     );
@@ -176,7 +195,7 @@ describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
     ];
     for (const [patch, code] of cases) {
       await assert.rejects(
-        async () => applyPatch(resource, patch as Record<string, unknown>),
+        async () => applyPatch(resource, operations(patch)),
         (e: unknown) => (e as { code?: string }).code === code,
         JSON.stringify(patch),
       );
@@ -194,7 +213,13 @@ describe("ScimUsers over the in-memory store", () => {
     for (const action of [
       () => scim.get(a, id),
       () => scim.replace(a, id, user("x@a.example"), "r"),
-      () => scim.patch(a, id, { schemas: [PATCH], Operations: [{ op: "replace", path: "active", value: false }] }, "r"),
+      () =>
+        scim.patch(
+          a,
+          id,
+          operations({ schemas: [PATCH], Operations: [{ op: "replace", path: "active", value: false }] }),
+          "r",
+        ),
       () => scim.delete(a, id, "r"),
     ]) {
       await rejectsWith(action, { code: "NOT_FOUND", message: "User not found", params: [{ name: "id", value: id }] });
@@ -230,7 +255,7 @@ describe("ScimUsers over the in-memory store", () => {
     const patched = await scim.patch(
       a,
       id,
-      { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] },
+      operations({ schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] }),
       "req-p",
     );
     assert.equal(patched.active, false);

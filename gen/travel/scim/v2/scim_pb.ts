@@ -453,7 +453,12 @@ export const GetSchemaResponseSchema: GenMessage<GetSchemaResponse> = /*@__PURE_
  * The REST face is the SCIM one: the base URL is /v2/scim/v2 (and /v2/scim, the path the spec
  * documents), bodies and answers are SCIM JSON (application/scim+json; application/json is
  * accepted too), and errors are SCIM error messages (the SCIM error dialect). SCIM resources are
- * carried as google.protobuf.Struct: their JSON is the SCIM resource itself.
+ * carried as google.protobuf.Struct: their JSON is the SCIM resource itself. They stay Structs
+ * because SCIM's JSON is open where a message's JSON mapping is strict: attribute names are
+ * case-insensitive (RFC 7643 2.1), attributes the service does not hold are ignored in a whole
+ * resource (RFC 7644 3.3), IdPs send booleans as strings and the manager as a bare id, and a PATCH
+ * value's type depends on its path. The server decodes them at its RPC edge into typed models,
+ * checked against the schema table /Schemas is rendered from.
  *
  * @generated from service travel.scim.v2.ScimService
  */
