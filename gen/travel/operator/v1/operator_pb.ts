@@ -16,19 +16,21 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkibgoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESNQoHY3JlZGl0cxgCIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCC7pICJIBBQgBEIgnIlAKGEltcG9ydEFpckNyZWRpdHNSZXNwb25zZRISCgpjb21wYW55X2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAUSDwoHdXBkYXRlZBgDIAEoBSJUCg9MaXN0VG1jc1JlcXVlc3QSHgoFbGltaXQYASABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAiABKAVCB7pIBBoCKABCCAoGX2xpbWl0IlsKClRtY1N1bW1hcnkSDgoGdG1jX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFQoNbWF4X2FwaV91c2VycxgDIAEoBRIYChBhY3RpdmVfYXBpX3VzZXJzGAQgASgFIlUKEExpc3RUbWNzUmVzcG9uc2USLAoEdG1jcxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5EhMKC3RvdGFsX2NvdW50GAIgASgFIikKDUdldFRtY1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASI9Cg5HZXRUbWNSZXNwb25zZRIrCgN0bWMYASABKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeSJyChNMaXN0QXBpVXNlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAyABKAVCB7pIBBoCKABCCAoGX2xpbWl0Iv8BCg9PcGVyYXRvckFwaVVzZXISEQoJY2xpZW50X2lkGAEgASgJEiwKBHJvbGUYAiABKA4yHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyUm9sZRJBCg9jcmVkZW50aWFsX3R5cGUYAyABKA4yKC50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyQ3JlZGVudGlhbFR5cGUSDgoGb3JnX2lkGAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSEgoKY3JlYXRlZF9ieRgGIAEoCRISCgpyb3RhdGVkX2F0GAcgASgJEhwKFGxhc3RfdG9rZW5faXNzdWVkX2F0GAggASgJImMKFExpc3RBcGlVc2Vyc1Jlc3BvbnNlEjYKCWFwaV91c2VycxgBIAMoCzIjLnRyYXZlbC5vcGVyYXRvci52MS5PcGVyYXRvckFwaVVzZXISEwoLdG90YWxfY291bnQYAiABKAUiTwoUUmV2b2tlQXBpVXNlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIdCgljbGllbnRfaWQYAiABKAlCCrpIB3IFEAEYgAIiOgoVUmV2b2tlQXBpVXNlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkiNQoZTGlzdFRydXN0ZWRJc3N1ZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBImwKDVRydXN0ZWRJc3N1ZXISDgoGaXNzdWVyGAEgASgJEhAKCGp3a3NfdXJpGAIgASgJEhMKC2lubGluZV9qd2tzGAMgASgIEhAKCGF1ZGllbmNlGAQgASgJEhIKCmNvbXBhbnlfaWQYBSABKAkiUAoaTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USMgoHaXNzdWVycxgBIAMoCzIhLnRyYXZlbC5vcGVyYXRvci52MS5UcnVzdGVkSXNzdWVyIlIKGlJlbW92ZVRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQIj0KG1JlbW92ZVRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJMo8QCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USagoPTGlzdFNpZ25pbmdLZXlzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkibgoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESNQoHY3JlZGl0cxgCIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCC7pICJIBBQgBEIgnIlAKGEltcG9ydEFpckNyZWRpdHNSZXNwb25zZRISCgpjb21wYW55X2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAUSDwoHdXBkYXRlZBgDIAEoBSJUCg9MaXN0VG1jc1JlcXVlc3QSHgoFbGltaXQYASABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAiABKAVCB7pIBBoCKABCCAoGX2xpbWl0IlsKClRtY1N1bW1hcnkSDgoGdG1jX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFQoNbWF4X2FwaV91c2VycxgDIAEoBRIYChBhY3RpdmVfYXBpX3VzZXJzGAQgASgFIlUKEExpc3RUbWNzUmVzcG9uc2USLAoEdG1jcxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5EhMKC3RvdGFsX2NvdW50GAIgASgFIikKDUdldFRtY1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASI9Cg5HZXRUbWNSZXNwb25zZRIrCgN0bWMYASABKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeSJyChNMaXN0QXBpVXNlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAyABKAVCB7pIBBoCKABCCAoGX2xpbWl0Iv8BCg9PcGVyYXRvckFwaVVzZXISEQoJY2xpZW50X2lkGAEgASgJEiwKBHJvbGUYAiABKA4yHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyUm9sZRJBCg9jcmVkZW50aWFsX3R5cGUYAyABKA4yKC50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyQ3JlZGVudGlhbFR5cGUSDgoGb3JnX2lkGAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSEgoKY3JlYXRlZF9ieRgGIAEoCRISCgpyb3RhdGVkX2F0GAcgASgJEhwKFGxhc3RfdG9rZW5faXNzdWVkX2F0GAggASgJImMKFExpc3RBcGlVc2Vyc1Jlc3BvbnNlEjYKCWFwaV91c2VycxgBIAMoCzIjLnRyYXZlbC5vcGVyYXRvci52MS5PcGVyYXRvckFwaVVzZXISEwoLdG90YWxfY291bnQYAiABKAUiTwoUUmV2b2tlQXBpVXNlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIdCgljbGllbnRfaWQYAiABKAlCCrpIB3IFEAEYgAIiOgoVUmV2b2tlQXBpVXNlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkiNQoZTGlzdFRydXN0ZWRJc3N1ZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBImwKDVRydXN0ZWRJc3N1ZXISDgoGaXNzdWVyGAEgASgJEhAKCGp3a3NfdXJpGAIgASgJEhMKC2lubGluZV9qd2tzGAMgASgIEhAKCGF1ZGllbmNlGAQgASgJEhIKCmNvbXBhbnlfaWQYBSABKAkiUAoaTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USMgoHaXNzdWVycxgBIAMoCzIhLnRyYXZlbC5vcGVyYXRvci52MS5UcnVzdGVkSXNzdWVyIlIKGlJlbW92ZVRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQIj0KG1JlbW92ZVRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJMo8QCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USagoPTGlzdFNpZ25pbmdLZXlzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
  */
 export type CreateTmcRequest = Message<"travel.operator.v1.CreateTmcRequest"> & {
   /**
+   * The TMC's name.
+   *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
-   * Defaults to 5 (spec section 8).
+   * Active API users it may hold; 5 when absent (spec section 8).
    *
    * @generated from field: optional int32 max_api_users = 2;
    */
@@ -74,11 +76,15 @@ export const CreateTmcResponseSchema: GenMessage<CreateTmcResponse> = /*@__PURE_
  */
 export type SetTmcApiUserLimitRequest = Message<"travel.operator.v1.SetTmcApiUserLimitRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The new limit of active API users (0-100000).
+   *
    * @generated from field: int32 max_api_users = 2;
    */
   maxApiUsers: number;
@@ -123,11 +129,15 @@ export const SetTmcApiUserLimitResponseSchema: GenMessage<SetTmcApiUserLimitResp
  */
 export type CreateCompanyRequest = Message<"travel.operator.v1.CreateCompanyRequest"> & {
   /**
+   * The TMC the company belongs to (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The company's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -172,21 +182,29 @@ export const CreateCompanyResponseSchema: GenMessage<CreateCompanyResponse> = /*
  */
 export type CreateUserRequest = Message<"travel.operator.v1.CreateUserRequest"> & {
   /**
+   * The company (a UUID).
+   *
    * @generated from field: string org_id = 1;
    */
   orgId: string;
 
   /**
+   * The user's email address.
+   *
    * @generated from field: string email = 2;
    */
   email: string;
 
   /**
+   * Given name.
+   *
    * @generated from field: string given_name = 3;
    */
   givenName: string;
 
   /**
+   * Family name.
+   *
    * @generated from field: string family_name = 4;
    */
   familyName: string;
@@ -248,21 +266,29 @@ export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PUR
  */
 export type CreateApiUserRequest = Message<"travel.operator.v1.CreateApiUserRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The company of a COMPANY_ADMIN (a UUID); empty for a TMC_ADMIN.
+   *
    * @generated from field: string org_id = 2;
    */
   orgId: string;
 
   /**
+   * TMC_ADMIN when unset.
+   *
    * @generated from field: travel.apiuser.v2.ApiUserRole role = 3;
    */
   role: ApiUserRole;
 
   /**
+   * CLIENT_CREDENTIALS when unset; SCIM_TOKEN needs role COMPANY_ADMIN.
+   *
    * @generated from field: travel.apiuser.v2.ApiUserCredentialType credential_type = 4;
    */
   credentialType: ApiUserCredentialType;
@@ -543,6 +569,8 @@ export const SigningKeySchema: GenMessage<SigningKey> = /*@__PURE__*/
  */
 export type AddTrustedIssuerRequest = Message<"travel.operator.v1.AddTrustedIssuerRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -618,6 +646,8 @@ export const AddTrustedIssuerResponseSchema: GenMessage<AddTrustedIssuerResponse
  */
 export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEventsRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -829,11 +859,15 @@ export const GetTokenLockoutResponseSchema: GenMessage<GetTokenLockoutResponse> 
  */
 export type ResetTokenLockoutRequest = Message<"travel.operator.v1.ResetTokenLockoutRequest"> & {
   /**
+   * The client; empty for the budget of unknown client ids.
+   *
    * @generated from field: string client_id = 1;
    */
   clientId: string;
 
   /**
+   * The source address as the service sees it.
+   *
    * @generated from field: string address = 2;
    */
   address: string;
@@ -873,6 +907,8 @@ export const ResetTokenLockoutResponseSchema: GenMessage<ResetTokenLockoutRespon
  */
 export type ImportAirCreditsRequest = Message<"travel.operator.v1.ImportAirCreditsRequest"> & {
   /**
+   * The company (a UUID).
+   *
    * @generated from field: string company_id = 1;
    */
   companyId: string;
@@ -1013,6 +1049,8 @@ export const ListTmcsResponseSchema: GenMessage<ListTmcsResponse> = /*@__PURE__*
  */
 export type GetTmcRequest = Message<"travel.operator.v1.GetTmcRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -1047,6 +1085,8 @@ export const GetTmcResponseSchema: GenMessage<GetTmcResponse> = /*@__PURE__*/
  */
 export type ListApiUsersRequest = Message<"travel.operator.v1.ListApiUsersRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -1166,11 +1206,15 @@ export const ListApiUsersResponseSchema: GenMessage<ListApiUsersResponse> = /*@_
  */
 export type RevokeApiUserRequest = Message<"travel.operator.v1.RevokeApiUserRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The API user's client id.
+   *
    * @generated from field: string client_id = 2;
    */
   clientId: string;
@@ -1210,6 +1254,8 @@ export const RevokeApiUserResponseSchema: GenMessage<RevokeApiUserResponse> = /*
  */
 export type ListTrustedIssuersRequest = Message<"travel.operator.v1.ListTrustedIssuersRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -1287,11 +1333,15 @@ export const ListTrustedIssuersResponseSchema: GenMessage<ListTrustedIssuersResp
  */
 export type RemoveTrustedIssuerRequest = Message<"travel.operator.v1.RemoveTrustedIssuerRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The issuer (the `iss` of its JWTs).
+   *
    * @generated from field: string issuer = 2;
    */
   issuer: string;
@@ -1329,7 +1379,9 @@ export const RemoveTrustedIssuerResponseSchema: GenMessage<RemoveTrustedIssuerRe
 /**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
- * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs.
+ * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs: its commands, their options
+ * and their help derive from this service (src/cli/arguments.ts), in this order, so a comment
+ * here is also the CLI's help text (the first sentence is the command's summary).
  *
  * @generated from service travel.operator.v1.OperatorService
  */
@@ -1353,6 +1405,26 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof SetTmcApiUserLimitRequestSchema;
     output: typeof SetTmcApiUserLimitResponseSchema;
+  },
+  /**
+   * Lists TMCs by name (then id), each with its API-user limit and active API-user count.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListTmcs
+   */
+  listTmcs: {
+    methodKind: "unary";
+    input: typeof ListTmcsRequestSchema;
+    output: typeof ListTmcsResponseSchema;
+  },
+  /**
+   * One TMC with its API-user limit and active API-user count; NOT_FOUND when unknown.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.GetTmc
+   */
+  getTmc: {
+    methodKind: "unary";
+    input: typeof GetTmcRequestSchema;
+    output: typeof GetTmcResponseSchema;
   },
   /**
    * Creates a company (organization) under a TMC.
@@ -1383,6 +1455,38 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof CreateApiUserRequestSchema;
     output: typeof CreateApiUserResponseSchema;
+  },
+  /**
+   * A TMC's active API users by creation time, with when each last got a token (from the audit
+   * trail's TOKEN_ISSUED events, so it lags by the audit flush interval).
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListApiUsers
+   */
+  listApiUsers: {
+    methodKind: "unary";
+    input: typeof ListApiUsersRequestSchema;
+    output: typeof ListApiUsersResponseSchema;
+  },
+  /**
+   * Revokes a TMC's API user as a TMC admin's revoke does: every token of it dies at once on
+   * every instance, its refresh tokens with it; audited API_USER_REVOKE with actor "operator".
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RevokeApiUser
+   */
+  revokeApiUser: {
+    methodKind: "unary";
+    input: typeof RevokeApiUserRequestSchema;
+    output: typeof RevokeApiUserResponseSchema;
+  },
+  /**
+   * Reads a TMC's audit trail, newest first.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
   /**
    * Publishes a new signing key, which every instance starts signing with once
@@ -1419,34 +1523,25 @@ export const OperatorService: GenService<{
     output: typeof AddTrustedIssuerResponseSchema;
   },
   /**
-   * Reads a TMC's audit trail, newest first.
+   * The identity providers a TMC trusts for token exchange, by issuer.
    *
-   * @generated from rpc travel.operator.v1.OperatorService.ListAuditEvents
+   * @generated from rpc travel.operator.v1.OperatorService.ListTrustedIssuers
    */
-  listAuditEvents: {
+  listTrustedIssuers: {
     methodKind: "unary";
-    input: typeof ListAuditEventsRequestSchema;
-    output: typeof ListAuditEventsResponseSchema;
+    input: typeof ListTrustedIssuersRequestSchema;
+    output: typeof ListTrustedIssuersResponseSchema;
   },
   /**
-   * Applies pending database migrations (idempotent; safe while other instances run).
+   * Stops trusting an issuer: its tokens are refused for token exchange from the next request
+   * on; audited TRUSTED_ISSUER_REMOVE with actor "operator".
    *
-   * @generated from rpc travel.operator.v1.OperatorService.Migrate
+   * @generated from rpc travel.operator.v1.OperatorService.RemoveTrustedIssuer
    */
-  migrate: {
+  removeTrustedIssuer: {
     methodKind: "unary";
-    input: typeof MigrateRequestSchema;
-    output: typeof MigrateResponseSchema;
-  },
-  /**
-   * Creates a demo TMC, company, users, air credits and a TMC admin, for the quickstart.
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.Seed
-   */
-  seed: {
-    methodKind: "unary";
-    input: typeof SeedRequestSchema;
-    output: typeof SeedResponseSchema;
+    input: typeof RemoveTrustedIssuerRequestSchema;
+    output: typeof RemoveTrustedIssuerResponseSchema;
   },
   /**
    * Shows the failed-authentication count behind a token-endpoint lockout: of one client at one
@@ -1460,7 +1555,8 @@ export const OperatorService: GenService<{
     output: typeof GetTokenLockoutResponseSchema;
   },
   /**
-   * Forgets that count, lifting the lockout at once on every instance.
+   * Forgets the failed-authentication count behind a token-endpoint lockout, lifting the lockout
+   * at once on every instance.
    *
    * @generated from rpc travel.operator.v1.OperatorService.ResetTokenLockout
    */
@@ -1482,67 +1578,24 @@ export const OperatorService: GenService<{
     output: typeof ImportAirCreditsResponseSchema;
   },
   /**
-   * Lists TMCs by name (then id), each with its API-user limit and active API-user count.
+   * Creates a demo TMC, company, users, air credits and a TMC admin, for the quickstart.
    *
-   * @generated from rpc travel.operator.v1.OperatorService.ListTmcs
+   * @generated from rpc travel.operator.v1.OperatorService.Seed
    */
-  listTmcs: {
+  seed: {
     methodKind: "unary";
-    input: typeof ListTmcsRequestSchema;
-    output: typeof ListTmcsResponseSchema;
+    input: typeof SeedRequestSchema;
+    output: typeof SeedResponseSchema;
   },
   /**
-   * One TMC with its API-user limit and active API-user count; NOT_FOUND when unknown.
+   * Applies pending database migrations (idempotent; safe while other instances run).
    *
-   * @generated from rpc travel.operator.v1.OperatorService.GetTmc
+   * @generated from rpc travel.operator.v1.OperatorService.Migrate
    */
-  getTmc: {
+  migrate: {
     methodKind: "unary";
-    input: typeof GetTmcRequestSchema;
-    output: typeof GetTmcResponseSchema;
-  },
-  /**
-   * A TMC's active API users by creation time, with when each last got a token (from the audit
-   * trail's TOKEN_ISSUED events, so it lags by the audit flush interval).
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.ListApiUsers
-   */
-  listApiUsers: {
-    methodKind: "unary";
-    input: typeof ListApiUsersRequestSchema;
-    output: typeof ListApiUsersResponseSchema;
-  },
-  /**
-   * Revokes a TMC's API user as a TMC admin's revoke does: every token of it dies at once on
-   * every instance, its refresh tokens with it; audited API_USER_REVOKE with actor "operator".
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.RevokeApiUser
-   */
-  revokeApiUser: {
-    methodKind: "unary";
-    input: typeof RevokeApiUserRequestSchema;
-    output: typeof RevokeApiUserResponseSchema;
-  },
-  /**
-   * The identity providers a TMC trusts for token exchange, by issuer.
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.ListTrustedIssuers
-   */
-  listTrustedIssuers: {
-    methodKind: "unary";
-    input: typeof ListTrustedIssuersRequestSchema;
-    output: typeof ListTrustedIssuersResponseSchema;
-  },
-  /**
-   * Stops trusting an issuer: its tokens are refused for token exchange from the next request
-   * on; audited TRUSTED_ISSUER_REMOVE with actor "operator".
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.RemoveTrustedIssuer
-   */
-  removeTrustedIssuer: {
-    methodKind: "unary";
-    input: typeof RemoveTrustedIssuerRequestSchema;
-    output: typeof RemoveTrustedIssuerResponseSchema;
+    input: typeof MigrateRequestSchema;
+    output: typeof MigrateResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_travel_operator_v1_operator, 0);
