@@ -6,17 +6,19 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { AirlineInfo, DateTimeOffset, Money, Name, UnusedCreditExchangeInfo, UnusedCreditFop } from "../../aircredit/v3/air_credit_pb.js";
+import { file_travel_aircredit_v3_air_credit } from "../../aircredit/v3/air_credit_pb.js";
 import type { ApiUserCredentialType, ApiUserRole } from "../../apiuser/v2/api_user_pb.js";
 import { file_travel_apiuser_v2_api_user } from "../../apiuser/v2/api_user_pb.js";
 import { file_travel_common_v1_authentication } from "../../common/v1/authentication_pb.js";
-import type { JsonObject, Message } from "@bufbuild/protobuf";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkibgoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESNQoHY3JlZGl0cxgCIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCC7pICJIBBQgBEIgnIlAKGEltcG9ydEFpckNyZWRpdHNSZXNwb25zZRISCgpjb21wYW55X2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAUSDwoHdXBkYXRlZBgDIAEoBSJUCg9MaXN0VG1jc1JlcXVlc3QSHgoFbGltaXQYASABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAiABKAVCB7pIBBoCKABCCAoGX2xpbWl0IlsKClRtY1N1bW1hcnkSDgoGdG1jX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFQoNbWF4X2FwaV91c2VycxgDIAEoBRIYChBhY3RpdmVfYXBpX3VzZXJzGAQgASgFIlUKEExpc3RUbWNzUmVzcG9uc2USLAoEdG1jcxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5EhMKC3RvdGFsX2NvdW50GAIgASgFIikKDUdldFRtY1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASI9Cg5HZXRUbWNSZXNwb25zZRIrCgN0bWMYASABKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeSJyChNMaXN0QXBpVXNlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAyABKAVCB7pIBBoCKABCCAoGX2xpbWl0Iv8BCg9PcGVyYXRvckFwaVVzZXISEQoJY2xpZW50X2lkGAEgASgJEiwKBHJvbGUYAiABKA4yHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyUm9sZRJBCg9jcmVkZW50aWFsX3R5cGUYAyABKA4yKC50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyQ3JlZGVudGlhbFR5cGUSDgoGb3JnX2lkGAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSEgoKY3JlYXRlZF9ieRgGIAEoCRISCgpyb3RhdGVkX2F0GAcgASgJEhwKFGxhc3RfdG9rZW5faXNzdWVkX2F0GAggASgJImMKFExpc3RBcGlVc2Vyc1Jlc3BvbnNlEjYKCWFwaV91c2VycxgBIAMoCzIjLnRyYXZlbC5vcGVyYXRvci52MS5PcGVyYXRvckFwaVVzZXISEwoLdG90YWxfY291bnQYAiABKAUiTwoUUmV2b2tlQXBpVXNlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIdCgljbGllbnRfaWQYAiABKAlCCrpIB3IFEAEYgAIiOgoVUmV2b2tlQXBpVXNlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkiNQoZTGlzdFRydXN0ZWRJc3N1ZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBImwKDVRydXN0ZWRJc3N1ZXISDgoGaXNzdWVyGAEgASgJEhAKCGp3a3NfdXJpGAIgASgJEhMKC2lubGluZV9qd2tzGAMgASgIEhAKCGF1ZGllbmNlGAQgASgJEhIKCmNvbXBhbnlfaWQYBSABKAkiUAoaTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USMgoHaXNzdWVycxgBIAMoCzIhLnRyYXZlbC5vcGVyYXRvci52MS5UcnVzdGVkSXNzdWVyIlIKGlJlbW92ZVRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQIj0KG1JlbW92ZVRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJMo8QCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USagoPTGlzdFNpZ25pbmdLZXlzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkifAoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESQwoHY3JlZGl0cxgCIAMoCzIlLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRlZEFpckNyZWRpdEILukgIkgEFCAEQiCci4AcKEUltcG9ydGVkQWlyQ3JlZGl0EhIKCnNvdXJjZV9wbnIYASABKAkSFAoMc3BvdG5hbmFfcG5yGAIgASgJEhUKDXRpY2tldF9udW1iZXIYAyABKAkSFAoMYWlybGluZV9jb2RlGAQgASgJEjYKDGFpcmxpbmVfaW5mbxgFIAEoCzIgLnRyYXZlbC5haXJjcmVkaXQudjMuQWlybGluZUluZm8SLgoKdG90YWxfZmFyZRgGIAEoCzIaLnRyYXZlbC5haXJjcmVkaXQudjMuTW9uZXkSNwoKaXNzdWVfZGF0ZRgHIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOAoLZXhwaXJ5X2RhdGUYCCABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EjYKCXVzZWRfZGF0ZRgJIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOwoOZGVwYXJ0dXJlX2RhdGUYCiABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EhoKEnNlZ21lbnRzX2F2YWlsYWJsZRgLIAEoCRIxCg5wYXNzZW5nZXJfbmFtZRgMIAEoCzIZLnRyYXZlbC5haXJjcmVkaXQudjMuTmFtZRIZChFkZXBhcnR1cmVfY291bnRyeRgNIAEoCRIXCg9hcnJpdmFsX2NvdW50cnkYDiABKAkSEwoLdGlja2V0X3R5cGUYDyABKAkSCwoDcGNjGBAgASgJEg4KBnN0YXR1cxgRIAEoCRIOCgZzb3VyY2UYEiABKAkSDwoHdHJpcF9pZBgTIAEoCRISCgpyZWRlZW1fdmlhGBQgASgJEhcKD3NvdXJjZV9vZl90cnV0aBgVIAEoCRISCgpvd25pbmdfcGNjGBYgASgJEhkKEXBheW1lbnRfc291cmNlX2lkGBcgASgJEhkKEWNyZWRpdF91c2FnZV90eXBlGBggASgJEg0KBWVtYWlsGBkgASgJEjYKCGZvcF9pbmZvGBogASgLMiQudHJhdmVsLmFpcmNyZWRpdC52My5VbnVzZWRDcmVkaXRGb3ASEQoJZm9wX2xhYmVsGBsgASgJEkQKDWV4Y2hhbmdlX2luZm8YHCABKAsyLS50cmF2ZWwuYWlyY3JlZGl0LnYzLlVudXNlZENyZWRpdEV4Y2hhbmdlSW5mbxIcChRmb3BfY2FyZF9hY2Nlc3NfdHlwZRgdIAEoCRIZChFsZWdhbF9lbnRpdHlfbmFtZRgeIAEoCSJQChhJbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USEgoKY29tcGFueV9pZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgFEg8KB3VwZGF0ZWQYAyABKAUiVAoPTGlzdFRtY3NSZXF1ZXN0Eh4KBWxpbWl0GAEgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAIgASgFQge6SAQaAigAQggKBl9saW1pdCJbCgpUbWNTdW1tYXJ5Eg4KBnRtY19pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhUKDW1heF9hcGlfdXNlcnMYAyABKAUSGAoQYWN0aXZlX2FwaV91c2VycxgEIAEoBSJVChBMaXN0VG1jc1Jlc3BvbnNlEiwKBHRtY3MYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeRITCgt0b3RhbF9jb3VudBgCIAEoBSIpCg1HZXRUbWNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQEiPQoOR2V0VG1jUmVzcG9uc2USKwoDdG1jGAEgASgLMh4udHJhdmVsLm9wZXJhdG9yLnYxLlRtY1N1bW1hcnkicgoTTGlzdEFwaVVzZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAMgASgFQge6SAQaAigAQggKBl9saW1pdCL/AQoPT3BlcmF0b3JBcGlVc2VyEhEKCWNsaWVudF9pZBgBIAEoCRIsCgRyb2xlGAIgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGUSQQoPY3JlZGVudGlhbF90eXBlGAMgASgOMigudHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlckNyZWRlbnRpYWxUeXBlEg4KBm9yZ19pZBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEhIKCmNyZWF0ZWRfYnkYBiABKAkSEgoKcm90YXRlZF9hdBgHIAEoCRIcChRsYXN0X3Rva2VuX2lzc3VlZF9hdBgIIAEoCSJjChRMaXN0QXBpVXNlcnNSZXNwb25zZRI2CglhcGlfdXNlcnMYASADKAsyIy50cmF2ZWwub3BlcmF0b3IudjEuT3BlcmF0b3JBcGlVc2VyEhMKC3RvdGFsX2NvdW50GAIgASgFIk8KFFJldm9rZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHQoJY2xpZW50X2lkGAIgASgJQgq6SAdyBRABGIACIjoKFVJldm9rZUFwaVVzZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSEQoJY2xpZW50X2lkGAIgASgJIjUKGUxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASJsCg1UcnVzdGVkSXNzdWVyEg4KBmlzc3VlchgBIAEoCRIQCghqd2tzX3VyaRgCIAEoCRITCgtpbmxpbmVfandrcxgDIAEoCBIQCghhdWRpZW5jZRgEIAEoCRISCgpjb21wYW55X2lkGAUgASgJIlAKGkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEjIKB2lzc3VlcnMYASADKAsyIS50cmF2ZWwub3BlcmF0b3IudjEuVHJ1c3RlZElzc3VlciJSChpSZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEhoKBmlzc3VlchgCIAEoCUIKukgHcgUQARiAECI9ChtSZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEg4KBmlzc3VlchgCIAEoCTKPEAoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlElUKCExpc3RUbWNzEiMudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVxdWVzdBokLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VG1jc1Jlc3BvbnNlEk8KBkdldFRtYxIhLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUbWNSZXF1ZXN0GiIudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1Jlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEmEKDExpc3RBcGlVc2VycxInLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXBpVXNlcnNSZXF1ZXN0GigudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1Jlc3BvbnNlEmQKDVJldm9rZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEmoKD0xpc3RTaWduaW5nS2V5cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0U2lnbmluZ0tleXNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1Jlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEnMKEkxpc3RUcnVzdGVkSXNzdWVycxItLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VHJ1c3RlZElzc3VlcnNSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEnYKE1JlbW92ZVRydXN0ZWRJc3N1ZXISLi50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlcXVlc3QaLy50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0dldFRva2VuTG9ja291dBIqLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUb2tlbkxvY2tvdXRSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlc3BvbnNlEnAKEVJlc2V0VG9rZW5Mb2Nrb3V0EiwudHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBotLnRyYXZlbC5vcGVyYXRvci52MS5SZXNldFRva2VuTG9ja291dFJlc3BvbnNlEm0KEEltcG9ydEFpckNyZWRpdHMSKy50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_timestamp, file_travel_aircredit_v3_air_credit, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -914,12 +916,12 @@ export type ImportAirCreditsRequest = Message<"travel.operator.v1.ImportAirCredi
   companyId: string;
 
   /**
-   * Reference-shaped UnusedCreditInfo objects; each is checked by the service, which names
-   * invalid ones by their index ("credits[3].expiryDate").
+   * The credits: reference UnusedCreditInfo objects. The service checks every row and names each
+   * invalid one by its index and field ("credits[3].expiryDate").
    *
-   * @generated from field: repeated google.protobuf.Struct credits = 2;
+   * @generated from field: repeated travel.operator.v1.ImportedAirCredit credits = 2;
    */
-  credits: JsonObject[];
+  credits: ImportedAirCredit[];
 };
 
 /**
@@ -928,6 +930,207 @@ export type ImportAirCreditsRequest = Message<"travel.operator.v1.ImportAirCredi
  */
 export const ImportAirCreditsRequestSchema: GenMessage<ImportAirCreditsRequest> = /*@__PURE__*/
   messageDesc(file_travel_operator_v1_operator, 28);
+
+/**
+ * One credit to import: a reference UnusedCreditInfo (travel.aircredit.v3), field for field.
+ * Its enum-valued fields are the enum's value names as strings, so that a wrong name is reported
+ * with its row and field among the import's other problems rather than refusing the request
+ * undecoded; the service checks them against the v3 enums. Every rule of a row (formats,
+ * required fields, dates, duplicates across rows) is the service's, for the same reason: one 400
+ * names every invalid row.
+ *
+ * @generated from message travel.operator.v1.ImportedAirCredit
+ */
+export type ImportedAirCredit = Message<"travel.operator.v1.ImportedAirCredit"> & {
+  /**
+   * @generated from field: string source_pnr = 1;
+   */
+  sourcePnr: string;
+
+  /**
+   * @generated from field: string spotnana_pnr = 2;
+   */
+  spotnanaPnr: string;
+
+  /**
+   * Required: 6 to 20 digits or capital letters; a ticket number the company has is updated.
+   *
+   * @generated from field: string ticket_number = 3;
+   */
+  ticketNumber: string;
+
+  /**
+   * 2-character IATA code; required unless airline_info names it.
+   *
+   * @generated from field: string airline_code = 4;
+   */
+  airlineCode: string;
+
+  /**
+   * @generated from field: travel.aircredit.v3.AirlineInfo airline_info = 5;
+   */
+  airlineInfo?: AirlineInfo | undefined;
+
+  /**
+   * Required; the amount has at most 12 digits and 3 decimals.
+   *
+   * @generated from field: travel.aircredit.v3.Money total_fare = 6;
+   */
+  totalFare?: Money | undefined;
+
+  /**
+   * Required: a date (midnight UTC) or a date-time with Z or an offset.
+   *
+   * @generated from field: travel.aircredit.v3.DateTimeOffset issue_date = 7;
+   */
+  issueDate?: DateTimeOffset | undefined;
+
+  /**
+   * Required, not before issue_date.
+   *
+   * @generated from field: travel.aircredit.v3.DateTimeOffset expiry_date = 8;
+   */
+  expiryDate?: DateTimeOffset | undefined;
+
+  /**
+   * @generated from field: travel.aircredit.v3.DateTimeOffset used_date = 9;
+   */
+  usedDate?: DateTimeOffset | undefined;
+
+  /**
+   * @generated from field: travel.aircredit.v3.DateTimeOffset departure_date = 10;
+   */
+  departureDate?: DateTimeOffset | undefined;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.SegmentsAvailable name.
+   *
+   * @generated from field: string segments_available = 11;
+   */
+  segmentsAvailable: string;
+
+  /**
+   * @generated from field: travel.aircredit.v3.Name passenger_name = 12;
+   */
+  passengerName?: Name | undefined;
+
+  /**
+   * @generated from field: string departure_country = 13;
+   */
+  departureCountry: string;
+
+  /**
+   * @generated from field: string arrival_country = 14;
+   */
+  arrivalCountry: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.TicketType name; ETICKET when empty.
+   *
+   * @generated from field: string ticket_type = 15;
+   */
+  ticketType: string;
+
+  /**
+   * @generated from field: string pcc = 16;
+   */
+  pcc: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.CreditStatus name; OPEN when empty.
+   *
+   * @generated from field: string status = 17;
+   */
+  status: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.ThirdPartySource name; SABRE when empty.
+   *
+   * @generated from field: string source = 18;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string trip_id = 19;
+   */
+  tripId: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.RedeemVia name.
+   *
+   * @generated from field: string redeem_via = 20;
+   */
+  redeemVia: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.SourceOfTruth name.
+   *
+   * @generated from field: string source_of_truth = 21;
+   */
+  sourceOfTruth: string;
+
+  /**
+   * @generated from field: string owning_pcc = 22;
+   */
+  owningPcc: string;
+
+  /**
+   * A UUID; empty: the credit keeps its payment source, or a new one is made.
+   *
+   * @generated from field: string payment_source_id = 23;
+   */
+  paymentSourceId: string;
+
+  /**
+   * A travel.aircredit.v3.CreditUsageType name; PERSONAL when empty.
+   *
+   * @generated from field: string credit_usage_type = 24;
+   */
+  creditUsageType: string;
+
+  /**
+   * The traveler, found by email among the company's users.
+   *
+   * @generated from field: string email = 25;
+   */
+  email: string;
+
+  /**
+   * Stored with a card number cut to its last four digits and without a CVV.
+   *
+   * @generated from field: travel.aircredit.v3.UnusedCreditFop fop_info = 26;
+   */
+  fopInfo?: UnusedCreditFop | undefined;
+
+  /**
+   * @generated from field: string fop_label = 27;
+   */
+  fopLabel: string;
+
+  /**
+   * @generated from field: travel.aircredit.v3.UnusedCreditExchangeInfo exchange_info = 28;
+   */
+  exchangeInfo?: UnusedCreditExchangeInfo | undefined;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditFopCardAccessType name.
+   *
+   * @generated from field: string fop_card_access_type = 29;
+   */
+  fopCardAccessType: string;
+
+  /**
+   * @generated from field: string legal_entity_name = 30;
+   */
+  legalEntityName: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.ImportedAirCredit.
+ * Use `create(ImportedAirCreditSchema)` to create a new message.
+ */
+export const ImportedAirCreditSchema: GenMessage<ImportedAirCredit> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 29);
 
 /**
  * @generated from message travel.operator.v1.ImportAirCreditsResponse
@@ -958,7 +1161,7 @@ export type ImportAirCreditsResponse = Message<"travel.operator.v1.ImportAirCred
  * Use `create(ImportAirCreditsResponseSchema)` to create a new message.
  */
 export const ImportAirCreditsResponseSchema: GenMessage<ImportAirCreditsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 29);
+  messageDesc(file_travel_operator_v1_operator, 30);
 
 /**
  * @generated from message travel.operator.v1.ListTmcsRequest
@@ -984,7 +1187,7 @@ export type ListTmcsRequest = Message<"travel.operator.v1.ListTmcsRequest"> & {
  * Use `create(ListTmcsRequestSchema)` to create a new message.
  */
 export const ListTmcsRequestSchema: GenMessage<ListTmcsRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 30);
+  messageDesc(file_travel_operator_v1_operator, 31);
 
 /**
  * A TMC as the operator sees it.
@@ -1020,7 +1223,7 @@ export type TmcSummary = Message<"travel.operator.v1.TmcSummary"> & {
  * Use `create(TmcSummarySchema)` to create a new message.
  */
 export const TmcSummarySchema: GenMessage<TmcSummary> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 31);
+  messageDesc(file_travel_operator_v1_operator, 32);
 
 /**
  * @generated from message travel.operator.v1.ListTmcsResponse
@@ -1042,7 +1245,7 @@ export type ListTmcsResponse = Message<"travel.operator.v1.ListTmcsResponse"> & 
  * Use `create(ListTmcsResponseSchema)` to create a new message.
  */
 export const ListTmcsResponseSchema: GenMessage<ListTmcsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 32);
+  messageDesc(file_travel_operator_v1_operator, 33);
 
 /**
  * @generated from message travel.operator.v1.GetTmcRequest
@@ -1061,7 +1264,7 @@ export type GetTmcRequest = Message<"travel.operator.v1.GetTmcRequest"> & {
  * Use `create(GetTmcRequestSchema)` to create a new message.
  */
 export const GetTmcRequestSchema: GenMessage<GetTmcRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 33);
+  messageDesc(file_travel_operator_v1_operator, 34);
 
 /**
  * @generated from message travel.operator.v1.GetTmcResponse
@@ -1078,7 +1281,7 @@ export type GetTmcResponse = Message<"travel.operator.v1.GetTmcResponse"> & {
  * Use `create(GetTmcResponseSchema)` to create a new message.
  */
 export const GetTmcResponseSchema: GenMessage<GetTmcResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 34);
+  messageDesc(file_travel_operator_v1_operator, 35);
 
 /**
  * @generated from message travel.operator.v1.ListApiUsersRequest
@@ -1111,7 +1314,7 @@ export type ListApiUsersRequest = Message<"travel.operator.v1.ListApiUsersReques
  * Use `create(ListApiUsersRequestSchema)` to create a new message.
  */
 export const ListApiUsersRequestSchema: GenMessage<ListApiUsersRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 35);
+  messageDesc(file_travel_operator_v1_operator, 36);
 
 /**
  * An active API user; never its secret.
@@ -1175,7 +1378,7 @@ export type OperatorApiUser = Message<"travel.operator.v1.OperatorApiUser"> & {
  * Use `create(OperatorApiUserSchema)` to create a new message.
  */
 export const OperatorApiUserSchema: GenMessage<OperatorApiUser> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 36);
+  messageDesc(file_travel_operator_v1_operator, 37);
 
 /**
  * @generated from message travel.operator.v1.ListApiUsersResponse
@@ -1199,7 +1402,7 @@ export type ListApiUsersResponse = Message<"travel.operator.v1.ListApiUsersRespo
  * Use `create(ListApiUsersResponseSchema)` to create a new message.
  */
 export const ListApiUsersResponseSchema: GenMessage<ListApiUsersResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 37);
+  messageDesc(file_travel_operator_v1_operator, 38);
 
 /**
  * @generated from message travel.operator.v1.RevokeApiUserRequest
@@ -1225,7 +1428,7 @@ export type RevokeApiUserRequest = Message<"travel.operator.v1.RevokeApiUserRequ
  * Use `create(RevokeApiUserRequestSchema)` to create a new message.
  */
 export const RevokeApiUserRequestSchema: GenMessage<RevokeApiUserRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 38);
+  messageDesc(file_travel_operator_v1_operator, 39);
 
 /**
  * @generated from message travel.operator.v1.RevokeApiUserResponse
@@ -1247,7 +1450,7 @@ export type RevokeApiUserResponse = Message<"travel.operator.v1.RevokeApiUserRes
  * Use `create(RevokeApiUserResponseSchema)` to create a new message.
  */
 export const RevokeApiUserResponseSchema: GenMessage<RevokeApiUserResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 39);
+  messageDesc(file_travel_operator_v1_operator, 40);
 
 /**
  * @generated from message travel.operator.v1.ListTrustedIssuersRequest
@@ -1266,7 +1469,7 @@ export type ListTrustedIssuersRequest = Message<"travel.operator.v1.ListTrustedI
  * Use `create(ListTrustedIssuersRequestSchema)` to create a new message.
  */
 export const ListTrustedIssuersRequestSchema: GenMessage<ListTrustedIssuersRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 40);
+  messageDesc(file_travel_operator_v1_operator, 41);
 
 /**
  * @generated from message travel.operator.v1.TrustedIssuer
@@ -1309,7 +1512,7 @@ export type TrustedIssuer = Message<"travel.operator.v1.TrustedIssuer"> & {
  * Use `create(TrustedIssuerSchema)` to create a new message.
  */
 export const TrustedIssuerSchema: GenMessage<TrustedIssuer> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 41);
+  messageDesc(file_travel_operator_v1_operator, 42);
 
 /**
  * @generated from message travel.operator.v1.ListTrustedIssuersResponse
@@ -1326,7 +1529,7 @@ export type ListTrustedIssuersResponse = Message<"travel.operator.v1.ListTrusted
  * Use `create(ListTrustedIssuersResponseSchema)` to create a new message.
  */
 export const ListTrustedIssuersResponseSchema: GenMessage<ListTrustedIssuersResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 42);
+  messageDesc(file_travel_operator_v1_operator, 43);
 
 /**
  * @generated from message travel.operator.v1.RemoveTrustedIssuerRequest
@@ -1352,7 +1555,7 @@ export type RemoveTrustedIssuerRequest = Message<"travel.operator.v1.RemoveTrust
  * Use `create(RemoveTrustedIssuerRequestSchema)` to create a new message.
  */
 export const RemoveTrustedIssuerRequestSchema: GenMessage<RemoveTrustedIssuerRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 43);
+  messageDesc(file_travel_operator_v1_operator, 44);
 
 /**
  * @generated from message travel.operator.v1.RemoveTrustedIssuerResponse
@@ -1374,7 +1577,7 @@ export type RemoveTrustedIssuerResponse = Message<"travel.operator.v1.RemoveTrus
  * Use `create(RemoveTrustedIssuerResponseSchema)` to create a new message.
  */
 export const RemoveTrustedIssuerResponseSchema: GenMessage<RemoveTrustedIssuerResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 44);
+  messageDesc(file_travel_operator_v1_operator, 45);
 
 /**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
