@@ -29,7 +29,6 @@ import { TokenService } from "../domain/tokens/token-service.js";
 import { TrustedIssuers } from "../domain/tokens/trusted-issuers.js";
 import { UserProfiles } from "../domain/users/user-profiles.js";
 import type { Metrics } from "../observability/metrics.js";
-import { fopInfoProblem } from "../rpc/mappers/air-credit-mappers.js";
 import type { Repositories } from "../store/postgres/repositories/index.js";
 import type { SharedState } from "../store/shared-state.js";
 import type { ChangeFeed } from "../domain/tokens/ports.js";
@@ -193,7 +192,7 @@ export function createDomainServices({
     },
     operator: {
       tenants,
-      airCreditImport: new AirCreditImport(uow, repos.tenants, repos.airCredits, fopInfoProblem),
+      airCreditImport: new AirCreditImport(uow, repos.tenants, repos.airCredits),
       provisioning,
       signingKeys,
       trustedIssuers,

@@ -1,7 +1,20 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import {
+  fromJson,
+  getOption,
+  ScalarType,
+  type DescField,
+  type DescMessage,
+  type DescMethodUnary,
+  type JsonObject,
+  type JsonValue,
+} from "@bufbuild/protobuf";
+import { field as fieldRules, Ignore } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { Command, CommanderError, Option } from "commander";
+import { docs } from "../../gen/travel/operator/v1/operator_docs.js";
+import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 
 /** Wrong or missing arguments: reported on stderr with exit code 2 (and the command's usage), before anything is written. */
 export class UsageError extends Error {
@@ -23,232 +36,169 @@ export class Answered extends Error {
 
 export type OutputFormat = "json" | "table";
 
-interface OptionSpec {
-  readonly type: "string" | "boolean";
+type Method = DescMethodUnary<DescMessage, DescMessage>;
+
+/** How an option's text becomes its request field, by the field's type. */
+type OptionKind =
+  | { readonly kind: "string" }
+  | { readonly kind: "boolean" }
+  | { readonly kind: "integer" }
+  /** An enum: one of its names (the unset zero value excepted). */
+  | { readonly kind: "choice"; readonly values: readonly string[] }
+  /** A google.protobuf.Timestamp: RFC 3339, or a date (midnight UTC). */
+  | { readonly kind: "time" }
+  /** A repeated string: the option repeats, or takes a comma-separated list. */
+  | { readonly kind: "list" }
+  /** A repeated message: a JSON file holding an array of objects. */
+  | { readonly kind: "jsonFile" };
+
+/** One option: the request field it fills. */
+export interface OptionSpec {
+  readonly name: string;
+  readonly field: DescField;
+  readonly type: OptionKind;
+  readonly required: boolean;
   /** The value's placeholder in the help ("ID", "N"). */
-  readonly value?: string;
+  readonly value: string;
   readonly help: string;
 }
 
-/** One command: its RPC, the options it accepts, and how they become the request's JSON. */
+/** One command: its RPC and its options, all read from the RPC's descriptor. */
 export interface CommandSpec {
-  readonly rpc:
-    | "createTmc"
-    | "setTmcApiUserLimit"
-    | "listTmcs"
-    | "getTmc"
-    | "createCompany"
-    | "createUser"
-    | "createApiUser"
-    | "listApiUsers"
-    | "revokeApiUser"
-    | "rotateSigningKey"
-    | "listSigningKeys"
-    | "listAuditEvents"
-    | "addTrustedIssuer"
-    | "listTrustedIssuers"
-    | "removeTrustedIssuer"
-    | "seed"
-    | "migrate"
-    | "getTokenLockout"
-    | "resetTokenLockout"
-    | "importAirCredits";
+  readonly name: string;
+  readonly method: Method;
+  readonly summary: string;
   readonly description: string;
-  readonly options: Readonly<Record<string, OptionSpec>>;
-  readonly required: readonly string[];
-  readonly integers?: readonly string[];
-  readonly choices?: Readonly<Record<string, readonly string[]>>;
-  /** Options naming a JSON file whose contents (an array) become this request field. */
-  readonly jsonFiles?: Readonly<Record<string, string>>;
-  /** Repeatable options (also comma-separated) → the request's list field. */
-  readonly lists?: Readonly<Record<string, string>>;
-  /** Options holding a point in time (RFC 3339, or a date: midnight UTC). */
-  readonly times?: readonly string[];
+  readonly options: readonly OptionSpec[];
 }
 
-const id = (help: string): OptionSpec => ({ type: "string", value: "ID", help });
-const text = (value: string, help: string): OptionSpec => ({ type: "string", value, help });
-const TMC_ID = id("the TMC (a UUID)");
-const LIMIT = text("N", "at most N entries (1-1000, default 100)");
-const OFFSET = text("N", "skip the first N entries (default 0)");
-
-export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
-  "tmc create": {
-    rpc: "createTmc",
-    description: "create a TMC (travel management company)",
-    options: { name: text("NAME", "its name"), "max-api-users": text("N", "active API users it may hold (default 5)") },
-    required: ["name"],
-    integers: ["max-api-users"],
-  },
-  "tmc set-limit": {
-    rpc: "setTmcApiUserLimit",
-    description: "change how many active API users a TMC may hold",
-    options: { "tmc-id": TMC_ID, "max-api-users": text("N", "the new limit (0-100000)") },
-    required: ["tmc-id", "max-api-users"],
-    integers: ["max-api-users"],
-  },
-  "tmc list": {
-    rpc: "listTmcs",
-    description: "list TMCs by name, each with its limit and active API-user count",
-    options: { limit: LIMIT, offset: OFFSET },
-    required: [],
-    integers: ["limit", "offset"],
-  },
-  "tmc get": {
-    rpc: "getTmc",
-    description: "show one TMC with its limit and active API-user count",
-    options: { "tmc-id": TMC_ID },
-    required: ["tmc-id"],
-  },
-  "company create": {
-    rpc: "createCompany",
-    description: "create a company (organization) under a TMC",
-    options: { "tmc-id": TMC_ID, name: text("NAME", "its name") },
-    required: ["tmc-id", "name"],
-  },
-  "user create": {
-    rpc: "createUser",
-    description: "create a user profile under a company",
-    options: {
-      "org-id": id("the company (a UUID)"),
-      email: text("E", "the user's email"),
-      "given-name": text("G", "given name"),
-      "family-name": text("F", "family name"),
-      inactive: { type: "boolean", help: "create the profile inactive" },
-    },
-    required: ["org-id", "email", "given-name", "family-name"],
-  },
-  "api-user create": {
-    rpc: "createApiUser",
-    description: "create an API user for a TMC (its credential is shown once)",
-    options: {
-      "tmc-id": TMC_ID,
-      "org-id": id("the company of a COMPANY_ADMIN"),
-      role: text("ROLE", "TMC_ADMIN (default) or COMPANY_ADMIN"),
-      "credential-type": text("TYPE", "CLIENT_CREDENTIALS (default) or SCIM_TOKEN"),
-    },
-    required: ["tmc-id"],
-    choices: { role: ["TMC_ADMIN", "COMPANY_ADMIN"], "credential-type": ["CLIENT_CREDENTIALS", "SCIM_TOKEN"] },
-  },
-  "api-user list": {
-    rpc: "listApiUsers",
-    description: "list a TMC's active API users (role, credential type, created, last token issued)",
-    options: { "tmc-id": TMC_ID, limit: LIMIT, offset: OFFSET },
-    required: ["tmc-id"],
-    integers: ["limit", "offset"],
-  },
-  "api-user revoke": {
-    rpc: "revokeApiUser",
-    description: "revoke an API user: its tokens die at once on every instance",
-    options: { "tmc-id": TMC_ID, "client-id": id("the API user's client id") },
-    required: ["tmc-id", "client-id"],
-  },
-  "audit list": {
-    rpc: "listAuditEvents",
-    description: "read a TMC's audit trail, newest first",
-    options: {
-      "tmc-id": TMC_ID,
-      limit: LIMIT,
-      action: text("ACTION", "only this action (repeatable, or comma-separated), e.g. TOKEN_ISSUED"),
-      "client-id": id("only events whose actor or target is this client"),
-      since: text("TIME", "only events at or after TIME (RFC 3339, or YYYY-MM-DD)"),
-      until: text("TIME", "only events before TIME"),
-      "page-token": text("TOKEN", "the nextPageToken of the previous page"),
-    },
-    required: ["tmc-id"],
-    integers: ["limit"],
-    lists: { action: "actions" },
-    times: ["since", "until"],
-  },
-  "keys rotate": {
-    rpc: "rotateSigningKey",
-    description:
-      "publish a new signing key; every instance signs with it after SIGNING_KEY_PREPUBLISH_SECONDS (the current one keeps verifying its tokens)",
-    options: {
-      now: {
-        type: "boolean",
-        help: "emergency (compromised key): sign with the new key at once and withdraw every other key at once",
-      },
-    },
-    required: [],
-  },
-  "keys list": {
-    rpc: "listSigningKeys",
-    description: "list the published signing keys with their state (NEXT, ACTIVE, RETIRED) and instants",
-    options: {},
-    required: [],
-  },
-  "trusted-issuer add": {
-    rpc: "addTrustedIssuer",
-    description: "trust an identity provider's JWTs for a TMC's token exchange",
-    options: {
-      "tmc-id": TMC_ID,
-      issuer: text("ISS", "the issuer (its tokens' iss)"),
-      "jwks-uri": text("URL", "where it publishes its JWKS"),
-      jwks: text("JSON", "or its JWKS inline"),
-      audience: text("AUD", "the aud its tokens carry for this platform"),
-      "company-id": text(
-        "UUID",
-        "bind it to one company of the TMC (that company's IdP): its tokens name that company's users only",
-      ),
-    },
-    required: ["tmc-id", "issuer"],
-  },
-  "trusted-issuer list": {
-    rpc: "listTrustedIssuers",
-    description: "list the issuers a TMC trusts",
-    options: { "tmc-id": TMC_ID },
-    required: ["tmc-id"],
-  },
-  "trusted-issuer remove": {
-    rpc: "removeTrustedIssuer",
-    description: "stop trusting an issuer",
-    options: { "tmc-id": TMC_ID, issuer: text("ISS", "the issuer") },
-    required: ["tmc-id", "issuer"],
-  },
-  "lockout show": {
-    rpc: "getTokenLockout",
-    description:
-      "show failed authentications behind a token-endpoint lockout (without --client-id: unknown client ids from the address)",
-    options: { address: text("IP", "the source address"), "client-id": id("the client") },
-    required: ["address"],
-  },
-  "lockout reset": {
-    rpc: "resetTokenLockout",
-    description: "lift a lockout at once on every instance",
-    options: { address: text("IP", "the source address"), "client-id": id("the client") },
-    required: ["address"],
-  },
-  "credits import": {
-    rpc: "importAirCredits",
-    description: "import a company's unused air credits",
-    options: {
-      "company-id": id("the company (a UUID)"),
-      file: text("FILE", "a JSON array of UnusedCreditInfo objects"),
-    },
-    required: ["company-id", "file"],
-    jsonFiles: { file: "credits" },
-  },
-  seed: {
-    rpc: "seed",
-    description: "create a demo TMC, company, users, air credits and TMC admin",
-    options: {},
-    required: [],
-  },
-  migrate: { rpc: "migrate", description: "apply pending database migrations", options: {}, required: [] },
+/**
+ * Where the CLI's public names differ from what the rule below makes of the proto's (kept so
+ * scripts written against the CLI keep working). Commands: "<group> <verb>" for an RPC named
+ * Verb + Noun(s) (ListApiUsers → "api-user list"), the bare verb for a one-word RPC ("seed").
+ */
+const COMMAND_NAMES: Readonly<Record<string, string>> = {
+  SetTmcApiUserLimit: "tmc set-limit",
+  RotateSigningKey: "keys rotate",
+  ListSigningKeys: "keys list",
+  ListAuditEvents: "audit list",
+  GetTokenLockout: "lockout show",
+  ResetTokenLockout: "lockout reset",
+  ImportAirCredits: "credits import",
 };
-
+/** Options: the field name in kebab case ("tmc_id" → --tmc-id), except these (Method.field → option). */
+const OPTION_NAMES: Readonly<Record<string, string>> = {
+  "ListAuditEvents.actions": "action",
+  "ImportAirCredits.credits": "file",
+};
+/**
+ * Options required although their field's rules allow it empty: an int32 whose zero is a value
+ * (a limit of 0), which protovalidate cannot tell from "absent". Others are required by their
+ * rules (a UUID, min_len, email, ip, min_items).
+ */
+const ALSO_REQUIRED: ReadonlySet<string> = new Set(["SetTmcApiUserLimit.max_api_users"]);
+/** The groups' titles in the top-level help (their commands are appended). */
 const GROUPS: Readonly<Record<string, string>> = {
-  tmc: "TMCs: create, set-limit, list, get",
-  company: "companies: create",
-  user: "user profiles: create",
-  "api-user": "API users: create, list, revoke",
-  audit: "the audit trail: list",
-  keys: "signing keys: rotate, list",
-  "trusted-issuer": "trusted identity providers: add, list, remove",
-  lockout: "token-endpoint lockouts: show, reset",
-  credits: "air credits: import",
+  tmc: "TMCs",
+  company: "companies",
+  user: "user profiles",
+  "api-user": "API users",
+  audit: "the audit trail",
+  keys: "signing keys",
+  "trusted-issuer": "trusted identity providers",
+  lockout: "token-endpoint lockouts",
+  credits: "air credits",
 };
+
+/** Every OperatorService RPC as a command, in the service's order. */
+export const COMMANDS: readonly CommandSpec[] = OperatorService.methods.map((rpc) => {
+  if (rpc.methodKind !== "unary") throw new Error(`${rpc.name}: the CLI calls unary RPCs only`);
+  const method = rpc as Method;
+  const description = textOf(docs[`${OperatorService.typeName}.${method.name}`] ?? method.name);
+  return {
+    name: COMMAND_NAMES[method.name] ?? commandNameOf(method.name),
+    method,
+    summary: firstSentence(description),
+    description,
+    options: method.input.fields.map((field) => optionOf(method, field)),
+  };
+});
+
+/** CreateApiUser → "api-user create", ListTmcs → "tmc list", Seed → "seed". */
+function commandNameOf(rpc: string): string {
+  const [verb, ...noun] = rpc.split(/(?=[A-Z])/).map((word) => word.toLowerCase());
+  return noun.length === 0 ? verb! : `${noun.join("-").replace(/s$/, "")} ${verb!}`;
+}
+
+function optionOf(method: Method, field: DescField): OptionSpec {
+  const key = `${method.name}.${field.name}`;
+  const name = OPTION_NAMES[key] ?? field.name.replace(/_/g, "-");
+  const type = kindOf(key, field);
+  const rules = getOption(field, fieldRules);
+  const stringRules = rules.type.case === "string" ? rules.type.value : undefined;
+  const ignoredWhenEmpty = rules.ignore === Ignore.IF_ZERO_VALUE;
+  const required =
+    ALSO_REQUIRED.has(key) ||
+    rules.required ||
+    (!ignoredWhenEmpty &&
+      stringRules !== undefined &&
+      (Number(stringRules.minLen ?? 0) > 0 || ["uuid", "email", "ip"].includes(String(stringRules.wellKnown.case)))) ||
+    (rules.type.case === "repeated" && Number(rules.type.value.minItems ?? 0) > 0);
+  const isUuid = stringRules?.wellKnown.case === "uuid";
+  const value = {
+    string: isUuid ? "ID" : name.toUpperCase().replace(/-/g, "_"),
+    boolean: "",
+    integer: "N",
+    choice: name.toUpperCase().replace(/-/g, "_"),
+    time: "TIME",
+    list: name.toUpperCase().replace(/-/g, "_"),
+    jsonFile: "FILE",
+  }[type.kind];
+  const comment = textOf(docs[`${method.input.typeName}.${field.name}`] ?? "").replace(/\.$/, "");
+  const hint = {
+    string: "",
+    boolean: "",
+    integer: "",
+    choice: type.kind === "choice" ? `one of ${type.values.join(", ")}` : "",
+    time: "RFC 3339, or YYYY-MM-DD",
+    list: "repeatable, or comma-separated",
+    jsonFile: "a JSON file holding an array of them",
+  }[type.kind];
+  const help = [comment, hint && `(${hint})`].filter(Boolean).join(" ") || field.name;
+  return { name, field, type, required, value, help };
+}
+
+function kindOf(key: string, field: DescField): OptionKind {
+  switch (field.fieldKind) {
+    case "scalar":
+      if (field.scalar === ScalarType.BOOL) return { kind: "boolean" };
+      if (field.scalar === ScalarType.INT32) return { kind: "integer" };
+      if (field.scalar === ScalarType.STRING) return { kind: "string" };
+      break;
+    case "enum":
+      return { kind: "choice", values: field.enum.values.filter((v) => v.number !== 0).map((v) => v.name) };
+    case "message":
+      if (field.message.typeName === "google.protobuf.Timestamp") return { kind: "time" };
+      break;
+    case "list":
+      if (field.listKind === "scalar" && field.scalar === ScalarType.STRING) return { kind: "list" };
+      if (field.listKind === "message") return { kind: "jsonFile" };
+      break;
+    default:
+      break;
+  }
+  throw new Error(`${key}: the CLI has no option form for this field's type (add one in src/cli/arguments.ts)`);
+}
+
+/** A proto comment as help: paragraphs joined, `code` marks dropped. */
+function textOf(comment: string): string {
+  return comment.replace(/\n\n/g, " ").replace(/`([^`]*)`/g, "$1");
+}
+
+function firstSentence(text: string): string {
+  const end = /\.(\s|$)/.exec(text);
+  return end ? text.slice(0, end.index) : text;
+}
 
 const SETTINGS = `
 Every command is an OperatorService RPC; it prints one JSON object on stdout (--output table
@@ -261,10 +211,9 @@ is still starting on DATA_DIR, the command waits until it listens or exits.
 Exit codes: 0 done, 1 failed (errorCode and debugIdentifier on stderr), 2 wrong arguments.`;
 
 export interface ParsedCommand {
-  readonly name: string;
   readonly spec: CommandSpec;
   /** The request message as protobuf JSON. */
-  readonly request: Record<string, string | number | boolean | unknown[]>;
+  readonly request: JsonObject;
   readonly output: OutputFormat;
   /** --init: an offline run may create a new store in an empty DATA_DIR. */
   readonly init: boolean;
@@ -329,28 +278,33 @@ function buildProgram(stdout: (text: string) => void, done: (command: ParsedComm
     .showSuggestionAfterError(true)
     .configureOutput({ writeOut: stdout, writeErr: () => {}, outputError: () => {} });
   const groups = new Map<string, Command>();
-  for (const [name, spec] of Object.entries(COMMANDS)) {
-    const words = name.split(" ");
+  for (const spec of COMMANDS) {
+    const words = spec.name.split(" ");
     let parent = program;
     if (words.length === 2) {
       const group = words[0]!;
-      if (!groups.has(group))
+      if (!groups.has(group)) {
+        const members = COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.split(" ")[1]);
         groups.set(
           group,
           program
             .command(group)
-            .description(GROUPS[group] ?? "")
+            .description(`${GROUPS[group] ?? group}: ${members.join(", ")}`)
             .helpOption("-h, --help", "show help"),
         );
+      }
       parent = groups.get(group)!;
     }
-    const command = parent.command(words.at(-1)!).description(spec.description).helpOption("-h, --help", "show help");
-    for (const [option, o] of Object.entries(spec.options)) {
-      const required = spec.required.includes(option) ? " (required)" : "";
-      const flags = o.type === "boolean" ? `--${option}` : `--${option} <${o.value ?? "VALUE"}>`;
-      const declared = new Option(flags, `${o.help}${required}`);
-      // Checked after parsing with the messages of the table above (choices, numbers, lists).
-      if (spec.lists?.[option])
+    const command = parent
+      .command(words.at(-1)!)
+      .summary(spec.summary)
+      .description(spec.description)
+      .helpOption("-h, --help", "show help");
+    for (const o of spec.options) {
+      const flags = o.type.kind === "boolean" ? `--${o.name}` : `--${o.name} <${o.value}>`;
+      const declared = new Option(flags, `${o.help}${o.required ? " (required)" : ""}`);
+      // Checked after parsing with messages naming the option (choices, numbers, lists).
+      if (o.type.kind === "list")
         declared.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
       command.addOption(declared);
     }
@@ -362,48 +316,68 @@ function buildProgram(stdout: (text: string) => void, done: (command: ParsedComm
     command.addOption(
       new Option("--init", "with no server answering, create a new store if DATA_DIR holds none (refused otherwise)"),
     );
-    command.action((values: Record<string, unknown>) => done(toParsed(name, spec, values, command.helpInformation())));
+    command.action((values: Record<string, unknown>) => done(toParsed(spec, values, command.helpInformation())));
   }
   return program;
 }
 
 /** The option values as the request's protobuf JSON, checked with messages naming the option. */
-function toParsed(name: string, spec: CommandSpec, values: Record<string, unknown>, help: string): ParsedCommand {
+function toParsed(spec: CommandSpec, values: Record<string, unknown>, help: string): ParsedCommand {
   const fail = (message: string): never => {
     throw new UsageError(message, help);
   };
-  const request: Record<string, string | number | boolean | unknown[]> = {};
+  const request: JsonObject = {};
   const valueOf = (option: string) => values[camel(option)];
-  for (const option of spec.required) {
-    const value = valueOf(option);
-    if (value === undefined || value === "") fail(`--${option} is required for "${name}"`);
+  for (const o of spec.options) {
+    const value = valueOf(o.name);
+    if (o.required && (value === undefined || value === "")) fail(`--${o.name} is required for "${spec.name}"`);
   }
-  for (const option of Object.keys(spec.options)) {
-    const value = valueOf(option);
+  for (const o of spec.options) {
+    const value = valueOf(o.name);
     if (value === undefined || value === false) continue;
-    const field = camel(option);
-    if (spec.jsonFiles?.[option]) {
-      request[spec.jsonFiles[option]!] = readJsonArray(option, String(value), fail);
-    } else if (spec.lists?.[option]) {
-      const items = (value as string[]).flatMap((v) => v.split(",")).map((v) => v.trim());
-      if (items.some((v) => v === "")) fail(`--${option} must not be empty`);
-      request[spec.lists[option]!] = items;
-    } else if (spec.integers?.includes(option)) {
-      if (typeof value !== "string" || !/^\d{1,9}$/.test(value))
-        fail(`--${option} must be a whole number, got "${String(value)}"`);
-      request[field] = Number(value);
-    } else if (spec.times?.includes(option)) {
-      request[field] = timeOf(option, String(value), fail);
-    } else if (spec.choices?.[option]) {
-      if (!spec.choices[option]!.includes(String(value)))
-        fail(`--${option} must be one of ${spec.choices[option]!.join(", ")}, got "${String(value)}"`);
-      request[field] = String(value);
-    } else {
-      request[field] = value as string | boolean;
+    const field = o.field.jsonName;
+    switch (o.type.kind) {
+      case "jsonFile": {
+        const items = readJsonArray(o.name, String(value), fail) as JsonValue[];
+        // Each element must decode as the field's message: say which one does not, and why.
+        items.forEach((item, index) => {
+          try {
+            if (o.field.fieldKind === "list" && o.field.listKind === "message") fromJson(o.field.message, item);
+          } catch (error) {
+            fail(
+              `--${o.name}: element ${index} of ${String(value)} is not a ${o.field.message!.name}: ${(error as Error).message}`,
+            );
+          }
+        });
+        request[field] = items;
+        break;
+      }
+      case "list": {
+        const items = (value as string[]).flatMap((v) => v.split(",")).map((v) => v.trim());
+        if (items.some((v) => v === "")) fail(`--${o.name} must not be empty`);
+        request[field] = items;
+        break;
+      }
+      case "integer":
+        if (typeof value !== "string" || !/^\d{1,9}$/.test(value))
+          fail(`--${o.name} must be a whole number, got "${String(value)}"`);
+        request[field] = Number(value);
+        break;
+      case "time":
+        request[field] = timeOf(o.name, String(value), fail);
+        break;
+      case "choice":
+        if (!o.type.values.includes(String(value)))
+          fail(`--${o.name} must be one of ${o.type.values.join(", ")}, got "${String(value)}"`);
+        request[field] = String(value);
+        break;
+      case "boolean":
+      case "string":
+        request[field] = value as string | boolean;
+        break;
     }
   }
   return {
-    name,
     spec,
     request,
     output: values.output === "table" ? "table" : "json",
@@ -413,11 +387,10 @@ function toParsed(name: string, spec: CommandSpec, values: Record<string, unknow
 }
 
 /** The option of a request field a validation message names ("client_id" → "--client-id", "actions[2]" → "--action"). */
-export function optionOfField(spec: CommandSpec, field: string): string {
-  const json = camel(field.replace(/\[\d+\]$/, "").replace(/_/g, "-"));
-  const listOption = Object.entries(spec.lists ?? {}).find(([, f]) => f === json)?.[0];
-  const fileOption = Object.entries(spec.jsonFiles ?? {}).find(([, f]) => f === json)?.[0];
-  return `--${listOption ?? fileOption ?? field.replace(/\[\d+\]$/, "").replace(/_/g, "-")}`;
+export function optionOfField(spec: CommandSpec, path: string): string {
+  const name = /^[a-z_0-9]+/.exec(path)?.[0];
+  const option = spec.options.find((o) => o.field.name === name);
+  return `--${option?.name ?? path.replace(/\[\d+\]$/, "").replace(/_/g, "-")}`;
 }
 
 /** RFC 3339 (with a zone), or a date alone (midnight UTC); anything else is a usage error. */

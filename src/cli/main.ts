@@ -11,7 +11,6 @@ import {
 import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { OperatorService } from "../../gen/travel/operator/v1/operator_pb.js";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { createService, type Service } from "../app/compose.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
@@ -41,8 +40,8 @@ async function run(argv: readonly string[]): Promise<number> {
     output = command.output;
     init = command.init;
     config = loadConfig();
-    method = OperatorService.method[command.spec.rpc] as DescMethodUnary<DescMessage, DescMessage>;
-    request = fromJson(method.input, command.request as JsonObject);
+    method = command.spec.method;
+    request = fromJson(method.input, command.request);
     // Checked here too, so wrong arguments fail with exit 2 before anything is sent or written.
     const result = createValidator().validate(method.input, request);
     if (result.kind !== "valid") {

@@ -1,8 +1,18 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { ImportAirCreditsRequestSchema } from "../../gen/travel/operator/v1/operator_pb.js";
 import { parseCredits } from "../../src/domain/air-credits/air-credit-import.js";
+import { creditImportRow, creditVocabulary } from "../../src/rpc/mappers/air-credit-mappers.js";
 import { isCalendarDate, mayAccessCompany } from "../../src/domain/air-credits/air-credit-listing.js";
 import { migrationFailure, transferableOn, utcToday } from "../../src/domain/air-credits/transferability.js";
+
+/** Rows as the RPC edge gives them to the domain: decoded as the contract's ImportedAirCredit, then mapped. */
+function rowsOf(credits: unknown[]) {
+  return fromJson(ImportAirCreditsRequestSchema, { credits } as JsonValue).credits.map(creditImportRow);
+}
+
+const parse = (credits: unknown[]) => parseCredits(rowsOf(credits), creditVocabulary);
 
 /** The air-credit rules without storage: dates, access, migration checks, the import's row checks. */
 describe("air-credit rules", () => {
@@ -55,7 +65,7 @@ describe("air-credit rules", () => {
   });
 
   test("import rows: defaults, decimal amounts kept as written, card numbers masked", () => {
-    const { credits, errors } = parseCredits([
+    const { credits, errors } = parse([
       {
         ticketNumber: "0017779139217",
         airlineInfo: { airlineCode: "AA", airlineName: "American Airlines" },
@@ -101,18 +111,18 @@ describe("air-credit rules", () => {
       issueDate: { iso8601: "2026-01-31" },
       expiryDate: { iso8601: "2027-01-31" },
     };
-    const { credits, errors } = parseCredits([
+    const { credits, errors } = parse([
       base,
-      "not an object",
+      { ...base, ticketNumber: "0017779139216", status: "LOST", segmentsAvailable: "UNKNOWN" },
       { ...base, ticketNumber: "0017779139218", airlineCode: "AA", airlineInfo: { airlineCode: "UA" } },
       { ...base, ticketNumber: "0017779139219", totalFare: { amount: 1.5e300, currencyCode: "USD" } },
       { ...base, ticketNumber: "0017779139220", issueDate: { iso8601: "2027-02-01" } },
       { ...base, ticketNumber: "0017779139221", creditUsageType: "CREDIT_USAGE_TYPE_UNKNOWN", paymentSourceId: "nope" },
-      { ...base, ticketNumber: "0017779139222", expiryDate: "2027-01-31" },
+      { ...base, ticketNumber: "0017779139222", expiryDate: { iso8601: "2027-01-31T10:00" } },
     ]);
     assert.equal(credits.length, 1);
     assert.deepEqual(errors, [
-      { name: "credits[1]", value: "must be an object" },
+      { name: "credits[1].status", value: `must be one of ${creditVocabulary.status.join(", ")}` },
       { name: "credits[2].airlineInfo.airlineCode", value: "must equal airlineCode" },
       {
         name: "credits[3].totalFare.amount",
@@ -120,12 +130,26 @@ describe("air-credit rules", () => {
       },
       { name: "credits[4].expiryDate", value: "must not be before issueDate" },
       { name: "credits[5].paymentSourceId", value: "must be a UUID" },
-      { name: "credits[5].creditUsageType", value: "must be one of PERSONAL, COMPANY" },
+      { name: "credits[5].creditUsageType", value: "must be one of COMPANY, PERSONAL" },
       {
-        name: "credits[6].expiryDate",
+        name: "credits[6].expiryDate.iso8601",
         value:
-          'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)',
+          "must be an ISO 8601 date (YYYY-MM-DD) or a date-time with Z or an offset (YYYY-MM-DDThh:mm[:ss]±hh:mm) that exists",
       },
     ]);
+  });
+
+  test("import rows: the enum names are the contract's (v3 enums), the zero value only where the reference has it", () => {
+    assert.deepEqual(creditVocabulary.status, ["STATUS_UNKNOWN", "OPEN", "USED", "RESERVED"]);
+    assert.deepEqual(creditVocabulary.redeemVia, ["REDEEM_VIA_OBT", "CONTACT_AGENT"]);
+    assert.deepEqual(creditVocabulary.creditUsageType, ["COMPANY", "PERSONAL"]);
+    assert.equal(creditVocabulary.source.length, 39);
+    const [row] = rowsOf([{ passengerName: { given: "A", family1: "B", suffix: "JR" } }]);
+    assert.equal(row!.passengerName!.suffix, "JR");
+  });
+
+  test("import rows that are not the contract's shape are refused undecoded (a wrong type, an unknown field)", () => {
+    for (const bad of ["not an object", { ticketNumber: 5 }, { expiryDate: "2027-01-31" }, { colour: "red" }])
+      assert.throws(() => rowsOf([bad]), /cannot decode/, JSON.stringify(bad));
   });
 });

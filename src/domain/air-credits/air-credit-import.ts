@@ -10,75 +10,6 @@ export const MAX_IMPORT_CREDITS = 5000;
 /** At most this many invalid rows are named in one error. */
 const MAX_REPORTED = 100;
 
-const TICKET_TYPES = ["TICKET_TYPE_UNKNOWN", "ETICKET", "MCO", "NON_GDS"];
-const STATUSES = ["STATUS_UNKNOWN", "OPEN", "USED", "RESERVED"];
-const SEGMENTS = ["UNKNOWN", "ALL_OPEN", "PARTIAL", "OTHER"];
-const REDEEM_VIA = ["REDEEM_VIA_OBT", "CONTACT_AGENT"];
-const SOURCES_OF_TRUTH = ["SPOTNANA", "MANUAL_FORM"];
-const USAGE_TYPES = ["PERSONAL", "COMPANY"];
-const CARD_ACCESS = ["CARD_ACCESS_CENTRAL", "CARD_ACCESS_PERSONAL", "CARD_ACCESS_CORPORATE"];
-const NAME_SUFFIXES = [
-  "NAME_SUFFIX_UNKNOWN",
-  "SR",
-  "JR",
-  "MD",
-  "PHD",
-  "II",
-  "III",
-  "IV",
-  "DO",
-  "ATTY",
-  "V",
-  "VI",
-  "ESQ",
-  "DC",
-  "DDS",
-  "VM",
-  "JD",
-  "SECOND",
-  "THIRD",
-];
-const THIRD_PARTY_SOURCES = [
-  "UNKNOWN_SOURCE",
-  "SABRE",
-  "TRAVEL_FUSION",
-  "AVIA",
-  "NDC",
-  "TRAINLINE",
-  "ATPCO_NDC",
-  "FARELOGIX_NDC",
-  "OFFLINE",
-  "CONNEXUS",
-  "ROUTEHAPPY",
-  "AMADEUS",
-  "GIATA",
-  "QBR",
-  "BCD",
-  "QANTAS_HOTELS",
-  "SOUTHWEST",
-  "EXPEDIA",
-  "HOTEL_HUB",
-  "MARRIOTT",
-  "CLEARTRIP",
-  "KYTE",
-  "GROUNDSPAN",
-  "SABRE_NDC",
-  "BOOKING_COM",
-  "CARTRAWLER",
-  "PREMIER_INN",
-  "TRAVELODGE",
-  "ENTERPRISE",
-  "HYATT",
-  "EUROSTAR",
-  "NATIONAL",
-  "ALAMO",
-  "AVIS",
-  "BUDGET",
-  "HERTZ",
-  "DOLLAR",
-  "THRIFTY",
-  "FIREFLY",
-];
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface ImportResult {
@@ -99,12 +30,15 @@ export class AirCreditImport {
     private readonly uow: UnitOfWork,
     private readonly companies: CompanyDirectory,
     private readonly credits: UnusedCreditRepository,
-    /** The contract's check of a FOP object (the domain does not know the wire format): why it is not one, or undefined. */
-    private readonly fopInfoProblem: FopInfoCheck = () => undefined,
   ) {}
 
-  async import(companyId: string, rows: readonly unknown[]): Promise<ImportResult> {
-    const { credits, errors } = parseCredits(rows, this.fopInfoProblem);
+  /** The rows as the contract typed them; `vocabulary` holds the contract's enum names each enum-valued field may take. */
+  async import(
+    companyId: string,
+    rows: readonly CreditImportRow[],
+    vocabulary: CreditVocabulary,
+  ): Promise<ImportResult> {
+    const { credits, errors } = parseCredits(rows, vocabulary);
     if (errors.length > 0) {
       const rowsWithErrors = new Set(errors.map((e) => /^credits\[(\d+)\]/.exec(e.name)?.[1])).size;
       throw invalidArgument(
@@ -125,20 +59,87 @@ export class AirCreditImport {
   }
 }
 
-/** Checks every row; returns the credits, or every problem found (by row index and field). */
-export type FopInfoCheck = (value: unknown) => string | undefined;
+/** A date as the contract carries it (the reference's DateModel / DateTimeOffset). */
+export interface ImportDate {
+  readonly iso8601: string;
+}
 
+/**
+ * One row of an import as the contract typed it (ImportedAirCredit, a reference UnusedCreditInfo):
+ * text is "" when absent; enum-valued fields hold names still to be checked against the
+ * `CreditVocabulary`, so a wrong one is reported with its row.
+ */
+export interface CreditImportRow {
+  readonly sourcePnr: string;
+  readonly spotnanaPnr: string;
+  readonly ticketNumber: string;
+  readonly airlineCode: string;
+  readonly airlineInfo?: { readonly airlineCode: string; readonly airlineName: string } | undefined;
+  readonly totalFare?: { readonly amount?: number | undefined; readonly currencyCode: string } | undefined;
+  readonly issueDate?: ImportDate | undefined;
+  readonly expiryDate?: ImportDate | undefined;
+  readonly usedDate?: ImportDate | undefined;
+  readonly departureDate?: ImportDate | undefined;
+  readonly segmentsAvailable: string;
+  /** The suffix is a name the contract already checked; "" when none. */
+  readonly passengerName?:
+    | {
+        readonly given: string;
+        readonly family1: string;
+        readonly family2: string;
+        readonly middle: string;
+        readonly preferred: string;
+        readonly suffix: string;
+      }
+    | undefined;
+  readonly departureCountry: string;
+  readonly arrivalCountry: string;
+  readonly ticketType: string;
+  readonly pcc: string;
+  readonly status: string;
+  readonly source: string;
+  readonly tripId: string;
+  readonly redeemVia: string;
+  readonly sourceOfTruth: string;
+  readonly owningPcc: string;
+  readonly paymentSourceId: string;
+  readonly creditUsageType: string;
+  readonly email: string;
+  /** The reference UnusedCreditFop object (JSON), already checked by the contract. */
+  readonly fopInfo?: Readonly<Record<string, unknown>> | undefined;
+  readonly fopLabel: string;
+  readonly exchangeInfo?: { readonly previousTicket: string } | undefined;
+  readonly fopCardAccessType: string;
+  readonly legalEntityName: string;
+}
+
+/** The enum-valued fields of a row and the names each may take (the contract's enums, given by the RPC edge). */
+export type CreditVocabulary = Readonly<
+  Record<
+    | "segmentsAvailable"
+    | "ticketType"
+    | "status"
+    | "source"
+    | "redeemVia"
+    | "sourceOfTruth"
+    | "creditUsageType"
+    | "fopCardAccessType",
+    readonly string[]
+  >
+>;
+
+/** Checks every row; returns the credits, or every problem found (by row index and field). */
 export function parseCredits(
-  rows: readonly unknown[],
-  fopInfoProblem: FopInfoCheck = () => undefined,
+  rows: readonly CreditImportRow[],
+  vocabulary: CreditVocabulary,
 ): { credits: ImportedCredit[]; errors: ErrorParameter[] } {
   const credits: ImportedCredit[] = [];
   const errors: ErrorParameter[] = [];
   const seenTickets = new Map<string, number>();
   const seenSources = new Map<string, number>();
   rows.forEach((row, index) => {
-    const r = new RowReader(`credits[${index}]`, row, errors, fopInfoProblem);
-    const credit = r.credit();
+    const r = new RowReader(`credits[${index}]`, errors, vocabulary);
+    const credit = r.credit(row);
     if (!credit) return;
     const earlier = seenTickets.get(credit.ticketNumber);
     if (earlier !== undefined) return r.fail("ticketNumber", `repeats the ticket number of credits[${earlier}]`);
@@ -152,16 +153,23 @@ export function parseCredits(
   return { credits, errors };
 }
 
-type Json = Record<string, unknown>;
+interface TextRule {
+  readonly required?: boolean;
+  readonly pattern?: RegExp;
+  readonly hint?: string;
+  readonly max?: number;
+}
+
+const AIRLINE_CODE: TextRule = { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" };
+const COUNTRY: TextRule = { pattern: /^[A-Z]{3}$/, hint: "a 3-letter country code" };
 
 class RowReader {
   private failed = false;
 
   constructor(
     private readonly path: string,
-    private readonly row: unknown,
     private readonly errors: ErrorParameter[],
-    private readonly fopInfoProblem: FopInfoCheck,
+    private readonly vocabulary: CreditVocabulary,
   ) {}
 
   fail(field: string, reason: string): undefined {
@@ -170,75 +178,68 @@ class RowReader {
     return undefined;
   }
 
-  credit(): ImportedCredit | undefined {
-    if (typeof this.row !== "object" || this.row === null || Array.isArray(this.row))
-      return this.fail("", "must be an object");
-    const o = this.row as Json;
-    const ticketNumber = this.text(o, "ticketNumber", {
+  credit(o: CreditImportRow): ImportedCredit | undefined {
+    const ticketNumber = this.text(o.ticketNumber, "ticketNumber", {
       required: true,
       pattern: /^[0-9A-Z]{6,20}$/,
       hint: "6 to 20 digits or capital letters",
     });
     const airlineCode = this.airlineCode(o);
     const totalFare = this.money(o);
-    const issueDate = this.date(o, "issueDate", true);
-    const expiryDate = this.date(o, "expiryDate", true);
-    const departureDate = this.date(o, "departureDate", false);
-    const usedDate = this.date(o, "usedDate", false);
-    const paymentSourceId = this.text(o, "paymentSourceId", { pattern: UUID, hint: "a UUID" })?.toLowerCase();
-    const email = this.text(o, "email", { pattern: /^[^\s@]+@[^\s@]+\.[^\s@]+$/, hint: "an email address", max: 320 });
-    const passengerName = this.name(o);
+    const issueDate = this.date(o.issueDate, "issueDate", true);
+    const expiryDate = this.date(o.expiryDate, "expiryDate", true);
+    const departureDate = this.date(o.departureDate, "departureDate", false);
+    const usedDate = this.date(o.usedDate, "usedDate", false);
+    const paymentSourceId = this.text(o.paymentSourceId, "paymentSourceId", { pattern: UUID, hint: "a UUID" });
+    const email = this.text(o.email, "email", {
+      pattern: /^[^\s@]+@[^\s@]+\.[^\s@]+$/,
+      hint: "an email address",
+      max: 320,
+    });
     const credit = {
       // Empty: the credit keeps the payment source it has, or gets a new one.
-      paymentSourceId: paymentSourceId ?? "",
+      paymentSourceId: paymentSourceId?.toLowerCase() ?? "",
       ticketNumber: ticketNumber!,
-      sourcePnr: this.text(o, "sourcePnr", { max: 32 }),
-      spotnanaPnr: this.text(o, "spotnanaPnr", { max: 32 }),
+      sourcePnr: this.text(o.sourcePnr, "sourcePnr", { max: 32 }),
+      spotnanaPnr: this.text(o.spotnanaPnr, "spotnanaPnr", { max: 32 }),
       airlineCode: airlineCode!,
-      airlineName: this.airlineName(o),
+      airlineName: o.airlineInfo && this.text(o.airlineInfo.airlineName, "airlineInfo.airlineName", { max: 128 }),
       totalFare: totalFare!,
       issueDate: issueDate!,
       expiryDate: expiryDate!,
       usedDate,
       departureDate,
-      segmentsAvailable: this.choice(o, "segmentsAvailable", SEGMENTS),
-      passengerName,
-      departureCountry: this.text(o, "departureCountry", { pattern: /^[A-Z]{3}$/, hint: "a 3-letter country code" }),
-      arrivalCountry: this.text(o, "arrivalCountry", { pattern: /^[A-Z]{3}$/, hint: "a 3-letter country code" }),
-      ticketType: this.choice(o, "ticketType", TICKET_TYPES) ?? "ETICKET",
-      pcc: this.text(o, "pcc", { max: 32 }),
-      status: (this.choice(o, "status", STATUSES) ?? "OPEN") as ImportedCredit["status"],
-      source: this.choice(o, "source", THIRD_PARTY_SOURCES) ?? "SABRE",
-      tripId: this.text(o, "tripId", { max: 64 }),
-      redeemVia: this.choice(o, "redeemVia", REDEEM_VIA),
-      sourceOfTruth: this.choice(o, "sourceOfTruth", SOURCES_OF_TRUTH),
-      owningPcc: this.text(o, "owningPcc", { max: 32 }),
-      creditUsageType: (this.choice(o, "creditUsageType", USAGE_TYPES) ??
-        "PERSONAL") as ImportedCredit["creditUsageType"],
+      segmentsAvailable: this.choice(o, "segmentsAvailable"),
+      passengerName: this.name(o),
+      departureCountry: this.text(o.departureCountry, "departureCountry", COUNTRY),
+      arrivalCountry: this.text(o.arrivalCountry, "arrivalCountry", COUNTRY),
+      ticketType: this.choice(o, "ticketType") ?? "ETICKET",
+      pcc: this.text(o.pcc, "pcc", { max: 32 }),
+      status: (this.choice(o, "status") ?? "OPEN") as ImportedCredit["status"],
+      source: this.choice(o, "source") ?? "SABRE",
+      tripId: this.text(o.tripId, "tripId", { max: 64 }),
+      redeemVia: this.choice(o, "redeemVia"),
+      sourceOfTruth: this.choice(o, "sourceOfTruth"),
+      owningPcc: this.text(o.owningPcc, "owningPcc", { max: 32 }),
+      creditUsageType: (this.choice(o, "creditUsageType") ?? "PERSONAL") as ImportedCredit["creditUsageType"],
       email: email?.toLowerCase(),
-      fopInfo: this.fopInfo(o),
-      fopLabel: this.text(o, "fopLabel", { max: 256 }),
-      previousTicket: this.previousTicket(o),
-      fopCardAccessType: this.choice(o, "fopCardAccessType", CARD_ACCESS),
-      legalEntityName: this.text(o, "legalEntityName", { max: 256 }),
+      fopInfo: o.fopInfo && masked(o.fopInfo),
+      fopLabel: this.text(o.fopLabel, "fopLabel", { max: 256 }),
+      previousTicket:
+        o.exchangeInfo && this.text(o.exchangeInfo.previousTicket, "exchangeInfo.previousTicket", { max: 20 }),
+      fopCardAccessType: this.choice(o, "fopCardAccessType"),
+      legalEntityName: this.text(o.legalEntityName, "legalEntityName", { max: 256 }),
     } satisfies ImportedCredit;
     if (issueDate && expiryDate && Date.parse(issueDate) > Date.parse(expiryDate))
       this.fail("expiryDate", "must not be before issueDate");
     return this.failed ? undefined : credit;
   }
 
-  private text(
-    o: Json,
-    field: string,
-    rule: { required?: boolean; pattern?: RegExp; hint?: string; max?: number },
-    label = field,
-  ): string | undefined {
-    const value = o[field];
-    if (value === undefined || value === null || value === "") {
+  private text(value: string, label: string, rule: TextRule): string | undefined {
+    if (value === "") {
       if (rule.required) this.fail(label, "is required");
       return undefined;
     }
-    if (typeof value !== "string") return this.fail(label, "must be a string");
     if (rule.max !== undefined && value.length > rule.max)
       return this.fail(label, `must be at most ${rule.max} characters`);
     // eslint-disable-next-line no-control-regex
@@ -247,62 +248,36 @@ class RowReader {
     return value;
   }
 
-  private choice(o: Json, field: string, values: readonly string[], label = field): string | undefined {
+  private choice(o: CreditImportRow, field: keyof CreditVocabulary): string | undefined {
     const value = o[field];
-    if (value === undefined || value === null) return undefined;
-    if (typeof value !== "string" || !values.includes(value))
-      return this.fail(label, `must be one of ${values.join(", ")}`);
+    if (value === "") return undefined;
+    const values = this.vocabulary[field];
+    if (!values.includes(value)) return this.fail(field, `must be one of ${values.join(", ")}`);
     return value;
   }
 
-  private object(o: Json, field: string): Json | undefined {
-    const value = o[field];
-    if (value === undefined || value === null) return undefined;
-    if (typeof value !== "object" || Array.isArray(value)) return this.fail(field, "must be an object");
-    return value as Json;
-  }
-
-  private airlineCode(o: Json): string | undefined {
-    const direct = this.text(o, "airlineCode", { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" });
-    const info = this.object(o, "airlineInfo");
-    const nested = info
-      ? this.text(
-          info,
-          "airlineCode",
-          { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" },
-          "airlineInfo.airlineCode",
-        )
-      : undefined;
+  private airlineCode(o: CreditImportRow): string | undefined {
+    const direct = this.text(o.airlineCode, "airlineCode", AIRLINE_CODE);
+    const nested = o.airlineInfo && this.text(o.airlineInfo.airlineCode, "airlineInfo.airlineCode", AIRLINE_CODE);
     if (direct && nested && direct !== nested) return this.fail("airlineInfo.airlineCode", "must equal airlineCode");
     if (!direct && !nested) return this.fail("airlineCode", "is required (or airlineInfo.airlineCode)");
     return direct ?? nested;
   }
 
-  private airlineName(o: Json): string | undefined {
-    const info = o.airlineInfo;
-    if (typeof info !== "object" || info === null || Array.isArray(info)) return undefined;
-    return this.text(info as Json, "airlineName", { max: 128 }, "airlineInfo.airlineName");
-  }
-
-  private money(o: Json): ImportedCredit["totalFare"] | undefined {
-    const fare = this.object(o, "totalFare");
+  private money(o: CreditImportRow): ImportedCredit["totalFare"] | undefined {
+    const fare = o.totalFare;
     if (!fare) return this.fail("totalFare", "is required");
-    const currencyCode = this.text(
-      fare,
-      "currencyCode",
-      { required: true, pattern: /^[A-Z]{3}$/, hint: "an ISO 4217 currency code" },
-      "totalFare.currencyCode",
-    );
-    const raw = fare.amount;
-    let amount: string | undefined;
-    if (typeof raw === "number" && Number.isFinite(raw)) amount = String(raw);
-    else if (typeof raw === "string") amount = raw;
-    else if (raw === undefined || raw === null) return this.fail("totalFare.amount", "is required");
-    else return this.fail("totalFare.amount", "must be a number");
-    // Kept as the decimal text it was written as: never rounded through a float's arithmetic.
-    if (!/^\d{1,12}(\.\d{1,3})?$/.test(amount!))
+    const currencyCode = this.text(fare.currencyCode, "totalFare.currencyCode", {
+      required: true,
+      pattern: /^[A-Z]{3}$/,
+      hint: "an ISO 4217 currency code",
+    });
+    if (fare.amount === undefined) return this.fail("totalFare.amount", "is required");
+    // A double with at most 15 significant digits prints as the decimal it was written as.
+    const amount = String(fare.amount);
+    if (!/^\d{1,12}(\.\d{1,3})?$/.test(amount))
       return this.fail("totalFare.amount", "must be a non-negative amount with at most 12 digits and 3 decimals");
-    return currencyCode ? { amount: amount!, currencyCode } : undefined;
+    return currencyCode ? { amount, currencyCode } : undefined;
   }
 
   /**
@@ -310,19 +285,12 @@ class RowReader {
    * 2031-01-01T04:30:00.000Z): the instant is kept, never cut to its local date. A date alone is
    * its midnight UTC; a time without Z or an offset names no instant and is refused.
    */
-  private date(o: Json, field: string, required: boolean): string | undefined {
-    const value = o[field];
-    if (value === undefined || value === null) {
+  private date(value: ImportDate | undefined, field: string, required: boolean): string | undefined {
+    if (value === undefined) {
       if (required) this.fail(field, "is required");
       return undefined;
     }
-    const iso = typeof value === "object" && !Array.isArray(value) ? (value as Json).iso8601 : undefined;
-    if (typeof iso !== "string")
-      return this.fail(
-        field,
-        'must be {"iso8601": "YYYY-MM-DD"} or {"iso8601": "YYYY-MM-DDThh:mm[:ss]Z"} (or an offset such as -05:00)',
-      );
-    const instant = utcInstantOf(iso);
+    const instant = utcInstantOf(value.iso8601);
     if (instant === undefined) {
       return this.fail(
         `${field}.iso8601`,
@@ -332,43 +300,34 @@ class RowReader {
     return instant;
   }
 
-  private name(o: Json): PassengerName | undefined {
-    const name = this.object(o, "passengerName");
+  private name(o: CreditImportRow): PassengerName | undefined {
+    const name = o.passengerName;
     if (!name) return undefined;
-    const given = this.text(name, "given", { required: true, max: 128 }, "passengerName.given");
-    const family1 = this.text(name, "family1", { required: true, max: 128 }, "passengerName.family1");
-    const optional = (field: string) => this.text(name, field, { max: 128 }, `passengerName.${field}`);
-    const result: PassengerName = {
+    const given = this.text(name.given, "passengerName.given", { required: true, max: 128 });
+    const family1 = this.text(name.family1, "passengerName.family1", { required: true, max: 128 });
+    const optional = (field: "family2" | "middle" | "preferred") =>
+      this.text(name[field], `passengerName.${field}`, { max: 128 });
+    return {
       given: given ?? "",
       family1: family1 ?? "",
       ...pick("family2", optional("family2")),
       ...pick("middle", optional("middle")),
       ...pick("preferred", optional("preferred")),
-      ...pick("suffix", this.choice(name, "suffix", NAME_SUFFIXES, "passengerName.suffix")),
+      ...pick("suffix", name.suffix || undefined),
     };
-    return result;
   }
+}
 
-  private fopInfo(o: Json): Record<string, unknown> | undefined {
-    const fop = this.object(o, "fopInfo");
-    if (!fop) return undefined;
-    const problem = this.fopInfoProblem(fop);
-    if (problem) return this.fail("fopInfo", problem);
-    const copy = JSON.parse(JSON.stringify(fop)) as Json;
-    const card = copy.card;
-    if (typeof card === "object" && card !== null && !Array.isArray(card)) {
-      // Never store a card number or a CVV: only the last four digits survive.
-      const c = card as Json;
-      if (typeof c.number === "string") c.number = c.number.replace(/\D/g, "").slice(-4).padStart(8, "*");
-      delete c.cvv;
-    }
-    return copy;
+/** A FOP object as stored: never a card number (only its last four digits survive) nor a CVV. */
+function masked(fop: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const copy = JSON.parse(JSON.stringify(fop)) as Record<string, unknown>;
+  const card = copy.card;
+  if (typeof card === "object" && card !== null && !Array.isArray(card)) {
+    const c = card as Record<string, unknown>;
+    if (typeof c.number === "string") c.number = c.number.replace(/\D/g, "").slice(-4).padStart(8, "*");
+    delete c.cvv;
   }
-
-  private previousTicket(o: Json): string | undefined {
-    const exchange = this.object(o, "exchangeInfo");
-    return exchange ? this.text(exchange, "previousTicket", { max: 20 }, "exchangeInfo.previousTicket") : undefined;
-  }
+  return copy;
 }
 
 function pick<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {

@@ -1,21 +1,38 @@
-import { fromJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  toJson,
+  type DescEnum,
+  type JsonObject,
+  type JsonValue,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
 import {
   CreditUsageType,
+  CreditUsageTypeSchema,
   MigrationStatus,
   NameSuffix,
   UnusedCreditFopCardAccessType,
+  UnusedCreditFopCardAccessTypeSchema,
   UnusedCreditFopSchema,
   UnusedCreditInfo_CreditStatus,
+  UnusedCreditInfo_CreditStatusSchema,
   UnusedCreditInfo_RedeemVia,
+  UnusedCreditInfo_RedeemViaSchema,
   UnusedCreditInfo_SegmentsAvailable,
+  UnusedCreditInfo_SegmentsAvailableSchema,
   UnusedCreditInfo_SourceOfTruth,
+  UnusedCreditInfo_SourceOfTruthSchema,
   UnusedCreditInfo_ThirdPartySource,
+  UnusedCreditInfo_ThirdPartySourceSchema,
   UnusedCreditInfo_TicketType,
+  UnusedCreditInfo_TicketTypeSchema,
   type CompanyCreditFilter,
   type ListCompanyTransferableUnusedCreditsResponseSchema,
   type MigrateCompanyCreditsResponseSchema,
   type UnusedCreditInfoSchema,
 } from "../../../gen/travel/aircredit/v3/air_credit_pb.js";
+import type { ImportedAirCredit } from "../../../gen/travel/operator/v1/operator_pb.js";
+import type { CreditImportRow, CreditVocabulary } from "../../domain/air-credits/air-credit-import.js";
 import type { CreditListing } from "../../domain/air-credits/air-credit-listing.js";
 import type { MigrationOutcome } from "../../domain/air-credits/air-credit-migration.js";
 import type { CreditFilter, UnusedCredit } from "../../domain/air-credits/model.js";
@@ -56,14 +73,36 @@ function fopInfo(value: Readonly<Record<string, unknown>> | undefined) {
   }
 }
 
-/** Checks a FOP object against the contract's UnusedCreditFop: the reason it is not one, or undefined. */
-export function fopInfoProblem(value: unknown): string | undefined {
-  try {
-    fromJson(UnusedCreditFopSchema, value as JsonValue);
-    return undefined;
-  } catch (error) {
-    return `is not an UnusedCreditFop: ${(error as Error).message}`;
-  }
+/** An enum's value names; its zero value only where the reference has it (`zero`). */
+const namesOf = (e: DescEnum, zero: boolean) => e.values.filter((v) => zero || v.number !== 0).map((v) => v.name);
+
+/**
+ * The names each enum-valued field of an import row may take: the v3 contract's enums. The zero
+ * value counts where it is the reference's own (STATUS_UNKNOWN, TICKET_TYPE_UNKNOWN, UNKNOWN,
+ * UNKNOWN_SOURCE), not where proto3 added it (…_UNSPECIFIED; CREDIT_USAGE_TYPE_UNKNOWN: a credit's
+ * usage type is known).
+ */
+export const creditVocabulary: CreditVocabulary = {
+  segmentsAvailable: namesOf(UnusedCreditInfo_SegmentsAvailableSchema, true),
+  ticketType: namesOf(UnusedCreditInfo_TicketTypeSchema, true),
+  status: namesOf(UnusedCreditInfo_CreditStatusSchema, true),
+  source: namesOf(UnusedCreditInfo_ThirdPartySourceSchema, true),
+  redeemVia: namesOf(UnusedCreditInfo_RedeemViaSchema, false),
+  sourceOfTruth: namesOf(UnusedCreditInfo_SourceOfTruthSchema, false),
+  creditUsageType: namesOf(CreditUsageTypeSchema, false),
+  fopCardAccessType: namesOf(UnusedCreditFopCardAccessTypeSchema, false),
+};
+
+/** An import row as the domain reads it: the suffix by name, the FOP object as the JSON it is stored as. */
+export function creditImportRow(c: ImportedAirCredit): CreditImportRow {
+  return {
+    ...c,
+    passengerName: c.passengerName && {
+      ...c.passengerName,
+      suffix: c.passengerName.suffix ? NameSuffix[c.passengerName.suffix] : "",
+    },
+    fopInfo: c.fopInfo && (toJson(UnusedCreditFopSchema, c.fopInfo) as JsonObject),
+  };
 }
 
 export function unusedCreditInfo(c: UnusedCredit): MessageInitShape<typeof UnusedCreditInfoSchema> {

@@ -1,8 +1,7 @@
-import type { JsonObject } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
-import { OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
+import { type ImportAirCreditsRequest, OperatorService } from "../../../gen/travel/operator/v1/operator_pb.js";
 import type { AirCreditImport } from "../../domain/air-credits/air-credit-import.js";
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
 import type { RecordedAuditEvent } from "../../domain/audit/model.js";
@@ -12,6 +11,7 @@ import type { DemoSeeder } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
 import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
 import type { TrustedIssuers } from "../../domain/tokens/trusted-issuers.js";
+import { creditImportRow, creditVocabulary } from "../mappers/air-credit-mappers.js";
 import { credentialResponse, credentialTypeName, roleName } from "../mappers/api-user-mappers.js";
 import { requestInfoOf } from "../request-context.js";
 import { defineArea } from "../area.js";
@@ -202,8 +202,12 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return { clientId: req.clientId, address: req.address };
   }
 
-  async importAirCredits(req: { companyId: string; credits: JsonObject[] }) {
-    return this.domain.airCreditImport.import(req.companyId.toLowerCase(), req.credits);
+  async importAirCredits(req: ImportAirCreditsRequest) {
+    return this.domain.airCreditImport.import(
+      req.companyId.toLowerCase(),
+      req.credits.map(creditImportRow),
+      creditVocabulary,
+    );
   }
 
   async seed(_req: unknown, ctx: HandlerContext) {

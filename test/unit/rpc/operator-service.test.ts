@@ -302,4 +302,44 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
       ]),
     );
   });
+  test("import air credits: typed rows; every bad row named by index and field, enum names checked against the v3 enums", async () => {
+    const { orgId } = await provisionTmc(h);
+    const row = (ticketNumber: string) => ({
+      ticketNumber,
+      airlineCode: "AA",
+      totalFare: { amount: 412.3, currencyCode: "USD" },
+      issueDate: { iso8601: "2026-01-31" },
+      expiryDate: { iso8601: "2027-01-31" },
+    });
+    const first = await h.operator.importAirCredits(
+      { companyId: orgId, credits: [row("0017770000001"), { ...row("0017770000002"), status: "USED" }] },
+      asOperator,
+    );
+    assert.deepEqual([first.companyId, first.created, first.updated], [orgId, 2, 0]);
+    const again = await h.operator.importAirCredits({ companyId: orgId, credits: [row("0017770000001")] }, asOperator);
+    assert.deepEqual([again.created, again.updated], [0, 1]);
+    await rejectsWithRpc(
+      h.operator.importAirCredits(
+        {
+          companyId: orgId,
+          credits: [
+            row("0017770000003"),
+            { ...row("0017770000004"), status: "LOST" },
+            { ...row("0017770000005"), creditUsageType: "CREDIT_USAGE_TYPE_UNKNOWN", ticketNumber: "" },
+          ],
+        },
+        asOperator,
+      ),
+      {
+        code: Code.InvalidArgument,
+        errorCode: "API_VALIDATION_FAILED",
+        message: "2 of 3 credits are invalid; nothing was imported",
+        params: [
+          { name: "credits[1].status", value: "must be one of STATUS_UNKNOWN, OPEN, USED, RESERVED" },
+          { name: "credits[2].ticketNumber", value: "is required" },
+          { name: "credits[2].creditUsageType", value: "must be one of COMPANY, PERSONAL" },
+        ],
+      },
+    );
+  });
 });

@@ -6,29 +6,33 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { AirlineInfo, DateTimeOffset, Money, Name, UnusedCreditExchangeInfo, UnusedCreditFop } from "../../aircredit/v3/air_credit_pb.js";
+import { file_travel_aircredit_v3_air_credit } from "../../aircredit/v3/air_credit_pb.js";
 import type { ApiUserCredentialType, ApiUserRole } from "../../apiuser/v2/api_user_pb.js";
 import { file_travel_apiuser_v2_api_user } from "../../apiuser/v2/api_user_pb.js";
 import { file_travel_common_v1_authentication } from "../../common/v1/authentication_pb.js";
-import type { JsonObject, Message } from "@bufbuild/protobuf";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkibgoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESNQoHY3JlZGl0cxgCIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCC7pICJIBBQgBEIgnIlAKGEltcG9ydEFpckNyZWRpdHNSZXNwb25zZRISCgpjb21wYW55X2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAUSDwoHdXBkYXRlZBgDIAEoBSJUCg9MaXN0VG1jc1JlcXVlc3QSHgoFbGltaXQYASABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAiABKAVCB7pIBBoCKABCCAoGX2xpbWl0IlsKClRtY1N1bW1hcnkSDgoGdG1jX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFQoNbWF4X2FwaV91c2VycxgDIAEoBRIYChBhY3RpdmVfYXBpX3VzZXJzGAQgASgFIlUKEExpc3RUbWNzUmVzcG9uc2USLAoEdG1jcxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5UbWNTdW1tYXJ5EhMKC3RvdGFsX2NvdW50GAIgASgFIikKDUdldFRtY1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASI9Cg5HZXRUbWNSZXNwb25zZRIrCgN0bWMYASABKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeSJyChNMaXN0QXBpVXNlcnNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIXCgZvZmZzZXQYAyABKAVCB7pIBBoCKABCCAoGX2xpbWl0Iv8BCg9PcGVyYXRvckFwaVVzZXISEQoJY2xpZW50X2lkGAEgASgJEiwKBHJvbGUYAiABKA4yHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyUm9sZRJBCg9jcmVkZW50aWFsX3R5cGUYAyABKA4yKC50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VyQ3JlZGVudGlhbFR5cGUSDgoGb3JnX2lkGAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSEgoKY3JlYXRlZF9ieRgGIAEoCRISCgpyb3RhdGVkX2F0GAcgASgJEhwKFGxhc3RfdG9rZW5faXNzdWVkX2F0GAggASgJImMKFExpc3RBcGlVc2Vyc1Jlc3BvbnNlEjYKCWFwaV91c2VycxgBIAMoCzIjLnRyYXZlbC5vcGVyYXRvci52MS5PcGVyYXRvckFwaVVzZXISEwoLdG90YWxfY291bnQYAiABKAUiTwoUUmV2b2tlQXBpVXNlclJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIdCgljbGllbnRfaWQYAiABKAlCCrpIB3IFEAEYgAIiOgoVUmV2b2tlQXBpVXNlclJlc3BvbnNlEg4KBnRtY19pZBgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkiNQoZTGlzdFRydXN0ZWRJc3N1ZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBImwKDVRydXN0ZWRJc3N1ZXISDgoGaXNzdWVyGAEgASgJEhAKCGp3a3NfdXJpGAIgASgJEhMKC2lubGluZV9qd2tzGAMgASgIEhAKCGF1ZGllbmNlGAQgASgJEhIKCmNvbXBhbnlfaWQYBSABKAkiUAoaTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USMgoHaXNzdWVycxgBIAMoCzIhLnRyYXZlbC5vcGVyYXRvci52MS5UcnVzdGVkSXNzdWVyIlIKGlJlbW92ZVRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQIj0KG1JlbW92ZVRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJMo8QCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USagoPTGlzdFNpZ25pbmdLZXlzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USUgoHTWlncmF0ZRIiLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVxdWVzdBojLnRyYXZlbC5vcGVyYXRvci52MS5NaWdyYXRlUmVzcG9uc2USSQoEU2VlZBIfLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVxdWVzdBogLnRyYXZlbC5vcGVyYXRvci52MS5TZWVkUmVzcG9uc2USagoPR2V0VG9rZW5Mb2Nrb3V0EioudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2UScAoRUmVzZXRUb2tlbkxvY2tvdXQSLC50cmF2ZWwub3BlcmF0b3IudjEuUmVzZXRUb2tlbkxvY2tvdXRSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USbQoQSW1wb3J0QWlyQ3JlZGl0cxIrLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2UaBKCCGQNiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkifAoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESQwoHY3JlZGl0cxgCIAMoCzIlLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRlZEFpckNyZWRpdEILukgIkgEFCAEQiCci4AcKEUltcG9ydGVkQWlyQ3JlZGl0EhIKCnNvdXJjZV9wbnIYASABKAkSFAoMc3BvdG5hbmFfcG5yGAIgASgJEhUKDXRpY2tldF9udW1iZXIYAyABKAkSFAoMYWlybGluZV9jb2RlGAQgASgJEjYKDGFpcmxpbmVfaW5mbxgFIAEoCzIgLnRyYXZlbC5haXJjcmVkaXQudjMuQWlybGluZUluZm8SLgoKdG90YWxfZmFyZRgGIAEoCzIaLnRyYXZlbC5haXJjcmVkaXQudjMuTW9uZXkSNwoKaXNzdWVfZGF0ZRgHIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOAoLZXhwaXJ5X2RhdGUYCCABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EjYKCXVzZWRfZGF0ZRgJIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOwoOZGVwYXJ0dXJlX2RhdGUYCiABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EhoKEnNlZ21lbnRzX2F2YWlsYWJsZRgLIAEoCRIxCg5wYXNzZW5nZXJfbmFtZRgMIAEoCzIZLnRyYXZlbC5haXJjcmVkaXQudjMuTmFtZRIZChFkZXBhcnR1cmVfY291bnRyeRgNIAEoCRIXCg9hcnJpdmFsX2NvdW50cnkYDiABKAkSEwoLdGlja2V0X3R5cGUYDyABKAkSCwoDcGNjGBAgASgJEg4KBnN0YXR1cxgRIAEoCRIOCgZzb3VyY2UYEiABKAkSDwoHdHJpcF9pZBgTIAEoCRISCgpyZWRlZW1fdmlhGBQgASgJEhcKD3NvdXJjZV9vZl90cnV0aBgVIAEoCRISCgpvd25pbmdfcGNjGBYgASgJEhkKEXBheW1lbnRfc291cmNlX2lkGBcgASgJEhkKEWNyZWRpdF91c2FnZV90eXBlGBggASgJEg0KBWVtYWlsGBkgASgJEjYKCGZvcF9pbmZvGBogASgLMiQudHJhdmVsLmFpcmNyZWRpdC52My5VbnVzZWRDcmVkaXRGb3ASEQoJZm9wX2xhYmVsGBsgASgJEkQKDWV4Y2hhbmdlX2luZm8YHCABKAsyLS50cmF2ZWwuYWlyY3JlZGl0LnYzLlVudXNlZENyZWRpdEV4Y2hhbmdlSW5mbxIcChRmb3BfY2FyZF9hY2Nlc3NfdHlwZRgdIAEoCRIZChFsZWdhbF9lbnRpdHlfbmFtZRgeIAEoCSJQChhJbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USEgoKY29tcGFueV9pZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgFEg8KB3VwZGF0ZWQYAyABKAUiVAoPTGlzdFRtY3NSZXF1ZXN0Eh4KBWxpbWl0GAEgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAIgASgFQge6SAQaAigAQggKBl9saW1pdCJbCgpUbWNTdW1tYXJ5Eg4KBnRtY19pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhUKDW1heF9hcGlfdXNlcnMYAyABKAUSGAoQYWN0aXZlX2FwaV91c2VycxgEIAEoBSJVChBMaXN0VG1jc1Jlc3BvbnNlEiwKBHRtY3MYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeRITCgt0b3RhbF9jb3VudBgCIAEoBSIpCg1HZXRUbWNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQEiPQoOR2V0VG1jUmVzcG9uc2USKwoDdG1jGAEgASgLMh4udHJhdmVsLm9wZXJhdG9yLnYxLlRtY1N1bW1hcnkicgoTTGlzdEFwaVVzZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAMgASgFQge6SAQaAigAQggKBl9saW1pdCL/AQoPT3BlcmF0b3JBcGlVc2VyEhEKCWNsaWVudF9pZBgBIAEoCRIsCgRyb2xlGAIgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGUSQQoPY3JlZGVudGlhbF90eXBlGAMgASgOMigudHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlckNyZWRlbnRpYWxUeXBlEg4KBm9yZ19pZBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEhIKCmNyZWF0ZWRfYnkYBiABKAkSEgoKcm90YXRlZF9hdBgHIAEoCRIcChRsYXN0X3Rva2VuX2lzc3VlZF9hdBgIIAEoCSJjChRMaXN0QXBpVXNlcnNSZXNwb25zZRI2CglhcGlfdXNlcnMYASADKAsyIy50cmF2ZWwub3BlcmF0b3IudjEuT3BlcmF0b3JBcGlVc2VyEhMKC3RvdGFsX2NvdW50GAIgASgFIk8KFFJldm9rZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHQoJY2xpZW50X2lkGAIgASgJQgq6SAdyBRABGIACIjoKFVJldm9rZUFwaVVzZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSEQoJY2xpZW50X2lkGAIgASgJIjUKGUxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASJsCg1UcnVzdGVkSXNzdWVyEg4KBmlzc3VlchgBIAEoCRIQCghqd2tzX3VyaRgCIAEoCRITCgtpbmxpbmVfandrcxgDIAEoCBIQCghhdWRpZW5jZRgEIAEoCRISCgpjb21wYW55X2lkGAUgASgJIlAKGkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEjIKB2lzc3VlcnMYASADKAsyIS50cmF2ZWwub3BlcmF0b3IudjEuVHJ1c3RlZElzc3VlciJSChpSZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEhoKBmlzc3VlchgCIAEoCUIKukgHcgUQARiAECI9ChtSZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEg4KBmlzc3VlchgCIAEoCTKPEAoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlElUKCExpc3RUbWNzEiMudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVxdWVzdBokLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VG1jc1Jlc3BvbnNlEk8KBkdldFRtYxIhLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUbWNSZXF1ZXN0GiIudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1Jlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEmEKDExpc3RBcGlVc2VycxInLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXBpVXNlcnNSZXF1ZXN0GigudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1Jlc3BvbnNlEmQKDVJldm9rZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEmoKD0xpc3RTaWduaW5nS2V5cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0U2lnbmluZ0tleXNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1Jlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEnMKEkxpc3RUcnVzdGVkSXNzdWVycxItLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VHJ1c3RlZElzc3VlcnNSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEnYKE1JlbW92ZVRydXN0ZWRJc3N1ZXISLi50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlcXVlc3QaLy50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0dldFRva2VuTG9ja291dBIqLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUb2tlbkxvY2tvdXRSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlc3BvbnNlEnAKEVJlc2V0VG9rZW5Mb2Nrb3V0EiwudHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBotLnRyYXZlbC5vcGVyYXRvci52MS5SZXNldFRva2VuTG9ja291dFJlc3BvbnNlEm0KEEltcG9ydEFpckNyZWRpdHMSKy50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_timestamp, file_travel_aircredit_v3_air_credit, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
  */
 export type CreateTmcRequest = Message<"travel.operator.v1.CreateTmcRequest"> & {
   /**
+   * The TMC's name.
+   *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
-   * Defaults to 5 (spec section 8).
+   * Active API users it may hold; 5 when absent (spec section 8).
    *
    * @generated from field: optional int32 max_api_users = 2;
    */
@@ -74,11 +78,15 @@ export const CreateTmcResponseSchema: GenMessage<CreateTmcResponse> = /*@__PURE_
  */
 export type SetTmcApiUserLimitRequest = Message<"travel.operator.v1.SetTmcApiUserLimitRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The new limit of active API users (0-100000).
+   *
    * @generated from field: int32 max_api_users = 2;
    */
   maxApiUsers: number;
@@ -123,11 +131,15 @@ export const SetTmcApiUserLimitResponseSchema: GenMessage<SetTmcApiUserLimitResp
  */
 export type CreateCompanyRequest = Message<"travel.operator.v1.CreateCompanyRequest"> & {
   /**
+   * The TMC the company belongs to (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The company's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -172,21 +184,29 @@ export const CreateCompanyResponseSchema: GenMessage<CreateCompanyResponse> = /*
  */
 export type CreateUserRequest = Message<"travel.operator.v1.CreateUserRequest"> & {
   /**
+   * The company (a UUID).
+   *
    * @generated from field: string org_id = 1;
    */
   orgId: string;
 
   /**
+   * The user's email address.
+   *
    * @generated from field: string email = 2;
    */
   email: string;
 
   /**
+   * Given name.
+   *
    * @generated from field: string given_name = 3;
    */
   givenName: string;
 
   /**
+   * Family name.
+   *
    * @generated from field: string family_name = 4;
    */
   familyName: string;
@@ -248,21 +268,29 @@ export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PUR
  */
 export type CreateApiUserRequest = Message<"travel.operator.v1.CreateApiUserRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The company of a COMPANY_ADMIN (a UUID); empty for a TMC_ADMIN.
+   *
    * @generated from field: string org_id = 2;
    */
   orgId: string;
 
   /**
+   * TMC_ADMIN when unset.
+   *
    * @generated from field: travel.apiuser.v2.ApiUserRole role = 3;
    */
   role: ApiUserRole;
 
   /**
+   * CLIENT_CREDENTIALS when unset; SCIM_TOKEN needs role COMPANY_ADMIN.
+   *
    * @generated from field: travel.apiuser.v2.ApiUserCredentialType credential_type = 4;
    */
   credentialType: ApiUserCredentialType;
@@ -543,6 +571,8 @@ export const SigningKeySchema: GenMessage<SigningKey> = /*@__PURE__*/
  */
 export type AddTrustedIssuerRequest = Message<"travel.operator.v1.AddTrustedIssuerRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -618,6 +648,8 @@ export const AddTrustedIssuerResponseSchema: GenMessage<AddTrustedIssuerResponse
  */
 export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEventsRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -829,11 +861,15 @@ export const GetTokenLockoutResponseSchema: GenMessage<GetTokenLockoutResponse> 
  */
 export type ResetTokenLockoutRequest = Message<"travel.operator.v1.ResetTokenLockoutRequest"> & {
   /**
+   * The client; empty for the budget of unknown client ids.
+   *
    * @generated from field: string client_id = 1;
    */
   clientId: string;
 
   /**
+   * The source address as the service sees it.
+   *
    * @generated from field: string address = 2;
    */
   address: string;
@@ -873,17 +909,19 @@ export const ResetTokenLockoutResponseSchema: GenMessage<ResetTokenLockoutRespon
  */
 export type ImportAirCreditsRequest = Message<"travel.operator.v1.ImportAirCreditsRequest"> & {
   /**
+   * The company (a UUID).
+   *
    * @generated from field: string company_id = 1;
    */
   companyId: string;
 
   /**
-   * Reference-shaped UnusedCreditInfo objects; each is checked by the service, which names
-   * invalid ones by their index ("credits[3].expiryDate").
+   * The credits: reference UnusedCreditInfo objects. The service checks every row and names each
+   * invalid one by its index and field ("credits[3].expiryDate").
    *
-   * @generated from field: repeated google.protobuf.Struct credits = 2;
+   * @generated from field: repeated travel.operator.v1.ImportedAirCredit credits = 2;
    */
-  credits: JsonObject[];
+  credits: ImportedAirCredit[];
 };
 
 /**
@@ -892,6 +930,207 @@ export type ImportAirCreditsRequest = Message<"travel.operator.v1.ImportAirCredi
  */
 export const ImportAirCreditsRequestSchema: GenMessage<ImportAirCreditsRequest> = /*@__PURE__*/
   messageDesc(file_travel_operator_v1_operator, 28);
+
+/**
+ * One credit to import: a reference UnusedCreditInfo (travel.aircredit.v3), field for field.
+ * Its enum-valued fields are the enum's value names as strings, so that a wrong name is reported
+ * with its row and field among the import's other problems rather than refusing the request
+ * undecoded; the service checks them against the v3 enums. Every rule of a row (formats,
+ * required fields, dates, duplicates across rows) is the service's, for the same reason: one 400
+ * names every invalid row.
+ *
+ * @generated from message travel.operator.v1.ImportedAirCredit
+ */
+export type ImportedAirCredit = Message<"travel.operator.v1.ImportedAirCredit"> & {
+  /**
+   * @generated from field: string source_pnr = 1;
+   */
+  sourcePnr: string;
+
+  /**
+   * @generated from field: string spotnana_pnr = 2;
+   */
+  spotnanaPnr: string;
+
+  /**
+   * Required: 6 to 20 digits or capital letters; a ticket number the company has is updated.
+   *
+   * @generated from field: string ticket_number = 3;
+   */
+  ticketNumber: string;
+
+  /**
+   * 2-character IATA code; required unless airline_info names it.
+   *
+   * @generated from field: string airline_code = 4;
+   */
+  airlineCode: string;
+
+  /**
+   * @generated from field: travel.aircredit.v3.AirlineInfo airline_info = 5;
+   */
+  airlineInfo?: AirlineInfo | undefined;
+
+  /**
+   * Required; the amount has at most 12 digits and 3 decimals.
+   *
+   * @generated from field: travel.aircredit.v3.Money total_fare = 6;
+   */
+  totalFare?: Money | undefined;
+
+  /**
+   * Required: a date (midnight UTC) or a date-time with Z or an offset.
+   *
+   * @generated from field: travel.aircredit.v3.DateTimeOffset issue_date = 7;
+   */
+  issueDate?: DateTimeOffset | undefined;
+
+  /**
+   * Required, not before issue_date.
+   *
+   * @generated from field: travel.aircredit.v3.DateTimeOffset expiry_date = 8;
+   */
+  expiryDate?: DateTimeOffset | undefined;
+
+  /**
+   * @generated from field: travel.aircredit.v3.DateTimeOffset used_date = 9;
+   */
+  usedDate?: DateTimeOffset | undefined;
+
+  /**
+   * @generated from field: travel.aircredit.v3.DateTimeOffset departure_date = 10;
+   */
+  departureDate?: DateTimeOffset | undefined;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.SegmentsAvailable name.
+   *
+   * @generated from field: string segments_available = 11;
+   */
+  segmentsAvailable: string;
+
+  /**
+   * @generated from field: travel.aircredit.v3.Name passenger_name = 12;
+   */
+  passengerName?: Name | undefined;
+
+  /**
+   * @generated from field: string departure_country = 13;
+   */
+  departureCountry: string;
+
+  /**
+   * @generated from field: string arrival_country = 14;
+   */
+  arrivalCountry: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.TicketType name; ETICKET when empty.
+   *
+   * @generated from field: string ticket_type = 15;
+   */
+  ticketType: string;
+
+  /**
+   * @generated from field: string pcc = 16;
+   */
+  pcc: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.CreditStatus name; OPEN when empty.
+   *
+   * @generated from field: string status = 17;
+   */
+  status: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.ThirdPartySource name; SABRE when empty.
+   *
+   * @generated from field: string source = 18;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string trip_id = 19;
+   */
+  tripId: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.RedeemVia name.
+   *
+   * @generated from field: string redeem_via = 20;
+   */
+  redeemVia: string;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditInfo.SourceOfTruth name.
+   *
+   * @generated from field: string source_of_truth = 21;
+   */
+  sourceOfTruth: string;
+
+  /**
+   * @generated from field: string owning_pcc = 22;
+   */
+  owningPcc: string;
+
+  /**
+   * A UUID; empty: the credit keeps its payment source, or a new one is made.
+   *
+   * @generated from field: string payment_source_id = 23;
+   */
+  paymentSourceId: string;
+
+  /**
+   * A travel.aircredit.v3.CreditUsageType name; PERSONAL when empty.
+   *
+   * @generated from field: string credit_usage_type = 24;
+   */
+  creditUsageType: string;
+
+  /**
+   * The traveler, found by email among the company's users.
+   *
+   * @generated from field: string email = 25;
+   */
+  email: string;
+
+  /**
+   * Stored with a card number cut to its last four digits and without a CVV.
+   *
+   * @generated from field: travel.aircredit.v3.UnusedCreditFop fop_info = 26;
+   */
+  fopInfo?: UnusedCreditFop | undefined;
+
+  /**
+   * @generated from field: string fop_label = 27;
+   */
+  fopLabel: string;
+
+  /**
+   * @generated from field: travel.aircredit.v3.UnusedCreditExchangeInfo exchange_info = 28;
+   */
+  exchangeInfo?: UnusedCreditExchangeInfo | undefined;
+
+  /**
+   * A travel.aircredit.v3.UnusedCreditFopCardAccessType name.
+   *
+   * @generated from field: string fop_card_access_type = 29;
+   */
+  fopCardAccessType: string;
+
+  /**
+   * @generated from field: string legal_entity_name = 30;
+   */
+  legalEntityName: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.ImportedAirCredit.
+ * Use `create(ImportedAirCreditSchema)` to create a new message.
+ */
+export const ImportedAirCreditSchema: GenMessage<ImportedAirCredit> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 29);
 
 /**
  * @generated from message travel.operator.v1.ImportAirCreditsResponse
@@ -922,7 +1161,7 @@ export type ImportAirCreditsResponse = Message<"travel.operator.v1.ImportAirCred
  * Use `create(ImportAirCreditsResponseSchema)` to create a new message.
  */
 export const ImportAirCreditsResponseSchema: GenMessage<ImportAirCreditsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 29);
+  messageDesc(file_travel_operator_v1_operator, 30);
 
 /**
  * @generated from message travel.operator.v1.ListTmcsRequest
@@ -948,7 +1187,7 @@ export type ListTmcsRequest = Message<"travel.operator.v1.ListTmcsRequest"> & {
  * Use `create(ListTmcsRequestSchema)` to create a new message.
  */
 export const ListTmcsRequestSchema: GenMessage<ListTmcsRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 30);
+  messageDesc(file_travel_operator_v1_operator, 31);
 
 /**
  * A TMC as the operator sees it.
@@ -984,7 +1223,7 @@ export type TmcSummary = Message<"travel.operator.v1.TmcSummary"> & {
  * Use `create(TmcSummarySchema)` to create a new message.
  */
 export const TmcSummarySchema: GenMessage<TmcSummary> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 31);
+  messageDesc(file_travel_operator_v1_operator, 32);
 
 /**
  * @generated from message travel.operator.v1.ListTmcsResponse
@@ -1006,13 +1245,15 @@ export type ListTmcsResponse = Message<"travel.operator.v1.ListTmcsResponse"> & 
  * Use `create(ListTmcsResponseSchema)` to create a new message.
  */
 export const ListTmcsResponseSchema: GenMessage<ListTmcsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 32);
+  messageDesc(file_travel_operator_v1_operator, 33);
 
 /**
  * @generated from message travel.operator.v1.GetTmcRequest
  */
 export type GetTmcRequest = Message<"travel.operator.v1.GetTmcRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -1023,7 +1264,7 @@ export type GetTmcRequest = Message<"travel.operator.v1.GetTmcRequest"> & {
  * Use `create(GetTmcRequestSchema)` to create a new message.
  */
 export const GetTmcRequestSchema: GenMessage<GetTmcRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 33);
+  messageDesc(file_travel_operator_v1_operator, 34);
 
 /**
  * @generated from message travel.operator.v1.GetTmcResponse
@@ -1040,13 +1281,15 @@ export type GetTmcResponse = Message<"travel.operator.v1.GetTmcResponse"> & {
  * Use `create(GetTmcResponseSchema)` to create a new message.
  */
 export const GetTmcResponseSchema: GenMessage<GetTmcResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 34);
+  messageDesc(file_travel_operator_v1_operator, 35);
 
 /**
  * @generated from message travel.operator.v1.ListApiUsersRequest
  */
 export type ListApiUsersRequest = Message<"travel.operator.v1.ListApiUsersRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -1071,7 +1314,7 @@ export type ListApiUsersRequest = Message<"travel.operator.v1.ListApiUsersReques
  * Use `create(ListApiUsersRequestSchema)` to create a new message.
  */
 export const ListApiUsersRequestSchema: GenMessage<ListApiUsersRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 35);
+  messageDesc(file_travel_operator_v1_operator, 36);
 
 /**
  * An active API user; never its secret.
@@ -1135,7 +1378,7 @@ export type OperatorApiUser = Message<"travel.operator.v1.OperatorApiUser"> & {
  * Use `create(OperatorApiUserSchema)` to create a new message.
  */
 export const OperatorApiUserSchema: GenMessage<OperatorApiUser> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 36);
+  messageDesc(file_travel_operator_v1_operator, 37);
 
 /**
  * @generated from message travel.operator.v1.ListApiUsersResponse
@@ -1159,18 +1402,22 @@ export type ListApiUsersResponse = Message<"travel.operator.v1.ListApiUsersRespo
  * Use `create(ListApiUsersResponseSchema)` to create a new message.
  */
 export const ListApiUsersResponseSchema: GenMessage<ListApiUsersResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 37);
+  messageDesc(file_travel_operator_v1_operator, 38);
 
 /**
  * @generated from message travel.operator.v1.RevokeApiUserRequest
  */
 export type RevokeApiUserRequest = Message<"travel.operator.v1.RevokeApiUserRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The API user's client id.
+   *
    * @generated from field: string client_id = 2;
    */
   clientId: string;
@@ -1181,7 +1428,7 @@ export type RevokeApiUserRequest = Message<"travel.operator.v1.RevokeApiUserRequ
  * Use `create(RevokeApiUserRequestSchema)` to create a new message.
  */
 export const RevokeApiUserRequestSchema: GenMessage<RevokeApiUserRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 38);
+  messageDesc(file_travel_operator_v1_operator, 39);
 
 /**
  * @generated from message travel.operator.v1.RevokeApiUserResponse
@@ -1203,13 +1450,15 @@ export type RevokeApiUserResponse = Message<"travel.operator.v1.RevokeApiUserRes
  * Use `create(RevokeApiUserResponseSchema)` to create a new message.
  */
 export const RevokeApiUserResponseSchema: GenMessage<RevokeApiUserResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 39);
+  messageDesc(file_travel_operator_v1_operator, 40);
 
 /**
  * @generated from message travel.operator.v1.ListTrustedIssuersRequest
  */
 export type ListTrustedIssuersRequest = Message<"travel.operator.v1.ListTrustedIssuersRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
@@ -1220,7 +1469,7 @@ export type ListTrustedIssuersRequest = Message<"travel.operator.v1.ListTrustedI
  * Use `create(ListTrustedIssuersRequestSchema)` to create a new message.
  */
 export const ListTrustedIssuersRequestSchema: GenMessage<ListTrustedIssuersRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 40);
+  messageDesc(file_travel_operator_v1_operator, 41);
 
 /**
  * @generated from message travel.operator.v1.TrustedIssuer
@@ -1263,7 +1512,7 @@ export type TrustedIssuer = Message<"travel.operator.v1.TrustedIssuer"> & {
  * Use `create(TrustedIssuerSchema)` to create a new message.
  */
 export const TrustedIssuerSchema: GenMessage<TrustedIssuer> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 41);
+  messageDesc(file_travel_operator_v1_operator, 42);
 
 /**
  * @generated from message travel.operator.v1.ListTrustedIssuersResponse
@@ -1280,18 +1529,22 @@ export type ListTrustedIssuersResponse = Message<"travel.operator.v1.ListTrusted
  * Use `create(ListTrustedIssuersResponseSchema)` to create a new message.
  */
 export const ListTrustedIssuersResponseSchema: GenMessage<ListTrustedIssuersResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 42);
+  messageDesc(file_travel_operator_v1_operator, 43);
 
 /**
  * @generated from message travel.operator.v1.RemoveTrustedIssuerRequest
  */
 export type RemoveTrustedIssuerRequest = Message<"travel.operator.v1.RemoveTrustedIssuerRequest"> & {
   /**
+   * The TMC (a UUID).
+   *
    * @generated from field: string tmc_id = 1;
    */
   tmcId: string;
 
   /**
+   * The issuer (the `iss` of its JWTs).
+   *
    * @generated from field: string issuer = 2;
    */
   issuer: string;
@@ -1302,7 +1555,7 @@ export type RemoveTrustedIssuerRequest = Message<"travel.operator.v1.RemoveTrust
  * Use `create(RemoveTrustedIssuerRequestSchema)` to create a new message.
  */
 export const RemoveTrustedIssuerRequestSchema: GenMessage<RemoveTrustedIssuerRequest> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 43);
+  messageDesc(file_travel_operator_v1_operator, 44);
 
 /**
  * @generated from message travel.operator.v1.RemoveTrustedIssuerResponse
@@ -1324,12 +1577,14 @@ export type RemoveTrustedIssuerResponse = Message<"travel.operator.v1.RemoveTrus
  * Use `create(RemoveTrustedIssuerResponseSchema)` to create a new message.
  */
 export const RemoveTrustedIssuerResponseSchema: GenMessage<RemoveTrustedIssuerResponse> = /*@__PURE__*/
-  messageDesc(file_travel_operator_v1_operator, 44);
+  messageDesc(file_travel_operator_v1_operator, 45);
 
 /**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
- * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs.
+ * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs: its commands, their options
+ * and their help derive from this service (src/cli/arguments.ts), in this order, so a comment
+ * here is also the CLI's help text (the first sentence is the command's summary).
  *
  * @generated from service travel.operator.v1.OperatorService
  */
@@ -1353,6 +1608,26 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof SetTmcApiUserLimitRequestSchema;
     output: typeof SetTmcApiUserLimitResponseSchema;
+  },
+  /**
+   * Lists TMCs by name (then id), each with its API-user limit and active API-user count.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListTmcs
+   */
+  listTmcs: {
+    methodKind: "unary";
+    input: typeof ListTmcsRequestSchema;
+    output: typeof ListTmcsResponseSchema;
+  },
+  /**
+   * One TMC with its API-user limit and active API-user count; NOT_FOUND when unknown.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.GetTmc
+   */
+  getTmc: {
+    methodKind: "unary";
+    input: typeof GetTmcRequestSchema;
+    output: typeof GetTmcResponseSchema;
   },
   /**
    * Creates a company (organization) under a TMC.
@@ -1383,6 +1658,38 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof CreateApiUserRequestSchema;
     output: typeof CreateApiUserResponseSchema;
+  },
+  /**
+   * A TMC's active API users by creation time, with when each last got a token (from the audit
+   * trail's TOKEN_ISSUED events, so it lags by the audit flush interval).
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListApiUsers
+   */
+  listApiUsers: {
+    methodKind: "unary";
+    input: typeof ListApiUsersRequestSchema;
+    output: typeof ListApiUsersResponseSchema;
+  },
+  /**
+   * Revokes a TMC's API user as a TMC admin's revoke does: every token of it dies at once on
+   * every instance, its refresh tokens with it; audited API_USER_REVOKE with actor "operator".
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RevokeApiUser
+   */
+  revokeApiUser: {
+    methodKind: "unary";
+    input: typeof RevokeApiUserRequestSchema;
+    output: typeof RevokeApiUserResponseSchema;
+  },
+  /**
+   * Reads a TMC's audit trail, newest first.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
   /**
    * Publishes a new signing key, which every instance starts signing with once
@@ -1419,34 +1726,25 @@ export const OperatorService: GenService<{
     output: typeof AddTrustedIssuerResponseSchema;
   },
   /**
-   * Reads a TMC's audit trail, newest first.
+   * The identity providers a TMC trusts for token exchange, by issuer.
    *
-   * @generated from rpc travel.operator.v1.OperatorService.ListAuditEvents
+   * @generated from rpc travel.operator.v1.OperatorService.ListTrustedIssuers
    */
-  listAuditEvents: {
+  listTrustedIssuers: {
     methodKind: "unary";
-    input: typeof ListAuditEventsRequestSchema;
-    output: typeof ListAuditEventsResponseSchema;
+    input: typeof ListTrustedIssuersRequestSchema;
+    output: typeof ListTrustedIssuersResponseSchema;
   },
   /**
-   * Applies pending database migrations (idempotent; safe while other instances run).
+   * Stops trusting an issuer: its tokens are refused for token exchange from the next request
+   * on; audited TRUSTED_ISSUER_REMOVE with actor "operator".
    *
-   * @generated from rpc travel.operator.v1.OperatorService.Migrate
+   * @generated from rpc travel.operator.v1.OperatorService.RemoveTrustedIssuer
    */
-  migrate: {
+  removeTrustedIssuer: {
     methodKind: "unary";
-    input: typeof MigrateRequestSchema;
-    output: typeof MigrateResponseSchema;
-  },
-  /**
-   * Creates a demo TMC, company, users, air credits and a TMC admin, for the quickstart.
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.Seed
-   */
-  seed: {
-    methodKind: "unary";
-    input: typeof SeedRequestSchema;
-    output: typeof SeedResponseSchema;
+    input: typeof RemoveTrustedIssuerRequestSchema;
+    output: typeof RemoveTrustedIssuerResponseSchema;
   },
   /**
    * Shows the failed-authentication count behind a token-endpoint lockout: of one client at one
@@ -1460,7 +1758,8 @@ export const OperatorService: GenService<{
     output: typeof GetTokenLockoutResponseSchema;
   },
   /**
-   * Forgets that count, lifting the lockout at once on every instance.
+   * Forgets the failed-authentication count behind a token-endpoint lockout, lifting the lockout
+   * at once on every instance.
    *
    * @generated from rpc travel.operator.v1.OperatorService.ResetTokenLockout
    */
@@ -1482,67 +1781,24 @@ export const OperatorService: GenService<{
     output: typeof ImportAirCreditsResponseSchema;
   },
   /**
-   * Lists TMCs by name (then id), each with its API-user limit and active API-user count.
+   * Creates a demo TMC, company, users, air credits and a TMC admin, for the quickstart.
    *
-   * @generated from rpc travel.operator.v1.OperatorService.ListTmcs
+   * @generated from rpc travel.operator.v1.OperatorService.Seed
    */
-  listTmcs: {
+  seed: {
     methodKind: "unary";
-    input: typeof ListTmcsRequestSchema;
-    output: typeof ListTmcsResponseSchema;
+    input: typeof SeedRequestSchema;
+    output: typeof SeedResponseSchema;
   },
   /**
-   * One TMC with its API-user limit and active API-user count; NOT_FOUND when unknown.
+   * Applies pending database migrations (idempotent; safe while other instances run).
    *
-   * @generated from rpc travel.operator.v1.OperatorService.GetTmc
+   * @generated from rpc travel.operator.v1.OperatorService.Migrate
    */
-  getTmc: {
+  migrate: {
     methodKind: "unary";
-    input: typeof GetTmcRequestSchema;
-    output: typeof GetTmcResponseSchema;
-  },
-  /**
-   * A TMC's active API users by creation time, with when each last got a token (from the audit
-   * trail's TOKEN_ISSUED events, so it lags by the audit flush interval).
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.ListApiUsers
-   */
-  listApiUsers: {
-    methodKind: "unary";
-    input: typeof ListApiUsersRequestSchema;
-    output: typeof ListApiUsersResponseSchema;
-  },
-  /**
-   * Revokes a TMC's API user as a TMC admin's revoke does: every token of it dies at once on
-   * every instance, its refresh tokens with it; audited API_USER_REVOKE with actor "operator".
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.RevokeApiUser
-   */
-  revokeApiUser: {
-    methodKind: "unary";
-    input: typeof RevokeApiUserRequestSchema;
-    output: typeof RevokeApiUserResponseSchema;
-  },
-  /**
-   * The identity providers a TMC trusts for token exchange, by issuer.
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.ListTrustedIssuers
-   */
-  listTrustedIssuers: {
-    methodKind: "unary";
-    input: typeof ListTrustedIssuersRequestSchema;
-    output: typeof ListTrustedIssuersResponseSchema;
-  },
-  /**
-   * Stops trusting an issuer: its tokens are refused for token exchange from the next request
-   * on; audited TRUSTED_ISSUER_REMOVE with actor "operator".
-   *
-   * @generated from rpc travel.operator.v1.OperatorService.RemoveTrustedIssuer
-   */
-  removeTrustedIssuer: {
-    methodKind: "unary";
-    input: typeof RemoveTrustedIssuerRequestSchema;
-    output: typeof RemoveTrustedIssuerResponseSchema;
+    input: typeof MigrateRequestSchema;
+    output: typeof MigrateResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_travel_operator_v1_operator, 0);
