@@ -24,6 +24,7 @@ import {
   type StringRules,
 } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { field_behavior, FieldBehavior } from "../../gen/google/api/field_behavior_pb.js";
+import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { AuthenticationKind, ErrorDialect } from "../rpc/contract.js";
 import type { RestRoute } from "./http-rules.js";
 
@@ -32,65 +33,244 @@ type Schema = Record<string, unknown>;
 /**
  * An OpenAPI 3.1 document derived at start from the same descriptors the gateway routes by:
  * paths from google.api.http, operationIds and documented error statuses from
- * travel.common.v1.rest, schemas and constraints from the messages and their buf.validate rules.
+ * travel.common.v1.rest, schemas and constraints from the messages and their buf.validate rules
+ * (the error body too: travel.common.v1.ErrorResponse).
  */
+export function buildOpenApiDocument(routes: readonly RestRoute[], options: { readonly serverUrl: string }): object {
+  const components = new SchemaComponents();
+  const paths: Record<string, Record<string, unknown>> = {};
+  // A google.api.http additional binding serves the same RPC on a second path (SCIM's /v2/scim
+  // beside /v2/scim/v2). Listed as a second operation it would be a duplicate in every generated
+  // client (scimGetUser_1...): the operation is documented once, naming its other paths.
+  for (const route of routes.filter((r) => !r.additionalBinding))
+    (paths[openApiPath(route)] ??= {})[route.verb.toLowerCase()] = operationOf(route, routes, components);
+  return {
+    openapi: "3.1.0",
+    info: { title: "Authentication and API-user service", version: "v2" },
+    // The public base URL (TOKEN_ISSUER, the same base the discovery documents name), so a
+    // generated client has one.
+    servers: [{ url: options.serverUrl }],
+    paths,
+    components: { schemas: components.schemas, securitySchemes: SECURITY_SCHEMES },
+    security: [{ Bearer: [] }],
+  };
+}
+
+/** The security scheme of the token endpoints' client authentication. */
+const CLIENT_SECRET_BASIC = "ClientSecretBasic";
+
+const SECURITY_SCHEMES = {
+  Bearer: {
+    type: "http",
+    scheme: "bearer",
+    description: "An access token of the token endpoint (or a scimToken on SCIM paths)",
+  },
+  [CLIENT_SECRET_BASIC]: {
+    type: "http",
+    scheme: "basic",
+    description:
+      "RFC 6749 2.3.1 client_secret_basic: the client_id and client_secret, each form-urlencoded, as HTTP Basic credentials",
+  },
+};
+
+/** A route's path in OpenAPI's syntax: the template's variables named by the fields' JSON names. */
+function openApiPath(route: RestRoute): string {
+  return route.pathFields.reduce(
+    (p, { variable, field }) => p.replace(`{${variable}}`, `{${field.jsonName}}`),
+    route.template,
+  );
+}
+
+function operationOf(route: RestRoute, routes: readonly RestRoute[], components: SchemaComponents): Schema {
+  const aliases = routes
+    .filter((r) => r.additionalBinding && r.method === route.method && r.verb === route.verb)
+    .map(openApiPath);
+  const parameters = parametersOf(route, components);
+  // Bearer (the document's default) for access tokens. The token endpoints authenticate the
+  // client instead: HTTP Basic (client_secret_basic), or client_id and client_secret in the
+  // body (client_secret_post), which is the empty requirement beside it.
+  const authenticatesClient = route.authentication === AuthenticationKind.CLIENT_SECRET;
+  const responses = responsesOf(route, components);
+  const requestBody = requestBodyOf(route, routes, components);
+  return {
+    operationId: route.operationId,
+    summary: firstSentence(route.method),
+    ...(aliases.length ? { description: `Also served at ${aliases.join(", ")}.` } : {}),
+    tags: [route.method.parent.name],
+    ...(route.method.deprecated ? { deprecated: true } : {}),
+    ...(parameters.length ? { parameters } : {}),
+    ...(authenticatesClient ? { security: [{ [CLIENT_SECRET_BASIC]: [] }, {}] } : {}),
+    responses,
+    ...(requestBody ? { requestBody } : {}),
+  };
+}
+
+/** The path variables, then (unless the whole body is the request) the request's other fields as query parameters. */
+function parametersOf(route: RestRoute, components: SchemaComponents): Schema[] {
+  const pathFields = route.pathFields.map((p) => p.field);
+  return [
+    ...pathFields.map((field) => ({
+      name: field.jsonName,
+      in: "path",
+      required: true,
+      schema: components.fieldSchema(field),
+    })),
+    ...(route.body === "*"
+      ? []
+      : route.method.input.fields
+          .filter((f) => !pathFields.includes(f) && f.name !== route.body)
+          .map((f) => ({ name: f.jsonName, in: "query", required: false, schema: components.fieldSchema(f) }))),
+  ];
+}
+
+/** The success answer and the documented error statuses, each an ErrorResponse in the route's dialect. */
+function responsesOf(route: RestRoute, components: SchemaComponents): Schema {
+  const errorMediaType = route.dialect === ErrorDialect.SCIM ? "application/scim+json" : "application/json";
+  return {
+    [String(route.successStatus)]: route.noContent
+      ? { description: "No Content" }
+      : { description: "OK", content: { [mediaTypeOf(route)]: { schema: responseSchemaOf(route, components) } } },
+    ...Object.fromEntries(
+      route.errorStatuses.map((status) => [
+        String(status),
+        {
+          description: "ErrorResponse",
+          content: { [errorMediaType]: { schema: components.refMessage(ErrorResponseSchema) } },
+        },
+      ]),
+    ),
+  };
+}
+
+/** travel.common.v1.rest content_type (SCIM) shapes the body and the answer. */
+function mediaTypeOf(route: RestRoute): string {
+  return route.contentType || "application/json";
+}
+
+/**
+ * The answer: the response message, or its google.api.http response_body field. Built only when
+ * answered: a response message nobody sees is no component (redocly's no-unused-components).
+ */
+function responseSchemaOf(route: RestRoute, components: SchemaComponents): Schema {
+  const responseField = route.responseBody
+    ? route.method.output.fields.find((f) => f.name === route.responseBody)
+    : undefined;
+  return responseField ? components.fieldSchema(responseField) : components.refMessage(route.method.output);
+}
+
+/** The body: the whole request less its path fields (a form for the OAuth endpoints), or the one body field. */
+function requestBodyOf(
+  route: RestRoute,
+  routes: readonly RestRoute[],
+  components: SchemaComponents,
+): Schema | undefined {
+  if (route.body === "*") {
+    const pathFields = route.pathFields.map((p) => p.field);
+    const schema = pathFields.length
+      ? components.messageSchema(route.method.input, pathFields)
+      : components.refMessage(route.method.input);
+    if (route.verb === "PUT" && schema.properties)
+      Object.assign(schema.properties as object, readOnlyFieldsOf(route, routes, components));
+    return {
+      required: true,
+      content: { [route.formBody ? "application/x-www-form-urlencoded" : "application/json"]: { schema } },
+    };
+  }
+  const bodyField = route.body !== "" ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
+  if (!bodyField) return undefined;
+  return { required: true, content: { [mediaTypeOf(route)]: { schema: components.fieldSchema(bodyField) } } };
+}
+
+/**
+ * A PUT replaces what GET answers at the same path. The server's fields are readOnly (OpenAPI:
+ * sent in responses only; a client may send back what it read, and generated clients leave them
+ * out of request types): those GET answers that the PUT does not take, and those the PUT takes
+ * only to compare, marked (google.api.field_behavior) = IMMUTABLE or OUTPUT_ONLY (AIP-203).
+ */
+function readOnlyFieldsOf(
+  put: RestRoute,
+  routes: readonly RestRoute[],
+  components: SchemaComponents,
+): Record<string, Schema> {
+  const get = routes.find((r) => r.verb === "GET" && r.template === put.template && !r.additionalBinding);
+  if (!get) return {};
+  const representation = get.responseBody
+    ? get.method.output.fields.find((f) => f.name === get.responseBody)?.message
+    : get.method.output;
+  const writable = new Set(put.method.input.fields.filter((f) => !isServerKept(f)).map((f) => f.jsonName));
+  return Object.fromEntries(
+    (representation?.fields ?? [])
+      .filter((f) => !writable.has(f.jsonName))
+      .map((f) => [f.jsonName, { ...components.fieldSchema(f), readOnly: true }]),
+  );
+}
+
 /** A request field the server keeps: taken back only to be compared (AIP-203 field behaviour). */
 function isServerKept(field: DescField): boolean {
   const behaviours = getOption(field, field_behavior);
   return behaviours.includes(FieldBehavior.IMMUTABLE) || behaviours.includes(FieldBehavior.OUTPUT_ONLY);
 }
 
-export function buildOpenApiDocument(routes: readonly RestRoute[], options: { readonly serverUrl: string }): object {
-  const schemas: Record<string, Schema> = {};
-  const refMessage = (desc: DescMessage) => ref(desc.typeName, () => messageSchema(desc));
-  const refEnum = (desc: DescEnum) =>
-    ref(desc.typeName, () => ({ type: "string", enum: desc.values.map((v) => v.name) }));
+/**
+ * The document's components.schemas, one per message and enum, named by its full proto name and
+ * written when an operation first references it: a component nobody references is never written.
+ */
+class SchemaComponents {
+  readonly schemas: Record<string, Schema> = {};
 
-  function ref(name: string, build: () => Schema): Schema {
-    if (!(name in schemas)) {
-      schemas[name] = {};
-      schemas[name] = build();
-    }
-    return { $ref: `#/components/schemas/${name}` };
+  refMessage(desc: DescMessage): Schema {
+    return this.ref(desc.typeName, () => this.messageSchema(desc));
   }
 
-  function messageSchema(desc: DescMessage, omit: readonly DescField[] = []): Schema {
+  refEnum(desc: DescEnum): Schema {
+    return this.ref(desc.typeName, () => ({ type: "string", enum: desc.values.map((v) => v.name) }));
+  }
+
+  /** The message's fields (less `omit`) by JSON name; those buf.validate requires are required. */
+  messageSchema(desc: DescMessage, omit: readonly DescField[] = []): Schema {
     const properties: Record<string, Schema> = {};
     const required: string[] = [];
     for (const f of desc.fields) {
       if (omit.includes(f)) continue;
-      properties[f.jsonName] = fieldSchema(f);
+      properties[f.jsonName] = this.fieldSchema(f);
       if (getOption(f, fieldRules).required) required.push(f.jsonName);
     }
     return { type: "object", properties, ...(required.length ? { required } : {}) };
   }
 
-  function fieldSchema(f: DescField): Schema {
+  fieldSchema(f: DescField): Schema {
     const rules = getOption(f, fieldRules);
-    const single = (itemRules: FieldRules | undefined): Schema => {
-      if (f.fieldKind === "enum" || (f.fieldKind === "list" && f.listKind === "enum")) return refEnum(f.enum!);
-      if (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message"))
-        return messageRefOrWellKnown(f.message!);
-      const scalar = f.fieldKind === "scalar" || f.fieldKind === "list" ? f.scalar : undefined;
-      return { ...scalarSchema(scalar ?? ScalarType.STRING), ...(itemRules ? constraintsOf(itemRules) : {}) };
-    };
     if (f.fieldKind === "list") {
       const repeated = rules.type.case === "repeated" && rules.ignore !== Ignore.ALWAYS ? rules.type.value : undefined;
-      return { type: "array", items: single(repeated?.items), ...(repeated ? repeatedConstraintsOf(repeated) : {}) };
+      return {
+        type: "array",
+        items: this.valueSchema(f, repeated?.items),
+        ...(repeated ? repeatedConstraintsOf(repeated) : {}),
+      };
     }
     if (f.fieldKind === "map") {
       const value =
         f.mapKind === "message"
-          ? messageRefOrWellKnown(f.message)
+          ? this.messageRefOrWellKnown(f.message)
           : f.mapKind === "enum"
-            ? refEnum(f.enum)
+            ? this.refEnum(f.enum)
             : scalarSchema(f.scalar);
       return { type: "object", additionalProperties: value };
     }
-    return single(rules);
+    return this.valueSchema(f, rules);
   }
 
-  function messageRefOrWellKnown(desc: DescMessage): Schema {
+  /** One value of a singular or repeated field, with the rules that apply to it. */
+  private valueSchema(f: DescField, rules: FieldRules | undefined): Schema {
+    if (f.fieldKind === "enum" || (f.fieldKind === "list" && f.listKind === "enum")) return this.refEnum(f.enum!);
+    if (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message"))
+      return this.messageRefOrWellKnown(f.message!);
+    const scalar = f.fieldKind === "scalar" || f.fieldKind === "list" ? f.scalar : undefined;
+    return { ...scalarSchema(scalar ?? ScalarType.STRING), ...(rules ? constraintsOf(rules) : {}) };
+  }
+
+  /** The well-known types as their protobuf JSON mapping writes them; other messages by reference. */
+  private messageRefOrWellKnown(desc: DescMessage): Schema {
     switch (desc.typeName) {
       case "google.protobuf.Struct":
         return { type: "object", additionalProperties: true };
@@ -103,182 +283,19 @@ export function buildOpenApiDocument(routes: readonly RestRoute[], options: { re
       case "google.protobuf.Duration":
         return { type: "string", pattern: "^-?\\d+(\\.\\d+)?s$" };
       default:
-        return refMessage(desc);
+        return this.refMessage(desc);
     }
   }
 
-  const openApiPath = (route: RestRoute) =>
-    route.pathFields.reduce(
-      (p, { variable, field }) => p.replace(`{${variable}}`, `{${field.jsonName}}`),
-      route.template,
-    );
-  const paths: Record<string, Record<string, unknown>> = {};
-  // A google.api.http additional binding serves the same RPC on a second path (SCIM's /v2/scim
-  // beside /v2/scim/v2). Listed as a second operation it would be a duplicate in every generated
-  // client (scimGetUser_1...): the operation is documented once, naming its other paths.
-  for (const route of routes.filter((r) => !r.additionalBinding)) {
-    const path = openApiPath(route);
-    const aliases = routes
-      .filter((r) => r.additionalBinding && r.method === route.method && r.verb === route.verb)
-      .map(openApiPath);
-    const pathFieldDescs = route.pathFields.map((p) => p.field);
-    const parameters = [
-      ...route.pathFields.map(({ field }) => ({
-        name: field.jsonName,
-        in: "path",
-        required: true,
-        schema: fieldSchema(field),
-      })),
-      ...(route.body === "*"
-        ? []
-        : route.method.input.fields
-            .filter((f) => !pathFieldDescs.includes(f) && f.name !== route.body)
-            .map((f) => ({ name: f.jsonName, in: "query", required: false, schema: fieldSchema(f) }))),
-    ];
-    // travel.common.v1.rest content_type (SCIM) and google.api.http response_body shape the answer.
-    const mediaType = route.contentType || "application/json";
-    const responseField = route.responseBody
-      ? route.method.output.fields.find((f) => f.name === route.responseBody)
-      : undefined;
-    // Built only when answered: a response message nobody sees is no component (redocly's no-unused-components).
-    const responseSchema = () => (responseField ? fieldSchema(responseField) : refMessage(route.method.output));
-    // Bearer (the document's default) for access tokens. The token endpoints authenticate the
-    // client instead: HTTP Basic (client_secret_basic), or client_id and client_secret in the
-    // body (client_secret_post), which is the empty requirement beside it.
-    const authenticatesClient = route.authentication === AuthenticationKind.CLIENT_SECRET;
-    const operation: Record<string, unknown> = {
-      operationId: route.operationId,
-      summary: firstSentence(route.method),
-      ...(aliases.length ? { description: `Also served at ${aliases.join(", ")}.` } : {}),
-      tags: [route.method.parent.name],
-      ...(route.method.deprecated ? { deprecated: true } : {}),
-      ...(parameters.length ? { parameters } : {}),
-      ...(authenticatesClient ? { security: [{ [CLIENT_SECRET_BASIC]: [] }, {}] } : {}),
-      responses: {
-        ...(route.noContent
-          ? { [String(route.successStatus)]: { description: "No Content" } }
-          : {
-              [String(route.successStatus)]: {
-                description: "OK",
-                content: { [mediaType]: { schema: responseSchema() } },
-              },
-            }),
-        ...Object.fromEntries(
-          route.errorStatuses.map((status) => [
-            String(status),
-            {
-              description: "ErrorResponse",
-              content: {
-                [route.dialect === ErrorDialect.SCIM ? "application/scim+json" : "application/json"]: {
-                  schema: { $ref: "#/components/schemas/travel.common.v1.ErrorResponse" },
-                },
-              },
-            },
-          ]),
-        ),
-      },
-    };
-    if (route.body === "*") {
-      const schema = pathFieldDescs.length
-        ? messageSchema(route.method.input, pathFieldDescs)
-        : refMessage(route.method.input);
-      if (route.verb === "PUT" && schema.properties)
-        Object.assign(schema.properties as object, readOnlyFieldsOf(route));
-      operation.requestBody = {
-        required: true,
-        content: { [route.formBody ? "application/x-www-form-urlencoded" : "application/json"]: { schema } },
-      };
+  private ref(name: string, build: () => Schema): Schema {
+    if (!(name in this.schemas)) {
+      // A placeholder first, so a message that contains itself refers to itself.
+      this.schemas[name] = {};
+      this.schemas[name] = build();
     }
-    const bodyField =
-      route.body !== "*" && route.body !== ""
-        ? route.method.input.fields.find((f) => f.name === route.body)
-        : undefined;
-    if (bodyField)
-      operation.requestBody = { required: true, content: { [mediaType]: { schema: fieldSchema(bodyField) } } };
-    (paths[path] ??= {})[route.verb.toLowerCase()] = operation;
+    return { $ref: `#/components/schemas/${name}` };
   }
-
-  /**
-   * A PUT replaces what GET answers at the same path. The server's fields are readOnly (OpenAPI:
-   * sent in responses only; a client may send back what it read, and generated clients leave them
-   * out of request types): those GET answers that the PUT does not take, and those the PUT takes
-   * only to compare, marked (google.api.field_behavior) = IMMUTABLE or OUTPUT_ONLY (AIP-203).
-   */
-  function readOnlyFieldsOf(put: RestRoute): Record<string, Schema> {
-    const get = routes.find((r) => r.verb === "GET" && r.template === put.template && !r.additionalBinding);
-    if (!get) return {};
-    const representation = get.responseBody
-      ? get.method.output.fields.find((f) => f.name === get.responseBody)?.message
-      : get.method.output;
-    const writable = new Set(put.method.input.fields.filter((f) => !isServerKept(f)).map((f) => f.jsonName));
-    return Object.fromEntries(
-      (representation?.fields ?? [])
-        .filter((f) => !writable.has(f.jsonName))
-        .map((f) => [f.jsonName, { ...fieldSchema(f), readOnly: true }]),
-    );
-  }
-
-  schemas["travel.common.v1.ErrorResponse"] = {
-    type: "object",
-    properties: {
-      debugIdentifier: { type: "string", description: "The request id the service's logs carry" },
-      errorMessages: {
-        type: "array",
-        items: {
-          type: "object",
-          properties: {
-            errorCode: { type: "string" },
-            message: { type: "string" },
-            errorParameters: {
-              type: "array",
-              items: { type: "object", properties: { name: { type: "string" }, value: { type: "string" } } },
-            },
-            errorDetail: { type: "string" },
-          },
-        },
-      },
-      error: { type: "string", description: "RFC 6749 error code (token endpoint only)" },
-      error_description: { type: "string", description: "RFC 6749 error description (token endpoint only)" },
-      schemas: {
-        type: "array",
-        items: { type: "string" },
-        description: "SCIM error dialect (SCIM paths only): the SCIM Error message URN",
-      },
-      status: { type: "string", description: "SCIM error dialect: the HTTP status as a string" },
-      scimType: { type: "string", description: "SCIM error dialect: the RFC 7644 3.12 detail error keyword" },
-      detail: { type: "string", description: "SCIM error dialect: a human-readable message" },
-    },
-  };
-
-  return {
-    openapi: "3.1.0",
-    info: { title: "Authentication and API-user service", version: "v2" },
-    // The public base URL (TOKEN_ISSUER, the same base the discovery documents name), so a
-    // generated client has one.
-    servers: [{ url: options.serverUrl }],
-    paths,
-    components: {
-      schemas,
-      securitySchemes: {
-        Bearer: {
-          type: "http",
-          scheme: "bearer",
-          description: "An access token of the token endpoint (or a scimToken on SCIM paths)",
-        },
-        [CLIENT_SECRET_BASIC]: {
-          type: "http",
-          scheme: "basic",
-          description:
-            "RFC 6749 2.3.1 client_secret_basic: the client_id and client_secret, each form-urlencoded, as HTTP Basic credentials",
-        },
-      },
-    },
-    security: [{ Bearer: [] }],
-  };
 }
-
-/** The security scheme of the token endpoints' client authentication. */
-const CLIENT_SECRET_BASIC = "ClientSecretBasic";
 
 function scalarSchema(type: ScalarType): Schema {
   switch (type) {

@@ -254,31 +254,12 @@ function errorAnswer(
   trailer?: Headers,
 ): UniversalServerResponse {
   const translated = translateError(error, request.id, handler.method.input, errorDialectOf(handler.service));
-  const rpc = `${handler.service.typeName}/${handler.method.name}`;
-  const cause =
-    error.cause instanceof ConnectError
-      ? printable(error.cause.rawMessage, 300)
-      : error.cause instanceof Error
-        ? error.cause.name
-        : undefined;
-  noteRefusal(request, { errorCode: error.code, message: error.message, rpc });
-  if (error.code === "INTERNAL_ERROR")
-    request.log.error({ rpc, protocol, err: error.cause }, "rpc failed in the protocol layer");
-  else request.log.info({ rpc, protocol, errorCode: error.code, cause }, "rpc refused by the protocol layer");
-
+  logRefusal(protocol, error, `${handler.service.typeName}/${handler.method.name}`, request);
   const connectError = toConnectError(translated);
   // Headers the protocol layer chose stay (accept-encoding lists, connection: close); the body's framing does not.
   const header = new Headers(original);
-  for (const name of [
-    "content-length",
-    "content-encoding",
-    "grpc-encoding",
-    "connect-content-encoding",
-    "grpc-status",
-    "grpc-message",
-    "grpc-status-details-bin",
-  ])
-    header.delete(name);
+  for (const name of FRAMING_HEADERS) header.delete(name);
+  const asJson = /\+json/i.test(request.headers["content-type"] ?? "");
   switch (protocol) {
     case "connect": {
       const body = errorToJsonBytes(connectError, {});
@@ -291,12 +272,7 @@ function errorAnswer(
       };
     }
     case "connect-stream": {
-      header.set(
-        "content-type",
-        /\+json/i.test(request.headers["content-type"] ?? "")
-          ? "application/connect+json"
-          : "application/connect+proto",
-      );
+      header.set("content-type", asJson ? "application/connect+json" : "application/connect+proto");
       const end = endStreamSerialization.serialize({ metadata: new Headers(), error: connectError });
       return { status: 200, header, body: createAsyncIterable([encodeEnvelope(endStreamFlag, end)]) };
     }
@@ -304,24 +280,41 @@ function errorAnswer(
       const trailers = trailer ?? new Headers();
       for (const name of ["grpc-message", "grpc-status-details-bin"]) trailers.delete(name);
       setTrailerStatus(trailers, connectError);
-      header.set(
-        "content-type",
-        /\+json/i.test(request.headers["content-type"] ?? "") ? "application/grpc+json" : "application/grpc+proto",
-      );
+      header.set("content-type", asJson ? "application/grpc+json" : "application/grpc+proto");
       return { status: 200, header, body: createAsyncIterable([]), trailer: trailers };
     }
     case "grpc-web": {
       // Trailers-only: the status in the headers and no body, which every gRPC-Web client reads (the -text variant too).
       setTrailerStatus(header, connectError);
-      header.set(
-        "content-type",
-        /\+json/i.test(request.headers["content-type"] ?? "")
-          ? "application/grpc-web+json"
-          : "application/grpc-web+proto",
-      );
+      header.set("content-type", asJson ? "application/grpc-web+json" : "application/grpc-web+proto");
       return { status: 200, header, body: createAsyncIterable([]) };
     }
   }
+}
+
+/** The headers of the answer the error replaces that describe its body or its status. */
+const FRAMING_HEADERS = [
+  "content-length",
+  "content-encoding",
+  "grpc-encoding",
+  "connect-content-encoding",
+  "grpc-status",
+  "grpc-message",
+  "grpc-status-details-bin",
+];
+
+/** Every refusal is noted for the access log; an INTERNAL_ERROR is logged at error with its cause, the rest at info. */
+function logRefusal(protocol: Protocol, error: DomainError, rpc: string, request: FastifyRequest): void {
+  const cause =
+    error.cause instanceof ConnectError
+      ? printable(error.cause.rawMessage, 300)
+      : error.cause instanceof Error
+        ? error.cause.name
+        : undefined;
+  noteRefusal(request, { errorCode: error.code, message: error.message, rpc });
+  if (error.code === "INTERNAL_ERROR")
+    request.log.error({ rpc, protocol, err: error.cause }, "rpc failed in the protocol layer");
+  else request.log.info({ rpc, protocol, errorCode: error.code, cause }, "rpc refused by the protocol layer");
 }
 
 /**

@@ -53,19 +53,108 @@ export function createDualProtocolServer(
   options: DualProtocolOptions,
   onSessionRefused: (reason: SessionRefusal, address: string) => void = () => undefined,
 ): net.Server {
+  const http1 = createHttp1Server(handler, options);
+  const h2 = createHttp2Server(handler, options, onSessionRefused);
+  // Each HTTP/1.1 connection's first request path, until a request has arrived on it.
+  const firstRequestPaths = new WeakMap<net.Socket, string>();
+  http1.on("request", (request: http.IncomingMessage) => firstRequestPaths.delete(request.socket));
+  const server = net.createServer((socket) =>
+    handOver(socket, options.headersTimeoutMs, (received, looksLikeH2) => {
+      const refusal = looksLikeH2 ? h2.refusalOf(socket.remoteAddress ?? "unknown") : undefined;
+      if (refusal) {
+        onSessionRefused(refusal, socket.remoteAddress ?? "unknown");
+        refuseSession(socket);
+      } else if (looksLikeH2) {
+        // The HTTP/2 session reads the buffered preface itself and then consumes the socket's
+        // handle directly; resuming the JS stream here would race it for the same bytes.
+        h2.server.emit("connection", socket);
+      } else {
+        const path = requestPathOf(received);
+        if (path !== undefined) firstRequestPaths.set(socket, path);
+        http1.emit("connection", socket);
+        socket.resume();
+      }
+    }),
+  );
+  // The inner HTTP/1.1 server never listens itself; forwarding "listening" turns on its
+  // idle-connection tracking, which close() relies on. Its parser errors (431, 408, malformed
+  // requests) go to the outer server, where Fastify's clientErrorHandler listens.
+  server.on("listening", () => http1.emit("listening"));
+  http1.on("clientError", (error: ParserError, socket: net.Socket) => {
+    // Node's parser errors carry the bytes they failed on as rawPacket.
+    const rawPacket = (error as { rawPacket?: unknown }).rawPacket;
+    error.requestPath =
+      requestPathOf(Buffer.isBuffer(rawPacket) ? rawPacket : undefined) ?? firstRequestPaths.get(socket);
+    server.emit("clientError", error, socket);
+  });
+  const closeOuter = server.close.bind(server);
+  server.close = (callback?: (err?: Error) => void) => {
+    closeOuter(callback);
+    http1.close();
+    http1.closeIdleConnections();
+    h2.closeSessions();
+    return server;
+  };
+  return server;
+}
+
+function createHttp1Server(handler: Handler, options: DualProtocolOptions): http.Server {
   const http1 = http.createServer(handler as http.RequestListener);
   http1.keepAliveTimeout = options.keepAliveTimeoutMs;
   http1.requestTimeout = options.requestTimeoutMs;
   http1.headersTimeout = options.headersTimeoutMs;
+  return http1;
+}
 
+/** The HTTP/2 side: its server, who is refused a new session, and the close of its open sessions. */
+interface Http2Side {
+  readonly server: http2.Http2Server;
+  readonly refusalOf: (address: string) => SessionRefusal | undefined;
+  /** Closes every open session, destroying it after shutdownTimeoutMs. */
+  readonly closeSessions: () => void;
+}
+
+function createHttp2Server(
+  handler: Handler,
+  options: DualProtocolOptions,
+  onSessionRefused: (reason: SessionRefusal, address: string) => void,
+): Http2Side {
   const h2 = http2.createServer(
     http2ServerOptions(options),
     handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
   );
-  // Node's compatibility layer listens for "stream" and builds a request and a response for every
-  // stream, even one its client has reset already. Under rapid reset those objects (and their
-  // garbage) were most of the server's time, so the layer is called only for streams still open
-  // (http2-stream-budget.ts).
+  const closedByServer = new WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>();
+  const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
+  h2.setTimeout(options.h2IdleTimeoutMs);
+  dispatchOpenStreamsOnly(h2, refusalOf, closedByServer, options.requestTimeoutMs);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  const closeSessions = () => {
+    for (const session of sessions) {
+      closedByServer.add(session);
+      session.close();
+      // A stream a client can never finish (an early answer to an oversized message) must not hold shutdown for ever.
+      setTimeout(() => session.destroy(), options.shutdownTimeoutMs).unref();
+    }
+  };
+  return { server: h2, refusalOf, closeSessions };
+}
+
+/**
+ * Node's compatibility layer listens for "stream" and builds a request and a response for every
+ * stream, even one its client has reset already. Under rapid reset those objects (and their
+ * garbage) were most of the server's time, so the layer is called only for streams still open
+ * (http2-stream-budget.ts).
+ */
+function dispatchOpenStreamsOnly(
+  h2: http2.Http2Server,
+  refusalOf: (address: string) => SessionRefusal | undefined,
+  closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
+  requestTimeoutMs: number,
+): void {
   const [serveCompat, ...others] = h2.listeners("stream") as Array<
     (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => void
   >;
@@ -74,9 +163,6 @@ export function createDualProtocolServer(
       "node:http2 no longer dispatches through one 'stream' listener: the rapid-reset gate needs revisiting",
     );
   h2.removeAllListeners("stream");
-  const closedByServer = new WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>();
-  const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
-  h2.setTimeout(options.h2IdleTimeoutMs);
   h2.on("stream", (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => {
     // Dispatched on the next turn of the event loop, not inside the read that opened the stream:
     // an attacker's HEADERS and RST_STREAM arrive in the same read, and a route that answers
@@ -99,7 +185,7 @@ export function createDualProtocolServer(
       const timer = setTimeout(() => {
         closedByServer.add(stream);
         stream.close(http2.constants.NGHTTP2_CANCEL);
-      }, options.requestTimeoutMs);
+      }, requestTimeoutMs);
       timer.unref();
       const done = () => clearTimeout(timer);
       stream.once("end", done);
@@ -107,81 +193,41 @@ export function createDualProtocolServer(
       serveCompat.call(h2, stream, ...rest);
     });
   });
-  const sessions = new Set<http2.ServerHttp2Session>();
-  h2.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
+}
 
-  // Each HTTP/1.1 connection's first request path, until a request has arrived on it.
-  const firstRequestPaths = new WeakMap<net.Socket, string>();
-  http1.on("request", (request: http.IncomingMessage) => firstRequestPaths.delete(request.socket));
-
-  const server = net.createServer((socket) => {
-    let received: Buffer = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
-      received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
-      const compared = Math.min(received.length, H2_PREFACE.length);
-      const looksLikeH2 = received.subarray(0, compared).equals(H2_PREFACE.subarray(0, compared));
-      // Wait for the whole preface before deciding: a lone "P" may still be "POST".
-      if (looksLikeH2 && received.length < H2_PREFACE.length) return;
-      socket.off("data", onData);
-      socket.off("error", onEarlyError);
-      socket.off("timeout", onSilent);
-      socket.setTimeout(0);
-      socket.pause();
-      socket.unshift(received);
-      const refusal = looksLikeH2 ? refusalOf(socket.remoteAddress ?? "unknown") : undefined;
-      if (refusal) {
-        onSessionRefused(refusal, socket.remoteAddress ?? "unknown");
-        socket.on("error", () => socket.destroy());
-        // The server's preface (an empty SETTINGS) and GOAWAY ENHANCE_YOUR_CALM, then close.
-        socket.end(GOAWAY_ENHANCE_YOUR_CALM);
-        setTimeout(() => socket.destroy(), 1_000).unref();
-      } else if (looksLikeH2) {
-        // The HTTP/2 session reads the buffered preface itself and then consumes the socket's
-        // handle directly; resuming the JS stream here would race it for the same bytes.
-        h2.emit("connection", socket);
-      } else {
-        const path = requestPathOf(received);
-        if (path !== undefined) firstRequestPaths.set(socket, path);
-        http1.emit("connection", socket);
-        socket.resume();
-      }
-    };
-    const onEarlyError = () => socket.destroy();
-    // A connection that never says which protocol it speaks is closed; after hand-off the inner servers' timeouts apply.
-    const onSilent = () => socket.destroy();
-    socket.on("data", onData);
-    socket.on("error", onEarlyError);
-    socket.setTimeout(options.headersTimeoutMs, onSilent);
-  });
-
-  // The inner HTTP/1.1 server never listens itself; forwarding "listening" turns on its
-  // idle-connection tracking, which close() relies on. Its parser errors (431, 408, malformed
-  // requests) go to the outer server, where Fastify's clientErrorHandler listens.
-  server.on("listening", () => http1.emit("listening"));
-  http1.on("clientError", (error: ParserError, socket: net.Socket) => {
-    // Node's parser errors carry the bytes they failed on as rawPacket.
-    const rawPacket = (error as { rawPacket?: unknown }).rawPacket;
-    error.requestPath =
-      requestPathOf(Buffer.isBuffer(rawPacket) ? rawPacket : undefined) ?? firstRequestPaths.get(socket);
-    server.emit("clientError", error, socket);
-  });
-  const closeOuter = server.close.bind(server);
-  server.close = (callback?: (err?: Error) => void) => {
-    closeOuter(callback);
-    http1.close();
-    http1.closeIdleConnections();
-    for (const session of sessions) {
-      closedByServer.add(session);
-      session.close();
-      // A stream a client can never finish (an early answer to an oversized message) must not hold shutdown for ever.
-      setTimeout(() => session.destroy(), options.shutdownTimeoutMs).unref();
-    }
-    return server;
+/**
+ * Reads a new connection's first bytes until they tell its protocol, then hands it over paused,
+ * with those bytes put back: `route` decides where it goes. A connection that never says which
+ * protocol it speaks is closed after `silentMs`; after hand-off the inner servers' timeouts apply.
+ */
+function handOver(socket: net.Socket, silentMs: number, route: (received: Buffer, looksLikeH2: boolean) => void): void {
+  let received: Buffer = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
+    const compared = Math.min(received.length, H2_PREFACE.length);
+    const looksLikeH2 = received.subarray(0, compared).equals(H2_PREFACE.subarray(0, compared));
+    // Wait for the whole preface before deciding: a lone "P" may still be "POST".
+    if (looksLikeH2 && received.length < H2_PREFACE.length) return;
+    socket.off("data", onData);
+    socket.off("error", onEarlyError);
+    socket.off("timeout", onSilent);
+    socket.setTimeout(0);
+    socket.pause();
+    socket.unshift(received);
+    route(received, looksLikeH2);
   };
-  return server;
+  const onEarlyError = () => socket.destroy();
+  const onSilent = () => socket.destroy();
+  socket.on("data", onData);
+  socket.on("error", onEarlyError);
+  socket.setTimeout(silentMs, onSilent);
+}
+
+/** The server's preface (an empty SETTINGS) and GOAWAY ENHANCE_YOUR_CALM, then close. */
+function refuseSession(socket: net.Socket): void {
+  socket.on("error", () => socket.destroy());
+  socket.end(GOAWAY_ENHANCE_YOUR_CALM);
+  setTimeout(() => socket.destroy(), 1_000).unref();
 }
 
 /** A stream's reset, emitted as an 'error' before its dispatch, concerns nobody but the budget. */

@@ -1,5 +1,6 @@
 import crypto from "node:crypto";
 import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import formBody from "@fastify/formbody";
 import Fastify, {
   LogController,
@@ -99,25 +100,56 @@ export async function createRpcApp(
       return sent;
     },
     // The HTTP parser's refusals happen before any request exists: answer on the raw socket.
-    clientErrorHandler(error, socket) {
-      const refusal = parserRefusal(error as NodeJS.ErrnoException);
-      if (!refusal || !socket.writable) return socket.destroy();
-      const requestId = crypto.randomUUID();
-      observers.logger.info(
-        { reqId: requestId, code: (error as NodeJS.ErrnoException).code },
-        "request refused by the HTTP parser",
-      );
-      const dialect =
-        dialectOf((error as unknown as ParserError).requestPath) ?? ErrorDialect.ERROR_DIALECT_UNSPECIFIED;
-      const { status, json } = renderError(refusal, requestId, dialect);
-      const body = JSON.stringify(json);
-      socket.end(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: ${errorContentTypeOf(dialect)}\r\n` +
-          `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n${body}`,
-      );
-    },
+    clientErrorHandler: (error, socket) => answerParserError(error, socket, observers.logger, dialectOf),
   });
 
+  addRequestHooks(app, settings, observers.metrics, dialectOf);
+  setErrorAnswers(app, dialectOf);
+
+  // Every RPC path answers with an ErrorResponse, connect's own protocol refusals included (connect-handlers.ts).
+  await app.register(connectRoutes, {
+    routes: rpc.routes,
+    interceptors: rpc.interceptors,
+    readMaxBytes: settings.bodyLimitBytes,
+    shutdownTimeoutMs: settings.shutdownTimeoutMs,
+  });
+
+  return app;
+}
+
+/**
+ * An HTTP/1.1 parser error (431, 400, 408), answered on the raw socket as an ErrorResponse in the
+ * dialect of the request's path when it is known; any other is a dropped connection.
+ */
+function answerParserError(
+  error: Error,
+  socket: Socket,
+  logger: FastifyBaseLogger,
+  dialectOf: (url: string | undefined) => ErrorDialect | undefined,
+): void {
+  const refusal = parserRefusal(error as NodeJS.ErrnoException);
+  if (!refusal || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const requestId = crypto.randomUUID();
+  logger.info({ reqId: requestId, code: (error as NodeJS.ErrnoException).code }, "request refused by the HTTP parser");
+  const dialect = dialectOf((error as unknown as ParserError).requestPath) ?? ErrorDialect.ERROR_DIALECT_UNSPECIFIED;
+  const { status, json } = renderError(refusal, requestId, dialect);
+  const body = JSON.stringify(json);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: ${errorContentTypeOf(dialect)}\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Every answer names its request id; an over-long URL is refused before routing; every request is measured. */
+function addRequestHooks(
+  app: FastifyInstance,
+  settings: HttpSettings,
+  metrics: Metrics,
+  dialectOf: (url: string | undefined) => ErrorDialect | undefined,
+): void {
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (Buffer.byteLength(request.url) > settings.maxUrlBytes) {
@@ -130,11 +162,17 @@ export async function createRpcApp(
   });
   app.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
-    observers.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    observers.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
+}
 
-  // Set before any plugin registers: encapsulated children inherit the handlers in force then.
+/**
+ * An unknown route and every failure, Fastify's own included (413, 415, malformed requests), as
+ * an ErrorResponse. Set before any plugin registers: encapsulated children inherit the handlers in
+ * force then.
+ */
+function setErrorAnswers(app: FastifyInstance, dialectOf: (url: string | undefined) => ErrorDialect | undefined): void {
   app.setNotFoundHandler((request, reply) =>
     sendError(reply, new DomainError("ROUTE_NOT_FOUND", `No route for ${request.method} ${request.url.split("?")[0]}`)),
   );
@@ -150,16 +188,6 @@ export async function createRpcApp(
     request.log.error({ err: error }, "request failed");
     return sendError(reply, error, dialect);
   });
-
-  // Every RPC path answers with an ErrorResponse, connect's own protocol refusals included (connect-handlers.ts).
-  await app.register(connectRoutes, {
-    routes: rpc.routes,
-    interceptors: rpc.interceptors,
-    readMaxBytes: settings.bodyLimitBytes,
-    shutdownTimeoutMs: settings.shutdownTimeoutMs,
-  });
-
-  return app;
 }
 
 /**

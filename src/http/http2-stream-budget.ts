@@ -59,13 +59,6 @@ export function droppedAsReset(stream: http2.ServerHttp2Stream): boolean {
 
 function ignoreError(): void {}
 
-interface Bucket {
-  tokens: number;
-  updatedMs: number;
-  /** Emptied by the address: its new sessions are refused until the bucket is half full again. */
-  spent: boolean;
-}
-
 /**
  * Enforces the per-address parts of Http2Limits on every session of `server`. `closedByServer`
  * holds the streams the server itself cancelled (its request timeout) and the sessions it ended
@@ -79,104 +72,12 @@ export function enforceHttp2Limits(
   now: () => number = () => performance.now(),
 ): (address: string) => SessionRefusal | undefined {
   const sessionsByAddress = new Map<string, number>();
-  const buckets = new Map<string, Bucket>();
-
-  /** The address's bucket, refilled to now (a new one is full). */
-  const bucketOf = (address: string): Bucket => {
-    const at = now();
-    const bucket = buckets.get(address) ?? { tokens: limits.h2ResetBurst, updatedMs: at, spent: false };
-    bucket.tokens = Math.min(
-      limits.h2ResetBurst,
-      bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond,
-    );
-    bucket.updatedMs = at;
-    if (bucket.tokens >= limits.h2ResetBurst / 2) bucket.spent = false;
-    buckets.set(address, bucket);
-    return bucket;
-  };
-  /** Takes one token from the address's bucket; false when it is empty. */
-  const spend = (address: string): boolean => {
-    const bucket = bucketOf(address);
-    if (bucket.tokens < 1) {
-      bucket.spent = true;
-      return false;
-    }
-    bucket.tokens -= 1;
-    return true;
-  };
-  // Buckets that have filled up again say nothing: forgetting them keeps the map to the addresses
-  // that reset streams recently.
-  const sweep = setInterval(() => {
-    const at = now();
-    for (const [address, bucket] of buckets) {
-      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * limits.h2ResetsPerSecond >= limits.h2ResetBurst)
-        buckets.delete(address);
-    }
-  }, 30_000);
-  sweep.unref();
-  server.once("close", () => clearInterval(sweep));
-
+  const budget = new ResetBudget(limits, now);
+  server.once("close", () => budget.stop());
   server.on("session", (session) => {
     const address = session.socket?.remoteAddress ?? "unknown";
-    const open = (sessionsByAddress.get(address) ?? 0) + 1;
-    sessionsByAddress.set(address, open);
-    session.once("close", () => {
-      const left = (sessionsByAddress.get(address) ?? 1) - 1;
-      if (left <= 0) sessionsByAddress.delete(address);
-      else sessionsByAddress.set(address, left);
-    });
-    let refused = false;
-    let lastStreamId = 0;
-    const refuse = (reason: SessionRefusal) => {
-      if (refused) return;
-      refused = true;
-      onRefused(reason, address);
-      // Not from inside the stream's own 'close': the session is ended on the next turn of the loop.
-      // When it is gone already (nghttp2 ended it), the address's next connections are refused
-      // before they become sessions (the function returned below), and that refusal says why.
-      setImmediate(() => {
-        if (session.destroyed) return;
-        // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
-        // which tears the socket down before the GOAWAY reaches a client that is still sending.
-        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
-        session.destroy();
-      });
-    };
-
-    session.on("stream", (stream: http2.ServerHttp2Stream) => {
-      lastStreamId = Math.max(lastStreamId, stream.id ?? 0);
-      // Every stream the client resets spends budget, however far the server had got with it.
-      // Measured on Node 24 (test/fuzz/http2-abuse.test.ts): a route that answers at once (the
-      // shared /readyz) has sent its whole response before the RST_STREAM that came in the same
-      // read is parsed, so counting only resets "before the answer" counted nothing, nghttp2's
-      // own limit ended each session with INTERNAL_ERROR after ~1000 resets, and a reconnect
-      // started over with the work of every stream done. A reset that arrives while the handler
-      // runs leaves that handler running to its end: work the client caused all the same.
-      // A legitimate client cancels a call now and then; the budget (200, then 20/s) is for that.
-      // The server's own closes (stream.close(code), or destroy() of a stream still open: a
-      // body over the limit, a handler's error) leave an RST code too; they are marked here so
-      // that only the client's RST_STREAM spends its budget. (A stream the client resets is
-      // closed first and destroyed after, so destroy() finds it closed.)
-      const closeStream = stream.close.bind(stream);
-      stream.close = (code?: number, callback?: () => void) => {
-        closedByServer.add(stream);
-        closeStream(code, callback);
-      };
-      const destroyStream = stream.destroy.bind(stream);
-      stream.destroy = (error?: Error) => {
-        if (!stream.closed) closedByServer.add(stream);
-        return destroyStream(error);
-      };
-      const count = () => {
-        if (refused || closedByServer.has(stream) || closedByServer.has(session)) return;
-        // The code of a RST_STREAM the client sent (CANCEL, mostly); NO_ERROR for a stream that ran to its end.
-        if (stream.rstCode === undefined || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
-        if (!spend(address)) refuse("reset budget spent");
-      };
-      // A stream reset before this event is closed already, and its 'close' may have been emitted.
-      if (stream.destroyed) count();
-      else stream.once("close", count);
-    });
+    countWhileOpen(sessionsByAddress, address, session);
+    spendOnClientResets(session, address, budget, closedByServer, onRefused);
   });
 
   // Checked before a connection becomes a session (dual-protocol-server.ts): destroying a session
@@ -187,9 +88,159 @@ export function enforceHttp2Limits(
   // open a session every 50 ms, each of which carried ~1000 streams in its first reads before its
   // resets were counted: measured on the embedded backend, victims' p99 went over 1 s.
   return (address) => {
-    if (buckets.has(address) && bucketOf(address).spent) return "reset budget spent";
+    if (budget.isSpent(address)) return "reset budget spent";
     if ((sessionsByAddress.get(address) ?? 0) >= limits.h2MaxSessionsPerAddress)
       return "too many sessions from one address";
     return undefined;
   };
+}
+
+/** The address's open sessions, counted from now until `session` closes. */
+function countWhileOpen(sessionsByAddress: Map<string, number>, address: string, session: http2.ServerHttp2Session) {
+  sessionsByAddress.set(address, (sessionsByAddress.get(address) ?? 0) + 1);
+  session.once("close", () => {
+    const left = (sessionsByAddress.get(address) ?? 1) - 1;
+    if (left <= 0) sessionsByAddress.delete(address);
+    else sessionsByAddress.set(address, left);
+  });
+}
+
+/**
+ * Every stream the client resets spends budget, however far the server had got with it.
+ * Measured on Node 24 (test/fuzz/http2-abuse.test.ts): a route that answers at once (the shared
+ * /readyz) has sent its whole response before the RST_STREAM that came in the same read is
+ * parsed, so counting only resets "before the answer" counted nothing, nghttp2's own limit ended
+ * each session with INTERNAL_ERROR after ~1000 resets, and a reconnect started over with the work
+ * of every stream done. A reset that arrives while the handler runs leaves that handler running
+ * to its end: work the client caused all the same. A legitimate client cancels a call now and
+ * then; the budget (200, then 20/s) is for that. The session that finds the budget spent is ended.
+ */
+function spendOnClientResets(
+  session: http2.ServerHttp2Session,
+  address: string,
+  budget: ResetBudget,
+  closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
+  onRefused: (reason: SessionRefusal, address: string) => void,
+): void {
+  let refused = false;
+  let lastStreamId = 0;
+  session.on("stream", (stream: http2.ServerHttp2Stream) => {
+    lastStreamId = Math.max(lastStreamId, stream.id ?? 0);
+    markServerCloses(stream, closedByServer);
+    const count = () => {
+      if (refused || closedByServer.has(stream) || closedByServer.has(session)) return;
+      // The code of a RST_STREAM the client sent (CANCEL, mostly); NO_ERROR for a stream that ran to its end.
+      if (stream.rstCode === undefined || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+      if (budget.spend(address)) return;
+      refused = true;
+      onRefused("reset budget spent", address);
+      endCalmly(session, lastStreamId);
+    };
+    // A stream reset before this event is closed already, and its 'close' may have been emitted.
+    if (stream.destroyed) count();
+    else stream.once("close", count);
+  });
+}
+
+/**
+ * The server's own closes (stream.close(code), or destroy() of a stream still open: a body over
+ * the limit, a handler's error) leave an RST code too; they are marked here so that only the
+ * client's RST_STREAM spends its budget. (A stream the client resets is closed first and
+ * destroyed after, so destroy() finds it closed.)
+ */
+function markServerCloses(
+  stream: http2.ServerHttp2Stream,
+  closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
+): void {
+  const closeStream = stream.close.bind(stream);
+  stream.close = (code?: number, callback?: () => void) => {
+    closedByServer.add(stream);
+    closeStream(code, callback);
+  };
+  const destroyStream = stream.destroy.bind(stream);
+  stream.destroy = (error?: Error) => {
+    if (!stream.closed) closedByServer.add(stream);
+    return destroyStream(error);
+  };
+}
+
+/**
+ * Ends the session with GOAWAY ENHANCE_YOUR_CALM. Not from inside the stream's own 'close': on
+ * the next turn of the loop. When it is gone already (nghttp2 ended it), the address's next
+ * connections are refused before they become sessions (enforceHttp2Limits' answer), and that
+ * refusal says why.
+ */
+function endCalmly(session: http2.ServerHttp2Session, lastStreamId: number): void {
+  setImmediate(() => {
+    if (session.destroyed) return;
+    // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
+    // which tears the socket down before the GOAWAY reaches a client that is still sending.
+    session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
+    session.destroy();
+  });
+}
+
+interface Bucket {
+  tokens: number;
+  updatedMs: number;
+  /** Emptied by the address: its new sessions are refused until the bucket is half full again. */
+  spent: boolean;
+}
+
+/** The reset budget: a token bucket per client address, shared by its sessions and kept across reconnects. */
+class ResetBudget {
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly sweep: NodeJS.Timeout;
+
+  constructor(
+    private readonly limits: Http2Limits,
+    private readonly now: () => number,
+  ) {
+    // Buckets that have filled up again say nothing: forgetting them keeps the map to the
+    // addresses that reset streams recently.
+    this.sweep = setInterval(() => this.forgetFull(), 30_000);
+    this.sweep.unref();
+  }
+
+  /** Takes one token from the address's bucket; false when it is empty. */
+  spend(address: string): boolean {
+    const bucket = this.bucketOf(address);
+    if (bucket.tokens < 1) {
+      bucket.spent = true;
+      return false;
+    }
+    bucket.tokens -= 1;
+    return true;
+  }
+
+  /** The address emptied its bucket, which is not half full again yet. */
+  isSpent(address: string): boolean {
+    return this.buckets.has(address) && this.bucketOf(address).spent;
+  }
+
+  stop(): void {
+    clearInterval(this.sweep);
+  }
+
+  /** The address's bucket, refilled to now (a new one is full). */
+  private bucketOf(address: string): Bucket {
+    const at = this.now();
+    const bucket = this.buckets.get(address) ?? { tokens: this.limits.h2ResetBurst, updatedMs: at, spent: false };
+    bucket.tokens = Math.min(
+      this.limits.h2ResetBurst,
+      bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.limits.h2ResetsPerSecond,
+    );
+    bucket.updatedMs = at;
+    if (bucket.tokens >= this.limits.h2ResetBurst / 2) bucket.spent = false;
+    this.buckets.set(address, bucket);
+    return bucket;
+  }
+
+  private forgetFull(): void {
+    const at = this.now();
+    for (const [address, bucket] of this.buckets) {
+      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.limits.h2ResetsPerSecond >= this.limits.h2ResetBurst)
+        this.buckets.delete(address);
+    }
+  }
 }

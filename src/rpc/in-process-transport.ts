@@ -1,5 +1,6 @@
 import type {
   DescMessage,
+  DescMethod,
   DescMethodStreaming,
   DescMethodUnary,
   DescService,
@@ -45,32 +46,14 @@ export function createInProcessTransport(
   bindings: readonly ServiceBinding[],
   interceptors: readonly Interceptor[],
 ): Transport {
-  const calls = new Map<string, (request: UnaryRequest) => Promise<UnaryResponse>>();
+  const calls = new Map<string, Call>();
   for (const { service, impl } of bindings) {
     const spec = createServiceImplSpec(service, impl as ServiceImpl<DescService>);
     for (const method of service.methods) {
       if (method.methodKind !== "unary") continue;
       // createServiceImplSpec gives every method an implementation: a missing one throws UNIMPLEMENTED.
       const implementation = spec.methods[method.localName]!.impl as UnaryImpl;
-      const innermost = async (request: UnaryRequest): Promise<UnaryResponse> => {
-        const context = handlerContextOf(request, request.contextValues.get(callHeadersKey));
-        const output = await implementation(request.message, context);
-        const message = isMessage(output, method.output) ? output : create(method.output, output);
-        return {
-          stream: false,
-          service,
-          method,
-          header: context.responseHeader,
-          trailer: context.responseTrailer,
-          message,
-        } as UnaryResponse;
-      };
-      // Outermost first, as Connect applies them.
-      const chained = interceptors.reduceRight<(r: UnaryRequest) => Promise<UnaryResponse>>(
-        (next, interceptor) => interceptor(next as never) as unknown as (r: UnaryRequest) => Promise<UnaryResponse>,
-        innermost,
-      );
-      calls.set(method.parent.typeName + "/" + method.name, chained);
+      calls.set(callKey(method), throughInterceptors(interceptors, callOf(method, implementation)));
     }
   }
 
@@ -83,34 +66,10 @@ export function createInProcessTransport(
       input: MessageInitShape<I>,
       contextValues?: ContextValues,
     ): Promise<UnaryResponse<I, O>> {
-      const call = calls.get(method.parent.typeName + "/" + method.name);
+      const call = calls.get(callKey(method));
       if (!call)
         throw new ConnectError(`${method.parent.typeName}.${method.name} is not served in process`, Code.Unimplemented);
-      const message = isMessage(input, method.input) ? input : create(method.input, input);
-      // What the handler sets on its context, kept for this call: an error carries it too (a 429's Retry-After).
-      const callHeaders = { header: new Headers(), trailer: new Headers() };
-      const values = (contextValues ?? createContextValues()).set(callHeadersKey, callHeaders);
-      const request: UnaryRequest<I, O> = {
-        stream: false,
-        service: method.parent,
-        method,
-        requestMethod: "POST",
-        url: `in-process:///${method.parent.typeName}/${method.name}`,
-        signal: signal ?? NEVER_ABORTED,
-        header: new Headers(header),
-        contextValues: values,
-        message,
-      };
-      try {
-        return (await call(request as unknown as UnaryRequest)) as unknown as UnaryResponse<I, O>;
-      } catch (error) {
-        // As Connect's handlers do: headers the handler set before failing go out with the error.
-        if (error instanceof ConnectError) {
-          callHeaders.header.forEach((value, name) => error.metadata.has(name) || error.metadata.set(name, value));
-          callHeaders.trailer.forEach((value, name) => error.metadata.has(name) || error.metadata.set(name, value));
-        }
-        throw error;
-      }
+      return callUnary(call, method, signal, header, input, contextValues);
     },
     stream<I extends DescMessage, O extends DescMessage>(
       method: DescMethodStreaming<I, O>,
@@ -123,6 +82,71 @@ export function createInProcessTransport(
       );
     },
   };
+}
+
+type Call = (request: UnaryRequest) => Promise<UnaryResponse>;
+
+const callKey = (method: { parent: DescService; name: string }) => method.parent.typeName + "/" + method.name;
+
+/** The handler, called with the request message as it is, its answer made a message of the output type. */
+function callOf(method: DescMethod, implementation: UnaryImpl): Call {
+  return async (request) => {
+    const context = handlerContextOf(request, request.contextValues.get(callHeadersKey));
+    const output = await implementation(request.message, context);
+    const message = isMessage(output, method.output) ? output : create(method.output, output);
+    return {
+      stream: false,
+      service: method.parent,
+      method,
+      header: context.responseHeader,
+      trailer: context.responseTrailer,
+      message,
+    } as UnaryResponse;
+  };
+}
+
+/** Outermost first, as Connect applies them. */
+function throughInterceptors(interceptors: readonly Interceptor[], innermost: Call): Call {
+  return interceptors.reduceRight<Call>(
+    (next, interceptor) => interceptor(next as never) as unknown as Call,
+    innermost,
+  );
+}
+
+/** One call: the request as Connect would build it, with the call's own response headers in its context values. */
+async function callUnary<I extends DescMessage, O extends DescMessage>(
+  call: Call,
+  method: DescMethodUnary<I, O>,
+  signal: AbortSignal | undefined,
+  header: ConstructorParameters<typeof Headers>[0] | undefined,
+  input: MessageInitShape<I>,
+  contextValues: ContextValues | undefined,
+): Promise<UnaryResponse<I, O>> {
+  const message = isMessage(input, method.input) ? input : create(method.input, input);
+  // What the handler sets on its context, kept for this call: an error carries it too (a 429's Retry-After).
+  const callHeaders = { header: new Headers(), trailer: new Headers() };
+  const values = (contextValues ?? createContextValues()).set(callHeadersKey, callHeaders);
+  const request: UnaryRequest<I, O> = {
+    stream: false,
+    service: method.parent,
+    method,
+    requestMethod: "POST",
+    url: `in-process:///${method.parent.typeName}/${method.name}`,
+    signal: signal ?? NEVER_ABORTED,
+    header: new Headers(header),
+    contextValues: values,
+    message,
+  };
+  try {
+    return (await call(request as unknown as UnaryRequest)) as unknown as UnaryResponse<I, O>;
+  } catch (error) {
+    // As Connect's handlers do: headers the handler set before failing go out with the error.
+    if (error instanceof ConnectError) {
+      callHeaders.header.forEach((value, name) => error.metadata.has(name) || error.metadata.set(name, value));
+      callHeaders.trailer.forEach((value, name) => error.metadata.has(name) || error.metadata.set(name, value));
+    }
+    throw error;
+  }
 }
 
 /** One signal for every in-process call that brings none: nothing aborts it. */

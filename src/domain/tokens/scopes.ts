@@ -29,11 +29,25 @@ export function parseScope(scope: string): string[] {
   return [...new Set(scope.split(" "))];
 }
 
-/** Grants the requested scopes if every one is within `allowed`; none requested means all of `allowed`. */
-export function grantScopes(requested: string, allowed: readonly string[]): string[] {
+/**
+ * How a refusal is worded: a new grant (client_credentials) asks for scopes its client's role
+ * allows; an exchange or a refresh derives from an earlier grant and may only narrow it.
+ */
+export type ScopeCeiling = "allowed" | "narrowed";
+
+const REFUSAL: Readonly<Record<ScopeCeiling, string>> = {
+  allowed: "Scope not allowed",
+  narrowed: "Scope wider than allowed",
+};
+
+/**
+ * RFC 6749 3.3 (and RFC 8693 2.1 for exchange): the requested scopes are granted if every one lies
+ * within `ceiling`; none requested means the whole ceiling.
+ */
+export function grantScopes(requested: string, ceiling: readonly string[], kind: ScopeCeiling): string[] {
   const asked = parseScope(requested);
-  if (asked.length === 0) return [...allowed];
-  const refused = asked.filter((s) => !allowed.includes(s));
-  if (refused.length > 0) throw invalidScope(`Scope not allowed: ${refused.join(" ")}`);
+  if (asked.length === 0) return [...ceiling];
+  const beyond = asked.filter((s) => !ceiling.includes(s));
+  if (beyond.length > 0) throw invalidScope(`${REFUSAL[kind]}: ${beyond.join(" ")}`);
   return asked;
 }

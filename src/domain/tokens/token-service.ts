@@ -23,7 +23,7 @@ import {
   type SubjectKind,
   type TokenRequest,
 } from "./model.js";
-import { invalidGrant, invalidRequest, invalidScope, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
+import { invalidGrant, invalidRequest, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
 import type { RefreshTokenRepository } from "./ports.js";
 import { grantScopes, parseScope, SCOPES_BY_ROLE } from "./scopes.js";
 import type { TrustedIssuers } from "./trusted-issuers.js";
@@ -107,7 +107,7 @@ export class TokenService {
   private async clientCredentials(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (request.refreshToken || request.subjectToken)
       throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
-    const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role]);
+    const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "allowed");
     return this.issueForClient(
       client,
       scopes,
@@ -138,65 +138,71 @@ export class TokenService {
     if (!request.subjectToken) throw invalidRequest("subject_token is required for token exchange", "subject_token");
     if (!request.subjectTokenType)
       throw invalidRequest("subject_token_type is required for token exchange", "subject_token_type");
-    const own: BoundCredential = [client.clientId, client.credentialGeneration];
-    const roleScopes = SCOPES_BY_ROLE[client.role];
-
-    if (request.subjectTokenType === TOKEN_TYPE_ACCESS_TOKEN && this.looksLikeOwnToken(request.subjectToken)) {
-      // (a) A token this service issued: same subject, the caller as actor, never wider.
-      let subject: Principal;
-      try {
-        subject = await this.tokens.verify(request.subjectToken);
-      } catch {
-        throw invalidRequest("The subject_token is not an active access token", "subject_token");
-      }
-      if (subject.tmcId !== client.tmcId)
-        throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
-      if (!(await this.mayActFor(client, subject.subject, subject.subjectKind))) throw notYourSubject();
-      const scopes = narrowScopes(
-        request.scope,
-        subject.scopes.filter((s) => roleScopes.includes(s)),
-      );
-      const requested = requestedAudience(request);
-      const audience = requested ? [requested] : [...subject.audience];
-      if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(requested);
-      const act = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
-      const credentials = dedupe([own, ...subject.credentials]);
-      return this.issueExchanged(client, subject.subject, subject.subjectKind, scopes, audience, act, credentials);
-    }
-
-    if ([TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT, TOKEN_TYPE_ID_TOKEN].includes(request.subjectTokenType)) {
-      // (b) A JWT from an issuer the caller's TMC trusts, naming a user by email. The lookup stays
-      // within one company where one is known — the issuer's (bound to a company's IdP), or a
-      // company admin's own — so no other company's users (a SCIM client may provision any email)
-      // can change its answer. A TMC-wide issuer used by a TMC admin spans the TMC, and several
-      // users with the email are told apart by the issuer's stable subject (`sub` = SCIM externalId).
-      const verified = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
-      const ownCompany = client.role === "COMPANY_ADMIN" ? client.orgId : undefined;
-      if (ownCompany !== undefined && verified.companyId !== undefined && verified.companyId !== ownCompany) {
-        throw invalidRequest("The subject_token names no active user of the caller's company", "subject_token");
-      }
-      const within = verified.companyId ?? ownCompany;
-      const user = await this.tenants.findActiveUserByEmail(
-        this.uow.direct,
-        tenantScope(client.tmcId),
-        verified.email,
-        { companyId: within, subject: verified.subject },
-      );
-      if (!user) {
-        const whose =
-          verified.companyId !== undefined
-            ? "issuer's company"
-            : ownCompany !== undefined
-              ? "caller's company"
-              : "caller's TMC";
-        throw invalidRequest(`The subject_token names no active user of the ${whose}`, "subject_token");
-      }
-      if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
-      const scopes = narrowScopes(request.scope, roleScopes);
-      const audience = [this.audienceOf(requestedAudience(request))];
-      return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [own]);
-    }
+    if (request.subjectTokenType === TOKEN_TYPE_ACCESS_TOKEN && this.looksLikeOwnToken(request.subjectToken))
+      return this.exchangeOwnToken(client, request);
+    if ([TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT, TOKEN_TYPE_ID_TOKEN].includes(request.subjectTokenType))
+      return this.exchangeTrustedIssuerToken(client, request);
     throw invalidRequest("Unsupported subject_token_type", "subject_token_type");
+  }
+
+  /** (a) A token this service issued: same subject, the caller as actor, never wider. */
+  private async exchangeOwnToken(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
+    let subject: Principal;
+    try {
+      subject = await this.tokens.verify(request.subjectToken);
+    } catch {
+      throw invalidRequest("The subject_token is not an active access token", "subject_token");
+    }
+    if (subject.tmcId !== client.tmcId)
+      throw invalidRequest("The subject_token belongs to another TMC", "subject_token");
+    if (!(await this.mayActFor(client, subject.subject, subject.subjectKind))) throw notYourSubject();
+    const roleScopes = SCOPES_BY_ROLE[client.role];
+    const scopes = grantScopes(
+      request.scope,
+      subject.scopes.filter((s) => roleScopes.includes(s)),
+      "narrowed",
+    );
+    const requested = requestedAudience(request);
+    const audience = requested ? [requested] : [...subject.audience];
+    if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(requested);
+    const act = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
+    const credentials = dedupe([ownCredential(client), ...subject.credentials]);
+    return this.issueExchanged(client, subject.subject, subject.subjectKind, scopes, audience, act, credentials);
+  }
+
+  /**
+   * (b) A JWT from an issuer the caller's TMC trusts, naming a user by email. The lookup stays
+   * within one company where one is known — the issuer's (bound to a company's IdP), or a company
+   * admin's own — so no other company's users (a SCIM client may provision any email) can change
+   * its answer. A TMC-wide issuer used by a TMC admin spans the TMC, and several users with the
+   * email are told apart by the issuer's stable subject (`sub` = SCIM externalId).
+   */
+  private async exchangeTrustedIssuerToken(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
+    const verified = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
+    const ownCompany = client.role === "COMPANY_ADMIN" ? client.orgId : undefined;
+    if (ownCompany !== undefined && verified.companyId !== undefined && verified.companyId !== ownCompany) {
+      throw invalidRequest("The subject_token names no active user of the caller's company", "subject_token");
+    }
+    const within = verified.companyId ?? ownCompany;
+    const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), verified.email, {
+      companyId: within,
+      subject: verified.subject,
+    });
+    if (!user) {
+      const whose =
+        verified.companyId !== undefined
+          ? "issuer's company"
+          : ownCompany !== undefined
+            ? "caller's company"
+            : "caller's TMC";
+      throw invalidRequest(`The subject_token names no active user of the ${whose}`, "subject_token");
+    }
+    if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
+    const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "narrowed");
+    const audience = [this.audienceOf(requestedAudience(request))];
+    return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [
+      ownCredential(client),
+    ]);
   }
 
   private async issueExchanged(
@@ -277,7 +283,7 @@ export class TokenService {
         return { error: invalidGrant("The refresh token's credential has been rotated") };
       }
       await this.refreshTokens.markUsed(tx, scope, token.id, now);
-      const scopes = narrowScopes(request.scope, parseScope(token.scope));
+      const scopes = grantScopes(request.scope, parseScope(token.scope), "narrowed");
       return {
         issued: await this.issueExchanged(
           client,
@@ -338,18 +344,14 @@ function notYourSubject() {
   return invalidRequest("The caller may not obtain a token for the subject of this subject_token", "subject_token");
 }
 
+/** The caller's own credential, bound into every token it obtains by exchange. */
+function ownCredential(client: ApiUser): BoundCredential {
+  return [client.clientId, client.credentialGeneration];
+}
+
 /** The claims every token carries about the client that obtained it. */
 function issuedTo(client: ApiUser) {
   return { clientId: client.clientId, tmcId: client.tmcId, orgId: client.orgId, role: client.role };
-}
-
-/** Requested scopes must lie within `ceiling`; none requested means the whole ceiling. */
-function narrowScopes(requested: string, ceiling: readonly string[]): string[] {
-  const asked = parseScope(requested);
-  if (asked.length === 0) return [...ceiling];
-  const wider = asked.filter((s) => !ceiling.includes(s));
-  if (wider.length) throw invalidScope(`Scope wider than allowed: ${wider.join(" ")}`);
-  return asked;
 }
 
 function dedupe(credentials: readonly BoundCredential[]): BoundCredential[] {

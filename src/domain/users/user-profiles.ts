@@ -71,70 +71,10 @@ function userNotFound(userId: string): DomainError {
 
 /** The identity fields an update may not change; each refused one is named, and nothing is written. */
 function refuseIdentityChanges(user: UserProfileRecord, userId: string, document: ProfileDocument): void {
-  const refused: ErrorParameter[] = [];
-  const id = nonEmpty(document.id);
-  if (id !== undefined && id.toLowerCase() !== userId.toLowerCase()) {
-    refused.push({ name: IDENTITY_FIELDS.id, value: "must be the user's id (the path's userId)" });
-  }
-  const organization = objectAt(document, "businessInfo", "organizationRef");
-  const organizationId = nonEmpty(organization?.id);
-  if (organizationId !== undefined && organizationId.toLowerCase() !== user.companyId.toLowerCase()) {
-    refused.push({
-      name: IDENTITY_FIELDS.companyId,
-      value: "must be the user's company: a user cannot be moved to another company",
-    });
-  }
-  const organizationName = nonEmpty(organization?.name);
-  if (organizationName !== undefined && organizationName !== user.companyName) {
-    refused.push({
-      name: IDENTITY_FIELDS.companyName,
-      value: "must be the company's name: a company is not renamed through a user",
-    });
-  }
-  const email = nonEmpty(objectAt(document, "businessInfo")?.email);
-  if (email !== undefined && email.toLowerCase() !== user.email.toLowerCase()) {
-    refused.push({
-      name: IDENTITY_FIELDS.email,
-      value: "cannot be changed: it is the user's identity (SCIM userName)",
-    });
-  }
-  const externalId = nonEmpty(document.externalId);
-  if (externalId !== undefined && externalId !== user.externalId) {
-    refused.push({
-      name: IDENTITY_FIELDS.externalId,
-      value: "cannot be changed: it is owned by the identity provider (SCIM)",
-    });
-  }
-  if (document.isActive !== undefined && document.isActive !== user.isActive) {
-    refused.push({
-      name: IDENTITY_FIELDS.isActive,
-      value: "cannot be changed: activation is managed by the identity provider (SCIM)",
-    });
-  }
-  const tmc = objectAt(document, "contractingTmcRef");
-  const tmcId = nonEmpty(tmc?.id);
-  if (tmcId !== undefined && tmcId.toLowerCase() !== user.tmcId.toLowerCase()) {
-    refused.push({
-      name: IDENTITY_FIELDS.tmcId,
-      value: "must be the user's TMC: a user cannot be moved to another TMC",
-    });
-  }
-  const tmcName = nonEmpty(tmc?.name);
-  if (tmcName !== undefined && tmcName !== user.tmcName) {
-    refused.push({
-      name: IDENTITY_FIELDS.tmcName,
-      value: "must be the TMC's name: a TMC is not renamed through a user",
-    });
-  }
-  // The same answer for an unknown id, another company's and another TMC's: nothing tells
-  // whether the id exists elsewhere (issue 18, finding 8).
-  const legalEntityId = nonEmpty(objectAt(document, "businessInfo", "legalEntityRef")?.id);
-  if (legalEntityId !== undefined && legalEntityId.toLowerCase() !== user.companyId.toLowerCase()) {
-    refused.push({
-      name: LEGAL_ENTITY_ID,
-      value: "must be the user's company: the only legal entity known for the user",
-    });
-  }
+  const refused: ErrorParameter[] = FIXED_FIELDS.filter((field) => {
+    const sent = field.sent(document);
+    return sent !== undefined && !sameValue(sent, field.current(user, userId), field.ignoreCase);
+  }).map((field) => ({ name: field.name, value: field.refusal }));
   if (refused.length > 0) {
     throw new DomainError(
       "API_VALIDATION_FAILED",
@@ -144,7 +84,95 @@ function refuseIdentityChanges(user: UserProfileRecord, userId: string, document
   }
 }
 
+/**
+ * A field an update may send only with the user's current value (or leave out, or empty): where
+ * the document holds it, the value it must equal, whether case counts, and the refusal's reason.
+ */
+interface FixedField {
+  readonly name: string;
+  /** The value sent; undefined when the document leaves the field out. */
+  readonly sent: (document: ProfileDocument) => unknown;
+  readonly current: (user: UserProfileRecord, userId: string) => unknown;
+  readonly ignoreCase: boolean;
+  readonly refusal: string;
+}
+
 const LEGAL_ENTITY_ID = "businessInfo.legalEntityRef.id";
+
+/** In the order a refusal names them. */
+const FIXED_FIELDS: readonly FixedField[] = [
+  {
+    name: IDENTITY_FIELDS.id,
+    sent: (d) => nonEmpty(d.id),
+    current: (_, userId) => userId,
+    ignoreCase: true,
+    refusal: "must be the user's id (the path's userId)",
+  },
+  {
+    name: IDENTITY_FIELDS.companyId,
+    sent: (d) => nonEmpty(objectAt(d, "businessInfo", "organizationRef")?.id),
+    current: (user) => user.companyId,
+    ignoreCase: true,
+    refusal: "must be the user's company: a user cannot be moved to another company",
+  },
+  {
+    name: IDENTITY_FIELDS.companyName,
+    sent: (d) => nonEmpty(objectAt(d, "businessInfo", "organizationRef")?.name),
+    current: (user) => user.companyName,
+    ignoreCase: false,
+    refusal: "must be the company's name: a company is not renamed through a user",
+  },
+  {
+    name: IDENTITY_FIELDS.email,
+    sent: (d) => nonEmpty(objectAt(d, "businessInfo")?.email),
+    current: (user) => user.email,
+    ignoreCase: true,
+    refusal: "cannot be changed: it is the user's identity (SCIM userName)",
+  },
+  {
+    name: IDENTITY_FIELDS.externalId,
+    sent: (d) => nonEmpty(d.externalId),
+    current: (user) => user.externalId,
+    ignoreCase: false,
+    refusal: "cannot be changed: it is owned by the identity provider (SCIM)",
+  },
+  {
+    name: IDENTITY_FIELDS.isActive,
+    sent: (d) => d.isActive,
+    current: (user) => user.isActive,
+    ignoreCase: false,
+    refusal: "cannot be changed: activation is managed by the identity provider (SCIM)",
+  },
+  {
+    name: IDENTITY_FIELDS.tmcId,
+    sent: (d) => nonEmpty(objectAt(d, "contractingTmcRef")?.id),
+    current: (user) => user.tmcId,
+    ignoreCase: true,
+    refusal: "must be the user's TMC: a user cannot be moved to another TMC",
+  },
+  {
+    name: IDENTITY_FIELDS.tmcName,
+    sent: (d) => nonEmpty(objectAt(d, "contractingTmcRef")?.name),
+    current: (user) => user.tmcName,
+    ignoreCase: false,
+    refusal: "must be the TMC's name: a TMC is not renamed through a user",
+  },
+  // The same answer for an unknown id, another company's and another TMC's: nothing tells
+  // whether the id exists elsewhere (issue 18, finding 8).
+  {
+    name: LEGAL_ENTITY_ID,
+    sent: (d) => nonEmpty(objectAt(d, "businessInfo", "legalEntityRef")?.id),
+    current: (user) => user.companyId,
+    ignoreCase: true,
+    refusal: "must be the user's company: the only legal entity known for the user",
+  },
+];
+
+function sameValue(sent: unknown, current: unknown, ignoreCase: boolean): boolean {
+  return ignoreCase && typeof sent === "string" && typeof current === "string"
+    ? sent.toLowerCase() === current.toLowerCase()
+    : sent === current;
+}
 
 /** The reference's Persona value for "none given": what a profile never updated reads. */
 const NO_PERSONA = "UNKNOWN_PERSONA";

@@ -60,39 +60,9 @@ export function openDatabase(options: DatabaseOptions): Database {
 }
 
 function openPostgres(connectionString: string, options: DatabaseOptions): Database {
-  const {
-    schema,
-    poolMax = 10,
-    acquireTimeoutMs = 10_000,
-    queryTimeoutMs = 30_000,
-    lockTimeoutMs,
-    jobsPoolMax = 2,
-  } = options;
-  const connect = (timeouts: { lockTimeoutMs?: number } | undefined, max: number) =>
-    knex({
-      client: "pg",
-      log: KNEX_LOG,
-      connection: {
-        connectionString,
-        application_name: "auth-api-user-service",
-        keepAlive: true,
-        // A stalled server cannot enforce its own timeout: the client gives up too.
-        ...(timeouts
-          ? {
-              query_timeout: queryTimeoutMs,
-              statement_timeout: queryTimeoutMs,
-              connectionTimeoutMillis: acquireTimeoutMs,
-            }
-          : {}),
-        // A request waiting for a row lock holds a pooled connection while it waits: lock_timeout
-        // ends the wait (55P03, answered 409 RESOURCE_BUSY with Retry-After) well before
-        // statement_timeout would, so one busy row cannot park the pool.
-        ...(timeouts?.lockTimeoutMs ? { lock_timeout: timeouts.lockTimeoutMs } : {}),
-      },
-      searchPath: [schema],
-      pool: { min: 0, max },
-      acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
-    });
+  const { schema, poolMax = 10, lockTimeoutMs, jobsPoolMax = 2 } = options;
+  const connect = (timeouts: RequestTimeouts | undefined, max: number) =>
+    connectPostgres(connectionString, options, timeouts, max);
   const db = connect({ lockTimeoutMs }, poolMax);
   // The jobs take no row locks that requests wait on, and a job may wait its turn for one.
   const jobsDb = connect({}, jobsPoolMax);
@@ -106,21 +76,7 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
       // another instance's migration, or building an index, may rightly take longer than a request.
       const migrator = connect(undefined, 2);
       try {
-        // Knex's own lock table makes a second concurrent migrator fail instead of wait, and
-        // CREATE SCHEMA IF NOT EXISTS can race too; a session advisory lock held on one dedicated
-        // connection makes every other instance wait, then find nothing left to do.
-        const connection = await migrator.client.acquireConnection();
-        try {
-          await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
-          try {
-            await connection.query(`create schema if not exists "${schema}"`);
-            return await runMigrations(migrator, schema);
-          } finally {
-            await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
-          }
-        } finally {
-          await migrator.client.releaseConnection(connection);
-        }
+        return await migrateUnderLock(migrator, schema);
       } finally {
         await migrator.destroy();
       }
@@ -130,6 +86,65 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
       await Promise.all([db.destroy(), jobsDb.destroy()]);
     },
   };
+}
+
+/** A pool's request timeouts: the query and acquire timeouts of the options, and a lock timeout if given. */
+interface RequestTimeouts {
+  readonly lockTimeoutMs?: number;
+}
+
+/** A pool of at most `max` connections; without timeouts (the migrator) a query may take as long as it needs. */
+function connectPostgres(
+  connectionString: string,
+  options: DatabaseOptions,
+  timeouts: RequestTimeouts | undefined,
+  max: number,
+): Knex {
+  const { schema, acquireTimeoutMs = 10_000, queryTimeoutMs = 30_000 } = options;
+  return knex({
+    client: "pg",
+    log: KNEX_LOG,
+    connection: {
+      connectionString,
+      application_name: "auth-api-user-service",
+      keepAlive: true,
+      // A stalled server cannot enforce its own timeout: the client gives up too.
+      ...(timeouts
+        ? {
+            query_timeout: queryTimeoutMs,
+            statement_timeout: queryTimeoutMs,
+            connectionTimeoutMillis: acquireTimeoutMs,
+          }
+        : {}),
+      // A request waiting for a row lock holds a pooled connection while it waits: lock_timeout
+      // ends the wait (55P03, answered 409 RESOURCE_BUSY with Retry-After) well before
+      // statement_timeout would, so one busy row cannot park the pool.
+      ...(timeouts?.lockTimeoutMs ? { lock_timeout: timeouts.lockTimeoutMs } : {}),
+    },
+    searchPath: [schema],
+    pool: { min: 0, max },
+    acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
+  });
+}
+
+/**
+ * Knex's own lock table makes a second concurrent migrator fail instead of wait, and CREATE SCHEMA
+ * IF NOT EXISTS can race too; a session advisory lock held on one dedicated connection makes every
+ * other instance wait, then find nothing left to do.
+ */
+async function migrateUnderLock(migrator: Knex, schema: string): Promise<string[]> {
+  const connection = await migrator.client.acquireConnection();
+  try {
+    await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+    try {
+      await connection.query(`create schema if not exists "${schema}"`);
+      return await runMigrations(migrator, schema);
+    } finally {
+      await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    await migrator.client.releaseConnection(connection);
+  }
 }
 
 /** Where the embedded database of a DATA_DIR lives. */

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
+import { ErrorMessageSchema, ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
 import { restRoutesOf } from "../../../src/gateway/http-rules.js";
 import { buildOpenApiDocument } from "../../../src/gateway/openapi.js";
 import { contractServices } from "../../../src/rpc/areas.js";
@@ -434,6 +435,28 @@ describe("OpenAPI document", () => {
       for (const sample of samples) assert.deepEqual(errorsOf(operationId, sample), [], JSON.stringify(sample));
     });
   }
+
+  test("error answers refer to travel.common.v1.ErrorResponse, derived from the message like every other schema", () => {
+    const ref = `#/components/schemas/${ErrorResponseSchema.typeName}`;
+    const errorSchemas = Object.values(doc.paths as Json).flatMap((verbs) =>
+      Object.values(verbs as Json).flatMap((op) =>
+        Object.entries(op.responses as Json)
+          .filter(([status]) => Number(status) >= 400)
+          .flatMap(([, response]) => Object.values((response as Json).content as Json).map((c) => c.schema)),
+      ),
+    );
+    assert.ok(errorSchemas.length >= 20, `${errorSchemas.length} documented error answers`);
+    for (const schema of errorSchemas) assert.deepEqual(schema, { $ref: ref });
+    const component = doc.components.schemas[ErrorResponseSchema.typeName];
+    assert.deepEqual(
+      Object.keys(component.properties),
+      ErrorResponseSchema.fields.map((f) => f.jsonName),
+    );
+    assert.deepEqual(component.properties.errorMessages, {
+      type: "array",
+      items: { $ref: `#/components/schemas/${ErrorMessageSchema.typeName}` },
+    });
+  });
 
   test("requests the service refuses do not validate, for the right reason", () => {
     for (const { operationId, request, why } of invalidSamples) {

@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, test } from "node:test";
+import ts from "typescript";
+
+/*
+ * No function of src/ is longer than a reader can hold: every function, method, constructor,
+ * accessor and arrow function whose body spans more than MAX_BODY_LINES lines is listed, unless
+ * it is below. Migrations (src/store/postgres/migrations/) are history and not read that way;
+ * gen/ is generated. A body's span counts from the line of its first token to the line of its
+ * last, comments and blank lines included, and a function's span includes the functions nested
+ * in it: moving a step into a closure does not make the outer function shorter to read.
+ */
+
+const MAX_BODY_LINES = 60;
+
+/**
+ * The functions allowed to be longer, each with its reason. Only pure data tables belong here: a
+ * function whose length is one literal, read entry by entry, not a sequence of steps. A key is
+ * `path: name` as `longFunctionsIn` names it. An entry that no longer matches a long function
+ * fails the test, so the list cannot outlive its reason.
+ */
+const ALLOWED: Readonly<Record<string, string>> = {
+  "src/domain/seed/demo-seed.ts: demoCredits":
+    "the demo data set: one array literal of air-credit records (fields per record), built from a handful of parameters",
+  "src/observability/metrics.ts: createMetrics":
+    "the metric catalogue: one object literal of Prometheus metric definitions (name, help, labels, buckets)",
+  // TODO(issue 20): owned by another change — the composition root, configuration, routes and CLI
+  // are rewritten by other parts of issue 20 at the same time; each entry goes when its split lands.
+  "src/app/compose.ts: createService": "TODO(issue 20): owned by another change",
+  "src/app/domain-services.ts: createDomainServices": "TODO(issue 20): owned by another change",
+  "src/config/config.ts: loadConfig": "TODO(issue 20): owned by another change",
+  "src/rpc/routes.ts: createRpcCore": "TODO(issue 20): owned by another change",
+  "src/cli/main.ts: run": "TODO(issue 20): owned by another change",
+};
+
+interface LongFunction {
+  /** `path: name`: a method is `Class.method`, a function nested in another `outer/inner`. */
+  readonly key: string;
+  readonly line: number;
+  readonly bodyLines: number;
+}
+
+/** The functions of one source text whose body spans more than `max` lines. */
+function longFunctionsIn(path: string, text: string, max = MAX_BODY_LINES): LongFunction[] {
+  const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const lineOf = (pos: number) => source.getLineAndCharacterOfPosition(pos).line + 1;
+  const found: LongFunction[] = [];
+  const visit = (node: ts.Node, enclosing: string) => {
+    let name = enclosing;
+    if (ts.isClassLike(node)) name = qualify(enclosing, "/", node.name?.text ?? "(class)");
+    if (ts.isFunctionLike(node) && "body" in node && node.body) {
+      name = qualify(enclosing, ts.isClassLike(node.parent) ? "." : "/", nameOf(node, source));
+      const first = lineOf(node.body.getStart(source));
+      const bodyLines = lineOf(node.body.getEnd()) - first + 1;
+      if (bodyLines > max) found.push({ key: `${path}: ${name}`, line: first, bodyLines });
+    }
+    ts.forEachChild(node, (child) => visit(child, name));
+  };
+  visit(source, "");
+  return found;
+}
+
+const qualify = (enclosing: string, separator: string, name: string) =>
+  enclosing ? `${enclosing}${separator}${name}` : name;
+
+/** A function's own name, or the name it is bound to: variable, property, or the call it is passed to. */
+function nameOf(node: ts.SignatureDeclaration, source: ts.SourceFile): string {
+  if (ts.isConstructorDeclaration(node)) return "constructor";
+  if (node.name && !ts.isComputedPropertyName(node.name)) {
+    const own = node.name.getText(source);
+    if (ts.isGetAccessor(node)) return `get ${own}`;
+    if (ts.isSetAccessor(node)) return `set ${own}`;
+    return own;
+  }
+  const parent = node.parent;
+  if (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent))
+    return parent.name.getText(source);
+  if (ts.isCallExpression(parent)) return `(callback of ${parent.expression.getText(source)})`;
+  return "(anonymous)";
+}
+
+const root = fileURLToPath(new URL("../../../", import.meta.url));
+
+function sourceFiles(): string[] {
+  return (readdirSync(`${root}src`, { recursive: true }) as string[])
+    .map((f) => `src/${f}`)
+    .filter((f) => f.endsWith(".ts") && !f.startsWith("src/store/postgres/migrations/"))
+    .sort();
+}
+
+describe("architecture: function length", () => {
+  test(`no function of src/ has a body over ${MAX_BODY_LINES} lines, except the data tables allowed`, () => {
+    const files = sourceFiles();
+    assert.ok(files.length >= 100, `only ${files.length} source files seen`);
+    const long = files.flatMap((f) => longFunctionsIn(f, readFileSync(`${root}${f}`, "utf8")));
+    const offenders = long.filter((f) => !(f.key in ALLOWED));
+    assert.deepEqual(
+      offenders.map((f) => `${f.key} (line ${f.line}): ${f.bodyLines} lines`),
+      [],
+      "split these by meaning into named steps (or, for a pure data table, allow it above with its reason)",
+    );
+    const stale = Object.keys(ALLOWED).filter((key) => !long.some((f) => f.key === key));
+    assert.deepEqual(stale, [], "these allowed functions are no longer long (or were renamed): drop them from ALLOWED");
+  });
+
+  test("finds a long function wherever it is, and measures its body", () => {
+    const body = (lines: number) => Array.from({ length: lines - 2 }, (_, i) => `  step(${i});`).join("\n");
+    const text = [
+      `export function atLimit() {\n${body(MAX_BODY_LINES)}\n}`,
+      `export function overLimit(\n  a: number,\n  b: number,\n) {\n${body(MAX_BODY_LINES + 1)}\n}`,
+      `export class Service {\n  constructor() {\n${body(MAX_BODY_LINES + 1)}\n  }`,
+      `  async handle(): Promise<void> {\n${body(MAX_BODY_LINES + 1)}\n  }`,
+      `  get value() {\n${body(MAX_BODY_LINES + 1)}\n  }\n}`,
+      `const arrow = () => {\n${body(MAX_BODY_LINES + 1)}\n};`,
+      `server.on("stream", (s) => {\n${body(MAX_BODY_LINES + 1)}\n});`,
+      `export function outer() {\n  return { inner: function () {\n${body(MAX_BODY_LINES + 1)}\n  } };\n}`,
+      `const table = () => ({\n${Array.from({ length: MAX_BODY_LINES }, (_, i) => `  k${i}: ${i},`).join("\n")}\n});`,
+    ].join("\n");
+    assert.deepEqual(
+      longFunctionsIn("src/fixture.ts", text).map((f) => `${f.key}: ${f.bodyLines}`),
+      [
+        `src/fixture.ts: overLimit: ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: Service.constructor: ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: Service.handle: ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: Service.get value: ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: arrow: ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: (callback of server.on): ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: outer: ${MAX_BODY_LINES + 3}`,
+        `src/fixture.ts: outer/inner: ${MAX_BODY_LINES + 1}`,
+        `src/fixture.ts: table: ${MAX_BODY_LINES + 2}`,
+      ],
+    );
+  });
+});
