@@ -335,47 +335,7 @@ function toParsed(spec: CommandSpec, values: Record<string, unknown>, help: stri
   for (const o of spec.options) {
     const value = valueOf(o.name);
     if (value === undefined || value === false) continue;
-    const field = o.field.jsonName;
-    switch (o.type.kind) {
-      case "jsonFile": {
-        const items = readJsonArray(o.name, String(value), fail) as JsonValue[];
-        // Each element must decode as the field's message: say which one does not, and why.
-        items.forEach((item, index) => {
-          try {
-            if (o.field.fieldKind === "list" && o.field.listKind === "message") fromJson(o.field.message, item);
-          } catch (error) {
-            fail(
-              `--${o.name}: element ${index} of ${String(value)} is not a ${o.field.message!.name}: ${(error as Error).message}`,
-            );
-          }
-        });
-        request[field] = items;
-        break;
-      }
-      case "list": {
-        const items = (value as string[]).flatMap((v) => v.split(",")).map((v) => v.trim());
-        if (items.some((v) => v === "")) fail(`--${o.name} must not be empty`);
-        request[field] = items;
-        break;
-      }
-      case "integer":
-        if (typeof value !== "string" || !/^\d{1,9}$/.test(value))
-          fail(`--${o.name} must be a whole number, got "${String(value)}"`);
-        request[field] = Number(value);
-        break;
-      case "time":
-        request[field] = timeOf(o.name, String(value), fail);
-        break;
-      case "choice":
-        if (!o.type.values.includes(String(value)))
-          fail(`--${o.name} must be one of ${o.type.values.join(", ")}, got "${String(value)}"`);
-        request[field] = String(value);
-        break;
-      case "boolean":
-      case "string":
-        request[field] = value as string | boolean;
-        break;
-    }
+    request[o.field.jsonName] = requestValueOf(o, value, fail);
   }
   return {
     spec,
@@ -384,6 +344,44 @@ function toParsed(spec: CommandSpec, values: Record<string, unknown>, help: stri
     init: values.init === true,
     usage: help,
   };
+}
+
+/** One option's value as its request field's protobuf JSON, or a UsageError naming the option. */
+function requestValueOf(o: OptionSpec, value: unknown, fail: (message: string) => never): JsonValue {
+  switch (o.type.kind) {
+    case "jsonFile": {
+      const items = readJsonArray(o.name, String(value), fail) as JsonValue[];
+      // Each element must decode as the field's message: say which one does not, and why.
+      items.forEach((item, index) => {
+        try {
+          if (o.field.fieldKind === "list" && o.field.listKind === "message") fromJson(o.field.message, item);
+        } catch (error) {
+          fail(
+            `--${o.name}: element ${index} of ${String(value)} is not a ${o.field.message!.name}: ${(error as Error).message}`,
+          );
+        }
+      });
+      return items;
+    }
+    case "list": {
+      const items = (value as string[]).flatMap((v) => v.split(",")).map((v) => v.trim());
+      if (items.some((v) => v === "")) fail(`--${o.name} must not be empty`);
+      return items;
+    }
+    case "integer":
+      if (typeof value !== "string" || !/^\d{1,9}$/.test(value))
+        fail(`--${o.name} must be a whole number, got "${String(value)}"`);
+      return Number(value);
+    case "time":
+      return timeOf(o.name, String(value), fail);
+    case "choice":
+      if (!o.type.values.includes(String(value)))
+        fail(`--${o.name} must be one of ${o.type.values.join(", ")}, got "${String(value)}"`);
+      return String(value);
+    case "boolean":
+    case "string":
+      return value as string | boolean;
+  }
 }
 
 /** The option of a request field a validation message names ("client_id" → "--client-id", "actions[2]" → "--action"). */
