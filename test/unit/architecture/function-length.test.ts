@@ -31,7 +31,6 @@ const ALLOWED: Readonly<Record<string, string>> = {
   "src/app/compose.ts: createService": "TODO(issue 20): owned by another change",
   "src/app/domain-services.ts: createDomainServices": "TODO(issue 20): owned by another change",
   "src/config/config.ts: loadConfig": "TODO(issue 20): owned by another change",
-  "src/rpc/routes.ts: createRpcCore": "TODO(issue 20): owned by another change",
   "src/cli/main.ts: run": "TODO(issue 20): owned by another change",
 };
 
