@@ -362,13 +362,16 @@ function buildProgram(stdout: (text: string) => void, done: (command: ParsedComm
     command.addOption(
       new Option("--init", "with no server answering, create a new store if DATA_DIR holds none (refused otherwise)"),
     );
-    command.action((values: Record<string, unknown>) => done(toParsed(name, spec, values, command.helpInformation())));
+    command.action((values: OptionValues) => done(toParsed(name, spec, values, command.helpInformation())));
   }
   return program;
 }
 
+/** What commander parses an option into: its text, a flag, or a variadic option's texts. */
+type OptionValues = Record<string, string | boolean | string[] | undefined>;
+
 /** The option values as the request's protobuf JSON, checked with messages naming the option. */
-function toParsed(name: string, spec: CommandSpec, values: Record<string, unknown>, help: string): ParsedCommand {
+function toParsed(name: string, spec: CommandSpec, values: OptionValues, help: string): ParsedCommand {
   const fail = (message: string): never => {
     throw new UsageError(message, help);
   };

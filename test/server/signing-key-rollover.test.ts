@@ -39,7 +39,7 @@ describe(
   () => {
     const clock = new TestClock();
     let storage: Storage;
-    let instances: RunningService[] = [];
+    const instances: RunningService[] = [];
     let admin: { clientId: string; clientSecret: string };
     before(async () => {
       storage = newStorage();

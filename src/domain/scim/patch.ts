@@ -174,7 +174,7 @@ function enterpriseAttributes() {
 
 /** Paths echoed in messages, without anything that is not plain text. */
 function printable(text: string): string {
-  return text.replace(/[^\w.:$\[\] "-]/g, "?").slice(0, 100);
+  return text.replace(/[^\w.:$[\] "-]/g, "?").slice(0, 100);
 }
 
 /** No key anywhere in a value may reach Object.prototype (scim-patch assigns dotted keys by walking objects). */
