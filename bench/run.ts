@@ -332,7 +332,7 @@ async function operator(
 }
 
 async function inParallel<T>(count: number, width: number, task: (i: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = new Array(count);
+  const out = new Array<T>(count);
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(width, count) }, async () => {

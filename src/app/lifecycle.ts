@@ -27,6 +27,8 @@ export class Lifecycle {
         failure ??= error;
       }
     }
+    // The first stop's failure, rethrown as it was caught.
+    // eslint-disable-next-line @typescript-eslint/only-throw-error
     if (failure !== undefined) throw failure;
   }
 }

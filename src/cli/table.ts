@@ -46,9 +46,9 @@ function cell(value: unknown): string {
     const entries = Object.entries(value);
     return entries.length === 0 ? "-" : entries.map(([k, v]) => `${k}=${cell(v)}`).join(" ");
   }
-  // No control characters reach the terminal, whatever a field holds.
+  // What is left is a JSON leaf. No control characters reach the terminal, whatever a field holds.
   // eslint-disable-next-line no-control-regex
-  return String(value).replace(/[\u0000-\u001F\u007F]/g, "?");
+  return String(value as string | number | boolean).replace(/[\u0000-\u001F\u007F]/g, "?");
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

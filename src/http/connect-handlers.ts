@@ -411,6 +411,8 @@ function prepended(first: Uint8Array, rest: AsyncIterator<Uint8Array>): AsyncIte
       return Promise.resolve({ done: false, value });
     },
     return: (value?: unknown) => rest.return?.(value) ?? Promise.resolve({ done: true, value: undefined }),
+    // An iterator's throw() passes on whatever it is given, Error or not.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
     throw: (e?: unknown) => rest.throw?.(e) ?? Promise.reject(e),
   };
   return { [Symbol.asyncIterator]: () => iterator };

@@ -95,9 +95,9 @@ export async function createRpcApp(
     // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
     // Fastify answers these before routing, so no hook runs: the request's line is written here.
     frameworkErrors: (error, request, reply) => {
-      const sent = sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`), dialectOf(request.url));
+      // The reply is sent by Fastify; a FastifyReply is thenable, but there is nothing for this hook to await.
+      void sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`), dialectOf(request.url));
       OneLinePerRequest.completed(request, reply);
-      return sent;
     },
     // The HTTP parser's refusals happen before any request exists: answer on the raw socket.
     clientErrorHandler: (error, socket) => answerParserError(error, socket, observers.logger, dialectOf),

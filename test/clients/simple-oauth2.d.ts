@@ -9,7 +9,7 @@ declare module "simple-oauth2" {
     auth: { tokenHost: string; tokenPath?: string; revokePath?: string };
     options?: { authorizationMethod?: "header" | "body" };
   }
-  class ClientCredentials {
+  export class ClientCredentials {
     constructor(options: ModuleOptions);
     getToken(params: { scope?: string | string[] }): Promise<AccessToken>;
   }

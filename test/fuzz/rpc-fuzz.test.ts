@@ -91,11 +91,10 @@ const FORBIDDEN_CODES = new Set([Code.Internal, Code.Unknown, Code.Unavailable, 
  * each is reported at the end of a run that reached it. None is open: connect's protocol refusals
  * (decode, decompression, content type, verb, envelope, timeout header, size limit) carry the
  * ErrorResponse since src/http/connect-handlers.ts rewrites them; the tests at the end of the file
- * reproduce each former entry. A new one gets an entry here, a signature in knownProblemOf and a
+ * reproduce each former entry. A new one gets a name in this union, a signature in knownProblemOf and a
  * `todo` test.
  */
-const KNOWN_SRC_PROBLEMS = {} as const;
-type KnownProblem = keyof typeof KNOWN_SRC_PROBLEMS;
+type KnownProblem = never;
 
 /** The known problem an error without ErrorResponse (or with a forbidden code) matches, if any. */
 function knownProblemOf(_code: Code, _rawMessage: string, _hasErrorResponse: boolean): KnownProblem | undefined {

@@ -297,12 +297,14 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
   function rawExchange(pieces: readonly string[]): Promise<string> {
     const { port } = new URL(running.baseUrl);
     return new Promise((resolve, reject) => {
-      const socket = net.connect(Number(port), "127.0.0.1", async () => {
-        for (const piece of pieces) {
-          if (socket.destroyed) break;
-          socket.write(piece);
-          await new Promise((r) => setTimeout(r, 20));
-        }
+      const socket = net.connect(Number(port), "127.0.0.1", () => {
+        (async () => {
+          for (const piece of pieces) {
+            if (socket.destroyed) break;
+            socket.write(piece);
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        })().catch(reject);
       });
       let received = "";
       socket.on("data", (chunk) => (received += chunk.toString("latin1")));

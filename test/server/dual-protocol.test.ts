@@ -13,11 +13,13 @@ function rawExchange(port: number, chunks: string[], delayMs = 0): Promise<strin
     socket.on("data", (d: string) => (reply += d));
     socket.on("end", () => resolve(reply));
     socket.on("error", reject);
-    socket.on("connect", async () => {
-      for (const chunk of chunks) {
-        socket.write(chunk);
-        if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
-      }
+    socket.on("connect", () => {
+      (async () => {
+        for (const chunk of chunks) {
+          socket.write(chunk);
+          if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
+        }
+      })().catch(reject);
     });
   });
 }

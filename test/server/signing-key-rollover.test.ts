@@ -36,7 +36,7 @@ interface SigningKeyView {
 describe(`signing-key rotation under load (${isPostgres ? "two instances on one Postgres" : "the embedded default's one instance"})`, () => {
   const clock = new TestClock();
   let storage: Storage;
-  let instances: RunningService[] = [];
+  const instances: RunningService[] = [];
   let admin: { clientId: string; clientSecret: string };
   before(async () => {
     storage = newStorage();

@@ -57,7 +57,7 @@ function refreshToken(clientId: string, tokenHash: Buffer, id = crypto.randomUUI
 const covered = new Set<string>();
 const isolation = (name: string, fn: () => Promise<void>) => {
   covered.add(name);
-  return test(name, fn);
+  test(name, fn);
 };
 
 describe(`tenant isolation of every repository method (${backend})`, () => {

@@ -392,7 +392,7 @@ describe("grant_type errors", () => {
 describe("every token-endpoint ErrorResponse carries RFC 6749 error and error_description", () => {
   // Including failures found before the grant logic runs: form decoding in the gateway, protovalidate limits.
 
-  test("a repeated form parameter (RFC 6749 3.2) → 400 with error invalid_request", async (t) => {
+  test("a repeated form parameter (RFC 6749 3.2) → 400 with error invalid_request", async () => {
     const res = await postForm(
       baseUrl,
       TOKEN_PATH,
@@ -406,7 +406,7 @@ describe("every token-endpoint ErrorResponse carries RFC 6749 error and error_de
     }
   });
 
-  test("an over-long grant_type → 400 with an RFC 6749 error", async (t) => {
+  test("an over-long grant_type → 400 with an RFC 6749 error", async () => {
     const res = await clientCredentials(baseUrl, admin, { grant_type: "x".repeat(300) });
     // The contract's max_len (256) refuses it before the grant is looked at.
     assertOAuthError(res, 400, "API_VALIDATION_FAILED", "invalid_request");
@@ -416,7 +416,7 @@ describe("every token-endpoint ErrorResponse carries RFC 6749 error and error_de
     );
   });
 
-  test("an over-long client_secret → 400 with an RFC 6749 error (no authentication attempted)", async (t) => {
+  test("an over-long client_secret → 400 with an RFC 6749 error (no authentication attempted)", async () => {
     const res = await clientCredentials(baseUrl, { ...admin, clientSecret: "s".repeat(2000) });
     // The contract's max_len (1024) refuses it: a validation error, not a failed authentication.
     assertOAuthError(res, 400, "API_VALIDATION_FAILED", "invalid_request");

@@ -572,7 +572,7 @@ describe("(b) exchanging a JWT of an external issuer the TMC trusts", () => {
     }
   });
 
-  test("an external issuer's RFC 9068 access token (typ at+jwt, RS256) is exchanged as subject_token_type access_token", async (t) => {
+  test("an external issuer's RFC 9068 access token (typ at+jwt, RS256) is exchanged as subject_token_type access_token", async () => {
     const subject = await idpToken(
       inlineRsa,
       { iss: INLINE_ISSUER, email: ADA, exp: inOneHour() },

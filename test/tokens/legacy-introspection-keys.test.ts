@@ -95,7 +95,7 @@ describe("legacy POST /get-auth-token", () => {
     assertPassesAuth(await getWith(baseUrl, "/v2/api-users?limit=5", { token: res.body.token }));
   });
 
-  test("a wrong secret or unknown client → 403 INVALID_CLIENT", async (t) => {
+  test("a wrong secret or unknown client → 403 INVALID_CLIENT", async () => {
     const wrong = await postJson(baseUrl, LEGACY_PATH, { clientId: admin.clientId, clientSecret: "wrong" });
     assertOAuthError(wrong, 403, "INVALID_CLIENT", "invalid_client");
     assert.equal(wrong.body.token, undefined);
@@ -173,7 +173,7 @@ describe("introspection POST /v2/auth/introspect", () => {
     assert.equal(res.body.active, true);
   });
 
-  test("garbage, a tampered token and another TMC's token → inactive", async (t) => {
+  test("garbage, a tampered token and another TMC's token → inactive", async () => {
     const genuine = await accessTokenOf(baseUrl, admin);
     const [h, p, s] = genuine.split(".");
     const tampered = `${h}.${p}.${s!.slice(0, 5)}${s![5] === "A" ? "B" : "A"}${s!.slice(6)}`;
@@ -195,7 +195,7 @@ describe("introspection POST /v2/auth/introspect", () => {
     }
   });
 
-  test("an expired token → inactive", async (t) => {
+  test("an expired token → inactive", async () => {
     const token = await accessTokenOf(baseUrl, admin);
     let res: HttpReply;
     try {

@@ -123,7 +123,7 @@ function assertRateLimitHeaders(res: HttpReply, quota: number): void {
 }
 
 describe("token endpoint rate limits", () => {
-  test("per address, direct callers: the 6th request across different client ids → 429; X-Forwarded-For from an untrusted peer is ignored", async (t) => {
+  test("per address, direct callers: the 6th request across different client ids → 429; X-Forwarded-For from an untrusted peer is ignored", async () => {
     const tenant = await newTenant(direct.baseUrl);
     const clients = [tenant.admin];
     for (let i = 0; i < 5; i++) clients.push(await newApiUser(direct.baseUrl, tenant.tmcId, "TMC_ADMIN"));
@@ -141,7 +141,7 @@ describe("token endpoint rate limits", () => {
     assertRateLimitHeaders(refused, 5);
   });
 
-  test("per client: the 4th request within the window → 429 TOO_MANY_REQUESTS with Retry-After and RateLimit headers", async (t) => {
+  test("per client: the 4th request within the window → 429 TOO_MANY_REQUESTS with Retry-After and RateLimit headers", async () => {
     const { address, admin, baseUrl } = await scenario();
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -168,7 +168,7 @@ describe("token endpoint rate limits", () => {
     }
   });
 
-  test("per address: across different client ids, the 6th request → 429; another address is unaffected", async (t) => {
+  test("per address: across different client ids, the 6th request → 429; another address is unaffected", async () => {
     const { address, admin, baseUrl } = await scenario();
     const clients = [admin];
     for (let i = 0; i < 6; i++) clients.push(await newApiUser(baseUrl, admin.tmcId, "TMC_ADMIN"));
@@ -184,7 +184,7 @@ describe("token endpoint rate limits", () => {
     assertRateLimitHeaders(refused, 5);
   });
 
-  test("failed authentications: after 2 at one address, further wrong secrets there → 429, the right one is served (issue 18); elsewhere the client is served", async (t) => {
+  test("failed authentications: after 2 at one address, further wrong secrets there → 429, the right one is served (issue 18); elsewhere the client is served", async () => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 2; i++) {
       assertOAuthError(
@@ -204,7 +204,7 @@ describe("token endpoint rate limits", () => {
     assertRateLimitHeaders(locked, 2);
   });
 
-  test("failed authentications with unknown client ids lock out unknown ids at that address, never the real clients there", async (t) => {
+  test("failed authentications with unknown client ids lock out unknown ids at that address, never the real clients there", async () => {
     const { address, admin, baseUrl } = await scenario();
     for (const id of ["guess-1", "guess-2"]) {
       assertOAuthError(
@@ -252,7 +252,7 @@ describe("token endpoint rate limits", () => {
     assertTooManyRequests(await tokenRequest(baseUrl, address, admin));
   });
 
-  test("the legacy /get-auth-token shares the per-client budget", async (t) => {
+  test("the legacy /get-auth-token shares the per-client budget", async () => {
     const { address, admin, baseUrl } = await scenario();
     assert.equal((await tokenRequest(baseUrl, address, admin)).status, 200);
     const first = await legacyRequest(baseUrl, address, admin);

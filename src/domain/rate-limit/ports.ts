@@ -10,7 +10,7 @@ export interface BudgetCounter {
   consume(
     key: string,
     points: number,
-  ): Promise<{ allowed: boolean; remaining: number; msBeforeReset: number; refund(): Promise<void> }>;
+  ): Promise<{ allowed: boolean; remaining: number; msBeforeReset: number; refund: () => Promise<void> }>;
   /** Reads without consuming. */
   peek(key: string): Promise<{ consumed: number; msBeforeReset: number }>;
   /** Forgets the key's count. */

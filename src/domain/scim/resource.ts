@@ -203,7 +203,7 @@ function selection(list: string, parameter: string): Selected[] {
     if (!match) {
       throw new DomainError(
         "INVALID_VALUE",
-        `${parameter} takes attribute names (name, name.givenName, ${ENTERPRISE_USER_SCHEMA}:department), not "${name.slice(0, 100).replace(/[^\w.:$\[\] "-]/g, "?")}"`,
+        `${parameter} takes attribute names (name, name.givenName, ${ENTERPRISE_USER_SCHEMA}:department), not "${name.slice(0, 100).replace(/[^\w.:$[\] "-]/g, "?")}"`,
         {
           params: [{ name: parameter, value: "invalid" }],
         },

@@ -5,8 +5,8 @@
  * field of every message (the RPC text interceptor) and for credentials that arrive in headers
  * (HTTP Basic on the token endpoints).
  */
-// eslint-disable-next-line no-control-regex
 export const FORBIDDEN_TEXT =
+  // eslint-disable-next-line no-control-regex -- control characters are what it finds
   /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export function holdsForbiddenText(text: string): boolean {

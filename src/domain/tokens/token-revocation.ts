@@ -40,10 +40,10 @@ export class TokenRevocation {
 
   /** What the request did. The hint only orders the search (2.1). */
   async revoke(client: ApiUser, token: string, hint: string): Promise<RevocationOutcome> {
-    const searches =
-      hint === "access_token" ? [this.accessToken, this.refreshToken] : [this.refreshToken, this.accessToken];
-    for (const search of searches) {
-      const outcome = await search.call(this, client, token);
+    const access = () => this.accessToken(client, token);
+    const refresh = () => this.refreshToken(client, token);
+    for (const search of hint === "access_token" ? [access, refresh] : [refresh, access]) {
+      const outcome = await search();
       if (outcome) return outcome;
     }
     return "nothing";

@@ -4,8 +4,8 @@
  * (percent-encoded with encodeURIComponent) impossible to write; controls end up in logs and
  * terminals.
  */
-// eslint-disable-next-line no-control-regex
 const UNPRINTABLE =
+  // eslint-disable-next-line no-control-regex -- control characters are what it finds
   /[\u0000-\u001F\u007F-\u009F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**

@@ -88,6 +88,8 @@ class PrincipalSlots {
         state.waiting.splice(at, 1);
         clearTimeout(timer);
         signal.removeEventListener("abort", onAbort);
+        // An aborted call rejects with the signal's own reason, whatever its caller aborted with.
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         reject(error);
       };
       const onAbort = () => giveUp(signal.reason ?? busy());

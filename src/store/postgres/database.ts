@@ -55,6 +55,12 @@ const KNEX_LOG = {
 /** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
 const MIGRATION_LOCK_KEY = 727_501_113;
 
+/** The part of Knex's (untyped) client that lends one driver connection (pg's or PGlite's) out and back. */
+type LendingClient = {
+  acquireConnection(): Promise<{ query(sql: string, bindings?: unknown[]): Promise<unknown> }>;
+  releaseConnection(connection: unknown): Promise<void>;
+};
+
 export function openDatabase(options: DatabaseOptions): Database {
   return options.databaseUrl ? openPostgres(options.databaseUrl, options) : openPglite(options.dataDir);
 }
@@ -133,7 +139,8 @@ function connectPostgres(
  * other instance wait, then find nothing left to do.
  */
 async function migrateUnderLock(migrator: Knex, schema: string): Promise<string[]> {
-  const connection = await migrator.client.acquireConnection();
+  const client = migrator.client as LendingClient;
+  const connection = await client.acquireConnection();
   try {
     await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
     try {
@@ -143,7 +150,7 @@ async function migrateUnderLock(migrator: Knex, schema: string): Promise<string[
       await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
     }
   } finally {
-    await migrator.client.releaseConnection(connection);
+    await client.releaseConnection(connection);
   }
 }
 

@@ -142,5 +142,5 @@ export interface CredentialChangeRow {
 
 /** count(*) is a string in pg and a number in PGlite. */
 export function toCount(value: unknown): number {
-  return typeof value === "number" ? value : Number.parseInt(String(value ?? "0"), 10);
+  return typeof value === "number" ? value : Number.parseInt(String((value as string | null | undefined) ?? "0"), 10);
 }

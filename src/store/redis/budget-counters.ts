@@ -74,7 +74,7 @@ export function redisBudgetCounters(
 }
 
 type LimiterOptions = ConstructorParameters<typeof RateLimiterMemory>[0];
-type LimiterCallOptions = { [key: string]: any };
+type LimiterCallOptions = { [key: string]: unknown };
 
 /**
  * The insurance limiter of a Redis budget. rate-limiter-flexible calls the insurance limiter (through

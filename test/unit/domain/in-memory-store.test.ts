@@ -639,7 +639,7 @@ describe("in-memory store", () => {
           await gate;
         },
       );
-      return { store, feed, seen, log, setGate: (g: Promise<void>) => (gate = g) };
+      return { store, feed, seen, log, setGate: (g: Promise<void>) => void (gate = g) };
     }
 
     test("connected only once onConnected has finished; notifications are delivered, held, or lost while disconnected", async () => {

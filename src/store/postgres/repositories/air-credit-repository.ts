@@ -110,7 +110,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
   }
 
   async lockByPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): Promise<LockedCredit[]> {
-    const result = await knexOf(tx).raw(
+    const result: RawResult = await knexOf(tx).raw(
       `SELECT c.company_id, c.status, to_char(c.expiry_date AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS expiry_date, c.airline_code, c.credit_usage_type
          FROM air_credits AS c JOIN companies AS co ON co.id = c.company_id
         WHERE c.payment_source_id = ? AND co.tmc_id = ?
@@ -176,7 +176,10 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
     }));
     const named = [...new Set(credits.flatMap((c) => (c.paymentSourceId ? [c.paymentSourceId] : [])))];
     for (const batch of chunks(named, 1000)) {
-      const foreign = await db("payment_sources").whereIn("id", batch).whereNot({ company_id: companyId }).first("id");
+      const foreign = (await db("payment_sources")
+        .whereIn("id", batch)
+        .whereNot({ company_id: companyId })
+        .first("id")) as { id: string } | undefined;
       if (foreign)
         throw new DomainError("ALREADY_EXISTS", "A paymentSourceId of the file belongs to another company", {
           params: [{ name: "paymentSourceId", value: String(foreign.id) }],
@@ -202,7 +205,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
 
   async refreshStatisticsIfStale(tx: Tx): Promise<void> {
     const db = knexOf(tx);
-    const result = await db.raw(
+    const result: RawResult = await db.raw(
       "SELECT n_mod_since_analyze AS changed, n_live_tup AS live FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = 'air_credits'",
     );
     const row = (result.rows as Array<{ changed: string | number; live: string | number }>)[0];
@@ -260,6 +263,9 @@ interface CreditRow {
   fop_card_access_type: string | null;
   legal_entity_name: string | null;
 }
+
+/** What Knex's raw() resolves to on pg and PGlite alike: the rows, typed where they are read. */
+type RawResult = { rows: unknown[] };
 
 type PassengerNameJson = NonNullable<UnusedCredit["passengerName"]>;
 
@@ -395,7 +401,7 @@ async function distinctTransferable(
   const airlines = on.airlineCodes.map(() => "?").join(", ");
   const condition = `c.company_id = ? AND c.status = 'OPEN' AND c.credit_usage_type <> 'COMPANY' AND c.expiry_date >= ? AND c.airline_code IN (${airlines})`;
   const params = [companyId, utcMidnight(on.today), ...on.airlineCodes];
-  const result = await db.raw(
+  const result: RawResult = await db.raw(
     `WITH RECURSIVE v(val) AS (
        (SELECT c.${column} FROM air_credits AS c WHERE ${condition} AND c.${column} > '' ORDER BY c.${column} LIMIT 1)
        UNION ALL

@@ -28,7 +28,7 @@ export class PostgresAuditRepository implements AuditRepository {
       );
     } catch (error) {
       // SQLSTATE classes 22 (data exception) and 23 (integrity): the rows themselves are refused.
-      if (/^2[23]/.test(String((error as { code?: unknown }).code ?? ""))) throw new AuditRecordRejected(error);
+      if (/^2[23]/.test(String((error as { code?: string }).code ?? ""))) throw new AuditRecordRejected(error);
       throw error;
     }
   }
@@ -46,7 +46,9 @@ export class PostgresAuditRepository implements AuditRepository {
     if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
     if (filter.clientId !== undefined) {
       const clientId = filter.clientId;
-      query.where((q) => q.where("actor", clientId).orWhere("target_client_id", clientId));
+      query.where((q) => {
+        q.where("actor", clientId).orWhere("target_client_id", clientId);
+      });
     }
     if (filter.since) query.where("occurred_at", ">=", filter.since);
     if (filter.until) query.where("occurred_at", "<", filter.until);

@@ -104,7 +104,8 @@ export class PostgresScimUserRepository implements ScimUserRepository {
 
   async insert(tx: Tx, scope: TenantScope, companyId: string, user: ScimUserRecord): Promise<ScimUser> {
     const db = knexOf(tx);
-    const company = await db("companies").where({ id: companyId, tmc_id: scope.tmcId }).first("id");
+    const company = (await db("companies").where({ id: companyId, tmc_id: scope.tmcId }).first("id")) as
+      { id: string } | undefined;
     if (!company)
       throw new DomainError("NOT_FOUND", "Company not found", { params: [{ name: "orgId", value: companyId }] });
     try {
@@ -230,7 +231,9 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
         case "ne":
           // RFC 7644: an unassigned attribute is "not equal" to any value.
           if (filter.attribute === "externalId")
-            qb.where((inner) => inner.whereNull(column).orWhere(column, "<>", value as string));
+            qb.where((inner) => {
+              inner.whereNull(column).orWhere(column, "<>", value as string);
+            });
           else qb.whereRaw(`${target} <> ?`, [value as string | boolean]);
           return;
         default:

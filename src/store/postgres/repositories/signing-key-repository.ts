@@ -12,7 +12,9 @@ export class PostgresSigningKeyRepository implements SigningKeyRepository {
 
   async listPublished(tx: Tx, now: Date): Promise<SigningKeyRecord[]> {
     const rows = await knexOf(tx)<SigningKeyRow>("signing_keys")
-      .where((q) => q.whereNull("not_after").orWhere("not_after", ">", now))
+      .where((q) => {
+        q.whereNull("not_after").orWhere("not_after", ">", now);
+      })
       .orderBy("activates_at", "desc")
       .orderBy("created_at", "desc")
       .orderBy("kid", "desc");
@@ -57,7 +59,9 @@ export class PostgresSigningKeyRepository implements SigningKeyRepository {
     if (options.withdraw) {
       await db("signing_keys")
         .whereNot("kid", options.except)
-        .where((q) => q.whereNull("not_after").orWhere("not_after", ">", notAfter))
+        .where((q) => {
+          q.whereNull("not_after").orWhere("not_after", ">", notAfter);
+        })
         .update({ not_after: notAfter });
     }
   }

@@ -19,13 +19,13 @@ type ProfileRow = UserRow & { company_name: string; tmc_name: string };
 export class PostgresUserRepository implements UserProfileRepository {
   async find(tx: Tx, scope: TenantScope, userId: string): Promise<UserProfileRecord | undefined> {
     if (!UUID.test(userId)) return undefined;
-    const row = await profiles(tx, scope, userId).first();
+    const row = (await profiles(tx, scope, userId).first()) as ProfileRow | undefined;
     return row && toRecord(row);
   }
 
   async lock(tx: Tx, scope: TenantScope, userId: string): Promise<UserProfileRecord | undefined> {
     if (!UUID.test(userId)) return undefined;
-    const row = await profiles(tx, scope, userId).forUpdate("users").noWait().first();
+    const row = (await profiles(tx, scope, userId).forUpdate("users").noWait().first()) as ProfileRow | undefined;
     return row && toRecord(row);
   }
 

@@ -9,6 +9,8 @@ import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
 import { accessToken, callApi } from "../helpers/api.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
+// The end-to-end counterpart of test/unit/domain/scim-authenticator.test.ts: the same rules over the real
+// API-user repository of a running service (both backends), with the users made and rotated through REST.
 describe("SCIM token authentication", () => {
   let running: RunningService;
   let scim: ScimAuthenticator;
