@@ -302,5 +302,5 @@ export function pathOf(target: PatchTarget): string {
 
 /** Paths echoed in messages, without anything that is not plain text. */
 export function printable(text: string): string {
-  return text.replace(/[^\w.:$\[\] "-]/g, "?").slice(0, 100);
+  return text.replace(/[^\w.:$[\] "-]/g, "?").slice(0, 100);
 }
