@@ -1,6 +1,13 @@
 import path from "node:path";
 import { ConfigError } from "./config-error.js";
-import { budgetFrom, rateLimitsFromEnv, type Budget, type RateLimits } from "./rate-limits.js";
+import type { AuditConfig } from "../domain/audit/model.js";
+import type { TokenConfig } from "../domain/tokens/model.js";
+import type { AdminListenerConfig, HttpConfig } from "../http/settings.js";
+import type { TracingConfig } from "../observability/tracing.js";
+import type { PrincipalBudgetConfig } from "../rpc/interceptors/principal-budget-interceptor.js";
+import type { StorageConfig } from "../store/settings.js";
+import type { RateLimits } from "../domain/rate-limit/model.js";
+import { budgetFrom, rateLimitsFromEnv } from "./rate-limits.js";
 import { secretSetting, type SecretSetting } from "./secret-settings.js";
 
 export { ConfigError };
@@ -8,7 +15,8 @@ export { ConfigError };
 /**
  * Everything the service reads from its environment, parsed once at start and grouped by the
  * part of the service it tunes. Every timeout and interval is here, with its variable named in
- * the README's configuration table.
+ * the README's configuration table. Each group's type is declared once, by the layer that takes
+ * the group whole (imported here as a type only: config/ stays a leaf at run time).
  */
 export interface Config {
   readonly http: HttpConfig;
@@ -30,135 +38,12 @@ export interface Config {
   readonly cliRequestTimeoutMs: number;
 }
 
-/** OpenTelemetry tracing: off unless an OTLP endpoint is set (the exporter reads the other OTEL_* variables itself). */
-export interface TracingConfig {
-  /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans go over OTLP/HTTP; undefined: tracing is off. */
-  readonly otlpEndpoint: string | undefined;
-}
-
-export interface HttpConfig {
-  readonly host: string;
-  readonly port: number;
-  /**
-   * A second listener for the operator surface (OperatorService, its reflection, /metrics);
-   * when set, the public port no longer serves them. Undefined: everything on the one port.
-   */
-  readonly admin: AdminListenerConfig | undefined;
-  readonly bodyLimitBytes: number;
-  /** Longer request URLs get 414. */
-  readonly maxUrlBytes: number;
-  /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
-  readonly trustedProxies: readonly string[];
-  readonly keepAliveTimeoutMs: number;
-  /** Longest time an HTTP/1.1 request may take to arrive in full. */
-  readonly requestTimeoutMs: number;
-  readonly headersTimeoutMs: number;
-  /** Idle HTTP/2 sessions are closed after this long. */
-  readonly h2IdleTimeoutMs: number;
-  /** SETTINGS_MAX_CONCURRENT_STREAMS of every HTTP/2 session (src/http/http2-stream-budget.ts). */
-  readonly h2MaxConcurrentStreams: number;
-  /** HTTP/2 streams one client address may reset before they are answered, at once, and refilled per second; beyond, GOAWAY. */
-  readonly h2ResetBurst: number;
-  readonly h2ResetsPerSecond: number;
-  /** Open HTTP/2 sessions per client address; more are refused with GOAWAY. */
-  readonly h2MaxSessionsPerAddress: number;
-  /** How long SIGTERM waits for in-flight requests. */
-  readonly shutdownTimeoutMs: number;
-  /** /readyz and gRPC health answer within this, whatever the dependencies do. */
-  readonly readinessTimeoutMs: number;
-  /** Every RPC but the operator's answers within this (504 DEADLINE_EXCEEDED otherwise). */
-  readonly requestDeadlineMs: number;
-  /** After this long past SIGTERM the process exits with code 1 whatever is still running. */
-  readonly shutdownDeadlineMs: number;
-}
-
-export interface AdminListenerConfig {
-  readonly host: string;
-  readonly port: number;
-}
-
-export interface StorageConfig {
-  /** Postgres connection string; absent selects the embedded PGlite database under dataDir. */
-  readonly databaseUrl: string | undefined;
-  /** Postgres schema holding the service's tables (lets test runs and deployments of one server stay apart). */
-  readonly databaseSchema: string;
-  readonly dataDir: string;
-  readonly databasePoolMax: number;
-  readonly databaseAcquireTimeoutMs: number;
-  /** Redis connection string; absent selects the in-process stand-in (single instance only). */
-  readonly redisUrl: string | undefined;
-  /** Prefix of every Redis key this deployment writes. */
-  readonly redisKeyPrefix: string;
-  readonly redisConnectTimeoutMs: number;
-  /** Longest wait between two reconnection attempts. */
-  readonly redisReconnectMaxDelayMs: number;
-  /** A Redis command unanswered for this long fails and its fallback answers. */
-  readonly redisCommandTimeoutMs: number;
-  /** Redis failures in a row that open the circuit breaker, and how long it stays open. */
-  readonly redisBreakerFailures: number;
-  readonly redisBreakerOpenMs: number;
-  /** Client-side limit on one Postgres query (a stalled server cannot enforce its own). */
-  readonly databaseQueryTimeoutMs: number;
-  /**
-   * Longest wait of one statement for a lock it takes implicitly (Postgres lock_timeout: a foreign
-   * key check, an UPDATE); explicit row locks are taken NOWAIT. 0: no limit but the query timeout.
-   */
-  readonly databaseLockTimeoutMs: number;
-  /** How long a transaction that met a busy row is retried (holding no connection between attempts) before 409 RESOURCE_BUSY. */
-  readonly databaseLockWaitMs: number;
-  /** Connections of the background jobs' own pool (Postgres only). */
-  readonly databaseJobsPoolMax: number;
-}
-
-/**
- * Per principal (the API user behind an access token, or a SCIM client) and per instance, on
- * every RPC that takes a bearer credential: the token endpoints have their own limiter, the
- * operator's surface is not budgeted.
- */
-export interface PrincipalBudgetConfig {
-  /** RPCs of one principal running at once; further ones wait in memory, holding no connection. */
-  readonly concurrency: number;
-  /** RPCs of one principal waiting for a running slot; beyond it: 429 TOO_MANY_CONCURRENT_REQUESTS. */
-  readonly queue: number;
-  /** RPCs of one principal per fixed window (in process, per instance): beyond it 429 TOO_MANY_REQUESTS. */
-  readonly rate: Budget;
-}
-
 /** Secret settings come from `NAME` or from the file named by `NAME_FILE` (secret-settings.ts). */
 export interface SecretsConfig {
   /** Base64 of ≥ 32 bytes from which the secret pepper and encryption keys are derived; generated in dataDir when absent. */
   readonly masterKey: SecretSetting | undefined;
   /** Operator credential; generated in dataDir when absent. */
   readonly operatorToken: SecretSetting | undefined;
-}
-
-export interface TokenConfig {
-  /** `iss` of issued tokens; every instance of a deployment must use the same. */
-  readonly issuer: string;
-  /** The audience this service accepts in access tokens, and the default `aud` of new ones. */
-  readonly audience: string;
-  /** Further audiences clients may request tokens for (other APIs of the platform). */
-  readonly allowedAudiences: readonly string[];
-  readonly accessTokenTtlSeconds: number;
-  /** Lifetime of tokens from the deprecated /get-auth-token (documented as 86400 s). */
-  readonly legacyTokenTtlSeconds: number;
-  readonly refreshTokenTtlSeconds: number;
-  /** How long a credential generation cached in Redis lives before it is re-read from Postgres. */
-  readonly credentialCacheSeconds: number;
-  /** A token with an unknown `kid` reloads the signing keys at most this often. */
-  readonly unknownKeyReloadIntervalMs: number;
-  /**
-   * How long `keys rotate` publishes the next signing key (JWKS, verification on every instance)
-   * before any instance signs with it: longer than every JWKS cache downstream and than
-   * SIGNING_KEY_RELOAD_INTERVAL_MS, so no verifier meets a token whose key it has not loaded.
-   */
-  readonly signingKeyPrepublishSeconds: number;
-  /** Fetching a trusted issuer's JWKS by URL: timeout, pause after a failure, and cache lifetime. */
-  readonly jwksFetchTimeoutMs: number;
-  readonly jwksCooldownMs: number;
-  readonly jwksCacheMaxAgeMs: number;
-  /** Longest lifetime accepted from an external subject token (exp − iat). */
-  readonly externalTokenMaxLifetimeSeconds: number;
 }
 
 /** Background jobs of every instance. */
@@ -176,12 +61,6 @@ export interface JobsConfig {
   readonly auditFlushIntervalMs: number;
   /** How often a gRPC health Watch re-evaluates the instance's health. */
   readonly healthWatchIntervalMs: number;
-}
-
-export interface AuditConfig {
-  readonly batchSize: number;
-  /** Events kept while the database is down; beyond it the oldest are dropped and counted. */
-  readonly maxBuffered: number;
 }
 
 function intFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
@@ -220,6 +99,30 @@ function nonEmpty(value: string | undefined): string | undefined {
  */
 export function isLoopbackHost(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * Issue 18 (finding 7): reachable beyond loopback with no TRUSTED_PROXIES, every client behind a
+ * balancer arrives with the balancer's address, so one client's failed logins lock out all of
+ * them and the per-address HTTP/2 limits count them as one. A warning, not a refusal: directly
+ * exposed (no proxy) is a valid deployment and the default HOST is 0.0.0.0, and the field does
+ * the same (Fastify, Express and Keycloak trust no forwarding header by default and start).
+ */
+export function warnWithoutTrustedProxies(
+  log: { warn(object: object, message: string): void },
+  http: HttpConfig,
+): void {
+  if (http.trustedProxies.length > 0) return;
+  const exposed = [http.host, http.admin?.host].filter(
+    (host): host is string => host !== undefined && !isLoopbackHost(host),
+  );
+  if (exposed.length === 0) return;
+  log.warn(
+    { hosts: exposed, setting: "TRUSTED_PROXIES" },
+    "TRUSTED_PROXIES is not set and the service listens beyond loopback: behind a proxy or load balancer every client shares its address, " +
+      "so per-address limits (token failures, lockouts, HTTP/2 sessions and resets) hit them all at once. Set TRUSTED_PROXIES to the proxy's addresses; " +
+      "if clients connect directly, this warning can be ignored",
+  );
 }
 
 /** How a client on this machine reaches a listener bound to `host` (a wildcard address means this machine). */
