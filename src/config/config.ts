@@ -175,102 +175,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
   const issuer = urlFrom(env, "TOKEN_ISSUER", defaultIssuer(env, host, port));
-  const signingKeyReloadIntervalMs = intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS);
-  // 15 minutes: above the 10 minutes JWKS caches commonly hold (jose's default, this service's
-  // own JWKS_CACHE_MAX_AGE_MS), plus a reload interval and clock skew.
-  const signingKeyPrepublishSeconds = intFrom(env, "SIGNING_KEY_PREPUBLISH_SECONDS", 900, 1, 7 * 86_400);
-  if (signingKeyPrepublishSeconds * 1000 <= signingKeyReloadIntervalMs) {
-    throw new ConfigError(
-      `SIGNING_KEY_PREPUBLISH_SECONDS (${signingKeyPrepublishSeconds} s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (${signingKeyReloadIntervalMs} ms): an instance that missed the announcement must still load the next key before it signs`,
-    );
-  }
-  const databaseQueryTimeoutMs = intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS);
-  // Half the query timeout by default: a lock wait must end as a 409 before the statement timeout makes it a 503.
-  const databaseLockTimeoutMs = intFrom(
-    env,
-    "DATABASE_LOCK_TIMEOUT_MS",
-    Math.floor(databaseQueryTimeoutMs / 2),
-    0,
-    10 * MINUTE_MS,
-  );
-  if (databaseLockTimeoutMs >= databaseQueryTimeoutMs) {
-    throw new ConfigError(
-      `DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS (${databaseQueryTimeoutMs}), got ${databaseLockTimeoutMs}`,
-    );
-  }
+  const { signingKeyReloadIntervalMs, signingKeyPrepublishSeconds } = signingKeyTimingsFrom(env);
+  const { databaseQueryTimeoutMs, databaseLockTimeoutMs } = databaseTimeoutsFrom(env);
   return {
-    http: {
-      host,
-      port,
-      admin,
-      bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
-      // Below Node's 16 KiB header limit, so a long URL gets 414 rather than the parser's 431.
-      maxUrlBytes: intFrom(env, "HTTP_MAX_URL_BYTES", 8 * 1024, 256, 15 * 1024),
-      trustedProxies: listFrom(env.TRUSTED_PROXIES),
-      keepAliveTimeoutMs: intFrom(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 5_000, 100, HOUR_MS),
-      requestTimeoutMs: intFrom(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
-      headersTimeoutMs: intFrom(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, HOUR_MS),
-      h2IdleTimeoutMs: intFrom(env, "HTTP2_IDLE_TIMEOUT_MS", 120_000, 100, HOUR_MS),
-      // Below 10, a grpc-js client's ordinary multiplexing would queue; above 10000 the limit means little.
-      h2MaxConcurrentStreams: intFrom(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 10, 10_000),
-      h2ResetBurst: intFrom(env, "HTTP2_RESET_BURST", 200, 1, 100_000),
-      h2ResetsPerSecond: intFrom(env, "HTTP2_RESETS_PER_SECOND", 20, 1, 100_000),
-      h2MaxSessionsPerAddress: intFrom(env, "HTTP2_MAX_SESSIONS_PER_ADDRESS", 64, 1, 100_000),
-      shutdownTimeoutMs,
-      readinessTimeoutMs: intFrom(env, "READINESS_TIMEOUT_MS", 1_000, 10, MINUTE_MS),
-      requestDeadlineMs: intFrom(env, "REQUEST_DEADLINE_MS", 5_000, 50, 10 * MINUTE_MS),
-      shutdownDeadlineMs: intFrom(env, "SHUTDOWN_DEADLINE_MS", shutdownTimeoutMs + 5_000, 0, 900_000),
-    },
-    storage: {
-      databaseUrl: secretSetting(env, "DATABASE_URL")?.value,
-      databaseSchema,
-      dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
-      databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
-      databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
-      redisUrl: secretSetting(env, "REDIS_URL")?.value,
-      redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
-      redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
-      redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
-      redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 500, 10, MINUTE_MS),
-      redisBreakerFailures: intFrom(env, "REDIS_BREAKER_FAILURES", 3, 1, 1000),
-      redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
-      databaseQueryTimeoutMs,
-      databaseLockTimeoutMs,
-      databaseLockWaitMs: intFrom(env, "DATABASE_LOCK_WAIT_MS", 2_000, 0, 10 * MINUTE_MS),
-      databaseJobsPoolMax: intFrom(env, "DATABASE_JOBS_POOL_MAX", 2, 1, 100),
-    },
+    http: httpFrom(env, { host, port, admin, shutdownTimeoutMs }),
+    storage: storageFrom(env, { databaseSchema, databaseQueryTimeoutMs, databaseLockTimeoutMs }),
     secrets: {
       masterKey: secretSetting(env, "MASTER_KEY"),
       operatorToken: secretSetting(env, "OPERATOR_TOKEN"),
     },
-    tokens: {
-      issuer,
-      audience: urlFrom(env, "TOKEN_AUDIENCE", `${issuer}/v2`),
-      allowedAudiences: listFrom(env.ALLOWED_AUDIENCES),
-      accessTokenTtlSeconds: intFrom(env, "ACCESS_TOKEN_TTL_SECONDS", 3600, 60, 86_400),
-      legacyTokenTtlSeconds: intFrom(env, "LEGACY_TOKEN_TTL_SECONDS", 86_400, 60, 86_400),
-      refreshTokenTtlSeconds: intFrom(env, "REFRESH_TOKEN_TTL_SECONDS", 30 * 86_400, 300, 365 * 86_400),
-      credentialCacheSeconds: intFrom(env, "CREDENTIAL_CACHE_SECONDS", 300, 1, 86_400),
-      unknownKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_UNKNOWN_KID_RELOAD_MS", 5_000, 0, HOUR_MS),
-      signingKeyPrepublishSeconds,
-      jwksFetchTimeoutMs: intFrom(env, "JWKS_FETCH_TIMEOUT_MS", 3_000, 100, MINUTE_MS),
-      jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
-      jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
-      externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
-    },
+    tokens: tokensFrom(env, { issuer, signingKeyPrepublishSeconds }),
     rateLimits: rateLimitsFromEnv(env),
     principalBudget: {
       concurrency: intFrom(env, "RPC_CONCURRENCY_PER_PRINCIPAL", 4, 1, 10_000),
       queue: intFrom(env, "RPC_QUEUE_PER_PRINCIPAL", 64, 0, 100_000),
       rate: budgetFrom(env, "RPC_RATE_LIMIT_PER_PRINCIPAL", { points: 5_000, durationSeconds: 10 }),
     },
-    jobs: {
-      signingKeyReloadIntervalMs,
-      credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 500, 10, HOUR_MS),
-      credentialLogPruneIntervalMs: intFrom(env, "CREDENTIAL_LOG_PRUNE_INTERVAL_MS", 60_000, 10, 24 * HOUR_MS),
-      auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),
-      healthWatchIntervalMs: intFrom(env, "HEALTH_WATCH_INTERVAL_MS", 5_000, 10, HOUR_MS),
-    },
+    jobs: jobsFrom(env, signingKeyReloadIntervalMs),
     audit: {
       batchSize: intFrom(env, "AUDIT_BATCH_SIZE", 500, 1, 10_000),
       maxBuffered: intFrom(env, "AUDIT_MAX_BUFFERED", 100_000, 1, 10_000_000),
@@ -285,5 +206,129 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serverUrl,
     adminUrl,
     cliRequestTimeoutMs: intFrom(env, "CLI_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
+  };
+}
+
+/** SIGNING_KEY_RELOAD_INTERVAL_MS and SIGNING_KEY_PREPUBLISH_SECONDS, which must exceed it. */
+function signingKeyTimingsFrom(env: NodeJS.ProcessEnv) {
+  const signingKeyReloadIntervalMs = intFrom(env, "SIGNING_KEY_RELOAD_INTERVAL_MS", MINUTE_MS, 10, HOUR_MS);
+  // 15 minutes: above the 10 minutes JWKS caches commonly hold (jose's default, this service's
+  // own JWKS_CACHE_MAX_AGE_MS), plus a reload interval and clock skew.
+  const signingKeyPrepublishSeconds = intFrom(env, "SIGNING_KEY_PREPUBLISH_SECONDS", 900, 1, 7 * 86_400);
+  if (signingKeyPrepublishSeconds * 1000 <= signingKeyReloadIntervalMs) {
+    throw new ConfigError(
+      `SIGNING_KEY_PREPUBLISH_SECONDS (${signingKeyPrepublishSeconds} s) must be longer than SIGNING_KEY_RELOAD_INTERVAL_MS (${signingKeyReloadIntervalMs} ms): an instance that missed the announcement must still load the next key before it signs`,
+    );
+  }
+  return { signingKeyReloadIntervalMs, signingKeyPrepublishSeconds };
+}
+
+/** DATABASE_QUERY_TIMEOUT_MS and DATABASE_LOCK_TIMEOUT_MS, which must stay below it. */
+function databaseTimeoutsFrom(env: NodeJS.ProcessEnv) {
+  const databaseQueryTimeoutMs = intFrom(env, "DATABASE_QUERY_TIMEOUT_MS", 1_000, 100, 10 * MINUTE_MS);
+  // Half the query timeout by default: a lock wait must end as a 409 before the statement timeout makes it a 503.
+  const databaseLockTimeoutMs = intFrom(
+    env,
+    "DATABASE_LOCK_TIMEOUT_MS",
+    Math.floor(databaseQueryTimeoutMs / 2),
+    0,
+    10 * MINUTE_MS,
+  );
+  if (databaseLockTimeoutMs >= databaseQueryTimeoutMs) {
+    throw new ConfigError(
+      `DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS (${databaseQueryTimeoutMs}), got ${databaseLockTimeoutMs}`,
+    );
+  }
+  return { databaseQueryTimeoutMs, databaseLockTimeoutMs };
+}
+
+/** HTTP_*, HTTP2_*, BODY_LIMIT_BYTES, TRUSTED_PROXIES and the readiness, deadline and shutdown timeouts. */
+function httpFrom(
+  env: NodeJS.ProcessEnv,
+  { host, port, admin, shutdownTimeoutMs }: Pick<HttpConfig, "host" | "port" | "admin" | "shutdownTimeoutMs">,
+): HttpConfig {
+  return {
+    host,
+    port,
+    admin,
+    bodyLimitBytes: intFrom(env, "BODY_LIMIT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024),
+    // Below Node's 16 KiB header limit, so a long URL gets 414 rather than the parser's 431.
+    maxUrlBytes: intFrom(env, "HTTP_MAX_URL_BYTES", 8 * 1024, 256, 15 * 1024),
+    trustedProxies: listFrom(env.TRUSTED_PROXIES),
+    keepAliveTimeoutMs: intFrom(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 5_000, 100, HOUR_MS),
+    requestTimeoutMs: intFrom(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
+    headersTimeoutMs: intFrom(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, HOUR_MS),
+    h2IdleTimeoutMs: intFrom(env, "HTTP2_IDLE_TIMEOUT_MS", 120_000, 100, HOUR_MS),
+    // Below 10, a grpc-js client's ordinary multiplexing would queue; above 10000 the limit means little.
+    h2MaxConcurrentStreams: intFrom(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 10, 10_000),
+    h2ResetBurst: intFrom(env, "HTTP2_RESET_BURST", 200, 1, 100_000),
+    h2ResetsPerSecond: intFrom(env, "HTTP2_RESETS_PER_SECOND", 20, 1, 100_000),
+    h2MaxSessionsPerAddress: intFrom(env, "HTTP2_MAX_SESSIONS_PER_ADDRESS", 64, 1, 100_000),
+    shutdownTimeoutMs,
+    readinessTimeoutMs: intFrom(env, "READINESS_TIMEOUT_MS", 1_000, 10, MINUTE_MS),
+    requestDeadlineMs: intFrom(env, "REQUEST_DEADLINE_MS", 5_000, 50, 10 * MINUTE_MS),
+    shutdownDeadlineMs: intFrom(env, "SHUTDOWN_DEADLINE_MS", shutdownTimeoutMs + 5_000, 0, 900_000),
+  };
+}
+
+/** DATABASE_*, DATA_DIR and REDIS_*. */
+function storageFrom(
+  env: NodeJS.ProcessEnv,
+  {
+    databaseSchema,
+    databaseQueryTimeoutMs,
+    databaseLockTimeoutMs,
+  }: Pick<StorageConfig, "databaseSchema" | "databaseQueryTimeoutMs" | "databaseLockTimeoutMs">,
+): StorageConfig {
+  return {
+    databaseUrl: secretSetting(env, "DATABASE_URL")?.value,
+    databaseSchema,
+    dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
+    databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
+    databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
+    redisUrl: secretSetting(env, "REDIS_URL")?.value,
+    redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
+    redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
+    redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
+    redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 500, 10, MINUTE_MS),
+    redisBreakerFailures: intFrom(env, "REDIS_BREAKER_FAILURES", 3, 1, 1000),
+    redisBreakerOpenMs: intFrom(env, "REDIS_BREAKER_OPEN_MS", 2_000, 10, 10 * MINUTE_MS),
+    databaseQueryTimeoutMs,
+    databaseLockTimeoutMs,
+    databaseLockWaitMs: intFrom(env, "DATABASE_LOCK_WAIT_MS", 2_000, 0, 10 * MINUTE_MS),
+    databaseJobsPoolMax: intFrom(env, "DATABASE_JOBS_POOL_MAX", 2, 1, 100),
+  };
+}
+
+/** TOKEN_*, *_TTL_SECONDS, CREDENTIAL_CACHE_SECONDS, JWKS_*, SIGNING_KEY_* and EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS. */
+function tokensFrom(
+  env: NodeJS.ProcessEnv,
+  { issuer, signingKeyPrepublishSeconds }: Pick<TokenConfig, "issuer" | "signingKeyPrepublishSeconds">,
+): TokenConfig {
+  return {
+    issuer,
+    audience: urlFrom(env, "TOKEN_AUDIENCE", `${issuer}/v2`),
+    allowedAudiences: listFrom(env.ALLOWED_AUDIENCES),
+    accessTokenTtlSeconds: intFrom(env, "ACCESS_TOKEN_TTL_SECONDS", 3600, 60, 86_400),
+    legacyTokenTtlSeconds: intFrom(env, "LEGACY_TOKEN_TTL_SECONDS", 86_400, 60, 86_400),
+    refreshTokenTtlSeconds: intFrom(env, "REFRESH_TOKEN_TTL_SECONDS", 30 * 86_400, 300, 365 * 86_400),
+    credentialCacheSeconds: intFrom(env, "CREDENTIAL_CACHE_SECONDS", 300, 1, 86_400),
+    unknownKeyReloadIntervalMs: intFrom(env, "SIGNING_KEY_UNKNOWN_KID_RELOAD_MS", 5_000, 0, HOUR_MS),
+    signingKeyPrepublishSeconds,
+    jwksFetchTimeoutMs: intFrom(env, "JWKS_FETCH_TIMEOUT_MS", 3_000, 100, MINUTE_MS),
+    jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
+    jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
+    externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
+  };
+}
+
+/** The background jobs' *_INTERVAL_MS. */
+function jobsFrom(env: NodeJS.ProcessEnv, signingKeyReloadIntervalMs: number): JobsConfig {
+  return {
+    signingKeyReloadIntervalMs,
+    credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 500, 10, HOUR_MS),
+    credentialLogPruneIntervalMs: intFrom(env, "CREDENTIAL_LOG_PRUNE_INTERVAL_MS", 60_000, 10, 24 * HOUR_MS),
+    auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),
+    healthWatchIntervalMs: intFrom(env, "HEALTH_WATCH_INTERVAL_MS", 5_000, 10, HOUR_MS),
   };
 }
