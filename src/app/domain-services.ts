@@ -131,11 +131,7 @@ function tokenServices({
     repos.signingKeys,
     changeFeed,
     keys.signingKeyEncryptionKey,
-    {
-      prepublishSeconds: tokens.signingKeyPrepublishSeconds,
-      maxTokenLifetimeSeconds: maxTokenLifetimeSeconds(tokens),
-      unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs,
-    },
+    tokens,
     clock,
   );
   const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);

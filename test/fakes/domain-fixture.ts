@@ -121,8 +121,9 @@ export async function createDomainFixture(
     feed,
     keys.signingKeyEncryptionKey,
     {
-      prepublishSeconds: PREPUBLISH_SECONDS,
-      maxTokenLifetimeSeconds: LEGACY_TTL,
+      signingKeyPrepublishSeconds: PREPUBLISH_SECONDS,
+      accessTokenTtlSeconds: ACCESS_TTL,
+      legacyTokenTtlSeconds: LEGACY_TTL,
       unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000,
     },
     clock.now,
