@@ -1,4 +1,6 @@
+import type { Config } from "../config/config.js";
 import type { Logger } from "../domain/shared/observability.js";
+import type { DomainServices } from "./domain-services.js";
 
 /** A job every instance runs on an interval; its failures are logged, never fatal. */
 export interface BackgroundJob {
@@ -37,4 +39,29 @@ export function startBackgroundJobs(jobs: readonly BackgroundJob[], logger: Logg
       await Promise.all(inFlight);
     },
   };
+}
+
+/** The jobs every instance runs over its domain services, on the intervals of the jobs settings. */
+export function domainJobs(
+  intervals: Config["jobs"],
+  domain: Pick<DomainServices, "signingKeys" | "generations" | "auditLog">,
+): BackgroundJob[] {
+  return [
+    {
+      name: "signing key reload",
+      intervalMs: intervals.signingKeyReloadIntervalMs,
+      run: () => domain.signingKeys.reload(),
+    },
+    {
+      name: "credential reconcile",
+      intervalMs: intervals.credentialReconcileIntervalMs,
+      run: () => domain.generations.reconcile(),
+    },
+    {
+      name: "credential log prune",
+      intervalMs: intervals.credentialLogPruneIntervalMs,
+      run: () => domain.generations.pruneLog(),
+    },
+    { name: "audit flush", intervalMs: intervals.auditFlushIntervalMs, run: () => domain.auditLog.flush() },
+  ];
 }

@@ -26,6 +26,7 @@ import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
 import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
 import { TokenRevocation } from "../domain/tokens/token-revocation.js";
 import { TokenService } from "../domain/tokens/token-service.js";
+import { maxTokenLifetimeSeconds } from "../domain/tokens/model.js";
 import { TrustedIssuers } from "../domain/tokens/trusted-issuers.js";
 import { UserProfiles } from "../domain/users/user-profiles.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -33,8 +34,6 @@ import type { Repositories } from "../store/postgres/repositories/index.js";
 import type { SharedState } from "../store/shared-state.js";
 import type { ChangeFeed } from "../domain/tokens/ports.js";
 
-/** Waits between the last attempts to write buffered audit events at shutdown. */
-const AUDIT_CLOSE_RETRY_DELAYS_MS = [200, 400, 600, 800];
 /** API-user records kept per instance (about 1 KB each): the busiest clients, the rest read from Postgres. */
 const CLIENT_RECORD_CACHE_SIZE = 10_000;
 
@@ -55,92 +54,11 @@ export interface DomainInputs {
 }
 
 /** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
-export function createDomainServices({
-  config,
-  uow,
-  jobsUow,
-  repositories: repos,
-  shared,
-  changeFeed,
-  keys,
-  operatorToken,
-  logger,
-  metrics,
-  clock,
-}: DomainInputs) {
-  const { tokens } = config;
-  const maxTokenLifetimeSeconds = Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
-  // Keys are read at start, on a timer and on an unknown kid, never per request: the jobs' connections.
-  const signingKeys = new SigningKeyRing(
-    jobsUow,
-    repos.signingKeys,
-    changeFeed,
-    keys.signingKeyEncryptionKey,
-    {
-      prepublishSeconds: tokens.signingKeyPrepublishSeconds,
-      maxTokenLifetimeSeconds,
-      unknownKeyReloadIntervalMs: tokens.unknownKeyReloadIntervalMs,
-    },
-    clock,
-  );
-  const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);
-  const generations = new CredentialGenerations(
-    uow,
-    credentialStates,
-    repos.credentialChanges,
-    shared.generationCache,
-    changeFeed,
-    logger,
-    metrics.redisFallbacks,
-    clock,
-    {
-      // A cached API-user state lives at most the cache's TTL; a revoked token's must be
-      // republishable (after Redis lost it) for as long as the token could be presented.
-      logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds) + 60,
-      reconcileBatch: 1000,
-      backgroundUow: jobsUow,
-    },
-  );
-  const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
-  const trustedIssuers = new TrustedIssuers(
-    uow,
-    repos.tenants,
-    repos.trustedIssuers,
-    clock,
-    {
-      timeoutMs: tokens.jwksFetchTimeoutMs,
-      cooldownMs: tokens.jwksCooldownMs,
-      cacheMaxAgeMs: tokens.jwksCacheMaxAgeMs,
-    },
-    tokens.externalTokenMaxLifetimeSeconds,
-  );
-  const tokenService = new TokenService(
-    uow,
-    accessTokens,
-    trustedIssuers,
-    repos.tenants,
-    repos.refreshTokens,
-    repos.apiUsers,
-    { ...tokens, pepper: keys.secretPepper },
-    clock,
-  );
-  // Buffered events are written off the request path, by the audit flush job.
-  const auditLog = new AuditLog(
-    jobsUow,
-    repos.audit,
-    logger,
-    {
-      written: metrics.auditWritten,
-      writeFailures: metrics.auditWriteFailures,
-      dropped: metrics.auditDropped,
-      rejected: metrics.auditRejected,
-    },
-    clock,
-    {
-      ...config.audit,
-      closeRetryDelaysMs: AUDIT_CLOSE_RETRY_DELAYS_MS,
-    },
-  );
+export function createDomainServices(inputs: DomainInputs) {
+  const { config, uow, repositories: repos, shared, keys, clock } = inputs;
+  const tokens = tokenServices(inputs);
+  const { signingKeys, generations, accessTokens, trustedIssuers } = tokens;
+  const auditLog = auditLogOf(inputs);
   const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters, shared.admission);
   const tenants = new TenantService(uow, repos.tenants);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
@@ -159,32 +77,15 @@ export function createDomainServices({
     generations,
     auditLog,
     limiter,
-    tokenEndpoint: new TokenEndpoint(
-      limiter,
-      new ClientAuthenticator(
-        uow,
-        repos.apiUsers,
-        keys.secretPepper,
-        new ClientRecordCache(generations, CLIENT_RECORD_CACHE_SIZE),
-      ),
-      tokenService,
-      auditLog,
-      {
-        revocation: new TokenRevocation(
-          uow,
-          accessTokens,
-          repos.refreshTokens,
-          repos.revokedTokens,
-          generations,
-          keys.secretPepper,
-          clock,
-        ),
-        admissions: metrics.tokenAdmissions,
-      },
-    ),
+    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiter, auditLog),
     apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
-    scimUsers: new ScimUsers(uow, repos.scimUsers, repos.audit, `${tokens.issuer.replace(/\/+$/, "")}/v2/scim/v2`),
+    scimUsers: new ScimUsers(
+      uow,
+      repos.scimUsers,
+      repos.audit,
+      `${config.tokens.issuer.replace(/\/+$/, "")}/v2/scim/v2`,
+    ),
     userProfiles: new UserProfiles(uow, repos.users, repos.audit),
     airCredits: {
       listing: new AirCreditListing(uow, repos.airCredits, clock),
@@ -202,9 +103,107 @@ export function createDomainServices({
     },
     verifiers: {
       accessTokens,
-      operator: new OperatorAuthenticator(new OperatorCredential(operatorToken), limiter),
+      operator: new OperatorAuthenticator(new OperatorCredential(inputs.operatorToken), limiter),
       scimTokens: new ScimAuthenticator(uow, repos.apiUsers, keys),
-      audience: tokens.audience,
+      audience: config.tokens.audience,
     },
   };
 }
+
+/** Signing keys, credential generations, access tokens, trusted issuers and the grants, from the token settings. */
+function tokenServices({
+  config,
+  uow,
+  jobsUow,
+  repositories: repos,
+  shared,
+  changeFeed,
+  keys,
+  logger,
+  metrics,
+  clock,
+}: DomainInputs) {
+  const { tokens } = config;
+  // Keys are read at start, on a timer and on an unknown kid, never per request: the jobs' connections.
+  const signingKeys = new SigningKeyRing(
+    jobsUow,
+    repos.signingKeys,
+    changeFeed,
+    keys.signingKeyEncryptionKey,
+    tokens,
+    clock,
+  );
+  const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);
+  const generations = new CredentialGenerations(
+    uow,
+    credentialStates,
+    repos.credentialChanges,
+    shared.generationCache,
+    changeFeed,
+    logger,
+    metrics.redisFallbacks,
+    clock,
+    {
+      // A cached API-user state lives at most the cache's TTL; a revoked token's must be
+      // republishable (after Redis lost it) for as long as the token could be presented.
+      logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds(tokens)) + 60,
+      reconcileBatch: 1000,
+      backgroundUow: jobsUow,
+    },
+  );
+  const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
+  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, tokens);
+  const grants = new TokenService(
+    uow,
+    accessTokens,
+    trustedIssuers,
+    repos.tenants,
+    repos.refreshTokens,
+    repos.apiUsers,
+    { ...tokens, pepper: keys.secretPepper },
+    clock,
+  );
+  return { signingKeys, generations, accessTokens, trustedIssuers, grants };
+}
+
+/** The audit trail; buffered events are written off the request path, by the audit flush job. */
+function auditLogOf({ config, jobsUow, repositories: repos, logger, metrics, clock }: DomainInputs): AuditLog {
+  const counters = {
+    written: metrics.auditWritten,
+    writeFailures: metrics.auditWriteFailures,
+    dropped: metrics.auditDropped,
+    rejected: metrics.auditRejected,
+  };
+  return new AuditLog(jobsUow, repos.audit, logger, counters, clock, config.audit);
+}
+
+/** The token endpoint: admission, client authentication, the grants and revocation. */
+function tokenEndpointOf(
+  { uow, repositories: repos, keys, metrics, clock }: DomainInputs,
+  tokens: ReturnType<typeof tokenServices>,
+  limiter: TokenRateLimiter,
+  auditLog: AuditLog,
+): TokenEndpoint {
+  const clientRecords = new ClientRecordCache(tokens.generations, CLIENT_RECORD_CACHE_SIZE);
+  return new TokenEndpoint(
+    limiter,
+    new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, clientRecords),
+    tokens.grants,
+    auditLog,
+    {
+      revocation: new TokenRevocation(
+        uow,
+        tokens.accessTokens,
+        repos.refreshTokens,
+        repos.revokedTokens,
+        tokens.generations,
+        keys.secretPepper,
+        clock,
+      ),
+      admissions: metrics.tokenAdmissions,
+    },
+  );
+}
+
+/** Every domain service, as createDomainServices wires them. */
+export type DomainServices = ReturnType<typeof createDomainServices>;

@@ -30,30 +30,9 @@ import { renderTable } from "./table.js";
  * storage through the same interceptors.
  */
 async function run(argv: readonly string[]): Promise<number> {
-  let config: Config;
-  let method: DescMethodUnary<DescMessage, DescMessage>;
-  let request: Message;
-  let output: OutputFormat;
-  let init: boolean;
+  let invocation: Invocation;
   try {
-    const command = parseCommand(argv);
-    output = command.output;
-    init = command.init;
-    config = loadConfig();
-    method = command.spec.method;
-    request = fromJson(method.input, command.request);
-    // Checked here too, so wrong arguments fail with exit 2 before anything is sent or written.
-    const result = createValidator().validate(method.input, request);
-    if (result.kind !== "valid") {
-      // Name the option the user typed: "tmc_id: must be a valid UUID" → "--tmc-id: must be a valid UUID".
-      throw new UsageError(
-        result.error.message.replace(
-          /^([a-z_]+(\[\d+\])?):/,
-          (_, field: string) => `${optionOfField(command.spec, field)}:`,
-        ),
-        command.usage,
-      );
-    }
+    invocation = parseInvocation(argv);
   } catch (error) {
     if (error instanceof Answered) return 0;
     if (error instanceof UsageError || error instanceof ConfigError) {
@@ -64,38 +43,13 @@ async function run(argv: readonly string[]): Promise<number> {
     }
     throw error;
   }
-
-  let offline: Service | undefined;
+  const { config, method, output } = invocation;
+  const offline: { service?: Service } = {};
   let serverUrl = config.adminUrl;
   try {
     const target = await operatorTargetOf(config, process.env);
     serverUrl = target.url;
-    let response: Message;
-    try {
-      say(`using the server at ${target.url} (${target.source})`);
-      response = await call(
-        createConnectTransport({ baseUrl: serverUrl, httpVersion: "1.1" }),
-        operatorToken(config),
-        method,
-        request,
-        config.cliRequestTimeoutMs,
-      );
-    } catch (error) {
-      if (!isUnreachable(error)) throw error;
-      const { databaseUrl, dataDir, databaseSchema } = config.storage;
-      if (!databaseUrl && !init && !embeddedDatabaseExists(dataDir)) throw new NoStoreError(serverUrl, dataDir);
-      say(
-        `no server answers at ${serverUrl}; running in-process on ` +
-          (databaseUrl
-            ? `DATABASE_URL ${withoutCredentials(databaseUrl)} (schema ${databaseSchema})`
-            : `DATA_DIR ${dataDir} (embedded database${embeddedDatabaseExists(dataDir) ? "" : ", created now: --init"})`),
-      );
-      offline = await createService(config, {
-        logStream: process.stderr,
-        skipMigrations: method.name === "Migrate",
-      });
-      response = await call(offline.transport, operatorToken(config), method, request, config.cliRequestTimeoutMs);
-    }
+    const response = await callServerOrInProcess(invocation, target, offline);
     // A table shows every column, empty ones as "-"; JSON keeps the REST shape (empty strings left out).
     process.stdout.write(
       output === "table"
@@ -106,8 +60,74 @@ async function run(argv: readonly string[]): Promise<number> {
   } catch (error) {
     return reportFailure(error, serverUrl);
   } finally {
-    await offline?.close();
+    await offline.service?.close();
   }
+}
+
+/** A command line understood: the settings, the RPC and its checked request, how to print the answer. */
+interface Invocation {
+  readonly config: Config;
+  readonly method: DescMethodUnary<DescMessage, DescMessage>;
+  readonly request: Message;
+  readonly output: OutputFormat;
+  readonly init: boolean;
+}
+
+/** The arguments and settings, checked before anything is sent or written (UsageError, ConfigError: exit 2). */
+function parseInvocation(argv: readonly string[]): Invocation {
+  const command = parseCommand(argv);
+  const config = loadConfig();
+  const method = command.spec.method;
+  const request = fromJson(method.input, command.request);
+  // Checked here too, so wrong arguments fail with exit 2 before anything is sent or written.
+  const result = createValidator().validate(method.input, request);
+  if (result.kind !== "valid") {
+    // Name the option the user typed: "tmc_id: must be a valid UUID" → "--tmc-id: must be a valid UUID".
+    throw new UsageError(
+      result.error.message.replace(
+        /^([a-z_]+(\[\d+\])?):/,
+        (_, field: string) => `${optionOfField(command.spec, field)}:`,
+      ),
+      command.usage,
+    );
+  }
+  return { config, method, request, output: command.output, init: command.init };
+}
+
+/**
+ * The RPC sent to the server at `target`; when none answers there, run in-process on the same
+ * storage (the service it starts is left in `offline` for the caller to close).
+ */
+async function callServerOrInProcess(
+  { config, method, request, init }: Invocation,
+  target: { url: string; source: string },
+  offline: { service?: Service },
+): Promise<Message> {
+  try {
+    say(`using the server at ${target.url} (${target.source})`);
+    return await call(
+      createConnectTransport({ baseUrl: target.url, httpVersion: "1.1" }),
+      operatorToken(config),
+      method,
+      request,
+      config.cliRequestTimeoutMs,
+    );
+  } catch (error) {
+    if (!isUnreachable(error)) throw error;
+  }
+  const { databaseUrl, dataDir, databaseSchema } = config.storage;
+  if (!databaseUrl && !init && !embeddedDatabaseExists(dataDir)) throw new NoStoreError(target.url, dataDir);
+  say(
+    `no server answers at ${target.url}; running in-process on ` +
+      (databaseUrl
+        ? `DATABASE_URL ${withoutCredentials(databaseUrl)} (schema ${databaseSchema})`
+        : `DATA_DIR ${dataDir} (embedded database${embeddedDatabaseExists(dataDir) ? "" : ", created now: --init"})`),
+  );
+  offline.service = await createService(config, {
+    logStream: process.stderr,
+    skipMigrations: method.name === "Migrate",
+  });
+  return call(offline.service.transport, operatorToken(config), method, request, config.cliRequestTimeoutMs);
 }
 
 /** The CLI's own notes on stderr (stdout carries only the answer): where it runs. */

@@ -1,20 +1,5 @@
+import type { Budget, RateLimits } from "../domain/rate-limit/model.js";
 import { ConfigError } from "./config-error.js";
-
-/** A fixed window: `points` requests per `durationSeconds`. */
-export interface Budget {
-  readonly points: number;
-  readonly durationSeconds: number;
-}
-
-/** The token endpoints' budgets (the domain's RateLimits has the same shape). */
-export interface RateLimits {
-  /** Token requests per client_id. */
-  readonly perClient: Budget;
-  /** Token requests per source address (across clients, e.g. one host guessing client ids). */
-  readonly perAddress: Budget;
-  /** Failed client authentications, counted per client_id and per address. */
-  readonly failures: Budget;
-}
 
 export const DEFAULT_RATE_LIMITS: RateLimits = Object.freeze({
   perClient: Object.freeze({ points: 60, durationSeconds: 60 }),

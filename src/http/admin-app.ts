@@ -1,8 +1,9 @@
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { Metrics } from "../observability/metrics.js";
 import type { RpcCore } from "../rpc/routes.js";
-import { createRpcApp, type HttpSettings } from "./fastify-app.js";
+import { createRpcApp } from "./fastify-app.js";
 import { registerAdminRoutes } from "./operational-routes.js";
+import type { HttpConfig } from "./settings.js";
 
 /**
  * The admin face, on a port of its own (ADMIN_PORT): OperatorService in every protocol with its
@@ -11,7 +12,7 @@ import { registerAdminRoutes } from "./operational-routes.js";
  * ErrorResponse shape apply here unchanged; only what is routed differs.
  */
 export async function createAdminApp(
-  settings: HttpSettings,
+  settings: HttpConfig,
   rpc: Pick<RpcCore, "adminRoutes" | "interceptors">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
 ): Promise<FastifyInstance> {

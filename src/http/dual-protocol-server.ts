@@ -19,11 +19,15 @@ const GOAWAY_ENHANCE_YOUR_CALM = Buffer.from([
 
 export interface DualProtocolOptions extends Http2Limits {
   readonly keepAliveTimeoutMs: number;
+  /** Longest time an HTTP/1.1 request may take to arrive in full. */
   readonly requestTimeoutMs: number;
   readonly headersTimeoutMs: number;
   /** Idle HTTP/2 sessions are closed after this long. */
   readonly h2IdleTimeoutMs: number;
-  /** How long close() lets HTTP/2 sessions finish their streams before destroying them. */
+  /**
+   * How long SIGTERM waits for in-flight requests: close() lets HTTP/2 sessions finish their
+   * streams this long before destroying them.
+   */
   readonly shutdownTimeoutMs: number;
 }
 

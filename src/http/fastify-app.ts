@@ -22,27 +22,15 @@ import { contractServices } from "../rpc/areas.js";
 import type { RpcCore } from "../rpc/routes.js";
 import { connectRoutes } from "./connect-handlers.js";
 import { createDualProtocolServer, type ParserError } from "./dual-protocol-server.js";
-import type { Http2Limits } from "./http2-stream-budget.js";
 import { registerOperationalRoutes, type OperationalDeps } from "./operational-routes.js";
-
-export interface HttpSettings extends Http2Limits {
-  readonly bodyLimitBytes: number;
-  /** Longer request URLs get 414. */
-  readonly maxUrlBytes: number;
-  readonly trustedProxies: readonly string[];
-  readonly keepAliveTimeoutMs: number;
-  readonly requestTimeoutMs: number;
-  readonly headersTimeoutMs: number;
-  readonly h2IdleTimeoutMs: number;
-  readonly shutdownTimeoutMs: number;
-}
+import type { HttpConfig } from "./settings.js";
 
 /**
  * The public HTTP face: the public RPCs in every protocol, the REST gateway derived from the
  * contract, and the operational routes.
  */
 export async function createHttpApp(
-  settings: HttpSettings,
+  settings: HttpConfig,
   rpc: RpcCore,
   operational: Omit<OperationalDeps, "openApi" | "metrics"> & { readonly publicUrl: string },
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
@@ -71,7 +59,7 @@ export async function createHttpApp(
  * The public face above and the admin face (admin-app.ts) are both built on it.
  */
 export async function createRpcApp(
-  settings: HttpSettings,
+  settings: HttpConfig,
   rpc: Pick<RpcCore, "routes" | "interceptors">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
   dialectOfPath: (url: string) => ErrorDialect | undefined = () => undefined,
@@ -146,7 +134,7 @@ function answerParserError(
 /** Every answer names its request id; an over-long URL is refused before routing; every request is measured. */
 function addRequestHooks(
   app: FastifyInstance,
-  settings: HttpSettings,
+  settings: HttpConfig,
   metrics: Metrics,
   dialectOf: (url: string | undefined) => ErrorDialect | undefined,
 ): void {

@@ -9,13 +9,17 @@ export type { SpanExporter };
 /** The service name spans carry unless OTEL_SERVICE_NAME (or OTEL_RESOURCE_ATTRIBUTES) says otherwise. */
 export const TRACING_SERVICE_NAME = "auth-api-user-service";
 
-export interface TracingOptions {
+/** OpenTelemetry tracing (src/config/config.ts reads it): off unless an OTLP endpoint is set. */
+export interface TracingConfig {
   /**
    * OTEL_EXPORTER_OTLP_ENDPOINT. Set: spans are exported over OTLP/HTTP (the exporter reads the
    * standard OTEL_EXPORTER_OTLP_* variables itself: the endpoint, `…_TRACES_ENDPOINT`, headers,
    * timeout). Unset: tracing is off and nothing of the SDK is created.
    */
   readonly otlpEndpoint: string | undefined;
+}
+
+export interface TracingOptions extends TracingConfig {
   /**
    * Tests only (passed through `createService`'s options, never from the environment): export
    * to this exporter, span by span (SimpleSpanProcessor), instead of OTLP.

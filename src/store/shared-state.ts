@@ -7,7 +7,8 @@ import { redisBudgetCounters } from "./redis/budget-counters.js";
 import { RedisGenerationCache } from "./redis/generation-cache.js";
 import { RedisTokenAdmission } from "./redis/token-admission.js";
 import { CircuitBreaker } from "./redis/circuit-breaker.js";
-import { closeRedis, openRedis, pingRedis, type RedisOptions } from "./redis/redis-client.js";
+import { closeRedis, openRedis, pingRedis } from "./redis/redis-client.js";
+import type { StorageConfig } from "./settings.js";
 
 /**
  * The state instances share besides Postgres: Redis, or on the embedded default its explicit
@@ -28,9 +29,6 @@ export interface SharedState {
 }
 
 export interface SharedStateOptions {
-  /** Absent: the in-process twins. */
-  readonly redis: RedisOptions | undefined;
-  readonly keyPrefix: string;
   readonly credentialCacheSeconds: number;
   /** Told every time a rate-limit decision falls back to the in-process insurance limiter. */
   readonly onRateLimitFallback: (error: unknown) => void;
@@ -38,22 +36,24 @@ export interface SharedStateOptions {
   readonly onBreakerChange?: (open: boolean) => void;
 }
 
-export function openSharedState(options: SharedStateOptions, logger: Logger): SharedState {
-  if (!options.redis) {
+/** Redis when the storage settings name one (REDIS_URL), else the in-process twins. */
+export function openSharedState(storage: StorageConfig, options: SharedStateOptions, logger: Logger): SharedState {
+  const keyPrefix = storage.redisKeyPrefix;
+  if (!storage.redisUrl) {
     return {
       kind: "memory",
       generationCache: new MemoryGenerationCache(),
-      budgetCounters: memoryBudgetCounters(options.keyPrefix),
+      budgetCounters: memoryBudgetCounters(keyPrefix),
       admission: undefined,
       status: async () => "up",
       close: async () => {},
     };
   }
-  const redisOptions = options.redis;
-  const redis = openRedis(redisOptions, logger);
+  const redis = openRedis({ ...storage, redisUrl: storage.redisUrl }, logger);
+  const commandTimeoutMs = storage.redisCommandTimeoutMs;
   const breaker = new CircuitBreaker({
-    failureThreshold: options.redis.breakerFailures,
-    openMs: options.redis.breakerOpenMs,
+    failureThreshold: storage.redisBreakerFailures,
+    openMs: storage.redisBreakerOpenMs,
     onChange: (open) => {
       options.onBreakerChange?.(open);
       if (open)
@@ -65,21 +65,14 @@ export function openSharedState(options: SharedStateOptions, logger: Logger): Sh
     kind: "redis",
     generationCache: new RedisGenerationCache(
       redis,
-      options.keyPrefix,
+      keyPrefix,
       options.credentialCacheSeconds,
       breaker,
-      options.redis.commandTimeoutMs,
+      commandTimeoutMs,
     ),
-    budgetCounters: redisBudgetCounters(
-      redis,
-      options.keyPrefix,
-      options.onRateLimitFallback,
-      breaker,
-      options.redis.commandTimeoutMs,
-    ),
-    admission: new RedisTokenAdmission(redis, options.keyPrefix, breaker, options.redis.commandTimeoutMs),
-    status: async () =>
-      !breaker.tripped && (await pingRedis(redis, redisOptions.commandTimeoutMs)) ? "up" : "degraded",
+    budgetCounters: redisBudgetCounters(redis, keyPrefix, options.onRateLimitFallback, breaker, commandTimeoutMs),
+    admission: new RedisTokenAdmission(redis, keyPrefix, breaker, commandTimeoutMs),
+    status: async () => (!breaker.tripped && (await pingRedis(redis, commandTimeoutMs)) ? "up" : "degraded"),
     close: () => closeRedis(redis),
   };
 }

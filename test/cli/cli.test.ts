@@ -71,7 +71,7 @@ async function countRows(storage: Storage): Promise<RowCounts & { limits: Record
   const database = openDatabase({
     databaseUrl: isPostgres ? TEST_DATABASE_URL : undefined,
     dataDir: storage.dataDir,
-    schema: storage.schema ?? "public",
+    databaseSchema: storage.schema ?? "public",
   });
   try {
     const count = async (table: string) => toCount((await database.db(table).count({ n: "*" }).first())?.n);

@@ -121,22 +121,21 @@ export async function createDomainFixture(
     feed,
     keys.signingKeyEncryptionKey,
     {
-      prepublishSeconds: PREPUBLISH_SECONDS,
-      maxTokenLifetimeSeconds: LEGACY_TTL,
+      signingKeyPrepublishSeconds: PREPUBLISH_SECONDS,
+      accessTokenTtlSeconds: ACCESS_TTL,
+      legacyTokenTtlSeconds: LEGACY_TTL,
       unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000,
     },
     clock.now,
   );
   await signingKeys.start();
   const accessTokens = new AccessTokens(signingKeys, generations, ISSUER, clock.now);
-  const trustedIssuers = new TrustedIssuers(
-    uow,
-    repos.tenants,
-    repos.trustedIssuers,
-    clock.now,
-    { timeoutMs: 100, cooldownMs: 0, cacheMaxAgeMs: 1_000 },
-    86_400,
-  );
+  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, {
+    jwksFetchTimeoutMs: 100,
+    jwksCooldownMs: 0,
+    jwksCacheMaxAgeMs: 1_000,
+    externalTokenMaxLifetimeSeconds: 86_400,
+  });
   const settings: TokenServiceSettings = {
     audience: AUDIENCE,
     allowedAudiences: [OTHER_API],

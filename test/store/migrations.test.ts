@@ -32,8 +32,8 @@ const storages: Storage[] = [];
 function open(storage = newStorage()): Database {
   if (!storages.includes(storage)) storages.push(storage);
   const database = isPostgres
-    ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, schema: storage.schema! })
-    : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, schema: "public" });
+    ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
+    : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
   opened.push(database);
   return database;
 }

@@ -86,8 +86,8 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   before(async () => {
     database = isPostgres
-      ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, schema: storage.schema! })
-      : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, schema: "public" });
+      ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
+      : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
     await database.migrate();
     uow = new KnexUnitOfWork(database.db);
     const tx = uow.direct;

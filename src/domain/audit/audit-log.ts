@@ -1,7 +1,7 @@
 import type { Clock } from "../shared/clock.js";
 import type { Counter, Logger } from "../shared/observability.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
-import type { AuditEvent, AuditSink } from "./model.js";
+import type { AuditConfig, AuditEvent, AuditSink } from "./model.js";
 import { AuditRecordRejected, type AuditRepository } from "./ports.js";
 
 export interface AuditLogMetrics {
@@ -17,12 +17,12 @@ export interface AuditLogMetrics {
 /** Longest text kept in any field of an audit event. */
 const MAX_TEXT = 256;
 
-export interface AuditLogOptions {
-  readonly batchSize: number;
-  /** Events kept while the database is down; beyond it the oldest are dropped and counted. */
-  readonly maxBuffered: number;
-  /** Waits between the final flush attempts of `close`. */
-  readonly closeRetryDelaysMs: readonly number[];
+/** Waits between the last attempts to write buffered audit events at shutdown. */
+const CLOSE_RETRY_DELAYS_MS: readonly number[] = [200, 400, 600, 800];
+
+export interface AuditLogOptions extends AuditConfig {
+  /** Waits between the final flush attempts of `close` (tests shorten them). */
+  readonly closeRetryDelaysMs?: readonly number[];
 }
 
 /**
@@ -63,7 +63,7 @@ export class AuditLog implements AuditSink {
 
   /** Writes what is left, retrying a few times before giving up loudly. */
   async close(): Promise<void> {
-    for (const delayMs of [0, ...this.options.closeRetryDelaysMs]) {
+    for (const delayMs of [0, ...(this.options.closeRetryDelaysMs ?? CLOSE_RETRY_DELAYS_MS)]) {
       if (this.buffer.length === 0 && !this.flushing) break;
       if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
       await this.flush();

@@ -21,3 +21,10 @@ export interface RecordedAuditEvent extends AuditEvent {
 export interface AuditSink {
   record(event: AuditEvent): void;
 }
+
+/** The audit trail's buffer (AUDIT_BATCH_SIZE, AUDIT_MAX_BUFFERED). */
+export interface AuditConfig {
+  readonly batchSize: number;
+  /** Events kept while the database is down; beyond it the oldest are dropped and counted. */
+  readonly maxBuffered: number;
+}

@@ -147,3 +147,38 @@ export interface RevokedAccessToken {
   readonly clientId: string;
   readonly expiresAt: Date;
 }
+
+/** The token settings (TOKEN_*, *_TTL_SECONDS, JWKS_*, SIGNING_KEY_*: src/config/config.ts reads them). */
+export interface TokenConfig {
+  /** `iss` of issued tokens; every instance of a deployment must use the same. */
+  readonly issuer: string;
+  /** The audience this service accepts in access tokens, and the default `aud` of new ones. */
+  readonly audience: string;
+  /** Further audiences clients may request tokens for (other APIs of the platform). */
+  readonly allowedAudiences: readonly string[];
+  readonly accessTokenTtlSeconds: number;
+  /** Lifetime of tokens from the deprecated /get-auth-token (documented as 86400 s). */
+  readonly legacyTokenTtlSeconds: number;
+  readonly refreshTokenTtlSeconds: number;
+  /** How long a credential generation cached in Redis lives before it is re-read from Postgres. */
+  readonly credentialCacheSeconds: number;
+  /** A token with an unknown `kid` reloads the signing keys at most this often. */
+  readonly unknownKeyReloadIntervalMs: number;
+  /**
+   * How long `keys rotate` publishes the next signing key (JWKS, verification on every instance)
+   * before any instance signs with it: longer than every JWKS cache downstream and than
+   * SIGNING_KEY_RELOAD_INTERVAL_MS, so no verifier meets a token whose key it has not loaded.
+   */
+  readonly signingKeyPrepublishSeconds: number;
+  /** Fetching a trusted issuer's JWKS by URL: timeout, pause after a failure, and cache lifetime. */
+  readonly jwksFetchTimeoutMs: number;
+  readonly jwksCooldownMs: number;
+  readonly jwksCacheMaxAgeMs: number;
+  /** Longest lifetime accepted from an external subject token (exp − iat). */
+  readonly externalTokenMaxLifetimeSeconds: number;
+}
+
+/** How long an issued token can be presented: the longer of the two access-token lifetimes. */
+export function maxTokenLifetimeSeconds(tokens: Pick<TokenConfig, "accessTokenTtlSeconds" | "legacyTokenTtlSeconds">) {
+  return Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
+}

@@ -14,7 +14,7 @@ import { DomainError } from "../../errors/domain-error.js";
 import { open, seal } from "../shared/aead.js";
 import type { Clock } from "../shared/clock.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
-import type { SigningKeyRecord } from "./model.js";
+import { maxTokenLifetimeSeconds, type SigningKeyRecord, type TokenConfig } from "./model.js";
 import type { SigningKeyChangeFeed, SigningKeyRepository } from "./ports.js";
 
 /** The only signature algorithm this service issues and accepts for its own tokens. */
@@ -48,14 +48,15 @@ export interface SigningKeyRotation {
   readonly withdrawnKids: string[];
 }
 
-export interface SigningKeyRingOptions {
-  /** How long a new key is published before any instance signs with it. */
-  readonly prepublishSeconds: number;
-  /** How long a retired key must keep verifying: the longest token lifetime. */
-  readonly maxTokenLifetimeSeconds: number;
-  /** A token with an unknown kid reloads the keys at most this often (unless it may be newer than the last reload). */
-  readonly unknownKeyReloadIntervalMs: number;
-}
+/**
+ * The token settings the ring keeps keys by: how long a new key is published before any instance
+ * signs with it, how often an unknown kid may reload the keys (unless the token may be newer than
+ * the last reload), and the token lifetimes, the longest of which a retired key keeps verifying.
+ */
+export type SigningKeyRingOptions = Pick<
+  TokenConfig,
+  "signingKeyPrepublishSeconds" | "unknownKeyReloadIntervalMs" | "accessTokenTtlSeconds" | "legacyTokenTtlSeconds"
+>;
 
 /**
  * The state of every published key at `now`, latest activation first: the newest key whose
@@ -197,11 +198,11 @@ export class SigningKeyRing {
           },
         );
       }
-      const activatesAt = immediately ? now : new Date(now.getTime() + this.options.prepublishSeconds * 1000);
+      const activatesAt = immediately ? now : new Date(now.getTime() + this.options.signingKeyPrepublishSeconds * 1000);
       const kid = await this.createKey(tx, now, activatesAt);
       const notAfter = immediately
         ? now
-        : new Date(activatesAt.getTime() + (this.options.maxTokenLifetimeSeconds + RETIRED_KEY_GRACE_SECONDS) * 1000);
+        : new Date(activatesAt.getTime() + (maxTokenLifetimeSeconds(this.options) + RETIRED_KEY_GRACE_SECONDS) * 1000);
       await this.keys.retireAll(tx, activatesAt, notAfter, { except: kid, withdraw: immediately });
       await this.keys.announceChange(tx);
       return { kid, activatesAt, withdrawnKids: immediately ? published.map((r) => r.kid) : [] };

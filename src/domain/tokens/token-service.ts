@@ -21,6 +21,7 @@ import {
   type IssuedToken,
   type Principal,
   type SubjectKind,
+  type TokenConfig,
   type TokenRequest,
 } from "./model.js";
 import { invalidGrant, invalidRequest, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
@@ -28,16 +29,16 @@ import type { RefreshTokenRepository } from "./ports.js";
 import { grantScopes, parseScope, SCOPES_BY_ROLE } from "./scopes.js";
 import type { TrustedIssuers } from "./trusted-issuers.js";
 
-export interface TokenServiceSettings {
-  readonly audience: string;
-  readonly allowedAudiences: readonly string[];
-  readonly accessTokenTtlSeconds: number;
-  readonly legacyTokenTtlSeconds: number;
-  readonly refreshTokenTtlSeconds: number;
-  readonly pepper: Buffer;
-  /** This service's `iss`: subject tokens that carry it are verified as our own. */
-  readonly issuer: string;
-}
+/** The token settings the grants use (`issuer`: subject tokens that carry it are verified as our own), and the pepper. */
+export type TokenServiceSettings = Pick<
+  TokenConfig,
+  | "issuer"
+  | "audience"
+  | "allowedAudiences"
+  | "accessTokenTtlSeconds"
+  | "legacyTokenTtlSeconds"
+  | "refreshTokenTtlSeconds"
+> & { readonly pepper: Buffer };
 
 /** The OAuth grants (spec 4.1, 5): client_credentials, token exchange (RFC 8693) and refresh. */
 export class TokenService {

@@ -14,6 +14,7 @@ import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { TenantRepository } from "../tenants/ports.js";
 import { invalidRequest } from "./oauth-errors.js";
+import type { TokenConfig } from "./model.js";
 import type { TrustedIssuerRepository } from "./ports.js";
 
 /** Algorithms accepted from external issuers (the platform documents RS256; ES256 too). */
@@ -40,13 +41,14 @@ export class TrustedIssuers {
     private readonly tenants: TenantRepository,
     private readonly issuers: TrustedIssuerRepository,
     private readonly now: Clock,
-    private readonly fetchOptions: {
-      readonly timeoutMs: number;
-      readonly cooldownMs: number;
-      readonly cacheMaxAgeMs: number;
-    },
-    /** Longest lifetime (exp − iat, or exp − now without iat) accepted from an external token. */
-    private readonly maxLifetimeSeconds: number,
+    /**
+     * Fetching a JWKS by URL (timeout, pause after a failure, cache lifetime), and the longest
+     * lifetime (exp − iat, or exp − now without iat) accepted from an external token.
+     */
+    private readonly settings: Pick<
+      TokenConfig,
+      "jwksFetchTimeoutMs" | "jwksCooldownMs" | "jwksCacheMaxAgeMs" | "externalTokenMaxLifetimeSeconds"
+    >,
   ) {}
 
   async add(tmcId: string, input: TrustedIssuerInput): Promise<void> {
@@ -120,8 +122,9 @@ export class TrustedIssuers {
     // An iat in the future must not stretch the allowed lifetime: count from now at the latest.
     const now = Math.floor(this.now().getTime() / 1000);
     const issuedAt = typeof payload.iat === "number" ? Math.min(payload.iat, now) : now;
-    if (payload.exp! - issuedAt > this.maxLifetimeSeconds)
-      throw bad(`its lifetime is longer than ${this.maxLifetimeSeconds} seconds`);
+    const maxLifetimeSeconds = this.settings.externalTokenMaxLifetimeSeconds;
+    if (payload.exp! - issuedAt > maxLifetimeSeconds)
+      throw bad(`its lifetime is longer than ${maxLifetimeSeconds} seconds`);
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
     const email = payload.email;
     if (typeof email !== "string" || email === "") throw bad("no email claim");
@@ -137,9 +140,9 @@ export class TrustedIssuers {
     let keySet = this.remoteKeySets.get(uri);
     if (!keySet) {
       keySet = createRemoteJWKSet(new URL(uri), {
-        timeoutDuration: this.fetchOptions.timeoutMs,
-        cooldownDuration: this.fetchOptions.cooldownMs,
-        cacheMaxAge: this.fetchOptions.cacheMaxAgeMs,
+        timeoutDuration: this.settings.jwksFetchTimeoutMs,
+        cooldownDuration: this.settings.jwksCooldownMs,
+        cacheMaxAge: this.settings.jwksCacheMaxAgeMs,
       });
       this.remoteKeySets.set(uri, keySet);
     }

@@ -1,14 +1,22 @@
 import type { Interceptor } from "@connectrpc/connect";
+import type { Budget } from "../../domain/rate-limit/model.js";
 import { DomainError } from "../../errors/domain-error.js";
 import { principalKey, scimClientKey } from "./authentication-interceptor.js";
 
-export interface PrincipalBudget {
-  /** RPCs of one principal running at once on this instance. */
+/**
+ * Per principal (the API user behind an access token, or a SCIM client) and per instance, on
+ * every RPC that takes a bearer credential (RPC_*_PER_PRINCIPAL: src/config/config.ts reads them).
+ */
+export interface PrincipalBudgetConfig {
+  /** RPCs of one principal running at once; further ones wait in memory, holding no connection. */
   readonly concurrency: number;
-  /** RPCs of one principal waiting for a running slot; beyond it the call is refused. */
+  /** RPCs of one principal waiting for a running slot; beyond it: 429 TOO_MANY_CONCURRENT_REQUESTS. */
   readonly queue: number;
-  /** RPCs of one principal per fixed window on this instance. */
-  readonly rate: { readonly points: number; readonly durationSeconds: number };
+  /** RPCs of one principal per fixed window (in process, per instance): beyond it 429 TOO_MANY_REQUESTS. */
+  readonly rate: Budget;
+}
+
+export interface PrincipalBudget extends PrincipalBudgetConfig {
   /** Longest wait in the queue (below the request deadline, so the caller hears 429 rather than 504). */
   readonly maxQueueWaitMs: number;
   /** Milliseconds clock (tests move it). */

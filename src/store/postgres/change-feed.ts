@@ -1,6 +1,10 @@
 import pg from "pg";
 import type { Logger } from "../../domain/shared/observability.js";
 import type { ChangeFeed } from "../../domain/tokens/ports.js";
+import { LocalChangeFeed } from "../memory/change-feed.js";
+import type { StorageConfig } from "../settings.js";
+import { credentialChangeChannel } from "./repositories/credential-change-log.js";
+import { signingKeyChangeChannel } from "./repositories/signing-key-repository.js";
 
 export interface PostgresChangeFeedOptions {
   readonly connectionString: string;
@@ -8,6 +12,23 @@ export interface PostgresChangeFeedOptions {
   /** Where signing-key changes are announced (one LISTEN connection carries both). */
   readonly signingKeyChannel: string;
   readonly reconnectMaxDelayMs: number;
+}
+
+/**
+ * Every instance over one Postgres hears of every credential change (LISTEN on the schema's
+ * channels); the embedded database has one instance, told in process.
+ */
+export function openChangeFeed(storage: StorageConfig, logger: Logger): ChangeFeed {
+  if (!storage.databaseUrl) return new LocalChangeFeed();
+  return new PostgresChangeFeed(
+    {
+      connectionString: storage.databaseUrl,
+      channel: credentialChangeChannel(storage.databaseSchema),
+      signingKeyChannel: signingKeyChangeChannel(storage.databaseSchema),
+      reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs,
+    },
+    logger,
+  );
 }
 
 /**

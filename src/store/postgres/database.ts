@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import knexPkg, { type Knex } from "knex";
 import ClientPgLite from "knex-pglite";
+import type { StorageConfig } from "../settings.js";
 import { migrationSource } from "./migrations/index.js";
 
 const { knex } = knexPkg;
@@ -25,21 +26,18 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export interface DatabaseOptions {
-  readonly databaseUrl: string | undefined;
-  readonly dataDir: string;
-  readonly schema: string;
-  /** Largest Postgres pool per instance. */
-  readonly poolMax?: number;
-  /** How long a query may wait for a pooled connection. */
-  readonly acquireTimeoutMs?: number;
-  /** Client-side limit on one query; the server is also told (statement_timeout). */
-  readonly queryTimeoutMs?: number;
-  /** Longest wait for a row lock (lock_timeout) on the request pool; past it the statement fails with 55P03. */
-  readonly lockTimeoutMs?: number;
-  /** Connections of the background jobs' own pool. */
-  readonly jobsPoolMax?: number;
-}
+/** The storage settings a database opens with; the pool sizes and timeouts default for tests and tools. */
+export type DatabaseOptions = Pick<StorageConfig, "databaseUrl" | "dataDir" | "databaseSchema"> &
+  Partial<
+    Pick<
+      StorageConfig,
+      | "databasePoolMax"
+      | "databaseAcquireTimeoutMs"
+      | "databaseQueryTimeoutMs"
+      | "databaseLockTimeoutMs"
+      | "databaseJobsPoolMax"
+    >
+  >;
 
 /**
  * Knex prints its warnings (a pool's "Acquire connection" errors under a stall) with console.log,
@@ -66,7 +64,12 @@ export function openDatabase(options: DatabaseOptions): Database {
 }
 
 function openPostgres(connectionString: string, options: DatabaseOptions): Database {
-  const { schema, poolMax = 10, lockTimeoutMs, jobsPoolMax = 2 } = options;
+  const {
+    databaseSchema: schema,
+    databasePoolMax: poolMax = 10,
+    databaseLockTimeoutMs: lockTimeoutMs,
+    databaseJobsPoolMax: jobsPoolMax = 2,
+  } = options;
   const connect = (timeouts: RequestTimeouts | undefined, max: number) =>
     connectPostgres(connectionString, options, timeouts, max);
   const db = connect({ lockTimeoutMs }, poolMax);
@@ -106,7 +109,11 @@ function connectPostgres(
   timeouts: RequestTimeouts | undefined,
   max: number,
 ): Knex {
-  const { schema, acquireTimeoutMs = 10_000, queryTimeoutMs = 30_000 } = options;
+  const {
+    databaseSchema: schema,
+    databaseAcquireTimeoutMs: acquireTimeoutMs = 10_000,
+    databaseQueryTimeoutMs: queryTimeoutMs = 30_000,
+  } = options;
   return knex({
     client: "pg",
     log: KNEX_LOG,

@@ -1,3 +1,5 @@
+import { DomainError } from "../../errors/domain-error.js";
+
 /**
  * How a database failure is answered: `unavailable` (503, retry the call later: the database cannot
  * be reached, is stalled, shutting down or out of connections) or `contended` (409 ABORTED: another
@@ -84,4 +86,26 @@ export function databaseFailureOf(error: unknown, depth = 0): DatabaseFailure | 
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   return databaseFailureOf(error) === "unavailable";
+}
+
+/**
+ * The catalogue error a database failure is answered with (the RPC core's `classifyError`):
+ * 503 DEPENDENCY_UNAVAILABLE or 409 RESOURCE_BUSY, both with Retry-After: 1; undefined for
+ * anything that is not the database's state (it stays an internal error).
+ */
+export function classifyDatabaseError(error: unknown): DomainError | undefined {
+  switch (databaseFailureOf(error)) {
+    case "unavailable":
+      return new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", {
+        cause: error,
+        retryAfterSeconds: 1,
+      });
+    case "contended":
+      return new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", {
+        cause: error,
+        retryAfterSeconds: 1,
+      });
+    default:
+      return undefined;
+  }
 }

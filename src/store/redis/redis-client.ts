@@ -1,30 +1,20 @@
 import { createClient, type RedisClientType } from "redis";
 import type { Logger } from "../../domain/shared/observability.js";
+import type { RedisSettings } from "../settings.js";
 import { withinTimeout } from "./command-timeout.js";
-
-export interface RedisOptions {
-  readonly url: string;
-  readonly connectTimeoutMs: number;
-  readonly reconnectMaxDelayMs: number;
-  /** A command unanswered for this long fails (a stalled Redis must not hang requests). */
-  readonly commandTimeoutMs: number;
-  /** Failures in a row that open the circuit breaker, and how long it stays open. */
-  readonly breakerFailures: number;
-  readonly breakerOpenMs: number;
-}
 
 /**
  * The node-redis client every Redis adapter shares. Commands fail at once while disconnected
  * (no offline queue), so callers fall back instead of queueing; a down Redis is logged once per
  * distinct failure, not once per command.
  */
-export function openRedis(options: RedisOptions, logger: Logger): RedisClientType {
+export function openRedis(options: RedisSettings, logger: Logger): RedisClientType {
   const client: RedisClientType = createClient({
-    url: options.url,
+    url: options.redisUrl,
     disableOfflineQueue: true,
     socket: {
-      connectTimeout: options.connectTimeoutMs,
-      reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, options.reconnectMaxDelayMs),
+      connectTimeout: options.redisConnectTimeoutMs,
+      reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, options.redisReconnectMaxDelayMs),
     },
   });
   let lastError = "";

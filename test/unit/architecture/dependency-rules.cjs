@@ -45,10 +45,11 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
       },
       {
         name: "config-imports-only-config-and-errors",
-        comment: "3. src/config may import only src/config and src/errors (and no generated code).",
+        comment:
+          "3. src/config may import values only from src/config and src/errors (and no generated code). It may `import type` a settings group from the layer that takes it whole, so each config shape is declared once, by its user; config stays a leaf at run time (a type import from app/ or cli/ would be a cycle, rule 1).",
         severity: "error",
         from: { path: in_("config") },
-        to: { path: `${S}|${G}`, pathNot: in_("config", "errors") },
+        to: { path: `${S}|${G}`, pathNot: in_("config", "errors"), dependencyTypesNot: ["type-only"] },
       },
       {
         name: "domain-imports-only-domain-and-errors",

@@ -63,8 +63,9 @@ describe("SigningKeyRing", () => {
       options.encryptionKey ?? f.keys.signingKeyEncryptionKey,
       // -1: `Date.now() - lastReload > -1` always holds, so every unknown kid reloads (no real-time dependence).
       {
-        prepublishSeconds: PREPUBLISH_SECONDS,
-        maxTokenLifetimeSeconds: LEGACY_TTL,
+        signingKeyPrepublishSeconds: PREPUBLISH_SECONDS,
+        accessTokenTtlSeconds: LEGACY_TTL,
+        legacyTokenTtlSeconds: LEGACY_TTL,
         unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? -1,
       },
       clock,
@@ -333,7 +334,12 @@ describe("SigningKeyRing", () => {
       f.repos.signingKeys,
       f.feed,
       f.keys.signingKeyEncryptionKey,
-      { prepublishSeconds: 60, maxTokenLifetimeSeconds: 60, unknownKeyReloadIntervalMs: 0 },
+      {
+        signingKeyPrepublishSeconds: 60,
+        accessTokenTtlSeconds: 60,
+        legacyTokenTtlSeconds: 60,
+        unknownKeyReloadIntervalMs: 0,
+      },
       f.clock.now,
     );
     assert.throws(() => ring.jwks, { message: "signing keys are not loaded" });

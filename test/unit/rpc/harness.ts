@@ -56,7 +56,8 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   const config = loadConfig({ TOKEN_ISSUER: ISSUER, ...env });
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
   const shared = openSharedState(
-    { redis: undefined, keyPrefix: "t:", credentialCacheSeconds: 300, onRateLimitFallback: () => {} },
+    { ...config.storage, redisUrl: undefined, redisKeyPrefix: "t:" },
+    { credentialCacheSeconds: 300, onRateLimitFallback: () => {} },
     silentLogger,
   );
   const metrics = createMetrics();

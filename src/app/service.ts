@@ -1,0 +1,39 @@
+import type { Transport } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
+import type { Clock } from "../domain/shared/clock.js";
+import type { SpanExporter } from "../observability/tracing.js";
+
+export interface ServiceOptions {
+  /** Where JSON logs go (stdout by default); tests capture them. */
+  readonly logStream?: NodeJS.WritableStream;
+  /** Skip applying migrations at start (the CLI's offline `migrate` applies them itself). */
+  readonly skipMigrations?: boolean;
+  /** The clock tokens are issued and verified with (tests move it). */
+  readonly now?: Clock;
+  /**
+   * Tests only: turn tracing on and export spans here (e.g. an InMemorySpanExporter) instead of
+   * OTLP. Deliberately not an environment variable, so no deployment can set it by mistake.
+   */
+  readonly spanExporter?: SpanExporter;
+}
+
+/** A built, migrated instance: `listen` opens the port(s), `close` drains and releases everything in order. */
+export interface Service {
+  readonly app: FastifyInstance;
+  /** The admin listener's app (OperatorService, /metrics) when ADMIN_PORT is set. */
+  readonly adminApp: FastifyInstance | undefined;
+  /** In-process transport to every RPC, through the same interceptors as the network face. */
+  readonly transport: Transport;
+  /** What the instance runs on and where its generated secrets are kept, for the start log (never the secrets). */
+  readonly about: {
+    readonly database: string;
+    readonly redis: string;
+    readonly masterKey: string;
+    readonly operatorToken: string;
+  };
+  /** Opens the admin port (when configured), then the public one; resolves with the public address. */
+  listen(): Promise<string>;
+  /** Where the admin listener listens (e.g. http://127.0.0.1:9090) once `listen` resolved; undefined without one. */
+  readonly adminAddress: string | undefined;
+  close(): Promise<void>;
+}

@@ -1,0 +1,65 @@
+import type { Tracer } from "@opentelemetry/api";
+import type { Config } from "../config/config.js";
+import type { Logger } from "../domain/shared/observability.js";
+import type { UnitOfWork } from "../domain/shared/unit-of-work.js";
+import type { ChangeFeed } from "../domain/tokens/ports.js";
+import type { Metrics } from "../observability/metrics.js";
+import { openChangeFeed } from "../store/postgres/change-feed.js";
+import { openDatabase, type Database } from "../store/postgres/database.js";
+import { traceQueries } from "../store/postgres/query-spans.js";
+import { postgresRepositories, type Repositories } from "../store/postgres/repositories/index.js";
+import { KnexUnitOfWork } from "../store/postgres/unit-of-work.js";
+import { openSharedState, type SharedState } from "../store/shared-state.js";
+import type { Lifecycle } from "./lifecycle.js";
+import { retryWhileDatabaseUnavailable } from "./startup-retry.js";
+
+/** The storage an instance runs on, opened (and migrated) from the storage settings. */
+export interface Storage {
+  readonly database: Database;
+  readonly shared: SharedState;
+  readonly uow: UnitOfWork;
+  /** The background jobs' own connections (a small pool of their own on Postgres). */
+  readonly jobsUow: UnitOfWork;
+  readonly repositories: Repositories;
+  readonly changeFeed: ChangeFeed;
+}
+
+/**
+ * Opens the database (migrated unless `skipMigrations`) and the shared state, each registered
+ * with `lifecycle` to be closed.
+ */
+export async function openStorage(
+  config: Config,
+  lifecycle: Lifecycle,
+  observers: { logger: Logger; metrics: Metrics; tracer: Tracer | undefined },
+  skipMigrations: boolean | undefined,
+): Promise<Storage> {
+  const { storage } = config;
+  const { logger, metrics, tracer } = observers;
+  const database = openDatabase(storage);
+  lifecycle.started("database", () => database.close());
+  if (tracer) {
+    for (const db of new Set([database.db, database.jobsDb]))
+      traceQueries(db, tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+  }
+  if (!skipMigrations) await retryWhileDatabaseUnavailable("migrations", () => database.migrate(), logger);
+  const shared = openSharedState(
+    storage,
+    {
+      credentialCacheSeconds: config.tokens.credentialCacheSeconds,
+      onRateLimitFallback: () => metrics.rateLimiterFallbacks.inc(),
+      onBreakerChange: (open) => metrics.redisBreakerOpen.set(open ? 1 : 0),
+    },
+    logger,
+  );
+  lifecycle.started("redis", () => shared.close());
+  const uow = new KnexUnitOfWork(database.db, storage.databaseLockWaitMs);
+  return {
+    database,
+    shared,
+    uow,
+    jobsUow: database.jobsDb === database.db ? uow : new KnexUnitOfWork(database.jobsDb),
+    repositories: postgresRepositories(storage.databaseSchema),
+    changeFeed: openChangeFeed(storage, logger),
+  };
+}

@@ -1,0 +1,37 @@
+import { SUPPORTED_GRANTS, type TokenConfig } from "./model.js";
+import { ADVERTISED_SCOPES } from "./scopes.js";
+
+/** RFC 8414: what this authorization server offers, consistent with what it issues. */
+export function authorizationServerMetadata(issuer: string): object {
+  return {
+    issuer,
+    token_endpoint: `${issuer}/v2/auth/oauth2-token`,
+    introspection_endpoint: `${issuer}/v2/auth/introspect`,
+    jwks_uri: `${issuer}/.well-known/jwks.json`,
+    grant_types_supported: SUPPORTED_GRANTS,
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    revocation_endpoint: `${issuer}/v2/auth/revoke`,
+    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    scopes_supported: ADVERTISED_SCOPES,
+    // RFC 8414 makes this REQUIRED (and section 3.2 forbids an empty array), and validators such as
+    // authlib refuse a document without it. There is no authorization endpoint (machine clients
+    // only), so the one honest value is "none" (OAuth 2.0 Multiple Response Type Encoding
+    // Practices, IANA-registered): the authorization endpoint issues nothing, because there is none.
+    // "code" or "token" would claim a flow this server does not offer.
+    response_types_supported: ["none"],
+    // `sub` is the same for every client (an API user's client id or a user's id).
+    subject_types_supported: ["public"],
+    // Access tokens are RFC 9068 JWTs signed EdDSA (RFC 9068 section 2.1 names this metadata).
+    access_token_signing_alg_values_supported: ["EdDSA"],
+  };
+}
+
+/**
+ * How long a JWKS response may be cached: 5 minutes, or a third of the pre-publication period when
+ * that is shorter, so a cache that follows it refetches at least twice between a key's publication
+ * and its first token.
+ */
+export function jwksMaxAgeSeconds(tokens: Pick<TokenConfig, "signingKeyPrepublishSeconds">): number {
+  return Math.min(300, Math.floor(tokens.signingKeyPrepublishSeconds / 3));
+}

@@ -1,0 +1,46 @@
+/**
+ * The storage settings (DATABASE_*, DATA_DIR, REDIS_*: src/config/config.ts reads them), taken
+ * whole by the database, the shared state and the change feed.
+ */
+export interface StorageConfig {
+  /** Postgres connection string; absent selects the embedded PGlite database under dataDir. */
+  readonly databaseUrl: string | undefined;
+  /** Postgres schema holding the service's tables (lets test runs and deployments of one server stay apart). */
+  readonly databaseSchema: string;
+  readonly dataDir: string;
+  readonly databasePoolMax: number;
+  readonly databaseAcquireTimeoutMs: number;
+  /** Redis connection string; absent selects the in-process stand-in (single instance only). */
+  readonly redisUrl: string | undefined;
+  /** Prefix of every Redis key this deployment writes. */
+  readonly redisKeyPrefix: string;
+  readonly redisConnectTimeoutMs: number;
+  /** Longest wait between two reconnection attempts. */
+  readonly redisReconnectMaxDelayMs: number;
+  /** A Redis command unanswered for this long fails and its fallback answers. */
+  readonly redisCommandTimeoutMs: number;
+  /** Redis failures in a row that open the circuit breaker, and how long it stays open. */
+  readonly redisBreakerFailures: number;
+  readonly redisBreakerOpenMs: number;
+  /** Client-side limit on one Postgres query (a stalled server cannot enforce its own). */
+  readonly databaseQueryTimeoutMs: number;
+  /**
+   * Longest wait of one statement for a lock it takes implicitly (Postgres lock_timeout: a foreign
+   * key check, an UPDATE); explicit row locks are taken NOWAIT. 0: no limit but the query timeout.
+   */
+  readonly databaseLockTimeoutMs: number;
+  /** How long a transaction that met a busy row is retried (holding no connection between attempts) before 409 RESOURCE_BUSY. */
+  readonly databaseLockWaitMs: number;
+  /** Connections of the background jobs' own pool (Postgres only). */
+  readonly databaseJobsPoolMax: number;
+}
+
+/** What the Redis client needs of the storage settings, with the URL that selects Redis. */
+export type RedisSettings = Pick<
+  StorageConfig,
+  | "redisConnectTimeoutMs"
+  | "redisReconnectMaxDelayMs"
+  | "redisCommandTimeoutMs"
+  | "redisBreakerFailures"
+  | "redisBreakerOpenMs"
+> & { readonly redisUrl: string };
