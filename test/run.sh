@@ -14,7 +14,7 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 log=$(mktemp)
 status=0
 run() {
-  node --test --test-reporter=tap --test-concurrency=2 --test-timeout=300000 --import tsx "$@" 2>&1 | tee -a "$log"
+  node --test --test-reporter=tap --test-concurrency=2 --test-timeout=600000 --import tsx "$@" 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
 echo "## tier: fast (test/unit)"

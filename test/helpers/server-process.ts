@@ -66,7 +66,7 @@ export interface ServerProcess {
  * hung. Not a start-up budget: the service bounds its own start (database retries, migrations) and
  * exits non-zero when it cannot start, and the wait ends at that exit. This is only the backstop for
  * a child that neither finishes nor fails, far above any start seen on a saturated machine (41–50 s),
- * and below the runner's per-test timeout (test/run.sh) so the failure names the child.
+ * and below the runner's per-test timeout (600 s, test/run.sh) so the failure names the child.
  */
 export const CHILD_HUNG_MS = 240_000;
 
