@@ -111,6 +111,7 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
   let response: UniversalServerResponse;
   let uRequest: UniversalServerRequest | undefined;
   try {
+    keepBodyReadableAfterEarlyAnswer(request.raw);
     uRequest = universalRequestFromNodeRequest(
       request.raw,
       reply.raw,
@@ -153,6 +154,17 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
       resolve();
     });
   });
+}
+
+/**
+ * Connect stops reading a message over readMaxBytes by leaving its `for await` loop over the
+ * request, which destroys a Node stream by default; the rest of the body then stays on the wire
+ * unread, and the connection can only be reset. Left undestroyed, it is read and discarded before
+ * the connection closes (dual-protocol-server.ts, closeOnceRequestHasArrived).
+ */
+function keepBodyReadableAfterEarlyAnswer(raw: FastifyRequest["raw"]): void {
+  (raw as { [Symbol.asyncIterator]: () => AsyncIterator<unknown> })[Symbol.asyncIterator] = () =>
+    raw.iterator({ destroyOnReturn: false });
 }
 
 /** The answer as it is when it is a success or carries the ErrorResponse detail; else the same error in our shape. */

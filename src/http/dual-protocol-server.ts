@@ -61,7 +61,12 @@ export function createDualProtocolServer(
   const h2 = createHttp2Server(handler, options, onSessionRefused);
   // Each HTTP/1.1 connection's first request path, until a request has arrived on it.
   const firstRequestPaths = new WeakMap<net.Socket, string>();
-  http1.on("request", (request: http.IncomingMessage) => firstRequestPaths.delete(request.socket));
+  // Each HTTP/1.1 connection's latest request, whose body may still be arriving when its answer is sent.
+  const latestRequests = new WeakMap<net.Socket, http.IncomingMessage>();
+  http1.on("request", (request: http.IncomingMessage) => {
+    firstRequestPaths.delete(request.socket);
+    latestRequests.set(request.socket, request);
+  });
   const server = net.createServer((socket) =>
     handOver(socket, options.headersTimeoutMs, (received, looksLikeH2) => {
       const refusal = looksLikeH2 ? h2.refusalOf(socket.remoteAddress ?? "unknown") : undefined;
@@ -75,6 +80,7 @@ export function createDualProtocolServer(
       } else {
         const path = requestPathOf(received);
         if (path !== undefined) firstRequestPaths.set(socket, path);
+        closeOnceRequestHasArrived(socket, () => latestRequests.get(socket), options.requestTimeoutMs);
         http1.emit("connection", socket);
         socket.resume();
       }
@@ -108,6 +114,36 @@ function createHttp1Server(handler: Handler, options: DualProtocolOptions): http
   http1.requestTimeout = options.requestTimeoutMs;
   http1.headersTimeout = options.headersTimeoutMs;
   return http1;
+}
+
+/**
+ * A request answered before its body has arrived (one over BODY_LIMIT_BYTES is refused on its
+ * Content-Length) gets `connection: close`, and Node then ends and destroys the socket at once,
+ * while the client is still sending: the kernel resets the connection, and the client's writes
+ * fail with EPIPE, often before it has read the answer (connect-node's clients reported
+ * `Internal write EPIPE` instead of the refusal). RFC 9112 §9.6 asks for a staged disconnect; like
+ * nginx, which discards the rest of a refused body before closing, the socket closes once the
+ * request has arrived in full (read here and discarded), or when the time any request has to
+ * arrive in full (HTTP_REQUEST_TIMEOUT_MS) is over, so a refusal holds a connection no longer than
+ * a slow request could.
+ */
+function closeOnceRequestHasArrived(
+  socket: net.Socket,
+  latestRequest: () => http.IncomingMessage | undefined,
+  requestTimeoutMs: number,
+): void {
+  const closeNow = socket.destroySoon.bind(socket);
+  socket.destroySoon = () => {
+    const request = latestRequest();
+    if (!request || request.complete || request.destroyed || socket.destroyed) return closeNow();
+    request.resume();
+    const timer = setTimeout(() => socket.destroy(), requestTimeoutMs).unref();
+    socket.once("close", () => clearTimeout(timer));
+    request.once("end", () => {
+      clearTimeout(timer);
+      closeNow();
+    });
+  };
 }
 
 /** The HTTP/2 side: its server, who is refused a new session, and the close of its open sessions. */
