@@ -1,5 +1,6 @@
-import { parse, type Filter } from "scim2-parse-filter";
+import type { Filter } from "scim2-parse-filter";
 import { DomainError } from "../../errors/domain-error.js";
+import { parseFilterSyntax } from "./filter-syntax.js";
 import {
   MAX_FILTER_LENGTH,
   MAX_FILTER_TERMS,
@@ -47,7 +48,7 @@ export function parseUserFilter(text: string): UserFilter | undefined {
   if (text.length > MAX_FILTER_LENGTH) throw invalidFilter(`The filter is longer than ${MAX_FILTER_LENGTH} characters`);
   let tree: Filter;
   try {
-    tree = parse(text);
+    tree = parseFilterSyntax(text);
   } catch {
     throw invalidFilter("The filter is not a valid SCIM filter expression");
   }

@@ -1,6 +1,6 @@
-import { parse } from "scim2-parse-filter";
 import { DomainError } from "../../errors/domain-error.js";
 import { ENTERPRISE_USER_SCHEMA, SCHEMA_SCHEMA, USER_SCHEMA, type PatchTarget } from "./model.js";
+import { parseFilterSyntax } from "./filter-syntax.js";
 
 /**
  * The one table of what this service holds of a SCIM User (RFC 7643 4.1 and 4.3): /Schemas is
@@ -247,7 +247,7 @@ export function resolveTarget(path: string, index: number): PatchTarget {
     if (part && FORBIDDEN_KEYS.has(part.toLowerCase())) throw invalidPath("The path names a forbidden attribute");
   if (filter !== undefined) {
     try {
-      parse(filter);
+      parseFilterSyntax(filter);
     } catch {
       throw invalidPath(`The value filter in "${printable(path)}" is not a valid SCIM filter`);
     }

@@ -82,6 +82,27 @@ describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
     assert.ok(date?.kind === "compare" && date.value instanceof Date);
   });
 
+  test("string values are JSON strings: every escape is read, a value may end in a backslash (fuzz seed 368749186)", () => {
+    const valueOf = (filter: string) => {
+      const tree = parseUserFilter(filter);
+      assert.ok(tree?.kind === "not" && tree.filter.kind === "not" && tree.filter.filter.kind === "compare", filter);
+      return tree.filter.filter.value;
+    };
+    // Each value as JSON.stringify writes it (the fuzz test's generator), read back as it was.
+    for (const value of ["\\", "a\\", "a\\b", '"', '\\"', "\n\t\u0001", "/", "DOMAIN\\user", "é😀"]) {
+      assert.equal(valueOf(`not (not (externalId eq ${JSON.stringify(value)}))`), value, JSON.stringify(value));
+    }
+    // The escapes JSON.stringify does not write, and a backslash that starts no escape (kept, as before).
+    assert.equal(valueOf('not (not (externalId eq "\\u00e9\\/x\\q"))'), "é/x\\q");
+    assert.deepEqual(parseUserFilter('emails[type eq "w\\u006frk"] and userName eq "\\\\"'), {
+      kind: "and",
+      filters: [
+        { kind: "constant", value: true },
+        { kind: "compare", attribute: "userName", op: "eq", value: "\\" },
+      ],
+    });
+  });
+
   test("anything else is INVALID_FILTER", async () => {
     for (const filter of [
       'userName eq "x',
