@@ -14,8 +14,8 @@ import { waitFor } from "../helpers/wait.js";
 /** Nothing listens on port 1. */
 const NO_SERVER = "http://127.0.0.1:1";
 const storages: Storage[] = [];
-function storage(): Storage {
-  const s = newStorage();
+function storage(options: { emptyDataDir?: boolean } = {}): Storage {
+  const s = newStorage(options);
   storages.push(s);
   return s;
 }
@@ -28,7 +28,7 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
     "no server, empty DATA_DIR: refused without --init, nothing written; with --init, created and said so",
     { skip: isPostgres && "embedded backend only (DATA_DIR)" },
     async () => {
-      const s = storage();
+      const s = storage({ emptyDataDir: true });
       const env = serviceEnv(s, { SERVER_URL: NO_SERVER });
       const refused = await runCli(["seed"], env);
       assert.equal(refused.code, 1, refused.stderr);
@@ -93,7 +93,8 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
     "a command sent while the server is still starting waits for it and goes through it",
     { skip: isPostgres && "embedded backend only (the DATA_DIR lock)" },
     async () => {
-      const s = storage();
+      // A first start (initdb, then migrations) is long enough to send a command while it runs.
+      const s = storage({ emptyDataDir: true });
       const env = serviceEnv(s);
       const starting = spawnServer(env);
       let server: Awaited<typeof starting> | undefined;

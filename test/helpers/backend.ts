@@ -3,6 +3,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { loadConfig } from "../../src/config/config.js";
+import { embeddedDatabaseDirectory } from "../../src/store/postgres/database.js";
+import { copyEmptyEmbeddedDatabase } from "./pglite-template.js";
 
 /**
  * The suite runs once per backend (test/run.sh): TEST_BACKEND=postgres uses the machine's
@@ -66,9 +68,16 @@ export interface Storage {
   readonly schema: string | undefined;
 }
 
-export function newStorage(): Storage {
+/**
+ * A fresh place for one deployment. On the embedded backend its DATA_DIR already holds an empty
+ * database (pglite-template.ts), unless `emptyDataDir` asks for the first start from nothing.
+ */
+export function newStorage(options: { emptyDataDir?: boolean } = {}): Storage {
   const dataDir = newTempDir();
-  if (!isPostgres) return { env: { DATA_DIR: dataDir }, dataDir, schema: undefined };
+  if (!isPostgres) {
+    if (!options.emptyDataDir) copyEmptyEmbeddedDatabase(embeddedDatabaseDirectory(dataDir));
+    return { env: { DATA_DIR: dataDir }, dataDir, schema: undefined };
+  }
   const schema = `t_${process.pid}_${Date.now().toString(36)}_${counter++}`;
   return {
     env: { DATA_DIR: dataDir, DATABASE_URL: TEST_DATABASE_URL, REDIS_URL: TEST_REDIS_URL, DATABASE_SCHEMA: schema },
