@@ -228,9 +228,13 @@ function allowed(state: BudgetState): RateLimitDecision {
   };
 }
 
-/** The refusal for the denying budget that frees up last (a retry before then would be refused again). */
+/**
+ * The refusal for the denying budget that frees up last (a retry before then would be refused
+ * again); of budgets freeing up together, the last listed, which is the one that refused (the
+ * locked-guess budget after the failures': windows begun in the same millisecond tie).
+ */
 function denied(states: readonly BudgetState[]): RateLimitDecision {
-  const last = states.reduce((a, b) => (b.msBeforeReset > a.msBeforeReset ? b : a));
+  const last = states.reduce((a, b) => (b.msBeforeReset >= a.msBeforeReset ? b : a));
   const retryAfterSeconds = Math.max(1, wholeSeconds(last.msBeforeReset));
   return {
     allowed: false,
