@@ -3,7 +3,8 @@
 #   1. fast tier (test/unit): domain with in-memory fakes, RPC through the router transport,
 #      contract and architecture checks; no database, no Redis, no port; runs once.
 #   2. storage and end-to-end tiers (test/store and the rest) twice: on real Postgres + Redis,
-#      then on the embedded default (PGlite + in-process twins).
+#      then on the embedded default (PGlite + in-process twins); the servers and CLIs they start
+#      run from a build of this tree made first.
 # `test/run.sh fast` runs the fast tier alone (npm run test:fast).
 # Node's test runner expands the quoted globs itself (Node 22+); TAP output keeps the # pass/# fail lines
 # this script adds up.
@@ -20,6 +21,12 @@ run() {
 echo "## tier: fast (test/unit)"
 run 'test/unit/**/*.test.ts'
 if [ "${1:-all}" != "fast" ]; then
+  # The servers and CLIs the tests start run from one build of this tree, as production runs them
+  # (node dist/src/main.js), not through tsx: half the CPU per start (test/helpers/server-process.ts).
+  export TEST_BUILD_DIR="$PWD/node_modules/.cache/test-build"
+  rm -rf "$TEST_BUILD_DIR"
+  echo "## build for the tests' child processes: $TEST_BUILD_DIR"
+  tsc -p tsconfig.build.json --outDir "$TEST_BUILD_DIR" || status=1
   for backend in postgres embedded; do
     echo "## tier: storage and end-to-end, backend: $backend"
     TEST_BACKEND=$backend run 'test/!(unit)/**/*.test.ts'

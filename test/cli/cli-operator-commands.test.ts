@@ -5,6 +5,7 @@ import fs from "node:fs";
 import { after, describe, test } from "node:test";
 import { newStorage, serviceEnv } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
+import { entryPoint } from "../helpers/server-process.js";
 
 const storage = newStorage();
 // No server answers at SERVER_URL: the CLI runs the RPCs in-process on the storage.
@@ -19,7 +20,7 @@ interface Run {
 
 function cli(...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], { env }, (error, stdout, stderr) =>
+    execFile(process.execPath, [...entryPoint("src/cli/main.ts"), ...args], { env }, (error, stdout, stderr) =>
       resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
   });

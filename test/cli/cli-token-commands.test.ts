@@ -3,6 +3,7 @@ import { execFile } from "node:child_process";
 import { after, describe, test } from "node:test";
 import { newStorage, serviceEnv } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
+import { entryPoint } from "../helpers/server-process.js";
 
 const storage = newStorage();
 // No server answers at SERVER_URL: the CLI runs the RPCs in-process on the storage.
@@ -10,7 +11,7 @@ const env = { ...process.env, ...serviceEnv(storage), SERVER_URL: "http://127.0.
 
 function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], { env }, (error, stdout, stderr) =>
+    execFile(process.execPath, [...entryPoint("src/cli/main.ts"), ...args], { env }, (error, stdout, stderr) =>
       resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
   });

@@ -16,6 +16,7 @@ import { internalsOf } from "../../src/app/test-access.js";
 import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
 import { waitFor } from "../helpers/wait.js";
+import { entryPoint } from "../helpers/server-process.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -195,7 +196,7 @@ describe(
       const outcome = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
         execFile(
           process.execPath,
-          ["--import", "tsx", "src/main.ts"],
+          entryPoint("src/main.ts"),
           { cwd: root, env: { ...process.env, ...serviceEnv(storage) }, timeout: 60_000 },
           (error, _stdout, stderr) =>
             resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
