@@ -821,6 +821,9 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         method.parent.typeName === "travel.operator.v1.OperatorService"
       )
         await syncApiUsers();
+      // Once, the run's admin token stopped working somewhere in a run (seed 364409088, not
+      // reproduced with that seed): the case that ends it is named here, not by the last test.
+      await assertAdminTokenWorks(`after ${label} ${context()}`);
       return;
     }
     if (outcome.restBody) {
@@ -881,14 +884,16 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
     });
   }
 
-  test("the run kept its admin: its token still works", async () => {
+  async function assertAdminTokenWorks(when: string): Promise<void> {
     const response = await world.running.service.app.inject({
       method: "GET",
       url: "/v2/api-users",
       headers: { authorization: `Bearer ${world.admin.token}` },
     });
-    assert.equal(response.statusCode, 200, response.body);
-  });
+    assert.equal(response.statusCode, 200, `the run's admin token stopped working ${when}: ${response.body}`);
+  }
+
+  test("the run kept its admin: its token still works", () => assertAdminTokenWorks("by the end of the run"));
 
   // ---- the former known problems, reproduced (they were `todo` until src/http/connect-handlers.ts) ----
 
