@@ -4,7 +4,8 @@
 
 /**
  * The leading comments of travel/aircredit/v3/air_credit.proto by full name (a method: Service.Method; a
- * field: Message.field_name), for help texts. Elements without a comment are absent.
+ * field: Message.field_name; an enum value: Enum.VALUE_NAME), for help texts and the OpenAPI
+ * document. Elements without a comment are absent.
  */
 export const docs: Readonly<Record<string, string>> = {
   "travel.aircredit.v3.AirCreditService": "Company air credits (spec 4.7, 4.8). Mirrors the \"Air Credits\" operations of the reference air-credits.openapi.json. Every field's json_name is the reference's JSON property name, and enum value names are the reference's enum strings, so the REST JSON matches the reference.",
@@ -98,4 +99,21 @@ export const docs: Readonly<Record<string, string>> = {
   "travel.aircredit.v3.MigrateCompanyCreditsResponse": "Mirrors MigrateUnusedCreditsToCompanyCreditsResponse (spec 4.8).",
   "travel.aircredit.v3.MigrationResponseInfo": "Mirrors MigrationResponseInfo: the outcome for one payment source.",
   "travel.aircredit.v3.MigrationResponseInfo.failure_reason": "Extension of the reference: why a FAILED migration failed (PAYMENT_SOURCE_NOT_FOUND, CREDIT_NOT_OPEN, CREDIT_EXPIRED, AIRLINE_NOT_TRANSFERABLE); absent on SUCCESS.",
+  "travel.aircredit.v3.CreditUsageType": "Mirrors CreditUsageType. CREDIT_USAGE_TYPE_UNKNOWN is a documented value (spec 4.8).",
+  "travel.aircredit.v3.MigrationStatus": "Mirrors MigrationStatus (status of one payment source's migration).",
+  "travel.aircredit.v3.SupplierType": "Mirrors SupplierType. The reference has no unknown value; SUPPLIER_TYPE_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.aircredit.v3.UnusedCreditFopCardAccessType": "Mirrors UnusedCreditFopCardAccessType. The reference has no unknown value; UNUSED_CREDIT_FOP_CARD_ACCESS_TYPE_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.aircredit.v3.PaymentMethod": "Mirrors PaymentMethod.",
+  "travel.aircredit.v3.CardCompany": "Mirrors CardCompany (the issuing company of a card). NONE, the reference's first value, is the zero value.",
+  "travel.aircredit.v3.NameSuffix": "Mirrors NameSuffix.",
+  "travel.aircredit.v3.UnusedCreditInfo.SegmentsAvailable": "Mirrors the inline segmentsAvailable enum: whether all segments are unused.",
+  "travel.aircredit.v3.UnusedCreditInfo.TicketType": "Mirrors the inline ticketType enum: type of credit.",
+  "travel.aircredit.v3.UnusedCreditInfo.CreditStatus": "Mirrors CreditStatus. Nested because its STATUS_UNKNOWN collides with MigrationStatus.",
+  "travel.aircredit.v3.UnusedCreditInfo.ThirdPartySource": "Mirrors ThirdPartySource. Nested because its values collide with SupplierType.",
+  "travel.aircredit.v3.UnusedCreditInfo.RedeemVia": "Mirrors the inline redeemVia enum. The reference has no unknown value; REDEEM_VIA_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.aircredit.v3.UnusedCreditInfo.RedeemVia.CONTACT_AGENT": "The agent must book the ticket and redeem the credit on the traveler's behalf.",
+  "travel.aircredit.v3.UnusedCreditInfo.SourceOfTruth": "Mirrors the inline sourceOfTruth enum (the system that owns the credit). The reference has no unknown value; SOURCE_OF_TRUTH_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.aircredit.v3.UnusedCreditFop.PaymentSourceType": "Mirrors PaymentSourceType. Nested because its values collide with PaymentMethod (CASH, DELAYED_INVOICING, VENDOR_PROGRAM_PAYMENT). The reference has no unknown value; PAYMENT_SOURCE_TYPE_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.aircredit.v3.Card.Type": "Mirrors the inline type enum (type of card).",
+  "travel.aircredit.v3.Card.OwnershipLabel": "Mirrors OwnershipLabel. Nested because its PERSONAL collides with CreditUsageType. The reference has no unknown value; OWNERSHIP_LABEL_UNSPECIFIED (unset) is added as the proto3 zero value.",
 };

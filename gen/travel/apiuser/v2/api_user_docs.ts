@@ -4,7 +4,8 @@
 
 /**
  * The leading comments of travel/apiuser/v2/api_user.proto by full name (a method: Service.Method; a
- * field: Message.field_name), for help texts. Elements without a comment are absent.
+ * field: Message.field_name; an enum value: Enum.VALUE_NAME), for help texts and the OpenAPI
+ * document. Elements without a comment are absent.
  */
 export const docs: Readonly<Record<string, string>> = {
   "travel.apiuser.v2.ApiUserService": "Manages API users, the machine identities of a TMC (spec 4.2 to 4.5). Every method requires a TMC admin's access token.",
@@ -28,4 +29,6 @@ export const docs: Readonly<Record<string, string>> = {
   "travel.apiuser.v2.RotateClientSecretResponse": "RotateClientSecretResponse (spec 2.8).",
   "travel.apiuser.v2.RotateClientSecretResponse.client_secret": "The new secret, shown this once (CLIENT_CREDENTIALS users).",
   "travel.apiuser.v2.RotateClientSecretResponse.scim_token": "The new SCIM token, shown this once (SCIM_TOKEN users; an extension of the documented shape).",
+  "travel.apiuser.v2.ApiUserRole": "ApiUserRoleEnum (spec 2.2). Unset means the default, TMC_ADMIN.",
+  "travel.apiuser.v2.ApiUserCredentialType": "ApiUserCredentialTypeEnum (spec 2.3). Unset means the default, CLIENT_CREDENTIALS.",
 };

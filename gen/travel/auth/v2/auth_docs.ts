@@ -4,7 +4,8 @@
 
 /**
  * The leading comments of travel/auth/v2/auth.proto by full name (a method: Service.Method; a
- * field: Message.field_name), for help texts. Elements without a comment are absent.
+ * field: Message.field_name; an enum value: Enum.VALUE_NAME), for help texts and the OpenAPI
+ * document. Elements without a comment are absent.
  */
 export const docs: Readonly<Record<string, string>> = {
   "travel.auth.v2.AuthService": "Issues OAuth 2.0 access tokens to API users (spec 4.1, 5).",

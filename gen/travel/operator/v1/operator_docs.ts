@@ -4,7 +4,8 @@
 
 /**
  * The leading comments of travel/operator/v1/operator.proto by full name (a method: Service.Method; a
- * field: Message.field_name), for help texts. Elements without a comment are absent.
+ * field: Message.field_name; an enum value: Enum.VALUE_NAME), for help texts and the OpenAPI
+ * document. Elements without a comment are absent.
  */
 export const docs: Readonly<Record<string, string>> = {
   "travel.operator.v1.OperatorService": "Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator credential (`Authorization: Bearer <operator token>`), never by an API user's token. The operator CLI (`npm run -s cli -- ...`) calls these same RPCs: its commands, their options and their help derive from this service (src/cli/arguments.ts), in this order, so a comment here is also the CLI's help text (the first sentence is the command's summary).",

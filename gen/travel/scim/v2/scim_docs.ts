@@ -4,7 +4,8 @@
 
 /**
  * The leading comments of travel/scim/v2/scim.proto by full name (a method: Service.Method; a
- * field: Message.field_name), for help texts. Elements without a comment are absent.
+ * field: Message.field_name; an enum value: Enum.VALUE_NAME), for help texts and the OpenAPI
+ * document. Elements without a comment are absent.
  */
 export const docs: Readonly<Record<string, string>> = {
   "travel.scim.v2.ScimService": "SCIM 2.0 provisioning of a company's users (RFC 7643, RFC 7644; spec 2.5 and 5.5). The caller is an active COMPANY_ADMIN API user with credential type SCIM_TOKEN, presenting its scimToken as the bearer credential; every operation is confined to that API user's company.\n\nThe REST face is the SCIM one: the base URL is /v2/scim/v2 (and /v2/scim, the path the spec documents), bodies and answers are SCIM JSON (application/scim+json; application/json is accepted too), and errors are SCIM error messages (the SCIM error dialect). SCIM resources are carried as google.protobuf.Struct: their JSON is the SCIM resource itself. They stay Structs because SCIM's JSON is open where a message's JSON mapping is strict: attribute names are case-insensitive (RFC 7643 2.1), attributes the service does not hold are ignored in a whole resource (RFC 7644 3.3), IdPs send booleans as strings and the manager as a bare id, and a PATCH value's type depends on its path. The server decodes them at its RPC edge into typed models, checked against the schema table /Schemas is rendered from.",

@@ -4,7 +4,8 @@
 
 /**
  * The leading comments of travel/user/v2/user.proto by full name (a method: Service.Method; a
- * field: Message.field_name), for help texts. Elements without a comment are absent.
+ * field: Message.field_name; an enum value: Enum.VALUE_NAME), for help texts and the OpenAPI
+ * document. Elements without a comment are absent.
  */
 export const docs: Readonly<Record<string, string>> = {
   "travel.user.v2.UserService": "User profiles (spec 4.6). Mirrors the \"Users\" operations of the reference users.openapi.json on /v2/users/{userId}. Every field's json_name is the reference's JSON property name, and enum value names are the reference's enum strings, so the REST JSON matches the reference.\n\nThe deepest travel trees (travelPreferences, personalInfo.identityDocs and the deprecated personalInfo.emergencyContactInfo) are google.protobuf.Struct: they pass through as JSON objects in the reference's shape, unvalidated beyond being JSON objects.",
@@ -102,4 +103,19 @@ export const docs: Readonly<Record<string, string>> = {
   "travel.user.v2.AdhocUserInfo": "Mirrors AdhocUserInfo (ad-hoc traveler profile; profileOwner required by the reference).",
   "travel.user.v2.AdhocUserInfo.is_saved": "Whether the ad-hoc traveler is visible in search. Default false; the reference rejects an update that tries to change it. Explicit presence so that \"sent\" can be told from \"unset\".",
   "travel.user.v2.ProfileOwner": "Mirrors ProfileOwner (owner of an ad-hoc user; userId required by the reference).",
+  "travel.user.v2.Persona": "Mirrors Persona.",
+  "travel.user.v2.Tier": "Mirrors Tier. The reference has no unknown value; TIER_UNSPECIFIED (unset) is added as the proto3 zero value. Unset means BASIC, the reference's default. In the default UI BASIC is shown as Standard and SEAT1A as VIP.",
+  "travel.user.v2.StealthType": "Mirrors StealthType. The reference has no unknown value; STEALTH_TYPE_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.user.v2.Gender": "Mirrors Gender. The reference's first value is not an unknown value, so GENDER_UNKNOWN (unset) is added as the proto3 zero value. It is not GENDER_UNSPECIFIED because protoc rejects two values that are equal once the enum-name prefix is stripped, and UNSPECIFIED is the reference's own value, which a user can choose.",
+  "travel.user.v2.UserTitle": "Mirrors UserTitle.",
+  "travel.user.v2.PreferredPronoun": "Mirrors PreferredPronoun. The reference has no unknown value; PREFERRED_PRONOUN_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.user.v2.NameSuffix": "Mirrors NameSuffix.",
+  "travel.user.v2.Relation": "Mirrors Relation (deprecated in the reference, relation to the primary traveler). The reference has no unknown value; RELATION_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.user.v2.TravelerArrangerStatus": "Mirrors TravelerArrangerStatus. The reference has no unknown value; TRAVELER_ARRANGER_STATUS_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.user.v2.NotificationType": "Mirrors NotificationType. The reference has no unknown value; NOTIFICATION_TYPE_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.user.v2.BusinessInfo.WorkerType": "Mirrors WorkerType. Nested because EMPLOYEE and GUEST collide with Persona. The reference has no unknown value; WORKER_TYPE_UNSPECIFIED (unset) is added as the proto3 zero value.",
+  "travel.user.v2.PhoneNumber.CountryCodeSource": "Mirrors the inline countryCodeSource enum. Nested because its UNSPECIFIED collides with Gender.",
+  "travel.user.v2.PhoneNumber.Type": "Mirrors the inline type enum.",
+  "travel.user.v2.EmergencyContact.Relation": "Mirrors the inline relation enum (relation of the contact to the user). Nested because its values collide with Relation and Persona (RELATIVE).",
+  "travel.user.v2.LoyaltyInfo.Type": "Mirrors the inline type enum. Nested because UNKNOWN_TYPE also names a PhoneNumber type.",
 };
