@@ -24,6 +24,7 @@ import {
   type StringRules,
 } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { field_behavior, FieldBehavior } from "../../gen/google/api/field_behavior_pb.js";
+import { docs as contractDocs } from "../../gen/travel/all_docs.js";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { AuthenticationKind, ErrorDialect } from "../rpc/contract.js";
 import type { RestRoute } from "./http-rules.js";
@@ -34,10 +35,11 @@ type Schema = Record<string, unknown>;
  * An OpenAPI 3.1 document derived at start from the same descriptors the gateway routes by:
  * paths from google.api.http, operationIds and documented error statuses from
  * travel.common.v1.rest, schemas and constraints from the messages and their buf.validate rules
- * (the error body too: travel.common.v1.ErrorResponse).
+ * (the error body too: travel.common.v1.ErrorResponse), descriptions from the proto comments
+ * (gen/travel/all_docs.ts, written by scripts/protoc-gen-docs.ts).
  */
 export function buildOpenApiDocument(routes: readonly RestRoute[], options: { readonly serverUrl: string }): object {
-  const components = new SchemaComponents();
+  const components = new SchemaComponents(contractDocs);
   const paths: Record<string, Record<string, unknown>> = {};
   // A google.api.http additional binding serves the same RPC on a second path (SCIM's /v2/scim
   // beside /v2/scim/v2). Listed as a second operation it would be a duplicate in every generated
@@ -112,6 +114,7 @@ function parametersOf(route: RestRoute, components: SchemaComponents): Schema[] 
     ...pathFields.map((field) => ({
       name: field.jsonName,
       in: "path",
+      ...components.describe(field),
       required: true,
       schema: components.fieldSchema(field),
     })),
@@ -119,7 +122,13 @@ function parametersOf(route: RestRoute, components: SchemaComponents): Schema[] 
       ? []
       : route.method.input.fields
           .filter((f) => !pathFields.includes(f) && f.name !== route.body)
-          .map((f) => ({ name: f.jsonName, in: "query", required: false, schema: components.fieldSchema(f) }))),
+          .map((f) => ({
+            name: f.jsonName,
+            in: "query",
+            ...components.describe(f),
+            required: false,
+            schema: components.fieldSchema(f),
+          }))),
   ];
 }
 
@@ -201,7 +210,7 @@ function readOnlyFieldsOf(
   return Object.fromEntries(
     (representation?.fields ?? [])
       .filter((f) => !writable.has(f.jsonName))
-      .map((f) => [f.jsonName, { ...components.fieldSchema(f), readOnly: true }]),
+      .map((f) => [f.jsonName, { ...components.propertySchema(f), readOnly: true }]),
   );
 }
 
@@ -214,16 +223,40 @@ function isServerKept(field: DescField): boolean {
 /**
  * The document's components.schemas, one per message and enum, named by its full proto name and
  * written when an operation first references it: a component nobody references is never written.
+ * Messages, enums and fields carry their proto comment as their description (`docs`: leading
+ * comments by full name, a field's as Message.field_name); an element without one has none.
  */
 class SchemaComponents {
   readonly schemas: Record<string, Schema> = {};
+
+  constructor(private readonly docs: Readonly<Record<string, string>>) {}
+
+  /** `{ description }` from the element's proto comment, or nothing when it has none. */
+  describe(desc: DescMessage | DescEnum | DescField): { description?: string } {
+    const name = desc.kind === "field" ? `${desc.parent.typeName}.${desc.name}` : desc.typeName;
+    const description = Object.hasOwn(this.docs, name) ? this.docs[name] : undefined;
+    return description ? { description } : {};
+  }
 
   refMessage(desc: DescMessage): Schema {
     return this.ref(desc.typeName, () => this.messageSchema(desc));
   }
 
   refEnum(desc: DescEnum): Schema {
-    return this.ref(desc.typeName, () => ({ type: "string", enum: desc.values.map((v) => v.name) }));
+    return this.ref(desc.typeName, () => ({
+      type: "string",
+      ...this.describe(desc),
+      enum: desc.values.map((v) => v.name),
+    }));
+  }
+
+  /**
+   * A field as a property of its message's schema, with its comment. A $ref keeps the description
+   * as a sibling keyword: OpenAPI 3.1's schemas are JSON Schema 2020-12, where $ref is one applicator
+   * among others (3.0 ignored its siblings).
+   */
+  propertySchema(f: DescField): Schema {
+    return { ...this.fieldSchema(f), ...this.describe(f) };
   }
 
   /** The message's fields (less `omit`) by JSON name; those buf.validate requires are required. */
@@ -232,10 +265,10 @@ class SchemaComponents {
     const required: string[] = [];
     for (const f of desc.fields) {
       if (omit.includes(f)) continue;
-      properties[f.jsonName] = this.fieldSchema(f);
+      properties[f.jsonName] = this.propertySchema(f);
       if (getOption(f, fieldRules).required) required.push(f.jsonName);
     }
-    return { type: "object", properties, ...(required.length ? { required } : {}) };
+    return { type: "object", ...this.describe(desc), properties, ...(required.length ? { required } : {}) };
   }
 
   fieldSchema(f: DescField): Schema {

@@ -2,7 +2,10 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
+import { docs as allDocs } from "../../../gen/travel/all_docs.js";
+import { docs as errorDocs } from "../../../gen/travel/common/v1/error_docs.js";
 import { ErrorMessageSchema, ErrorResponseSchema } from "../../../gen/travel/common/v1/error_pb.js";
+import { GetUserResponseSchema } from "../../../gen/travel/user/v2/user_pb.js";
 import { restRoutesOf } from "../../../src/gateway/http-rules.js";
 import { buildOpenApiDocument } from "../../../src/gateway/openapi.js";
 import { contractServices } from "../../../src/rpc/areas.js";
@@ -381,13 +384,18 @@ describe("OpenAPI document", () => {
 
   test("keeps the constraints that are set", () => {
     const s = doc.components.schemas;
-    assert.deepEqual(s["travel.apiuser.v2.CreateApiUserRequest"].properties.tmcId, { type: "string", format: "uuid" });
-    assert.deepEqual(s["travel.apiuser.v2.RotateClientSecretRequest"].properties.clientId, {
+    // A property's keywords less its description (the proto comment, tested below).
+    const bare = (schema: Json) => Object.fromEntries(Object.entries(schema).filter(([k]) => k !== "description"));
+    assert.deepEqual(bare(s["travel.apiuser.v2.CreateApiUserRequest"].properties.tmcId), {
+      type: "string",
+      format: "uuid",
+    });
+    assert.deepEqual(bare(s["travel.apiuser.v2.RotateClientSecretRequest"].properties.clientId), {
       type: "string",
       minLength: 1,
       maxLength: 256,
     });
-    assert.deepEqual(s["travel.aircredit.v3.DateModel"].properties.iso8601, {
+    assert.deepEqual(bare(s["travel.aircredit.v3.DateModel"].properties.iso8601), {
       type: "string",
       pattern: "^\\d{4}-(0[1-9]|1[012])-(0[1-9]|[12][0-9]|3[01])$",
     });
@@ -400,13 +408,17 @@ describe("OpenAPI document", () => {
     const limit = doc.paths["/v2/api-users"].get.parameters.find((p: Json) => p.name === "limit");
     assert.deepEqual(limit.schema, { type: "integer", format: "int32", minimum: 0, maximum: 100 });
     // Repeated rules: item counts and the rules of each item.
-    assert.deepEqual(s["travel.aircredit.v3.MigrateCompanyCreditsRequest"].properties.paymentSourceIds, {
+    assert.deepEqual(bare(s["travel.aircredit.v3.MigrateCompanyCreditsRequest"].properties.paymentSourceIds), {
       type: "array",
       items: { type: "string", maxLength: 64 },
       minItems: 1,
       maxItems: 100,
     });
-    assert.deepEqual(s["travel.user.v2.Latlng"].properties.latitude, { type: "number", minimum: -90, maximum: 90 });
+    assert.deepEqual(bare(s["travel.user.v2.Latlng"].properties.latitude), {
+      type: "number",
+      minimum: -90,
+      maximum: 90,
+    });
   });
 
   test("compiles under Ajv 2020-12 strict mode, every $ref resolving", () => {
@@ -456,6 +468,46 @@ describe("OpenAPI document", () => {
       type: "array",
       items: { $ref: `#/components/schemas/${ErrorMessageSchema.typeName}` },
     });
+  });
+
+  test("message schemas, their properties and parameters carry the proto comments as descriptions", () => {
+    const component = doc.components.schemas[ErrorResponseSchema.typeName];
+    assert.equal(component.description, errorDocs[ErrorResponseSchema.typeName]);
+    // Each of ErrorResponse's commented fields, under its JSON name, with the comment of
+    // proto/travel/common/v1/error.proto (through the generated error_docs.ts).
+    const commented = ErrorResponseSchema.fields.filter((f) => errorDocs[`${ErrorResponseSchema.typeName}.${f.name}`]);
+    assert.ok(commented.length >= 7, `${commented.length} commented ErrorResponse fields`);
+    for (const f of commented)
+      assert.equal(
+        component.properties[f.jsonName].description,
+        errorDocs[`${ErrorResponseSchema.typeName}.${f.name}`],
+        f.jsonName,
+      );
+    assert.equal(
+      component.properties.debugIdentifier.description,
+      "The request id that the service's logs carry for this request.",
+    );
+    // A $ref property keeps its comment as a 3.1 sibling keyword.
+    assert.equal(doc.openapi, "3.1.0");
+    const persona = doc.components.schemas[GetUserResponseSchema.typeName].properties.persona;
+    assert.equal(persona.$ref, "#/components/schemas/travel.user.v2.Persona");
+    assert.match(persona.description, /^Always present/);
+    // Enums too, and the parameters (on the parameter, not its schema).
+    assert.equal(doc.components.schemas["travel.user.v2.Persona"].description, allDocs["travel.user.v2.Persona"]);
+    const described = Object.values(doc.paths as Json).flatMap((verbs) =>
+      Object.values(verbs as Json).flatMap((op) => (op.parameters ?? []) as Json[]),
+    );
+    assert.ok(described.some((p) => p.description));
+    for (const p of described) assert.equal(p.schema.description, undefined, p.name);
+  });
+
+  test("an element without a proto comment has no description", () => {
+    // ErrorResponse.error_messages has no comment in error.proto.
+    assert.equal(errorDocs[`${ErrorResponseSchema.typeName}.error_messages`], undefined);
+    assert.equal(doc.components.schemas[ErrorResponseSchema.typeName].properties.errorMessages.description, undefined);
+    for (const [name, schema] of Object.entries(doc.components.schemas as Json)) {
+      assert.equal(schema.description, allDocs[name], name);
+    }
   });
 
   test("requests the service refuses do not validate, for the right reason", () => {
