@@ -1,0 +1,117 @@
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after } from "node:test";
+import { PGlite } from "@electric-sql/pglite";
+import knexPkg, { type Knex } from "knex";
+import ClientPgLite from "knex-pglite";
+import { migrationSource } from "../../src/store/postgres/migrations/index.js";
+import { postgresRepositories, type Repositories } from "../../src/store/postgres/repositories/index.js";
+import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
+
+const { knex } = knexPkg;
+
+/**
+ * The real Postgres repositories over one in-memory PGlite per test process, for the fast tier
+ * (test/unit): migrated once (or loaded from a migrated snapshot a previous process left in
+ * os.tmpdir, keyed by the migrations' source), then emptied between tests with `reset()`.
+ *
+ * PGlite has one connection: a test that needs two transactions open at once belongs in
+ * test/store, which runs on real Postgres as well.
+ */
+export interface PgliteStore {
+  readonly pglite: PGlite;
+  readonly db: Knex;
+  readonly uow: KnexUnitOfWork;
+  readonly repositories: Repositories;
+  /** Empties every table and restarts every sequence (migrations stay applied). */
+  reset(): Promise<void>;
+}
+
+let opened: Promise<PgliteStore> | undefined;
+
+// Knex's pool keeps the process alive: the file's tests end, then the database closes. Importing
+// this module (statically, as every test file using it does) registers the hook on the root test.
+after(async () => {
+  if (opened) await (await opened).db.destroy();
+});
+
+/** The process's store, opened on first use; `reset()` it before each test that writes. */
+export function pgliteStore(): Promise<PgliteStore> {
+  opened ??= open();
+  return opened;
+}
+
+/** A store that starts empty: the process's one, reset. */
+export async function emptyPgliteStore(): Promise<PgliteStore> {
+  const store = await pgliteStore();
+  await store.reset();
+  return store;
+}
+
+async function open(): Promise<PgliteStore> {
+  const snapshot = snapshotPath();
+  let pglite: PGlite;
+  let fresh = false;
+  if (fs.existsSync(snapshot)) {
+    pglite = await PGlite.create({ loadDataDir: new Blob([fs.readFileSync(snapshot)]) });
+  } else {
+    pglite = await PGlite.create();
+    fresh = true;
+  }
+  const db = knex({ client: ClientPgLite, dialect: "postgres", connection: { pglite } } as Knex.Config);
+  if (fresh) {
+    await db.migrate.latest({ migrationSource, schemaName: "public" });
+    await saveSnapshot(pglite, snapshot);
+  }
+  const emptying = await emptyingScript(db);
+  const store: PgliteStore = {
+    pglite,
+    db,
+    uow: new KnexUnitOfWork(db),
+    repositories: postgresRepositories("public"),
+    reset: async () => {
+      await pglite.exec(emptying);
+    },
+  };
+  return store;
+}
+
+/**
+ * DELETE from every table (foreign-key triggers off while it runs) and every sequence back to 1:
+ * on tables of a few rows this is several times cheaper than TRUNCATE, which makes new files.
+ */
+async function emptyingScript(db: Knex): Promise<string> {
+  const tables = (await db("pg_tables")
+    .where({ schemaname: "public" })
+    .whereNotIn("tablename", ["knex_migrations", "knex_migrations_lock"])
+    .orderBy("tablename")
+    .pluck("tablename")) as string[];
+  const sequences = (await db("pg_sequences").where({ schemaname: "public" }).pluck("sequencename")) as string[];
+  return [
+    "set session_replication_role = replica",
+    ...tables.map((t) => `delete from "${t}"`),
+    ...sequences.filter((s) => !s.startsWith("knex_")).map((s) => `select setval('"${s}"', 1, false)`),
+    "set session_replication_role = origin",
+  ].join(";\n");
+}
+
+/** The snapshot of a freshly migrated database, named after the migrations' source files. */
+function snapshotPath(): string {
+  const directory = path.join(import.meta.dirname, "../../src/store/postgres/migrations");
+  const hash = crypto.createHash("sha256");
+  for (const name of fs.readdirSync(directory).sort()) {
+    hash.update(name);
+    hash.update(fs.readFileSync(path.join(directory, name)));
+  }
+  return path.join(os.tmpdir(), `auth-fast-tier-pglite-${hash.digest("hex").slice(0, 16)}.tar.gz`);
+}
+
+/** Written beside, then renamed: processes starting together never read half a snapshot. */
+async function saveSnapshot(pglite: PGlite, target: string): Promise<void> {
+  const dump = await pglite.dumpDataDir("gzip");
+  const partial = `${target}.${process.pid}.partial`;
+  fs.writeFileSync(partial, Buffer.from(await dump.arrayBuffer()));
+  fs.renameSync(partial, target);
+}
