@@ -8,7 +8,11 @@ import knexPkg, { type Knex } from "knex";
 import ClientPgLite from "knex-pglite";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
 import { postgresRepositories, type Repositories } from "../../src/store/postgres/repositories/index.js";
+import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
+import { signingKeyChangeChannel } from "../../src/store/postgres/repositories/signing-key-repository.js";
 import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
+import { SIGNING_KEY_CHANGE, type NotificationSource } from "./change-feed.js";
+import { instrumented, type Instrumented } from "./instrumented-repositories.js";
 
 const { knex } = knexPkg;
 
@@ -25,8 +29,30 @@ export interface PgliteStore {
   readonly db: Knex;
   readonly uow: KnexUnitOfWork;
   readonly repositories: Repositories;
+  /** PGlite's NOTIFYs, for FakeChangeFeed (signing-key changes as SIGNING_KEY_CHANGE). */
+  readonly notifications: NotificationSource;
   /** Empties every table and restarts every sequence (migrations stay applied). */
   reset(): Promise<void>;
+}
+
+/** One test's view: the process's store, emptied, with freshly instrumented repositories. */
+export interface PgliteTestStore extends Instrumented<Repositories> {
+  readonly pglite: PGlite;
+  readonly db: Knex;
+  readonly uow: KnexUnitOfWork;
+  readonly notifications: NotificationSource;
+}
+
+/** The store emptied, and repositories that record (and can fail or hold) this test's calls. */
+export async function pgliteTestStore(): Promise<PgliteTestStore> {
+  const store = await emptyPgliteStore();
+  return {
+    ...instrumented(postgresRepositories("public")),
+    pglite: store.pglite,
+    db: store.db,
+    uow: store.uow,
+    notifications: store.notifications,
+  };
 }
 
 let opened: Promise<PgliteStore> | undefined;
@@ -66,11 +92,20 @@ async function open(): Promise<PgliteStore> {
     await saveSnapshot(pglite, snapshot);
   }
   const emptying = await emptyingScript(db);
+  const signingKeyChannel = signingKeyChangeChannel("public");
+  // One session: LISTEN once, as each instance's PostgresChangeFeed does on its own connection.
+  await pglite.exec(`listen "${credentialChangeChannel("public")}"; listen "${signingKeyChannel}"`);
   const store: PgliteStore = {
     pglite,
     db,
     uow: new KnexUnitOfWork(db),
     repositories: postgresRepositories("public"),
+    notifications: {
+      listen: (listener) =>
+        pglite.onNotification((channel, payload) =>
+          listener(channel === signingKeyChannel ? SIGNING_KEY_CHANGE : payload),
+        ),
+    },
     reset: async () => {
       await pglite.exec(emptying);
     },
