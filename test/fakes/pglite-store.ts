@@ -6,6 +6,7 @@ import { after } from "node:test";
 import { PGlite } from "@electric-sql/pglite";
 import knexPkg, { type Knex } from "knex";
 import ClientPgLite from "knex-pglite";
+import type { Tx, UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
 import { postgresRepositories, type Repositories } from "../../src/store/postgres/repositories/index.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
@@ -39,7 +40,7 @@ export interface PgliteStore {
 export interface PgliteTestStore extends Instrumented<Repositories> {
   readonly pglite: PGlite;
   readonly db: Knex;
-  readonly uow: KnexUnitOfWork;
+  readonly uow: RecordingUnitOfWork;
   readonly notifications: NotificationSource;
 }
 
@@ -50,9 +51,33 @@ export async function pgliteTestStore(): Promise<PgliteTestStore> {
     ...instrumented(postgresRepositories("public")),
     pglite: store.pglite,
     db: store.db,
-    uow: store.uow,
+    uow: new RecordingUnitOfWork(store.uow),
     notifications: store.notifications,
   };
+}
+
+/** The real unit of work, recording how each transaction it ran ended. */
+export class RecordingUnitOfWork implements UnitOfWork {
+  readonly transactions: Array<{ outcome: "open" | "committed" | "rolled back" }> = [];
+
+  constructor(private readonly inner: UnitOfWork) {}
+
+  get direct(): Tx {
+    return this.inner.direct;
+  }
+
+  async transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
+    const entry: { outcome: "open" | "committed" | "rolled back" } = { outcome: "open" };
+    this.transactions.push(entry);
+    try {
+      const result = await this.inner.transaction(work);
+      entry.outcome = "committed";
+      return result;
+    } catch (error) {
+      entry.outcome = "rolled back";
+      throw error;
+    }
+  }
 }
 
 let opened: Promise<PgliteStore> | undefined;
