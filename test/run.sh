@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole suite, tier by tier, ending with one combined "N passed, N failed" line:
-#   1. fast tier (test/unit): domain with in-memory fakes, RPC through the router transport,
+#   1. fast tier (test/unit): domain over the real repositories on PGlite, RPC through the router transport,
 #      contract and architecture checks; no database server, no Redis, no port; runs once. The
 #      domain and RPC files run in one process (--test-isolation=none), one after another, so they
 #      share one in-memory PGlite (test/fakes/pglite-store.ts: started once, emptied between

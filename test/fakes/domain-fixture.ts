@@ -53,11 +53,12 @@ export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-us
 export const GENERATION_OPTIONS: CredentialGenerationsOptions = { logRetentionSeconds: 360, reconcileBatch: 1000 };
 
 /**
- * The domain wired by hand over the in-memory store, a frozen clock, a breakable generation
- * cache and a controllable change feed, with real crypto and real jose: what
+ * The domain wired by hand over a store (the real repositories on PGlite: createPgliteFixture;
+ * the in-memory twin: createDomainFixture, for the files not yet moved), a frozen clock, a
+ * breakable generation cache and a controllable change feed, with real crypto and real jose: what
  * createDomainServices builds, minus the parts the domain tests replace (rate limiter and audit
  * sink are constructed per test). `startInstance` adds more instances over the same database and
- * cache, each with its own feed.
+ * cache, each with its own feed. PGlite is one database per process: one fixture per test.
  */
 export interface DomainFixture extends DomainFixtureOver<InMemoryStore> {
   readonly uow: InMemoryUnitOfWork;
