@@ -157,10 +157,12 @@ async function emptyingScript(db: Knex): Promise<string> {
   ].join(";\n");
 }
 
-/** The snapshot of a freshly migrated database, named after the migrations' source files. */
+/** The snapshot of a freshly migrated database, named after PGlite's version and the migrations' source files. */
 function snapshotPath(): string {
   const directory = path.join(import.meta.dirname, "../../src/store/postgres/migrations");
   const hash = crypto.createHash("sha256");
+  // A snapshot is PGlite's data directory: another PGlite version may not read it.
+  hash.update(fs.readFileSync(path.join(import.meta.dirname, "../../node_modules/@electric-sql/pglite/package.json")));
   for (const name of fs.readdirSync(directory).sort()) {
     hash.update(name);
     hash.update(fs.readFileSync(path.join(directory, name)));
