@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole suite, tier by tier, ending with one combined "N passed, N failed" line:
-#   1. fast tier (test/unit): domain with in-memory fakes, RPC through the router transport,
-#      contract and architecture checks; no database, no Redis, no port; runs once.
+#   1. fast tier (test/unit): domain over the real repositories on PGlite, RPC through the router transport,
+#      contract and architecture checks; no database server, no Redis, no port; runs once. The
+#      domain and RPC files run in one process (--test-isolation=none), one after another, so they
+#      share one in-memory PGlite (test/fakes/pglite-store.ts: started once, emptied between
+#      tests); the other files run beside them, one process each.
 #   2. storage and end-to-end tiers (test/store and the rest) twice: on real Postgres + Redis,
 #      then on the embedded default (PGlite + in-process twins); the servers and CLIs they start
 #      run from a build of this tree made first.
@@ -18,8 +21,22 @@ run() {
   node --test --test-reporter=tap --test-concurrency=2 --test-timeout=600000 --import tsx "$@" 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
+# Two runs side by side (a core each), their TAP printed one after the other once both have ended.
+run_fast() {
+  local database others
+  database=$(mktemp)
+  others=$(mktemp)
+  node --test --test-reporter=tap --test-isolation=none --test-concurrency=1 --test-timeout=600000 --import tsx \
+    'test/unit/{domain,rpc}/**/*.test.ts' >"$database" 2>&1 &
+  local pid=$!
+  node --test --test-reporter=tap --test-concurrency=1 --test-timeout=600000 --import tsx \
+    'test/unit/!(domain|rpc)/**/*.test.ts' >"$others" 2>&1 || status=1
+  wait "$pid" || status=1
+  cat "$database" "$others" | tee -a "$log"
+  rm -f "$database" "$others"
+}
 echo "## tier: fast (test/unit)"
-run 'test/unit/**/*.test.ts'
+run_fast
 if [ "${1:-all}" != "fast" ]; then
   # The servers and CLIs the tests start run from one build of this tree, as production runs them
   # (node dist/src/main.js), not through tsx: half the CPU per start (test/helpers/server-process.ts).

@@ -1,9 +1,16 @@
 import type { ChangeFeed } from "../../src/domain/tokens/ports.js";
-import { InMemorySigningKeyRepository, type MemoryDatabase } from "./in-memory-store.js";
+
+/** Where the feed hears NOTIFY payloads from: PGlite's (test/fakes/pglite-store.ts) or the in-memory twin's. */
+export interface NotificationSource {
+  listen(listener: (payload: string) => void): () => void;
+}
+
+/** The payload a signing-key change is announced with (any other payload is a credential-change number). */
+export const SIGNING_KEY_CHANGE = "signing-keys";
 
 /**
  * The ChangeFeed port (PostgresChangeFeed: LISTEN on a dedicated connection) over the in-memory
- * database's NOTIFY, with PostgresChangeFeed's rules and a test's hands on the connection:
+ * database's NOTIFY (PGlite's, or the in-memory twin's), with PostgresChangeFeed's rules and a test's hands on the connection:
  *
  * - `connect()` puts LISTEN in place, runs the caller's `onConnected` (catching up), and only then
  *   turns `connected` true; `start` connects at once unless `{ autoConnect: false }`.
@@ -34,7 +41,7 @@ export class FakeChangeFeed implements ChangeFeed {
   signingKeyChangesDelivered = 0;
 
   constructor(
-    private readonly db: MemoryDatabase,
+    private readonly db: NotificationSource,
     private readonly options: { autoConnect?: boolean } = {},
   ) {}
 
@@ -51,9 +58,7 @@ export class FakeChangeFeed implements ChangeFeed {
     this.onChange = onChange;
     this.onConnected = onConnected;
     this.unlisten = this.db.listen((payload) =>
-      payload === InMemorySigningKeyRepository.CHANGE_PAYLOAD
-        ? this.receiveSigningKeyChange()
-        : this.receive(Number(payload)),
+      payload === SIGNING_KEY_CHANGE ? this.receiveSigningKeyChange() : this.receive(Number(payload)),
     );
     if (this.options.autoConnect ?? true) void this.connect().catch(() => {});
   }

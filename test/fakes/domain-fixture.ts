@@ -17,7 +17,8 @@ import {
 import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
 import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
-import { FakeChangeFeed } from "./change-feed.js";
+import type { UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
+import { FakeChangeFeed, type NotificationSource } from "./change-feed.js";
 import { FakeClock } from "./clock.js";
 import { FakeGenerationCache } from "./generation-cache.js";
 import {
@@ -25,8 +26,10 @@ import {
   type InMemoryRepositories,
   type InMemoryStore,
   type InMemoryUnitOfWork,
+  type RepositoryShapes,
 } from "./in-memory-store.js";
 import { RecordingLabelledCounter, RecordingLogger } from "./observability.js";
+import { pgliteTestStore, type PgliteTestStore } from "./pglite-store.js";
 
 export const ISSUER = "http://auth.test";
 export const AUDIENCE = "http://auth.test/v2";
@@ -50,17 +53,31 @@ export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-us
 export const GENERATION_OPTIONS: CredentialGenerationsOptions = { logRetentionSeconds: 360, reconcileBatch: 1000 };
 
 /**
- * The domain wired by hand over the in-memory store, a frozen clock, a breakable generation
- * cache and a controllable change feed, with real crypto and real jose: what
+ * The domain wired by hand over a store (the real repositories on PGlite: createPgliteFixture;
+ * the in-memory twin: createDomainFixture, for the files not yet moved), a frozen clock, a
+ * breakable generation cache and a controllable change feed, with real crypto and real jose: what
  * createDomainServices builds, minus the parts the domain tests replace (rate limiter and audit
  * sink are constructed per test). `startInstance` adds more instances over the same database and
- * cache, each with its own feed.
+ * cache, each with its own feed. PGlite is one database per process: one fixture per test.
  */
-export interface DomainFixture extends Instance {
-  readonly clock: FakeClock;
-  readonly store: InMemoryStore;
+export interface DomainFixture extends DomainFixtureOver<InMemoryStore> {
   readonly uow: InMemoryUnitOfWork;
   readonly repos: InMemoryRepositories;
+}
+
+/** The same domain over the real Postgres repositories on the process's PGlite (test/fakes/pglite-store.ts). */
+export type PgliteDomainFixture = DomainFixtureOver<PgliteTestStore>;
+
+/** The stores a fixture runs over: the calls they record (and can fail or hold), and where their NOTIFYs are heard. */
+export type FixtureStore = InMemoryStore | PgliteTestStore;
+
+export interface DomainFixtureOver<S extends FixtureStore> extends Instance {
+  readonly clock: FakeClock;
+  readonly store: S;
+  readonly uow: UnitOfWork;
+  readonly repos: RepositoryShapes;
+  /** Where each instance's feed hears the store's NOTIFYs. */
+  readonly notifications: NotificationSource;
   readonly keys: KeyMaterial;
   readonly cache: FakeGenerationCache;
   readonly generationOptions: CredentialGenerationsOptions;
@@ -84,20 +101,38 @@ export interface Instance {
   readonly accessTokens: AccessTokens;
 }
 
-export async function createDomainFixture(
-  options: {
-    settings?: Partial<TokenServiceSettings>;
-    unknownKeyReloadIntervalMs?: number;
-    generations?: Partial<CredentialGenerationsOptions>;
-  } = {},
-): Promise<DomainFixture> {
+export interface FixtureOptions {
+  settings?: Partial<TokenServiceSettings>;
+  unknownKeyReloadIntervalMs?: number;
+  generations?: Partial<CredentialGenerationsOptions>;
+}
+
+/** The domain over the in-memory twin (the files not yet moved onto PGlite). */
+export async function createDomainFixture(options: FixtureOptions = {}): Promise<DomainFixture> {
   const clock = new FakeClock();
   const store = createInMemoryStore({ clock: clock.now });
-  const { uow, repositories: repos } = store;
+  const fixture = await wire(clock, store, store.uow, store.repositories, store.db, options);
+  return { ...fixture, uow: store.uow, repos: store.repositories };
+}
+
+/** The domain over the real repositories on the process's PGlite, emptied first. */
+export async function createPgliteFixture(options: FixtureOptions = {}): Promise<PgliteDomainFixture> {
+  const store = await pgliteTestStore();
+  return wire(new FakeClock(), store, store.uow, store.repositories, store.notifications, options);
+}
+
+async function wire<S extends FixtureStore>(
+  clock: FakeClock,
+  store: S,
+  uow: UnitOfWork,
+  repos: RepositoryShapes,
+  notifications: NotificationSource,
+  options: FixtureOptions,
+): Promise<DomainFixtureOver<S>> {
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
   const cache = new FakeGenerationCache();
   const generationOptions = { ...GENERATION_OPTIONS, ...options.generations };
-  const feed = new FakeChangeFeed(store.db);
+  const feed = new FakeChangeFeed(notifications);
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
   const generations = new CredentialGenerations(
@@ -162,6 +197,7 @@ export async function createDomainFixture(
     store,
     uow,
     repos,
+    notifications,
     keys,
     cache,
     generationOptions,
@@ -194,8 +230,11 @@ export async function createDomainFixture(
  * Another instance of the service over the same database and cache, with its own change feed
  * (connected unless `autoConnect: false`). Started like compose.ts starts one: `start()` first.
  */
-export async function startInstance(f: DomainFixture, options: { autoConnect?: boolean } = {}): Promise<Instance> {
-  const feed = new FakeChangeFeed(f.store.db, options);
+export async function startInstance(
+  f: DomainFixtureOver<FixtureStore>,
+  options: { autoConnect?: boolean } = {},
+): Promise<Instance> {
+  const feed = new FakeChangeFeed(f.notifications, options);
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
   const generations = new CredentialGenerations(
@@ -229,8 +268,11 @@ async function startGenerations(generations: CredentialGenerations, feed: FakeCh
   await generations.reconcile().catch(() => {});
 }
 
+/** Either fixture, for the helpers that only go through the domain and the repositories. */
+export type AnyFixture = DomainFixtureOver<FixtureStore>;
+
 /** A TMC with one company. */
-export async function newTenant(f: DomainFixture, maxApiUsers = 5): Promise<{ tmcId: string; orgId: string }> {
+export async function newTenant(f: AnyFixture, maxApiUsers = 5): Promise<{ tmcId: string; orgId: string }> {
   const tmc = await f.tenants.createTmc(`TMC ${crypto.randomUUID().slice(0, 8)}`, maxApiUsers);
   const company = await f.tenants.createCompany(tmc.id, "Acme");
   return { tmcId: tmc.id, orgId: company.id };
@@ -247,7 +289,7 @@ export interface ProvisionedApiUser {
 
 /** An API user created by the operator through ApiUserProvisioning. */
 export async function newApiUser(
-  f: DomainFixture,
+  f: AnyFixture,
   tmcId: string,
   options: { role?: ApiUserRole; credentialType?: ApiUserCredentialType; orgId?: string } = {},
 ): Promise<ProvisionedApiUser> {
@@ -271,7 +313,7 @@ export async function newApiUser(
 }
 
 /** The active API user as stored now (undefined once revoked). */
-export function currentUser(f: DomainFixture, clientId: string): Promise<ApiUser | undefined> {
+export function currentUser(f: AnyFixture, clientId: string): Promise<ApiUser | undefined> {
   return f.repos.apiUsers.findActive(f.uow.direct, clientId);
 }
 
@@ -280,7 +322,7 @@ export function apiUserRow(f: DomainFixture, clientId: string) {
   return f.store.db.apiUsers.rows.get(clientId);
 }
 
-export function auditOf(f: DomainFixture, tmcId: string) {
+export function auditOf(f: AnyFixture, tmcId: string) {
   return f.repos.audit.list(f.uow.direct, tenantScope(tmcId), 1000);
 }
 

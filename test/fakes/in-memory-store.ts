@@ -53,6 +53,7 @@ import type {
 } from "../../src/domain/tokens/ports.js";
 import { DomainError, notFound } from "../../src/errors/domain-error.js";
 import type { Repositories } from "../../src/store/postgres/repositories/index.js";
+import { instrumented } from "./instrumented-repositories.js";
 
 /*
  * An in-memory twin of the Postgres store (src/store/postgres): the same tables, the same
@@ -1565,42 +1566,8 @@ export interface InMemoryStore {
 /** A fresh, empty store. `clock` stands for Postgres' now() (rotated_at, revoked_at, audit occurred_at, changed_at). */
 export function createInMemoryStore(options: { clock?: Clock } = {}): InMemoryStore {
   const db = new MemoryDatabase(options.clock ?? systemClock);
-  const failures = new Map<string, { error: unknown; times: number }>();
-  const before = new Map<string, (args: readonly unknown[]) => unknown>();
-  const after = new Map<string, (result: unknown, args: readonly unknown[]) => unknown>();
-  const instrument = <T extends object>(name: string, repository: T): T =>
-    new Proxy(repository, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver) as unknown;
-        if (typeof value !== "function" || typeof property !== "string") return value;
-        const method = `${name}.${property}`;
-        return (...args: unknown[]) => {
-          db.calls.push(method);
-          db.invocations.push({ method, args });
-          const failure = failures.get(method);
-          if (failure) {
-            if (--failure.times <= 0) failures.delete(method);
-            return Promise.reject(failure.error);
-          }
-          const beforeHook = before.get(method);
-          const afterHook = after.get(method);
-          before.delete(method);
-          after.delete(method);
-          const run = () => (value as (...a: unknown[]) => unknown).apply(target, args);
-          if (!beforeHook && !afterHook) return run();
-          return (async () => {
-            if (beforeHook) await beforeHook(args);
-            const result = await run();
-            if (afterHook) await afterHook(result, args);
-            return result;
-          })();
-        };
-      },
-    });
-  const plain = inMemoryRepositories(db);
-  const repositories = Object.fromEntries(
-    Object.entries(plain).map(([name, repo]) => [name, instrument(name, repo)]),
-  ) as InMemoryRepositories;
+  const hands = instrumented(inMemoryRepositories(db), { calls: db.calls, invocations: db.invocations });
+  const { repositories } = hands;
   return {
     db,
     uow: new InMemoryUnitOfWork(db),
@@ -1608,15 +1575,9 @@ export function createInMemoryStore(options: { clock?: Clock } = {}): InMemorySt
     asRepositories: repositories as RepositoryShapes as unknown as Repositories,
     calls: db.calls,
     invocations: db.invocations,
-    failNext(method, error, times = 1) {
-      failures.set(method, { error, times });
-    },
-    beforeNext(method, hook) {
-      before.set(method, hook);
-    },
-    afterNext(method, hook) {
-      after.set(method, hook);
-    },
+    failNext: (method, error, times) => hands.failNext(method, error, times),
+    beforeNext: (method, hook) => hands.beforeNext(method, hook),
+    afterNext: (method, hook) => hands.afterNext(method, hook),
   };
 }
 

@@ -1,17 +1,17 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
-import { decodeJwt, decodeProtectedHeader, SignJWT } from "jose";
+import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from "jose";
 import { AccessTokens, type NewAccessToken } from "../../../src/domain/tokens/access-tokens.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
   ACCESS_TTL,
   AUDIENCE,
-  createDomainFixture,
+  createPgliteFixture,
   ISSUER,
   newApiUser,
   newTenant,
   OTHER_API,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
@@ -20,12 +20,12 @@ const expired = { code: "USER_NOT_AUTHENTICATED", message: "The access token has
 const revoked = { code: "USER_NOT_AUTHENTICATED", message: "The access token has been revoked" } as const;
 
 describe("AccessTokens", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let orgId: string;
   let client: ProvisionedApiUser;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId, orgId } = await newTenant(f));
     client = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId });
   });
@@ -132,7 +132,8 @@ describe("AccessTokens", () => {
     const genuineClaims = () => decodeJwt(token);
     const [header, payload, signature] = token.split(".") as [string, string, string];
     const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
-    const other = await createDomainFixture();
+    // Another key: one this service never had (another deployment's, say), under its own kid.
+    const otherKey = (await generateKeyPair("EdDSA")).privateKey;
     const { gen: _gen, ...withoutGen } = genuineClaims();
     const forgeries = [
       "",
@@ -140,7 +141,9 @@ describe("AccessTokens", () => {
       `${b64({ alg: "none", typ: "at+jwt" })}.${payload}.`,
       `${header}.${b64({ ...genuineClaims(), scope: "api-users" })}.${signature}`,
       `${header}.${payload}.${signature.slice(0, -4)}AAAA`,
-      (await other.accessTokens.issue(spec())).accessToken,
+      await new SignJWT(genuineClaims())
+        .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid: "another-deployments-key" })
+        .sign(otherKey),
       await signed(genuineClaims(), { typ: "JWT" }),
       await signed({ ...genuineClaims(), iss: "http://evil.test" }),
       await signed(withoutGen),

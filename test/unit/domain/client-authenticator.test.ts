@@ -15,11 +15,11 @@ import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
   basicHeader,
-  createDomainFixture,
+  createPgliteFixture,
   newApiUser,
   newTenant,
   postCredentials,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
@@ -40,12 +40,12 @@ const missing = {
 } as const;
 
 describe("ClientAuthenticator", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let orgId: string;
   let client: ProvisionedApiUser;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId, orgId } = await newTenant(f));
     client = await newApiUser(f, tmcId);
   });

@@ -4,18 +4,18 @@ import type { ApiUser } from "../../../src/domain/api-users/model.js";
 import { ClientRecordCache } from "../../../src/domain/tokens/client-record-cache.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
-  createDomainFixture,
+  createPgliteFixture,
   newApiUser,
   newTenant,
   postCredentials,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
 const invalidClient = { code: "INVALID_CLIENT", message: "Client authentication failed" } as const;
 
 describe("ClientRecordCache: API-user records in process, used only while their generation is current", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let client: ProvisionedApiUser;
   const authenticate = async (clientId: string, secret: string) =>
@@ -23,7 +23,7 @@ describe("ClientRecordCache: API-user records in process, used only while their 
   const lookUps = () => f.store.calls.filter((c) => c === "apiUsers.findActive").length;
 
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId } = await newTenant(f));
     client = await newApiUser(f, tmcId);
   });

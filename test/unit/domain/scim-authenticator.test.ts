@@ -5,21 +5,21 @@ import { deriveKeyMaterial } from "../../../src/domain/shared/key-material.js";
 import { sealScimToken } from "../../../src/domain/shared/scim-token.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
-  createDomainFixture,
+  createPgliteFixture,
   newApiUser,
   newTenant,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
 const refused = { code: "USER_NOT_AUTHENTICATED", message: "A valid SCIM token is required" } as const;
 
 describe("ScimAuthenticator", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let scimUser: ProvisionedApiUser;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     let orgId: string;
     ({ tmcId, orgId } = await newTenant(f));
     scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });

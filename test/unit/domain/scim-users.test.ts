@@ -10,7 +10,7 @@ import { DomainError } from "../../../src/errors/domain-error.js";
 import { patchOperationsOf, userDocumentOf } from "../../../src/rpc/mappers/scim-mappers.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeClock } from "../../fakes/clock.js";
-import { createInMemoryStore } from "../../fakes/in-memory-store.js";
+import { pgliteTestStore } from "../../fakes/pglite-store.js";
 
 const USER = "urn:ietf:params:scim:schemas:core:2.0:User";
 const PATCH = "urn:ietf:params:scim:api:messages:2.0:PatchOp";
@@ -18,7 +18,7 @@ const BASE = "http://auth.test/v2/scim/v2";
 
 async function fixture() {
   const clock = new FakeClock();
-  const store = createInMemoryStore({ clock: clock.now });
+  const store = await pgliteTestStore();
   const tx = store.uow.direct;
   const tmc = await store.repositories.tenants.createTmc(tx, "T", 5);
   const scope = tenantScope(tmc.id);
@@ -225,7 +225,7 @@ describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
   });
 });
 
-describe("ScimUsers over the in-memory store", () => {
+describe("ScimUsers over the real repositories", () => {
   test("company isolation: B's user is NOT_FOUND to A, absent from A's lists, unchanged", async () => {
     const { scim, a, b } = await fixture();
     const created = await scim.create(b, user("bea@b.example"), "req-1");

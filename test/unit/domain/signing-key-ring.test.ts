@@ -11,14 +11,14 @@ import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import { FakeChangeFeed } from "../../fakes/change-feed.js";
 import {
   AUDIENCE,
-  createDomainFixture,
+  createPgliteFixture,
   ISSUER,
   LEGACY_TTL,
   newApiUser,
   newTenant,
   PREPUBLISH_SECONDS,
   tokenRequest,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
@@ -38,10 +38,27 @@ interface RingInstance {
 }
 
 describe("SigningKeyRing", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
+  /** The stored signing keys, oldest first. */
+  const keyRows = async () =>
+    (
+      (await f.store.db("signing_keys").orderBy("created_at")) as Array<{
+        kid: string;
+        private_jwk_ciphertext: string;
+        activates_at: Date;
+        retired_at: Date | null;
+        not_after: Date | null;
+      }>
+    ).map((r) => ({
+      kid: r.kid,
+      privateJwkCiphertext: r.private_jwk_ciphertext,
+      activatesAt: r.activates_at,
+      retiredAt: r.retired_at ?? undefined,
+      notAfter: r.not_after ?? undefined,
+    }));
   let client: ProvisionedApiUser;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     client = await newApiUser(f, (await newTenant(f)).tmcId);
   });
 
@@ -49,7 +66,7 @@ describe("SigningKeyRing", () => {
   const otherInstance = async (
     options: { encryptionKey?: Buffer; unknownKeyReloadIntervalMs?: number; clock?: Clock } = {},
   ): Promise<RingInstance> => {
-    const feed = new FakeChangeFeed(f.store.db);
+    const feed = new FakeChangeFeed(f.notifications);
     feed.start(
       () => {},
       async () => {},
@@ -96,8 +113,8 @@ describe("SigningKeyRing", () => {
   const at = (base: Date, seconds: number) => new Date(base.getTime() + seconds * 1000);
 
   test("the first start creates one Ed25519 key, active at once; the JWKS publishes only its public half", async () => {
-    assert.equal(f.store.db.signingKeys.rows.size, 1);
-    const [row] = f.store.db.signingKeys.values();
+    assert.equal((await keyRows()).length, 1);
+    const [row] = await keyRows();
     const { jwks } = f.signingKeys;
     assert.equal(jwks.keys.length, 1);
     assert.deepEqual(Object.keys(jwks.keys[0]!).sort(), ["alg", "crv", "kid", "kty", "use", "x"]);
@@ -110,7 +127,7 @@ describe("SigningKeyRing", () => {
   });
 
   test("the private half is stored encrypted under the master key; another master key cannot load it", async () => {
-    const [row] = f.store.db.signingKeys.values();
+    const [row] = await keyRows();
     assert.equal(row!.privateJwkCiphertext.includes('"d"'), false);
     assert.equal(Buffer.from(row!.privateJwkCiphertext, "base64url").toString("utf8").includes('"d"'), false);
     await assert.rejects(otherInstance({ encryptionKey: crypto.randomBytes(32) }), {
@@ -120,7 +137,7 @@ describe("SigningKeyRing", () => {
 
   test("another instance starting on the same database loads the same key and verifies the first one's tokens", async () => {
     const other = await otherInstance();
-    assert.equal(f.store.db.signingKeys.rows.size, 1);
+    assert.equal((await keyRows()).length, 1);
     assert.equal(other.ring.signingKey.kid, f.signingKeys.signingKey.kid);
     assert.equal((await other.tokens.verify(await issue())).clientId, client.clientId);
   });
@@ -137,7 +154,7 @@ describe("SigningKeyRing", () => {
       publishedKids: [rotated.kid, oldKid],
       withdrawnKids: [],
     });
-    const stored = f.store.db.signingKeys.rows.get(oldKid)!;
+    const stored = (await keyRows()).find((k) => k.kid === oldKid)!;
     assert.deepEqual(
       [stored.retiredAt?.toISOString(), stored.notAfter?.toISOString()],
       [activatesAt.toISOString(), at(activatesAt, RETIRED_STAY_SECONDS).toISOString()],
@@ -215,7 +232,7 @@ describe("SigningKeyRing", () => {
         { name: "activatesAt", value: first.activatesAt.toISOString() },
       ],
     });
-    assert.equal(f.store.db.signingKeys.rows.size, 2, "nothing written");
+    assert.equal((await keyRows()).length, 2, "nothing written");
     f.clock.set(first.activatesAt);
     const second = await f.signingKeys.rotate();
     assert.deepEqual(second.publishedKids.slice(0, 2), [second.kid, first.kid]);

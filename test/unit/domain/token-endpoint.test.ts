@@ -9,13 +9,13 @@ import { memoryBudgetCounters } from "../../../src/store/memory/budget-counters.
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
   basicHeader,
-  createDomainFixture,
+  createPgliteFixture,
   LEGACY_TTL,
   newApiUser,
   newTenant,
   postCredentials,
   tokenRequest,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 import { RecordingAuditSink } from "../../fakes/observability.js";
@@ -37,7 +37,7 @@ class CountingAuthenticator extends ClientAuthenticator {
 }
 
 describe("TokenEndpoint", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let client: ProvisionedApiUser;
   let audit: RecordingAuditSink;
@@ -50,7 +50,7 @@ describe("TokenEndpoint", () => {
     endpoint = new TokenEndpoint(limiter, clients, f.tokenService, audit);
   };
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId } = await newTenant(f));
     client = await newApiUser(f, tmcId);
     audit = new RecordingAuditSink();

@@ -8,7 +8,7 @@ import {
   ACCESS_TTL,
   AUDIENCE,
   COMPANY_ADMIN_SCOPES,
-  createDomainFixture,
+  createPgliteFixture,
   currentUser,
   LEGACY_TTL,
   newApiUser,
@@ -17,7 +17,7 @@ import {
   REFRESH_TTL,
   TMC_ADMIN_SCOPES,
   tokenRequest,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
@@ -35,7 +35,22 @@ const notYours = {
 const IDP_AUDIENCE = "https://auth.test/idp-audience";
 
 describe("TokenService", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
+  /** The stored refresh tokens, oldest first. */
+  const refreshTokenRows = async () =>
+    (
+      (await f.store.db("refresh_tokens").orderBy("created_at")) as Array<{
+        family_id: string;
+        token_hash: Uint8Array;
+        used_at: Date | null;
+        revoked_at: Date | null;
+      }>
+    ).map((r) => ({
+      familyId: r.family_id,
+      tokenHash: Buffer.from(r.token_hash),
+      usedAt: r.used_at ?? undefined,
+      revokedAt: r.revoked_at ?? undefined,
+    }));
   let tmcId: string;
   let orgId: string;
   let admin: ProvisionedApiUser;
@@ -44,7 +59,7 @@ describe("TokenService", () => {
   let admin2: ProvisionedApiUser;
   let colleague: ProvisionedApiUser;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId, orgId } = await newTenant(f, 10));
     admin = await newApiUser(f, tmcId);
     companyAdmin = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", orgId });
@@ -630,12 +645,7 @@ describe("TokenService", () => {
         isActive: true,
       });
       const setExternalId = (id: string, externalId: string) =>
-        f.store.db.update(
-          f.uow.direct,
-          f.store.db.users,
-          (u) => u.id === id,
-          (u) => ({ ...u, externalId }),
-        );
+        f.store.db("users").where({ id }).update({ external_id: externalId });
       // The company admin looks within its company: the squat is invisible to it.
       assert.equal(
         decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
@@ -662,12 +672,7 @@ describe("TokenService", () => {
       await setExternalId(twin.id, "idp-user-ada");
       await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" })), ambiguous);
       // Once one of them is inactive, the email names one user again.
-      await f.store.db.update(
-        f.uow.direct,
-        f.store.db.users,
-        (u) => u.id === twin.id,
-        (u) => ({ ...u, isActive: false }),
-      );
+      await f.store.db("users").where({ id: twin.id }).update({ is_active: false });
       assert.equal(
         decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
         userId,
@@ -825,7 +830,7 @@ describe("TokenService", () => {
       );
       const narrowed = await refresh(admin, second.refreshToken!, "openid");
       assert.equal(narrowed.scope, "openid");
-      const rows = f.store.db.refreshTokens.values();
+      const rows = await refreshTokenRows();
       assert.equal(new Set(rows.map((r) => r.familyId)).size, 1, "one family");
       assert.deepEqual(
         rows.map((r) => r.usedAt?.toISOString()),
@@ -846,9 +851,7 @@ describe("TokenService", () => {
       } as const;
       await rejectsWith(refresh(admin, first.refreshToken), reused);
       await rejectsWith(refresh(admin, second.refreshToken!), reused);
-      assert.ok(
-        f.store.db.refreshTokens.values().every((r) => r.revokedAt?.toISOString() === "2026-11-22T10:00:00.000Z"),
-      );
+      assert.ok((await refreshTokenRows()).every((r) => r.revokedAt?.toISOString() === "2026-11-22T10:00:00.000Z"));
     });
 
     test("a refused scope does not burn the refresh token (the transaction rolls back)", async () => {
@@ -893,7 +896,7 @@ describe("TokenService", () => {
         code: "INVALID_GRANT",
         message: "The refresh token's credential has been rotated",
       });
-      assert.ok(f.store.db.refreshTokens.values().every((r) => r.revokedAt !== undefined));
+      assert.ok((await refreshTokenRows()).every((r) => r.revokedAt !== undefined));
     });
 
     test("revoking the client revokes its refresh tokens", async () => {

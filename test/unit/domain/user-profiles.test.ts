@@ -6,15 +6,21 @@ import { TenantService } from "../../../src/domain/tenants/tenant-service.js";
 import type { ProfileCaller } from "../../../src/domain/users/model.js";
 import { changedPaths, UserProfiles } from "../../../src/domain/users/user-profiles.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
-import { FakeClock } from "../../fakes/clock.js";
-import { createInMemoryStore, type InMemoryStore } from "../../fakes/in-memory-store.js";
+import { pgliteTestStore, type PgliteTestStore } from "../../fakes/pglite-store.js";
 
 const notFound = (userId: string) =>
   ({ code: "NOT_FOUND", message: "User not found", params: [{ name: "userId", value: userId }] }) as const;
 const REFUSED = "The update changes fields that cannot be changed through this operation";
 
 describe("UserProfiles", () => {
-  let store: InMemoryStore;
+  let store: PgliteTestStore;
+  /** The stored user row, as the database has it. */
+  const userRow = (id: string) =>
+    store
+      .db("users")
+      .where({ id })
+      .first<{ given_name: string; family_name: string; email: string; profile: unknown } | undefined>();
+  const auditEventCount = async () => Number((await store.db("audit_events").count({ n: "*" }).first())!.n);
   let profiles: UserProfiles;
   let tmcId: string;
   let orgId: string;
@@ -25,8 +31,7 @@ describe("UserProfiles", () => {
   let companyAdmin: ProfileCaller;
 
   beforeEach(async () => {
-    const clock = new FakeClock();
-    store = createInMemoryStore({ clock: clock.now });
+    store = await pgliteTestStore();
     const tenants = new TenantService(store.uow, store.repositories.tenants);
     profiles = new UserProfiles(store.uow, store.repositories.users, store.repositories.audit);
     tmcId = (await tenants.createTmc("Globetrotter")).id;
@@ -101,8 +106,8 @@ describe("UserProfiles", () => {
       }),
       "req-1",
     );
-    const row = store.db.users.rows.get(userId)!;
-    assert.deepEqual([row.givenName, row.familyName, row.email], ["Augusta", "King", "Ada@Acme.example"]);
+    const row = (await userRow(userId))!;
+    assert.deepEqual([row.given_name, row.family_name, row.email], ["Augusta", "King", "Ada@Acme.example"]);
     assert.deepEqual(row.profile, {
       persona: "EMPLOYEE",
       personalInfo: { name: { middle: "Ada" } },
@@ -128,7 +133,7 @@ describe("UserProfiles", () => {
   });
 
   test("update: identity changes are refused, each named, with nothing written", async () => {
-    const before = store.db.users.rows.get(userId);
+    const before = await userRow(userId);
     await rejectsWith(
       profiles.update(
         tmcAdmin,
@@ -162,12 +167,13 @@ describe("UserProfiles", () => {
         ],
       },
     );
-    assert.equal(store.db.users.rows.get(userId), before);
-    assert.deepEqual(store.db.transactions.at(-1)?.outcome, "rolled back");
-    assert.equal(store.db.auditEvents.rows.size, 0);
+    assert.deepEqual(await userRow(userId), before);
+    assert.deepEqual(store.uow.transactions.at(-1)?.outcome, "rolled back");
+    assert.equal(await auditEventCount(), 0);
   });
 
   test("update: a foreign caller gets NOT_FOUND and nothing is written", async () => {
+    const before = await userRow(userId);
     await rejectsWith(
       profiles.update({ ...companyAdmin, orgId: otherOrgId }, userId, update({}), "req-3"),
       notFound(userId),
@@ -176,8 +182,8 @@ describe("UserProfiles", () => {
       profiles.update({ ...tmcAdmin, tmcId: crypto.randomUUID() }, userId, update({}), "req-4"),
       notFound(userId),
     );
-    assert.equal(store.db.auditEvents.rows.size, 0);
-    assert.equal(store.db.users.rows.get(userId)?.profile, undefined);
+    assert.equal(await auditEventCount(), 0);
+    assert.deepEqual(await userRow(userId), before);
   });
 
   test("changedPaths: two levels deep, key order is no change", () => {

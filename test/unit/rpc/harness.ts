@@ -24,21 +24,21 @@ import { createRpcCore, type RpcCore } from "../../../src/rpc/routes.js";
 import { openSharedState } from "../../../src/store/shared-state.js";
 import { FakeChangeFeed } from "../../fakes/change-feed.js";
 import { FakeClock } from "../../fakes/clock.js";
-import { createInMemoryStore, type InMemoryStore } from "../../fakes/in-memory-store.js";
+import { pgliteTestStore, type PgliteTestStore } from "../../fakes/pglite-store.js";
 
 export const OPERATOR_TOKEN = "operator-token-for-tests";
 export const ISSUER = "http://auth.test";
 export const AUDIENCE = "http://auth.test/v2";
 
 /**
- * The RPC tier: the real domain (createDomainServices) over the in-memory store, the in-process
- * twins of Redis and a fake change feed hearing the store's NOTIFYs (as an instance over Postgres
- * hears its own), the real interceptor chain, and Connect clients on the router transport — no
- * database, no Redis, no port.
+ * The RPC tier: the real domain (createDomainServices) over the real repositories on the process's
+ * PGlite (emptied first), the in-process twins of Redis and a fake change feed hearing PGlite's
+ * NOTIFYs (as an instance over Postgres hears its own), the real interceptor chain, and Connect
+ * clients on the router transport — no database server, no Redis, no port.
  */
 export interface RpcHarness {
   readonly clock: FakeClock;
-  readonly store: InMemoryStore;
+  readonly store: PgliteTestStore;
   readonly feed: FakeChangeFeed;
   readonly keys: KeyMaterial;
   readonly metrics: Metrics;
@@ -52,7 +52,7 @@ export interface RpcHarness {
 
 export async function startRpc(env: Record<string, string> = {}): Promise<RpcHarness> {
   const clock = new FakeClock();
-  const store = createInMemoryStore({ clock: clock.now });
+  const store = await pgliteTestStore();
   const config = loadConfig({ TOKEN_ISSUER: ISSUER, ...env });
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
   const shared = openSharedState(
@@ -61,12 +61,12 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
     silentLogger,
   );
   const metrics = createMetrics();
-  const feed = new FakeChangeFeed(store.db);
+  const feed = new FakeChangeFeed(store.notifications);
   const domain = createDomainServices({
     config,
     uow: store.uow,
     jobsUow: store.uow,
-    repositories: store.asRepositories,
+    repositories: store.repositories,
     shared,
     changeFeed: feed,
     keys,
