@@ -1,4 +1,5 @@
 import crypto from "node:crypto";
+import type { Knex } from "knex";
 import { ApiUserAdmin } from "../../src/domain/api-users/api-user-admin.js";
 import { ApiUserProvisioning } from "../../src/domain/api-users/api-user-provisioning.js";
 import type { ApiUser, ApiUserCredentialType, ApiUserRole } from "../../src/domain/api-users/model.js";
@@ -18,6 +19,7 @@ import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
 import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
 import type { UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
+import type { Repositories } from "../../src/store/postgres/repositories/index.js";
 import { FakeChangeFeed, type NotificationSource } from "./change-feed.js";
 import { FakeClock } from "./clock.js";
 import { FakeGenerationCache } from "./generation-cache.js";
@@ -28,6 +30,7 @@ import {
   type InMemoryUnitOfWork,
   type RepositoryShapes,
 } from "./in-memory-store.js";
+import type { Instrumented } from "./instrumented-repositories.js";
 import { RecordingLabelledCounter, RecordingLogger } from "./observability.js";
 import { pgliteTestStore, type PgliteTestStore } from "./pglite-store.js";
 
@@ -69,7 +72,7 @@ export interface DomainFixture extends DomainFixtureOver<InMemoryStore> {
 export type PgliteDomainFixture = DomainFixtureOver<PgliteTestStore>;
 
 /** The stores a fixture runs over: the calls they record (and can fail or hold), and where their NOTIFYs are heard. */
-export type FixtureStore = InMemoryStore | PgliteTestStore;
+export type FixtureStore = InMemoryStore | PgliteTestStore | Instrumented<Repositories>;
 
 export interface DomainFixtureOver<S extends FixtureStore> extends Instance {
   readonly clock: FakeClock;
@@ -119,6 +122,19 @@ export async function createDomainFixture(options: FixtureOptions = {}): Promise
 export async function createPgliteFixture(options: FixtureOptions = {}): Promise<PgliteDomainFixture> {
   const store = await pgliteTestStore();
   return wire(new FakeClock(), store, store.uow, store.repositories, store.notifications, options);
+}
+
+/**
+ * The same domain over repositories a test opened itself (test/store: the real ones on a Postgres
+ * schema, where two transactions can be open at once), heard through `notifications`.
+ */
+export function createFixtureOver<S extends Instrumented<Repositories>>(
+  store: S,
+  uow: UnitOfWork,
+  notifications: NotificationSource,
+  options: FixtureOptions = {},
+): Promise<DomainFixtureOver<S>> {
+  return wire(new FakeClock(), store, uow, store.repositories, notifications, options);
 }
 
 async function wire<S extends FixtureStore>(
@@ -320,6 +336,37 @@ export function currentUser(f: AnyFixture, clientId: string): Promise<ApiUser | 
 /** The stored row, tombstones included. */
 export function apiUserRow(f: DomainFixture, clientId: string) {
   return f.store.db.apiUsers.rows.get(clientId);
+}
+
+/** The stored api_users row, tombstones included, read with SQL (undefined when there is none). */
+export async function storedApiUser(db: Knex, clientId: string, schema = "public") {
+  const row = (await db.withSchema(schema).from("api_users").where({ client_id: clientId }).first()) as
+    | {
+        tmc_id: string;
+        org_id: string | null;
+        role: string;
+        credential_type: string;
+        secret_hash: Buffer;
+        credential_generation: number;
+        change_seq: string | number;
+        created_by: string;
+        rotated_at: Date | null;
+        revoked_at: Date | null;
+      }
+    | undefined;
+  if (!row) return undefined;
+  return {
+    tmcId: row.tmc_id,
+    orgId: row.org_id ?? undefined,
+    role: row.role,
+    credentialType: row.credential_type,
+    secretHash: Buffer.from(row.secret_hash),
+    credentialGeneration: row.credential_generation,
+    changeSeq: Number(row.change_seq),
+    createdBy: row.created_by,
+    rotatedAt: row.rotated_at ? new Date(row.rotated_at) : undefined,
+    revokedAt: row.revoked_at ? new Date(row.revoked_at) : undefined,
+  };
 }
 
 export function auditOf(f: AnyFixture, tmcId: string) {

@@ -42,12 +42,19 @@ export interface PgliteTestStore extends Instrumented<Repositories> {
   readonly db: Knex;
   readonly uow: RecordingUnitOfWork;
   readonly notifications: NotificationSource;
+  /** The payloads of the NOTIFYs delivered since the test's store was taken (signing-key changes as SIGNING_KEY_CHANGE). */
+  readonly notified: string[];
 }
 
 /** The store emptied, and repositories that record (and can fail or hold) this test's calls. */
 export async function pgliteTestStore(): Promise<PgliteTestStore> {
   const store = await emptyPgliteStore();
+  const notified: string[] = [];
+  const stop = store.notifications.listen((payload) => notified.push(payload));
+  stopHearing?.();
+  stopHearing = stop;
   return {
+    notified,
     ...instrumented(postgresRepositories("public")),
     pglite: store.pglite,
     db: store.db,
@@ -56,11 +63,21 @@ export async function pgliteTestStore(): Promise<PgliteTestStore> {
   };
 }
 
-/** The real unit of work, recording how each transaction it ran ended. */
+/** The real unit of work, recording how each transaction it ran ended; its next commit can be made to fail. */
 export class RecordingUnitOfWork implements UnitOfWork {
   readonly transactions: Array<{ outcome: "open" | "committed" | "rolled back" }> = [];
+  private commitFailure: { error: unknown } | undefined;
 
   constructor(private readonly inner: UnitOfWork) {}
+
+  /**
+   * The next transaction's work runs to its end, then its commit fails with `error`: the
+   * transaction rolls back (nothing it wrote stays, no NOTIFY it sent is delivered) and the
+   * caller gets `error`, as when the connection drops at COMMIT.
+   */
+  failNextCommit(error: unknown): void {
+    this.commitFailure = { error };
+  }
 
   get direct(): Tx {
     return this.inner.direct;
@@ -70,7 +87,13 @@ export class RecordingUnitOfWork implements UnitOfWork {
     const entry: { outcome: "open" | "committed" | "rolled back" } = { outcome: "open" };
     this.transactions.push(entry);
     try {
-      const result = await this.inner.transaction(work);
+      const failure = this.commitFailure;
+      this.commitFailure = undefined;
+      const result = await this.inner.transaction(async (tx) => {
+        const done = await work(tx);
+        if (failure) throw failure.error;
+        return done;
+      });
       entry.outcome = "committed";
       return result;
     } catch (error) {
@@ -81,6 +104,8 @@ export class RecordingUnitOfWork implements UnitOfWork {
 }
 
 let opened: Promise<PgliteStore> | undefined;
+/** The previous test store's `notified` listener (one test store at a time per process). */
+let stopHearing: (() => void) | undefined;
 
 // Knex's pool keeps the process alive: the file's tests end, then the database closes. Importing
 // this module (statically, as every test file using it does) registers the hook on the root test.

@@ -5,14 +5,14 @@ import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js"
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
-  apiUserRow,
   auditOf,
-  createDomainFixture,
+  createPgliteFixture,
   newApiUser,
   newTenant,
   postCredentials,
+  storedApiUser,
   tokenRequest,
-  type DomainFixture,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
@@ -21,13 +21,13 @@ const notFoundApiUser = (clientId: string) =>
   ({ code: "NOT_FOUND", message: "API user not found", params: [{ name: "clientId", value: clientId }] }) as const;
 
 describe("ApiUserAdmin", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let orgId: string;
   let admin: ProvisionedApiUser;
   let caller: ApiUserAdminCaller;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId, orgId } = await newTenant(f, 10));
     admin = await newApiUser(f, tmcId);
     caller = { clientId: admin.clientId, tmcId };
@@ -36,6 +36,25 @@ describe("ApiUserAdmin", () => {
   /** Client authentication as the token endpoint runs it: look the client up, then verify the secret. */
   const authenticate = async (presented: ReturnType<typeof postCredentials>) =>
     f.clients.verify(await f.clients.lookUp(presented));
+
+  /** The stored row, tombstones included. */
+  const apiUserRow = (clientId: string) => storedApiUser(f.store.db, clientId);
+  const apiUserCount = async () => Number((await f.store.db("api_users").count({ n: "*" }).first())!.n);
+  const refreshTokenRevokedAt = async (id: string) =>
+    ((await f.store.db("refresh_tokens").where({ id }).first()) as { revoked_at: Date | null }).revoked_at ?? undefined;
+
+  /**
+   * The repository writes of the last calls of `methods`, in order, and whether they all ran in
+   * one transaction (the same Tx, not \`direct\`).
+   */
+  const writesOf = (methods: readonly string[]) => {
+    const calls = f.store.invocations.filter((i) => methods.includes(i.method)).slice(-methods.length);
+    const txs = new Set(calls.map((c) => c.args[0]));
+    return {
+      methods: calls.map((c) => c.method),
+      oneTransaction: txs.size === 1 && !txs.has(f.uow.direct),
+    };
+  };
 
   const refreshTokenOf = (clientId: string, id: string) =>
     f.repos.refreshTokens.insert(f.uow.direct, tenantScope(tmcId), {
@@ -59,8 +78,8 @@ describe("ApiUserAdmin", () => {
         { tmcId: undefined, orgId: undefined, role: "TMC_ADMIN", credentialType: "CLIENT_CREDENTIALS" },
         "req-c",
       );
-      assert.equal(apiUserRow(f, created.clientId)?.tmcId, tmcId);
-      assert.equal(apiUserRow(f, created.clientId)?.createdBy, admin.clientId);
+      assert.equal((await apiUserRow(created.clientId))?.tmcId, tmcId);
+      assert.equal((await apiUserRow(created.clientId))?.createdBy, admin.clientId);
       const [event] = await auditOf(f, tmcId);
       assert.deepEqual(
         [event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier],
@@ -70,7 +89,7 @@ describe("ApiUserAdmin", () => {
 
     test("another TMC's tmcId is 403, and nothing is written", async () => {
       const other = await newTenant(f);
-      const before = f.store.db.apiUsers.rows.size;
+      const before = await apiUserCount();
       await rejectsWith(
         f.admin.create(
           caller,
@@ -95,7 +114,7 @@ describe("ApiUserAdmin", () => {
           params: [{ name: "orgId", value: other.orgId }],
         },
       );
-      assert.equal(f.store.db.apiUsers.rows.size, before);
+      assert.equal(await apiUserCount(), before);
     });
 
     test("the provisioning rules apply through the admin too (SCIM_TOKEN needs COMPANY_ADMIN)", async () => {
@@ -151,25 +170,34 @@ describe("ApiUserAdmin", () => {
       f.cache.beforeWrite = (states) => {
         if (states.has(target.clientId))
           atPublication ??= {
-            committed: f.store.db.committed().at(-1)?.writes.includes("credential_changes") === true,
+            committed: f.store.uow.transactions.at(-1)?.outcome === "committed",
             announced: [...f.feed.delivered],
           };
       };
+      const startedAt = Date.now();
       const rotated = await f.admin.rotate(caller, target.clientId, "req-rot");
+      const endedAt = Date.now();
       f.cache.beforeWrite = undefined;
 
       assert.equal(rotated.clientId, target.clientId);
       assert.equal(rotated.scimToken, undefined);
       assert.notEqual(rotated.clientSecret, target.secret);
-      assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 2);
-      assert.equal(apiUserRow(f, target.clientId)?.rotatedAt?.toISOString(), "2026-11-22T10:00:00.000Z");
-      assert.equal(apiUserRow(f, target.clientId)?.changeSeq, 1, "the row carries the change's number");
+      assert.equal((await apiUserRow(target.clientId))?.credentialGeneration, 2);
+      // rotated_at is stamped by the database's clock (now()), not the domain's: during the call.
+      const rotatedAt = (await apiUserRow(target.clientId))?.rotatedAt?.getTime() ?? 0;
+      assert.ok(rotatedAt >= startedAt && rotatedAt <= endedAt, "rotated during the call");
+      assert.equal((await apiUserRow(target.clientId))?.changeSeq, 1, "the row carries the change's number");
       assert.deepEqual(
-        f.store.db.committed().at(-1)?.writes,
-        ["api_users", "audit_events", "credential_changes", "api_users"],
+        writesOf(["apiUsers.setCredential", "audit.append", "credentialChanges.record"]),
+        {
+          methods: ["apiUsers.setCredential", "audit.append", "credentialChanges.record"],
+          oneTransaction: true,
+        },
         "one transaction",
       );
+      assert.equal(f.store.uow.transactions.at(-1)?.outcome, "committed");
       assert.deepEqual(atPublication, { committed: true, announced: [1] }, "published once committed and announced");
+      assert.deepEqual(f.store.notified, ["1"], "the database announced the change's number once");
       assert.deepEqual(
         f.cache.writes.map((w) => [[...w.states], w.watermark]),
         [
@@ -224,14 +252,14 @@ describe("ApiUserAdmin", () => {
       const token = (await f.tokenService.grant(target.user, tokenRequest())).accessToken;
       await f.accessTokens.verify(token);
       const cacheWrites = f.cache.writes.length;
-      f.store.db.failNextCommit(new Error("connection reset at commit"));
+      f.store.uow.failNextCommit(new Error("connection reset at commit"));
       await assert.rejects(f.admin.rotate(caller, target.clientId, "r"), { message: "connection reset at commit" });
       assert.equal(f.cache.writes.length, cacheWrites, "no write reached the cache");
       assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
-      assert.deepEqual([f.store.db.notified, f.feed.delivered], [[], []], "a rolled-back change is never announced");
+      assert.deepEqual([f.store.notified, f.feed.delivered], [[], []], "a rolled-back change is never announced");
       assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
       assert.deepEqual(
-        [apiUserRow(f, target.clientId)?.credentialGeneration, apiUserRow(f, target.clientId)?.changeSeq],
+        [(await apiUserRow(target.clientId))?.credentialGeneration, (await apiUserRow(target.clientId))?.changeSeq],
         [1, 0],
       );
       assert.equal((await f.accessTokens.verify(token)).clientId, target.clientId, "its tokens stay valid");
@@ -251,7 +279,7 @@ describe("ApiUserAdmin", () => {
       const target = await newApiUser(f, tmcId);
       f.store.failNext("apiUsers.credentialStates", new Error("connection terminated unexpectedly"));
       const rotated = await f.admin.rotate(caller, target.clientId, "r");
-      assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 2, "committed");
+      assert.equal((await apiUserRow(target.clientId))?.credentialGeneration, 2, "committed");
       assert.deepEqual(f.fallbacks.increments, [{ operation: "write" }], "counted as a failed publication");
       assert.equal(
         (await authenticate(postCredentials(target.clientId, rotated.clientSecret!))).credentialGeneration,
@@ -265,10 +293,12 @@ describe("ApiUserAdmin", () => {
       const target = await newApiUser(f, tmcId);
       f.store.failNext("audit.append", new Error("audit down"));
       await assert.rejects(f.admin.rotate(caller, target.clientId, "r"), { message: "audit down" });
-      assert.equal(apiUserRow(f, target.clientId)?.credentialGeneration, 1);
-      assert.equal(apiUserRow(f, target.clientId)?.secretHash.equals(target.user.secretHash), true);
-      assert.deepEqual(f.store.db.rolledBack().at(-1)?.writes, ["api_users"]);
-      assert.deepEqual([f.store.db.notified, f.cache.writes], [[], []], "never numbered, never published");
+      assert.equal((await apiUserRow(target.clientId))?.credentialGeneration, 1);
+      assert.equal((await apiUserRow(target.clientId))?.secretHash.equals(target.user.secretHash), true);
+      assert.equal(f.store.uow.transactions.at(-1)?.outcome, "rolled back");
+      assert.equal(f.store.calls.includes("credentialChanges.record"), false, "never numbered");
+      assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
+      assert.deepEqual([f.store.notified, f.cache.writes], [[], []], "never announced, never published");
     });
   });
 
@@ -280,25 +310,39 @@ describe("ApiUserAdmin", () => {
       await refreshTokenOf(bystander.clientId, "rt-bystander");
       f.clock.advanceSeconds(60);
 
+      const startedAt = Date.now();
       await f.admin.revoke(caller, target.clientId, "req-rev");
+      const endedAt = Date.now();
 
-      const row = apiUserRow(f, target.clientId)!;
-      assert.equal(row.revokedAt?.toISOString(), "2026-11-22T10:01:00.000Z");
-      assert.equal(
-        f.store.db.refreshTokens.rows.get("rt-target")?.revokedAt?.toISOString(),
-        "2026-11-22T10:01:00.000Z",
-      );
-      assert.equal(f.store.db.refreshTokens.rows.get("rt-bystander")?.revokedAt, undefined);
+      const row = (await apiUserRow(target.clientId))!;
+      // api_users.revoked_at is stamped by the database's clock (now()): during the call. The
+      // refresh tokens' revoked_at is the domain's clock.
+      const revokedAt = row.revokedAt?.getTime() ?? 0;
+      assert.ok(revokedAt >= startedAt && revokedAt <= endedAt, "revoked during the call");
+      assert.equal((await refreshTokenRevokedAt("rt-target"))?.toISOString(), "2026-11-22T10:01:00.000Z");
+      assert.equal(await refreshTokenRevokedAt("rt-bystander"), undefined);
       assert.deepEqual(f.cache.states.get(target.clientId), { generation: undefined, changeSeq: 1 });
       assert.equal(f.cache.watermark, 1);
-      assert.equal(apiUserRow(f, target.clientId)?.changeSeq, 1);
-      assert.deepEqual(f.store.db.committed().at(-1)?.writes, [
-        "api_users",
-        "refresh_tokens",
-        "audit_events",
-        "credential_changes",
-        "api_users",
-      ]);
+      assert.equal((await apiUserRow(target.clientId))?.changeSeq, 1);
+      assert.deepEqual(
+        writesOf([
+          "apiUsers.markRevoked",
+          "refreshTokens.revokeAllOfClient",
+          "audit.append",
+          "credentialChanges.record",
+        ]),
+        {
+          methods: [
+            "apiUsers.markRevoked",
+            "refreshTokens.revokeAllOfClient",
+            "audit.append",
+            "credentialChanges.record",
+          ],
+          oneTransaction: true,
+        },
+        "one transaction",
+      );
+      assert.equal(f.store.uow.transactions.at(-1)?.outcome, "committed");
       const [event] = await auditOf(f, tmcId);
       assert.deepEqual(
         [event?.action, event?.actor, event?.targetClientId, event?.debugIdentifier],
@@ -308,11 +352,7 @@ describe("ApiUserAdmin", () => {
       await rejectsWith(authenticate(postCredentials(target.clientId, target.secret)), invalidClient);
       await rejectsWith(f.admin.revoke(caller, target.clientId, "r"), notFoundApiUser(target.clientId));
       await rejectsWith(f.admin.rotate(caller, target.clientId, "r"), notFoundApiUser(target.clientId));
-      assert.equal(
-        apiUserRow(f, target.clientId)?.revokedAt?.toISOString(),
-        "2026-11-22T10:01:00.000Z",
-        "still the same tombstone",
-      );
+      assert.equal((await apiUserRow(target.clientId))?.revokedAt?.getTime(), revokedAt, "still the same tombstone");
     });
 
     test("an admin may revoke itself, even as the TMC's last admin; its own token dies with it", async () => {
@@ -330,13 +370,13 @@ describe("ApiUserAdmin", () => {
       await refreshTokenOf(target.clientId, "rt-1");
       await f.generations.current([target.clientId]);
       const cacheWrites = f.cache.writes.length;
-      f.store.db.failNextCommit(new Error("commit failed"));
+      f.store.uow.failNextCommit(new Error("commit failed"));
       await assert.rejects(f.admin.revoke(caller, target.clientId, "r"), { message: "commit failed" });
-      assert.equal(apiUserRow(f, target.clientId)?.revokedAt, undefined);
-      assert.equal(f.store.db.refreshTokens.rows.get("rt-1")?.revokedAt, undefined);
+      assert.equal((await apiUserRow(target.clientId))?.revokedAt, undefined);
+      assert.equal(await refreshTokenRevokedAt("rt-1"), undefined);
       assert.equal(f.cache.writes.length, cacheWrites);
       assert.deepEqual(f.cache.states.get(target.clientId), { generation: 1, changeSeq: 0 });
-      assert.deepEqual(f.store.db.notified, []);
+      assert.deepEqual([f.store.notified, f.feed.delivered], [[], []]);
       assert.deepEqual(
         (await auditOf(f, tmcId)).map((e) => e.action),
         ["API_USER_CREATE", "API_USER_CREATE"],
@@ -357,7 +397,7 @@ describe("ApiUserAdmin", () => {
       }
       // Same code, same message, same shape: only the echoed clientId differs.
       assert.equal(new Set(errors.map((e) => `${e.code}|${e.message}|${e.params.map((p) => p.name).join()}`)).size, 1);
-      const row = apiUserRow(f, theirs.clientId)!;
+      const row = (await apiUserRow(theirs.clientId))!;
       assert.deepEqual([row.credentialGeneration, row.revokedAt], [1, undefined]);
       assert.equal((await authenticate(postCredentials(theirs.clientId, theirs.secret))).clientId, theirs.clientId);
       assert.deepEqual(await auditOf(f, foreign.tmcId).then((events) => events.map((e) => e.action)), [
@@ -368,11 +408,9 @@ describe("ApiUserAdmin", () => {
     // Was a src bug (changeCredential's failure path re-published the database's committed value
     // over a concurrent publication). Now a failed change publishes nothing: another TMC's
     // NOT_FOUND rotate, landing at any point of a revocation, cannot bring the old generation back.
-    for (const moment of [
-      "inside the revocation's transaction",
-      "between its commit and its publication",
-      "after its publication",
-    ] as const) {
+    // "Inside the revocation's transaction" needs a second transaction while the revocation's is
+    // open, which PGlite's one connection cannot run: test/store/api-user-admin-interleaving.test.ts.
+    for (const moment of ["between its commit and its publication", "after its publication"] as const) {
       test(`another TMC's failed rotate ${moment} does not undo the revocation`, async () => {
         const foreign = await newTenant(f);
         const theirAdmin = await newApiUser(f, foreign.tmcId);
@@ -386,7 +424,6 @@ describe("ApiUserAdmin", () => {
           await rejectsWith(f.admin.rotate(caller, victim.clientId, "r"), notFoundApiUser(victim.clientId));
           assert.equal(f.cache.writes.length, writes, "the failed rotate wrote nothing to the cache");
         };
-        if (moment === "inside the revocation's transaction") f.store.beforeNext("credentialChanges.record", interfere);
         if (moment === "between its commit and its publication") {
           f.cache.beforeWrite = async () => {
             f.cache.beforeWrite = undefined;
@@ -396,7 +433,7 @@ describe("ApiUserAdmin", () => {
         await f.admin.revoke({ clientId: theirAdmin.clientId, tmcId: foreign.tmcId }, victim.clientId, "r");
         if (moment === "after its publication") await interfere();
         assert.equal(interfered, true);
-        assert.ok(apiUserRow(f, victim.clientId)?.revokedAt, "the revocation committed");
+        assert.ok((await apiUserRow(victim.clientId))?.revokedAt, "the revocation committed");
         await rejectsWith(f.accessTokens.verify(token), {
           code: "USER_NOT_AUTHENTICATED",
           message: "The access token has been revoked",

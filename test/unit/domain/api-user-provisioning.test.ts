@@ -5,18 +5,24 @@ import { verifyClientSecret } from "../../../src/domain/shared/client-secret.js"
 import { openScimToken } from "../../../src/domain/shared/scim-token.js";
 import { tenantScope } from "../../../src/domain/shared/tenant-scope.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
-import { apiUserRow, auditOf, createDomainFixture, newTenant, type DomainFixture } from "../../fakes/domain-fixture.js";
+import {
+  auditOf,
+  createPgliteFixture,
+  newTenant,
+  storedApiUser,
+  type PgliteDomainFixture,
+} from "../../fakes/domain-fixture.js";
 
 describe("ApiUserProvisioning", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let orgId: string;
   beforeEach(async () => {
-    f = await createDomainFixture();
+    f = await createPgliteFixture();
     ({ tmcId, orgId } = await newTenant(f, 3));
   });
 
-  const create = (overrides: Partial<Parameters<DomainFixture["provisioning"]["create"]>[0]> = {}) =>
+  const create = (overrides: Partial<Parameters<PgliteDomainFixture["provisioning"]["create"]>[0]> = {}) =>
     f.provisioning.create({
       tmcId,
       orgId: undefined,
@@ -32,7 +38,7 @@ describe("ApiUserProvisioning", () => {
     assert.match(created.clientId, /^[a-z2-7]{26}$/);
     assert.equal(created.scimToken, undefined);
     assert.equal(Buffer.from(created.clientSecret!, "base64url").length, 32);
-    const row = apiUserRow(f, created.clientId)!;
+    const row = (await storedApiUser(f.store.db, created.clientId))!;
     assert.deepEqual(
       {
         tmcId: row.tmcId,
@@ -63,14 +69,18 @@ describe("ApiUserProvisioning", () => {
     const envelope = openScimToken(new Map([[f.keys.scimTokenKeyId, f.keys.scimTokenKey]]), created.scimToken!);
     assert.equal(envelope?.clientId, created.clientId);
     assert.equal(
-      verifyClientSecret(f.keys.secretPepper, envelope!.secret, apiUserRow(f, created.clientId)!.secretHash),
+      verifyClientSecret(
+        f.keys.secretPepper,
+        envelope!.secret,
+        (await storedApiUser(f.store.db, created.clientId))!.secretHash,
+      ),
       true,
     );
-    assert.equal(apiUserRow(f, created.clientId)!.orgId, orgId);
+    assert.equal((await storedApiUser(f.store.db, created.clientId))!.orgId, orgId);
   });
 
   test("SCIM_TOKEN requires COMPANY_ADMIN; COMPANY_ADMIN requires an orgId — checked before anything is written", async () => {
-    const transactionsBefore = f.store.db.transactions.length;
+    const transactionsBefore = f.store.uow.transactions.length;
     await rejectsWith(create({ credentialType: "SCIM_TOKEN" }), {
       code: "API_VALIDATION_FAILED",
       message: "credentialType SCIM_TOKEN requires role COMPANY_ADMIN",
@@ -89,7 +99,7 @@ describe("ApiUserProvisioning", () => {
       message: "orgId is required for role COMPANY_ADMIN",
       params: [{ name: "orgId", value: "" }],
     });
-    assert.equal(f.store.db.transactions.length, transactionsBefore, "no transaction was even opened");
+    assert.equal(f.store.uow.transactions.length, transactionsBefore, "no transaction was even opened");
   });
 
   test("an orgId must be a company of the TMC: another TMC's company and an unknown one are both 404", async () => {
@@ -150,9 +160,21 @@ describe("ApiUserProvisioning", () => {
   });
 
   test("the row and its audit event commit in one transaction; the event names who, what and the request, never the secret", async () => {
+    const before = new Date();
     const created = await create({ requestId: "req-42" });
-    const last = f.store.db.committed().at(-1)!;
-    assert.deepEqual(last.writes, ["api_users", "audit_events"]);
+    const after = new Date();
+    assert.deepEqual(
+      f.store.uow.transactions.map((t) => t.outcome).slice(-1),
+      ["committed"],
+      "the create ran one transaction, committed",
+    );
+    const writes = f.store.invocations.filter((i) => ["apiUsers.insert", "audit.append"].includes(i.method));
+    assert.deepEqual(
+      writes.map((w) => w.method),
+      ["apiUsers.insert", "audit.append"],
+    );
+    assert.equal(writes[0]!.args[0], writes[1]!.args[0], "both writes in the same transaction");
+    assert.notEqual(writes[0]!.args[0], f.uow.direct);
     const events = await auditOf(f, tmcId);
     assert.deepEqual(
       events.map(({ occurredAt, ...e }) => e),
@@ -168,7 +190,9 @@ describe("ApiUserProvisioning", () => {
         },
       ],
     );
-    assert.equal(events[0]!.occurredAt.toISOString(), "2026-11-22T10:00:00.000Z");
+    // The domain passes no time: the repository stamps the event with the machine's clock.
+    const occurredAt = events[0]!.occurredAt.getTime();
+    assert.ok(occurredAt >= before.getTime() && occurredAt <= after.getTime(), "stamped during the call");
     assert.equal(JSON.stringify(events).includes(created.clientSecret!), false);
   });
 
@@ -176,8 +200,13 @@ describe("ApiUserProvisioning", () => {
     f.store.failNext("audit.append", new Error("audit_events: disk full"));
     await assert.rejects(create(), { message: "audit_events: disk full" });
     assert.equal(await f.repos.apiUsers.countActive(f.uow.direct, tenantScope(tmcId)), 0);
-    assert.equal(f.store.db.apiUsers.rows.size, 0);
+    assert.deepEqual(await f.store.db("api_users").pluck("client_id"), [], "no row, not even a tombstone");
     assert.deepEqual(await auditOf(f, tmcId), []);
-    assert.deepEqual(f.store.db.rolledBack().at(-1)?.writes, ["api_users"]);
+    assert.deepEqual(
+      f.store.calls.filter((c) => c === "apiUsers.insert" || c === "audit.append"),
+      ["apiUsers.insert", "audit.append"],
+      "the user was written, then the audit write failed",
+    );
+    assert.equal(f.store.uow.transactions.at(-1)?.outcome, "rolled back");
   });
 });
