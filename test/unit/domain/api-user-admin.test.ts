@@ -409,7 +409,7 @@ describe("ApiUserAdmin", () => {
     // over a concurrent publication). Now a failed change publishes nothing: another TMC's
     // NOT_FOUND rotate, landing at any point of a revocation, cannot bring the old generation back.
     // "Inside the revocation's transaction" needs a second transaction while the revocation's is
-    // open, which PGlite's one connection cannot run: test/store/api-user-admin-interleaving.test.ts.
+    // open, which PGlite's one connection cannot run: test/store/domain-interleavings.test.ts.
     for (const moment of ["between its commit and its publication", "after its publication"] as const) {
       test(`another TMC's failed rotate ${moment} does not undo the revocation`, async () => {
         const foreign = await newTenant(f);

@@ -7,35 +7,36 @@ import { DomainError } from "../../../src/errors/domain-error.js";
 import { LocalChangeFeed } from "../../../src/store/memory/change-feed.js";
 import { RecordingLabelledCounter, RecordingLogger } from "../../fakes/observability.js";
 import {
-  apiUserRow,
-  createDomainFixture,
+  createPgliteFixture,
   GENERATION_OPTIONS,
   newApiUser,
   newTenant,
   startInstance,
   tokenRequest,
-  type DomainFixture,
   type Instance,
+  type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
 
 /*
- * CredentialGenerations over one fake database and one fake cache. An "instance" is one
+ * CredentialGenerations over the real repositories on PGlite and one fake cache. An "instance" is one
  * CredentialGenerations with its own change feed: the fixture is the first (its ApiUserAdmin
  * rotates and revokes through it), `startInstance` adds more over the same database and cache.
+ * Two changes whose transactions are open at once need two connections: they are in
+ * test/store/domain-interleavings.test.ts (Postgres only).
  */
 
 const STALE_MESSAGE = "credential state: the cache cannot be used, using Postgres";
 
 describe("CredentialGenerations", () => {
-  let f: DomainFixture;
+  let f: PgliteDomainFixture;
   let tmcId: string;
   let caller: ApiUserAdminCaller;
   let a: ProvisionedApiUser;
   let b: ProvisionedApiUser;
 
-  async function setUp(options: Parameters<typeof createDomainFixture>[0] = {}) {
-    f = await createDomainFixture(options);
+  async function setUp(options: Parameters<typeof createPgliteFixture>[0] = {}) {
+    f = await createPgliteFixture(options);
     ({ tmcId } = await newTenant(f, 20));
     const admin = await newApiUser(f, tmcId);
     caller = { clientId: admin.clientId, tmcId };
@@ -71,6 +72,12 @@ describe("CredentialGenerations", () => {
     }
   }
   const settle = () => new Promise((resolve) => setImmediate(resolve));
+  /**
+   * The log stamps a change with the database's clock (now()); the retention is measured on the
+   * domain's (fake) clock. Stamp change `seq` with the fake clock's time, as if both were one.
+   */
+  const stampChange = (seq: number) =>
+    f.store.db("credential_changes").where({ seq }).update({ changed_at: f.clock.now() });
 
   describe("reading", () => {
     test("a hit with a current watermark answers from the cache alone: no database, no write; a revoked state reads as no generation", async () => {
@@ -281,9 +288,9 @@ describe("CredentialGenerations", () => {
       const i2 = await startInstance(f);
       await generationOn(f, a);
       f.cache.writes.length = 0;
-      f.store.db.failNextCommit(new Error("serialization failure"));
+      f.store.uow.failNextCommit(new Error("serialization failure"));
       await assert.rejects(rotate(a), { message: "serialization failure" });
-      assert.deepEqual([f.store.db.notified, f.feed.delivered, i2.feed.delivered], [[], [], []]);
+      assert.deepEqual([f.store.notified, f.feed.delivered, i2.feed.delivered], [[], [], []]);
       assert.deepEqual(f.cache.writes, []);
       assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
       assert.equal(await f.repos.credentialChanges.latest(f.uow.direct), 0);
@@ -489,95 +496,8 @@ describe("CredentialGenerations", () => {
       for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
       assert.deepEqual(databaseReads(), [], "repaired: believed again");
     });
-
-    // Was a todo: numbers were taken at insert, so two concurrent changes could commit in the
-    // opposite order of their numbers and the higher one's publication covered the lower one.
-    // Now the log numbers under a lock held until commit (the fake takes it as Postgres'
-    // pg_advisory_xact_lock does): the second change waits for the first to commit, knows it as
-    // its `previous`, and its publication cannot raise the watermark over the first's failed one.
-    test("two concurrent changes: the second is numbered only once the first has committed, and its publication cannot cover the first's failed one", async () => {
-      const i2 = await startInstance(f);
-      const tokenA = await tokenOf(a);
-      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), true);
-      const gate = () => {
-        let reached!: () => void;
-        let release!: () => void;
-        const atCommit = new Promise<void>((resolve) => (reached = resolve));
-        const held = new Promise<void>((resolve) => (release = resolve));
-        return { atCommit, release, hook: (result: unknown) => (reached(), held.then(() => result)) };
-      };
-      const numbered: unknown[] = [];
-      const first = gate();
-      f.store.afterNext("credentialChanges.record", (result) => (numbered.push(result), first.hook(result)));
-      const revoking = revoke(a); // numbers change 1, then waits before its commit
-      await first.atCommit;
-      const second = gate();
-      f.store.afterNext("credentialChanges.record", (result) => (numbered.push(result), second.hook(result)));
-      let rotated = false;
-      const rotating = rotate(b).finally(() => (rotated = true));
-      for (let i = 0; i < 10; i++) await settle();
-      assert.deepEqual(
-        numbered,
-        [{ seq: 1, previous: 0 }],
-        "the second change is waiting for the numbering lock, not numbered",
-      );
-      assert.equal(rotated, false);
-      assert.equal(f.store.calls.filter((c) => c === "credentialChanges.record").length, 2, "…inside record");
-      assert.deepEqual(
-        [
-          f.store.db.notified,
-          await f.repos.credentialChanges.latest(f.uow.direct),
-          apiUserRow(f, b.clientId)?.changeSeq,
-        ],
-        [[], 0, 0],
-      );
-
-      f.cache.writeFailure = new Error("ETIMEDOUT");
-      first.release();
-      await revoking; // change 1 commits (every instance hears of it); its publication fails
-      await second.atCommit;
-      f.cache.writeFailure = undefined;
-      assert.deepEqual(
-        numbered,
-        [
-          { seq: 1, previous: 0 },
-          { seq: 2, previous: 1 },
-        ],
-        "numbered after the first committed, knowing it",
-      );
-      assert.deepEqual(f.store.db.notified, ["1"], "the second has not committed yet");
-      second.release();
-      await rotating; // change 2 commits and publishes
-      assert.deepEqual(
-        [f.feed.delivered, i2.feed.delivered],
-        [
-          [1, 2],
-          [1, 2],
-        ],
-        "committed and announced in number order",
-      );
-      assert.deepEqual(
-        f.cache.writes.slice(-2).map((w) => [[...w.states.keys()], w.watermark, w.failed, w.raised]),
-        [
-          [[a.clientId], { to: 1, ifAtLeast: 0 }, true, false],
-          [[b.clientId], { to: 2, ifAtLeast: 1 }, false, false],
-        ],
-        "change 2 landed but could not raise the watermark over the missed change 1",
-      );
-      assert.deepEqual([f.cache.states.get(a.clientId), f.cache.watermark], [{ generation: 1, changeSeq: 0 }, 0]);
-      let wrongAccepts = 0;
-      for (const instance of [f, i2]) if (await accepts(instance, tokenA)) wrongAccepts += 1;
-      assert.equal(wrongAccepts, 0, `the revoked token was accepted ${wrongAccepts} time(s)`);
-
-      await f.generations.reconcile(); // joins the one the stale reads started, or finds nothing left to do
-      assert.deepEqual(
-        [f.cache.states.get(a.clientId), f.cache.watermark],
-        [{ generation: undefined, changeSeq: 1 }, 2],
-      );
-      f.store.invocations.length = 0;
-      for (const instance of [f, i2]) assert.equal(await accepts(instance, tokenA), false);
-      assert.deepEqual(databaseReads(), [], "repaired: the cache answers again");
-    });
+    // Two concurrent changes (the second numbered only once the first has committed) need two
+    // transactions open at once: test/store/domain-interleavings.test.ts.
   });
 
   describe("change feed", () => {
@@ -785,6 +705,8 @@ describe("CredentialGenerations", () => {
       await rotate(a); // 1
       await rotate(b); // 2
       f.cache.loseWrites = false;
+      await stampChange(1);
+      await stampChange(2);
       f.clock.advanceSeconds(f.generationOptions.logRetentionSeconds + 1);
       f.cache.evict(a.clientId, b.clientId); // Redis' TTL (300 s) ran out long ago
       assert.equal(await f.generations.pruneLog(), 1, "the newest change is kept: latest() never goes back");
@@ -876,8 +798,10 @@ describe("CredentialGenerations", () => {
     test("forgets the changes older than logRetentionSeconds, and only those", async () => {
       const retention = f.generationOptions.logRetentionSeconds; // 360
       await rotate(a); // 1 at +0s
+      await stampChange(1);
       f.clock.advanceSeconds(300);
       await rotate(b); // 2 at +300s
+      await stampChange(2);
       f.clock.advanceSeconds(retention - 300); // +360s: change 1 is exactly as old as the retention
       assert.equal(await f.generations.pruneLog(), 0, "not older than the retention yet");
       f.clock.advanceSeconds(1);

@@ -48,10 +48,13 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
   /** Keeps the newest change whatever its age: `latest()` must never go back. */
   async prune(tx: Tx, before: Date): Promise<number> {
     const db = knexOf(tx);
-    return db("credential_changes")
+    // RETURNING: the embedded driver does not report a row count for DELETE (it returned its raw result).
+    const deleted = await db("credential_changes")
       .where("changed_at", "<", before)
       .where("seq", "<", db("credential_changes").max("seq"))
-      .delete();
+      .delete()
+      .returning("seq");
+    return deleted.length;
   }
 }
 
