@@ -1,6 +1,6 @@
 import type { ChangeFeed } from "../../src/domain/tokens/ports.js";
 
-/** Where the feed hears NOTIFY payloads from: PGlite's (test/fakes/pglite-store.ts) or the in-memory twin's. */
+/** Where the feed hears NOTIFY payloads from: PGlite's (test/fakes/pglite-store.ts), or a LISTEN on Postgres (test/store). */
 export interface NotificationSource {
   listen(listener: (payload: string) => void): () => void;
 }
@@ -9,8 +9,8 @@ export interface NotificationSource {
 export const SIGNING_KEY_CHANGE = "signing-keys";
 
 /**
- * The ChangeFeed port (PostgresChangeFeed: LISTEN on a dedicated connection) over the in-memory
- * database's NOTIFY (PGlite's, or the in-memory twin's), with PostgresChangeFeed's rules and a test's hands on the connection:
+ * The ChangeFeed port (PostgresChangeFeed: LISTEN on a dedicated connection) over the
+ * database's NOTIFY (PGlite's, or Postgres' through a LISTEN), with PostgresChangeFeed's rules and a test's hands on the connection:
  *
  * - `connect()` puts LISTEN in place, runs the caller's `onConnected` (catching up), and only then
  *   turns `connected` true; `start` connects at once unless `{ autoConnect: false }`.

@@ -23,13 +23,6 @@ import type { Repositories } from "../../src/store/postgres/repositories/index.j
 import { FakeChangeFeed, type NotificationSource } from "./change-feed.js";
 import { FakeClock } from "./clock.js";
 import { FakeGenerationCache } from "./generation-cache.js";
-import {
-  createInMemoryStore,
-  type InMemoryRepositories,
-  type InMemoryStore,
-  type InMemoryUnitOfWork,
-  type RepositoryShapes,
-} from "./in-memory-store.js";
 import type { Instrumented } from "./instrumented-repositories.js";
 import { RecordingLabelledCounter, RecordingLogger } from "./observability.js";
 import { pgliteTestStore, type PgliteTestStore } from "./pglite-store.js";
@@ -56,29 +49,24 @@ export const COMPANY_ADMIN_SCOPES = TMC_ADMIN_SCOPES.filter((s) => s !== "api-us
 export const GENERATION_OPTIONS: CredentialGenerationsOptions = { logRetentionSeconds: 360, reconcileBatch: 1000 };
 
 /**
- * The domain wired by hand over a store (the real repositories on PGlite: createPgliteFixture;
- * the in-memory twin: createDomainFixture, for the files not yet moved), a frozen clock, a
- * breakable generation cache and a controllable change feed, with real crypto and real jose: what
- * createDomainServices builds, minus the parts the domain tests replace (rate limiter and audit
- * sink are constructed per test). `startInstance` adds more instances over the same database and
- * cache, each with its own feed. PGlite is one database per process: one fixture per test.
+ * The domain wired by hand over the real repositories on the process's PGlite (createPgliteFixture;
+ * createFixtureOver for repositories a test opened itself), a frozen clock, a breakable generation
+ * cache and a controllable change feed, with real crypto and real jose: what createDomainServices
+ * builds, minus the parts the domain tests replace (rate limiter and audit sink are constructed
+ * per test). `startInstance` adds more instances over the same database and cache, each with its
+ * own feed. PGlite is one database per process: one fixture per test.
  */
-export interface DomainFixture extends DomainFixtureOver<InMemoryStore> {
-  readonly uow: InMemoryUnitOfWork;
-  readonly repos: InMemoryRepositories;
-}
-
 /** The same domain over the real Postgres repositories on the process's PGlite (test/fakes/pglite-store.ts). */
 export type PgliteDomainFixture = DomainFixtureOver<PgliteTestStore>;
 
 /** The stores a fixture runs over: the calls they record (and can fail or hold), and where their NOTIFYs are heard. */
-export type FixtureStore = InMemoryStore | PgliteTestStore | Instrumented<Repositories>;
+export type FixtureStore = Instrumented<Repositories>;
 
 export interface DomainFixtureOver<S extends FixtureStore> extends Instance {
   readonly clock: FakeClock;
   readonly store: S;
   readonly uow: UnitOfWork;
-  readonly repos: RepositoryShapes;
+  readonly repos: Repositories;
   /** Where each instance's feed hears the store's NOTIFYs. */
   readonly notifications: NotificationSource;
   readonly keys: KeyMaterial;
@@ -110,14 +98,6 @@ export interface FixtureOptions {
   generations?: Partial<CredentialGenerationsOptions>;
 }
 
-/** The domain over the in-memory twin (the files not yet moved onto PGlite). */
-export async function createDomainFixture(options: FixtureOptions = {}): Promise<DomainFixture> {
-  const clock = new FakeClock();
-  const store = createInMemoryStore({ clock: clock.now });
-  const fixture = await wire(clock, store, store.uow, store.repositories, store.db, options);
-  return { ...fixture, uow: store.uow, repos: store.repositories };
-}
-
 /** The domain over the real repositories on the process's PGlite, emptied first. */
 export async function createPgliteFixture(options: FixtureOptions = {}): Promise<PgliteDomainFixture> {
   const store = await pgliteTestStore();
@@ -141,7 +121,7 @@ async function wire<S extends FixtureStore>(
   clock: FakeClock,
   store: S,
   uow: UnitOfWork,
-  repos: RepositoryShapes,
+  repos: Repositories,
   notifications: NotificationSource,
   options: FixtureOptions,
 ): Promise<DomainFixtureOver<S>> {
@@ -284,7 +264,7 @@ async function startGenerations(generations: CredentialGenerations, feed: FakeCh
   await generations.reconcile().catch(() => {});
 }
 
-/** Either fixture, for the helpers that only go through the domain and the repositories. */
+/** Any fixture (PGlite's, or one over repositories a test opened), for the helpers that only go through the domain and the repositories. */
 export type AnyFixture = DomainFixtureOver<FixtureStore>;
 
 /** A TMC with one company. */
@@ -331,11 +311,6 @@ export async function newApiUser(
 /** The active API user as stored now (undefined once revoked). */
 export function currentUser(f: AnyFixture, clientId: string): Promise<ApiUser | undefined> {
   return f.repos.apiUsers.findActive(f.uow.direct, clientId);
-}
-
-/** The stored row, tombstones included. */
-export function apiUserRow(f: DomainFixture, clientId: string) {
-  return f.store.db.apiUsers.rows.get(clientId);
 }
 
 /** The stored api_users row, tombstones included, read with SQL (undefined when there is none). */

@@ -2,7 +2,7 @@
  * Repositories with a test's hands on them: every call is recorded ("<repository>.<method>" in
  * `calls`, with its arguments in `invocations`); any method can be made to fail with `failNext`,
  * or held at a chosen point with `beforeNext` / `afterNext`. The repositories underneath are
- * untouched (the real Postgres ones over PGlite, or the in-memory twin's).
+ * untouched (the real Postgres ones, over PGlite or Postgres).
  */
 export interface Instrumented<R> {
   readonly repositories: R;
