@@ -111,7 +111,7 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
   let response: UniversalServerResponse;
   let uRequest: UniversalServerRequest | undefined;
   try {
-    keepBodyReadableAfterEarlyAnswer(request.raw);
+    if (request.raw.httpVersionMajor === 1) keepBodyReadableAfterEarlyAnswer(request.raw);
     uRequest = universalRequestFromNodeRequest(
       request.raw,
       reply.raw,
@@ -158,9 +158,12 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
 
 /**
  * Connect stops reading a message over readMaxBytes by leaving its `for await` loop over the
- * request, which destroys a Node stream by default; the rest of the body then stays on the wire
- * unread, and the connection can only be reset. Left undestroyed, it is read and discarded before
- * the connection closes (dual-protocol-server.ts, closeOnceRequestHasArrived).
+ * request, which destroys a Node stream by default; over HTTP/1.1 the rest of the body then stays
+ * on the wire unread, and the connection can only be reset. Left undestroyed, it is read and
+ * discarded before the connection closes (dual-protocol-server.ts, closeOnceRequestHasArrived).
+ * Over HTTP/2 the destroy is right and stays: it resets that one stream, and a stream left open
+ * would keep its unread data in the session's memory until Node refused every new stream
+ * (ENHANCE_YOUR_CALM, seen under load in the RPC fuzzer).
  */
 function keepBodyReadableAfterEarlyAnswer(raw: FastifyRequest["raw"]): void {
   (raw as { [Symbol.asyncIterator]: () => AsyncIterator<unknown> })[Symbol.asyncIterator] = () =>
