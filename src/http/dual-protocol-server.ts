@@ -184,6 +184,27 @@ function createHttp2Server(
 }
 
 /**
+ * An answer sent before its request has arrived in full (a message over BODY_LIMIT_BYTES, a call
+ * refused before its body is read) leaves the rest of the body unread. Unread, it fills the
+ * stream's flow-control window, so the client can never send its END_STREAM, and the stream stays
+ * half-closed until the request timer cancels it; one whose END_STREAM did arrive is not destroyed
+ * either, since Node waits for its paused readable side to end. Either way it still counts against
+ * the session's SETTINGS_MAX_CONCURRENT_STREAMS, and once that many have gathered Node refuses
+ * every new stream of the session with ENHANCE_YOUR_CALM (grpc-js: RESOURCE_EXHAUSTED "Bandwidth
+ * exhausted or memory limit exceeded"), which is fatal for a long-lived gRPC channel. So once the
+ * answer is out, the rest of the body is read and dropped, as HTTP/1.1's staged disconnect does,
+ * and the request timer still bounds a client that never finishes.
+ */
+function discardUnreadBody(stream: http2.ServerHttp2Stream): void {
+  if (stream.readableEnded || stream.destroyed) return;
+  const drop = () => {
+    while (stream.read() !== null);
+  };
+  stream.on("readable", drop);
+  drop();
+}
+
+/**
  * Node's compatibility layer listens for "stream" and builds a request and a response for every
  * stream, even one its client has reset already. Under rapid reset those objects (and their
  * garbage) were most of the server's time, so the layer is called only for streams still open
@@ -230,6 +251,7 @@ function dispatchOpenStreamsOnly(
       const done = () => clearTimeout(timer);
       stream.once("end", done);
       stream.once("close", done);
+      stream.once("finish", () => discardUnreadBody(stream));
       serveCompat.call(h2, stream, ...rest);
     });
   });

@@ -592,13 +592,6 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         // it); the fuzzer's grpc-js cases reset streams on purpose, all from one address.
         HTTP2_RESET_BURST: "100000",
         HTTP2_RESETS_PER_SECOND: "100000",
-        // KNOWN DEFECT, open (see the stop note of 2026-11-26): under CPU load, streams of these
-        // cases stay counted on the server's HTTP/2 session, and once 100 are, Node refuses every
-        // new stream of that session with ENHANCE_YOUR_CALM (grpc-js: RESOURCE_EXHAUSTED
-        // "Bandwidth exhausted or memory limit exceeded"), so every later gRPC case failed (13 to
-        // 15 properties with both cores saturated, seed 371524120; 0 with this limit). The limit is
-        // raised here so this file keeps testing error shapes; the leak itself needs its own test and fix.
-        HTTP2_MAX_CONCURRENT_STREAMS: "10000",
       },
     });
     const seed = await operatorCall<{
