@@ -1,15 +1,17 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import { after, describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { newStorage, serviceEnv } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
-import { entryPoint } from "../helpers/server-process.js";
+import { runCli, spawnServer, type ServerProcess } from "../helpers/server-process.js";
 
 const storage = newStorage();
-// No server answers at SERVER_URL: the CLI runs the RPCs in-process on the storage.
-const env = { ...process.env, ...serviceEnv(storage), SERVER_URL: "http://127.0.0.1:1", LOG_LEVEL: "warn" };
+// The commands go to a running server, as an operator's usually do; running them in-process when no
+// server answers is test/cli/cli.test.ts's and cli-where-it-runs.test.ts's subject (each such run
+// opens the storage: 4 to 8 s a command here, which made this file the suite's slowest).
+let server: ServerProcess | undefined;
+let env: Record<string, string> = {};
 const version = (JSON.parse(fs.readFileSync("package.json", "utf8")) as { version: string }).version;
 
 interface Run {
@@ -18,12 +20,10 @@ interface Run {
   stderr: string;
 }
 
-function cli(...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [...entryPoint("src/cli/main.ts"), ...args], { env }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const run = await runCli(args, env);
+  assert.doesNotMatch(run.stderr, /running in-process/, `cli ${args.join(" ")} reached the server: ${run.stderr}`);
+  return { ...run, code: run.code ?? 1 };
 }
 
 const show = (args: readonly string[], r: Run) =>
@@ -47,7 +47,14 @@ async function usageError(args: string[], pattern: RegExp): Promise<Run> {
 }
 
 describe("CLI: help, version, suggestions, --output table and the operator's lists", { timeout: 600_000 }, () => {
-  after(() => dropStorage(storage));
+  before(async () => {
+    server = await spawnServer(serviceEnv(storage));
+    env = serviceEnv(storage, { SERVER_URL: server.address, LOG_LEVEL: "warn" });
+  });
+  after(async () => {
+    await server?.stop(5_000);
+    await dropStorage(storage);
+  });
 
   test("--help on stdout with exit 0 at every level; --version prints package.json's version", async () => {
     const [top, short, group, leaf, versionRun] = await Promise.all([
@@ -124,8 +131,7 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
   });
 
   test("tmc list and get, api-user list and revoke, trusted-issuer list and remove, audit list with filters and pages", async () => {
-    // The first command on this fresh storage: --init creates the store (issue 19).
-    const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3", "--init");
+    const tmc = await json("tmc", "create", "--name", "Operator Travel", "--max-api-users", "3");
     assert.deepEqual(await json("tmc", "get", "--tmc-id", tmc.tmcId), {
       tmc: { tmcId: tmc.tmcId, name: "Operator Travel", maxApiUsers: 3, activeApiUsers: 0 },
     });

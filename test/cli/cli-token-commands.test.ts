@@ -1,28 +1,34 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { after, describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { newStorage, serviceEnv } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
-import { entryPoint } from "../helpers/server-process.js";
+import { runCli, spawnServer, type ServerProcess } from "../helpers/server-process.js";
 
 const storage = newStorage();
-// No server answers at SERVER_URL: the CLI runs the RPCs in-process on the storage.
-const env = { ...process.env, ...serviceEnv(storage), SERVER_URL: "http://127.0.0.1:1", LOG_LEVEL: "warn" };
+// The commands go to a running server, as an operator's usually do; running them in-process when no
+// server answers is test/cli/cli.test.ts's and cli-where-it-runs.test.ts's subject (each such run
+// opens the storage: 4 to 8 s a command here, which made this file the suite's slowest).
+let server: ServerProcess | undefined;
+let env: Record<string, string> = {};
 
-function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [...entryPoint("src/cli/main.ts"), ...args], { env }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const run = await runCli(args, env);
+  assert.doesNotMatch(run.stderr, /running in-process/, `cli ${args.join(" ")} reached the server: ${run.stderr}`);
+  return { ...run, code: run.code ?? 1 };
 }
 
 describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
-  after(() => dropStorage(storage));
+  before(async () => {
+    server = await spawnServer(serviceEnv(storage));
+    env = serviceEnv(storage, { SERVER_URL: server.address, LOG_LEVEL: "warn" });
+  });
+  after(async () => {
+    await server?.stop(5_000);
+    await dropStorage(storage);
+  });
 
   test("keys rotate publishes the next key, keys rotate --now signs at once and withdraws the rest, keys list shows states", async () => {
-    // The first command on this fresh storage: --init creates the store (issue 19).
-    const first = await cli("keys", "rotate", "--init");
+    const first = await cli("keys", "rotate");
     assert.equal(first.code, 0, first.stderr);
     const next = JSON.parse(first.stdout);
     assert.equal(next.publishedKids[0], next.kid);
