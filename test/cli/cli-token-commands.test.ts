@@ -1,31 +1,11 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { newStorage, serviceEnv } from "../helpers/backend.js";
-import { dropStorage } from "../helpers/service.js";
-import { runCli, spawnServer, type ServerProcess } from "../helpers/server-process.js";
+import { describe, test } from "node:test";
+import { cliAgainstServer, type Run } from "./cli-against-server.js";
 
-const storage = newStorage();
-// The commands go to a running server, as an operator's usually do; running them in-process when no
-// server answers is test/cli/cli.test.ts's and cli-where-it-runs.test.ts's subject (each such run
-// opens the storage: 4 to 8 s a command here, which made this file the suite's slowest).
-let server: ServerProcess | undefined;
-let env: Record<string, string> = {};
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const run = await runCli(args, env);
-  assert.doesNotMatch(run.stderr, /running in-process/, `cli ${args.join(" ")} reached the server: ${run.stderr}`);
-  return { ...run, code: run.code ?? 1 };
-}
+let cli: (...args: string[]) => Promise<Run>;
 
 describe("CLI: signing keys and trusted issuers", { timeout: 600_000 }, () => {
-  before(async () => {
-    server = await spawnServer(serviceEnv(storage));
-    env = serviceEnv(storage, { SERVER_URL: server.address, LOG_LEVEL: "warn" });
-  });
-  after(async () => {
-    await server?.stop(5_000);
-    await dropStorage(storage);
-  });
+  cli = cliAgainstServer();
 
   test("keys rotate publishes the next key, keys rotate --now signs at once and withdraws the rest, keys list shows states", async () => {
     const first = await cli("keys", "rotate");
