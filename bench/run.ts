@@ -1,9 +1,9 @@
-// `npm run bench`: the service's hot paths on real Postgres + Redis against three baselines
-// measured in the same run — a bare Fastify route, a minimal Fastify token route and
-// node-oidc-provider issuing JWT access tokens — plus the invalidation delay between two
-// instances. Scenarios are interleaved in rounds (each round runs every scenario once, in a
-// rotated order) so machine noise hits all alike; the table shows medians over rounds and
-// ratios of same-round figures. Writes bench/results.json and the "Latest full run" section of
+// `npm run bench`: the service's hot paths on real Postgres + Redis against four baselines
+// measured in the same run — a bare Fastify route, a minimal Fastify token route, that route with
+// the service's guarantees (admission in Redis, audit in Postgres) and node-oidc-provider issuing
+// JWT access tokens — plus the invalidation delay between two instances. Scenarios are
+// interleaved in rounds (each round runs every scenario once, in a rotated order) so machine noise
+// hits all alike; the table shows medians over rounds and ratios of same-round figures. Writes bench/results.json and the "Latest full run" section of
 // BENCHMARKS.md. See HELP below and BENCHMARKS.md.
 import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
@@ -19,6 +19,7 @@ import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
 import { writeLatestRun } from "./benchmarks-md.js";
 import { rssBytes } from "./procstat.js";
 import {
+  BASELINE_LABEL,
   BASELINES,
   fmtMs,
   fmtRate,
@@ -33,6 +34,8 @@ import {
   type RoundFigures,
 } from "./report.js";
 import {
+  BENCH_DATABASE_URL,
+  BENCH_REDIS_URL,
   createBackend,
   repoRoot,
   startBaseline,
@@ -56,11 +59,11 @@ const HELP = `Usage: npm run -s bench -- [options]
 
 Starts, as child processes on 127.0.0.1: the service twice (instances A and B, one fresh
 Postgres schema and Redis key prefix, both removed at the end), a bare Fastify route, a minimal
-Fastify token route and node-oidc-provider (bench/baselines/), and a separate load-generator
-process (bench/loadgen.ts). Seeds the service with --clients API users through OperatorService,
-checks every scenario's answer (tokens are verified against each server's JWKS), then runs
---rounds rounds; each round runs every scenario once (warm-up, then measured) in a rotated order,
-followed by its share of the invalidation repetitions. Prints one table and the goals; a full run
+Fastify token route, the same-guarantees route and node-oidc-provider (bench/baselines/), and a
+separate load-generator process (bench/loadgen.ts). Seeds the service with --clients API users
+through OperatorService, checks every scenario's answer (tokens are verified against each
+server's JWKS), then runs --rounds rounds; each round runs every scenario once (warm-up, then
+measured) in a rotated order, followed by its share of the invalidation repetitions. Prints one table and the goals; a full run
 writes bench/results.json and the "Latest full run" section of BENCHMARKS.md.
 
 Scenarios (all on instance A but invalidation):
@@ -71,6 +74,11 @@ Scenarios (all on instance A but invalidation):
   introspection        POST /v2/auth/introspect, each client introspecting its own token
   bare-fastify         baseline: GET / on a bare Fastify route
   minimal-token-route  baseline: POST /token (in-memory clients, one HMAC compare, EdDSA JWT)
+  same-guarantees-route
+                       baseline, "the limit for our guarantees": the minimal token route plus
+                       one Redis EVALSHA of the service's admission script per request
+                       (generation check, address and client budgets) and every token an audit
+                       row in Postgres, one insert per 100 ms (not with --embedded)
   oidc-provider        baseline: node-oidc-provider 9, client_credentials, JWT access tokens (EdDSA)
   invalidation         rotate a client on A, time until B refuses its old token
   scim-filtered-list   SCIM lists of a company of ${SCIM_USERS} users (created over SCIM first):
@@ -108,8 +116,9 @@ Options:
   -h, --help          this text
 
 Storage: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) and
-BENCH_REDIS_URL (default redis://127.0.0.1:6379); only the run's own schema and key prefix are
-written and removed, also on Ctrl-C or failure.`;
+BENCH_REDIS_URL (default redis://127.0.0.1:6379); only the run's own schemas and key prefixes
+(the service's, and the same-guarantees route's beside them) are written and removed, also on
+Ctrl-C or failure.`;
 
 const ALL_SCENARIOS = [
   "rest-issuance",
@@ -118,6 +127,7 @@ const ALL_SCENARIOS = [
   "introspection",
   "bare-fastify",
   "minimal-token-route",
+  "same-guarantees-route",
   "oidc-provider",
   "invalidation",
   "scim-filtered-list",
@@ -399,7 +409,8 @@ async function main(): Promise<number> {
     if (interrupted) return;
     interrupted = true;
     progress(
-      `${signal}: stopping the servers, dropping schema ${backend.schema ?? "(embedded)"} and Redis keys ${backend.redisKeyPrefix}*`,
+      `${signal}: stopping the servers, dropping schema ${backend.schema ?? "(embedded)"} and Redis keys ${backend.redisKeyPrefix}*` +
+        (backend.baseline ? ` (and ${backend.baseline.schema}, ${backend.baseline.redisKeyPrefix}*)` : ""),
     );
     void cleanup().finally(() => {
       for (const p of problems) progress(`problem: ${p}`);
@@ -449,12 +460,27 @@ async function main(): Promise<number> {
           ? startBaseline("bare-fastify", "bare-fastify.ts", {})
           : undefined,
       "minimal-token-route": startBaseline("minimal-token-route", "minimal-token-route.ts", baselineEnv),
+      "same-guarantees-route":
+        wants("same-guarantees-route") && backend.baseline
+          ? startBaseline("same-guarantees-route", "same-guarantees-route.ts", {
+              ...baselineEnv,
+              BENCH_DATABASE_URL,
+              BENCH_REDIS_URL,
+              BENCH_AUDIT_SCHEMA: backend.baseline.schema,
+              BENCH_REDIS_KEY_PREFIX: backend.baseline.redisKeyPrefix,
+              // The service's budgets, read by the same parser (config/rate-limits.ts).
+              TOKEN_RATE_LIMIT_PER_CLIENT: backend.serviceEnv.TOKEN_RATE_LIMIT_PER_CLIENT,
+              TOKEN_RATE_LIMIT_PER_ADDRESS: backend.serviceEnv.TOKEN_RATE_LIMIT_PER_ADDRESS,
+            })
+          : undefined,
       "oidc-provider":
         wants("oidc-provider") || wants("rest-issuance")
           ? startBaseline("oidc-provider", "oidc-provider.ts", baselineEnv)
           : undefined,
     };
     for (const p of Object.values(baselineStarts)) p?.catch(() => {}); // awaited below
+    if (wants("same-guarantees-route") && !backend.baseline)
+      progress("same-guarantees-route: not run with --embedded (it needs Postgres and Redis)");
     if (wantsService) {
       serviceA = await startService(backend, {
         name: "service-A",
@@ -641,7 +667,7 @@ async function main(): Promise<number> {
         answered: '200 {"hello":"world"}',
       });
     }
-    for (const key of ["minimal-token-route", "oidc-provider"] as const) {
+    for (const key of ["minimal-token-route", "same-guarantees-route", "oidc-provider"] as const) {
       const server = baselines[key];
       if (!server) continue;
       const c = baselineClients[0]!;
@@ -659,13 +685,17 @@ async function main(): Promise<number> {
               subject: c.clientId,
             })
           : await verifyJwt(token, `${server.baseUrl}/jwks`, {
-              issuer: "http://minimal-token-route.bench.invalid",
+              issuer: `http://${key}.bench.invalid`,
               subject: c.clientId,
             });
       if (!wants(key)) continue; // started only as a reference for the checks and ratios
       scenarios.push({
         key,
-        title: key === "oidc-provider" ? "node-oidc-provider, JWT (baseline)" : "minimal token route (baseline)",
+        title: {
+          "minimal-token-route": "minimal token route (baseline)",
+          "same-guarantees-route": "same-guarantees route (baseline)",
+          "oidc-provider": "node-oidc-provider, JWT (baseline)",
+        }[key],
         kind: "baseline",
         face: "REST",
         server,
@@ -799,7 +829,8 @@ async function main(): Promise<number> {
     },
     setup: {
       service: "node --import tsx src/main.ts (instances A and B), LOG_LEVEL to a file",
-      baselines: "node --import tsx bench/baselines/<name>.ts, no logging",
+      baselines:
+        "node --import tsx bench/baselines/<name>.ts, no logging; the same-guarantees route on its own Postgres schema and Redis key prefix",
       loadGenerator: "node --import tsx bench/loadgen.ts (autocannon; grpc-js closed loop), a separate process",
       cpu: "server process tree utime+stime (+cutime+cstime) from /proc over the measured window, all threads included",
     },
@@ -821,7 +852,8 @@ async function main(): Promise<number> {
     scenarioTable(summaries),
     "",
     "req/s, p50, p99, CPU: medians over rounds; spread: ±half the range of req/s over rounds; ÷ baseline: median of same-round req/s ratios;",
-    "CPU µs/req: the server's process-tree CPU (all threads) per answered request; CPU × minimal: ratio to the minimal token route's, same round.",
+    "CPU µs/req: the server's process-tree CPU (all threads) per answered request; CPU × <baseline>: ratio to that baseline's, same round;",
+    `${BASELINE_LABEL["same-guarantees-route"]}: the same-guarantees route (the minimal token route + one Redis admission per request + batched Postgres audit).`,
     invalidationLine(invalidation),
     "",
     "goals:",

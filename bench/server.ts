@@ -4,7 +4,9 @@
 //
 // Storage: a fresh Postgres schema bench_<random> and Redis key prefix bench:<random>: shared by
 // the service instances of one run, dropped and deleted at the end (also on Ctrl-C or failure);
-// nothing else in the database or Redis is touched. `--embedded` gives each instance a fresh
+// the same-guarantees baseline gets a schema and key prefix of its own beside them
+// (bench_<random>_same_guarantees, bench-same-guarantees:<random>:), removed the same way;
+// nothing else in the database or Redis is touched (no FLUSHDB, no other prefix). `--embedded` gives each instance a fresh
 // PGlite DATA_DIR instead. The service logs to a file in the run's temp dir, as a deployment
 // logs to disk: the bench neither parses those lines under load nor back-pressures them.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -53,6 +55,8 @@ const SERVICE_SETTINGS = [
   "NODE_OPTIONS",
   "NODE_TEST_CONTEXT",
   "BENCH_CLIENTS",
+  "BENCH_AUDIT_SCHEMA",
+  "BENCH_REDIS_KEY_PREFIX",
 ];
 
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -68,6 +72,8 @@ export interface Backend {
   /** Postgres schema (postgres only). */
   readonly schema: string | undefined;
   readonly redisKeyPrefix: string;
+  /** The same-guarantees baseline's own audit schema and Redis key prefix (postgres only). */
+  readonly baseline: { readonly schema: string; readonly redisKeyPrefix: string } | undefined;
   readonly operatorToken: string;
   /** Temp dir of the run: DATA_DIRs and log files. */
   readonly tmpDir: string;
@@ -82,6 +88,9 @@ export function createBackend(embedded: boolean): Backend {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), "auth-svc-bench-"));
   const schema = embedded ? undefined : `bench_${tag}`;
   const redisKeyPrefix = `bench:${tag}:`;
+  const baseline = schema
+    ? { schema: `${schema}_same_guarantees`, redisKeyPrefix: `bench-same-guarantees:${tag}:` }
+    : undefined;
   const operatorToken = crypto.randomBytes(24).toString("base64url");
   const serviceEnv: Record<string, string> = {
     HOST: "127.0.0.1",
@@ -100,25 +109,31 @@ export function createBackend(embedded: boolean): Backend {
   const teardown = () =>
     (done ??= (async () => {
       const problems: string[] = [];
-      if (schema) {
+      if (schema && baseline) {
         const db = knexPkg.knex({ client: "pg", connection: BENCH_DATABASE_URL, pool: { min: 0, max: 1 } });
-        try {
-          await db.raw(`drop schema if exists "${schema}" cascade`);
-        } catch (error) {
-          problems.push(`could not drop schema ${schema}: ${(error as Error).message}`);
-        } finally {
-          await db.destroy();
+        for (const name of [schema, baseline.schema]) {
+          try {
+            await db.raw(`drop schema if exists "${name}" cascade`);
+          } catch (error) {
+            problems.push(`could not drop schema ${name}: ${(error as Error).message}`);
+          }
         }
+        await db.destroy();
         const redis = createClient({ url: BENCH_REDIS_URL });
         redis.on("error", () => {});
         try {
           await redis.connect();
-          const keys: string[] = [];
-          for await (const batch of redis.scanIterator({ MATCH: `${redisKeyPrefix}*`, COUNT: 1000 }))
-            keys.push(...batch);
-          for (let i = 0; i < keys.length; i += 500) await redis.del(keys.slice(i, i + 500));
+          for (const prefix of [redisKeyPrefix, baseline.redisKeyPrefix]) {
+            try {
+              const keys: string[] = [];
+              for await (const batch of redis.scanIterator({ MATCH: `${prefix}*`, COUNT: 1000 })) keys.push(...batch);
+              for (let i = 0; i < keys.length; i += 500) await redis.del(keys.slice(i, i + 500));
+            } catch (error) {
+              problems.push(`could not delete Redis keys ${prefix}*: ${(error as Error).message}`);
+            }
+          }
         } catch (error) {
-          problems.push(`could not delete Redis keys ${redisKeyPrefix}*: ${(error as Error).message}`);
+          problems.push(`could not reach Redis to delete keys: ${(error as Error).message}`);
         } finally {
           if (redis.isOpen) await redis.quit();
         }
@@ -130,6 +145,7 @@ export function createBackend(embedded: boolean): Backend {
     kind: embedded ? "embedded" : "postgres",
     schema,
     redisKeyPrefix,
+    baseline,
     operatorToken,
     tmpDir,
     serviceEnv,

@@ -3,8 +3,12 @@
 // Clients come from BENCH_CLIENTS (JSON [{clientId, clientSecret}], generated per run by the
 // bench); the process listens on 127.0.0.1:0 and prints one line, {"listening": "http://…"},
 // on stdout once it accepts connections. SIGTERM and SIGINT close it, and so does the bench's exit.
+import crypto from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import formbody from "@fastify/formbody";
+import Fastify from "fastify";
+import { SignJWT, exportJWK, generateKeyPair } from "jose";
 
 export interface BenchClient {
   readonly clientId: string;
@@ -41,4 +45,62 @@ export function announce(
   setInterval(() => {
     if (process.ppid !== parent) stop();
   }, 1_000).unref();
+}
+
+/** What a token route adds to the minimal one (the same-guarantees route's Redis and Postgres work). */
+export interface TokenRouteGuarantees {
+  /** For a known client, before signing: 200 to issue a token, else the status to answer. */
+  admit(clientId: string, secretMatched: boolean, address: string): Promise<200 | 401 | 429 | 503>;
+  /** After signing, before answering. */
+  issued(clientId: string, requestId: string, address: string): void;
+  close(): Promise<void>;
+}
+
+const ERRORS = { 401: "invalid_client", 429: "slow_down", 503: "temporarily_unavailable" } as const;
+
+/**
+ * The least a client-credentials token endpoint can do in Fastify — the bench's clients in memory
+ * (HMAC-SHA-256 of each secret under a random pepper, as the service stores them), one hash and
+ * one constant-time compare per request, an EdDSA (Ed25519) JWT access token signed with jose,
+ * no logging — plus `guarantees`, if given. POST /token (form: grant_type, client_id,
+ * client_secret) and GET /jwks; announces itself once listening.
+ */
+export async function serveTokenRoute(issuer: string, kid: string, guarantees?: TokenRouteGuarantees): Promise<void> {
+  const pepper = crypto.randomBytes(32);
+  const hmac = (secret: string) => crypto.createHmac("sha256", pepper).update(secret).digest();
+  const secretHashes = new Map(benchClients().map((c) => [c.clientId, hmac(c.clientSecret)]));
+  const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519" });
+  const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid, alg: "EdDSA", use: "sig" }] };
+
+  const app = Fastify({ logger: false });
+  await app.register(formbody);
+  app.get("/jwks", async () => jwks);
+  app.post("/token", async (request, reply) => {
+    const form = (request.body ?? {}) as Record<string, string | undefined>;
+    if (form.grant_type !== "client_credentials") return reply.code(400).send({ error: "unsupported_grant_type" });
+    const clientId = form.client_id ?? "";
+    const given = hmac(form.client_secret ?? "");
+    const stored = secretHashes.get(clientId);
+    const matched = stored !== undefined && crypto.timingSafeEqual(stored, given);
+    const status = stored && guarantees ? await guarantees.admit(clientId, matched, request.ip) : matched ? 200 : 401;
+    if (status !== 200) return reply.code(status).send({ error: ERRORS[status] });
+    const now = Math.floor(Date.now() / 1000);
+    const accessToken = await new SignJWT({ client_id: clientId, scope: "api" })
+      .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid })
+      .setIssuer(issuer)
+      .setSubject(clientId)
+      .setAudience(`${issuer}/api`)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 3600)
+      .setJti(crypto.randomUUID())
+      .sign(privateKey);
+    guarantees?.issued(clientId, request.id, request.ip);
+    reply.header("cache-control", "no-store");
+    return { access_token: accessToken, token_type: "Bearer", expires_in: 3600, scope: "api" };
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  announce(app.server, async () => {
+    await app.close();
+    await guarantees?.close();
+  });
 }

@@ -1,11 +1,11 @@
 import type { RedisClientType } from "redis";
 import type {
+  AdmissionBudget,
   AdmissionRequest,
   AdmissionResult,
   AdmissionStore,
   BudgetReading,
 } from "../../domain/rate-limit/ports.js";
-import type { BudgetName } from "../../domain/rate-limit/model.js";
 import { budgetKeyPrefix } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
@@ -27,7 +27,7 @@ import { redisSpan } from "./redis-spans.js";
  * Returns {status, address count, address ms, other count, other ms}; the "other" budget is the
  * one the status names (client, or failures).
  */
-const ADMIT_SCRIPT = `
+export const ADMIT_SCRIPT = `
 local function window(key, seconds)
   redis.call('SET', key, 0, 'EX', seconds, 'NX')
   local ttl = redis.call('PTTL', key)
@@ -68,30 +68,12 @@ export class RedisTokenAdmission implements AdmissionStore {
   ) {}
 
   async admit(request: AdmissionRequest): Promise<AdmissionResult | undefined> {
-    const { address, failures, client, lockedGuesses } = request.budgets;
-    const keys = [
-      watermarkKey(this.keyPrefix),
-      credentialKey(this.keyPrefix, request.clientId),
-      this.budgetKey(address.name, address.key),
-      this.budgetKey(failures.name, failures.key),
-      this.budgetKey(client.name, client.key),
-      this.budgetKey(lockedGuesses.name, lockedGuesses.key),
-    ];
-    const args = [
-      String(request.knownChange),
-      String(request.generation),
-      request.authenticated ? "1" : "0",
-      ...[address, failures, client, lockedGuesses].flatMap((b) => [
-        String(b.budget.points),
-        String(b.budget.durationSeconds),
-      ]),
-    ];
     let reply: number[];
     try {
       reply = (await redisSpan(
         "EVAL",
         this.breaker.run(() =>
-          withinTimeout(this.redis.eval(ADMIT_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs),
+          withinTimeout(this.redis.eval(ADMIT_SCRIPT, admissionCall(this.keyPrefix, request)), this.commandTimeoutMs),
         ),
         "token-admission",
       )) as number[];
@@ -101,24 +83,50 @@ export class RedisTokenAdmission implements AdmissionStore {
       // step-by-step path meets it too and falls back (and reports it).
       return undefined;
     }
-    const [status, addressCount, addressMs, otherCount, otherMs] = reply.map(Number) as [
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
-    const kind = STATUSES[status] ?? "stale";
-    const reading = (count: number, ms: number): BudgetReading => ({ consumed: count, msBeforeReset: Math.max(0, ms) });
-    return {
-      kind,
-      address: reading(addressCount, addressMs),
-      other: kind === "stale" || kind === "address-limited" ? undefined : reading(otherCount, otherMs),
-    };
+    return admissionResult(reply);
   }
+}
 
-  /** rate-limiter-flexible's key for a budget's counter (RateLimiterAbstract.getKey). */
-  private budgetKey(name: BudgetName, key: string): string {
-    return `${budgetKeyPrefix(this.keyPrefix, name)}:${key}`;
-  }
+/** ADMIT_SCRIPT's KEYS and ARGV for one request (the bench's same-guarantees route sends them too). */
+export function admissionCall(keyPrefix: string, request: AdmissionRequest): { keys: string[]; arguments: string[] } {
+  const { address, failures, client, lockedGuesses } = request.budgets;
+  // rate-limiter-flexible's key for a budget's counter (RateLimiterAbstract.getKey).
+  const budgetKey = (b: AdmissionBudget) => `${budgetKeyPrefix(keyPrefix, b.name)}:${b.key}`;
+  return {
+    keys: [
+      watermarkKey(keyPrefix),
+      credentialKey(keyPrefix, request.clientId),
+      budgetKey(address),
+      budgetKey(failures),
+      budgetKey(client),
+      budgetKey(lockedGuesses),
+    ],
+    arguments: [
+      String(request.knownChange),
+      String(request.generation),
+      request.authenticated ? "1" : "0",
+      ...[address, failures, client, lockedGuesses].flatMap((b) => [
+        String(b.budget.points),
+        String(b.budget.durationSeconds),
+      ]),
+    ],
+  };
+}
+
+/** ADMIT_SCRIPT's reply as an AdmissionResult. */
+export function admissionResult(reply: readonly unknown[]): AdmissionResult {
+  const [status, addressCount, addressMs, otherCount, otherMs] = reply.map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const kind = STATUSES[status] ?? "stale";
+  const reading = (count: number, ms: number): BudgetReading => ({ consumed: count, msBeforeReset: Math.max(0, ms) });
+  return {
+    kind,
+    address: reading(addressCount, addressMs),
+    other: kind === "stale" || kind === "address-limited" ? undefined : reading(otherCount, otherMs),
+  };
 }

@@ -1,0 +1,109 @@
+// Baseline: the same-guarantees minimal route, "the limit for our guarantees" — the minimal token
+// route (serveTokenRoute, common.ts) plus exactly the work the service's guarantees need on its
+// hot path, and nothing else:
+// - one Redis EVALSHA per request of the service's own admission script: the caller's credential
+//   generation checked, an address point and a client point spent (a failure point for a wrong
+//   secret), with the service's key layout, budgets and decisions (TokenRateLimiter) under the
+//   run's own key prefix (BENCH_REDIS_KEY_PREFIX, never the service's);
+// - every issued token an audit row in Postgres (the columns of the service's audit_events), in
+//   its own throw-away schema (BENCH_AUDIT_SCHEMA), buffered and written as one statement per
+//   100 ms tick; the schema is dropped on close (and by the bench's teardown).
+// Script, key names, budgets and the credential encoding are imported from src/ (domain and
+// store modules only, not the composition root), so each exists once.
+import crypto from "node:crypto";
+import pg from "pg";
+import { createClient, ErrorReply, type RedisClientType } from "redis";
+import { rateLimitsFromEnv } from "../../src/config/rate-limits.js";
+import { TokenRateLimiter } from "../../src/domain/rate-limit/token-rate-limiter.js";
+import { memoryBudgetCounters } from "../../src/store/memory/budget-counters.js";
+import { CircuitBreaker } from "../../src/store/redis/circuit-breaker.js";
+import { RedisGenerationCache } from "../../src/store/redis/generation-cache.js";
+import { ADMIT_SCRIPT, admissionCall, admissionResult } from "../../src/store/redis/token-admission.js";
+import { benchClients, serveTokenRoute } from "./common.js";
+
+const setting = (name: string): string => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (the bench passes it)`);
+  return value;
+};
+const [keyPrefix, schema] = [setting("BENCH_REDIS_KEY_PREFIX"), setting("BENCH_AUDIT_SCHEMA")];
+if (!/^bench_\w+$/.test(schema)) throw new Error(`BENCH_AUDIT_SCHEMA must be a bench_… schema, got "${schema}"`);
+
+// Every client held at generation 1, change 1, as the service's credential cache writes it.
+const redis: RedisClientType = createClient({ url: setting("BENCH_REDIS_URL") });
+await redis.connect();
+const held = { generation: 1, knownChange: 1 };
+const states = new Map(benchClients().map((c) => [c.clientId, { generation: 1, changeSeq: 1 }]));
+const breaker = new CircuitBreaker({ failureThreshold: 1, openMs: 1_000 }); // the cache's write needs one
+await new RedisGenerationCache(redis, keyPrefix, 3600, breaker, 5_000).write(states, { to: 1, ifAtLeast: 0 });
+const sha = await redis.scriptLoad(ADMIT_SCRIPT);
+// The step-by-step counters (memory) are never used: every client is held, so each request takes the one trip.
+const limiter = new TokenRateLimiter(rateLimitsFromEnv(process.env), memoryBudgetCounters(keyPrefix), {
+  async admit(request) {
+    const call = admissionCall(keyPrefix, request);
+    try {
+      return admissionResult((await redis.evalSha(sha, call)) as number[]);
+    } catch (error) {
+      if (!(error instanceof ErrorReply && error.message.startsWith("NOSCRIPT"))) throw error;
+      const [reply] = await Promise.all([redis.eval(ADMIT_SCRIPT, call), redis.scriptLoad(ADMIT_SCRIPT)]);
+      return admissionResult(reply as number[]);
+    }
+  },
+});
+
+// The service's answer to each admission: unknown (the store cannot vouch) would send it to Postgres.
+const STATUS = { admitted: 200, "client-limited": 429, limited: 429, refused: 401, unknown: 503 } as const;
+
+const db = new pg.Client({ connectionString: setting("BENCH_DATABASE_URL") });
+await db.connect();
+await db.query(`create schema "${schema}";
+  create table "${schema}".audit_events (id bigserial primary key, occurred_at timestamptz not null default now(),
+    action text not null, outcome text not null, actor text, tmc_id uuid, target_client_id text,
+    debug_identifier text, details jsonb not null default '{}');
+  create index on "${schema}".audit_events (tmc_id, occurred_at)`);
+const tmcId = crypto.randomUUID();
+let rows: object[] = [];
+let writing: Promise<void> | undefined;
+const write = async () => {
+  const batch = rows;
+  rows = [];
+  await db
+    .query(
+      `insert into "${schema}".audit_events (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
+       select * from json_to_recordset($1) as r(occurred_at timestamptz, action text, outcome text, actor text,
+         tmc_id uuid, target_client_id text, debug_identifier text, details jsonb)`,
+      [JSON.stringify(batch)],
+    )
+    .catch((error: Error) => {
+      rows = batch.concat(rows); // kept for the next tick: no issued token goes unaudited
+      process.stderr.write(`same-guarantees-route: audit write failed: ${error.message}\n`);
+    });
+};
+const flush = () => (writing ??= rows.length ? write().finally(() => (writing = undefined)) : undefined);
+const ticker = setInterval(() => void flush(), 100); // one statement per tick; a tick during a write waits for the next
+
+await serveTokenRoute("http://same-guarantees-route.bench.invalid", "same-guarantees-ed25519", {
+  async admit(clientId, secretMatched, address) {
+    const admission = await limiter.admitHeldClient(clientId, address, { ...held, authenticated: secretMatched });
+    return STATUS[admission.kind];
+  },
+  issued(clientId, requestId, address) {
+    rows.push({
+      occurred_at: new Date().toISOString(),
+      action: "TOKEN_ISSUED",
+      outcome: "SUCCESS",
+      actor: clientId,
+      tmc_id: tmcId,
+      target_client_id: clientId,
+      debug_identifier: requestId,
+      details: { grantType: "client_credentials", remoteAddress: address },
+    });
+  },
+  async close() {
+    clearInterval(ticker);
+    await flush();
+    if (rows.length) await flush();
+    await db.query(`drop schema "${schema}" cascade`).finally(() => db.end());
+    await redis.quit();
+  },
+});
