@@ -12,7 +12,7 @@
 // store modules only, not the composition root), so each exists once.
 import crypto from "node:crypto";
 import pg from "pg";
-import { createClient, ErrorReply, type RedisClientType } from "redis";
+import { createClient, type RedisClientType } from "redis";
 import { rateLimitsFromEnv } from "../../src/config/rate-limits.js";
 import { TokenRateLimiter } from "../../src/domain/rate-limit/token-rate-limiter.js";
 import { memoryBudgetCounters } from "../../src/store/memory/budget-counters.js";
@@ -36,18 +36,12 @@ const held = { generation: 1, knownChange: 1 };
 const states = new Map(benchClients().map((c) => [c.clientId, { generation: 1, changeSeq: 1 }]));
 const breaker = new CircuitBreaker({ failureThreshold: 1, openMs: 1_000 }); // the cache's write needs one
 await new RedisGenerationCache(redis, keyPrefix, 3600, breaker, 5_000).write(states, { to: 1, ifAtLeast: 0 });
-const sha = await redis.scriptLoad(ADMIT_SCRIPT);
 // The step-by-step counters (memory) are never used: every client is held, so each request takes the one trip.
 const limiter = new TokenRateLimiter(rateLimitsFromEnv(process.env), memoryBudgetCounters(keyPrefix), {
   async admit(request) {
-    const call = admissionCall(keyPrefix, request);
-    try {
-      return admissionResult((await redis.evalSha(sha, call)) as number[]);
-    } catch (error) {
-      if (!(error instanceof ErrorReply && error.message.startsWith("NOSCRIPT"))) throw error;
-      const [reply] = await Promise.all([redis.eval(ADMIT_SCRIPT, call), redis.scriptLoad(ADMIT_SCRIPT)]);
-      return admissionResult(reply as number[]);
-    }
+    // The service's own EVALSHA, with its EVAL on NOSCRIPT (src/store/redis/lua-script.ts).
+    const { keys, arguments: args } = admissionCall(keyPrefix, request);
+    return admissionResult((await ADMIT_SCRIPT.run(redis, keys, args)) as number[]);
   },
 });
 

@@ -65,11 +65,12 @@ export async function createRpcApp(
   dialectOfPath: (url: string) => ErrorDialect | undefined = () => undefined,
 ): Promise<FastifyInstance> {
   const dialectOf = (url: string | undefined) => (url === undefined ? undefined : dialectOfPath(url));
+  const requestLines = new OneLinePerRequest(observers.logger);
   const app = Fastify({
     loggerInstance: observers.logger,
     genReqId: () => crypto.randomUUID(),
     requestIdHeader: false,
-    logController: new OneLinePerRequest(),
+    logController: requestLines,
     bodyLimit: settings.bodyLimitBytes,
     // X-Forwarded-For is believed only from the configured proxies.
     trustProxy: settings.trustedProxies.length > 0 ? [...settings.trustedProxies] : false,
@@ -85,7 +86,7 @@ export async function createRpcApp(
     frameworkErrors: (error, request, reply) => {
       // The reply is sent by Fastify; a FastifyReply is thenable, but there is nothing for this hook to await.
       void sendError(reply, invalidArgument(`The URL is not valid: ${error.message}`), dialectOf(request.url));
-      OneLinePerRequest.completed(request, reply);
+      requestLines.completed(request, reply);
     },
     // The HTTP parser's refusals happen before any request exists: answer on the raw socket.
     clientErrorHandler: (error, socket) => answerParserError(error, socket, observers.logger, dialectOf),
@@ -182,19 +183,35 @@ function setErrorAnswers(app: FastifyInstance, dialectOf: (url: string | undefin
  * One log line per request at info, written when it ends, with the request, the status and the
  * time (Fastify writes two: a line per request was a tenth of the CPU under load); its `reqId` is
  * the debugIdentifier of any error the request got. Arrivals are logged at debug only.
+ *
+ * The completed line holds fixed fields only — the `req` and `res` serializers (logger.ts) pick the
+ * method, the URL without its query values, the address and the status; the refusal fields below
+ * are messages written for callers and parameters whose credential values are replaced — so it
+ * is written by a child of the app's logger without the redaction pass, which looked for
+ * secret-named keys in every field of every line (about 5 times the cost of the line itself) and
+ * could never find one here. Every other line, an errored request's with its error included,
+ * keeps the redaction. test/server/logging.test.ts sends secrets every way a caller can and
+ * looks for them in the log.
  */
 class OneLinePerRequest extends LogController {
+  private readonly lines: FastifyBaseLogger;
+
+  constructor(logger: FastifyBaseLogger) {
+    super();
+    this.lines = logger.child({}, { redact: [] });
+  }
+
   override incomingRequest(request: FastifyRequest): void {
     request.log.debug({ req: request }, "incoming request");
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (error) reply.log.error({ ...OneLinePerRequest.line(request, reply), err: error }, "request errored");
-    else OneLinePerRequest.completed(request, reply);
+    else this.completed(request, reply);
   }
 
-  static completed(request: FastifyRequest, reply: FastifyReply): void {
-    reply.log.info(OneLinePerRequest.line(request, reply), "request completed");
+  completed(request: FastifyRequest, reply: FastifyReply): void {
+    this.lines.info({ reqId: request.id, ...OneLinePerRequest.line(request, reply) }, "request completed");
   }
 
   /**

@@ -111,7 +111,7 @@ describe(`tracing, backend: ${backend}`, () => {
       for (const span of redis) {
         assert.equal(span.kind, SpanKind.CLIENT);
         assert.ok(descendsFrom(span, rpc, spans), `${span.name} is a child of the RPC span`);
-        assert.match(String(span.attributes["db.operation.name"]), /^(MGET|EVAL|MULTI|DEL)$/);
+        assert.match(String(span.attributes["db.operation.name"]), /^(MGET|EVAL|EVALSHA|MULTI|DEL)$/);
       }
     } else {
       assert.deepEqual(redis, [], "the embedded backend has no Redis");

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { accessToken } from "../helpers/api.js";
 import { dropStorage, operatorCall, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
 
 describe("logs never carry credentials", () => {
@@ -49,5 +50,68 @@ describe("logs never carry credentials", () => {
       assert.equal(logs.includes(secret), false, `the log contains ${secret.slice(0, 6)}…`);
     }
     assert.match(logs, /"url":"\/v2\/auth\/oauth2-token\?client_secret=…"/);
+  });
+
+  test("a token request's secret (Basic auth and form) and a Bearer token stay out of the log; each request's line names its id, method, path, status and duration", async () => {
+    const tmc = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "Line TMC" });
+    const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "CreateApiUser",
+      { tmcId: tmc.tmcId },
+    );
+    const tokenUrl = `${running.baseUrl}/v2/auth/oauth2-token`;
+    const form = { "content-type": "application/x-www-form-urlencoded" };
+    const basicCredentials = Buffer.from(`${clientId}:${clientSecret}`).toString("base64");
+    const basic = await fetch(tokenUrl, {
+      method: "POST",
+      headers: { ...form, authorization: `Basic ${basicCredentials}` },
+      body: new URLSearchParams({ grant_type: "client_credentials" }),
+    });
+    const inForm = await fetch(tokenUrl, {
+      method: "POST",
+      headers: form,
+      body: new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret }),
+    });
+    const wrongSecret = `${clientSecret.slice(0, -4)}XXXX`;
+    const refused = await fetch(tokenUrl, {
+      method: "POST",
+      headers: form,
+      body: new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: wrongSecret }),
+    });
+    const issued = [
+      (await basic.json()) as { access_token: string },
+      (await inForm.json()) as { access_token: string },
+    ];
+    await refused.arrayBuffer();
+    const token = await accessToken(running.baseUrl, clientId, clientSecret);
+    const read = await fetch(`${running.baseUrl}/v2/api-users?limit=1`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    await read.arrayBuffer();
+    assert.deepEqual([basic.status, inForm.status, refused.status, read.status], [200, 200, 403, 200]);
+
+    const logs = running.logs();
+    for (const secret of [clientSecret, basicCredentials, wrongSecret, token, ...issued.map((b) => b.access_token)])
+      assert.equal(logs.includes(secret), false, `the log contains ${secret.slice(0, 6)}…`);
+    const lines = logs
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, any>);
+    for (const [response, method, path] of [
+      [basic, "POST", "/v2/auth/oauth2-token"],
+      [inForm, "POST", "/v2/auth/oauth2-token"],
+      [refused, "POST", "/v2/auth/oauth2-token"],
+      [read, "GET", "/v2/api-users?limit=…"],
+    ] as const) {
+      const reqId = response.headers.get("x-request-id");
+      const line = lines.find((l) => l.reqId === reqId && l.msg === "request completed");
+      assert.ok(line, `a "request completed" line for ${method} ${path} (${reqId})`);
+      assert.equal(line.level, 30, "at info");
+      assert.equal(line.req.method, method);
+      assert.equal(line.req.url, path);
+      assert.equal(line.res.statusCode, response.status);
+      assert.equal(typeof line.responseTime, "number");
+      assert.ok(line.responseTime > 0);
+    }
   });
 });

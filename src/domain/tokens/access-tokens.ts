@@ -2,9 +2,13 @@ import crypto from "node:crypto";
 import { errors as joseErrors, jwtVerify, type CryptoKey, type JWTPayload } from "jose";
 import { unauthenticated } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
+import { RandomBytePool } from "../shared/random-pool.js";
 import type { CredentialGenerations } from "./credential-generations.js";
 import { TOKEN_NOT_REVOKED, tokenCredentialId, type BoundCredential, type Principal } from "./model.js";
 import { SIGNING_ALG, VERIFICATION_CLOCK_TOLERANCE_SECONDS, type SigningKeyRing } from "./signing-key-ring.js";
+
+/** 128 random bits per `jti`, from a pooled CSPRNG buffer. */
+const TOKEN_IDS = new RandomBytePool();
 
 export interface NewAccessToken {
   clientId: string;
@@ -69,7 +73,7 @@ export class AccessTokens {
       aud: token.audience.length === 1 ? token.audience[0]! : [...token.audience],
       iat,
       exp: iat + token.ttlSeconds,
-      jti: crypto.randomBytes(16).toString("base64url"),
+      jti: TOKEN_IDS.base64url(16),
     };
     const accessToken = signCompactJws({ alg: SIGNING_ALG, typ: "at+jwt", kid }, payload, key);
     return { accessToken, expiresIn: token.ttlSeconds };

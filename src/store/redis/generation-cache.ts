@@ -3,6 +3,7 @@ import type { CredentialState } from "../../domain/tokens/model.js";
 import type { GenerationCache, WatermarkRaise } from "../../domain/tokens/ports.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
+import { LuaScript } from "./lua-script.js";
 import { redisSpan } from "./redis-spans.js";
 
 /**
@@ -11,7 +12,7 @@ import { redisSpan } from "./redis-spans.js";
  * keys…; ARGV: raise-to, if-at-least, then (seq, value, ttl) per client. One script, so states and
  * the watermark that covers them are written atomically.
  */
-const WRITE_SCRIPT = `
+const WRITE_SCRIPT = new LuaScript(`
 for i = 2, #KEYS do
   local seq = tonumber(ARGV[(i - 2) * 3 + 3])
   local current = redis.call('GET', KEYS[i])
@@ -22,7 +23,7 @@ end
 local raiseTo = tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if raiseTo > current and current >= tonumber(ARGV[2]) then redis.call('SET', KEYS[1], ARGV[1]) end
-return 1`;
+return 1`);
 
 /**
  * Credential states in Redis, shared by every instance: `g:<generation>:<change>` or
@@ -64,10 +65,8 @@ export class RedisGenerationCache implements GenerationCache {
       args.push(String(state.changeSeq), encode(state), String(Math.max(state.ttlSeconds ?? 0, this.ttlSeconds)));
     }
     await redisSpan(
-      "EVAL",
-      this.breaker.run(() =>
-        withinTimeout(this.redis.eval(WRITE_SCRIPT, { keys, arguments: args }), this.commandTimeoutMs),
-      ),
+      "EVALSHA",
+      this.breaker.run(() => withinTimeout(WRITE_SCRIPT.run(this.redis, keys, args), this.commandTimeoutMs)),
       "generation-cache.write",
     );
   }

@@ -10,7 +10,7 @@ export function traceRedisCommands(commandTracer: Tracer | undefined): void {
 
 /**
  * Wraps the pending reply of one Redis command of a request in a client span:
- * `db.system` redis, the command (`MGET`, `EVAL`, …) and what it is for (`redis.purpose`:
+ * `db.system` redis, the command (`MGET`, `EVALSHA`, …) and what it is for (`redis.purpose`:
  * token-admission, generation-cache.write, rate-limit) — never a key or a value. It takes the promise itself rather than a
  * function, so that with tracing off it is one comparison and no allocation (the span starts a
  * moment after the command was queued, before its reply can arrive). Commands outside a traced

@@ -10,6 +10,7 @@ import { budgetKeyPrefix } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
 import { credentialKey, watermarkKey } from "./generation-cache.js";
+import { LuaScript } from "./lua-script.js";
 import { redisSpan } from "./redis-spans.js";
 
 /**
@@ -27,7 +28,7 @@ import { redisSpan } from "./redis-spans.js";
  * Returns {status, address count, address ms, other count, other ms}; the "other" budget is the
  * one the status names (client, or failures).
  */
-export const ADMIT_SCRIPT = `
+export const ADMIT_SCRIPT = new LuaScript(`
 local function window(key, seconds)
   redis.call('SET', key, 0, 'EX', seconds, 'NX')
   local ttl = redis.call('PTTL', key)
@@ -54,7 +55,7 @@ if ARGV[3] ~= '1' then
 end
 local client, clientTtl = window(KEYS[5], ARGV[9])
 if client >= tonumber(ARGV[8]) then return {5, address, addressTtl, client, clientTtl} end
-return {1, address, addressTtl, redis.call('INCR', KEYS[5]), clientTtl}`;
+return {1, address, addressTtl, redis.call('INCR', KEYS[5]), clientTtl}`);
 
 const STATUSES = ["stale", "admitted", "refused", "address-limited", "locked-out", "client-limited"] as const;
 
@@ -71,10 +72,11 @@ export class RedisTokenAdmission implements AdmissionStore {
     let reply: number[];
     try {
       reply = (await redisSpan(
-        "EVAL",
-        this.breaker.run(() =>
-          withinTimeout(this.redis.eval(ADMIT_SCRIPT, admissionCall(this.keyPrefix, request)), this.commandTimeoutMs),
-        ),
+        "EVALSHA",
+        this.breaker.run(() => {
+          const { keys, arguments: args } = admissionCall(this.keyPrefix, request);
+          return withinTimeout(ADMIT_SCRIPT.run(this.redis, keys, args), this.commandTimeoutMs);
+        }),
         "token-admission",
       )) as number[];
     } catch {

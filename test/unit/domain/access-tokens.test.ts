@@ -101,6 +101,18 @@ describe("AccessTokens", () => {
     );
   });
 
+  test("every token gets its own jti: 128 bits, base64url in 22 characters, over many refills of the random pool", async () => {
+    const ids = new Set<string>();
+    const count = 2_000; // 256 ids per 4 KB refill: several refills, and their boundaries
+    for (let i = 0; i < count; i++) {
+      const jti = String(decodeJwt(await issue()).jti);
+      assert.match(jti, /^[A-Za-z0-9_-]{22}$/);
+      assert.equal(Buffer.from(jti, "base64url").length, 16);
+      ids.add(jti);
+    }
+    assert.equal(ids.size, count, "no jti repeats");
+  });
+
   test("the first bound credential must be the obtaining client's own", async () => {
     await assert.rejects(f.accessTokens.issue(spec({ credentials: [["someone-else", 1]] })), {
       message: "the first bound credential must be the client's own",
