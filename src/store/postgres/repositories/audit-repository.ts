@@ -10,22 +10,28 @@ import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { AuditEventRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
 
+/**
+ * A batch of events as one JSON parameter, rows in array order. A multi-row VALUES insert takes
+ * eight parameters per row, each bound and sent on its own, and a statement text per batch size;
+ * this one is the same text for every batch and one string to send. Measured per row against the
+ * multi-row insert (issue 21): 0.4-0.7x the client CPU on Postgres for batches of 100-500 (about
+ * 0.9x at 10), 0.7-0.9x on PGlite. For a single event (the transactional appends of operator and
+ * admin calls, the one-by-one retry of a refused batch) the plain insert measured cheaper, so it
+ * stays.
+ */
+const INSERT_BATCH = `insert into audit_events
+  (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
+select occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details
+from json_to_recordset(?::json) as r(occurred_at timestamptz, action text, outcome text, actor text,
+  tmc_id uuid, target_client_id text, debug_identifier text, details jsonb)`;
+
 export class PostgresAuditRepository implements AuditRepository {
   async append(tx: Tx, events: readonly AuditEvent[]): Promise<void> {
     if (events.length === 0) return;
+    const rows = events.map(toRow);
     try {
-      await knexOf(tx)<AuditEventRow>("audit_events").insert(
-        events.map((e) => ({
-          occurred_at: e.occurredAt ?? new Date(),
-          action: e.action,
-          outcome: e.outcome,
-          actor: e.actor,
-          tmc_id: e.tmcId,
-          target_client_id: e.targetClientId,
-          debug_identifier: e.debugIdentifier,
-          details: e.details ?? {},
-        })),
-      );
+      if (rows.length === 1) await knexOf(tx)<AuditEventRow>("audit_events").insert(rows[0]!);
+      else await knexOf(tx).raw(INSERT_BATCH, [JSON.stringify(rows)]);
     } catch (error) {
       // SQLSTATE classes 22 (data exception) and 23 (integrity): the rows themselves are refused.
       if (/^2[23]/.test(String((error as { code?: string }).code ?? ""))) throw new AuditRecordRejected(error);
@@ -67,6 +73,19 @@ export class PostgresAuditRepository implements AuditRepository {
       .max({ last: "occurred_at" })) as unknown as Array<{ target_client_id: string; last: Date | string }>;
     return new Map(rows.map((r) => [r.target_client_id, new Date(r.last)]));
   }
+}
+
+function toRow(e: AuditEvent): Omit<AuditEventRow, "id"> {
+  return {
+    occurred_at: e.occurredAt ?? new Date(),
+    action: e.action,
+    outcome: e.outcome,
+    actor: e.actor,
+    tmc_id: e.tmcId,
+    target_client_id: e.targetClientId,
+    debug_identifier: e.debugIdentifier,
+    details: e.details ?? {},
+  };
 }
 
 function toEvent(r: AuditEventRow): RecordedAuditEvent {
