@@ -174,7 +174,7 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     const id = `a2-${crypto.randomUUID()}`;
     await repos.apiUsers.insert(uow.direct, scopeA, newApiUser(id));
     assert.equal((await repos.apiUsers.findActive(uow.direct, id))?.tmcId, a.id);
-    assert.ok(!(await repos.apiUsers.listActive(uow.direct, scopeB, { limit: 100, offset: 0 })).includes(id));
+    assert.ok(!(await repos.apiUsers.listActive(uow.direct, scopeB, { limit: 100, offset: 0 })).clientIds.includes(id));
   });
 
   isolation("apiUsers.countActive", async () => {
@@ -185,18 +185,19 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
 
   isolation("apiUsers.listActive", async () => {
     const listed = await repos.apiUsers.listActive(uow.direct, scopeA, { limit: 100, offset: 0 });
-    assert.ok(listed.includes(clientA));
-    assert.ok(!listed.includes(clientB));
+    assert.ok(listed.clientIds.includes(clientA));
+    assert.ok(!listed.clientIds.includes(clientB));
+    assert.equal(listed.total, await repos.apiUsers.countActive(uow.direct, scopeA), "the total counts A's users only");
   });
 
   isolation("apiUsers.listActiveDetails", async () => {
-    const listed = (await repos.apiUsers.listActiveDetails(uow.direct, scopeA, { limit: 100, offset: 0 })).map(
-      (u) => u.clientId,
-    );
+    const page = await repos.apiUsers.listActiveDetails(uow.direct, scopeA, { limit: 100, offset: 0 });
+    const listed = page.users.map((u) => u.clientId);
     assert.ok(listed.includes(clientA));
     assert.ok(!listed.includes(clientB));
+    assert.equal(page.total, await repos.apiUsers.countActive(uow.direct, scopeA), "the total counts A's users only");
     assert.ok(
-      (await repos.apiUsers.listActiveDetails(uow.direct, scopeB, { limit: 100, offset: 0 })).some(
+      (await repos.apiUsers.listActiveDetails(uow.direct, scopeB, { limit: 100, offset: 0 })).users.some(
         (u) => u.clientId === clientB,
       ),
     );

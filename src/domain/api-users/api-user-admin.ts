@@ -53,11 +53,9 @@ export class ApiUserAdmin {
     offset: number,
   ): Promise<{ clientIds: string[]; totalCount: number }> {
     const scope = tenantScope(caller.tmcId);
-    const [clientIds, totalCount] = await Promise.all([
-      limit === 0 ? Promise.resolve([]) : this.apiUsers.listActive(this.uow.direct, scope, { limit, offset }),
-      this.apiUsers.countActive(this.uow.direct, scope),
-    ]);
-    return { clientIds, totalCount };
+    // One round trip: the page and the total come in one statement (limit 0 asks for the total alone).
+    const { clientIds, total } = await this.apiUsers.listActive(this.uow.direct, scope, { limit, offset });
+    return { clientIds, totalCount: total };
   }
 
   /** New secret (or SCIM token), generation + 1: the old credential and its tokens die at once. */

@@ -20,10 +20,21 @@ export interface ApiUserListing {
 export interface ApiUserRepository {
   insert(tx: Tx, scope: TenantScope, user: NewApiUser): Promise<void>;
   countActive(tx: Tx, scope: TenantScope): Promise<number>;
-  /** Client ids of active users by creation time, then client id. */
-  listActive(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<string[]>;
-  /** The same page as `listActive`, with what the operator sees of each user. */
-  listActiveDetails(tx: Tx, scope: TenantScope, page: { limit: number; offset: number }): Promise<ApiUserListing[]>;
+  /**
+   * A page of the client ids of active users by creation time, then client id, with the number of
+   * active users in all (the page and its total in one round trip).
+   */
+  listActive(
+    tx: Tx,
+    scope: TenantScope,
+    page: { limit: number; offset: number },
+  ): Promise<{ clientIds: string[]; total: number }>;
+  /** The same page as `listActive`, with what the operator sees of each user, and the same total. */
+  listActiveDetails(
+    tx: Tx,
+    scope: TenantScope,
+    page: { limit: number; offset: number },
+  ): Promise<{ users: ApiUserListing[]; total: number }>;
   /** Locks an active user of the tenant for the rest of the transaction. */
   lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined>;
   setCredential(

@@ -54,8 +54,7 @@ export class OperatorConsole {
 
   async listApiUsers(tmcId: string, page: Page): Promise<{ apiUsers: OperatorApiUser[]; total: number }> {
     const scope = await this.existingTmc(tmcId);
-    const listed = await this.apiUsers.listActiveDetails(this.uow.direct, scope, page);
-    const total = await this.apiUsers.countActive(this.uow.direct, scope);
+    const { users: listed, total } = await this.apiUsers.listActiveDetails(this.uow.direct, scope, page);
     const lastIssued = await this.audit.lastTokenIssued(
       this.uow.direct,
       scope,

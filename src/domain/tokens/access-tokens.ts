@@ -1,10 +1,11 @@
 import crypto from "node:crypto";
-import { errors as joseErrors, jwtVerify, type CryptoKey, type JWTPayload } from "jose";
+import type { CryptoKey, JWTPayload } from "jose";
 import { unauthenticated } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import { RandomBytePool } from "../shared/random-pool.js";
 import type { CredentialGenerations } from "./credential-generations.js";
 import { TOKEN_NOT_REVOKED, tokenCredentialId, type BoundCredential, type Principal } from "./model.js";
+import { JwtRejected, verifyJwt, type JwtRules } from "./jwt-verifier.js";
 import { SIGNING_ALG, VERIFICATION_CLOCK_TOLERANCE_SECONDS, type SigningKeyRing } from "./signing-key-ring.js";
 
 /** 128 random bits per `jti`, from a pooled CSPRNG buffer. */
@@ -24,6 +25,14 @@ export interface NewAccessToken {
   credentials: readonly BoundCredential[];
   ttlSeconds: number;
 }
+
+/** What every access token of this service must carry and be (RFC 9068), but the moment and the audience. */
+export const ACCESS_TOKEN_RULES = {
+  algorithms: new Set([SIGNING_ALG]),
+  typ: "at+jwt",
+  clockToleranceSeconds: VERIFICATION_CLOCK_TOLERANCE_SECONDS,
+  requiredClaims: ["sub", "exp", "iat", "jti", "aud", "client_id", "tmc_id", "role", "gen"],
+} as const satisfies Omit<JwtRules, "issuer" | "audience" | "now">;
 
 interface Claims extends JWTPayload {
   client_id: string;
@@ -86,15 +95,12 @@ export class AccessTokens {
   async verify(token: string, audience?: string): Promise<Principal> {
     let payload: Claims;
     try {
-      ({ payload } = (await jwtVerify(token, this.keys.verificationKey, {
+      payload = (await verifyJwt(token, (kid, segment) => this.keys.verificationKeysFor(kid, segment), {
+        ...ACCESS_TOKEN_RULES,
         issuer: this.issuer,
         ...(audience ? { audience } : {}),
-        algorithms: [SIGNING_ALG],
-        typ: "at+jwt",
-        currentDate: this.now(),
-        clockTolerance: VERIFICATION_CLOCK_TOLERANCE_SECONDS,
-        requiredClaims: ["sub", "exp", "iat", "jti", "aud", "client_id", "tmc_id", "role", "gen"],
-      })) as { payload: Claims });
+        now: this.now(),
+      })) as Claims;
     } catch (error) {
       throw unauthenticated(reasonOf(error));
     }
@@ -116,7 +122,7 @@ export class AccessTokens {
 /**
  * A compact JWS (RFC 7515) signed with node:crypto's one-shot Ed25519 signature: synchronous and
  * several times cheaper per token than WebCrypto's job queue, which jose's SignJWT goes through.
- * Verification stays with jose (jwtVerify), which checks every header and claim rule.
+ * Verification (jwt-verifier.ts) is node:crypto's one-shot verify too.
  */
 function signCompactJws(header: Record<string, string>, payload: Claims, key: CryptoKey): string {
   const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
@@ -163,9 +169,9 @@ function toPrincipal(p: Claims): Principal {
 
 /** Says why, in words safe for the caller: never key material or claims. */
 function reasonOf(error: unknown): string {
-  if (error instanceof joseErrors.JWTExpired) return "The access token has expired";
-  if (error instanceof joseErrors.JWTClaimValidationFailed) {
-    return error.claim === "aud" ? "The access token is not meant for this service" : "The access token is not valid";
-  }
+  if (!(error instanceof JwtRejected)) return "The access token is not valid";
+  if (error.code === "ERR_JWT_EXPIRED") return "The access token has expired";
+  if (error.code === "ERR_JWT_CLAIM_VALIDATION_FAILED" && error.claim === "aud")
+    return "The access token is not meant for this service";
   return "The access token is not valid";
 }

@@ -1,15 +1,5 @@
 import crypto from "node:crypto";
-import {
-  createLocalJWKSet,
-  exportJWK,
-  generateKeyPair,
-  importJWK,
-  type CryptoKey,
-  type FlattenedJWSInput,
-  type JSONWebKeySet,
-  type JWK,
-  type JWTVerifyGetKey,
-} from "jose";
+import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK } from "jose";
 import { DomainError } from "../../errors/domain-error.js";
 import { open, seal } from "../shared/aead.js";
 import type { Clock } from "../shared/clock.js";
@@ -91,13 +81,16 @@ export function signingKeyStates(
 interface LoadedKey {
   readonly record: SigningKeyRecord;
   readonly key: CryptoKey;
+  /** The public half as node:crypto verifies with it, made once per key. */
+  readonly publicKey: crypto.KeyObject;
 }
 
 /** What the ring answers with between two transitions (a key activating or expiring). */
 interface View {
   readonly signing: { kid: string; key: CryptoKey };
   readonly jwks: JSONWebKeySet;
-  readonly verifier: JWTVerifyGetKey;
+  /** The keys of the JWKS that verify this service's algorithm, by kid. */
+  readonly verificationKeys: ReadonlyMap<string, crypto.KeyObject>;
   readonly kids: ReadonlySet<string>;
   /** The view holds for clock readings in [from, until). */
   readonly from: number;
@@ -167,11 +160,19 @@ export class SigningKeyRing {
     );
   }
 
-  /** Key lookup for jose's jwtVerify: any published key verifies (next, active or retired). */
-  readonly verificationKey: JWTVerifyGetKey = async (header, token) => {
-    if (header.kid && !this.view().kids.has(header.kid) && this.mayReloadFor(token)) await this.reload();
-    return this.view().verifier(header, token);
-  };
+  /**
+   * The keys that verify a token (any published key: next, active or retired), by kid. A token
+   * naming an unknown kid reloads the keys first, at most as often as `mayReloadFor` allows.
+   */
+  verificationKeysFor(
+    kid: unknown,
+    payloadSegment: string,
+  ): ReadonlyMap<string, crypto.KeyObject> | Promise<ReadonlyMap<string, crypto.KeyObject>> {
+    const view = this.view();
+    if (typeof kid !== "string" || kid === "" || view.kids.has(kid) || !this.mayReloadFor(payloadSegment))
+      return view.verificationKeys;
+    return this.reload().then(() => this.view().verificationKeys);
+  }
 
   /**
    * Publishes a new key. Planned (the default): it signs from `prepublishSeconds` on, and the
@@ -234,10 +235,19 @@ export class SigningKeyRing {
     this.lastReloadAt = this.now().getTime();
     const records = await this.keys.listPublished(this.uow.direct, this.now());
     if (records.length === 0) return;
-    // A key already loaded keeps its CryptoKey (and the KeyObject cached for it): only new keys are decrypted.
-    const known = new Map((this.loaded ?? []).map((k) => [k.record.kid, k.key]));
+    // A key already loaded keeps its CryptoKey (and the KeyObjects made for it): only new keys are decrypted.
+    const known = new Map((this.loaded ?? []).map((k) => [k.record.kid, k]));
     this.loaded = await Promise.all(
-      records.map(async (record) => ({ record, key: known.get(record.kid) ?? (await this.privateKeyOf(record)) })),
+      records.map(async (record): Promise<LoadedKey> => {
+        // The record is the one just read (its retirement may have changed); the keys are made once.
+        const loaded = known.get(record.kid);
+        if (loaded) return { record, key: loaded.key, publicKey: loaded.publicKey };
+        return {
+          record,
+          key: await this.privateKeyOf(record),
+          publicKey: crypto.createPublicKey({ key: record.publicJwk as crypto.JsonWebKey, format: "jwk" }),
+        };
+      }),
     );
     this.current = undefined;
   }
@@ -248,11 +258,11 @@ export class SigningKeyRing {
    * `iat` is whole seconds of another clock, hence the margin), then at most every
    * UNKNOWN_KID_MIN_RELOAD_GAP_MS. A forged `iat` buys no more than that.
    */
-  private mayReloadFor(token: FlattenedJWSInput): boolean {
+  private mayReloadFor(payloadSegment: string): boolean {
     const sinceReloadMs = Date.now() - this.lastReloadMs;
     if (sinceReloadMs > this.options.unknownKeyReloadIntervalMs) return true;
     if (sinceReloadMs < UNKNOWN_KID_MIN_RELOAD_GAP_MS) return false;
-    const iat = issuedAtOf(token);
+    const iat = issuedAtOf(payloadSegment);
     const marginMs = (1 + VERIFICATION_CLOCK_TOLERANCE_SECONDS) * 1000;
     return (
       iat !== undefined && iat * 1000 + marginMs > this.lastReloadAt && iat * 1000 <= this.now().getTime() + marginMs
@@ -269,7 +279,7 @@ export class SigningKeyRing {
     );
     const active = states.find((s) => s.state === "active");
     if (!active) throw new Error("no signing key is published: every key has expired");
-    const keyOf = new Map(loaded.map((k) => [k.record.kid, k.key]));
+    const keyOf = new Map(loaded.map((k) => [k.record.kid, k]));
     const jwks: JSONWebKeySet = {
       keys: states.map(({ record: r }) => ({ ...(r.publicJwk as JWK), kid: r.kid, alg: r.alg, use: "sig" })),
     };
@@ -284,9 +294,14 @@ export class SigningKeyRing {
       -Infinity,
     );
     this.current = {
-      signing: { kid: active.record.kid, key: keyOf.get(active.record.kid)! },
+      signing: { kid: active.record.kid, key: keyOf.get(active.record.kid)!.key },
       jwks,
-      verifier: createLocalJWKSet(jwks),
+      // What jose's local JWK set chose from for an EdDSA token: the published keys of that algorithm.
+      verificationKeys: new Map(
+        states
+          .filter(({ record }) => record.alg === SIGNING_ALG)
+          .map(({ record }) => [record.kid, keyOf.get(record.kid)!.publicKey]),
+      ),
       kids: new Set(states.map((s) => s.record.kid)),
       from,
       until: Math.min(...transitions, Infinity),
@@ -333,10 +348,10 @@ export class SigningKeyRing {
   }
 }
 
-/** The unverified `iat` of a compact JWS's payload, if it is a number. */
-function issuedAtOf(token: FlattenedJWSInput): number | undefined {
+/** The unverified `iat` of a compact JWS's payload segment, if it is a number. */
+function issuedAtOf(payloadSegment: string): number | undefined {
   try {
-    const payload = JSON.parse(Buffer.from(String(token.payload), "base64url").toString("utf8")) as { iat?: unknown };
+    const payload = JSON.parse(Buffer.from(payloadSegment, "base64url").toString("utf8")) as { iat?: unknown };
     return typeof payload.iat === "number" && Number.isFinite(payload.iat) ? payload.iat : undefined;
   } catch {
     return undefined;

@@ -195,6 +195,25 @@ describe("SigningKeyRing", () => {
     assert.deepEqual(await states(), [[rotated.kid, "active"]]);
   });
 
+  test("the keys that verify are exactly the published JWKS, as KeyObjects, through rotation and retirement", async () => {
+    /** The ring's verification keys against its JWKS: same kids, same public keys. */
+    const assertKeysAreJwks = async () => {
+      const keys = await f.signingKeys.verificationKeysFor(undefined, "");
+      assert.deepEqual([...keys.keys()].sort(), publishedKids(f.signingKeys).sort());
+      for (const jwk of f.signingKeys.jwks.keys) {
+        const published = crypto.createPublicKey({ key: jwk as crypto.JsonWebKey, format: "jwk" });
+        assert.ok(keys.get(jwk.kid!)?.equals(published), `the key of ${jwk.kid} is the published one`);
+      }
+      return keys;
+    };
+    const first = await assertKeysAreJwks();
+    assert.equal(first.size, 1);
+    const rotated = await f.signingKeys.rotate();
+    assert.equal((await assertKeysAreJwks()).size, 2);
+    f.clock.set(at(rotated.activatesAt, RETIRED_STAY_SECONDS));
+    assert.deepEqual([...(await assertKeysAreJwks()).keys()], [rotated.kid]);
+  });
+
   test("signingKeyStates: the newest activated key signs; newer ones are next, older ones retired, expired ones gone", () => {
     const key = (kid: string, activatesAt: string, notAfter?: string): SigningKeyRecord => ({
       kid,

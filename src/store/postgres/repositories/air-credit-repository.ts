@@ -16,6 +16,7 @@ import type {
 import type { AirCreditRepository, UnusedCreditRepository } from "../../../domain/air-credits/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
+import { pageWithTotal } from "../paging.js";
 import type { CompanyRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
 
@@ -78,20 +79,21 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
     const db = knexOf(tx);
     const matching = () => applyFilter(transferable(db, scope, companyId, on), filter);
     // The page's ids come from the index alone (its order, its filtered columns); only those
-    // rows are then read from the table.
+    // rows are then read from the table. The total comes in the same statement.
     const pageIds = matching()
       .select("c.id")
       .orderBy([{ column: "c.expiry_date" }, { column: "c.ticket_number" }])
       .limit(page.limit)
       .offset(page.offset);
-    const [rows, counted] = await Promise.all([
-      db("air_credits as c")
+    const { rows, total } = await pageWithTotal<CreditRow>(db, {
+      count: matching(),
+      page: db("air_credits as c")
         .whereIn("c.id", pageIds)
-        .select(creditColumns(db))
-        .orderBy([{ column: "c.expiry_date" }, { column: "c.ticket_number" }]),
-      matching().count<{ count: string | number }[]>({ count: "*" }),
-    ]);
-    return { credits: (rows as CreditRow[]).map(toCredit), totalRecords: Number(counted[0]?.count ?? 0) };
+        .select([...creditColumns(db), "c.expiry_date as expiry_order"]),
+      order: "page.expiry_order, page.ticket_number",
+      present: "ticket_number",
+    });
+    return { credits: rows.map(toCredit), totalRecords: total };
   }
 
   async transferableValues(

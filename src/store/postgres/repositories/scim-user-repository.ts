@@ -13,6 +13,7 @@ import type { ScimUserRepository } from "../../../domain/scim/ports.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { UserRow } from "../tables.js";
+import { pageWithTotal } from "../paging.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
 /** The columns of `users` SCIM reads, and of the profile document only businessInfo (the enterprise extension). */
@@ -68,19 +69,17 @@ export class PostgresScimUserRepository implements ScimUserRepository {
       if (filter) query.where((qb) => condition(qb, filter));
       return query;
     };
-    // One round trip in the common case: the page with the total of the whole match (a window
-    // count); only an empty page (count 0, or beyond the last match) asks for the total alone.
-    const rows = (page.count === 0
-      ? []
-      : await base()
-          .select([...selected(db), db.raw("count(*) over () as total")])
-          .orderBy([{ column: "created_at" }, { column: "id" }])
-          .offset(page.startIndex - 1)
-          .limit(page.count)) as unknown as Array<ScimUserRow & { total: string | number }>;
-    const total =
-      rows.length > 0
-        ? Number(rows[0]!.total)
-        : Number((await base().count<{ count: string | number }[]>({ count: "*" }))[0]?.count ?? 0);
+    // One round trip: the page with the total of the whole match, even for an empty page.
+    const { rows, total } = await pageWithTotal<ScimUserRow>(db, {
+      count: base(),
+      page: base()
+        .select(selected(db))
+        .orderBy([{ column: "created_at" }, { column: "id" }])
+        .offset(page.startIndex - 1)
+        .limit(page.count),
+      order: "page.created_at, page.id",
+      present: "id",
+    });
     return { users: rows.map(toScimUser), total };
   }
 

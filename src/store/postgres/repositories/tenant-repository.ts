@@ -4,6 +4,7 @@ import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../../domain/tenants/model.js";
 import type { EmailLookupScope, TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
+import { pageWithTotal } from "../paging.js";
 import { toCount, type CompanyRow, type TmcRow, type UserRow } from "../tables.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
@@ -18,19 +19,22 @@ export class PostgresTenantRepository implements TenantRepository {
   async listTmcs(tx: Tx, page: { limit: number; offset: number }): Promise<{ tmcs: TmcWithUsage[]; total: number }> {
     const db = knexOf(tx);
     // Byte order (C collation) of the name, the same on every database's default collation.
-    const rows = (await db("tmcs as t")
-      .select(
-        "t.*",
-        db.raw("(select count(*) from api_users a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users"),
-      )
-      .orderByRaw('t.name collate "C", t.id')
-      .limit(page.limit)
-      .offset(page.offset)) as Array<TmcRow & { active_api_users: unknown }>;
-    const total = await db<TmcRow>("tmcs").count({ n: "*" }).first();
-    return {
-      tmcs: rows.map((r) => ({ ...toTmc(r), activeApiUsers: toCount(r.active_api_users) })),
-      total: toCount(total?.n),
-    };
+    const { rows, total } = await pageWithTotal<TmcRow & { active_api_users: unknown }>(db, {
+      count: db("tmcs"),
+      page: db("tmcs as t")
+        .select(
+          "t.*",
+          db.raw(
+            "(select count(*) from api_users a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users",
+          ),
+        )
+        .orderByRaw('t.name collate "C", t.id')
+        .limit(page.limit)
+        .offset(page.offset),
+      order: 'page.name collate "C", page.id',
+      present: "id",
+    });
+    return { tmcs: rows.map((r) => ({ ...toTmc(r), activeApiUsers: toCount(r.active_api_users) })), total };
   }
 
   async findTmc(tx: Tx, scope: TenantScope): Promise<Tmc | undefined> {
