@@ -25,16 +25,19 @@
 // SCIM, none), each on the first RPC that has it: the error encoding is per protocol and dialect,
 // not per RPC, and each buf curl call costs a process (about 0.2 s of CPU).
 //
-// RPC × case (✓ a case; — cannot be provoked by a generic call, the reason is in CASES; "tenant":
-// another TMC's resource or TMC):
+// RPC × case (✓ a case; — none a generic call can provoke: CASES says why for 400 and 404; a 403
+// exists only where a valid credential can lack a right (an access token's scope or role, a TMC
+// admin naming another TMC, the token endpoint's wrong secret): the operator credential has no
+// rights to lack, and SCIM tokens are issued only to the COMPANY_ADMIN of a company, so SCIM's
+// documented 403 cannot be reached. "tenant's …": another TMC's resource, NOT_FOUND like an unknown one):
 //
 // | RPC                                    | success | 401 none | 401 invalid | 403                 | 400 INVALID_ARGUMENT      | 404 NOT_FOUND          |
 // |----------------------------------------|---------|----------|-------------|---------------------|---------------------------|------------------------|
-// | AuthService/FetchOauth2Token           | ✓       | ✓        | ✓ (403)     | wrong secret        | client_id too long        | —                      |
-// | AuthService/IntrospectToken            | ✓       | ✓        | ✓ (403)     | wrong secret        | empty token               | —                      |
-// | AuthService/RevokeToken                | ✓       | ✓        | ✓ (403)     | wrong secret        | empty token               | —                      |
-// | AuthService/GetAuthToken               | ✓       | ✓        | ✓ (403)     | wrong secret        | clientId too long         | —                      |
-// | ApiUserService/CreateApiUser           | ✓       | ✓        | ✓           | scope, role, tenant | undefined role            | unknown company        |
+// | AuthService/FetchOauth2Token           | ✓       | ✓        | → 403       | wrong secret        | client_id too long        | —                      |
+// | AuthService/IntrospectToken            | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
+// | AuthService/RevokeToken                | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
+// | AuthService/GetAuthToken               | ✓       | ✓        | → 403       | wrong secret        | clientId too long         | —                      |
+// | ApiUserService/CreateApiUser           | ✓       | ✓        | ✓           | scope, role, tmcId  | undefined role            | unknown company        |
 // | ApiUserService/GetApiUsers             | ✓       | ✓        | ✓           | scope, role         | limit 101                 | —                      |
 // | ApiUserService/DeleteApiUser           | ✓       | ✓        | ✓           | scope, role         | clientId too long         | tenant's API user      |
 // | ApiUserService/RotateClientSecret      | ✓       | ✓        | ✓           | scope, role         | clientId too long         | tenant's API user      |
