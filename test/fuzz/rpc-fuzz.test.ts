@@ -50,6 +50,7 @@ import { internalsOf } from "../../src/app/test-access.js";
 import { contractServices } from "../../src/rpc/areas.js";
 import { accessToken } from "../helpers/api.js";
 import { backend, TEST_OPERATOR_TOKEN } from "../helpers/backend.js";
+import { rawGrpcClient, type GenericGrpcClient } from "../helpers/grpc-js.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 import { ROOMY_RATE_LIMITS } from "../helpers/token-kit.js";
@@ -77,6 +78,8 @@ type TypedFace = "connect-json" | "connect-binary" | "grpc-web";
 
 const BODY_LIMIT_BYTES = 65_536;
 const CALL_TIMEOUT_MS = 15_000;
+/** grpc-js's channel options for the raw client: it sends and reads messages of any size (the server's limit is the subject). */
+const UNLIMITED_MESSAGES = { "grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1 };
 const methods: UnaryMethod[] = contractServices.flatMap((s) =>
   s.methods.filter((m): m is UnaryMethod => m.methodKind === "unary"),
 );
@@ -545,38 +548,13 @@ function grpcWebOutcome(status: number, headers: Record<string, unknown>, body: 
   return { ...outcome, httpStatus: status, raw: `grpc-web ${outcome.raw}` };
 }
 
-// ---- grpc-js: a generic client sending Buffers as they are -----------------------------------------
-
-type RawClient = grpc.Client & Record<string, (...args: unknown[]) => grpc.ClientUnaryCall>;
-
-function rawGrpcClient(service: DescService, address: string): RawClient {
-  const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
-  for (const method of service.methods) {
-    if (method.methodKind !== "unary") continue;
-    definition[method.name] = {
-      path: `/${service.typeName}/${method.name}`,
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: (bytes: Buffer) => bytes,
-      requestDeserialize: (bytes: Buffer) => bytes,
-      responseSerialize: (bytes: Buffer) => bytes,
-      responseDeserialize: (bytes: Buffer) => bytes,
-    };
-  }
-  const Client = grpc.makeGenericClientConstructor(definition, service.name);
-  return new Client(address, grpc.credentials.createInsecure(), {
-    "grpc.max_send_message_length": -1,
-    "grpc.max_receive_message_length": -1,
-  }) as unknown as RawClient;
-}
-
 // ---- the tests ------------------------------------------------------------------------------------
 
 describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED}${FUZZ_STRICT ? ", strict" : ""})`, () => {
   let world: World;
   let transports: Record<TypedFace, Transport>;
   const agents: http.Agent[] = [];
-  const grpcClients = new Map<string, RawClient>();
+  const grpcClients = new Map<string, GenericGrpcClient>();
   const tally = new Tally();
   const knownSeen = new Map<KnownProblem, string>();
   const timing = new Timing();
@@ -690,9 +668,13 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
     return createConnectTransport({ ...options, useBinaryFormat: face === "connect-binary" });
   }
 
-  function grpcClientOf(service: DescService): RawClient {
+  function grpcClientOf(service: DescService): GenericGrpcClient {
     let client = grpcClients.get(service.typeName);
-    if (!client) grpcClients.set(service.typeName, (client = rawGrpcClient(service, new URL(world.baseUrl).host)));
+    if (!client)
+      grpcClients.set(
+        service.typeName,
+        (client = rawGrpcClient(service, new URL(world.baseUrl).host, UNLIMITED_MESSAGES)),
+      );
     return client;
   }
 

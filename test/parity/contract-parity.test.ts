@@ -29,7 +29,6 @@ import http from "node:http";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  fromBinary,
   fromJson,
   ScalarType,
   toBinary,
@@ -49,6 +48,7 @@ import { httpStatusOf } from "../../src/gateway/http-status.js";
 import { contractServices } from "../../src/rpc/areas.js";
 import { accessToken } from "../helpers/api.js";
 import { backend, newStorage, serviceEnv, type Storage } from "../helpers/backend.js";
+import { jsonGrpcClient, type GenericGrpcClient } from "../helpers/grpc-js.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";
 import { spawnServer, type ServerProcess } from "../helpers/server-process.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
@@ -111,36 +111,14 @@ interface Face {
   close(): void;
 }
 
-// ---- gRPC: grpc-js, generic client ---------------------------------------------------------
-
-type GenericClient = grpc.Client & Record<string, (...args: unknown[]) => grpc.ClientUnaryCall>;
-
-/** A grpc-js client for one service: messages cross the wire as protobuf binary of the request JSON. */
-function genericGrpcClient(service: DescService, address: string): GenericClient {
-  const definition: Record<string, grpc.MethodDefinition<JsonObject, JsonObject>> = {};
-  for (const method of service.methods) {
-    if (method.methodKind !== "unary") continue;
-    const { input, output } = method;
-    definition[method.name] = {
-      path: `/${service.typeName}/${method.name}`,
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: (json: JsonObject) => Buffer.from(toBinary(input, fromJson(input, json))),
-      requestDeserialize: (bytes: Buffer) => toJson(input, fromBinary(input, bytes)) as JsonObject,
-      responseSerialize: (json: JsonObject) => Buffer.from(toBinary(output, fromJson(output, json))),
-      responseDeserialize: (bytes: Buffer) => toJson(output, fromBinary(output, bytes)) as JsonObject,
-    };
-  }
-  const Client = grpc.makeGenericClientConstructor(definition, service.name);
-  return new Client(address, grpc.credentials.createInsecure()) as unknown as GenericClient;
-}
+// ---- gRPC: grpc-js, a generic client built from the descriptors (test/helpers/grpc-js.ts) ----------
 
 function grpcFace(baseUrl: string): Face {
   const address = new URL(baseUrl).host;
-  const clients = new Map<string, GenericClient>();
+  const clients = new Map<string, GenericGrpcClient>();
   const clientOf = (service: DescService) => {
     let client = clients.get(service.typeName);
-    if (!client) clients.set(service.typeName, (client = genericGrpcClient(service, address)));
+    if (!client) clients.set(service.typeName, (client = jsonGrpcClient(service, address)));
     return client;
   };
   return {
