@@ -36,7 +36,7 @@ import { MAX_JSON_DEPTH } from "../../src/gateway/json-depth.js";
 import { contractServices } from "../../src/rpc/areas.js";
 import { accessToken } from "../helpers/api.js";
 import { backend, newStorage, type Storage } from "../helpers/backend.js";
-import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+import { dropStorage, operatorCall, seedDemo, startService, type RunningService } from "../helpers/service.js";
 import {
   assertRestErrorResponse,
   fingerprintDiff,
@@ -395,13 +395,7 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
   before(async () => {
     storage = newStorage();
     running = await startService({ storage, env: { ...FUZZ_SERVICE_ENV } });
-    const seed = await operatorCall<{
-      tmcId: string;
-      orgId: string;
-      userIds: string[];
-      clientId: string;
-      clientSecret: string;
-    }>(running.baseUrl, "Seed", {});
+    const seed = await seedDemo(running.baseUrl);
     const token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
     // Room for the API users the fuzzer creates, and still a limit it can reach (409) on long runs.
     await operatorCall(running.baseUrl, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: 12 });

@@ -52,7 +52,7 @@ import { accessToken } from "../helpers/api.js";
 import { backend, TEST_OPERATOR_TOKEN } from "../helpers/backend.js";
 import { rawGrpcClient, type GenericGrpcClient } from "../helpers/grpc-js.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";
-import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+import { dropStorage, operatorCall, seedDemo, startService, type RunningService } from "../helpers/service.js";
 import { ROOMY_RATE_LIMITS } from "../helpers/token-kit.js";
 import {
   FUZZ_RUNS,
@@ -572,13 +572,7 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         HTTP2_RESETS_PER_SECOND: "100000",
       },
     });
-    const seed = await operatorCall<{
-      tmcId: string;
-      orgId: string;
-      userIds: string[];
-      clientId: string;
-      clientSecret: string;
-    }>(running.baseUrl, "Seed", {});
+    const seed = await seedDemo(running.baseUrl);
     const token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
     await operatorCall(running.baseUrl, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: 12 });
     world = {

@@ -143,7 +143,7 @@ import {
   type GrpcJsOutcome,
 } from "../helpers/grpc-js.js";
 import { grpcFrame, grpcMessages, h2GrpcCall } from "../helpers/h2-grpc.js";
-import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
+import { dropStorage, operatorCall, seedDemo, startService, type RunningService } from "../helpers/service.js";
 import { waitFor } from "../helpers/wait.js";
 import { accessTokenOf, newApiUser, newTenant, newUser, ROOMY_RATE_LIMITS, type Client } from "../helpers/token-kit.js";
 import { ERROR_SCHEMA, LIST_RESPONSE, newUser as scimUserOf, PATCH_OP, scim, USER_SCHEMA } from "../scim/scim-kit.js";
@@ -1046,13 +1046,7 @@ describe(`gRPC conformance: every RPC through grpc-js and buf curl (${backend})`
   before(async () => {
     const running = await startService({ env: SERVICE_ENV });
     const { baseUrl } = running;
-    const seed = await operatorCall<{
-      tmcId: string;
-      orgId: string;
-      userIds: string[];
-      clientId: string;
-      clientSecret: string;
-    }>(baseUrl, "Seed", {});
+    const seed = await seedDemo(baseUrl);
     // Cases make API users in the demo TMC (5 by default).
     await operatorCall(baseUrl, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: 100 });
     const admin: Client = {

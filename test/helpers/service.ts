@@ -1,3 +1,4 @@
+import type { DemoSeed } from "../../src/domain/seed/demo-seed.js";
 import { PassThrough } from "node:stream";
 import knexPkg from "knex";
 import { createClient } from "redis";
@@ -82,6 +83,11 @@ async function deleteRedisKeys(prefix: string): Promise<void> {
 }
 
 export const operatorHeaders = { authorization: `Bearer ${TEST_OPERATOR_TOKEN}` };
+
+/** Seeds a demo tenant through the operator API (its answer: the domain's DemoSeed, as JSON). */
+export function seedDemo(baseUrl: string): Promise<DemoSeed> {
+  return operatorCall<DemoSeed>(baseUrl, "Seed", {});
+}
 
 /** Calls an OperatorService RPC with the Connect protocol's JSON over HTTP/1.1. */
 export async function operatorCall<T = Record<string, unknown>>(

@@ -16,7 +16,7 @@ import { internalsOf } from "../../src/app/test-access.js";
 import { withRestDefaults } from "../../src/gateway/json-shape.js";
 import { backend } from "../helpers/backend.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";
-import { operatorCall, type RunningService } from "../helpers/service.js";
+import { operatorCall, seedDemo, type RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
   disposeService,
@@ -391,13 +391,7 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
     });
 
     test("the seeded demo users are readable with the seeded admin's token", async () => {
-      const seed = await operatorCall<{
-        tmcId: string;
-        orgId: string;
-        userIds: string[];
-        clientId: string;
-        clientSecret: string;
-      }>(baseUrl, "Seed", {});
+      const seed = await seedDemo(baseUrl);
       const token = await accessTokenOf(baseUrl, {
         clientId: seed.clientId,
         clientSecret: seed.clientSecret,
