@@ -166,6 +166,21 @@ export interface CreditSpec {
   paymentSourceId?: string;
 }
 
+/** A credit with the usual test values (AA, SABRE, PCC P1, Visa, central card access, entity E1, expiring in 30 days), overridden by `extra`. */
+export function creditSpec(ticket: string, extra: Partial<CreditSpec> = {}): CreditSpec {
+  return {
+    ticket,
+    airline: "AA",
+    source: "SABRE",
+    pcc: "P1",
+    fop: "Visa",
+    access: "CARD_ACCESS_CENTRAL",
+    entity: "E1",
+    expiresIn: 30,
+    ...extra,
+  };
+}
+
 /** A reference-shaped UnusedCreditInfo for the import. */
 export function creditJson(s: CreditSpec): Record<string, unknown> {
   return {

@@ -17,6 +17,7 @@ import {
   tokenFor,
   uuid,
   type Answer,
+  creditSpec,
   type CreditSpec,
   type Face,
 } from "./air-credit-kit.js";
@@ -34,17 +35,7 @@ describe(`air credits: migrate and import (${backend})`, () => {
   let companyB1: string;
   const tokens: Record<string, string> = {};
 
-  const spec = (ticket: string, extra: Partial<CreditSpec> = {}): CreditSpec => ({
-    ticket,
-    airline: "AA",
-    source: "SABRE",
-    pcc: "P1",
-    fop: "Visa",
-    access: "CARD_ACCESS_CENTRAL",
-    entity: "E1",
-    expiresIn: 30,
-    ...extra,
-  });
+  const spec = creditSpec;
 
   before(async () => {
     running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, BODY_LIMIT_BYTES: "4194304" } });

@@ -133,7 +133,7 @@ import {
   errorDialectOf,
   ErrorDialect,
 } from "../../src/rpc/contract.js";
-import { creditJson } from "../air-credits/air-credit-kit.js";
+import { creditJson, creditSpec } from "../air-credits/air-credit-kit.js";
 import { backend, newTempDir, TEST_OPERATOR_TOKEN } from "../helpers/backend.js";
 import {
   grpcJsUnary,
@@ -266,17 +266,7 @@ interface RpcCases {
 
 const uniq = () => crypto.randomUUID().slice(0, 8);
 const ticketNumber = () => `2${String(crypto.randomInt(0, 1e12)).padStart(12, "0")}`;
-const credit = (): JsonObject =>
-  creditJson({
-    ticket: ticketNumber(),
-    airline: "AA",
-    source: "SABRE",
-    pcc: "P1",
-    fop: "Visa",
-    access: "CARD_ACCESS_CENTRAL",
-    entity: "E1",
-    expiresIn: 30,
-  }) as JsonObject;
+const credit = (): JsonObject => creditJson(creditSpec(ticketNumber())) as JsonObject;
 /** Where a trusted issuer's keys are (not fetched when it is added) and the audience its tokens carry. */
 const ISSUER_KEYS = { jwksUri: "https://idp.example/.well-known/jwks.json", audience: "travel" };
 const isJwt = (value: unknown) => typeof value === "string" && /^[\w-]+\.[\w-]+\.[\w-]+$/.test(value);

@@ -13,7 +13,7 @@ import {
   startTokenService,
   type HttpReply,
 } from "../helpers/token-kit.js";
-import { creditJson, importCredits, MIGRATE_PATH, tokenFor, uuid } from "../air-credits/air-credit-kit.js";
+import { creditJson, creditSpec, importCredits, MIGRATE_PATH, tokenFor, uuid } from "../air-credits/air-credit-kit.js";
 
 /**
  * Issue 18, finding 2: 30 concurrent MigrateCompanyCredits of one payment source by one company
@@ -105,17 +105,7 @@ describe(`one tenant cannot starve the pool (${backend})`, () => {
   test("30 concurrent migrations of one payment source by one company admin, while another TMC reads: every read 200, the burst 200/409/429 with Retry-After, jobs unharmed", async () => {
     const paymentSourceId = uuid();
     await importCredits(running.baseUrl, attacker.orgId, [
-      creditJson({
-        ticket: "9990000000001",
-        airline: "AA",
-        source: "SABRE",
-        pcc: "P1",
-        fop: "Visa",
-        access: "CARD_ACCESS_CENTRAL",
-        entity: "E1",
-        expiresIn: 30,
-        paymentSourceId,
-      }),
+      creditJson(creditSpec("9990000000001", { paymentSourceId })),
     ]);
     const logsBefore = running.logs().length;
     const release = await holdLock("select id from air_credits where payment_source_id = ? for update", [

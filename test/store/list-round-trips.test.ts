@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { Knex } from "knex";
 import { internalsOf } from "../../src/app/test-access.js";
-import { creditJson, importCredits, LIST_PATH, rest } from "../air-credits/air-credit-kit.js";
+import { creditJson, creditSpec, importCredits, LIST_PATH, rest } from "../air-credits/air-credit-kit.js";
 import { callApi } from "../helpers/api.js";
 import { backend } from "../helpers/backend.js";
 import { operatorCall, type RunningService } from "../helpers/service.js";
@@ -55,18 +55,7 @@ describe(`one round trip per list request (${backend})`, () => {
       });
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
-    const credits = [1, 2, 3].map((n) =>
-      creditJson({
-        ticket: `001000000000${n}`,
-        airline: "AA",
-        source: "SABRE",
-        pcc: "P1",
-        fop: "Visa",
-        access: "CARD_ACCESS_CENTRAL",
-        entity: "E1",
-        expiresIn: 10 * n,
-      }),
-    );
+    const credits = [1, 2, 3].map((n) => creditJson(creditSpec(`001000000000${n}`, { expiresIn: 10 * n })));
     assert.equal((await importCredits(base, tenant.orgId, credits)).created, 3);
   });
 
