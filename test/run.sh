@@ -9,6 +9,8 @@
 #      then on the embedded default (PGlite + in-process twins); the servers and CLIs they start
 #      run from a build of this tree made first. (Side by side the two tiers were slower: 45 % of
 #      their tests in 12 min, against both tiers in 16.5 min one after the other.)
+# Every test process loads test/helpers/exit-watchdog.ts: a file whose process outlives its last test by a
+# minute (a leaked socket or timer) fails, naming what kept it alive, instead of hanging the run.
 # `test/run.sh fast` runs the fast tier alone (npm run test:fast).
 # Node's test runner expands the quoted globs itself (Node 22+); TAP output keeps the # pass/# fail lines
 # this script adds up.
@@ -19,7 +21,7 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 log=$(mktemp)
 status=0
 run() {
-  node --test --test-reporter=tap --test-concurrency=2 --test-timeout=600000 --import tsx "$@" 2>&1 | tee -a "$log"
+  node --test --test-reporter=tap --test-concurrency=2 --test-timeout=600000 --import tsx --import ./test/helpers/exit-watchdog.ts "$@" 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
 # Two runs side by side (a core each), their TAP printed one after the other once both have ended.
@@ -27,10 +29,10 @@ run_fast() {
   local database others
   database=$(mktemp)
   others=$(mktemp)
-  node --test --test-reporter=tap --test-isolation=none --test-concurrency=1 --test-timeout=600000 --import tsx \
+  node --test --test-reporter=tap --test-isolation=none --test-concurrency=1 --test-timeout=600000 --import tsx --import ./test/helpers/exit-watchdog.ts \
     'test/unit/{domain,rpc}/**/*.test.ts' >"$database" 2>&1 &
   local pid=$!
-  node --test --test-reporter=tap --test-concurrency=1 --test-timeout=600000 --import tsx \
+  node --test --test-reporter=tap --test-concurrency=1 --test-timeout=600000 --import tsx --import ./test/helpers/exit-watchdog.ts \
     'test/unit/!(domain|rpc)/**/*.test.ts' >"$others" 2>&1 || status=1
   wait "$pid" || status=1
   cat "$database" "$others" | tee -a "$log"
