@@ -46,6 +46,7 @@ run_fast() {
 }
 echo "## tier: fast (test/unit)"
 run_fast
+echo "## tier fast took ${SECONDS} s"
 if [ "${1:-all}" != "fast" ]; then
   # The servers and CLIs the tests start run from one build of this tree, as production runs them
   # (node dist/src/main.js), not through tsx: half the CPU per start (test/helpers/server-process.ts).
@@ -55,7 +56,9 @@ if [ "${1:-all}" != "fast" ]; then
   tsc -p tsconfig.build.json --outDir "$TEST_BUILD_DIR" || status=1
   for backend in postgres embedded; do
     echo "## tier: storage and end-to-end, backend: $backend"
+    started=$SECONDS
     TEST_BACKEND=$backend run 'test/!(unit)/**/*.test.ts'
+    echo "## tier $backend took $((SECONDS - started)) s"
   done
 fi
 # The failures again at the end, where a log that keeps only its tail (CI's) still shows them.
@@ -68,5 +71,5 @@ passed=$(awk '/^# pass /{s+=$3} END{print s+0}' "$log")
 failed=$(awk '/^# fail /{s+=$3} END{print s+0}' "$log")
 rm -f "$log"
 [ "$failed" -eq 0 ] || status=1
-echo "total: $passed passed, $failed failed"
+echo "total: $passed passed, $failed failed, in ${SECONDS} s"
 exit $status
