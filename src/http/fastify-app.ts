@@ -71,7 +71,7 @@ export async function createRpcApp(
   const grpcUnary = createGrpcUnary({
     transport: rpc.transport,
     readMaxBytes: settings.bodyLimitBytes,
-    behindProxies: settings.trustedProxies.length > 0,
+    trustedProxies: settings.trustedProxies,
     logger: observers.logger,
     metrics: observers.metrics,
   });

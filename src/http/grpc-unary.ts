@@ -1,6 +1,8 @@
 import crypto from "node:crypto";
 import http2 from "node:http2";
+import type { IncomingMessage } from "node:http";
 import zlib from "node:zlib";
+import proxyAddr from "@fastify/proxy-addr";
 import { fromBinary, toBinary, type DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
@@ -33,8 +35,8 @@ export interface GrpcUnaryOptions {
   readonly transport: Transport;
   /** The largest request message, after decompression (BODY_LIMIT_BYTES). */
   readonly readMaxBytes: number;
-  /** Behind trusted proxies the caller's address comes from X-Forwarded-For, which Fastify resolves: such calls stay on its path. */
-  readonly behindProxies: boolean;
+  /** Proxies whose X-Forwarded-For is believed (TRUSTED_PROXIES), as Fastify's trustProxy. */
+  readonly trustedProxies: readonly string[];
   readonly logger: FastifyBaseLogger;
   readonly metrics: Metrics;
 }
@@ -59,7 +61,11 @@ const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_
 export function createGrpcUnary(options: GrpcUnaryOptions): GrpcUnary {
   let methods: Map<string, DescMethodUnary> | undefined;
   let connectPaths: Set<string> | undefined;
-  const served = { ...options, lines: options.logger.child({}, { redact: [] }) };
+  const served: Served = {
+    ...options,
+    lines: options.logger.child({}, { redact: [] }),
+    trust: options.trustedProxies.length > 0 ? proxyAddr.compile([...options.trustedProxies]) : undefined,
+  };
   return {
     route(handlers) {
       const contract = new Set(contractServices);
@@ -70,7 +76,7 @@ export function createGrpcUnary(options: GrpcUnaryOptions): GrpcUnary {
       connectPaths = new Set(handlers.map((handler) => handler.requestPath));
     },
     serve(stream, headers) {
-      if (!methods || !connectPaths || options.behindProxies || headers[":method"] !== "POST") return false;
+      if (!methods || !connectPaths || headers[":method"] !== "POST") return false;
       const contentType = headers["content-type"]?.toLowerCase();
       const path = headers[":path"] ?? "";
       if (contentType === undefined || !GRPC_CONTENT_TYPE.test(contentType) || path.includes("?")) return false;
@@ -86,7 +92,11 @@ export function createGrpcUnary(options: GrpcUnaryOptions): GrpcUnary {
   };
 }
 
-type Served = GrpcUnaryOptions & { readonly lines: FastifyBaseLogger };
+type Served = GrpcUnaryOptions & {
+  /** The access-log lines' logger (fixed fields only, as fastify-app.ts's OneLinePerRequest writes them). */
+  readonly lines: FastifyBaseLogger;
+  readonly trust: ((address: string, hop: number) => boolean) | undefined;
+};
 
 /** One call: its body read, its answer written once, its access-log line written when its stream closes. */
 class UnaryCall {
@@ -111,7 +121,7 @@ class UnaryCall {
     private readonly contentType: string,
   ) {
     this.path = headers[":path"] ?? "";
-    this.address = stream.session?.socket?.remoteAddress ?? "unknown";
+    this.address = clientAddress(stream.session?.socket?.remoteAddress, headers, served.trust);
   }
 
   start(): void {
@@ -221,9 +231,11 @@ class UnaryCall {
     head["x-request-id"] = this.requestId;
     const trailers: http2.OutgoingHttpHeaders = { "grpc-status": "0" };
     response.trailer.forEach((value, name) => (trailers[name] = value));
-    this.stream.respond(head, { waitForTrailers: true });
     this.stream.once("wantTrailers", () => this.stream.sendTrailers(trailers));
-    this.stream.end(envelope);
+    this.write(() => {
+      this.stream.respond(head, { waitForTrailers: true });
+      this.stream.end(envelope);
+    });
   }
 
   /** An error of the interceptor chain carries its ErrorResponse already; anything else is translated here. */
@@ -275,8 +287,20 @@ class UnaryCall {
     const head: http2.OutgoingHttpHeaders = { ":status": 200, "content-type": this.contentType, ...extra };
     fields.forEach((value, name) => (head[name] = value));
     head["x-request-id"] = this.requestId;
-    this.stream.respond(head, { endStream: true });
-    this.stopReading();
+    this.write(() => {
+      this.stream.respond(head, { endStream: true });
+      this.stopReading();
+    });
+  }
+
+  /** Writes the answer; a session that went away meanwhile makes Node throw, and then the stream has nobody to answer. */
+  private write(answer: () => void): void {
+    try {
+      answer();
+    } catch (e) {
+      this.served.logger.debug({ reqId: this.requestId, err: e }, "the gRPC answer could not be written");
+      this.stream.destroy();
+    }
   }
 
   /**
@@ -312,6 +336,20 @@ class UnaryCall {
       "request completed",
     );
   }
+}
+
+/** The caller's address as Fastify's request.ip gives it: the socket's, or X-Forwarded-For's nearest untrusted hop. */
+function clientAddress(
+  socketAddress: string | undefined,
+  headers: http2.IncomingHttpHeaders,
+  trust: ((address: string, hop: number) => boolean) | undefined,
+): string {
+  if (!trust || socketAddress === undefined) return socketAddress ?? "unknown";
+  const request = {
+    socket: { remoteAddress: socketAddress },
+    headers: { "x-forwarded-for": headers["x-forwarded-for"] },
+  };
+  return proxyAddr(request as unknown as IncomingMessage, trust);
 }
 
 /** The request's headers for the interceptors (authorization, trace context, user agent), without HTTP/2's pseudo-headers. */
