@@ -13,7 +13,7 @@ import type { HttpConfig } from "./settings.js";
  */
 export async function createAdminApp(
   settings: HttpConfig,
-  rpc: Pick<RpcCore, "adminRoutes" | "interceptors">,
+  rpc: Pick<RpcCore, "adminRoutes" | "interceptors" | "transport">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
 ): Promise<FastifyInstance> {
   if (!rpc.adminRoutes) throw new Error("the RPC core has no admin face: build it with an admin face to serve one");
@@ -21,7 +21,7 @@ export async function createAdminApp(
   const logger = observers.logger.child({ listener: "admin" });
   const app = await createRpcApp(
     settings,
-    { routes: rpc.adminRoutes, interceptors: rpc.interceptors },
+    { routes: rpc.adminRoutes, interceptors: rpc.interceptors, transport: rpc.transport },
     { logger, metrics: observers.metrics },
   );
   registerAdminRoutes(app, { metrics: observers.metrics });

@@ -47,6 +47,8 @@ export interface ConnectRoutesOptions {
   readonly readMaxBytes: number;
   /** After Fastify starts closing, in-flight RPCs get this long before their signal aborts. */
   readonly shutdownTimeoutMs: number;
+  /** Told the handlers registered (the lean unary gRPC path takes its method table from them, grpc-unary.ts). */
+  readonly served?: (handlers: readonly UniversalHandler[]) => void;
 }
 
 /** The type name by which an error detail is recognised on every protocol. */
@@ -97,6 +99,7 @@ export const connectRoutes: FastifyPluginAsync<ConnectRoutesOptions> = async (sc
     jsonOptions: { ignoreUnknownFields: false },
   });
   options.routes(router);
+  options.served?.(router.handlers);
 
   // Connect reads every body itself, whatever its content type (a wrong one is its 415 to answer).
   scope.removeAllContentTypeParsers();

@@ -46,6 +46,12 @@ export interface ParserError extends NodeJS.ErrnoException {
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
 /**
+ * Serves an HTTP/2 stream before the compatibility API sees it (unary gRPC, grpc-unary.ts), after
+ * the same gates (rapid reset, the request timeout); false leaves the stream to Fastify.
+ */
+export type StreamServer = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean;
+
+/**
  * One port for REST (HTTP/1.1) and gRPC (HTTP/2 cleartext, prior knowledge). Fastify with
  * http2 alone serves only h2c, and Node's allowHTTP1 needs TLS, so each new connection is
  * sniffed: the HTTP/2 preface goes to an http2 server, anything else to an http server, both
@@ -56,9 +62,10 @@ export function createDualProtocolServer(
   handler: Handler,
   options: DualProtocolOptions,
   onSessionRefused: (reason: SessionRefusal, address: string) => void = () => undefined,
+  serveStream: StreamServer = () => false,
 ): net.Server {
   const http1 = createHttp1Server(handler, options);
-  const h2 = createHttp2Server(handler, options, onSessionRefused);
+  const h2 = createHttp2Server(handler, options, onSessionRefused, serveStream);
   // Each HTTP/1.1 connection's first request path, until a request has arrived on it.
   const firstRequestPaths = new WeakMap<net.Socket, string>();
   // Each HTTP/1.1 connection's latest request, whose body may still be arriving when its answer is sent.
@@ -158,6 +165,7 @@ function createHttp2Server(
   handler: Handler,
   options: DualProtocolOptions,
   onSessionRefused: (reason: SessionRefusal, address: string) => void,
+  serveStream: StreamServer,
 ): Http2Side {
   const h2 = http2.createServer(
     http2ServerOptions(options),
@@ -166,7 +174,7 @@ function createHttp2Server(
   const closedByServer = new WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>();
   const refusalOf = enforceHttp2Limits(h2, options, closedByServer, onSessionRefused);
   h2.setTimeout(options.h2IdleTimeoutMs);
-  dispatchOpenStreamsOnly(h2, refusalOf, closedByServer, options.requestTimeoutMs);
+  dispatchOpenStreamsOnly(h2, refusalOf, closedByServer, options.requestTimeoutMs, serveStream);
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
     sessions.add(session);
@@ -208,13 +216,14 @@ function discardUnreadBody(stream: http2.ServerHttp2Stream): void {
  * Node's compatibility layer listens for "stream" and builds a request and a response for every
  * stream, even one its client has reset already. Under rapid reset those objects (and their
  * garbage) were most of the server's time, so the layer is called only for streams still open
- * (http2-stream-budget.ts).
+ * (http2-stream-budget.ts). `serveStream` is offered each stream first.
  */
 function dispatchOpenStreamsOnly(
   h2: http2.Http2Server,
   refusalOf: (address: string) => SessionRefusal | undefined,
   closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
   requestTimeoutMs: number,
+  serveStream: StreamServer,
 ): void {
   const [serveCompat, ...others] = h2.listeners("stream") as Array<
     (stream: http2.ServerHttp2Stream, ...rest: unknown[]) => void
@@ -252,6 +261,7 @@ function dispatchOpenStreamsOnly(
       stream.once("end", done);
       stream.once("close", done);
       stream.once("finish", () => discardUnreadBody(stream));
+      if (serveStream(stream, rest[0] as http2.IncomingHttpHeaders)) return;
       serveCompat.call(h2, stream, ...rest);
     });
   });

@@ -22,6 +22,7 @@ import { contractServices } from "../rpc/areas.js";
 import type { RpcCore } from "../rpc/routes.js";
 import { connectRoutes } from "./connect-handlers.js";
 import { createDualProtocolServer, type ParserError } from "./dual-protocol-server.js";
+import { createGrpcUnary } from "./grpc-unary.js";
 import { registerOperationalRoutes, type OperationalDeps } from "./operational-routes.js";
 import type { HttpConfig } from "./settings.js";
 
@@ -60,12 +61,20 @@ export async function createHttpApp(
  */
 export async function createRpcApp(
   settings: HttpConfig,
-  rpc: Pick<RpcCore, "routes" | "interceptors">,
+  rpc: Pick<RpcCore, "routes" | "interceptors" | "transport">,
   observers: { logger: FastifyBaseLogger; metrics: Metrics },
   dialectOfPath: (url: string) => ErrorDialect | undefined = () => undefined,
 ): Promise<FastifyInstance> {
   const dialectOf = (url: string | undefined) => (url === undefined ? undefined : dialectOfPath(url));
   const requestLines = new OneLinePerRequest(observers.logger);
+  // Unary gRPC calls of the contract, served from their HTTP/2 streams ahead of Fastify and Connect.
+  const grpcUnary = createGrpcUnary({
+    transport: rpc.transport,
+    readMaxBytes: settings.bodyLimitBytes,
+    trustedProxies: settings.trustedProxies,
+    logger: observers.logger,
+    metrics: observers.metrics,
+  });
   const app = Fastify({
     loggerInstance: observers.logger,
     genReqId: () => crypto.randomUUID(),
@@ -78,8 +87,15 @@ export async function createRpcApp(
     // Path variables are validated by the contract like every other field, not cut by the router.
     routerOptions: { maxParamLength: settings.maxUrlBytes },
     serverFactory: (handler) =>
-      createDualProtocolServer(handler, settings, (reason, address) =>
-        observers.logger.warn({ remoteAddress: address, reason }, "HTTP/2 session ended with GOAWAY ENHANCE_YOUR_CALM"),
+      createDualProtocolServer(
+        handler,
+        settings,
+        (reason, address) =>
+          observers.logger.warn(
+            { remoteAddress: address, reason },
+            "HTTP/2 session ended with GOAWAY ENHANCE_YOUR_CALM",
+          ),
+        grpcUnary.serve,
       ) as never,
     // Fastify's own refusals (a URL that is not validly percent-encoded) answer in our shape too.
     // Fastify answers these before routing, so no hook runs: the request's line is written here.
@@ -101,6 +117,7 @@ export async function createRpcApp(
     interceptors: rpc.interceptors,
     readMaxBytes: settings.bodyLimitBytes,
     shutdownTimeoutMs: settings.shutdownTimeoutMs,
+    served: grpcUnary.route,
   });
 
   return app;

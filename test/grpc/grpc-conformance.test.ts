@@ -1,9 +1,9 @@
 // gRPC conformance (issue 21, item 2): every RPC of the contract through two independent gRPC
 // clients, @grpc/grpc-js (generic clients built from the descriptors, test/helpers/grpc-js.ts)
 // and `buf curl --protocol grpc --http2-prior-knowledge` (connect-go; its schema a descriptor set
-// written from the same descriptors, reflection only where reflection is the subject). Written
-// against the server as it is (Connect-RPC's gRPC handler behind Fastify on the dual-protocol
-// port) to guard whatever serves gRPC next: these are the things a gRPC caller relies on.
+// written from the same descriptors, reflection only where reflection is the subject). Unary calls
+// of the contract are served by the lean path on HTTP/2 streams (src/http/grpc-unary.ts),
+// reflection and health by Connect-RPC behind Fastify: these are the things a gRPC caller relies on.
 //
 // The RPCs are the registry's (contractServices, src/rpc/areas.ts), never a list here: the first
 // test fails when an RPC has no entry in CASES (what its success needs; how to make it invalid or
@@ -86,10 +86,9 @@
 // hand); gRPC reflection (buf curl --list-services / --list-methods name every RPC of the
 // registry) and gRPC health (Check on every service name, unknown names NOT_FOUND).
 //
-// Not met today, kept as `todo` tests that say what is missing (they pass once it is done): the
-// server does not end a call at its grpc-timeout (a request that never finishes is held until the
-// HTTP/2 stream timeout, then reset, and logged as INTERNAL); an unknown method is answered HTTP 404
-// with a JSON body, so clients map it to UNIMPLEMENTED but get no grpc-status-details-bin.
+// The server ends a call at its grpc-timeout (DEADLINE_EXCEEDED with the ErrorResponse, whether
+// the message never completed or the handler is slower), and an unknown method or service is
+// UNIMPLEMENTED with the ErrorResponse in grpc-status-details-bin.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import crypto from "node:crypto";
@@ -1142,44 +1141,36 @@ describe(`gRPC conformance: every RPC through grpc-js and buf curl (${backend})`
       assert.equal(next.ok, true, next.raw);
     });
 
-    test(
-      "the server ends a call at its grpc-timeout: DEADLINE_EXCEEDED with the ErrorResponse",
-      {
-        todo:
-          "the server does not act on grpc-timeout: a call whose message never completes is held until the " +
-          "HTTP/2 stream timeout (30 s), then reset and logged as INTERNAL; a handler slower than the timeout still answers OK",
-      },
-      async () => {
-        const session = connect();
-        try {
-          // The request's message never completes: only the deadline can end the call.
-          const stalled = await h2GrpcCall(
-            session,
-            "/travel.operator.v1.OperatorService/ListTmcs",
-            { ...operator(), "grpc-timeout": "100m" },
-            grpcFrame(Buffer.from([0x08]), 0, 10),
-            { end: false, timeoutMs: 2_000 },
-          );
-          assert.equal(
-            stalled.gaveUp,
-            false,
-            `no answer 2 s into a 100 ms grpc-timeout (${stalled.elapsedMs.toFixed(0)} ms)`,
-          );
-          assert.equal(stalled.grpcStatus, Code.DeadlineExceeded, JSON.stringify(stalled.trailers));
-          assert.equal(stalled.errorResponse?.errorMessages[0]?.errorCode, "DEADLINE_EXCEEDED");
-          // A handler slower than the timeout (Seed writes a whole tenant) is not answered OK.
-          const slow = await h2GrpcCall(
-            session,
-            "/travel.operator.v1.OperatorService/Seed",
-            { ...operator(), "grpc-timeout": "1m" },
-            grpcFrame(Buffer.alloc(0)),
-          );
-          assert.equal(slow.grpcStatus, Code.DeadlineExceeded, JSON.stringify(slow.trailers));
-        } finally {
-          session.destroy();
-        }
-      },
-    );
+    test("the server ends a call at its grpc-timeout: DEADLINE_EXCEEDED with the ErrorResponse", async () => {
+      const session = connect();
+      try {
+        // The request's message never completes: only the deadline can end the call.
+        const stalled = await h2GrpcCall(
+          session,
+          "/travel.operator.v1.OperatorService/ListTmcs",
+          { ...operator(), "grpc-timeout": "100m" },
+          grpcFrame(Buffer.from([0x08]), 0, 10),
+          { end: false, timeoutMs: 2_000 },
+        );
+        assert.equal(
+          stalled.gaveUp,
+          false,
+          `no answer 2 s into a 100 ms grpc-timeout (${stalled.elapsedMs.toFixed(0)} ms)`,
+        );
+        assert.equal(stalled.grpcStatus, Code.DeadlineExceeded, JSON.stringify(stalled.trailers));
+        assert.equal(stalled.errorResponse?.errorMessages[0]?.errorCode, "DEADLINE_EXCEEDED");
+        // A handler slower than the timeout (Seed writes a whole tenant) is not answered OK.
+        const slow = await h2GrpcCall(
+          session,
+          "/travel.operator.v1.OperatorService/Seed",
+          { ...operator(), "grpc-timeout": "1m" },
+          grpcFrame(Buffer.alloc(0)),
+        );
+        assert.equal(slow.grpcStatus, Code.DeadlineExceeded, JSON.stringify(slow.trailers));
+      } finally {
+        session.destroy();
+      }
+    });
 
     test("a call the client cancels: CANCELLED for grpc-js; the server logs it once and its connection serves the next call", async () => {
       const client = clientOf(OperatorService);
@@ -1293,23 +1284,12 @@ describe(`gRPC conformance: every RPC through grpc-js and buf curl (${backend})`
       assert.equal(run.exit, 8 * Code.Unimplemented, `${run.exit} ${run.stderr.slice(-600)}`);
     });
 
-    test(
-      "an unknown method's UNIMPLEMENTED carries the ErrorResponse",
-      {
-        todo:
-          "an unknown RPC path is answered HTTP 404 with a JSON ErrorResponse (ROUTE_NOT_FOUND): clients derive UNIMPLEMENTED " +
-          "from the HTTP status, without grpc-status or grpc-status-details-bin",
-      },
-      async () => {
-        const outcome = await rawPathCall(
-          new URL(world.baseUrl).host,
-          "/travel.apiuser.v2.ApiUserService/NoSuchMethod",
-        );
-        const answer = note(grpcJsAnswer(outcome));
-        assert.equal(Code[answer.code], "Unimplemented", answer.raw);
-        assertErrorResponse(answer, undefined, answer.raw);
-      },
-    );
+    test("an unknown method's UNIMPLEMENTED carries the ErrorResponse", async () => {
+      const outcome = await rawPathCall(new URL(world.baseUrl).host, "/travel.apiuser.v2.ApiUserService/NoSuchMethod");
+      const answer = note(grpcJsAnswer(outcome));
+      assert.equal(Code[answer.code], "Unimplemented", answer.raw);
+      assertErrorResponse(answer, undefined, answer.raw);
+    });
 
     test("a gzip-compressed request (grpc-encoding: gzip) is accepted, its errors too carry the ErrorResponse", async () => {
       const gzip = jsonGrpcClient(ApiUserService, new URL(world.baseUrl).host, {

@@ -25,6 +25,7 @@ const CLOSE_WITHIN_MS = 5_000;
 
 interface Call {
   readonly status?: number;
+  /** The trailers, or the headers of a trailers-only answer (gRPC's refusal before any message). */
   readonly trailers: http2.IncomingHttpHeaders;
   readonly closedWithinMs?: number;
 }
@@ -42,7 +43,10 @@ async function answeredBeforeTheBodyEnds(
   const stream = session.request({ ":method": "POST", ...headers }, { endStream: false });
   let status: number | undefined;
   let trailers: http2.IncomingHttpHeaders = {};
-  stream.on("response", (h) => (status = Number(h[":status"])));
+  stream.on("response", (h) => {
+    status = Number(h[":status"]);
+    if (h["grpc-status"] !== undefined) trailers = h;
+  });
   stream.on("trailers", (t) => (trailers = t));
   stream.on("error", () => undefined);
   stream.resume();
