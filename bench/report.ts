@@ -206,6 +206,8 @@ export interface Goal {
   readonly detail: string;
 }
 
+type Pick = (f: RoundFigures) => number | null;
+
 export function judgeGoals(
   scenarios: readonly ScenarioSummary[],
   invalidation: InvalidationSummary,
@@ -236,80 +238,70 @@ export function judgeGoals(
       detail,
     });
 
-  atLeast(
-    "rest-vs-oidc-provider",
-    "REST issuance ÷ node-oidc-provider (JWT)",
-    rest?.ratios["oidc-provider"],
-    2.5,
-    "req/s, median of per-round ratios",
-  );
-  atLeast(
-    "rest-vs-minimal",
-    "REST issuance ÷ minimal token route",
-    rest?.ratios["minimal-token-route"],
-    0.8,
-    "req/s, median of per-round ratios",
-  );
+  // Issue 21's goals (item 5). They replace the first bench's absolute ones (p99 ≤ 25 ms, REST ≥ 2.5×
+  // node-oidc-provider, ≥ 0.8× and ≤ 1.3× the CPU of the minimal route), which judged the service
+  // against routes without its guarantees and an absolute latency this shared machine cannot hold.
+  const sameGuarantees = s("same-guarantees-route");
+  const perRound = (x: ScenarioSummary | undefined, y: ScenarioSummary | undefined, pick: Pick) =>
+    x && y ? roundRatio(x.rounds, y.rounds, pick) : undefined;
+  const p99Of: Pick = (f) => f.p99Ms;
+  const perRoundRatios = "median of per-round ratios";
+  const at = `${connections} connections${connections === 50 ? "" : " (the goal is stated at 50)"}`;
   atLeast(
     "grpc-vs-rest",
     "gRPC issuance ÷ REST issuance",
-    grpc && rest
-      ? median(
-          grpc.rounds.map((g) => g.okPerSecond / (rest.rounds.find((r) => r.round === g.round)?.okPerSecond ?? NaN)),
-        )
-      : undefined,
+    perRound(grpc, rest, (f) => f.okPerSecond),
     1,
-    "req/s, median of per-round ratios",
+    `req/s, ${perRoundRatios}`,
   );
   atMost(
-    "cpu-rest-vs-minimal",
-    "server CPU per token, REST ÷ minimal token route",
-    rest?.cpuRatios["minimal-token-route"],
-    1.3,
-    "process tree utime+stime (all threads) per issued token",
+    "cpu-grpc-vs-rest",
+    "server CPU per call, gRPC issuance ÷ REST issuance",
+    perRound(grpc, rest, (f) => f.cpuMicrosPerRequest),
+    1.1,
+    `process tree utime+stime (all threads) per issued token, ${perRoundRatios}`,
   );
   atMost(
-    "cpu-grpc-vs-minimal",
-    "server CPU per token, gRPC ÷ minimal token route",
-    grpc?.cpuRatios["minimal-token-route"],
-    1.3,
-    "process tree utime+stime (all threads) per issued token",
+    "p99-grpc-vs-rest",
+    "p99 of gRPC issuance ÷ p99 of REST issuance",
+    perRound(grpc, rest, p99Of),
+    1,
+    `${perRoundRatios}, ${at}`,
   );
-  atLeast(
-    "read-vs-minimal",
-    "authenticated read ÷ minimal token route",
-    read?.ratios["minimal-token-route"],
-    0.5,
-    "req/s (the minimal route's token issuance), median of per-round ratios",
-  );
-  const p99Detail = `median over rounds, ${connections} connections${connections === 50 ? "" : " (the goal is stated at 50)"}`;
-  atMost("p99-rest-issuance", "p99 latency of REST issuance (ms)", rest?.median.p99Ms, 25, p99Detail);
-  atMost("p99-grpc-issuance", "p99 latency of gRPC issuance (ms)", grpc?.median.p99Ms, 25, `${p99Detail} in flight`);
-  // Issue 21: against the route that does the same guaranteed work (admission in Redis, audit in Postgres).
-  const sameGuarantees = s("same-guarantees-route");
   atLeast(
     "rest-vs-same-guarantees",
     "REST issuance ÷ same-guarantees route",
     rest?.ratios["same-guarantees-route"],
     0.7,
-    "req/s, median of per-round ratios",
+    `req/s, ${perRoundRatios}`,
   );
-  const p99Ratio = (x: ScenarioSummary | undefined) =>
-    x && sameGuarantees ? roundRatio(x.rounds, sameGuarantees.rounds, (f) => f.p99Ms) : undefined;
-  const p99RatioDetail = `median of per-round p99 ratios, ${connections} connections${connections === 50 ? "" : " (the goal is stated at 50)"}`;
+  atLeast(
+    "rest-vs-oidc-provider",
+    "REST issuance ÷ node-oidc-provider (JWT)",
+    rest?.ratios["oidc-provider"],
+    1.5,
+    `req/s, ${perRoundRatios}`,
+  );
+  atLeast(
+    "read-vs-minimal",
+    "authenticated read ÷ minimal token route",
+    read?.ratios["minimal-token-route"],
+    0.4,
+    `req/s (the minimal route's token issuance), ${perRoundRatios}`,
+  );
   atMost(
     "p99-rest-vs-same-guarantees",
     "p99 of REST issuance ÷ same-guarantees route's p99",
-    p99Ratio(rest),
+    perRound(rest, sameGuarantees, p99Of),
     1.5,
-    p99RatioDetail,
+    `${perRoundRatios}, ${at}`,
   );
   atMost(
     "p99-grpc-vs-same-guarantees",
     "p99 of gRPC issuance ÷ same-guarantees route's p99",
-    p99Ratio(grpc),
+    perRound(grpc, sameGuarantees, p99Of),
     1.5,
-    p99RatioDetail,
+    `${perRoundRatios}, ${at}`,
   );
   const service = scenarios.filter((x) => x.kind === "service" && x.rounds.length > 0);
   const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses;
