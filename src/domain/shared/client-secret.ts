@@ -1,4 +1,5 @@
 import crypto from "node:crypto";
+import type { KeyMaterial } from "./key-material.js";
 
 /**
  * Client identifiers and secrets. Secrets carry 256 bits from the CSPRNG, so a keyed fast hash
@@ -14,12 +15,16 @@ export function generateClientSecret(): string {
   return crypto.randomBytes(32).toString("base64url");
 }
 
-export function hashClientSecret(pepper: Buffer, secret: string): Buffer {
+export function hashClientSecret(pepper: KeyMaterial["secretPepper"], secret: string): Buffer {
   return crypto.createHmac("sha256", pepper).update(secret, "utf8").digest();
 }
 
 /** Constant-time check; an absent hash still costs one comparison so unknown clients take as long. */
-export function verifyClientSecret(pepper: Buffer, secret: string, storedHash: Buffer | undefined): boolean {
+export function verifyClientSecret(
+  pepper: KeyMaterial["secretPepper"],
+  secret: string,
+  storedHash: Buffer | undefined,
+): boolean {
   const candidate = hashClientSecret(pepper, secret);
   const expected = storedHash && storedHash.length === candidate.length ? storedHash : DUMMY_HASH;
   return crypto.timingSafeEqual(candidate, expected) && expected !== DUMMY_HASH;

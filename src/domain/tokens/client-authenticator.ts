@@ -1,3 +1,4 @@
+import type { KeyMaterial } from "../shared/key-material.js";
 import { DomainError, invalidArgument } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import type { ApiUserRepository } from "../api-users/ports.js";
@@ -17,7 +18,7 @@ export class ClientAuthenticator {
   constructor(
     private readonly uow: UnitOfWork,
     private readonly apiUsers: ApiUserRepository,
-    private readonly pepper: Buffer,
+    private readonly pepper: KeyMaterial["secretPepper"],
     /** Records kept in process, checked against the current generation; without it every lookup reads the database. */
     private readonly records?: ClientRecordCache,
   ) {}

@@ -1,3 +1,4 @@
+import type { KeyMaterial } from "../shared/key-material.js";
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import type { Clock } from "../shared/clock.js";
@@ -34,7 +35,7 @@ export class TokenRevocation {
     private readonly refreshTokens: RefreshTokenRepository,
     private readonly revokedTokens: RevokedTokenRepository,
     private readonly generations: CredentialGenerations,
-    private readonly pepper: Buffer,
+    private readonly pepper: KeyMaterial["secretPepper"],
     private readonly clock: Clock,
   ) {}
 

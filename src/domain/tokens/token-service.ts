@@ -1,3 +1,4 @@
+import type { KeyMaterial } from "../shared/key-material.js";
 import crypto from "node:crypto";
 import { decodeJwt } from "jose";
 import { DomainError } from "../../errors/domain-error.js";
@@ -38,7 +39,7 @@ export type TokenServiceSettings = Pick<
   | "accessTokenTtlSeconds"
   | "legacyTokenTtlSeconds"
   | "refreshTokenTtlSeconds"
-> & { readonly pepper: Buffer };
+> & { readonly pepper: KeyMaterial["secretPepper"] };
 
 /** The OAuth grants (spec 4.1, 5): client_credentials, token exchange (RFC 8693) and refresh. */
 export class TokenService {
@@ -379,6 +380,6 @@ function isAbsoluteUriWithoutFragment(value: string): boolean {
 }
 
 /** What is stored of a refresh token: its keyed hash (the token itself is shown once). */
-export function refreshTokenHash(pepper: Buffer, token: string): Buffer {
+export function refreshTokenHash(pepper: KeyMaterial["secretPepper"], token: string): Buffer {
   return hashClientSecret(pepper, `refresh:${token}`);
 }

@@ -37,8 +37,11 @@ describe("client ids and secrets", () => {
     const master = crypto.randomBytes(32);
     const a = deriveKeyMaterial(master);
     const b = deriveKeyMaterial(master);
-    assert.deepEqual(a, b);
-    assert.notDeepEqual(a.secretPepper, a.scimTokenKey);
+    // The pepper is a KeyObject (no enumerable fields to compare): its bytes are.
+    const bytes = (k: typeof a) => ({ ...k, secretPepper: k.secretPepper.export() });
+    assert.deepEqual(bytes(a), bytes(b));
+    assert.notDeepEqual(bytes(a), bytes(deriveKeyMaterial(crypto.randomBytes(32))));
+    assert.notDeepEqual(a.secretPepper.export(), a.scimTokenKey);
     assert.notDeepEqual(a.scimTokenKey, a.signingKeyEncryptionKey);
   });
 });
