@@ -12,14 +12,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { printable } from "../rpc/errors/printable.js";
-import { requestInfoKey } from "../rpc/request-context.js";
+import { requestInfoKey, RPC_REQUEST_HEADERS } from "../rpc/request-context.js";
 import { noteRefusal, sendError } from "./error-reply.js";
 import { allowedMethods, HTTP_METHODS, type RestRoute } from "./http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
 import { withRestDefaults } from "./json-shape.js";
 
-/** Request headers the RPC may need (W3C trace context: the RPC's span continues the caller's trace); everything else stays at the edge. */
-const FORWARDED_REQUEST_HEADERS = ["authorization", "user-agent", "traceparent", "tracestate"];
 /** Response headers an RPC may set for REST callers. */
 const FORWARDED_RESPONSE_HEADERS = [
   "cache-control",
@@ -116,7 +114,7 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
     checkDepth(request);
     const message = decodeRequest(route, request);
     const headers = new Headers();
-    for (const name of FORWARDED_REQUEST_HEADERS) {
+    for (const name of RPC_REQUEST_HEADERS) {
       const value = request.headers[name];
       if (typeof value === "string") headers.set(name, value);
     }

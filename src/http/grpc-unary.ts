@@ -16,7 +16,7 @@ import { errorDialectOf } from "../rpc/contract.js";
 import { toConnectError, translateError } from "../rpc/errors/error-response.js";
 import { printable } from "../rpc/errors/printable.js";
 import { protocolRefusal } from "../rpc/errors/protocol-errors.js";
-import { requestInfoKey } from "../rpc/request-context.js";
+import { requestInfoKey, RPC_REQUEST_HEADERS } from "../rpc/request-context.js";
 import { respecGrpcMessage } from "./grpc-message.js";
 
 /**
@@ -357,11 +357,10 @@ function clientAddress(
   return proxyAddr(request as unknown as IncomingMessage, trust);
 }
 
-/** The request's headers for the interceptors (authorization, trace context, user agent), without HTTP/2's pseudo-headers. */
+/** The request headers the RPC core reads (the same the REST gateway hands it). */
 function requestHeaders(headers: http2.IncomingHttpHeaders): Array<[string, string]> {
   const out: Array<[string, string]> = [];
-  for (const name of Object.keys(headers)) {
-    if (name.startsWith(":")) continue;
+  for (const name of RPC_REQUEST_HEADERS) {
     const value = headers[name];
     if (typeof value === "string") out.push([name, value]);
     else if (Array.isArray(value)) for (const each of value) out.push([name, each]);
