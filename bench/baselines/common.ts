@@ -8,6 +8,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import formbody from "@fastify/formbody";
 import Fastify from "fastify";
+import { SignJWT, exportJWK, generateKeyPair } from "jose";
 
 export interface BenchClient {
   readonly clientId: string;
@@ -58,22 +59,32 @@ export interface TokenRouteGuarantees {
 const ERRORS = { 401: "invalid_client", 429: "slow_down", 503: "temporarily_unavailable" } as const;
 
 /**
+ * How a baseline signs its EdDSA (Ed25519) access tokens: with jose's SignJWT (WebCrypto; the
+ * minimal route as the first bench defined it, which issue 21's read goal is stated against), or
+ * with node:crypto's one-shot Ed25519, the cheapest known way and the service's (the
+ * same-guarantees route, as issue 21 describes it).
+ */
+export type TokenSigning = "jose" | "node:crypto";
+
+/**
  * The least a client-credentials token endpoint can do in Fastify — the bench's clients in memory
  * (HMAC-SHA-256 of each secret under a random pepper, as the service stores them), one hash and
- * one constant-time compare per request, an EdDSA (Ed25519) JWT access token signed with node:crypto's
- * one-shot Ed25519 (the cheapest known way, and the service's),
- * no logging — plus `guarantees`, if given. POST /token (form: grant_type, client_id,
+ * one constant-time compare per request, an EdDSA JWT access token signed as `signing` says, no
+ * logging — plus `guarantees`, if given. POST /token (form: grant_type, client_id,
  * client_secret) and GET /jwks; announces itself once listening.
  */
-export async function serveTokenRoute(issuer: string, kid: string, guarantees?: TokenRouteGuarantees): Promise<void> {
+export async function serveTokenRoute(
+  issuer: string,
+  kid: string,
+  signing: TokenSigning,
+  guarantees?: TokenRouteGuarantees,
+): Promise<void> {
   // A KeyObject key: node:crypto checks a Buffer key the slow way on every call.
   const pepper = crypto.createSecretKey(crypto.randomBytes(32));
   const hmac = (secret: string) => crypto.createHmac("sha256", pepper).update(secret).digest();
   const secretHashes = new Map(benchClients().map((c) => [c.clientId, hmac(c.clientSecret)]));
-  const { privateKey, publicKey } = crypto.generateKeyPairSync("ed25519");
-  const jwks = { keys: [{ ...publicKey.export({ format: "jwk" }), kid, alg: "EdDSA", use: "sig" }] };
-  const header = base64url({ alg: "EdDSA", typ: "at+jwt", kid });
-
+  const signer = await tokenSigner(signing, issuer, kid);
+  const jwks = { keys: [{ ...signer.publicJwk, kid, alg: "EdDSA", use: "sig" }] };
   const app = Fastify({ logger: false });
   await app.register(formbody);
   app.get("/jwks", async () => jwks);
@@ -86,11 +97,7 @@ export async function serveTokenRoute(issuer: string, kid: string, guarantees?: 
     const matched = stored !== undefined && crypto.timingSafeEqual(stored, given);
     const status = stored && guarantees ? await guarantees.admit(clientId, matched, request.ip) : matched ? 200 : 401;
     if (status !== 200) return reply.code(status).send({ error: ERRORS[status] });
-    const now = Math.floor(Date.now() / 1000);
-    const claims = { client_id: clientId, scope: "api", iss: issuer, sub: clientId, aud: `${issuer}/api` };
-    const payload = base64url({ ...claims, iat: now, exp: now + 3600, jti: crypto.randomUUID() });
-    const signature = crypto.sign(null, Buffer.from(`${header}.${payload}`), privateKey).toString("base64url");
-    const accessToken = `${header}.${payload}.${signature}`;
+    const accessToken = await signer.sign(clientId);
     guarantees?.issued(clientId, request.id, request.ip);
     reply.header("cache-control", "no-store");
     return { access_token: accessToken, token_type: "Bearer", expires_in: 3600, scope: "api" };
@@ -103,3 +110,46 @@ export async function serveTokenRoute(issuer: string, kid: string, guarantees?: 
 }
 
 const base64url = (json: object) => Buffer.from(JSON.stringify(json), "utf8").toString("base64url");
+
+/** Signs a client's access token (iss, sub, aud, iat, exp, jti, client_id, scope; typ at+jwt) one way or the other. */
+async function tokenSigner(
+  signing: TokenSigning,
+  issuer: string,
+  kid: string,
+): Promise<{ publicJwk: object; sign(clientId: string): Promise<string> | string }> {
+  const claims = (clientId: string) => ({ client_id: clientId, scope: "api", sub: clientId });
+  if (signing === "jose") {
+    const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519" });
+    return {
+      publicJwk: await exportJWK(publicKey),
+      sign: (clientId) => {
+        const now = Math.floor(Date.now() / 1000);
+        return new SignJWT(claims(clientId))
+          .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid })
+          .setIssuer(issuer)
+          .setAudience(`${issuer}/api`)
+          .setIssuedAt(now)
+          .setExpirationTime(now + 3600)
+          .setJti(crypto.randomUUID())
+          .sign(privateKey);
+      },
+    };
+  }
+  const { privateKey, publicKey } = crypto.generateKeyPairSync("ed25519");
+  const header = base64url({ alg: "EdDSA", typ: "at+jwt", kid });
+  return {
+    publicJwk: publicKey.export({ format: "jwk" }),
+    sign: (clientId) => {
+      const now = Math.floor(Date.now() / 1000);
+      const payload = base64url({
+        ...claims(clientId),
+        iss: issuer,
+        aud: `${issuer}/api`,
+        iat: now,
+        exp: now + 3600,
+        jti: crypto.randomUUID(),
+      });
+      return `${header}.${payload}.${crypto.sign(null, Buffer.from(`${header}.${payload}`), privateKey).toString("base64url")}`;
+    },
+  };
+}

@@ -1,6 +1,6 @@
 // Baseline: the same-guarantees minimal route, "the limit for our guarantees" — the minimal token
 // route (serveTokenRoute, common.ts) plus exactly the work the service's guarantees need on its
-// hot path, and nothing else:
+// hot path, signing as the service does (node:crypto's one-shot Ed25519), and nothing else:
 // - one Redis EVALSHA per request of the service's own admission script: the caller's credential
 //   generation checked, an address point and a client point spent (a failure point for a wrong
 //   secret), with the service's key layout, budgets and decisions (TokenRateLimiter) under the
@@ -76,7 +76,7 @@ const write = async () => {
 const flush = () => (writing ??= rows.length ? write().finally(() => (writing = undefined)) : undefined);
 const ticker = setInterval(() => void flush(), 100); // one statement per tick; a tick during a write waits for the next
 
-await serveTokenRoute("http://same-guarantees-route.bench.invalid", "same-guarantees-ed25519", {
+await serveTokenRoute("http://same-guarantees-route.bench.invalid", "same-guarantees-ed25519", "node:crypto", {
   async admit(clientId, secretMatched, address) {
     const admission = await limiter.admitHeldClient(clientId, address, { ...held, authenticated: secretMatched });
     return STATUS[admission.kind];
