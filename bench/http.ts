@@ -7,6 +7,7 @@ export const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
 
 export interface HttpAnswer {
   readonly status: number;
+  readonly headers: http.IncomingHttpHeaders;
   readonly text: string;
   json<T = Record<string, unknown>>(): T;
 }
@@ -32,6 +33,7 @@ export function request(
           const text = Buffer.concat(chunks).toString("utf8");
           resolve({
             status: res.statusCode ?? 0,
+            headers: res.headers,
             text,
             json<T>() {
               return JSON.parse(text) as T;

@@ -906,7 +906,13 @@ async function scimScenarios(A: ServiceInstance, operatorToken: string, connecti
       externalId: `ext-${i}`,
       active: true,
     });
-    const answer = await request(`${A.baseUrl}/v2/scim/v2/Users`, { headers, body });
+    // As Entra ID and Okta provision: a 429 waits its Retry-After and tries again (the per-principal
+    // budget stays on; a seeder faster than it is refused, not the service's limits raised).
+    let answer = await request(`${A.baseUrl}/v2/scim/v2/Users`, { headers, body });
+    for (let retries = 0; answer.status === 429 && retries < 30; retries++) {
+      await new Promise((r) => setTimeout(r, 1000 * Math.max(1, Number(answer.headers["retry-after"] ?? 1))));
+      answer = await request(`${A.baseUrl}/v2/scim/v2/Users`, { headers, body });
+    }
     if (answer.status !== 201) throw new Error(`SCIM create answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   });
   progress(`seeded: a company with ${SCIM_USERS} users over SCIM in ${((Date.now() - started) / 1000).toFixed(1)} s`);
