@@ -4,10 +4,11 @@ import { after, before, describe, test } from "node:test";
 import type { AuditEvent } from "../../src/domain/audit/model.js";
 import { AuditRecordRejected } from "../../src/domain/audit/ports.js";
 import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
-import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import type { Database } from "../../src/store/postgres/database.js";
 import { PostgresAuditRepository } from "../../src/store/postgres/repositories/audit-repository.js";
 import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
-import { backend, isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { backend, newStorage } from "../helpers/backend.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { dropStorage } from "../helpers/service.js";
 
 /**
@@ -23,9 +24,7 @@ describe(`audit repository writes (${backend})`, () => {
   let uow: KnexUnitOfWork;
 
   before(async () => {
-    database = isPostgres
-      ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
-      : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
+    database = openStorageDatabase(storage);
     await database.migrate();
     uow = new KnexUnitOfWork(database.db);
   });

@@ -4,11 +4,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, test } from "node:test";
 import pg from "pg";
 import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
-import { openDatabase } from "../../src/store/postgres/database.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
 import { postgresRepositories } from "../../src/store/postgres/repositories/index.js";
 import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
 import { isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { dropStorage } from "../helpers/service.js";
 import { waitFor } from "../helpers/wait.js";
 
@@ -29,9 +29,7 @@ describe("credential change log", () => {
   async function withClients(...ids: string[]) {
     const storage = newStorage();
     cleanups.push(() => dropStorage(storage));
-    const database = isPostgres
-      ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
-      : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
+    const database = openStorageDatabase(storage);
     cleanups.push(() => database.close());
     await database.migrate();
     const r = postgresRepositories(database.schema);

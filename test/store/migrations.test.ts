@@ -6,9 +6,10 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import type { Knex } from "knex";
-import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import type { Database } from "../../src/store/postgres/database.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
-import { isPostgres, newStorage, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
+import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { dropStorage } from "../helpers/service.js";
 
 const TABLES = [
@@ -31,9 +32,7 @@ const storages: Storage[] = [];
 /** openDatabase on a fresh storage, as createService would for the current backend. */
 function open(storage = newStorage()): Database {
   if (!storages.includes(storage)) storages.push(storage);
-  const database = isPostgres
-    ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
-    : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
+  const database = openStorageDatabase(storage);
   opened.push(database);
   return database;
 }

@@ -4,10 +4,11 @@ import { after, before, describe, test } from "node:test";
 import type { Tmc } from "../../src/domain/tenants/model.js";
 import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-scope.js";
 import { DomainError } from "../../src/errors/domain-error.js";
-import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import type { Database } from "../../src/store/postgres/database.js";
 import { postgresRepositories } from "../../src/store/postgres/repositories/index.js";
 import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
-import { backend, isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
+import { backend, newStorage } from "../helpers/backend.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { dropStorage } from "../helpers/service.js";
 
 /**
@@ -85,9 +86,7 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   });
 
   before(async () => {
-    database = isPostgres
-      ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
-      : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
+    database = openStorageDatabase(storage);
     await database.migrate();
     uow = new KnexUnitOfWork(database.db);
     const tx = uow.direct;

@@ -1,0 +1,9 @@
+import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import { isPostgres, TEST_DATABASE_URL, type Storage } from "./backend.js";
+
+/** The storage's database as createService opens it on the current backend (not yet migrated). */
+export function openStorageDatabase(storage: Storage): Database {
+  return isPostgres
+    ? openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: storage.dataDir, databaseSchema: storage.schema! })
+    : openDatabase({ databaseUrl: undefined, dataDir: storage.dataDir, databaseSchema: "public" });
+}
