@@ -14,6 +14,7 @@ import {
   airCreditGrpc,
   assertErrorAnswer,
   creditJson,
+  creditSpec,
   day,
   importCredits,
   LIST_PATH,
@@ -39,16 +40,7 @@ describe(`air credits: list (${backend})`, () => {
 
   // Transferable: t5 (today), t6/t1 (same expiry: ticket order), t2, t3, t4.
   const fixture: CreditSpec[] = [
-    {
-      ticket: "0010000000001",
-      airline: "AA",
-      source: "SABRE",
-      pcc: "P1",
-      fop: "Visa",
-      access: "CARD_ACCESS_CENTRAL",
-      entity: "E1",
-      expiresIn: 10,
-    },
+    creditSpec("0010000000001", { expiresIn: 10 }),
     {
       ticket: "0010000000002",
       airline: "UA",
