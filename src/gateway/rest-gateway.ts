@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { printable } from "../rpc/errors/printable.js";
-import { requestInfoKey, RPC_REQUEST_HEADERS } from "../rpc/request-context.js";
+import { requestInfoKey, rpcRequestHeaders } from "../rpc/request-context.js";
 import { noteRefusal, sendError } from "./error-reply.js";
 import { allowedMethods, HTTP_METHODS, type RestRoute } from "./http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
@@ -113,11 +113,7 @@ async function handle(route: RestRoute, transport: Transport, request: FastifyRe
     checkContentType(route, request);
     checkDepth(request);
     const message = decodeRequest(route, request);
-    const headers = new Headers();
-    for (const name of RPC_REQUEST_HEADERS) {
-      const value = request.headers[name];
-      if (typeof value === "string") headers.set(name, value);
-    }
+    const headers = rpcRequestHeaders(request.headers);
     const context = createContextValues().set(requestInfoKey, {
       requestId: request.id,
       remoteAddress: request.ip,

@@ -16,7 +16,7 @@ import { errorDialectOf } from "../rpc/contract.js";
 import { toConnectError, translateError } from "../rpc/errors/error-response.js";
 import { printable } from "../rpc/errors/printable.js";
 import { protocolRefusal } from "../rpc/errors/protocol-errors.js";
-import { requestInfoKey, RPC_REQUEST_HEADERS } from "../rpc/request-context.js";
+import { requestInfoKey, rpcRequestHeaders } from "../rpc/request-context.js";
 import { respecGrpcMessage } from "./grpc-message.js";
 
 /**
@@ -221,7 +221,7 @@ class UnaryCall {
       method,
       this.abort.signal,
       undefined,
-      requestHeaders(this.headers),
+      rpcRequestHeaders(this.headers),
       input as never,
       context,
     );
@@ -355,17 +355,6 @@ function clientAddress(
     headers: { "x-forwarded-for": headers["x-forwarded-for"] },
   };
   return proxyAddr(request as unknown as IncomingMessage, trust);
-}
-
-/** The request headers the RPC core reads (the same the REST gateway hands it). */
-function requestHeaders(headers: http2.IncomingHttpHeaders): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (const name of RPC_REQUEST_HEADERS) {
-    const value = headers[name];
-    if (typeof value === "string") out.push([name, value]);
-    else if (Array.isArray(value)) for (const each of value) out.push([name, each]);
-  }
-  return out;
 }
 
 /** A header's value; a repeated one as Node joins it. */

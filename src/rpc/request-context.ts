@@ -7,6 +7,19 @@ import { createContextKey, type ContextValues } from "@connectrpc/connect";
  */
 export const RPC_REQUEST_HEADERS = ["authorization", "user-agent", "traceparent", "tracestate"] as const;
 
+/** Those of RPC_REQUEST_HEADERS a request carries, as the transport takes them (a repeated one once per value). */
+export function rpcRequestHeaders(
+  incoming: Readonly<Record<string, string | string[] | undefined>>,
+): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (const name of RPC_REQUEST_HEADERS) {
+    const value = incoming[name];
+    if (typeof value === "string") out.push([name, value]);
+    else if (Array.isArray(value)) for (const each of value) out.push([name, each]);
+  }
+  return out;
+}
+
 /** What every RPC knows about the request that carried it, whichever face it came through. */
 export interface RequestInfo {
   /** The id the logs carry; returned to clients as ErrorResponse.debugIdentifier. */
