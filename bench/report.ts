@@ -13,6 +13,19 @@ export const BASELINE_LABEL: Record<BaselineKey, string> = {
   "same-guarantees-route": "same-g",
 };
 
+/**
+ * How far the read goal is from its limit: the same-guarantees read (the read's own guarantees
+ * and nothing else) against the minimal route, and the service's read against it.
+ */
+function readCeiling(read: ScenarioSummary | undefined, limit: ScenarioSummary | undefined): string {
+  if (!limit?.rounds.length) return "";
+  const ofMinimal = fmtRatio(limit.ratios["minimal-token-route"]);
+  const served = read?.rounds.length
+    ? `; the service's read ÷ it ${fmtRatio(roundRatio(read.rounds, limit.rounds, (f) => f.okPerSecond))}`
+    : "";
+  return `; its limit, the same-guarantees read ÷ minimal route: ${ofMinimal}${served}`;
+}
+
 /** One scenario measured once (one round). */
 export interface RoundFigures {
   readonly round: number;
@@ -287,7 +300,7 @@ export function judgeGoals(
     "authenticated read ÷ minimal token route",
     read?.ratios["minimal-token-route"],
     0.4,
-    `req/s (the minimal route's token issuance), ${perRoundRatios}`,
+    `req/s (the minimal route's token issuance), ${perRoundRatios}` + readCeiling(read, s("same-guarantees-read")),
   );
   atMost(
     "p99-rest-vs-same-guarantees",

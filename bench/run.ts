@@ -79,6 +79,10 @@ Scenarios (all on instance A but invalidation):
                        one Redis EVALSHA of the service's admission script per request
                        (generation check, address and client budgets) and every token an audit
                        row in Postgres, one insert per 100 ms (not with --embedded)
+  same-guarantees-read baseline, the limit for the authenticated read: GET /api-users?limit=10 on
+                       the same-guarantees route with its tokens, each verified (node:crypto),
+                       checked against the service's generation cache (one MGET) and answered
+                       with one Postgres statement (page and total) (not with --embedded)
   oidc-provider        baseline: node-oidc-provider 9, client_credentials, JWT access tokens (EdDSA)
   invalidation         rotate a client on A, time until B refuses its old token
   scim-filtered-list   SCIM lists of a company of ${SCIM_USERS} users (created over SCIM first):
@@ -128,6 +132,7 @@ const ALL_SCENARIOS = [
   "bare-fastify",
   "minimal-token-route",
   "same-guarantees-route",
+  "same-guarantees-read",
   "oidc-provider",
   "invalidation",
   "scim-filtered-list",
@@ -461,7 +466,7 @@ async function main(): Promise<number> {
           : undefined,
       "minimal-token-route": startBaseline("minimal-token-route", "minimal-token-route.ts", baselineEnv),
       "same-guarantees-route":
-        wants("same-guarantees-route") && backend.baseline
+        (wants("same-guarantees-route") || wants("same-guarantees-read")) && backend.baseline
           ? startBaseline("same-guarantees-route", "same-guarantees-route.ts", {
               ...baselineEnv,
               BENCH_DATABASE_URL,
@@ -479,8 +484,8 @@ async function main(): Promise<number> {
           : undefined,
     };
     for (const p of Object.values(baselineStarts)) p?.catch(() => {}); // awaited below
-    if (wants("same-guarantees-route") && !backend.baseline)
-      progress("same-guarantees-route: not run with --embedded (it needs Postgres and Redis)");
+    for (const key of ["same-guarantees-route", "same-guarantees-read"])
+      if (wants(key) && !backend.baseline) progress(`${key}: not run with --embedded (it needs Postgres and Redis)`);
     if (wantsService) {
       serviceA = await startService(backend, {
         name: "service-A",
@@ -714,6 +719,9 @@ async function main(): Promise<number> {
         answered: `200 access_token: ${verified}`,
       });
     }
+    const sameGuarantees = baselines["same-guarantees-route"];
+    if (sameGuarantees && wants("same-guarantees-read"))
+      scenarios.push(await sameGuaranteesReadScenario(sameGuarantees, baselineClients, options.connections));
     for (const s of scenarios) progress(`checked ${s.key}: ${s.answered}`);
 
     // ---- rounds
@@ -879,6 +887,51 @@ async function main(): Promise<number> {
  * /v2/scim/v2/Users, 16 in flight), then two loads on it: an `eq` filter on userName and a `sw`
  * filter matching 10 users, each with request variants spread over the company.
  */
+/** The same-guarantees read: a token per baseline client from the route, each reading GET /api-users?limit=10. */
+async function sameGuaranteesReadScenario(
+  server: ServerProcess,
+  clients: readonly Credentials[],
+  connections: number,
+): Promise<LoadScenario> {
+  const tokens = await inParallel(clients.length, 6, async (i) => {
+    const c = clients[i]!;
+    const answer = await request(`${server.baseUrl}/token`, {
+      headers: FORM,
+      body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }),
+    });
+    const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
+    if (!token) throw new Error(`same-guarantees route /token answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+    return token;
+  });
+  const read = (token: string) =>
+    request(`${server.baseUrl}/api-users?limit=10`, { headers: { authorization: `Bearer ${token}` } });
+  const answer = await read(tokens[0]!);
+  const list = answer.status === 200 ? answer.json<{ apiUsers?: unknown[]; totalCount?: number }>() : undefined;
+  if (!list || !Array.isArray(list.apiUsers) || list.apiUsers.length !== Math.min(10, clients.length))
+    throw new Error(`same-guarantees read answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  const forged = await read(`${tokens[0]!.slice(0, -4)}AAAA`);
+  if (forged.status !== 401) throw new Error(`same-guarantees read took a forged token: ${forged.status}`);
+  return {
+    key: "same-guarantees-read",
+    title: "same-guarantees read (baseline)",
+    kind: "baseline",
+    face: "REST",
+    server,
+    job: {
+      kind: "http",
+      baseUrl: server.baseUrl,
+      variants: tokens.map((t) => ({
+        method: "GET",
+        path: "/api-users?limit=10",
+        headers: { authorization: `Bearer ${t}` },
+      })),
+      connections,
+    },
+    expected: ["200"],
+    answered: `200 with ${list.apiUsers.length} of ${list.totalCount} API users (a forged signature: 401)`,
+  };
+}
+
 async function scimScenarios(A: ServiceInstance, operatorToken: string, connections: number): Promise<LoadScenario[]> {
   const tmc = (await operator(A, operatorToken, "CreateTmc", { name: "SCIM bench TMC", maxApiUsers: 10 })) as {
     tmcId?: string;

@@ -7,7 +7,7 @@ import crypto from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import formbody from "@fastify/formbody";
-import Fastify from "fastify";
+import Fastify, { type FastifyInstance } from "fastify";
 import { SignJWT, exportJWK, generateKeyPair } from "jose";
 
 export interface BenchClient {
@@ -53,6 +53,8 @@ export interface TokenRouteGuarantees {
   admit(clientId: string, secretMatched: boolean, address: string): Promise<200 | 401 | 429 | 503>;
   /** After signing, before answering. */
   issued(clientId: string, requestId: string, address: string): void;
+  /** More routes on the same server, given the key that verifies the route's tokens. */
+  routes?(app: FastifyInstance, verificationKey: crypto.KeyObject, issuer: string): void;
   close(): Promise<void>;
 }
 
@@ -102,6 +104,7 @@ export async function serveTokenRoute(
     reply.header("cache-control", "no-store");
     return { access_token: accessToken, token_type: "Bearer", expires_in: 3600, scope: "api" };
   });
+  guarantees?.routes?.(app, signer.verificationKey, issuer);
   await app.listen({ host: "127.0.0.1", port: 0 });
   announce(app.server, async () => {
     await app.close();
@@ -116,12 +119,13 @@ async function tokenSigner(
   signing: TokenSigning,
   issuer: string,
   kid: string,
-): Promise<{ publicJwk: object; sign(clientId: string): Promise<string> | string }> {
+): Promise<{ publicJwk: object; verificationKey: crypto.KeyObject; sign(clientId: string): Promise<string> | string }> {
   const claims = (clientId: string) => ({ client_id: clientId, scope: "api", sub: clientId });
   if (signing === "jose") {
     const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519" });
     return {
       publicJwk: await exportJWK(publicKey),
+      verificationKey: crypto.KeyObject.from(publicKey as unknown as Parameters<typeof crypto.KeyObject.from>[0]),
       sign: (clientId) => {
         const now = Math.floor(Date.now() / 1000);
         return new SignJWT(claims(clientId))
@@ -139,6 +143,7 @@ async function tokenSigner(
   const header = base64url({ alg: "EdDSA", typ: "at+jwt", kid });
   return {
     publicJwk: publicKey.export({ format: "jwk" }),
+    verificationKey: publicKey,
     sign: (clientId) => {
       const now = Math.floor(Date.now() / 1000);
       const payload = base64url({
