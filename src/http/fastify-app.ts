@@ -12,6 +12,7 @@ import Fastify, {
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { registerDialectNotFound } from "../gateway/dialect-not-found.js";
 import { errorContentTypeOf, refusalOf, renderError, sendError } from "../gateway/error-reply.js";
+import { recordRequest, refusalFields } from "./request-log.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
 import { dialectPathSpaces, pathSpaceOf } from "../gateway/path-dialects.js";
@@ -168,8 +169,7 @@ function addRequestHooks(
   });
   app.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
-    metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    recordRequest(metrics, { method: request.method, route, status: reply.statusCode }, reply.elapsedTime);
   });
 }
 
@@ -231,34 +231,12 @@ class OneLinePerRequest extends LogController {
     this.lines.info({ reqId: request.id, ...OneLinePerRequest.line(request, reply) }, "request completed");
   }
 
-  /**
-   * A refusal says why: the catalogue errorCode, its message, the RPC, its errorParameters (a
-   * validation refusal's fields) and its log-only fields (INVALID_CLIENT's client id and failed
-   * check). Never a secret: messages are written for callers, and a parameter naming a credential
-   * has its value redacted.
-   */
+  /** The request, its answer and time, and why it was refused (an answer of 400 or more). */
   private static line(request: FastifyRequest, reply: FastifyReply): object {
     const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
-    if (!refusal) return { req: request, res: reply, responseTime: reply.elapsedTime };
-    const parameters = refusal.errorParameters?.map(({ name, value }) => ({
-      name,
-      value: CREDENTIAL_PARAMETER.test(name) ? "[redacted]" : value,
-    }));
-    return {
-      req: request,
-      res: reply,
-      responseTime: reply.elapsedTime,
-      errorCode: refusal.errorCode,
-      errorMessage: refusal.message,
-      rpc: refusal.rpc,
-      ...(parameters?.length ? { errorParameters: parameters } : {}),
-      ...refusal.logged,
-    };
+    return { req: request, res: reply, responseTime: reply.elapsedTime, ...refusalFields(refusal) };
   }
 }
-
-/** Parameter names whose value would be a credential (client_secret, subject_token, scimToken); token_type_hint is not. */
-const CREDENTIAL_PARAMETER = /secret|password|authorization|(^|[._])token$|Token$/i;
 
 /** What a connection-level parser error means for the caller; undefined when there is no one to answer. */
 function parserRefusal(error: NodeJS.ErrnoException): DomainError | undefined {

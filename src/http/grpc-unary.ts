@@ -9,6 +9,7 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyBaseLogger } from "fastify";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
+import type { Refusal } from "../gateway/error-reply.js";
 import { DomainError } from "../errors/domain-error.js";
 import type { Metrics } from "../observability/metrics.js";
 import { contractServices } from "../rpc/areas.js";
@@ -18,6 +19,7 @@ import { printable } from "../rpc/errors/printable.js";
 import { protocolRefusal } from "../rpc/errors/protocol-errors.js";
 import { requestInfoKey, rpcRequestHeaders } from "../rpc/request-context.js";
 import { respecGrpcMessage } from "./grpc-message.js";
+import { recordRequest, refusalFields } from "./request-log.js";
 
 /**
  * Unary gRPC calls of the contract, served straight from HTTP/2 streams (issue 21). Through
@@ -114,6 +116,8 @@ class UnaryCall {
   private deadline: NodeJS.Timeout | undefined;
   /** When the call's grpc-timeout ends (performance.now()); its timer may not have run yet when an answer is ready. */
   private deadlineAt = Number.POSITIVE_INFINITY;
+  /** Why the call was refused, for its access-log line: the RPC's own refusal first (it names the RPC and the client). */
+  private refusal: Refusal | undefined;
 
   constructor(
     private readonly served: Served,
@@ -216,6 +220,7 @@ class UnaryCall {
     const context = createContextValues().set(requestInfoKey, {
       requestId: this.requestId,
       remoteAddress: this.address,
+      refused: (refusal) => (this.refusal ??= refusal),
     });
     const response = await this.served.transport.unary(
       method,
@@ -263,6 +268,7 @@ class UnaryCall {
     if (this.answered) return;
     const rpc = this.method ? `${this.method.parent.typeName}/${this.method.name}` : printable(this.path, 200);
     const cause = error.cause instanceof ConnectError ? printable(error.cause.rawMessage, 300) : undefined;
+    this.refusal ??= { errorCode: error.code, message: error.message, rpc };
     const log = this.served.logger;
     if (error.code === "INTERNAL_ERROR")
       log.error({ reqId: this.requestId, rpc, protocol: "grpc", err: error.cause }, "rpc failed in the protocol layer");
@@ -328,15 +334,14 @@ class UnaryCall {
     }
     const responseTime = performance.now() - this.started;
     const route = this.method ? this.path : "unmatched";
-    this.served.metrics.httpRequests.inc({ method: "POST", route, status: "200" });
-    this.served.metrics.httpDuration.observe({ method: "POST", route }, responseTime / 1000);
+    recordRequest(this.served.metrics, { method: "POST", route, status: 200 }, responseTime);
     this.served.lines.info(
       {
         reqId: this.requestId,
         req: { method: "POST", url: this.path, ip: this.address },
         res: { statusCode: 200 },
         responseTime,
-        ...(cancelled ? { cancelled: true } : {}),
+        ...(cancelled ? { cancelled: true } : refusalFields(this.refusal)),
       },
       "request completed",
     );

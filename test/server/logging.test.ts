@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { AuthService } from "../../gen/travel/auth/v2/auth_pb.js";
 import { accessToken } from "../helpers/api.js";
+import { grpcJsUnary, jsonGrpcClient } from "../helpers/grpc-js.js";
 import { dropStorage, operatorCall, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
 
 describe("logs never carry credentials", () => {
@@ -112,6 +114,52 @@ describe("logs never carry credentials", () => {
       assert.equal(line.res.statusCode, response.status);
       assert.equal(typeof line.responseTime, "number");
       assert.ok(line.responseTime > 0);
+    }
+  });
+
+  test("a refused gRPC call's line says why, as a refused REST request's does: errorCode, RPC, which client and which check — never the secret", async () => {
+    const tmc = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "gRPC line TMC" });
+    const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "CreateApiUser",
+      { tmcId: tmc.tmcId },
+    );
+    const wrongSecret = `${clientSecret.slice(0, -4)}YYYY`;
+    const client = jsonGrpcClient(AuthService, new URL(running.baseUrl).host);
+    try {
+      const refused = await grpcJsUnary(client, "FetchOauth2Token", {
+        grant_type: "client_credentials",
+        client_id: clientId,
+        client_secret: wrongSecret,
+      });
+      const issued = await grpcJsUnary(client, "FetchOauth2Token", {
+        grant_type: "client_credentials",
+        client_id: clientId,
+        client_secret: clientSecret,
+      });
+      assert.deepEqual([refused.errorResponse?.errorMessages[0]?.errorCode, issued.code], ["INVALID_CLIENT", 0]);
+      const lines = running
+        .logs()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, any>);
+      const lineOf = (reqId: string | undefined) =>
+        lines.find((l) => l.reqId === reqId && l.msg === "request completed");
+      const refusedLine = lineOf(refused.requestId);
+      assert.ok(refusedLine, `a "request completed" line for the refused call (${refused.requestId})`);
+      assert.equal(refusedLine.req.url, "/travel.auth.v2.AuthService/FetchOauth2Token");
+      assert.equal(refusedLine.errorCode, "INVALID_CLIENT");
+      assert.equal(refusedLine.rpc, "travel.auth.v2.AuthService/FetchOauth2Token");
+      assert.equal(refusedLine.clientId, clientId);
+      assert.equal(refusedLine.refusalReason, "wrong secret");
+      const issuedLine = lineOf(issued.requestId);
+      assert.ok(issuedLine, "a line for the issued call");
+      assert.equal(issuedLine.errorCode, undefined, "an answered call names no refusal");
+      const logs = running.logs();
+      for (const secret of [clientSecret, wrongSecret, String(issued.response?.access_token)])
+        assert.equal(logs.includes(secret), false, `the log contains ${secret.slice(0, 6)}…`);
+    } finally {
+      client.close();
     }
   });
 });
