@@ -74,7 +74,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       },
       close: () => lifecycle.stop(),
     };
-    registerInternals(service, { db: database.db, keys, migrate: () => database.migrate() });
+    registerInternals(service, { db: database.db, keys, migrate: () => database.migrate(), domain });
     return service;
   } catch (error) {
     await lifecycle.stop().catch(() => {});

@@ -3,6 +3,7 @@ import { AirCreditImport } from "../domain/air-credits/air-credit-import.js";
 import { AirCreditListing } from "../domain/air-credits/air-credit-listing.js";
 import { AirCreditMigration } from "../domain/air-credits/air-credit-migration.js";
 import { ApiUserAdmin } from "../domain/api-users/api-user-admin.js";
+import type { ApiUser } from "../domain/api-users/model.js";
 import { ApiUserProvisioning } from "../domain/api-users/api-user-provisioning.js";
 import { ScimAuthenticator } from "../domain/api-users/scim-authenticator.js";
 import { AuditLog } from "../domain/audit/audit-log.js";
@@ -10,6 +11,9 @@ import { OperatorAuthenticator } from "../domain/operator/operator-authenticator
 import { OperatorConsole } from "../domain/operator/operator-console.js";
 import { OperatorCredential } from "../domain/operator/operator-credential.js";
 import { TokenRateLimiter } from "../domain/rate-limit/token-rate-limiter.js";
+import type { ResourceServer } from "../domain/resource-servers/model.js";
+import { ResourceServerAuthenticator } from "../domain/resource-servers/resource-server-authenticator.js";
+import { ResourceServerRegistry } from "../domain/resource-servers/resource-server-registry.js";
 import { ScimUsers } from "../domain/scim/scim-users.js";
 import { DemoSeeder } from "../domain/seed/demo-seed.js";
 import type { Clock } from "../domain/shared/clock.js";
@@ -19,7 +23,7 @@ import type { UnitOfWork } from "../domain/shared/unit-of-work.js";
 import { TenantService } from "../domain/tenants/tenant-service.js";
 import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
-import { ClientRecordCache } from "../domain/tokens/client-record-cache.js";
+import { ClientRecordCache } from "../domain/shared/client-record-cache.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
 import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
@@ -36,6 +40,8 @@ import type { ChangeFeed } from "../domain/tokens/ports.js";
 
 /** API-user records kept per instance (about 1 KB each): the busiest clients, the rest read from Postgres. */
 const CLIENT_RECORD_CACHE_SIZE = 10_000;
+/** Resource-server records kept per instance: a platform has tens of services, not thousands. */
+const RESOURCE_SERVER_RECORD_CACHE_SIZE = 1_000;
 
 export interface DomainInputs {
   readonly config: Config;
@@ -72,11 +78,14 @@ export function createDomainServices(inputs: DomainInputs) {
     keys,
     clock,
   );
+  const resourceServers = resourceServerServices(inputs, generations);
   return {
     signingKeys,
     generations,
     auditLog,
     limiter,
+    /** Authenticates resource servers (introspection); the audiences each serves come with it. */
+    resourceServerAuthenticator: resourceServers.authenticator,
     tokenEndpoint: tokenEndpointOf(inputs, tokens, limiter, auditLog),
     apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
@@ -100,6 +109,7 @@ export function createDomainServices(inputs: DomainInputs) {
       console: new OperatorConsole(uow, repos.tenants, repos.apiUsers, repos.trustedIssuers, repos.audit, apiUserAdmin),
       seeder: new DemoSeeder(uow, tenants, provisioning, repos.airCredits, clock),
       limiter,
+      resourceServers: resourceServers.registry,
     },
     verifiers: {
       accessTokens,
@@ -133,7 +143,10 @@ function tokenServices({
     tokens,
     clock,
   );
-  const credentialStates = credentialStateSource(repos.apiUsers, repos.revokedTokens, clock);
+  const credentialStates = credentialStateSource(
+    { apiUsers: repos.apiUsers, resourceServers: repos.resourceServers, revokedTokens: repos.revokedTokens },
+    clock,
+  );
   const generations = new CredentialGenerations(
     uow,
     credentialStates,
@@ -166,6 +179,29 @@ function tokenServices({
   return { signingKeys, generations, accessTokens, trustedIssuers, grants };
 }
 
+/** The operator's registry of resource servers, and their authentication (records held in process, checked by generation). */
+function resourceServerServices(
+  { config, uow, repositories: repos, keys }: DomainInputs,
+  generations: CredentialGenerations,
+) {
+  return {
+    registry: new ResourceServerRegistry(
+      uow,
+      repos.resourceServers,
+      repos.audit,
+      generations,
+      keys.secretPepper,
+      config.tokens.audience,
+    ),
+    authenticator: new ResourceServerAuthenticator(
+      uow,
+      repos.resourceServers,
+      keys.secretPepper,
+      new ClientRecordCache<ResourceServer>(generations, RESOURCE_SERVER_RECORD_CACHE_SIZE),
+    ),
+  };
+}
+
 /** The audit trail; buffered events are written off the request path, by the audit flush job. */
 function auditLogOf({ config, jobsUow, repositories: repos, logger, metrics, clock }: DomainInputs): AuditLog {
   const counters = {
@@ -184,7 +220,7 @@ function tokenEndpointOf(
   limiter: TokenRateLimiter,
   auditLog: AuditLog,
 ): TokenEndpoint {
-  const clientRecords = new ClientRecordCache(tokens.generations, CLIENT_RECORD_CACHE_SIZE);
+  const clientRecords = new ClientRecordCache<ApiUser>(tokens.generations, CLIENT_RECORD_CACHE_SIZE);
   return new TokenEndpoint(
     limiter,
     new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, clientRecords),

@@ -1,6 +1,6 @@
 import type { Tracer } from "@opentelemetry/api";
 import type { FastifyInstance } from "fastify";
-import { warnWithoutTrustedProxies, type Config } from "../config/config.js";
+import { warnDeprecatedAllowedAudiences, warnWithoutTrustedProxies, type Config } from "../config/config.js";
 import { authorizationServerMetadata, jwksMaxAgeSeconds } from "../domain/tokens/discovery.js";
 import { createAdminApp } from "../http/admin-app.js";
 import { createHttpApp } from "../http/fastify-app.js";
@@ -77,6 +77,7 @@ export async function createFaces(
         adminAddress = await adminApp.listen({ host: http.admin.host, port: http.admin.port });
       const address = await app.listen({ host: http.host, port: http.port });
       warnWithoutTrustedProxies(app.log, http);
+      warnDeprecatedAllowedAudiences(app.log, config.tokens);
       return address;
     },
     adminAddress: () => adminAddress,

@@ -1,15 +1,18 @@
 import type { Knex } from "knex";
 import type { KeyMaterial } from "../domain/shared/key-material.js";
+import type { DomainServices } from "./domain-services.js";
 
 /**
  * What tests may reach inside a running instance that the Service interface does not expose:
- * the raw database handle and the key material. Kept in a WeakMap keyed by the Service, so
- * production code has no path to them; test/helpers is the only reader.
+ * the raw database handle, the key material and the domain services. Kept in a WeakMap keyed by
+ * the Service, so production code has no path to them; test/helpers is the only reader.
  */
 export interface ServiceInternals {
   readonly db: Knex;
   readonly keys: KeyMaterial;
   readonly migrate: () => Promise<string[]>;
+  /** The instance's domain services, to call one no RPC reaches on its own (resource-server authentication). */
+  readonly domain: DomainServices;
 }
 
 const internals = new WeakMap<object, ServiceInternals>();

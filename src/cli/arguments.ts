@@ -85,11 +85,13 @@ const COMMAND_NAMES: Readonly<Record<string, string>> = {
   GetTokenLockout: "lockout show",
   ResetTokenLockout: "lockout reset",
   ImportAirCredits: "credits import",
+  RotateResourceServerSecret: "resource-server rotate",
 };
 /** Options: the field name in kebab case ("tmc_id" → --tmc-id), except these (Method.field → option). */
 const OPTION_NAMES: Readonly<Record<string, string>> = {
   "ListAuditEvents.actions": "action",
   "ImportAirCredits.credits": "file",
+  "CreateResourceServer.audiences": "audience",
 };
 /**
  * Options required although their field's rules allow it empty: an int32 whose zero is a value
@@ -106,6 +108,7 @@ const GROUPS: Readonly<Record<string, string>> = {
   audit: "the audit trail",
   keys: "signing keys",
   "trusted-issuer": "trusted identity providers",
+  "resource-server": "resource servers (protected services)",
   lockout: "token-endpoint lockouts",
   credits: "air credits",
 };

@@ -23,7 +23,7 @@ export function renderTable(response: Readonly<Record<string, unknown>>): string
 }
 
 /** The responses' lists of records: an empty one says so instead of showing nothing. */
-const RECORD_LISTS = ["tmcs", "apiUsers", "events", "issuers"];
+const RECORD_LISTS = ["tmcs", "apiUsers", "events", "issuers", "resourceServers"];
 
 /** Columns in the order the first rows name them; each as wide as its widest cell. */
 function grid(rows: ReadonlyArray<Record<string, unknown>>): string {

@@ -125,6 +125,22 @@ export function warnWithoutTrustedProxies(
   );
 }
 
+/**
+ * Issue 22: ALLOWED_AUDIENCES still works (token requests may name its audiences), but a resource
+ * server registered for an audience also gets credentials of its own to introspect the tokens
+ * addressed to it. Said once at start-up, at warn.
+ */
+export function warnDeprecatedAllowedAudiences(
+  log: { warn(object: object, message: string): void },
+  tokens: Pick<TokenConfig, "allowedAudiences">,
+): void {
+  if (tokens.allowedAudiences.length === 0) return;
+  log.warn(
+    { setting: "ALLOWED_AUDIENCES", audiences: tokens.allowedAudiences },
+    "ALLOWED_AUDIENCES is deprecated: register each audience as a resource server (resource-server create)",
+  );
+}
+
 /** How a client on this machine reaches a listener bound to `host` (a wildcard address means this machine). */
 function localUrl(host: string, port: number): string {
   const clientHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;

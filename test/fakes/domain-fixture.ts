@@ -10,11 +10,12 @@ import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
 import { TenantService } from "../../src/domain/tenants/tenant-service.js";
 import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
-import { ClientRecordCache } from "../../src/domain/tokens/client-record-cache.js";
+import { ClientRecordCache } from "../../src/domain/shared/client-record-cache.js";
 import {
   CredentialGenerations,
   type CredentialGenerationsOptions,
 } from "../../src/domain/tokens/credential-generations.js";
+import { credentialStateSource } from "../../src/domain/tokens/credential-state-source.js";
 import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
 import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
@@ -133,7 +134,7 @@ async function wire<S extends FixtureStore>(
   const logger = new RecordingLogger();
   const generations = new CredentialGenerations(
     uow,
-    repos.apiUsers,
+    credentialStatesOf(repos, clock),
     repos.credentialChanges,
     cache,
     feed,
@@ -217,7 +218,12 @@ async function wire<S extends FixtureStore>(
       keys,
       clock.now,
     ),
-    clients: new ClientAuthenticator(uow, repos.apiUsers, keys.secretPepper, new ClientRecordCache(generations, 100)),
+    clients: new ClientAuthenticator(
+      uow,
+      repos.apiUsers,
+      keys.secretPepper,
+      new ClientRecordCache<ApiUser>(generations, 100),
+    ),
     scim: new ScimAuthenticator(uow, repos.apiUsers, keys),
   };
 }
@@ -235,7 +241,7 @@ export async function startInstance(
   const logger = new RecordingLogger();
   const generations = new CredentialGenerations(
     f.uow,
-    f.repos.apiUsers,
+    credentialStatesOf(f.repos, f.clock),
     f.repos.credentialChanges,
     f.cache,
     feed,
@@ -252,6 +258,14 @@ export async function startInstance(
     generations,
     accessTokens: new AccessTokens(f.signingKeys, generations, ISSUER, f.clock.now),
   };
+}
+
+/** Where an instance reads credential states, as createDomainServices wires it: API users, resource servers, revoked tokens. */
+function credentialStatesOf(repos: Repositories, clock: FakeClock) {
+  return credentialStateSource(
+    { apiUsers: repos.apiUsers, resourceServers: repos.resourceServers, revokedTokens: repos.revokedTokens },
+    clock.now,
+  );
 }
 
 /**

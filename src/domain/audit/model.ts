@@ -1,3 +1,6 @@
+/** The actor the audit trail names for every change the platform operator makes. */
+export const OPERATOR_ACTOR = "operator";
+
 /** One entry of the audit trail. Never holds a secret or a token. */
 export interface AuditEvent {
   readonly action: string;

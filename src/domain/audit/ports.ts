@@ -39,6 +39,11 @@ export interface AuditRepository {
   list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]>;
   /** A tenant's trail narrowed by `filter`, newest (highest id) first, at most `limit` events. */
   search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]>;
+  /**
+   * The platform's own trail (events of no tenant: resource servers, refusals no tenant can be
+   * named for) narrowed by `filter`, newest first, at most `limit` events. It reads no tenant's rows.
+   */
+  searchPlatform(tx: Tx, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]>;
   /** When each of `clientIds` last got a token (its newest TOKEN_ISSUED event in the tenant); clients without one are absent. */
   lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>>;
 }

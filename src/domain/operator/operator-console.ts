@@ -1,14 +1,12 @@
-import { notFound } from "../../errors/domain-error.js";
+import { invalidArgument, notFound } from "../../errors/domain-error.js";
 import type { ApiUserListing, ApiUserRepository } from "../api-users/ports.js";
+import { OPERATOR_ACTOR } from "../audit/model.js";
 import type { AuditFilter, AuditRepository, NumberedAuditEvent } from "../audit/ports.js";
 import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { TenantRepository, TmcWithUsage } from "../tenants/ports.js";
 import type { TrustedIssuer } from "../tokens/model.js";
 import type { TrustedIssuerRepository } from "../tokens/ports.js";
-
-/** The actor the audit trail names for every operator change. */
-export const OPERATOR_ACTOR = "operator";
 
 /** The TMC admin's revocation (ApiUserAdmin.revoke), as far as the operator needs it. */
 export interface ApiUserRevoker {
@@ -95,13 +93,28 @@ export class OperatorConsole {
     });
   }
 
-  /** A page of the trail, newest first, and the token of the next (older) page when there may be one. */
+  /**
+   * A page of a trail, newest first, and the token of the next (older) page when there may be
+   * one. The trail is a TMC's, or with `platform` the platform's own (events of no TMC: resource
+   * servers, refusals no TMC can be named for); exactly one of the two is named.
+   */
   async auditEvents(
-    tmcId: string,
+    trail: { tmcId: string | undefined; platform: boolean },
     filter: AuditFilter,
     limit: number,
   ): Promise<{ events: NumberedAuditEvent[]; nextPageToken: string | undefined }> {
-    const events = await this.audit.search(this.uow.direct, tenantScope(tmcId), filter, limit);
+    if (trail.platform && trail.tmcId !== undefined)
+      throw invalidArgument("Give either tmcId or platform, not both", [
+        { name: "platform", value: "must not be set with tmcId" },
+      ]);
+    if (!trail.platform && trail.tmcId === undefined)
+      throw invalidArgument("tmcId is required (or platform, for the events of no TMC)", [
+        { name: "tmcId", value: "required unless platform is set" },
+      ]);
+    const events =
+      trail.tmcId === undefined
+        ? await this.audit.searchPlatform(this.uow.direct, filter, limit)
+        : await this.audit.search(this.uow.direct, tenantScope(trail.tmcId), filter, limit);
     return { events, nextPageToken: events.length === limit ? events.at(-1)!.id : undefined };
   }
 

@@ -1,4 +1,5 @@
 import type { ApiUserRole } from "../api-users/model.js";
+import { isResourceServerId } from "../resource-servers/model.js";
 
 /** A credential a token depends on: the token is valid only while this is the client's generation. */
 export type BoundCredential = readonly [clientId: string, generation: number];
@@ -139,6 +140,20 @@ export const tokenCredentialId = (jti: string): string => `jti:${jti}`;
 export const isTokenCredentialId = (id: string): boolean => id.startsWith("jti:");
 export const jtiOfTokenCredential = (id: string): string => id.slice("jti:".length);
 export const TOKEN_NOT_REVOKED = 0;
+
+/** Whose state a credential id names: an API user, a resource server (`rs-…`) or one access token (`jti:…`). */
+export type CredentialHolder = "API_USER" | "RESOURCE_SERVER" | "ACCESS_TOKEN";
+
+/**
+ * The one dispatch rule of the credential machinery: where the state of a credential id is kept
+ * (the state source reads it there, the change log stamps its change number there). The id spaces
+ * never overlap: API users' ids are base32 with neither ':' nor '-'.
+ */
+export function credentialHolderOf(id: string): CredentialHolder {
+  if (isTokenCredentialId(id)) return "ACCESS_TOKEN";
+  if (isResourceServerId(id)) return "RESOURCE_SERVER";
+  return "API_USER";
+}
 
 /** A revocation of one access token (RFC 7009), kept until the token would have expired. */
 export interface RevokedAccessToken {

@@ -1,8 +1,7 @@
 import { DomainError } from "../../errors/domain-error.js";
 
 /** Token-endpoint failures; the OAuth dialect adds RFC 6749's `error` at the edge. */
-export const invalidRequest = (message: string, parameter?: string) =>
-  new DomainError("INVALID_REQUEST", message, { params: parameter ? [{ name: parameter, value: "invalid" }] : [] });
+export { invalidRequest } from "../shared/client-credentials.js";
 
 /**
  * One body for an unknown client and a wrong secret (spec 7: 403). Which client and which check

@@ -6,6 +6,8 @@ import type { AirCreditImport } from "../../domain/air-credits/air-credit-import
 import type { ApiUserProvisioning } from "../../domain/api-users/api-user-provisioning.js";
 import type { RecordedAuditEvent } from "../../domain/audit/model.js";
 import type { OperatorConsole } from "../../domain/operator/operator-console.js";
+import type { ResourceServerListing } from "../../domain/resource-servers/model.js";
+import type { ResourceServerRegistry } from "../../domain/resource-servers/resource-server-registry.js";
 import type { TokenRateLimiter } from "../../domain/rate-limit/token-rate-limiter.js";
 import type { DemoSeeder } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
@@ -29,6 +31,8 @@ export interface OperatorDomain {
   readonly console: OperatorConsole;
   readonly seeder: DemoSeeder;
   readonly limiter: TokenRateLimiter;
+  /** Registering, listing, rotating and removing resource servers. */
+  readonly resourceServers: ResourceServerRegistry;
   /** Applies pending migrations; returns their names. */
   readonly migrate: () => Promise<string[]>;
 }
@@ -112,6 +116,7 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
 
   async listAuditEvents(req: {
     tmcId: string;
+    platform: boolean;
     limit?: number;
     actions: string[];
     clientId: string;
@@ -120,7 +125,7 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     pageToken: string;
   }) {
     const page = await this.domain.console.auditEvents(
-      req.tmcId,
+      { tmcId: req.tmcId || undefined, platform: req.platform },
       {
         actions: req.actions,
         clientId: req.clientId || undefined,
@@ -188,6 +193,36 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return { tmcId: req.tmcId, issuer: req.issuer };
   }
 
+  async createResourceServer(req: { name: string; audiences: string[] }, ctx: HandlerContext) {
+    const created = await this.domain.resourceServers.register(
+      req.name,
+      req.audiences,
+      requestInfoOf(ctx.values).requestId,
+    );
+    return { ...created, audiences: [...created.audiences] };
+  }
+
+  async listResourceServers(req: { limit?: number; offset: number }) {
+    const { servers, total } = await this.domain.resourceServers.list({
+      limit: req.limit ?? DEFAULT_LIMIT,
+      offset: req.offset,
+    });
+    return { resourceServers: servers.map(resourceServerOf), totalCount: total };
+  }
+
+  async getResourceServer(req: { clientId: string }) {
+    return { resourceServer: resourceServerOf(await this.domain.resourceServers.get(req.clientId)) };
+  }
+
+  async rotateResourceServerSecret(req: { clientId: string }, ctx: HandlerContext) {
+    return this.domain.resourceServers.rotateSecret(req.clientId, requestInfoOf(ctx.values).requestId);
+  }
+
+  async removeResourceServer(req: { clientId: string }, ctx: HandlerContext) {
+    await this.domain.resourceServers.remove(req.clientId, requestInfoOf(ctx.values).requestId);
+    return { clientId: req.clientId };
+  }
+
   async migrate() {
     return { applied: await this.domain.migrate() };
   }
@@ -232,6 +267,17 @@ function auditEventOf(e: RecordedAuditEvent) {
     targetClientId: e.targetClientId ?? "",
     debugIdentifier: e.debugIdentifier ?? "",
     details: Object.fromEntries(Object.entries(e.details ?? {}).map(([k, v]) => [k, String(v)])),
+  };
+}
+
+/** A resource server as the operator reads it: never its secret. */
+function resourceServerOf(server: ResourceServerListing) {
+  return {
+    clientId: server.clientId,
+    name: server.name,
+    audiences: [...server.audiences],
+    createdAt: server.createdAt.toISOString(),
+    rotatedAt: server.rotatedAt?.toISOString() ?? "",
   };
 }
 

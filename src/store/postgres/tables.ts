@@ -133,6 +133,25 @@ export interface TrustedIssuerRow {
   company_id: string | null;
 }
 
+export interface ResourceServerRow {
+  client_id: string;
+  name: string;
+  secret_hash: Buffer;
+  credential_generation: number;
+  /** bigint: a string from pg, a number from PGlite. */
+  change_seq: string | number;
+  created_by: string;
+  created_at: Date;
+  updated_at: Date;
+  rotated_at: Date | null;
+  removed_at: Date | null;
+}
+
+export interface ResourceServerAudienceRow {
+  audience: string;
+  client_id: string;
+}
+
 export interface CredentialChangeRow {
   /** bigint: a string from pg, a number from PGlite. */
   seq: string | number;

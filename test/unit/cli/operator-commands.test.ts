@@ -15,12 +15,17 @@ const PUBLIC: Record<string, string[]> = {
   "api-user create": ["tmc-id", "org-id", "role", "credential-type"],
   "api-user list": ["tmc-id", "limit", "offset"],
   "api-user revoke": ["tmc-id", "client-id"],
-  "audit list": ["tmc-id", "limit", "action", "client-id", "since", "until", "page-token"],
+  "audit list": ["tmc-id", "limit", "action", "client-id", "since", "until", "page-token", "platform"],
   "keys rotate": ["now"],
   "keys list": [],
   "trusted-issuer add": ["tmc-id", "issuer", "jwks-uri", "jwks", "audience", "company-id"],
   "trusted-issuer list": ["tmc-id"],
   "trusted-issuer remove": ["tmc-id", "issuer"],
+  "resource-server create": ["name", "audience"],
+  "resource-server list": ["limit", "offset"],
+  "resource-server get": ["client-id"],
+  "resource-server rotate": ["client-id"],
+  "resource-server remove": ["client-id"],
   "lockout show": ["client-id", "address"],
   "lockout reset": ["client-id", "address"],
   "credits import": ["company-id", "file"],
@@ -61,6 +66,10 @@ describe("the operator CLI's commands derive from OperatorService", () => {
     assert.deepEqual(required("lockout show"), ["address"]);
     assert.deepEqual(required("credits import"), ["company-id", "file"]);
     assert.deepEqual(required("tmc list"), []);
+    assert.deepEqual(required("resource-server create"), ["name", "audience"]);
+    assert.deepEqual(required("resource-server rotate"), ["client-id"]);
+    // A TMC's trail, or the platform's (--platform): the service says which one is missing.
+    assert.deepEqual(required("audit list"), []);
   });
 
   test("option values become the request's JSON by the field's type", () => {
@@ -89,6 +98,20 @@ describe("the operator CLI's commands derive from OperatorService", () => {
       role: "COMPANY_ADMIN",
     });
     assert.deepEqual(parse("keys", "rotate", "--now").request, { now: true });
+    assert.deepEqual(
+      parse(
+        "resource-server",
+        "create",
+        "--name",
+        "Trips",
+        "--audience",
+        "https://trips.example/api",
+        "--audience",
+        "urn:x",
+      ).request,
+      { name: "Trips", audiences: ["https://trips.example/api", "urn:x"] },
+    );
+    assert.deepEqual(parse("audit", "list", "--platform").request, { platform: true });
     assert.equal(parse("seed", "--output", "table").output, "table");
   });
 
@@ -112,5 +135,6 @@ describe("the operator CLI's commands derive from OperatorService", () => {
     assert.equal(optionOfField(spec("audit list"), "actions[2]"), "--action");
     assert.equal(optionOfField(spec("audit list"), "page_token"), "--page-token");
     assert.equal(optionOfField(spec("credits import"), "credits"), "--file");
+    assert.equal(optionOfField(spec("resource-server create"), "audiences[1]"), "--audience");
   });
 });

@@ -23,6 +23,9 @@ class FlakyAuditRepository implements AuditRepository {
   async search() {
     return [];
   }
+  async searchPlatform() {
+    return [];
+  }
   async lastTokenIssued() {
     return new Map<string, Date>();
   }

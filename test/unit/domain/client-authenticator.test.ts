@@ -10,7 +10,8 @@ import {
   IntrospectTokenRequestSchema,
   RevokeTokenRequestSchema,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
-import { CLIENT_CREDENTIAL_MAX_LENGTH, ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
+import { CLIENT_CREDENTIAL_MAX_LENGTH } from "../../../src/domain/shared/client-credentials.js";
+import { ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
 import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {

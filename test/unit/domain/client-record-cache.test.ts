@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
 import type { ApiUser } from "../../../src/domain/api-users/model.js";
-import { ClientRecordCache } from "../../../src/domain/tokens/client-record-cache.js";
+import { ClientRecordCache } from "../../../src/domain/shared/client-record-cache.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
   createPgliteFixture,
@@ -61,7 +61,7 @@ describe("ClientRecordCache: API-user records in process, used only while their 
       current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 1])),
       believableFrom: () => 0,
     };
-    const cache = new ClientRecordCache(generations, 2);
+    const cache = new ClientRecordCache<ApiUser>(generations, 2);
     const record = (clientId: string): ApiUser => ({
       clientId,
       tmcId,

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/operator/v1/operator.proto.
  */
 export const file_travel_operator_v1_operator: GenFile = /*@__PURE__*/
-  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIsoCChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyRCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkifAoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESQwoHY3JlZGl0cxgCIAMoCzIlLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRlZEFpckNyZWRpdEILukgIkgEFCAEQiCci4AcKEUltcG9ydGVkQWlyQ3JlZGl0EhIKCnNvdXJjZV9wbnIYASABKAkSFAoMc3BvdG5hbmFfcG5yGAIgASgJEhUKDXRpY2tldF9udW1iZXIYAyABKAkSFAoMYWlybGluZV9jb2RlGAQgASgJEjYKDGFpcmxpbmVfaW5mbxgFIAEoCzIgLnRyYXZlbC5haXJjcmVkaXQudjMuQWlybGluZUluZm8SLgoKdG90YWxfZmFyZRgGIAEoCzIaLnRyYXZlbC5haXJjcmVkaXQudjMuTW9uZXkSNwoKaXNzdWVfZGF0ZRgHIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOAoLZXhwaXJ5X2RhdGUYCCABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EjYKCXVzZWRfZGF0ZRgJIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOwoOZGVwYXJ0dXJlX2RhdGUYCiABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EhoKEnNlZ21lbnRzX2F2YWlsYWJsZRgLIAEoCRIxCg5wYXNzZW5nZXJfbmFtZRgMIAEoCzIZLnRyYXZlbC5haXJjcmVkaXQudjMuTmFtZRIZChFkZXBhcnR1cmVfY291bnRyeRgNIAEoCRIXCg9hcnJpdmFsX2NvdW50cnkYDiABKAkSEwoLdGlja2V0X3R5cGUYDyABKAkSCwoDcGNjGBAgASgJEg4KBnN0YXR1cxgRIAEoCRIOCgZzb3VyY2UYEiABKAkSDwoHdHJpcF9pZBgTIAEoCRISCgpyZWRlZW1fdmlhGBQgASgJEhcKD3NvdXJjZV9vZl90cnV0aBgVIAEoCRISCgpvd25pbmdfcGNjGBYgASgJEhkKEXBheW1lbnRfc291cmNlX2lkGBcgASgJEhkKEWNyZWRpdF91c2FnZV90eXBlGBggASgJEg0KBWVtYWlsGBkgASgJEjYKCGZvcF9pbmZvGBogASgLMiQudHJhdmVsLmFpcmNyZWRpdC52My5VbnVzZWRDcmVkaXRGb3ASEQoJZm9wX2xhYmVsGBsgASgJEkQKDWV4Y2hhbmdlX2luZm8YHCABKAsyLS50cmF2ZWwuYWlyY3JlZGl0LnYzLlVudXNlZENyZWRpdEV4Y2hhbmdlSW5mbxIcChRmb3BfY2FyZF9hY2Nlc3NfdHlwZRgdIAEoCRIZChFsZWdhbF9lbnRpdHlfbmFtZRgeIAEoCSJQChhJbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USEgoKY29tcGFueV9pZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgFEg8KB3VwZGF0ZWQYAyABKAUiVAoPTGlzdFRtY3NSZXF1ZXN0Eh4KBWxpbWl0GAEgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAIgASgFQge6SAQaAigAQggKBl9saW1pdCJbCgpUbWNTdW1tYXJ5Eg4KBnRtY19pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhUKDW1heF9hcGlfdXNlcnMYAyABKAUSGAoQYWN0aXZlX2FwaV91c2VycxgEIAEoBSJVChBMaXN0VG1jc1Jlc3BvbnNlEiwKBHRtY3MYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeRITCgt0b3RhbF9jb3VudBgCIAEoBSIpCg1HZXRUbWNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQEiPQoOR2V0VG1jUmVzcG9uc2USKwoDdG1jGAEgASgLMh4udHJhdmVsLm9wZXJhdG9yLnYxLlRtY1N1bW1hcnkicgoTTGlzdEFwaVVzZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAMgASgFQge6SAQaAigAQggKBl9saW1pdCL/AQoPT3BlcmF0b3JBcGlVc2VyEhEKCWNsaWVudF9pZBgBIAEoCRIsCgRyb2xlGAIgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGUSQQoPY3JlZGVudGlhbF90eXBlGAMgASgOMigudHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlckNyZWRlbnRpYWxUeXBlEg4KBm9yZ19pZBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEhIKCmNyZWF0ZWRfYnkYBiABKAkSEgoKcm90YXRlZF9hdBgHIAEoCRIcChRsYXN0X3Rva2VuX2lzc3VlZF9hdBgIIAEoCSJjChRMaXN0QXBpVXNlcnNSZXNwb25zZRI2CglhcGlfdXNlcnMYASADKAsyIy50cmF2ZWwub3BlcmF0b3IudjEuT3BlcmF0b3JBcGlVc2VyEhMKC3RvdGFsX2NvdW50GAIgASgFIk8KFFJldm9rZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHQoJY2xpZW50X2lkGAIgASgJQgq6SAdyBRABGIACIjoKFVJldm9rZUFwaVVzZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSEQoJY2xpZW50X2lkGAIgASgJIjUKGUxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASJsCg1UcnVzdGVkSXNzdWVyEg4KBmlzc3VlchgBIAEoCRIQCghqd2tzX3VyaRgCIAEoCRITCgtpbmxpbmVfandrcxgDIAEoCBIQCghhdWRpZW5jZRgEIAEoCRISCgpjb21wYW55X2lkGAUgASgJIlAKGkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEjIKB2lzc3VlcnMYASADKAsyIS50cmF2ZWwub3BlcmF0b3IudjEuVHJ1c3RlZElzc3VlciJSChpSZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEhoKBmlzc3VlchgCIAEoCUIKukgHcgUQARiAECI9ChtSZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEg4KBmlzc3VlchgCIAEoCTKPEAoPT3BlcmF0b3JTZXJ2aWNlElgKCUNyZWF0ZVRtYxIkLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVUbWNSZXF1ZXN0GiUudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1Jlc3BvbnNlEnMKElNldFRtY0FwaVVzZXJMaW1pdBItLnRyYXZlbC5vcGVyYXRvci52MS5TZXRUbWNBcGlVc2VyTGltaXRSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlc3BvbnNlElUKCExpc3RUbWNzEiMudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVxdWVzdBokLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VG1jc1Jlc3BvbnNlEk8KBkdldFRtYxIhLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUbWNSZXF1ZXN0GiIudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1Jlc3BvbnNlEmQKDUNyZWF0ZUNvbXBhbnkSKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQ29tcGFueVJlc3BvbnNlElsKCkNyZWF0ZVVzZXISJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlcXVlc3QaJi50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVXNlclJlc3BvbnNlEmQKDUNyZWF0ZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlQXBpVXNlclJlc3BvbnNlEmEKDExpc3RBcGlVc2VycxInLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXBpVXNlcnNSZXF1ZXN0GigudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1Jlc3BvbnNlEmQKDVJldm9rZUFwaVVzZXISKC50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlcXVlc3QaKS50cmF2ZWwub3BlcmF0b3IudjEuUmV2b2tlQXBpVXNlclJlc3BvbnNlEmoKD0xpc3RBdWRpdEV2ZW50cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEm0KEFJvdGF0ZVNpZ25pbmdLZXkSKy50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuUm90YXRlU2lnbmluZ0tleVJlc3BvbnNlEmoKD0xpc3RTaWduaW5nS2V5cxIqLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0U2lnbmluZ0tleXNSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1Jlc3BvbnNlEm0KEEFkZFRydXN0ZWRJc3N1ZXISKy50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuQWRkVHJ1c3RlZElzc3VlclJlc3BvbnNlEnMKEkxpc3RUcnVzdGVkSXNzdWVycxItLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0VHJ1c3RlZElzc3VlcnNSZXF1ZXN0Gi4udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEnYKE1JlbW92ZVRydXN0ZWRJc3N1ZXISLi50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlcXVlc3QaLy50cmF2ZWwub3BlcmF0b3IudjEuUmVtb3ZlVHJ1c3RlZElzc3VlclJlc3BvbnNlEmoKD0dldFRva2VuTG9ja291dBIqLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUb2tlbkxvY2tvdXRSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlc3BvbnNlEnAKEVJlc2V0VG9rZW5Mb2Nrb3V0EiwudHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBotLnRyYXZlbC5vcGVyYXRvci52MS5SZXNldFRva2VuTG9ja291dFJlc3BvbnNlEm0KEEltcG9ydEFpckNyZWRpdHMSKy50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_timestamp, file_travel_aircredit_v3_air_credit, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
+  fileDesc("CiF0cmF2ZWwvb3BlcmF0b3IvdjEvb3BlcmF0b3IucHJvdG8SEnRyYXZlbC5vcGVyYXRvci52MSJnChBDcmVhdGVUbWNSZXF1ZXN0EhgKBG5hbWUYASABKAlCCrpIB3IFEAEYyAESJwoNbWF4X2FwaV91c2VycxgCIAEoBUILukgIGgYYoI0GKABIAIgBAUIQCg5fbWF4X2FwaV91c2VycyJIChFDcmVhdGVUbWNSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIlkKGVNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABARIiCg1tYXhfYXBpX3VzZXJzGAIgASgFQgu6SAgaBhigjQYoACJRChpTZXRUbWNBcGlVc2VyTGltaXRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIVCg1tYXhfYXBpX3VzZXJzGAMgASgFIkoKFENyZWF0ZUNvbXBhbnlSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGAoEbmFtZRgCIAEoCUIKukgHcgUQARjIASJFChVDcmVhdGVDb21wYW55UmVzcG9uc2USDgoGb3JnX2lkGAEgASgJEg4KBnRtY19pZBgCIAEoCRIMCgRuYW1lGAMgASgJIpsBChFDcmVhdGVVc2VyUmVxdWVzdBIYCgZvcmdfaWQYASABKAlCCLpIBXIDsAEBEhkKBWVtYWlsGAIgASgJQgq6SAdyBRjAAmABEh4KCmdpdmVuX25hbWUYAyABKAlCCrpIB3IFEAEYyAESHwoLZmFtaWx5X25hbWUYBCABKAlCCrpIB3IFEAEYyAESEAoIaW5hY3RpdmUYBSABKAgiZwoSQ3JlYXRlVXNlclJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg4KBnRtY19pZBgDIAEoCRINCgVlbWFpbBgEIAEoCRIRCglpc19hY3RpdmUYBSABKAgi0gEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiEAoOTWlncmF0ZVJlcXVlc3QiIgoPTWlncmF0ZVJlc3BvbnNlEg8KB2FwcGxpZWQYASADKAkiDQoLU2VlZFJlcXVlc3QihAEKDFNlZWRSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCHVzZXJfaWRzGAMgAygJEhEKCWNsaWVudF9pZBgEIAEoCRIVCg1jbGllbnRfc2VjcmV0GAUgASgJEhgKEGFpcl9jcmVkaXRfY291bnQYBiABKAUiJgoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSCwoDbm93GAEgASgIIm0KGFJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZRILCgNraWQYASABKAkSFgoOcHVibGlzaGVkX2tpZHMYAiADKAkSFAoMYWN0aXZhdGVzX2F0GAMgASgJEhYKDndpdGhkcmF3bl9raWRzGAQgAygJIhgKFkxpc3RTaWduaW5nS2V5c1JlcXVlc3QiRwoXTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USLAoEa2V5cxgBIAMoCzIeLnRyYXZlbC5vcGVyYXRvci52MS5TaWduaW5nS2V5IoYBCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSDQoFc3RhdGUYAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoCRIUCgxhY3RpdmF0ZXNfYXQYBSABKAkSEgoKcmV0aXJlZF9hdBgGIAEoCRIRCglub3RfYWZ0ZXIYByABKAkixAEKF0FkZFRydXN0ZWRJc3N1ZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESGgoGaXNzdWVyGAIgASgJQgq6SAdyBRABGIAQEh0KCGp3a3NfdXJpGAMgASgJQgu6SAjYAQFyA4gBARIXCgRqd2tzGAQgASgJQgm6SAZyBBiAgAQSGgoIYXVkaWVuY2UYBSABKAlCCLpIBXIDGIAQEh8KCmNvbXBhbnlfaWQYBiABKAlCC7pICNgBAXIDsAEBIjoKGEFkZFRydXN0ZWRJc3N1ZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSDgoGaXNzdWVyGAIgASgJIt8CChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhsKBnRtY19pZBgBIAEoCUILukgI2AEBcgOwAQESHgoFbGltaXQYAiABKAVCCrpIBxoFGOgHKAFIAIgBARIhCgdhY3Rpb25zGAMgAygJQhC6SA2SAQoQFCIGcgQQARhAEhsKCWNsaWVudF9pZBgEIAEoCUIIukgFcgMYgAISPAoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhG6SA6yAQsiBwj/gtH/rwcyABI8CgV1bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEbpIDrIBCyIHCP+C0f+vBzIAEjAKCnBhZ2VfdG9rZW4YByABKAlCHLpIGXIXMhVeKFsxLTldWzAtOV17MCwxN30pPyQSEAoIcGxhdGZvcm0YCCABKAhCCAoGX2xpbWl0IoMCCgpBdWRpdEV2ZW50EhMKC29jY3VycmVkX2F0GAEgASgJEg4KBmFjdGlvbhgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBWFjdG9yGAQgASgJEg4KBnRtY19pZBgFIAEoCRIYChB0YXJnZXRfY2xpZW50X2lkGAYgASgJEhgKEGRlYnVnX2lkZW50aWZpZXIYByABKAkSPAoHZGV0YWlscxgIIAMoCzIrLnRyYXZlbC5vcGVyYXRvci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEhgKB2FkZHJlc3MYAiABKAlCB7pIBHICcAEiiQEKF0dldFRva2VuTG9ja291dFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhAKCGZhaWx1cmVzGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCmxvY2tlZF9vdXQYBSABKAgSFQoNcmVzZXRfc2Vjb25kcxgGIAEoBSJRChhSZXNldFRva2VuTG9ja291dFJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIYCgdhZGRyZXNzGAIgASgJQge6SARyAnABIj8KGVJlc2V0VG9rZW5Mb2Nrb3V0UmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkifAoXSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QSHAoKY29tcGFueV9pZBgBIAEoCUIIukgFcgOwAQESQwoHY3JlZGl0cxgCIAMoCzIlLnRyYXZlbC5vcGVyYXRvci52MS5JbXBvcnRlZEFpckNyZWRpdEILukgIkgEFCAEQiCci4AcKEUltcG9ydGVkQWlyQ3JlZGl0EhIKCnNvdXJjZV9wbnIYASABKAkSFAoMc3BvdG5hbmFfcG5yGAIgASgJEhUKDXRpY2tldF9udW1iZXIYAyABKAkSFAoMYWlybGluZV9jb2RlGAQgASgJEjYKDGFpcmxpbmVfaW5mbxgFIAEoCzIgLnRyYXZlbC5haXJjcmVkaXQudjMuQWlybGluZUluZm8SLgoKdG90YWxfZmFyZRgGIAEoCzIaLnRyYXZlbC5haXJjcmVkaXQudjMuTW9uZXkSNwoKaXNzdWVfZGF0ZRgHIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOAoLZXhwaXJ5X2RhdGUYCCABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EjYKCXVzZWRfZGF0ZRgJIAEoCzIjLnRyYXZlbC5haXJjcmVkaXQudjMuRGF0ZVRpbWVPZmZzZXQSOwoOZGVwYXJ0dXJlX2RhdGUYCiABKAsyIy50cmF2ZWwuYWlyY3JlZGl0LnYzLkRhdGVUaW1lT2Zmc2V0EhoKEnNlZ21lbnRzX2F2YWlsYWJsZRgLIAEoCRIxCg5wYXNzZW5nZXJfbmFtZRgMIAEoCzIZLnRyYXZlbC5haXJjcmVkaXQudjMuTmFtZRIZChFkZXBhcnR1cmVfY291bnRyeRgNIAEoCRIXCg9hcnJpdmFsX2NvdW50cnkYDiABKAkSEwoLdGlja2V0X3R5cGUYDyABKAkSCwoDcGNjGBAgASgJEg4KBnN0YXR1cxgRIAEoCRIOCgZzb3VyY2UYEiABKAkSDwoHdHJpcF9pZBgTIAEoCRISCgpyZWRlZW1fdmlhGBQgASgJEhcKD3NvdXJjZV9vZl90cnV0aBgVIAEoCRISCgpvd25pbmdfcGNjGBYgASgJEhkKEXBheW1lbnRfc291cmNlX2lkGBcgASgJEhkKEWNyZWRpdF91c2FnZV90eXBlGBggASgJEg0KBWVtYWlsGBkgASgJEjYKCGZvcF9pbmZvGBogASgLMiQudHJhdmVsLmFpcmNyZWRpdC52My5VbnVzZWRDcmVkaXRGb3ASEQoJZm9wX2xhYmVsGBsgASgJEkQKDWV4Y2hhbmdlX2luZm8YHCABKAsyLS50cmF2ZWwuYWlyY3JlZGl0LnYzLlVudXNlZENyZWRpdEV4Y2hhbmdlSW5mbxIcChRmb3BfY2FyZF9hY2Nlc3NfdHlwZRgdIAEoCRIZChFsZWdhbF9lbnRpdHlfbmFtZRgeIAEoCSJQChhJbXBvcnRBaXJDcmVkaXRzUmVzcG9uc2USEgoKY29tcGFueV9pZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgFEg8KB3VwZGF0ZWQYAyABKAUiVAoPTGlzdFRtY3NSZXF1ZXN0Eh4KBWxpbWl0GAEgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAIgASgFQge6SAQaAigAQggKBl9saW1pdCJbCgpUbWNTdW1tYXJ5Eg4KBnRtY19pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhUKDW1heF9hcGlfdXNlcnMYAyABKAUSGAoQYWN0aXZlX2FwaV91c2VycxgEIAEoBSJVChBMaXN0VG1jc1Jlc3BvbnNlEiwKBHRtY3MYASADKAsyHi50cmF2ZWwub3BlcmF0b3IudjEuVG1jU3VtbWFyeRITCgt0b3RhbF9jb3VudBgCIAEoBSIpCg1HZXRUbWNSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQEiPQoOR2V0VG1jUmVzcG9uc2USKwoDdG1jGAEgASgLMh4udHJhdmVsLm9wZXJhdG9yLnYxLlRtY1N1bW1hcnkicgoTTGlzdEFwaVVzZXJzUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEh4KBWxpbWl0GAIgASgFQgq6SAcaBRjoBygBSACIAQESFwoGb2Zmc2V0GAMgASgFQge6SAQaAigAQggKBl9saW1pdCL/AQoPT3BlcmF0b3JBcGlVc2VyEhEKCWNsaWVudF9pZBgBIAEoCRIsCgRyb2xlGAIgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGUSQQoPY3JlZGVudGlhbF90eXBlGAMgASgOMigudHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlckNyZWRlbnRpYWxUeXBlEg4KBm9yZ19pZBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEhIKCmNyZWF0ZWRfYnkYBiABKAkSEgoKcm90YXRlZF9hdBgHIAEoCRIcChRsYXN0X3Rva2VuX2lzc3VlZF9hdBgIIAEoCSJjChRMaXN0QXBpVXNlcnNSZXNwb25zZRI2CglhcGlfdXNlcnMYASADKAsyIy50cmF2ZWwub3BlcmF0b3IudjEuT3BlcmF0b3JBcGlVc2VyEhMKC3RvdGFsX2NvdW50GAIgASgFIk8KFFJldm9rZUFwaVVzZXJSZXF1ZXN0EhgKBnRtY19pZBgBIAEoCUIIukgFcgOwAQESHQoJY2xpZW50X2lkGAIgASgJQgq6SAdyBRABGIACIjoKFVJldm9rZUFwaVVzZXJSZXNwb25zZRIOCgZ0bWNfaWQYASABKAkSEQoJY2xpZW50X2lkGAIgASgJIjUKGUxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QSGAoGdG1jX2lkGAEgASgJQgi6SAVyA7ABASJsCg1UcnVzdGVkSXNzdWVyEg4KBmlzc3VlchgBIAEoCRIQCghqd2tzX3VyaRgCIAEoCRITCgtpbmxpbmVfandrcxgDIAEoCBIQCghhdWRpZW5jZRgEIAEoCRISCgpjb21wYW55X2lkGAUgASgJIlAKGkxpc3RUcnVzdGVkSXNzdWVyc1Jlc3BvbnNlEjIKB2lzc3VlcnMYASADKAsyIS50cmF2ZWwub3BlcmF0b3IudjEuVHJ1c3RlZElzc3VlciJSChpSZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBIYCgZ0bWNfaWQYASABKAlCCLpIBXIDsAEBEhoKBmlzc3VlchgCIAEoCUIKukgHcgUQARiAECI9ChtSZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USDgoGdG1jX2lkGAEgASgJEg4KBmlzc3VlchgCIAEoCSJiChtDcmVhdGVSZXNvdXJjZVNlcnZlclJlcXVlc3QSGAoEbmFtZRgBIAEoCUIKukgHcgUQARjIARIpCglhdWRpZW5jZXMYAiADKAlCFrpIE5IBEAgBEBQYASIIcgYYgASIAQEiaQocQ3JlYXRlUmVzb3VyY2VTZXJ2ZXJSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSFQoNY2xpZW50X3NlY3JldBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWF1ZGllbmNlcxgEIAMoCSJfChpMaXN0UmVzb3VyY2VTZXJ2ZXJzUmVxdWVzdBIeCgVsaW1pdBgBIAEoBUIKukgHGgUY6AcoAUgAiAEBEhcKBm9mZnNldBgCIAEoBUIHukgEGgIoAEIICgZfbGltaXQibAoOUmVzb3VyY2VTZXJ2ZXISEQoJY2xpZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXVkaWVuY2VzGAMgAygJEhIKCmNyZWF0ZWRfYXQYBCABKAkSEgoKcm90YXRlZF9hdBgFIAEoCSJwChtMaXN0UmVzb3VyY2VTZXJ2ZXJzUmVzcG9uc2USPAoQcmVzb3VyY2Vfc2VydmVycxgBIAMoCzIiLnRyYXZlbC5vcGVyYXRvci52MS5SZXNvdXJjZVNlcnZlchITCgt0b3RhbF9jb3VudBgCIAEoBSI5ChhHZXRSZXNvdXJjZVNlcnZlclJlcXVlc3QSHQoJY2xpZW50X2lkGAEgASgJQgq6SAdyBRABGIACIlgKGUdldFJlc291cmNlU2VydmVyUmVzcG9uc2USOwoPcmVzb3VyY2Vfc2VydmVyGAEgASgLMiIudHJhdmVsLm9wZXJhdG9yLnYxLlJlc291cmNlU2VydmVyIkIKIVJvdGF0ZVJlc291cmNlU2VydmVyU2VjcmV0UmVxdWVzdBIdCgljbGllbnRfaWQYASABKAlCCrpIB3IFEAEYgAIiTgoiUm90YXRlUmVzb3VyY2VTZXJ2ZXJTZWNyZXRSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSFQoNY2xpZW50X3NlY3JldBgCIAEoCSI8ChtSZW1vdmVSZXNvdXJjZVNlcnZlclJlcXVlc3QSHQoJY2xpZW50X2lkGAEgASgJQgq6SAdyBRABGIACIjEKHFJlbW92ZVJlc291cmNlU2VydmVyUmVzcG9uc2USEQoJY2xpZW50X2lkGAEgASgJMv0UCg9PcGVyYXRvclNlcnZpY2USWAoJQ3JlYXRlVG1jEiQudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVRtY1JlcXVlc3QaJS50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlVG1jUmVzcG9uc2UScwoSU2V0VG1jQXBpVXNlckxpbWl0Ei0udHJhdmVsLm9wZXJhdG9yLnYxLlNldFRtY0FwaVVzZXJMaW1pdFJlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuU2V0VG1jQXBpVXNlckxpbWl0UmVzcG9uc2USVQoITGlzdFRtY3MSIy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRtY3NSZXF1ZXN0GiQudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUbWNzUmVzcG9uc2USTwoGR2V0VG1jEiEudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRtY1JlcXVlc3QaIi50cmF2ZWwub3BlcmF0b3IudjEuR2V0VG1jUmVzcG9uc2USZAoNQ3JlYXRlQ29tcGFueRIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVDb21wYW55UmVzcG9uc2USWwoKQ3JlYXRlVXNlchIlLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVxdWVzdBomLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVVc2VyUmVzcG9uc2USZAoNQ3JlYXRlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5DcmVhdGVBcGlVc2VyUmVzcG9uc2USYQoMTGlzdEFwaVVzZXJzEicudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBcGlVc2Vyc1JlcXVlc3QaKC50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEFwaVVzZXJzUmVzcG9uc2USZAoNUmV2b2tlQXBpVXNlchIoLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVxdWVzdBopLnRyYXZlbC5vcGVyYXRvci52MS5SZXZva2VBcGlVc2VyUmVzcG9uc2USagoPTGlzdEF1ZGl0RXZlbnRzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USbQoQUm90YXRlU2lnbmluZ0tleRIrLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USagoPTGlzdFNpZ25pbmdLZXlzEioudHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RTaWduaW5nS2V5c1JlcXVlc3QaKy50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFNpZ25pbmdLZXlzUmVzcG9uc2USbQoQQWRkVHJ1c3RlZElzc3VlchIrLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVxdWVzdBosLnRyYXZlbC5vcGVyYXRvci52MS5BZGRUcnVzdGVkSXNzdWVyUmVzcG9uc2UScwoSTGlzdFRydXN0ZWRJc3N1ZXJzEi0udHJhdmVsLm9wZXJhdG9yLnYxLkxpc3RUcnVzdGVkSXNzdWVyc1JlcXVlc3QaLi50cmF2ZWwub3BlcmF0b3IudjEuTGlzdFRydXN0ZWRJc3N1ZXJzUmVzcG9uc2USdgoTUmVtb3ZlVHJ1c3RlZElzc3VlchIuLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVUcnVzdGVkSXNzdWVyUmVzcG9uc2USeQoUQ3JlYXRlUmVzb3VyY2VTZXJ2ZXISLy50cmF2ZWwub3BlcmF0b3IudjEuQ3JlYXRlUmVzb3VyY2VTZXJ2ZXJSZXF1ZXN0GjAudHJhdmVsLm9wZXJhdG9yLnYxLkNyZWF0ZVJlc291cmNlU2VydmVyUmVzcG9uc2USdgoTTGlzdFJlc291cmNlU2VydmVycxIuLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0UmVzb3VyY2VTZXJ2ZXJzUmVxdWVzdBovLnRyYXZlbC5vcGVyYXRvci52MS5MaXN0UmVzb3VyY2VTZXJ2ZXJzUmVzcG9uc2UScAoRR2V0UmVzb3VyY2VTZXJ2ZXISLC50cmF2ZWwub3BlcmF0b3IudjEuR2V0UmVzb3VyY2VTZXJ2ZXJSZXF1ZXN0Gi0udHJhdmVsLm9wZXJhdG9yLnYxLkdldFJlc291cmNlU2VydmVyUmVzcG9uc2USiwEKGlJvdGF0ZVJlc291cmNlU2VydmVyU2VjcmV0EjUudHJhdmVsLm9wZXJhdG9yLnYxLlJvdGF0ZVJlc291cmNlU2VydmVyU2VjcmV0UmVxdWVzdBo2LnRyYXZlbC5vcGVyYXRvci52MS5Sb3RhdGVSZXNvdXJjZVNlcnZlclNlY3JldFJlc3BvbnNlEnkKFFJlbW92ZVJlc291cmNlU2VydmVyEi8udHJhdmVsLm9wZXJhdG9yLnYxLlJlbW92ZVJlc291cmNlU2VydmVyUmVxdWVzdBowLnRyYXZlbC5vcGVyYXRvci52MS5SZW1vdmVSZXNvdXJjZVNlcnZlclJlc3BvbnNlEmoKD0dldFRva2VuTG9ja291dBIqLnRyYXZlbC5vcGVyYXRvci52MS5HZXRUb2tlbkxvY2tvdXRSZXF1ZXN0GisudHJhdmVsLm9wZXJhdG9yLnYxLkdldFRva2VuTG9ja291dFJlc3BvbnNlEnAKEVJlc2V0VG9rZW5Mb2Nrb3V0EiwudHJhdmVsLm9wZXJhdG9yLnYxLlJlc2V0VG9rZW5Mb2Nrb3V0UmVxdWVzdBotLnRyYXZlbC5vcGVyYXRvci52MS5SZXNldFRva2VuTG9ja291dFJlc3BvbnNlEm0KEEltcG9ydEFpckNyZWRpdHMSKy50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1JlcXVlc3QaLC50cmF2ZWwub3BlcmF0b3IudjEuSW1wb3J0QWlyQ3JlZGl0c1Jlc3BvbnNlEkkKBFNlZWQSHy50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlcXVlc3QaIC50cmF2ZWwub3BlcmF0b3IudjEuU2VlZFJlc3BvbnNlElIKB01pZ3JhdGUSIi50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlcXVlc3QaIy50cmF2ZWwub3BlcmF0b3IudjEuTWlncmF0ZVJlc3BvbnNlGgSgghkDYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_timestamp, file_travel_aircredit_v3_air_credit, file_travel_apiuser_v2_api_user, file_travel_common_v1_authentication]);
 
 /**
  * @generated from message travel.operator.v1.CreateTmcRequest
@@ -648,7 +648,7 @@ export const AddTrustedIssuerResponseSchema: GenMessage<AddTrustedIssuerResponse
  */
 export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEventsRequest"> & {
   /**
-   * The TMC (a UUID).
+   * The TMC (a UUID); required unless `platform` is set.
    *
    * @generated from field: string tmc_id = 1;
    */
@@ -695,6 +695,14 @@ export type ListAuditEventsRequest = Message<"travel.operator.v1.ListAuditEvents
    * @generated from field: string page_token = 7;
    */
   pageToken: string;
+
+  /**
+   * The platform's own trail instead of a TMC's: the events of no TMC (resource servers,
+   * refusals no TMC can be named for). Give either it or `tmc_id`.
+   *
+   * @generated from field: bool platform = 8;
+   */
+  platform: boolean;
 };
 
 /**
@@ -1580,6 +1588,279 @@ export const RemoveTrustedIssuerResponseSchema: GenMessage<RemoveTrustedIssuerRe
   messageDesc(file_travel_operator_v1_operator, 45);
 
 /**
+ * @generated from message travel.operator.v1.CreateResourceServerRequest
+ */
+export type CreateResourceServerRequest = Message<"travel.operator.v1.CreateResourceServerRequest"> & {
+  /**
+   * What the operator calls it (1-200 characters).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The audience URIs it serves: absolute URIs without fragment (at most 512 characters), 1-20 of
+   * them, none named twice. A token is for it when its `aud` names one.
+   *
+   * @generated from field: repeated string audiences = 2;
+   */
+  audiences: string[];
+};
+
+/**
+ * Describes the message travel.operator.v1.CreateResourceServerRequest.
+ * Use `create(CreateResourceServerRequestSchema)` to create a new message.
+ */
+export const CreateResourceServerRequestSchema: GenMessage<CreateResourceServerRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 46);
+
+/**
+ * @generated from message travel.operator.v1.CreateResourceServerResponse
+ */
+export type CreateResourceServerResponse = Message<"travel.operator.v1.CreateResourceServerResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * Shown this once: only its keyed hash is stored.
+   *
+   * @generated from field: string client_secret = 2;
+   */
+  clientSecret: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * Sorted.
+   *
+   * @generated from field: repeated string audiences = 4;
+   */
+  audiences: string[];
+};
+
+/**
+ * Describes the message travel.operator.v1.CreateResourceServerResponse.
+ * Use `create(CreateResourceServerResponseSchema)` to create a new message.
+ */
+export const CreateResourceServerResponseSchema: GenMessage<CreateResourceServerResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 47);
+
+/**
+ * @generated from message travel.operator.v1.ListResourceServersRequest
+ */
+export type ListResourceServersRequest = Message<"travel.operator.v1.ListResourceServersRequest"> & {
+  /**
+   * At most this many resource servers; 100 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Resource servers to skip (limit/offset paging; totalCount says how many there are).
+   *
+   * @generated from field: int32 offset = 2;
+   */
+  offset: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListResourceServersRequest.
+ * Use `create(ListResourceServersRequestSchema)` to create a new message.
+ */
+export const ListResourceServersRequestSchema: GenMessage<ListResourceServersRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 48);
+
+/**
+ * An active resource server; never its secret.
+ *
+ * @generated from message travel.operator.v1.ResourceServer
+ */
+export type ResourceServer = Message<"travel.operator.v1.ResourceServer"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The audience URIs it serves, sorted.
+   *
+   * @generated from field: repeated string audiences = 3;
+   */
+  audiences: string[];
+
+  /**
+   * RFC 3339.
+   *
+   * @generated from field: string created_at = 4;
+   */
+  createdAt: string;
+
+  /**
+   * RFC 3339; empty when never rotated.
+   *
+   * @generated from field: string rotated_at = 5;
+   */
+  rotatedAt: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.ResourceServer.
+ * Use `create(ResourceServerSchema)` to create a new message.
+ */
+export const ResourceServerSchema: GenMessage<ResourceServer> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 49);
+
+/**
+ * @generated from message travel.operator.v1.ListResourceServersResponse
+ */
+export type ListResourceServersResponse = Message<"travel.operator.v1.ListResourceServersResponse"> & {
+  /**
+   * @generated from field: repeated travel.operator.v1.ResourceServer resource_servers = 1;
+   */
+  resourceServers: ResourceServer[];
+
+  /**
+   * Active resource servers in all.
+   *
+   * @generated from field: int32 total_count = 2;
+   */
+  totalCount: number;
+};
+
+/**
+ * Describes the message travel.operator.v1.ListResourceServersResponse.
+ * Use `create(ListResourceServersResponseSchema)` to create a new message.
+ */
+export const ListResourceServersResponseSchema: GenMessage<ListResourceServersResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 50);
+
+/**
+ * @generated from message travel.operator.v1.GetResourceServerRequest
+ */
+export type GetResourceServerRequest = Message<"travel.operator.v1.GetResourceServerRequest"> & {
+  /**
+   * The resource server's client id.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.GetResourceServerRequest.
+ * Use `create(GetResourceServerRequestSchema)` to create a new message.
+ */
+export const GetResourceServerRequestSchema: GenMessage<GetResourceServerRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 51);
+
+/**
+ * @generated from message travel.operator.v1.GetResourceServerResponse
+ */
+export type GetResourceServerResponse = Message<"travel.operator.v1.GetResourceServerResponse"> & {
+  /**
+   * @generated from field: travel.operator.v1.ResourceServer resource_server = 1;
+   */
+  resourceServer?: ResourceServer | undefined;
+};
+
+/**
+ * Describes the message travel.operator.v1.GetResourceServerResponse.
+ * Use `create(GetResourceServerResponseSchema)` to create a new message.
+ */
+export const GetResourceServerResponseSchema: GenMessage<GetResourceServerResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 52);
+
+/**
+ * @generated from message travel.operator.v1.RotateResourceServerSecretRequest
+ */
+export type RotateResourceServerSecretRequest = Message<"travel.operator.v1.RotateResourceServerSecretRequest"> & {
+  /**
+   * The resource server's client id.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RotateResourceServerSecretRequest.
+ * Use `create(RotateResourceServerSecretRequestSchema)` to create a new message.
+ */
+export const RotateResourceServerSecretRequestSchema: GenMessage<RotateResourceServerSecretRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 53);
+
+/**
+ * @generated from message travel.operator.v1.RotateResourceServerSecretResponse
+ */
+export type RotateResourceServerSecretResponse = Message<"travel.operator.v1.RotateResourceServerSecretResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * Shown this once: only its keyed hash is stored.
+   *
+   * @generated from field: string client_secret = 2;
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RotateResourceServerSecretResponse.
+ * Use `create(RotateResourceServerSecretResponseSchema)` to create a new message.
+ */
+export const RotateResourceServerSecretResponseSchema: GenMessage<RotateResourceServerSecretResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 54);
+
+/**
+ * @generated from message travel.operator.v1.RemoveResourceServerRequest
+ */
+export type RemoveResourceServerRequest = Message<"travel.operator.v1.RemoveResourceServerRequest"> & {
+  /**
+   * The resource server's client id.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RemoveResourceServerRequest.
+ * Use `create(RemoveResourceServerRequestSchema)` to create a new message.
+ */
+export const RemoveResourceServerRequestSchema: GenMessage<RemoveResourceServerRequest> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 55);
+
+/**
+ * @generated from message travel.operator.v1.RemoveResourceServerResponse
+ */
+export type RemoveResourceServerResponse = Message<"travel.operator.v1.RemoveResourceServerResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message travel.operator.v1.RemoveResourceServerResponse.
+ * Use `create(RemoveResourceServerResponseSchema)` to create a new message.
+ */
+export const RemoveResourceServerResponseSchema: GenMessage<RemoveResourceServerResponse> = /*@__PURE__*/
+  messageDesc(file_travel_operator_v1_operator, 56);
+
+/**
  * Platform-operator actions: tenants, limits and bootstrap. Authenticated by the operator
  * credential (`Authorization: Bearer <operator token>`), never by an API user's token.
  * The operator CLI (`npm run -s cli -- ...`) calls these same RPCs: its commands, their options
@@ -1682,7 +1963,8 @@ export const OperatorService: GenService<{
     output: typeof RevokeApiUserResponseSchema;
   },
   /**
-   * Reads a TMC's audit trail, newest first.
+   * Reads a TMC's audit trail, or with `platform` the platform's own (the events of no TMC:
+   * resource servers, refusals no TMC can be named for), newest first.
    *
    * @generated from rpc travel.operator.v1.OperatorService.ListAuditEvents
    */
@@ -1745,6 +2027,62 @@ export const OperatorService: GenService<{
     methodKind: "unary";
     input: typeof RemoveTrustedIssuerRequestSchema;
     output: typeof RemoveTrustedIssuerResponseSchema;
+  },
+  /**
+   * Registers a resource server: a protected service of the platform, serving the given audience
+   * URIs. It gets a client id and secret of its own (the secret is shown this once) with which it
+   * checks the tokens addressed to its audiences. It is not an API user: it obtains no tokens and
+   * belongs to no TMC. An audience another resource server serves is ALREADY_EXISTS (409), and
+   * the service's own audience (TOKEN_AUDIENCE) is refused; audited RESOURCE_SERVER_CREATE.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.CreateResourceServer
+   */
+  createResourceServer: {
+    methodKind: "unary";
+    input: typeof CreateResourceServerRequestSchema;
+    output: typeof CreateResourceServerResponseSchema;
+  },
+  /**
+   * The active resource servers by registration time, with their audiences; never a secret.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.ListResourceServers
+   */
+  listResourceServers: {
+    methodKind: "unary";
+    input: typeof ListResourceServersRequestSchema;
+    output: typeof ListResourceServersResponseSchema;
+  },
+  /**
+   * One active resource server with its audiences; NOT_FOUND when unknown or removed.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.GetResourceServer
+   */
+  getResourceServer: {
+    methodKind: "unary";
+    input: typeof GetResourceServerRequestSchema;
+    output: typeof GetResourceServerResponseSchema;
+  },
+  /**
+   * Gives a resource server a new secret, shown this once: the old one is refused at once on
+   * every instance; audited RESOURCE_SERVER_ROTATE.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RotateResourceServerSecret
+   */
+  rotateResourceServerSecret: {
+    methodKind: "unary";
+    input: typeof RotateResourceServerSecretRequestSchema;
+    output: typeof RotateResourceServerSecretResponseSchema;
+  },
+  /**
+   * Removes a resource server for good: its credentials are refused at once on every instance, its
+   * audiences may be registered again, its client id is never reused; audited RESOURCE_SERVER_REMOVE.
+   *
+   * @generated from rpc travel.operator.v1.OperatorService.RemoveResourceServer
+   */
+  removeResourceServer: {
+    methodKind: "unary";
+    input: typeof RemoveResourceServerRequestSchema;
+    output: typeof RemoveResourceServerResponseSchema;
   },
   /**
    * Shows the failed-authentication count behind a token-endpoint lockout: of one client at one

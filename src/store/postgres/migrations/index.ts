@@ -12,6 +12,7 @@ import * as airCreditInstants from "./20261125000100_air_credit_instants.js";
 import * as signingKeyActivation from "./20261125000200_signing_key_activation.js";
 import * as usersScimNames from "./20261125000300_users_scim_names.js";
 import * as trustedIssuerCompany from "./20261125000400_trusted_issuer_company.js";
+import * as resourceServers from "./20261126000100_resource_servers.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -31,6 +32,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261125000200_signing_key_activation", signingKeyActivation],
   ["20261125000300_users_scim_names", usersScimNames],
   ["20261125000400_trusted_issuer_company", trustedIssuerCompany],
+  ["20261126000100_resource_servers", resourceServers],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

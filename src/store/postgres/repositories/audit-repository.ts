@@ -1,3 +1,4 @@
+import type { Knex } from "knex";
 import type { AuditEvent, RecordedAuditEvent } from "../../../domain/audit/model.js";
 import {
   AuditRecordRejected,
@@ -47,20 +48,12 @@ export class PostgresAuditRepository implements AuditRepository {
     return rows.map(toEvent);
   }
 
-  async search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
-    const query = knexOf(tx)<AuditEventRow>("audit_events").where({ tmc_id: scope.tmcId });
-    if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
-    if (filter.clientId !== undefined) {
-      const clientId = filter.clientId;
-      query.where((q) => {
-        q.where("actor", clientId).orWhere("target_client_id", clientId);
-      });
-    }
-    if (filter.since) query.where("occurred_at", ">=", filter.since);
-    if (filter.until) query.where("occurred_at", "<", filter.until);
-    if (filter.beforeId !== undefined) query.where("id", "<", filter.beforeId);
-    const rows = await query.orderBy("id", "desc").limit(limit);
-    return rows.map((r) => ({ ...toEvent(r), id: String(r.id) }));
+  search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
+    return searched(knexOf(tx)<AuditEventRow>("audit_events").where({ tmc_id: scope.tmcId }), filter, limit);
+  }
+
+  searchPlatform(tx: Tx, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
+    return searched(knexOf(tx)<AuditEventRow>("audit_events").whereNull("tmc_id"), filter, limit);
   }
 
   async lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>> {
@@ -73,6 +66,27 @@ export class PostgresAuditRepository implements AuditRepository {
       .max({ last: "occurred_at" })) as unknown as Array<{ target_client_id: string; last: Date | string }>;
     return new Map(rows.map((r) => [r.target_client_id, new Date(r.last)]));
   }
+}
+
+/** One trail's events narrowed by `filter`, newest (highest id) first. */
+async function searched(
+  trail: Knex.QueryBuilder<AuditEventRow>,
+  filter: AuditFilter,
+  limit: number,
+): Promise<NumberedAuditEvent[]> {
+  const query = trail;
+  if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
+  if (filter.clientId !== undefined) {
+    const clientId = filter.clientId;
+    query.where((q) => {
+      q.where("actor", clientId).orWhere("target_client_id", clientId);
+    });
+  }
+  if (filter.since) query.where("occurred_at", ">=", filter.since);
+  if (filter.until) query.where("occurred_at", "<", filter.until);
+  if (filter.beforeId !== undefined) query.where("id", "<", filter.beforeId);
+  const rows = (await query.orderBy("id", "desc").limit(limit)) as AuditEventRow[];
+  return rows.map((r) => ({ ...toEvent(r), id: String(r.id) }));
 }
 
 function toRow(e: AuditEvent): Omit<AuditEventRow, "id"> {

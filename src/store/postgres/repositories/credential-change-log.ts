@@ -1,5 +1,6 @@
+import type { Knex } from "knex";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
-import { isTokenCredentialId, jtiOfTokenCredential } from "../../../domain/tokens/model.js";
+import { credentialHolderOf, jtiOfTokenCredential } from "../../../domain/tokens/model.js";
 import type { CredentialChangeLog, NumberedChange } from "../../../domain/tokens/ports.js";
 import type { CredentialChangeRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
@@ -22,12 +23,8 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
     const previous = await this.latest(tx);
     const [row] = await db<CredentialChangeRow>("credential_changes").insert({ client_id: clientId }).returning("seq");
     const seq = Number(row!.seq);
-    // The changed credential carries its number: an API user, or a revoked access token (`jti:<jti>`).
-    if (isTokenCredentialId(clientId))
-      await db("revoked_access_tokens")
-        .where({ jti: jtiOfTokenCredential(clientId) })
-        .update({ change_seq: seq });
-    else await db("api_users").where({ client_id: clientId }).update({ change_seq: seq });
+    // The changed credential carries its number, in its holder's row.
+    await stampedRow(db, clientId).update({ change_seq: seq });
     await db.raw("select pg_notify(?, ?)", [this.channel, String(seq)]);
     return { seq, previous };
   }
@@ -55,6 +52,19 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
       .delete()
       .returning("seq");
     return deleted.length;
+  }
+}
+
+/** The row that holds a credential id's state: an API user, a resource server, or a revoked access token (`jti:<jti>`). */
+function stampedRow(db: Knex, id: string): Knex.QueryBuilder {
+  const holder = credentialHolderOf(id);
+  switch (holder) {
+    case "API_USER":
+      return db("api_users").where({ client_id: id });
+    case "RESOURCE_SERVER":
+      return db("resource_servers").where({ client_id: id });
+    case "ACCESS_TOKEN":
+      return db("revoked_access_tokens").where({ jti: jtiOfTokenCredential(id) });
   }
 }
 

@@ -3,6 +3,7 @@ import { PostgresApiUserRepository } from "./api-user-repository.js";
 import { PostgresAuditRepository } from "./audit-repository.js";
 import { credentialChangeChannel, PostgresCredentialChangeLog } from "./credential-change-log.js";
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
+import { PostgresResourceServerRepository } from "./resource-server-repository.js";
 import { PostgresRevokedTokenRepository } from "./revoked-token-repository.js";
 import { PostgresScimUserRepository } from "./scim-user-repository.js";
 import { PostgresSigningKeyRepository, signingKeyChangeChannel } from "./signing-key-repository.js";
@@ -18,6 +19,7 @@ export function postgresRepositories(schema = "public") {
   return {
     tenants: new PostgresTenantRepository(),
     apiUsers: new PostgresApiUserRepository(),
+    resourceServers: new PostgresResourceServerRepository(),
     audit: new PostgresAuditRepository(),
     signingKeys: new PostgresSigningKeyRepository(signingKeyChangeChannel(schema)),
     refreshTokens: new PostgresRefreshTokenRepository(),

@@ -1,5 +1,3 @@
-import type { ApiUser } from "../api-users/model.js";
-
 /** What the cache validates against: the current generation of each client (undefined: revoked or unknown). */
 export interface CurrentGenerations {
   current(clientIds: readonly string[]): Promise<Map<string, number | undefined>>;
@@ -7,15 +5,22 @@ export interface CurrentGenerations {
   believableFrom(): number | undefined;
 }
 
+/** What a held record must carry: whose it is, and the generation it was read at. */
+export interface GenerationalRecord {
+  readonly clientId: string;
+  readonly credentialGeneration: number;
+}
+
 /**
- * API-user records kept in process so that a token request does not read Postgres. A record is
- * used only while its credential generation is the current one, asked of CredentialGenerations
- * (one Redis round trip, Postgres whenever the cache cannot be believed): rotation bumps the
- * generation and revocation removes it, and nothing else of a record can change, so a record
- * that passes the check is exactly what the database holds. Bounded, least recently used out.
+ * Client records (API users', resource servers') kept in process so that authenticating does not
+ * read Postgres. A record is used only while its credential generation is the current one, asked
+ * of CredentialGenerations (one Redis round trip, Postgres whenever the cache cannot be believed):
+ * rotation bumps the generation and revocation or removal removes it, and nothing else of a record
+ * can change, so a record that passes the check is exactly what the database holds. Bounded,
+ * least recently used out.
  */
-export class ClientRecordCache {
-  private readonly records = new Map<string, ApiUser>();
+export class ClientRecordCache<R extends GenerationalRecord> {
+  private readonly records = new Map<string, R>();
 
   constructor(
     private readonly generations: CurrentGenerations,
@@ -23,7 +28,7 @@ export class ClientRecordCache {
   ) {}
 
   /** The client's record: the cached one if still current, otherwise `load()`'s (remembered when found). */
-  async find(clientId: string, load: () => Promise<ApiUser | undefined>): Promise<ApiUser | undefined> {
+  async find(clientId: string, load: () => Promise<R | undefined>): Promise<R | undefined> {
     const cached = this.records.get(clientId);
     if (cached) {
       this.records.delete(clientId);
@@ -43,7 +48,7 @@ export class ClientRecordCache {
    * current generation, with `knownChange` (see CurrentGenerations.believableFrom), in the same
    * round trip as its rate limits. Undefined when none is held or the shared cache cannot be believed.
    */
-  held(clientId: string): { record: ApiUser; knownChange: number } | undefined {
+  held(clientId: string): { record: R; knownChange: number } | undefined {
     const record = this.records.get(clientId);
     const knownChange = this.generations.believableFrom();
     if (!record || knownChange === undefined) return undefined;
@@ -55,7 +60,7 @@ export class ClientRecordCache {
     return this.records.size;
   }
 
-  private remember(record: ApiUser): void {
+  private remember(record: R): void {
     this.records.delete(record.clientId);
     this.records.set(record.clientId, record);
     if (this.records.size > this.capacity) this.records.delete(this.records.keys().next().value!);
