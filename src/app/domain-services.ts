@@ -86,7 +86,7 @@ export function createDomainServices(inputs: DomainInputs) {
     limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
     resourceServerAuthenticator: resourceServers.authenticator,
-    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiter, auditLog),
+    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiter, auditLog, resourceServers.authenticator),
     apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
     scimUsers: new ScimUsers(
@@ -173,6 +173,7 @@ function tokenServices({
     repos.tenants,
     repos.refreshTokens,
     repos.apiUsers,
+    { registered: (audiences) => repos.resourceServers.registeredAudiences(uow.direct, audiences) },
     { ...tokens, pepper: keys.secretPepper },
     clock,
   );
@@ -219,6 +220,7 @@ function tokenEndpointOf(
   tokens: ReturnType<typeof tokenServices>,
   limiter: TokenRateLimiter,
   auditLog: AuditLog,
+  resourceServers: ResourceServerAuthenticator,
 ): TokenEndpoint {
   const clientRecords = new ClientRecordCache<ApiUser>(tokens.generations, CLIENT_RECORD_CACHE_SIZE);
   return new TokenEndpoint(
@@ -237,6 +239,8 @@ function tokenEndpointOf(
         clock,
       ),
       admissions: metrics.tokenAdmissions,
+      resourceServers,
+      introspections: metrics.resourceServerIntrospections,
     },
   );
 }

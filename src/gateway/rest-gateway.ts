@@ -238,11 +238,13 @@ function bodyObject(request: FastifyRequest, input: DescMessage): JsonObject {
   if (typeof body !== "object" || body === null || Array.isArray(body))
     throw invalidArgument("The request body must be a JSON object");
   if (!isForm(request)) return body as JsonObject;
-  // Form fields are named by their proto (RFC 6749) names; each may appear once (RFC 6749 3.2).
+  // Form fields are named by their proto (RFC 6749) names; each may appear once (RFC 6749 3.2),
+  // except a repeated field's, whose RFC says it may repeat (RFC 8707 resource).
   const json: JsonObject = {};
   for (const [name, value] of Object.entries(body as Record<string, string | string[]>)) {
-    if (Array.isArray(value)) throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
     const field = fieldByName(input, name);
+    if (Array.isArray(value) && field?.fieldKind !== "list")
+      throw invalidArgument(`Parameter "${name}" is repeated`, [{ name, value: "repeated" }]);
     if (field) json[field.jsonName] = fromText(field, value, name);
   }
   return json;

@@ -13,6 +13,8 @@ export interface Metrics {
   readonly rateLimiterFallbacks: Counter;
   /** Token-endpoint admissions by path: one Redis round trip for a client record held in process, or step by step. */
   readonly tokenAdmissions: Counter<"path">;
+  /** Tokens introspected by resource servers, per resource server and answer. */
+  readonly resourceServerIntrospections: Counter<"resource_server" | "active">;
   readonly auditWritten: Counter;
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
@@ -68,6 +70,12 @@ export function createMetrics(): Metrics {
       name: "token_admissions_total",
       help: "Token-endpoint requests admitted or refused in one Redis round trip (one_round_trip) or step by step (step_by_step)",
       labelNames: ["path"],
+      registers: [registry],
+    }),
+    resourceServerIntrospections: new Counter({
+      name: "resource_server_introspections_total",
+      help: "Tokens introspected by each resource server (its client id), by answer (active true or false)",
+      labelNames: ["resource_server", "active"],
       registers: [registry],
     }),
     auditWritten: new Counter({

@@ -185,6 +185,7 @@ async function wire<S extends FixtureStore>(
     repos.tenants,
     repos.refreshTokens,
     repos.apiUsers,
+    { registered: (audiences) => repos.resourceServers.registeredAudiences(uow.direct, audiences) },
     settings,
     clock.now,
   );

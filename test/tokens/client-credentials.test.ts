@@ -360,6 +360,88 @@ describe("audience", () => {
   });
 });
 
+describe("audiences of registered resource servers (RFC 8707 resource, RFC 8693 audience)", () => {
+  const BOOKINGS = "https://bookings.platform.test/api";
+  const BOOKINGS_ADMIN = "https://bookings.platform.test/admin";
+  const repeatedResources = (client: Client, resources: readonly string[]) =>
+    postForm(
+      baseUrl,
+      TOKEN_PATH,
+      new URLSearchParams([
+        ["grant_type", "client_credentials"],
+        ["client_id", client.clientId],
+        ["client_secret", client.clientSecret],
+        ...resources.map((r) => ["resource", r] as [string, string]),
+      ]).toString(),
+    );
+
+  test("a registered server's audience is granted by resource or audience; repeated resources all go into aud; once the server is removed, or for an audience nobody registered → 400 invalid_target", async () => {
+    const server = await operatorCall<{ clientId: string }>(baseUrl, "CreateResourceServer", {
+      name: "Bookings",
+      audiences: [BOOKINGS, BOOKINGS_ADMIN],
+    });
+    const asked: Array<Record<string, string>> = [
+      { resource: BOOKINGS },
+      { audience: BOOKINGS },
+      { resource: BOOKINGS, audience: BOOKINGS },
+    ];
+    for (const extra of asked) {
+      const { payload } = await verifyIndependently(await accessTokenOf(baseUrl, admin, extra), BOOKINGS);
+      assert.equal(payload.aud, BOOKINGS, JSON.stringify(extra));
+    }
+    const both = await repeatedResources(admin, [BOOKINGS, BOOKINGS_ADMIN, BOOKINGS]);
+    assert.equal(both.status, 200, JSON.stringify(both.body));
+    const { payload } = await verifyIndependently(both.body.access_token as string, BOOKINGS_ADMIN);
+    assert.deepEqual(payload.aud, [BOOKINGS, BOOKINGS_ADMIN], "each once, in the request's order");
+    const mixed = await repeatedResources(admin, [BOOKINGS, PARTNER_AUDIENCE, AUDIENCE]);
+    assert.equal(mixed.status, 200, "a registered audience, one of ALLOWED_AUDIENCES and the service's own");
+
+    const unknown = await repeatedResources(admin, [BOOKINGS, "https://nobody.platform.test/api"]);
+    assertOAuthError(unknown, 400, "INVALID_TARGET", "invalid_target");
+    assert.deepEqual(unknown.body.errorMessages[0].errorParameters, [
+      { name: "audience", value: "https://nobody.platform.test/api" },
+    ]);
+    assertOAuthError(
+      await clientCredentials(baseUrl, admin, { resource: BOOKINGS, audience: BOOKINGS_ADMIN.replace("admin", "x") }),
+      400,
+      "INVALID_TARGET",
+      "invalid_target",
+    );
+
+    await operatorCall(baseUrl, "RemoveResourceServer", { clientId: server.clientId });
+    const removed: Array<Record<string, string>> = [{ resource: BOOKINGS }, { audience: BOOKINGS_ADMIN }];
+    for (const extra of removed)
+      assertOAuthError(await clientCredentials(baseUrl, admin, extra), 400, "INVALID_TARGET", "invalid_target");
+  });
+
+  test("more than 10 resources → 400 invalid_request naming resource; nothing is issued", async () => {
+    const many = Array.from({ length: 11 }, (_, i) => `https://r${i}.platform.test/`);
+    const res = await repeatedResources(admin, many);
+    assert.equal(res.status, 400, JSON.stringify(res.body));
+    assert.equal(res.body.error, "invalid_request");
+    assert.equal(res.body.errorMessages[0].errorParameters[0].name, "resource");
+  });
+
+  test("over gRPC the same: resource repeats, an unregistered one is INVALID_ARGUMENT INVALID_TARGET", async () => {
+    const server = await operatorCall<{ clientId: string }>(baseUrl, "CreateResourceServer", {
+      name: "Bookings over gRPC",
+      audiences: ["https://grpc-bookings.platform.test/api"],
+    });
+    const request = {
+      grantType: "client_credentials",
+      clientId: admin.clientId,
+      clientSecret: admin.clientSecret,
+      resource: ["https://grpc-bookings.platform.test/api", PARTNER_AUDIENCE],
+    };
+    const issued = await grpcs.call("auth", "fetchOauth2Token", request);
+    assert.equal(issued.ok, true, JSON.stringify(issued.errorResponse));
+    const { payload } = await verifyIndependently(String(issued.response!.accessToken), PARTNER_AUDIENCE);
+    assert.deepEqual(payload.aud, ["https://grpc-bookings.platform.test/api", PARTNER_AUDIENCE]);
+    await operatorCall(baseUrl, "RemoveResourceServer", { clientId: server.clientId });
+    assertGrpcFailure(await grpcs.call("auth", "fetchOauth2Token", request), GRPC.INVALID_ARGUMENT, "INVALID_TARGET");
+  });
+});
+
 describe("grant_type errors", () => {
   test("missing grant_type → 400 INVALID_REQUEST / invalid_request", async () => {
     const res = await postForm(baseUrl, TOKEN_PATH, { client_id: admin.clientId, client_secret: admin.clientSecret });

@@ -33,10 +33,25 @@ export class ResourceServerAuthenticator {
 
   /** The authenticated resource server (with the audiences it serves), or 401 RESOURCE_SERVER_AUTHENTICATION_FAILED. */
   async authenticate(presented: PresentedCredentials): Promise<ResourceServer> {
+    return this.verify(await this.lookUp(presented));
+  }
+
+  /**
+   * First step: the credentials presented, and the active resource server they name (undefined:
+   * none). Nothing is verified yet: the caller reserves a failure point in between, keyed on
+   * whether the server exists (the token endpoint's lockout rules).
+   */
+  async lookUp(presented: PresentedCredentials): Promise<ResourceServerAttempt> {
     const { clientId, clientSecret } = requiredCredentialsOf(presented);
     // Resource servers' ids are theirs alone: an API user's id is never looked up here.
     const server = isResourceServerId(clientId) ? await this.find(clientId) : undefined;
-    const matches = verifyClientSecret(this.pepper, clientSecret, server?.secretHash);
+    return { clientId, secret: clientSecret, server };
+  }
+
+  /** Second step, in constant time: an unknown id runs the same comparison and gets the same answer as a wrong secret. */
+  verify(attempt: ResourceServerAttempt): ResourceServer {
+    const { clientId, server } = attempt;
+    const matches = verifyClientSecret(this.pepper, attempt.secret, server?.secretHash);
     if (!server)
       throw refused(
         clientId,
@@ -50,6 +65,13 @@ export class ResourceServerAuthenticator {
     const load = () => this.servers.findActive(this.uow.direct, clientId);
     return this.records ? this.records.find(clientId, load) : load();
   }
+}
+
+/** A resource server's authentication in progress: what was presented, and whom it names (undefined: nobody). */
+export interface ResourceServerAttempt {
+  readonly clientId: string;
+  readonly secret: string;
+  readonly server: ResourceServer | undefined;
 }
 
 /** One answer for every failure; which client and which check go to the log line only. */

@@ -56,8 +56,8 @@ export interface TokenRequest {
   readonly refreshToken: string;
   /** RFC 8693 requested_token_type; empty when not asked. */
   readonly requestedTokenType?: string;
-  /** RFC 8707 resource indicator; empty when not asked. */
-  readonly resource?: string;
+  /** RFC 8707 resource indicators (the parameter may repeat); empty when none is asked. */
+  readonly resources?: readonly string[];
 }
 
 export interface IssuedToken {

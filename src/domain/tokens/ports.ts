@@ -56,6 +56,12 @@ export interface RevokedTokenRepository {
   ): Promise<Map<string, { readonly changeSeq: number; readonly expiresAt: Date }>>;
 }
 
+/** The audiences registered resource servers serve (implemented by the resource-servers area). */
+export interface AudienceDirectory {
+  /** The subset of `audiences` that an active resource server serves. */
+  registered(audiences: readonly string[]): Promise<ReadonlySet<string>>;
+}
+
 export interface TrustedIssuerRepository {
   upsert(tx: Tx, scope: TenantScope, issuer: TrustedIssuer): Promise<void>;
   find(tx: Tx, scope: TenantScope, issuer: string): Promise<TrustedIssuer | undefined>;

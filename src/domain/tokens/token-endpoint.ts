@@ -1,5 +1,7 @@
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
+import { isResourceServerId, type ResourceServer } from "../resource-servers/model.js";
+import type { ResourceServerAuthenticator } from "../resource-servers/resource-server-authenticator.js";
 import type { AuditSink } from "../audit/model.js";
 import type { LabelledCounter } from "../shared/observability.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
@@ -36,6 +38,10 @@ export class TokenEndpoint {
       readonly revocation?: TokenRevocation;
       /** Counts which path decided each request: one_round_trip or step_by_step. */
       readonly admissions?: LabelledCounter<"path">;
+      /** Resource servers' authentication (introspection by the protected services). */
+      readonly resourceServers?: ResourceServerAuthenticator;
+      /** Tokens introspected by each resource server, by answer (no log line per token at that volume). */
+      readonly introspections?: LabelledCounter<"resource_server" | "active">;
     } = {},
   ) {}
 
@@ -63,6 +69,7 @@ export class TokenEndpoint {
    * (TOKEN_INTROSPECTION_REFUSED / TOKEN_RATE_LIMITED), like a refused token request.
    */
   async introspect(credentials: PresentedCredentials, token: string, call: TokenCall): Promise<Principal | undefined> {
+    if (namesResourceServer(credentials)) return (await this.introspectAsResourceServer(credentials, [token], call))[0];
     let client: ApiUser | undefined;
     try {
       client = await this.admit(credentials, call, (c) => (client = c));
@@ -81,6 +88,84 @@ export class TokenEndpoint {
       details: { active: principal !== undefined, remoteAddress: call.remoteAddress },
     });
     return principal;
+  }
+
+  /**
+   * Batch introspection (IntrospectTokens), for resource servers only: each token answered as
+   * introspect() answers it, in order, with one revocation check for the whole batch. An API
+   * user's credentials are refused (PERMISSION_DENIED) before anything is looked up.
+   */
+  async introspectMany(
+    credentials: PresentedCredentials,
+    tokens: readonly string[],
+    call: TokenCall,
+  ): Promise<Array<Principal | undefined>> {
+    if (!namesResourceServer(credentials)) {
+      const error = new DomainError("PERMISSION_DENIED", "Batch introspection is for resource servers only");
+      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, undefined, error, call, { batch: "true" });
+      throw error;
+    }
+    return this.introspectAsResourceServer(credentials, tokens, call);
+  }
+
+  /**
+   * RFC 7662 section 4: a resource server, authenticated with its own credentials and held to the
+   * same budgets and lockout as an API user (address, then its own failure budget, then its own
+   * budget: strangers cannot lock out a correct one), learns about the tokens addressed to one of
+   * its audiences, whatever their TMC; any other token is inactive. Refusals are audited;
+   * answers are counted per resource server.
+   */
+  private async introspectAsResourceServer(
+    credentials: PresentedCredentials,
+    tokens: readonly string[],
+    call: TokenCall,
+  ): Promise<Array<Principal | undefined>> {
+    let server: ResourceServer | undefined;
+    try {
+      const addressBudget = await this.limitAddress(call);
+      server = await this.authenticateResourceServer(credentials, call);
+      await this.limitClient(server.clientId, addressBudget, call);
+    } catch (error) {
+      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, server && platformParty(server), error, call, {});
+      throw error;
+    }
+    const principals = await this.tokens.introspectFor(server.audiences, tokens);
+    const counter = this.wiring.introspections;
+    if (counter) {
+      const active = principals.filter((p) => p !== undefined).length;
+      if (active > 0) counter.inc({ resource_server: server.clientId, active: "true" }, active);
+      if (active < principals.length)
+        counter.inc({ resource_server: server.clientId, active: "false" }, principals.length - active);
+    }
+    return principals;
+  }
+
+  /** authenticate() for a resource server: the same failure budgets, keyed on its id. */
+  private async authenticateResourceServer(
+    credentials: PresentedCredentials,
+    call: TokenCall,
+  ): Promise<ResourceServer> {
+    const servers = this.wiring.resourceServers;
+    if (!servers) throw new Error("resource-server authentication is not wired");
+    const attempt = await servers.lookUp(credentials);
+    const reservation = await this.limiter.reserveAttempt(
+      attempt.clientId,
+      attempt.server !== undefined,
+      call.remoteAddress,
+    );
+    const refuse = () => {
+      call.onRateLimit(reservation.decision);
+      return tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+    };
+    if (!reservation.evaluate) throw refuse();
+    let server: ResourceServer;
+    try {
+      server = servers.verify(attempt);
+    } catch (error) {
+      throw reservation.decision.allowed ? error : refuse();
+    }
+    await reservation.release();
+    return server;
   }
 
   /**
@@ -103,7 +188,7 @@ export class TokenEndpoint {
     checkRequest();
     const client = await this.authenticate(credentials, call);
     authenticated(client);
-    await this.limitClient(client, addressBudget, call);
+    await this.limitClient(client.clientId, addressBudget, call);
     return client;
   }
 
@@ -178,8 +263,8 @@ export class TokenEndpoint {
   }
 
   /** Only an authenticated client spends its own budget: nobody without its secret can exhaust it. */
-  private async limitClient(client: ApiUser, addressBudget: RateLimitDecision, call: TokenCall): Promise<void> {
-    const decision = await this.limiter.consumeClient(client.clientId);
+  private async limitClient(clientId: string, addressBudget: RateLimitDecision, call: TokenCall): Promise<void> {
+    const decision = await this.limiter.consumeClient(clientId);
     call.onRateLimit(tighterOf(addressBudget, decision));
     if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
   }
@@ -242,7 +327,7 @@ export class TokenEndpoint {
   private recordRefusal(
     action: "TOKEN_REFUSED" | "TOKEN_INTROSPECTION_REFUSED" | "TOKEN_REVOCATION_REFUSED",
     credentials: PresentedCredentials,
-    client: ApiUser | undefined,
+    client: Party | undefined,
     error: unknown,
     call: TokenCall,
     details: Record<string, string>,
@@ -259,4 +344,18 @@ export class TokenEndpoint {
       details: { ...details, errorCode, remoteAddress: call.remoteAddress },
     });
   }
+}
+
+/** Who called, as the audit trail names it: an API user (of a TMC), or a resource server (of none). */
+interface Party {
+  readonly clientId: string;
+  readonly tmcId: string | null;
+}
+
+const platformParty = (server: ResourceServer): Party => ({ clientId: server.clientId, tmcId: null });
+
+/** Whether the credentials name a resource server: its ids are its own (model.ts), so the id alone says. */
+function namesResourceServer(credentials: PresentedCredentials): boolean {
+  const clientId = ClientAuthenticator.claimedClientId(credentials);
+  return clientId !== undefined && isResourceServerId(clientId);
 }

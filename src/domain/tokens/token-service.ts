@@ -26,7 +26,7 @@ import {
   type TokenRequest,
 } from "./model.js";
 import { invalidGrant, invalidRequest, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
-import type { RefreshTokenRepository } from "./ports.js";
+import type { AudienceDirectory, RefreshTokenRepository } from "./ports.js";
 import { grantScopes, parseScope, SCOPES_BY_ROLE } from "./scopes.js";
 import type { TrustedIssuers } from "./trusted-issuers.js";
 
@@ -50,6 +50,8 @@ export class TokenService {
     private readonly tenants: TenantRepository,
     private readonly refreshTokens: RefreshTokenRepository,
     private readonly apiUsers: Pick<ApiUserRepository, "credentialStates" | "findActive">,
+    /** The audiences registered resource servers serve: each may be asked for. */
+    private readonly audiences: AudienceDirectory,
     private readonly settings: TokenServiceSettings,
     private readonly now: Clock,
   ) {}
@@ -106,16 +108,19 @@ export class TokenService {
     }
   }
 
+  /**
+   * RFC 7662 section 4, for a resource server serving `audiences`: each token's principal if it is
+   * active and addressed to one of them (any TMC), else undefined; one revocation check for all.
+   */
+  introspectFor(audiences: readonly string[], tokens: readonly string[]): Promise<Array<Principal | undefined>> {
+    return this.tokens.verifyMany(tokens, audiences);
+  }
+
   private async clientCredentials(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (request.refreshToken || request.subjectToken)
       throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "allowed");
-    return this.issueForClient(
-      client,
-      scopes,
-      [this.audienceOf(requestedAudience(request))],
-      this.settings.accessTokenTtlSeconds,
-    );
+    return this.issueForClient(client, scopes, await this.audiencesOf(request), this.settings.accessTokenTtlSeconds);
   }
 
   private async issueForClient(
@@ -164,9 +169,10 @@ export class TokenService {
       subject.scopes.filter((s) => roleScopes.includes(s)),
       "narrowed",
     );
-    const requested = requestedAudience(request);
-    const audience = requested ? [requested] : [...subject.audience];
-    if (!audience.every((a) => subject.audience.includes(a))) throw invalidTarget(requested);
+    const requested = requestedAudiences(request);
+    const audience = requested.length > 0 ? requested : [...subject.audience];
+    const wider = audience.find((a) => !subject.audience.includes(a));
+    if (wider !== undefined) throw invalidTarget(wider);
     const act = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
     const credentials = dedupe([ownCredential(client), ...subject.credentials]);
     return this.issueExchanged(client, subject.subject, subject.subjectKind, scopes, audience, act, credentials);
@@ -201,7 +207,7 @@ export class TokenService {
     }
     if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "narrowed");
-    const audience = [this.audienceOf(requestedAudience(request))];
+    const audience = await this.audiencesOf(request);
     return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [
       ownCredential(client),
     ]);
@@ -322,10 +328,20 @@ export class TokenService {
     );
   }
 
-  private audienceOf(requested: string): string {
-    if (!requested) return this.settings.audience;
-    if (requested === this.settings.audience || this.settings.allowedAudiences.includes(requested)) return requested;
-    throw invalidTarget(requested);
+  /**
+   * The audiences a token is issued for: those the request names, each the service's own, one of
+   * ALLOWED_AUDIENCES or one a registered resource server serves (else invalid_target, naming
+   * the first that is none of them); none named, the service's own.
+   */
+  private async audiencesOf(request: TokenRequest): Promise<string[]> {
+    const requested = requestedAudiences(request);
+    if (requested.length === 0) return [this.settings.audience];
+    const { audience, allowedAudiences } = this.settings;
+    const others = requested.filter((a) => a !== audience && !allowedAudiences.includes(a));
+    const registered = others.length > 0 ? await this.audiences.registered(others) : new Set<string>();
+    const unknown = others.find((a) => !registered.has(a));
+    if (unknown !== undefined) throw invalidTarget(unknown);
+    return requested;
   }
 
   private refreshHash(token: string): Buffer {
@@ -363,15 +379,17 @@ function dedupe(credentials: readonly BoundCredential[]): BoundCredential[] {
 }
 
 /**
- * The audience a request asks for: `audience` (RFC 8693) or `resource` (RFC 8707), which must be
- * an absolute URI without a fragment and, when both are given, the same value. Empty: the default.
+ * The audiences a request asks for, in order and once each: every `resource` (RFC 8707, which may
+ * repeat; each an absolute URI without a fragment), or else `audience` (RFC 8693). When both are
+ * given, `audience` must be one of the resources. Empty: none asked (the default).
  */
-function requestedAudience(request: TokenRequest): string {
-  const resource = request.resource ?? "";
-  if (!resource) return request.audience;
-  if (!isAbsoluteUriWithoutFragment(resource)) throw invalidTarget(resource);
-  if (request.audience && request.audience !== resource) throw invalidTarget(resource);
-  return resource;
+function requestedAudiences(request: TokenRequest): string[] {
+  const resources = [...new Set(request.resources ?? [])];
+  if (resources.length === 0) return request.audience ? [request.audience] : [];
+  const malformed = resources.find((r) => !isAbsoluteUriWithoutFragment(r));
+  if (malformed !== undefined) throw invalidTarget(malformed);
+  if (request.audience && !resources.includes(request.audience)) throw invalidTarget(request.audience);
+  return resources;
 }
 
 function isAbsoluteUriWithoutFragment(value: string): boolean {

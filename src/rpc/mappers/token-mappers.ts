@@ -27,5 +27,16 @@ export function introspectionResponse(principal: Principal | undefined) {
     jti: principal.tokenId,
     tmcId: principal.tmcId,
     role: principal.role,
+    orgId: principal.orgId ?? "",
+    ...(principal.act ? { act: actorOf(principal.act) } : {}),
   };
+}
+
+/** RFC 8693 `act` as the token carries it ({sub, act?: {…}}), nested as deep as the exchanges went. */
+function actorOf(act: Record<string, unknown>): { sub: string; act?: ReturnType<typeof actorOf> } {
+  const sub = typeof act.sub === "string" ? act.sub : "";
+  const inner = act.act;
+  return typeof inner === "object" && inner !== null
+    ? { sub, act: actorOf(inner as Record<string, unknown>) }
+    : { sub };
 }

@@ -4,6 +4,7 @@ import {
   type FetchOauth2TokenRequest,
   type GetAuthTokenRequest,
   type IntrospectTokenRequest,
+  type IntrospectTokensRequest,
   type RevokeTokenRequest,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
 import type { PresentedCredentials } from "../../domain/tokens/model.js";
@@ -32,7 +33,7 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       subjectTokenType: req.subjectTokenType,
       refreshToken: req.refreshToken,
       requestedTokenType: req.requestedTokenType,
-      resource: req.resource,
+      resources: req.resource,
     };
     return tokenResponse(await challenged(ctx, this.endpoint.fetchToken(request, tokenCall(ctx))));
   }
@@ -74,6 +75,15 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
         this.endpoint.introspect(presented(req.clientId, req.clientSecret, ctx), req.token, tokenCall(ctx)),
       ),
     );
+  }
+
+  async introspectTokens(req: IntrospectTokensRequest, ctx: HandlerContext) {
+    noStore(ctx);
+    const principals = await challenged(
+      ctx,
+      this.endpoint.introspectMany(presented(req.clientId, req.clientSecret, ctx), req.tokens, tokenCall(ctx)),
+    );
+    return { results: principals.map(introspectionResponse) };
   }
 }
 

@@ -401,6 +401,7 @@ describe("AuthService through the transport", () => {
         jti: "",
         tmcId: "",
         role: "",
+        orgId: "",
       },
     );
   });

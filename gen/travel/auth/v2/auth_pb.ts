@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/auth/v2/auth.proto.
  */
 export const file_travel_auth_v2_auth: GenFile = /*@__PURE__*/
-  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLFAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEhoKCHJlc291cmNlGAogASgJQgi6SAVyAxiAECLhAQoYRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlEiIKDGFjY2Vzc190b2tlbhgBIAEoCVIMYWNjZXNzX3Rva2VuEh4KCnRva2VuX3R5cGUYAiABKAlSCnRva2VuX3R5cGUSHgoKZXhwaXJlc19pbhgDIAEoBVIKZXhwaXJlc19pbhIkCg1yZWZyZXNoX3Rva2VuGAQgASgJUg1yZWZyZXNoX3Rva2VuEg0KBXNjb3BlGAUgASgJEiwKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJUhFpc3N1ZWRfdG9rZW5fdHlwZSJTChNHZXRBdXRoVG9rZW5SZXF1ZXN0EhsKCWNsaWVudF9pZBgBIAEoCUIIukgFcgMYgAISHwoNY2xpZW50X3NlY3JldBgCIAEoCUIIukgFcgMYgAgiUwoUR2V0QXV0aFRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSHgoWZXhwaXJ5X3RpbWVfaW5fc2Vjb25kcxgCIAEoBRIMCgR0eXBlGAMgASgJIr8BChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EhoKBXRva2VuGAEgASgJQgu6SAhyBhABGICAARIxCg90b2tlbl90eXBlX2hpbnQYAiABKAlCB7pIBHICGEBSD3Rva2VuX3R5cGVfaGludBImCgljbGllbnRfaWQYAyABKAlCCLpIBXIDGIACUgljbGllbnRfaWQSLgoNY2xpZW50X3NlY3JldBgEIAEoCUIIukgFcgMYgAhSDWNsaWVudF9zZWNyZXQiuwEKElJldm9rZVRva2VuUmVxdWVzdBIaCgV0b2tlbhgBIAEoCUILukgIcgYQARiAgAESMQoPdG9rZW5fdHlwZV9oaW50GAIgASgJQge6SARyAhhAUg90b2tlbl90eXBlX2hpbnQSJgoJY2xpZW50X2lkGAMgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYBCABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0IhUKE1Jldm9rZVRva2VuUmVzcG9uc2Ui+gEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEhMKBmFjdGl2ZRgBIAEoCEgAiAEBEg0KBXNjb3BlGAIgASgJEhwKCWNsaWVudF9pZBgDIAEoCVIJY2xpZW50X2lkEh4KCnRva2VuX3R5cGUYBCABKAlSCnRva2VuX3R5cGUSCwoDZXhwGAUgASgNEgsKA2lhdBgGIAEoDRILCgNzdWIYByABKAkSCwoDYXVkGAggAygJEgsKA2lzcxgJIAEoCRILCgNqdGkYCiABKAkSFgoGdG1jX2lkGAsgASgJUgZ0bWNfaWQSDAoEcm9sZRgMIAEoCUIJCgdfYWN0aXZlMpEFCgtBdXRoU2VydmljZRKnAQoQRmV0Y2hPYXV0aDJUb2tlbhInLnRyYXZlbC5hdXRoLnYyLkZldGNoT2F1dGgyVG9rZW5SZXF1ZXN0GigudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlIkCSghkcChBmZXRjaE9hdXRoMlRva2VuEAEaBpADkwOtA4LT5JMCGjoBKiIVL3YyL2F1dGgvb2F1dGgyLXRva2VuEqMBCg9JbnRyb3NwZWN0VG9rZW4SJi50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXF1ZXN0GicudHJhdmVsLmF1dGgudjIuSW50cm9zcGVjdFRva2VuUmVzcG9uc2UiP5KCGR0KD2ludHJvc3BlY3RUb2tlbhABGgaQA5MDrQMoAYLT5JMCGDoBKiITL3YyL2F1dGgvaW50cm9zcGVjdBKSAQoLUmV2b2tlVG9rZW4SIi50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlcXVlc3QaIy50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlc3BvbnNlIjqSghkcCgtyZXZva2VUb2tlbhABGgiQA5EDkwOtAyDIAYLT5JMCFDoBKiIPL3YyL2F1dGgvcmV2b2tlEpIBCgxHZXRBdXRoVG9rZW4SIy50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXF1ZXN0GiQudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVzcG9uc2UiN4gCAZKCGRYKDGdldEF1dGhUb2tlbhoGkAOTA60DgtPkkwIUOgEqIg8vZ2V0LWF1dGgtdG9rZW4aCKCCGQKoghkBYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
+  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLMAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEiEKCHJlc291cmNlGAogAygJQg+6SAySAQkQCiIFcgMYgBAi4QEKGEZldGNoT2F1dGgyVG9rZW5SZXNwb25zZRIiCgxhY2Nlc3NfdG9rZW4YASABKAlSDGFjY2Vzc190b2tlbhIeCgp0b2tlbl90eXBlGAIgASgJUgp0b2tlbl90eXBlEh4KCmV4cGlyZXNfaW4YAyABKAVSCmV4cGlyZXNfaW4SJAoNcmVmcmVzaF90b2tlbhgEIAEoCVINcmVmcmVzaF90b2tlbhINCgVzY29wZRgFIAEoCRIsChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCVIRaXNzdWVkX3Rva2VuX3R5cGUiUwoTR2V0QXV0aFRva2VuUmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEh8KDWNsaWVudF9zZWNyZXQYAiABKAlCCLpIBXIDGIAIIlMKFEdldEF1dGhUb2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEh4KFmV4cGlyeV90aW1lX2luX3NlY29uZHMYAiABKAUSDAoEdHlwZRgDIAEoCSK/AQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIaCgV0b2tlbhgBIAEoCUILukgIcgYQARiAgAESMQoPdG9rZW5fdHlwZV9oaW50GAIgASgJQge6SARyAhhAUg90b2tlbl90eXBlX2hpbnQSJgoJY2xpZW50X2lkGAMgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYBCABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0IpcBChdJbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBIkCgZ0b2tlbnMYASADKAlCFLpIEZIBDggBEGQiCHIGEAEYgIABEiYKCWNsaWVudF9pZBgCIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAMgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCJUChhJbnRyb3NwZWN0VG9rZW5zUmVzcG9uc2USOAoHcmVzdWx0cxgBIAMoCzInLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlc3BvbnNlIrsBChJSZXZva2VUb2tlblJlcXVlc3QSGgoFdG9rZW4YASABKAlCC7pICHIGEAEYgIABEjEKD3Rva2VuX3R5cGVfaGludBgCIAEoCUIHukgEcgIYQFIPdG9rZW5fdHlwZV9oaW50EiYKCWNsaWVudF9pZBgDIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAQgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCIVChNSZXZva2VUb2tlblJlc3BvbnNlIrYCChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRITCgZhY3RpdmUYASABKAhIAIgBARINCgVzY29wZRgCIAEoCRIcCgljbGllbnRfaWQYAyABKAlSCWNsaWVudF9pZBIeCgp0b2tlbl90eXBlGAQgASgJUgp0b2tlbl90eXBlEgsKA2V4cBgFIAEoDRILCgNpYXQYBiABKA0SCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAMoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhYKBnRtY19pZBgLIAEoCVIGdG1jX2lkEgwKBHJvbGUYDCABKAkSFgoGb3JnX2lkGA0gASgJUgZvcmdfaWQSIgoDYWN0GA4gASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3JCCQoHX2FjdGl2ZSI4CgVBY3RvchILCgNzdWIYASABKAkSIgoDYWN0GAIgASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3Iy+AUKC0F1dGhTZXJ2aWNlEqcBChBGZXRjaE9hdXRoMlRva2VuEicudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QaKC50cmF2ZWwuYXV0aC52Mi5GZXRjaE9hdXRoMlRva2VuUmVzcG9uc2UiQJKCGRwKEGZldGNoT2F1dGgyVG9rZW4QARoGkAOTA60DgtPkkwIaOgEqIhUvdjIvYXV0aC9vYXV0aDItdG9rZW4SowEKD0ludHJvc3BlY3RUb2tlbhImLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlcXVlc3QaJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZSI/koIZHQoPaW50cm9zcGVjdFRva2VuEAEaBpADkwOtAygBgtPkkwIYOgEqIhMvdjIvYXV0aC9pbnRyb3NwZWN0EmUKEEludHJvc3BlY3RUb2tlbnMSJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBooLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlbnNSZXNwb25zZRKSAQoLUmV2b2tlVG9rZW4SIi50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlcXVlc3QaIy50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlc3BvbnNlIjqSghkcCgtyZXZva2VUb2tlbhABGgiQA5EDkwOtAyDIAYLT5JMCFDoBKiIPL3YyL2F1dGgvcmV2b2tlEpIBCgxHZXRBdXRoVG9rZW4SIy50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXF1ZXN0GiQudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVzcG9uc2UiN4gCAZKCGRYKDGdldEF1dGhUb2tlbhoGkAOTA60DgtPkkwIUOgEqIg8vZ2V0LWF1dGgtdG9rZW4aCKCCGQKoghkBYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
 
 /**
  * OAuthTokenRequest (spec 2.9). Field names are the RFC 6749 form field names.
@@ -81,13 +81,14 @@ export type FetchOauth2TokenRequest = Message<"travel.auth.v2.FetchOauth2TokenRe
   requestedTokenType: string;
 
   /**
-   * RFC 8707 resource indicator: an absolute URI without fragment naming where the token will be
-   * used; one per request. It must be an audience this service may issue for (otherwise
-   * invalid_target), and, when audience is also given, the same value.
+   * RFC 8707 resource indicators: absolute URIs without fragment naming where the token will be
+   * used; the parameter may repeat (the token's aud lists them all). Each must be an audience this
+   * service may issue for — its own, one a registered resource server serves, or one of
+   * ALLOWED_AUDIENCES — otherwise invalid_target; when audience is also given, it must be one of them.
    *
-   * @generated from field: string resource = 10;
+   * @generated from field: repeated string resource = 10;
    */
-  resource: string;
+  resource: string[];
 };
 
 /**
@@ -229,6 +230,54 @@ export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = 
   messageDesc(file_travel_auth_v2_auth, 4);
 
 /**
+ * @generated from message travel.auth.v2.IntrospectTokensRequest
+ */
+export type IntrospectTokensRequest = Message<"travel.auth.v2.IntrospectTokensRequest"> & {
+  /**
+   * The tokens to introspect, answered in this order.
+   *
+   * @generated from field: repeated string tokens = 1;
+   */
+  tokens: string[];
+
+  /**
+   * @generated from field: string client_id = 2 [json_name = "client_id"];
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string client_secret = 3 [json_name = "client_secret"];
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message travel.auth.v2.IntrospectTokensRequest.
+ * Use `create(IntrospectTokensRequestSchema)` to create a new message.
+ */
+export const IntrospectTokensRequestSchema: GenMessage<IntrospectTokensRequest> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 5);
+
+/**
+ * @generated from message travel.auth.v2.IntrospectTokensResponse
+ */
+export type IntrospectTokensResponse = Message<"travel.auth.v2.IntrospectTokensResponse"> & {
+  /**
+   * One per requested token, in the request's order.
+   *
+   * @generated from field: repeated travel.auth.v2.IntrospectTokenResponse results = 1;
+   */
+  results: IntrospectTokenResponse[];
+};
+
+/**
+ * Describes the message travel.auth.v2.IntrospectTokensResponse.
+ * Use `create(IntrospectTokensResponseSchema)` to create a new message.
+ */
+export const IntrospectTokensResponseSchema: GenMessage<IntrospectTokensResponse> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 6);
+
+/**
  * RFC 7009 section 2.1, form-encoded. token_type_hint is "access_token" or "refresh_token"; any
  * other value is ignored (the server searches every token type it supports anyway).
  *
@@ -261,7 +310,7 @@ export type RevokeTokenRequest = Message<"travel.auth.v2.RevokeTokenRequest"> & 
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 5);
+  messageDesc(file_travel_auth_v2_auth, 7);
 
 /**
  * RFC 7009 section 2.2: 200 with no body.
@@ -276,7 +325,7 @@ export type RevokeTokenResponse = Message<"travel.auth.v2.RevokeTokenResponse"> 
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 6);
+  messageDesc(file_travel_auth_v2_auth, 8);
 
 /**
  * RFC 7662 section 2.2. Only `active` is set for an inactive token.
@@ -346,9 +395,26 @@ export type IntrospectTokenResponse = Message<"travel.auth.v2.IntrospectTokenRes
   tmcId: string;
 
   /**
+   * The role of the API user that obtained the token (client_id).
+   *
    * @generated from field: string role = 12;
    */
   role: string;
+
+  /**
+   * The company of a company admin's token (client_id's company); empty for a TMC admin's.
+   *
+   * @generated from field: string org_id = 13 [json_name = "org_id"];
+   */
+  orgId: string;
+
+  /**
+   * RFC 8693 4.1: the acting party of an exchanged token (sub acts for the token's sub), with the
+   * party it acted for in turn nested inside; absent for a token that was not exchanged.
+   *
+   * @generated from field: travel.auth.v2.Actor act = 14;
+   */
+  act?: Actor | undefined;
 };
 
 /**
@@ -356,7 +422,31 @@ export type IntrospectTokenResponse = Message<"travel.auth.v2.IntrospectTokenRes
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 7);
+  messageDesc(file_travel_auth_v2_auth, 9);
+
+/**
+ * RFC 8693 4.1 "act": who acts, and the earlier actor it acted for.
+ *
+ * @generated from message travel.auth.v2.Actor
+ */
+export type Actor = Message<"travel.auth.v2.Actor"> & {
+  /**
+   * @generated from field: string sub = 1;
+   */
+  sub: string;
+
+  /**
+   * @generated from field: travel.auth.v2.Actor act = 2;
+   */
+  act?: Actor | undefined;
+};
+
+/**
+ * Describes the message travel.auth.v2.Actor.
+ * Use `create(ActorSchema)` to create a new message.
+ */
+export const ActorSchema: GenMessage<Actor> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 10);
 
 /**
  * Issues OAuth 2.0 access tokens to API users (spec 4.1, 5).
@@ -378,7 +468,11 @@ export const AuthService: GenService<{
   },
   /**
    * Token introspection (RFC 7662) for other services: is this token still active?
-   * Client-authenticated like the token endpoint; answers only for tokens of the caller's TMC.
+   * Client-authenticated like the token endpoint (HTTP Basic or form). A resource server (the
+   * operator registers it with the audiences it serves) learns about any token whose aud names one
+   * of its audiences, whatever the TMC; an API user only about tokens of its own TMC (a company
+   * admin: of its own company). Any other token, and any token that is not active, is
+   * {"active": false}, with no hint why.
    *
    * @generated from rpc travel.auth.v2.AuthService.IntrospectToken
    */
@@ -386,6 +480,19 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof IntrospectTokenRequestSchema;
     output: typeof IntrospectTokenResponseSchema;
+  },
+  /**
+   * Batch introspection for gateways: up to 100 tokens, answered one by one in the same order,
+   * each as IntrospectToken would answer it, with one revocation check for the whole batch.
+   * Resource servers only (HTTP Basic or client_id and client_secret); an API user is refused
+   * (403 PERMISSION_DENIED). Served over gRPC, gRPC-Web and Connect; no REST path.
+   *
+   * @generated from rpc travel.auth.v2.AuthService.IntrospectTokens
+   */
+  introspectTokens: {
+    methodKind: "unary";
+    input: typeof IntrospectTokensRequestSchema;
+    output: typeof IntrospectTokensResponseSchema;
   },
   /**
    * Token revocation (RFC 7009): a client revokes a refresh token or an access token issued to
