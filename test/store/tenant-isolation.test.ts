@@ -37,6 +37,17 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "credentialChanges.since": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.prune": "the deployment's change numbers: client ids only, no tenant data",
   "airCredits.refreshStatisticsIfStale": "the planner's statistics of a table: no tenant data",
+  "audit.searchPlatform": "the platform's own events (those of no tenant): it reads no tenant's rows",
+  "resourceServers.insert": "resource servers are the platform's, not a tenant's",
+  "resourceServers.claimAudiences": "resource servers are the platform's, not a tenant's",
+  "resourceServers.list": "resource servers are the platform's, not a tenant's",
+  "resourceServers.get": "resource servers are the platform's, not a tenant's",
+  "resourceServers.findActive": "resource servers are the platform's, not a tenant's",
+  "resourceServers.lockActive": "resource servers are the platform's, not a tenant's",
+  "resourceServers.setCredential": "resource servers are the platform's, not a tenant's",
+  "resourceServers.markRemoved": "resource servers are the platform's, not a tenant's",
+  "resourceServers.registeredAudiences": "resource servers are the platform's, not a tenant's",
+  "resourceServers.credentialStates": "resource servers are the platform's, not a tenant's",
 };
 
 function refreshToken(clientId: string, tokenHash: Buffer, id = crypto.randomUUID(), familyId = crypto.randomUUID()) {
