@@ -177,4 +177,34 @@ describe("a lockout that protects without becoming a weapon", () => {
       "the operator elsewhere is not affected",
     );
   });
+
+  test("issue 22: a resource server's introspection has the same lockout: wrong secrets are stopped where they are guessed, the right secret is never refused, elsewhere nothing changes", async () => {
+    const server = await operatorCall<{ clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "CreateResourceServer",
+      { name: "Locked-out bookings", audiences: ["https://lockout.platform.test/"] },
+    );
+    const introspect = (address: string, clientSecret: string) =>
+      fetch(`${running.baseUrl}/v2/auth/introspect`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", "x-forwarded-for": address },
+        body: new URLSearchParams({ token: "any", client_id: server.clientId, client_secret: clientSecret }),
+      }).then((r) => r.status);
+    const attacker = "203.0.113.77";
+    for (let i = 0; i < 10; i++) assert.equal(await introspect(attacker, `wrong-${i}`), 401);
+    assert.equal(await introspect(attacker, "wrong-again"), 429, "locked out where the guessing happens");
+    assert.equal(await introspect(attacker, server.clientSecret), 200, "the right secret still passes there");
+    assert.equal(await introspect("192.0.2.77", server.clientSecret), 200, "and elsewhere");
+    const madeUp = "198.51.100.77";
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++)
+      statuses[i] = await fetch(`${running.baseUrl}/v2/auth/introspect`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", "x-forwarded-for": madeUp },
+        body: new URLSearchParams({ token: "any", client_id: `rs-madeup${i}`, client_secret: "guess" }),
+      }).then((r) => r.status);
+    assert.deepEqual(statuses.slice(0, 10), Array(10).fill(401), "made-up resource-server ids");
+    assert.equal(statuses[10], 429, "stopped by the address's unknown-id budget");
+    assert.equal(await introspect(madeUp, server.clientSecret), 200, "the real server at that address is not");
+  });
 });

@@ -1,5 +1,5 @@
 import { DomainError } from "../../errors/domain-error.js";
-import { requiredCredentialsOf } from "../shared/client-credentials.js";
+import { credentialsOf, requiredCredentialsOf } from "../shared/client-credentials.js";
 import type { ClientRecordCache } from "../shared/client-record-cache.js";
 import { verifyClientSecret } from "../shared/client-secret.js";
 import type { KeyMaterial } from "../shared/key-material.js";
@@ -48,16 +48,40 @@ export class ResourceServerAuthenticator {
     return { clientId, secret: clientSecret, server };
   }
 
+  /**
+   * The one-round-trip path's first step (the token endpoint's heldAttempt): the record this
+   * instance holds for the named resource server, with the presented secret already compared to
+   * it in constant time; still to be checked against the current generation, with `knownChange`,
+   * in the same round trip as its budgets. Undefined when none is held, the id is not a resource
+   * server's, or the credentials are not a plain id and secret: the step-by-step path answers those.
+   */
+  heldAttempt(
+    presented: PresentedCredentials,
+  ): { readonly record: ResourceServer; readonly knownChange: number; readonly authenticated: boolean } | undefined {
+    if (!this.records) return undefined;
+    let credentials: { clientId: string; clientSecret: string };
+    try {
+      credentials = credentialsOf(presented);
+    } catch {
+      return undefined;
+    }
+    if (!credentials.clientSecret || !isResourceServerId(credentials.clientId)) return undefined;
+    const held = this.records.held(credentials.clientId);
+    if (!held) return undefined;
+    const authenticated = verifyClientSecret(this.pepper, credentials.clientSecret, held.record.secretHash);
+    return { record: held.record, knownChange: held.knownChange, authenticated };
+  }
+
   /** Second step, in constant time: an unknown id runs the same comparison and gets the same answer as a wrong secret. */
   verify(attempt: ResourceServerAttempt): ResourceServer {
     const { clientId, server } = attempt;
     const matches = verifyClientSecret(this.pepper, attempt.secret, server?.secretHash);
     if (!server)
-      throw refused(
+      throw resourceServerRefused(
         clientId,
         isResourceServerId(clientId) ? "unknown or removed resource server" : "not a resource server id",
       );
-    if (!matches) throw refused(clientId, "wrong secret");
+    if (!matches) throw resourceServerRefused(clientId, "wrong secret");
     return server;
   }
 
@@ -75,7 +99,7 @@ export interface ResourceServerAttempt {
 }
 
 /** One answer for every failure; which client and which check go to the log line only. */
-function refused(clientId: string, reason: ResourceServerRefusal): DomainError {
+export function resourceServerRefused(clientId: string, reason: ResourceServerRefusal): DomainError {
   return new DomainError("RESOURCE_SERVER_AUTHENTICATION_FAILED", "Client authentication failed", {
     logged: { clientId: clientId.slice(0, 256), refusalReason: reason },
   });

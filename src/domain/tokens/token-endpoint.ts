@@ -1,7 +1,10 @@
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import { isResourceServerId, type ResourceServer } from "../resource-servers/model.js";
-import type { ResourceServerAuthenticator } from "../resource-servers/resource-server-authenticator.js";
+import {
+  resourceServerRefused,
+  type ResourceServerAuthenticator,
+} from "../resource-servers/resource-server-authenticator.js";
 import type { AuditSink } from "../audit/model.js";
 import type { LabelledCounter } from "../shared/observability.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
@@ -100,7 +103,9 @@ export class TokenEndpoint {
     tokens: readonly string[],
     call: TokenCall,
   ): Promise<Array<Principal | undefined>> {
-    if (!namesResourceServer(credentials)) {
+    // No credentials at all is 401 like anywhere else; an API user's are refused outright.
+    const claimed = ClientAuthenticator.claimedClientId(credentials);
+    if (claimed !== undefined && !isResourceServerId(claimed)) {
       const error = new DomainError("PERMISSION_DENIED", "Batch introspection is for resource servers only");
       this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, undefined, error, call, { batch: "true" });
       throw error;
@@ -122,9 +127,7 @@ export class TokenEndpoint {
   ): Promise<Array<Principal | undefined>> {
     let server: ResourceServer | undefined;
     try {
-      const addressBudget = await this.limitAddress(call);
-      server = await this.authenticateResourceServer(credentials, call);
-      await this.limitClient(server.clientId, addressBudget, call);
+      server = await this.admitResourceServer(credentials, call, (s) => (server = s));
     } catch (error) {
       this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, server && platformParty(server), error, call, {});
       throw error;
@@ -138,6 +141,29 @@ export class TokenEndpoint {
         counter.inc({ resource_server: server.clientId, active: "false" }, principals.length - active);
     }
     return principals;
+  }
+
+  /** admit() for a resource server: its held record in one round trip, else step by step with the same budgets. */
+  private async admitResourceServer(
+    credentials: PresentedCredentials,
+    call: TokenCall,
+    authenticated: (server: ResourceServer) => void,
+  ): Promise<ResourceServer> {
+    const servers = this.wiring.resourceServers;
+    if (!servers) throw new Error("resource-server authentication is not wired");
+    const attempt = servers.heldAttempt(credentials);
+    const held =
+      attempt &&
+      (await this.admitHeldRecord(attempt, call, authenticated, () =>
+        resourceServerRefused(attempt.record.clientId, "wrong secret"),
+      ));
+    if (held) return held;
+    this.wiring.admissions?.inc({ path: "step_by_step" });
+    const addressBudget = await this.limitAddress(call);
+    const server = await this.authenticateResourceServer(credentials, call);
+    authenticated(server);
+    await this.limitClient(server.clientId, addressBudget, call);
+    return server;
   }
 
   /** authenticate() for a resource server: the same failure budgets, keyed on its id. */
@@ -211,19 +237,34 @@ export class TokenEndpoint {
     } catch {
       return undefined;
     }
-    const { client, knownChange } = attempt;
-    const admission = await this.limiter.admitHeldClient(client.clientId, call.remoteAddress, {
-      generation: client.credentialGeneration,
-      knownChange,
+    return this.admitHeldRecord(
+      { record: attempt.client, knownChange: attempt.knownChange, authenticated: attempt.authenticated },
+      call,
+      authenticated,
+      () => invalidClient(attempt.client.clientId, "wrong secret"),
+    );
+  }
+
+  /** admitHeld's one round trip for any held record (an API user's, a resource server's); `wrongSecret` is its refusal. */
+  private async admitHeldRecord<R extends { readonly clientId: string; readonly credentialGeneration: number }>(
+    attempt: { readonly record: R; readonly knownChange: number; readonly authenticated: boolean },
+    call: TokenCall,
+    authenticated: (record: R) => void,
+    wrongSecret: () => DomainError,
+  ): Promise<R | undefined> {
+    const { record } = attempt;
+    const admission = await this.limiter.admitHeldClient(record.clientId, call.remoteAddress, {
+      generation: record.credentialGeneration,
+      knownChange: attempt.knownChange,
       authenticated: attempt.authenticated,
     });
     if (admission.kind === "unknown") return undefined;
     this.wiring.admissions?.inc({ path: "one_round_trip" });
     call.onRateLimit(admission.decision);
-    if (admission.kind === "refused") throw invalidClient(client.clientId, "wrong secret");
-    if (admission.kind === "admitted" || admission.kind === "client-limited") authenticated(client);
+    if (admission.kind === "refused") throw wrongSecret();
+    if (admission.kind === "admitted" || admission.kind === "client-limited") authenticated(record);
     if (admission.kind !== "admitted") throw tooManyRequests(admission.decision.retryAfterSeconds ?? 1);
-    return client;
+    return record;
   }
 
   /**
