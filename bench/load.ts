@@ -153,15 +153,28 @@ export function percentile(sorted: Float64Array, p: number): number {
 
 // ---- gRPC: grpc-js with the schema from proto/ (an independent client: nothing generated here)
 
-type GrpcCallback = (error: grpc.ServiceError | null, response?: { accessToken?: string }) => void;
-export interface AuthClient extends grpc.Client {
-  fetchOauth2Token(
-    request: object,
-    metadata: grpc.Metadata,
-    options: grpc.CallOptions,
-    callback: GrpcCallback,
-  ): grpc.ClientUnaryCall;
-}
+/** The AuthService RPCs the bench loads, by their grpc-js (camelCase) names. */
+export type GrpcMethod = "fetchOauth2Token" | "introspectToken" | "introspectTokens";
+
+type GrpcCallback = (error: grpc.ServiceError | null, response?: Record<string, unknown>) => void;
+export type AuthClient = grpc.Client &
+  Record<
+    GrpcMethod,
+    (
+      request: object,
+      metadata: grpc.Metadata,
+      options: grpc.CallOptions,
+      callback: GrpcCallback,
+    ) => grpc.ClientUnaryCall
+  >;
+
+/** What an answer must hold to count as the scenario's success ("OK"): a token, an active token, every token active. */
+const ANSWERED: Record<GrpcMethod, (response: Record<string, unknown> | undefined) => boolean> = {
+  fetchOauth2Token: (r) => typeof r?.accessToken === "string" && r.accessToken !== "",
+  introspectToken: (r) => r?.active === true,
+  introspectTokens: (r) =>
+    Array.isArray(r?.results) && r.results.every((x) => (x as { active?: boolean }).active === true),
+};
 
 /** `channels` AuthService clients, each on its own HTTP/2 connection to `target` (host:port). */
 export function grpcAuthClients(repoRoot: string, target: string, channels: number): AuthClient[] {
@@ -200,18 +213,29 @@ export function grpcAuthClients(repoRoot: string, target: string, channels: numb
   );
 }
 
-/** One FetchOauth2Token call; resolves with "OK" (a token came back) or the gRPC status name. */
-export function grpcIssue(client: AuthClient, request: object): Promise<{ status: string; accessToken?: string }> {
+/**
+ * One call of `method`; resolves with "OK" (the answer holds what ANSWERED asks), "OK but …" (it
+ * does not), or the gRPC status name; with the answer.
+ */
+export function grpcCall(
+  client: AuthClient,
+  method: GrpcMethod,
+  request: object,
+): Promise<{ status: string; response?: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
-    client.fetchOauth2Token(request, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (error, response) => {
-      if (!error)
-        return resolve(
-          response?.accessToken
-            ? { status: "OK", accessToken: response.accessToken }
-            : { status: "OK without access_token" },
-        );
+    client[method](request, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (error, response) => {
+      if (!error) return resolve({ status: ANSWERED[method](response) ? "OK" : `OK but not as expected`, response });
       if (typeof error.code === "number") return resolve({ status: grpc.status[error.code] ?? `code ${error.code}` });
       reject(error);
     });
   });
+}
+
+/** One FetchOauth2Token call; resolves with "OK" (a token came back) or the gRPC status name. */
+export async function grpcIssue(
+  client: AuthClient,
+  request: object,
+): Promise<{ status: string; accessToken?: string }> {
+  const { status, response } = await grpcCall(client, "fetchOauth2Token", request);
+  return status === "OK" ? { status, accessToken: response!.accessToken as string } : { status };
 }

@@ -9,11 +9,12 @@
 // competition the way req/s does.
 import {
   grpcAuthClients,
-  grpcIssue,
+  grpcCall,
   percentile,
   runAutocannon,
   runClosedLoop,
   type AuthClient,
+  type GrpcMethod,
   type HttpRequestSpec,
   type LoadSample,
 } from "./load.js";
@@ -32,7 +33,9 @@ export type LoadJob =
       readonly target: string;
       readonly channels: number;
       readonly concurrency: number;
-      /** FetchOauth2Token requests (camelCase fields), taken round-robin. */
+      /** The AuthService RPC (FetchOauth2Token when absent). */
+      readonly method?: GrpcMethod;
+      /** Its requests (camelCase fields), taken round-robin. */
       readonly requests: readonly object[];
     };
 
@@ -79,7 +82,8 @@ function loadOnce(job: LoadJob, durationS: number, expected: ReadonlySet<string>
   return runClosedLoop(
     async () => {
       const n = next++;
-      return (await grpcIssue(channels[n % channels.length]!, job.requests[n % job.requests.length]!)).status;
+      const request = job.requests[n % job.requests.length]!;
+      return (await grpcCall(channels[n % channels.length]!, job.method ?? "fetchOauth2Token", request)).status;
     },
     { concurrency: job.concurrency, durationS, expected },
   );

@@ -92,6 +92,8 @@ export interface ScenarioSummary {
   /** What its preflight request answered (checked before any load). */
   readonly answered: string;
   readonly expected: readonly string[];
+  /** Tokens each request carries (a batch introspection's 100); 1 when absent. */
+  readonly tokensPerRequest?: number;
   readonly rounds: RoundFigures[];
   readonly median: { okPerSecond: number; p50Ms: number; p99Ms: number; cpuMicrosPerRequest: number | null };
   /** (max − min) / median of req/s over the rounds, in %. */
@@ -137,6 +139,7 @@ export function summarise(
     server: string;
     answered: string;
     expected: readonly string[];
+    tokensPerRequest?: number;
   }>,
   figures: ReadonlyMap<string, RoundFigures[]>,
 ): ScenarioSummary[] {
@@ -315,6 +318,35 @@ export function judgeGoals(
     perRound(grpc, sameGuarantees, p99Of),
     1.5,
     `${perRoundRatios}, ${at}`,
+  );
+  // Issue 22's goals (item 6): introspection by a resource server, single and batched.
+  const rsRest = s("rs-introspection");
+  const rsGrpc = s("rs-introspection-grpc");
+  const rsBatch = s("rs-introspection-batch");
+  const perCall = rsBatch?.tokensPerRequest ?? 1;
+  atLeast(
+    "rs-introspection-vs-rest-issuance",
+    "introspection by a resource server (REST) ÷ REST issuance",
+    perRound(rsRest, rest, (f) => f.okPerSecond),
+    1,
+    `req/s, ${perRoundRatios}`,
+  );
+  atLeast(
+    "rs-introspection-grpc-vs-rest-issuance",
+    "introspection by a resource server (gRPC) ÷ REST issuance",
+    perRound(rsGrpc, rest, (f) => f.okPerSecond),
+    1,
+    `req/s, ${perRoundRatios}`,
+  );
+  atLeast(
+    "rs-batch-vs-single",
+    `batch introspection (gRPC, ${perCall} tokens per call) ÷ single introspection (gRPC), in tokens/s`,
+    rsBatch && rsGrpc ? roundRatio(rsBatch.rounds, rsGrpc.rounds, (f) => f.okPerSecond) * perCall : undefined,
+    10,
+    `tokens/s, ${perRoundRatios}` +
+      (rsBatch?.median.cpuMicrosPerRequest != null && rsGrpc?.median.cpuMicrosPerRequest != null
+        ? `; server CPU per token ${fmtRate(rsBatch.median.cpuMicrosPerRequest / perCall)} µs batched, ${fmtRate(rsGrpc.median.cpuMicrosPerRequest)} µs single`
+        : ""),
   );
   const service = scenarios.filter((x) => x.kind === "service" && x.rounds.length > 0);
   const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses;

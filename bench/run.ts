@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
 import { FORM, JSON_TYPE, agent, form, request } from "./http.js";
 import { measureInvalidationOnce, type InvalidationSample, type Victim } from "./invalidation.js";
-import { grpcAuthClients, grpcIssue, type HttpRequestSpec } from "./load.js";
+import { grpcAuthClients, grpcCall, grpcIssue, type HttpRequestSpec } from "./load.js";
 import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
 import { writeLatestRun } from "./benchmarks-md.js";
 import { rssBytes } from "./procstat.js";
@@ -47,6 +47,11 @@ import {
   type ServiceInstance,
 } from "./server.js";
 
+/** Tokens per IntrospectTokens call of the rs-introspection-batch scenario (the contract's most). */
+const RS_BATCH = 100;
+/** The audience of the bench's resource server. */
+const RS_AUDIENCE = "https://gateway.bench.invalid/api";
+
 /** Users of the SCIM company of the scim-filtered-list scenario, and its connections. */
 const SCIM_USERS = 10_000;
 const SCIM_CONNECTIONS = 4;
@@ -72,6 +77,12 @@ Scenarios (all on instance A but invalidation):
                        on --grpc-channels HTTP/2 connections), clients round-robin
   authenticated-read   GET /v2/api-users?limit=10 with each client's token round-robin
   introspection        POST /v2/auth/introspect, each client introspecting its own token
+  rs-introspection     POST /v2/auth/introspect by a resource server (registered through
+                       OperatorService), the clients' tokens for its audience round-robin
+  rs-introspection-grpc
+                       the same over grpc-js (AuthService.IntrospectToken)
+  rs-introspection-batch
+                       AuthService.IntrospectTokens over grpc-js, ${RS_BATCH} tokens per call
   bare-fastify         baseline: GET / on a bare Fastify route
   minimal-token-route  baseline: POST /token (in-memory clients, one HMAC compare, EdDSA JWT)
   same-guarantees-route
@@ -129,6 +140,9 @@ const ALL_SCENARIOS = [
   "grpc-issuance",
   "authenticated-read",
   "introspection",
+  "rs-introspection",
+  "rs-introspection-grpc",
+  "rs-introspection-batch",
   "bare-fastify",
   "minimal-token-route",
   "same-guarantees-route",
@@ -304,6 +318,8 @@ interface LoadScenario {
   readonly server: ServerProcess;
   readonly job: LoadJob;
   readonly expected: readonly string[];
+  /** Tokens each request carries (a batch introspection's); 1 when absent. */
+  readonly tokensPerRequest?: number;
   /** What the checked request answered. */
   answered: string;
 }
@@ -360,10 +376,10 @@ async function inParallel<T>(count: number, width: number, task: (i: number) => 
   return out;
 }
 
-async function issueRest(baseUrl: string, c: Credentials): Promise<string> {
+async function issueRest(baseUrl: string, c: Credentials, extra: Record<string, string> = {}): Promise<string> {
   const answer = await request(`${baseUrl}/v2/auth/oauth2-token`, {
     headers: FORM,
-    body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret }),
+    body: form({ grant_type: "client_credentials", client_id: c.clientId, client_secret: c.clientSecret, ...extra }),
   });
   const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
   if (!token) throw new Error(`POST /v2/auth/oauth2-token answered ${answer.status}: ${answer.text.slice(0, 300)}`);
@@ -440,6 +456,9 @@ async function main(): Promise<number> {
       "grpc-issuance",
       "authenticated-read",
       "introspection",
+      "rs-introspection",
+      "rs-introspection-grpc",
+      "rs-introspection-batch",
       "invalidation",
       "scim-filtered-list",
       "air-credits-list",
@@ -503,6 +522,7 @@ async function main(): Promise<number> {
     // ---- seed the service and check every scenario's answer
     let victim: Victim | undefined;
     let adminToken = "";
+    let seededClients: Credentials[] = [];
     if (serviceA) {
       const A = serviceA;
       progress(
@@ -532,6 +552,7 @@ async function main(): Promise<number> {
       });
       victim = { ...created.pop()! };
       const clients = created;
+      seededClients = clients;
       progress(`seeded: a TMC with ${clients.length} API users for the load (+ 1 for the invalidation probe)`);
       adminToken = await issueRest(A.baseUrl, admin);
 
@@ -647,6 +668,12 @@ async function main(): Promise<number> {
         });
       }
     }
+    if (serviceA && ["rs-introspection", "rs-introspection-grpc", "rs-introspection-batch"].some(wants))
+      scenarios.push(
+        ...(await resourceServerScenarios(serviceA, backend.operatorToken, seededClients, options)).filter((x) =>
+          wants(x.key),
+        ),
+      );
     if (serviceA && wants("scim-filtered-list"))
       scenarios.push(...(await scimScenarios(serviceA, backend.operatorToken, options.connections)));
     if (serviceA && wants("air-credits-list"))
@@ -792,6 +819,7 @@ async function main(): Promise<number> {
       server: s.server.name,
       answered: s.answered,
       expected: s.expected,
+      ...(s.tokensPerRequest ? { tokensPerRequest: s.tokensPerRequest } : {}),
     })),
     figures,
   );
@@ -930,6 +958,102 @@ async function sameGuaranteesReadScenario(
     expected: ["200"],
     answered: `200 with ${list.apiUsers.length} of ${list.totalCount} API users (a forged signature: 401)`,
   };
+}
+
+/**
+ * The resource-server scenarios: a resource server registered for RS_AUDIENCE, two tokens per
+ * client for that audience, and the server introspecting them over REST (form credentials), over
+ * gRPC one by one, and over gRPC in batches of RS_BATCH (each batch a different window of them).
+ */
+async function resourceServerScenarios(
+  A: ServiceInstance,
+  operatorToken: string,
+  clients: readonly Credentials[],
+  options: Options,
+): Promise<LoadScenario[]> {
+  const server = (await operator(A, operatorToken, "CreateResourceServer", {
+    name: "bench gateway",
+    audiences: [RS_AUDIENCE],
+  })) as { clientId?: string; clientSecret?: string };
+  if (!server.clientId || !server.clientSecret)
+    throw new Error(`OperatorService.CreateResourceServer returned ${JSON.stringify(server)}`);
+  const credentials = { clientId: server.clientId, clientSecret: server.clientSecret };
+  const tokens = await inParallel(clients.length * 2, 6, (i) =>
+    issueRest(A.baseUrl, clients[i % clients.length]!, { resource: RS_AUDIENCE }),
+  );
+  const formOf = (token: string) =>
+    form({ token, client_id: credentials.clientId, client_secret: credentials.clientSecret });
+  const variants: HttpRequestSpec[] = tokens.map((token) => ({
+    method: "POST",
+    path: "/v2/auth/introspect",
+    headers: FORM,
+    body: formOf(token),
+  }));
+  const answer = await request(`${A.baseUrl}/v2/auth/introspect`, { headers: FORM, body: formOf(tokens[0]!) });
+  const introspected = answer.status === 200 ? answer.json<{ active?: boolean; aud?: string[] }>() : undefined;
+  if (introspected?.active !== true || introspected.aud?.[0] !== RS_AUDIENCE)
+    throw new Error(
+      `POST /v2/auth/introspect (resource server) answered ${answer.status}: ${answer.text.slice(0, 300)}`,
+    );
+  const host = new URL(A.baseUrl).host;
+  const [probe] = grpcAuthClients(repoRoot, host, 1);
+  const single = tokens.map((token) => ({ token, ...credentials }));
+  const batches = Array.from({ length: 20 }, (_, k) => ({
+    tokens: Array.from({ length: RS_BATCH }, (_, i) => tokens[(k * 7 + i) % tokens.length]!),
+    ...credentials,
+  }));
+  try {
+    for (const [method, request] of [
+      ["introspectToken", single[0]!],
+      ["introspectTokens", batches[0]!],
+    ] as const) {
+      const checked = await grpcCall(probe!, method, request);
+      if (checked.status !== "OK") throw new Error(`gRPC ${method} (resource server) answered ${checked.status}`);
+    }
+  } finally {
+    probe!.close();
+  }
+  const grpcJob = (method: "introspectToken" | "introspectTokens", requests: readonly object[]): LoadJob => ({
+    kind: "grpc",
+    target: host,
+    channels: options.grpcChannels,
+    concurrency: options.connections,
+    method,
+    requests,
+  });
+  return [
+    {
+      key: "rs-introspection",
+      title: "introspection by a resource server, REST (service)",
+      kind: "service",
+      face: "REST",
+      server: A,
+      job: { kind: "http", baseUrl: A.baseUrl, variants, connections: options.connections },
+      expected: ["200"],
+      answered: `200 {"active":true,"aud":["${RS_AUDIENCE}"],…}`,
+    },
+    {
+      key: "rs-introspection-grpc",
+      title: "introspection by a resource server, gRPC (service)",
+      kind: "service",
+      face: "gRPC",
+      server: A,
+      job: grpcJob("introspectToken", single),
+      expected: ["OK"],
+      answered: "OK active: true",
+    },
+    {
+      key: "rs-introspection-batch",
+      title: `batch introspection, ${RS_BATCH} tokens per call, gRPC (service)`,
+      kind: "service",
+      face: "gRPC",
+      server: A,
+      job: grpcJob("introspectTokens", batches),
+      expected: ["OK"],
+      tokensPerRequest: RS_BATCH,
+      answered: `OK ${RS_BATCH} results, every one active`,
+    },
+  ];
 }
 
 /**

@@ -37,11 +37,14 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Repositories } from "../store/postgres/repositories/index.js";
 import type { SharedState } from "../store/shared-state.js";
 import type { ChangeFeed } from "../domain/tokens/ports.js";
+import { VerifiedTokens } from "../domain/tokens/verified-tokens.js";
 
 /** API-user records kept per instance (about 1 KB each): the busiest clients, the rest read from Postgres. */
 const CLIENT_RECORD_CACHE_SIZE = 10_000;
 /** Resource-server records kept per instance: a platform has tens of services, not thousands. */
 const RESOURCE_SERVER_RECORD_CACHE_SIZE = 1_000;
+/** Access tokens whose signature this instance has checked (about 1.5 KB each): the live tokens of 20 000 clients. */
+const VERIFIED_TOKEN_CACHE_SIZE = 20_000;
 
 export interface DomainInputs {
   readonly config: Config;
@@ -164,7 +167,13 @@ function tokenServices({
       backgroundUow: jobsUow,
     },
   );
-  const accessTokens = new AccessTokens(signingKeys, generations, tokens.issuer, clock);
+  const accessTokens = new AccessTokens(
+    signingKeys,
+    generations,
+    tokens.issuer,
+    clock,
+    new VerifiedTokens(VERIFIED_TOKEN_CACHE_SIZE),
+  );
   const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, tokens);
   const grants = new TokenService(
     uow,

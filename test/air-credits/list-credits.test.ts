@@ -139,7 +139,7 @@ describe(`air credits: list (${backend})`, () => {
   const t6 = "0009999999999";
 
   before(async () => {
-    // Imports of hundreds of credits in one request need more than the default 64 KiB body.
+    // Imports of hundreds of credits in one request need more than the default 256 KiB body.
     running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, BODY_LIMIT_BYTES: "4194304" } });
     const base = running.baseUrl;
     const a = await newTenant(base);

@@ -8,6 +8,7 @@ import { deriveKeyMaterial, type KeyMaterial } from "../../src/domain/shared/key
 import { openScimToken } from "../../src/domain/shared/scim-token.js";
 import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
 import { TenantService } from "../../src/domain/tenants/tenant-service.js";
+import { VerifiedTokens } from "../../src/domain/tokens/verified-tokens.js";
 import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../../src/domain/shared/client-record-cache.js";
@@ -91,6 +92,8 @@ export interface Instance {
   readonly generations: CredentialGenerations;
   /** Token verification on this instance (the signing keys are the fixture's). */
   readonly accessTokens: AccessTokens;
+  /** The tokens accessTokens has verified (createDomainServices gives it the same cache). */
+  readonly verifiedTokens: VerifiedTokens;
 }
 
 export interface FixtureOptions {
@@ -161,7 +164,7 @@ async function wire<S extends FixtureStore>(
     clock.now,
   );
   await signingKeys.start();
-  const accessTokens = new AccessTokens(signingKeys, generations, ISSUER, clock.now);
+  const { accessTokens, verifiedTokens } = instanceTokens(signingKeys, generations, clock.now);
   const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, {
     jwksFetchTimeoutMs: 100,
     jwksCooldownMs: 0,
@@ -205,6 +208,7 @@ async function wire<S extends FixtureStore>(
     generations,
     signingKeys,
     accessTokens,
+    verifiedTokens,
     trustedIssuers,
     tokenService,
     tenants: new TenantService(uow, repos.tenants),
@@ -257,7 +261,7 @@ export async function startInstance(
     fallbacks,
     logger,
     generations,
-    accessTokens: new AccessTokens(f.signingKeys, generations, ISSUER, f.clock.now),
+    ...instanceTokens(f.signingKeys, generations, f.clock.now),
   };
 }
 
@@ -402,4 +406,10 @@ export function tokenRequest(
     requestedTokenType: fields.requestedTokenType ?? "",
     resource: fields.resource ?? "",
   };
+}
+
+/** An instance's access tokens, as createDomainServices wires them: tokens verified once are not verified twice. */
+function instanceTokens(signingKeys: SigningKeyRing, generations: CredentialGenerations, now: () => Date) {
+  const verifiedTokens = new VerifiedTokens(1_000);
+  return { verifiedTokens, accessTokens: new AccessTokens(signingKeys, generations, ISSUER, now, verifiedTokens) };
 }

@@ -6,6 +6,7 @@ import { RandomBytePool } from "../shared/random-pool.js";
 import type { CredentialGenerations } from "./credential-generations.js";
 import { TOKEN_NOT_REVOKED, tokenCredentialId, type BoundCredential, type Principal } from "./model.js";
 import { JwtRejected, verifyJwt, type JwtRules } from "./jwt-verifier.js";
+import type { VerifiedTokens } from "./verified-tokens.js";
 import { SIGNING_ALG, VERIFICATION_CLOCK_TOLERANCE_SECONDS, type SigningKeyRing } from "./signing-key-ring.js";
 
 /** 128 random bits per `jti`, from a pooled CSPRNG buffer. */
@@ -57,6 +58,8 @@ export class AccessTokens {
     private readonly credentials: CredentialGenerations,
     private readonly issuer: string,
     private readonly now: Clock,
+    /** Tokens already verified (their signature and claims), so a token seen again is not verified twice. */
+    private readonly verified?: VerifiedTokens,
   ) {}
 
   async issue(token: NewAccessToken): Promise<{ accessToken: string; expiresIn: number }> {
@@ -122,6 +125,8 @@ export class AccessTokens {
 
   /** The token's principal if its signature and claims are valid now (not yet whether it was revoked). */
   private async signedPrincipal(token: string, audience?: string): Promise<Principal> {
+    const known = this.knownPrincipal(token, audience);
+    if (known) return known;
     let payload: Claims;
     try {
       payload = (await verifyJwt(token, (kid, segment) => this.keys.verificationKeysFor(kid, segment), {
@@ -133,7 +138,40 @@ export class AccessTokens {
     } catch (error) {
       throw unauthenticated(reasonOf(error));
     }
-    return toPrincipal(payload);
+    const principal = toPrincipal(payload);
+    const kid = kidOf(token);
+    if (kid !== undefined) this.verified?.remember(token, { principal, kid });
+    return principal;
+  }
+
+  /**
+   * A token verified before, if it still passes what can change since: its key still verifies,
+   * it has not expired (with the same tolerance), and its `aud` names `audience` when one is asked.
+   * Anything else goes through the full verification again, which gives the refusal its reason.
+   */
+  private knownPrincipal(token: string, audience: string | undefined): Principal | undefined {
+    const entry = this.verified?.get(token);
+    if (!entry) return undefined;
+    const nowSeconds = this.now().getTime() / 1000;
+    const current =
+      this.keys.verifies(entry.kid) &&
+      entry.principal.expiresAt > nowSeconds - VERIFICATION_CLOCK_TOLERANCE_SECONDS &&
+      (audience === undefined || entry.principal.audience.includes(audience));
+    if (current) return entry.principal;
+    this.verified?.forget(token);
+    return undefined;
+  }
+}
+
+/** The `kid` of a compact JWS's protected header (undefined when it has none or it cannot be read). */
+function kidOf(token: string): string | undefined {
+  try {
+    const header = JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as {
+      kid?: unknown;
+    };
+    return typeof header.kid === "string" && header.kid !== "" ? header.kid : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -164,6 +164,11 @@ export class SigningKeyRing {
    * The keys that verify a token (any published key: next, active or retired), by kid. A token
    * naming an unknown kid reloads the keys first, at most as often as `mayReloadFor` allows.
    */
+  /** Whether the key `kid` verifies tokens now (as this instance knows the ring; nothing is reloaded). */
+  verifies(kid: string): boolean {
+    return this.view().verificationKeys.has(kid);
+  }
+
   verificationKeysFor(
     kid: unknown,
     payloadSegment: string,

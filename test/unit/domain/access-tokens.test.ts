@@ -208,6 +208,46 @@ describe("AccessTokens", () => {
     await rejectsWith(f.accessTokens.verify(fresh), revoked);
   });
 
+  test("a token verified once is not verified again, yet every use still checks its expiry, its audience, its key and its revocation", async () => {
+    const token = await issue();
+    const other = await issue();
+    await f.accessTokens.verify(token);
+    await f.accessTokens.verify(token, AUDIENCE);
+    await f.accessTokens.verifyMany([token, other, token], [AUDIENCE]);
+    assert.equal(f.verifiedTokens.size, 2, "one entry per token, however often it is presented");
+
+    await rejectsWith(f.accessTokens.verify(token, OTHER_API), {
+      code: "USER_NOT_AUTHENTICATED",
+      message: "The access token is not meant for this service",
+    });
+    assert.deepEqual(await f.accessTokens.verifyMany([token], [OTHER_API]), [undefined], "nor for that audience");
+    const [header, payload, signature] = token.split(".") as [string, string, string];
+    const altered = `${header}.${payload}.${signature.slice(0, -2)}${signature.endsWith("AA") ? "BB" : "AA"}`;
+    await rejectsWith(f.accessTokens.verify(altered), notValid);
+
+    f.clock.advanceSeconds(ACCESS_TTL + 4);
+    assert.equal((await f.accessTokens.verify(token)).clientId, client.clientId, "within the tolerance");
+    f.clock.advanceSeconds(1);
+    await rejectsWith(f.accessTokens.verify(token), expired);
+    assert.deepEqual(await f.accessTokens.verifyMany([token], [AUDIENCE]), [undefined]);
+  });
+
+  test("a verified token's key withdrawn by an emergency rotation: the token is refused at once, remembered or not", async () => {
+    const token = await issue();
+    await f.accessTokens.verify(token);
+    await f.signingKeys.rotate({ immediately: true });
+    await rejectsWith(f.accessTokens.verify(token), notValid);
+    assert.deepEqual(await f.accessTokens.verifyMany([token], [AUDIENCE]), [undefined]);
+  });
+
+  test("a remembered token is still refused once its client is rotated", async () => {
+    const token = await issue();
+    await f.accessTokens.verify(token);
+    await f.admin.rotate({ clientId: "operator", tmcId }, client.clientId, "r");
+    await rejectsWith(f.accessTokens.verify(token), revoked);
+    assert.deepEqual(await f.accessTokens.verifyMany([token], [AUDIENCE]), [undefined]);
+  });
+
   test("while the cache is healthy, verification reads the database once per client, then never", async () => {
     const token = await issue();
     f.store.calls.length = 0;
