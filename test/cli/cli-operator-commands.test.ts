@@ -56,6 +56,7 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
       "audit",
       "keys",
       "trusted-issuer",
+      "resource-server",
       "lockout",
       "credits",
       "seed",
@@ -250,5 +251,82 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
     const missing = await cli("tmc", "get", "--tmc-id", unknown);
     assert.equal(missing.code, 1, missing.stderr);
     assert.match(missing.stderr, new RegExp(`TMC not found \\(NOT_FOUND; tmcId=${unknown}\\)`));
+  });
+  test("resource-server create, list, get, rotate and remove as the README shows; audit list --platform", async () => {
+    const created = await json(
+      "resource-server",
+      "create",
+      "--name",
+      "Trips API",
+      "--audience",
+      "https://trips.example/api",
+      "--audience",
+      "urn:trips:admin",
+    );
+    assert.match(created.clientId, /^rs-[a-z2-7]{26}$/);
+    assert.match(created.clientSecret, /^[A-Za-z0-9_-]{43}$/, "the secret, shown this once");
+    assert.deepEqual(
+      [created.name, created.audiences],
+      ["Trips API", ["https://trips.example/api", "urn:trips:admin"]],
+    );
+
+    const listed = await json("resource-server", "list");
+    assert.deepEqual(
+      listed.resourceServers
+        .filter((s: any) => s.clientId === created.clientId)
+        .map((s: any) => [s.name, s.audiences, s.rotatedAt]),
+      [["Trips API", ["https://trips.example/api", "urn:trips:admin"], undefined]],
+    );
+    const table = await cli("resource-server", "list", "--output", "table");
+    assert.equal(table.code, 0, show(["resource-server", "list", "--output", "table"], table));
+    assert.match(table.stdout, /^clientId\s+name\s+audiences\s+createdAt/);
+    assert.ok(
+      table.stdout
+        .split("\n")
+        .some((l) => l.startsWith(created.clientId) && l.includes("https://trips.example/api, urn:trips:admin")),
+      table.stdout,
+    );
+    const got = await json("resource-server", "get", "--client-id", created.clientId);
+    assert.equal(got.resourceServer.clientId, created.clientId);
+    for (const shown of [listed, got, table.stdout])
+      assert.ok(!JSON.stringify(shown).includes(created.clientSecret), "never the secret again");
+
+    const taken = await cli("resource-server", "create", "--name", "Again", "--audience", "urn:trips:admin");
+    assert.equal(taken.code, 1, taken.stderr);
+    assert.match(
+      taken.stderr,
+      /An audience is already served by another resource server \(ALREADY_EXISTS; audiences=urn:trips:admin\)/,
+    );
+    await usageError(
+      ["resource-server", "create", "--name", "No audience"],
+      /--audience is required for "resource-server create"/,
+    );
+    await usageError(["resource-server", "create", "--name", "Bad", "--audience", "not a uri"], /--audience: .*URI/);
+
+    const rotated = await json("resource-server", "rotate", "--client-id", created.clientId);
+    assert.equal(rotated.clientId, created.clientId);
+    assert.notEqual(rotated.clientSecret, created.clientSecret);
+    assert.deepEqual(await json("resource-server", "remove", "--client-id", created.clientId), {
+      clientId: created.clientId,
+    });
+    const gone = await cli("resource-server", "get", "--client-id", created.clientId);
+    assert.equal(gone.code, 1, gone.stderr);
+    assert.match(gone.stderr, /Resource server not found \(NOT_FOUND; clientId=rs-/);
+
+    const trail = await json("audit", "list", "--platform", "--client-id", created.clientId);
+    assert.deepEqual(
+      trail.events.map((e: any) => [e.action, e.actor, e.tmcId]),
+      [
+        ["RESOURCE_SERVER_REMOVE", "operator", undefined],
+        ["RESOURCE_SERVER_ROTATE", "operator", undefined],
+        ["RESOURCE_SERVER_CREATE", "operator", undefined],
+      ],
+    );
+    assert.ok(
+      !JSON.stringify(trail).includes(created.clientSecret) && !JSON.stringify(trail).includes(rotated.clientSecret),
+    );
+    const neither = await cli("audit", "list");
+    assert.equal(neither.code, 2, neither.stderr);
+    assert.match(neither.stderr, /tmcId is required \(or platform, for the events of no TMC\)/);
   });
 });

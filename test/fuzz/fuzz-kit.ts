@@ -769,6 +769,18 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
       ];
     case "travel.operator.v1.OperatorService/ListAuditEvents":
       return [{ tmcId: w.tmcId, limit: 5 }];
+    case "travel.operator.v1.OperatorService/CreateResourceServer":
+      // The first registers its audiences; the same request again is the 409 of an audience taken.
+      return [
+        { name: "Fuzz resource server", audiences: ["https://fuzz.example/api"] },
+        { name: "Fuzz resource server", audiences: ["urn:fuzz:a", "https://fuzz.example/b?x=1"] },
+      ];
+    case "travel.operator.v1.OperatorService/ListResourceServers":
+      return [{ limit: 10, offset: 0 }, {}];
+    case "travel.operator.v1.OperatorService/GetResourceServer":
+    case "travel.operator.v1.OperatorService/RotateResourceServerSecret":
+    case "travel.operator.v1.OperatorService/RemoveResourceServer":
+      return [{ clientId: "rs-nobody" }, { clientId: w.adminClientId }];
     case "travel.operator.v1.OperatorService/GetTokenLockout":
     case "travel.operator.v1.OperatorService/ResetTokenLockout":
       return [{ address: "127.0.0.1" }, { address: "::1", clientId: w.adminClientId }];

@@ -60,6 +60,11 @@
 // | OperatorService/AddTrustedIssuer       | ✓       | ✓        | ✓           | —                   | empty issuer              | unknown TMC            |
 // | OperatorService/ListTrustedIssuers     | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown TMC            |
 // | OperatorService/RemoveTrustedIssuer    | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown issuer         |
+// | OperatorService/CreateResourceServer   | ✓ + 409 | ✓        | ✓           | —                   | no audiences              | —                      |
+// | OperatorService/ListResourceServers    | ✓       | ✓        | ✓           | —                   | limit 0                   | —                      |
+// | OperatorService/GetResourceServer      | ✓       | ✓        | ✓           | —                   | empty clientId            | unknown resource server|
+// | OperatorService/RotateResource…Secret  | ✓       | ✓        | ✓           | —                   | empty clientId            | unknown resource server|
+// | OperatorService/RemoveResourceServer   | ✓       | ✓        | ✓           | —                   | empty clientId            | unknown resource server|
 // | OperatorService/GetTokenLockout        | ✓       | ✓        | ✓           | —                   | address not an IP         | —                      |
 // | OperatorService/ResetTokenLockout      | ✓       | ✓        | ✓           | —                   | address not an IP         | —                      |
 // | OperatorService/ImportAirCredits       | ✓       | ✓        | ✓           | —                   | companyId not a UUID      | unknown company        |
@@ -273,6 +278,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A fresh API user of tenant A (to delete, rotate or revoke). */
 const freshApiUserOfA = async (w: World) => (await newApiUser(w.baseUrl, w.a.tmcId, "TMC_ADMIN")).clientId;
+/** A fresh resource server (to get, rotate or remove, or whose audience is taken). */
+const freshResourceServer = (w: World) =>
+  operatorCall<{ clientId: string; audiences: string[] }>(w.baseUrl, "CreateResourceServer", {
+    name: `Conformance ${uniq()}`,
+    audiences: [`https://rs-${uniq()}.example/api`],
+  });
 /** A fresh SCIM user of tenant A's company, made over SCIM's REST face. */
 async function freshScimUser(w: World): Promise<{ id: string; userName: string }> {
   const userName = `conformance-${uniq()}@a.example`;
@@ -526,6 +537,55 @@ const CASES: Record<string, RpcCases> = {
     },
     invalidArgument: { request: () => ({ tmcId: "not-a-uuid", issuer: "https://idp.example" }), field: "tmcId" },
     notFound: { request: (w) => ({ tmcId: w.b.tmcId, issuer: "https://nowhere.example" }) },
+  },
+  "travel.operator.v1.OperatorService/CreateResourceServer": {
+    success: {
+      request: () => ({ name: `Conformance ${uniq()}`, audiences: [`https://rs-${uniq()}.example/api`] }),
+      check: (r) => assert.ok(String(r.clientId).startsWith("rs-") && r.clientSecret, JSON.stringify(r)),
+    },
+    refusal: {
+      name: "ALREADY_EXISTS for an audience another resource server serves",
+      request: async (w) => {
+        const audience = (await freshResourceServer(w)).audiences[0]!;
+        return { name: `Conformance ${uniq()}`, audiences: [audience] };
+      },
+      code: Code.AlreadyExists,
+      errorCode: "ALREADY_EXISTS",
+    },
+    invalidArgument: { request: () => ({ name: "No audience", audiences: [] }), field: "audiences" },
+    notFound: "it creates; nothing is looked up",
+  },
+  "travel.operator.v1.OperatorService/ListResourceServers": {
+    success: {
+      request: () => ({ limit: 1000 }),
+      check: (r) => assert.ok(Array.isArray(r.resourceServers ?? []), JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ limit: 0 }), field: "limit" },
+    notFound: "a list; no resource server is named",
+  },
+  "travel.operator.v1.OperatorService/GetResourceServer": {
+    success: {
+      request: async (w) => ({ clientId: (await freshResourceServer(w)).clientId }),
+      check: (r) => assert.ok(String((r.resourceServer as JsonObject).clientId).startsWith("rs-")),
+    },
+    invalidArgument: { request: () => ({ clientId: "" }), field: "clientId" },
+    notFound: { request: () => ({ clientId: "rs-nobody" }), field: "clientId" },
+  },
+  "travel.operator.v1.OperatorService/RotateResourceServerSecret": {
+    success: {
+      request: async (w) => ({ clientId: (await freshResourceServer(w)).clientId }),
+      check: (r) => assert.ok(String(r.clientId).startsWith("rs-") && r.clientSecret, JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ clientId: "" }), field: "clientId" },
+    notFound: { request: () => ({ clientId: "rs-nobody" }), field: "clientId" },
+  },
+  "travel.operator.v1.OperatorService/RemoveResourceServer": {
+    success: {
+      request: async (w) => ({ clientId: (await freshResourceServer(w)).clientId }),
+      check: (r) => assert.ok(String(r.clientId).startsWith("rs-"), JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ clientId: "" }), field: "clientId" },
+    notFound: { request: () => ({ clientId: "rs-nobody" }), field: "clientId" },
   },
   "travel.operator.v1.OperatorService/GetTokenLockout": {
     success: { request: () => ({ address: "192.0.2.1" }), check: (r) => assert.equal(r.address, "192.0.2.1") },

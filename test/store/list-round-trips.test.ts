@@ -135,4 +135,28 @@ describe(`one round trip per list request (${backend})`, () => {
     assert.equal(Number(users.answer.totalCount), 5, JSON.stringify(users.answer));
     assert.equal(reading(users.statements, "api_users").length, 1, users.statements.join("\n"));
   });
+
+  test("the operator's ListResourceServers: one statement for the page, its audiences and the total", async () => {
+    for (const i of [1, 2, 3])
+      await operatorCall(running.baseUrl, "CreateResourceServer", {
+        name: `Listed ${i}`,
+        audiences: [`https://listed-${i}.example/api`, `urn:listed:${i}`],
+      });
+    for (const [offset, listed] of [
+      [1, 2],
+      [1000, 0],
+    ] as const) {
+      const { statements, answer } = await statementsOf(() =>
+        operatorCall<{ resourceServers?: Array<{ audiences: string[] }>; totalCount: number }>(
+          running.baseUrl,
+          "ListResourceServers",
+          { limit: 2, offset },
+        ),
+      );
+      assert.equal(answer.totalCount, 3, JSON.stringify(answer));
+      assert.equal(answer.resourceServers?.length ?? 0, listed);
+      for (const server of answer.resourceServers ?? []) assert.equal(server.audiences.length, 2);
+      assert.equal(statements.length, 1, statements.join("\n"));
+    }
+  });
 });

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
+import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
 import { AUDIENCE, asOperator, asRequest, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
 
 const invalid = (params: Array<{ name: string; value: string }>) =>
@@ -20,12 +21,12 @@ const notFound = (clientId: string) =>
   }) as const;
 
 /** HTTP Basic as a resource server sends it to introspection. */
-const basic = (clientId: string, secret: string) => ({
+const basic = (clientId: string, secret: string): PresentedCredentials => ({
   formClientId: "",
   formClientSecret: "",
   authorization: `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString("base64")}`,
 });
-const form = (clientId: string, secret: string) => ({
+const form = (clientId: string, secret: string): PresentedCredentials => ({
   formClientId: clientId,
   formClientSecret: secret,
   authorization: null,
@@ -36,10 +37,10 @@ describe("OperatorService: resource servers (issue 22, item 1)", () => {
   before(async () => {
     h = await startRpc();
   });
-  const authenticate = (presented: ReturnType<typeof form>) =>
+  const authenticate = (presented: PresentedCredentials) =>
     h.domain.resourceServerAuthenticator.authenticate(presented);
   /** The refusal every failed resource-server authentication gets, whatever failed. */
-  const refusedAlike = async (presented: ReturnType<typeof form>) => {
+  const refusedAlike = async (presented: PresentedCredentials) => {
     const error = await authenticate(presented).then(
       () => assert.fail("authenticated"),
       (e: unknown) => e as { code: string; message: string; params: unknown[]; kind: string },
