@@ -10,7 +10,8 @@
 //   100 ms tick; the schema is dropped on close (and by the bench's teardown).
 // And "the same-guarantees read", GET /api-users?limit=N with one of its tokens: what the
 // service's authenticated read (GET /v2/api-users) must do and nothing else — the EdDSA JWT
-// verified with node:crypto and its claims checked (alg, typ, iss, aud, exp), the client's
+// verified with node:crypto and its claims checked (alg, typ, iss, aud, exp; a token seen before
+// is not verified again, as the service keeps it, but its expiry is checked), the client's
 // credential generation and the token's own revocation read in the service's one MGET
 // (RedisGenerationCache), and the page with its total in one Postgres statement (the shape of
 // src/store/postgres/paging.ts) over a table of the bench's clients, from a pool of the
@@ -62,6 +63,9 @@ const PAGE_SQL = `select page.*, total.page_total
     order by created_at, client_id limit $2 offset 0) as page on true
   order by page.created_at, page.client_id`;
 
+/** Tokens whose signature was checked, as the service keeps them (src/domain/tokens/verified-tokens.ts): expiry is checked on every use. */
+const verified = new Map<string, { sub: string; jti: string; exp: number }>();
+
 /** The claims of a valid bearer token of this route, or undefined: EdDSA, at+jwt, our issuer and audience, not expired. */
 function verifiedClaims(
   authorization: string | undefined,
@@ -70,6 +74,8 @@ function verifiedClaims(
 ): { sub: string; jti: string } | undefined {
   const parts = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/.exec(authorization ?? "");
   if (!parts) return undefined;
+  const known = verified.get(parts[0]);
+  if (known) return known.exp > Date.now() / 1000 - 5 ? known : undefined;
   const [, header, payload, signature] = parts as unknown as [string, string, string, string];
   if (!crypto.verify(null, Buffer.from(`${header}.${payload}`), key, Buffer.from(signature, "base64url")))
     return undefined;
@@ -80,7 +86,10 @@ function verifiedClaims(
     h.alg === "EdDSA" && h.typ === "at+jwt" && h.crit === undefined && c.iss === issuer && c.aud === `${issuer}/api`;
   if (!valid || typeof c.exp !== "number" || c.exp <= now - 5 || typeof c.sub !== "string" || typeof c.jti !== "string")
     return undefined;
-  return { sub: c.sub, jti: c.jti };
+  const claims = { sub: c.sub, jti: c.jti, exp: c.exp };
+  verified.set(parts[0], claims);
+  if (verified.size > 20_000) verified.delete(verified.keys().next().value!);
+  return claims;
 }
 
 // The service's answer to each admission: unknown (the store cannot vouch) would send it to Postgres.

@@ -118,6 +118,11 @@ export const ERROR_CODES = {
     description:
       "A resource server's client authentication failed: unknown or removed resource server, wrong secret, or an API user's credentials (RFC 7662 2.1: 401 invalid_client)",
   },
+  UNAUTHORIZED_CLIENT: {
+    kind: "PERMISSION_DENIED",
+    description:
+      "The authenticated client may not use this endpoint: batch introspection is for resource servers (RFC 6749 5.2: unauthorized_client)",
+  },
   INVALID_GRANT: { kind: "INVALID_ARGUMENT", description: "The refresh token is invalid, expired, used or revoked" },
   INVALID_SCOPE: { kind: "INVALID_ARGUMENT", description: "The requested scope is malformed or wider than allowed" },
   INVALID_TARGET: { kind: "INVALID_ARGUMENT", description: "The requested audience is not allowed" },

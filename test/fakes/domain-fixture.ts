@@ -387,7 +387,7 @@ export function tokenRequest(
     subjectTokenType: string;
     refreshToken: string;
     requestedTokenType: string;
-    resource: string;
+    resources: readonly string[];
   }> & {
     credentials?:
       | ReturnType<typeof postCredentials>
@@ -404,7 +404,8 @@ export function tokenRequest(
     refreshToken: fields.refreshToken ?? "",
     // As the RPC handler passes it: the proto's empty string when not asked.
     requestedTokenType: fields.requestedTokenType ?? "",
-    resource: fields.resource ?? "",
+    // As the RPC handler passes it: the repeated field, empty when not asked.
+    resources: fields.resources ?? [],
   };
 }
 

@@ -689,6 +689,8 @@ export interface WorldIds {
   readonly adminClientId: string;
   readonly adminClientSecret: string;
   readonly adminToken: string;
+  /** A resource server and a token for its audience, where the world has one. */
+  readonly resourceServer?: { readonly clientId: string; readonly clientSecret: string; readonly token: string };
   readonly tmcId: string;
   readonly orgId: string;
   readonly userIds: readonly string[];
@@ -723,6 +725,15 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
       ];
     case "travel.auth.v2.AuthService/IntrospectToken":
       return [{ token: w.adminToken, client_id: w.adminClientId, client_secret: w.adminClientSecret }];
+    case "travel.auth.v2.AuthService/IntrospectTokens": {
+      const rs = w.resourceServer;
+      return rs
+        ? [
+            { tokens: [rs.token], client_id: rs.clientId, client_secret: rs.clientSecret },
+            { tokens: [rs.token, w.adminToken, "junk"], client_id: rs.clientId, client_secret: rs.clientSecret },
+          ]
+        : [];
+    }
     case "travel.auth.v2.AuthService/GetAuthToken":
       return [{ clientId: w.adminClientId, clientSecret: w.adminClientSecret }];
     case "travel.apiuser.v2.ApiUserService/CreateApiUser":

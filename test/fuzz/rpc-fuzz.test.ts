@@ -110,6 +110,8 @@ interface World {
   running: RunningService;
   baseUrl: string;
   admin: { clientId: string; clientSecret: string; token: string };
+  /** A resource server, with a token of the admin's for its audience (batch introspection's seeds). */
+  resourceServer: { clientId: string; clientSecret: string; token: string };
   seed: { tmcId: string; orgId: string; userIds: string[] };
   created: string[];
   revoked: string[];
@@ -575,10 +577,18 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
     const seed = await seedDemo(running.baseUrl);
     const token = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret);
     await operatorCall(running.baseUrl, "SetTmcApiUserLimit", { tmcId: seed.tmcId, maxApiUsers: 12 });
+    const rs = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "CreateResourceServer", {
+      name: "Fuzzed gateway",
+      audiences: ["https://fuzzed-gateway.example/api"],
+    });
+    const rsToken = await accessToken(running.baseUrl, seed.clientId, seed.clientSecret, {
+      resource: "https://fuzzed-gateway.example/api",
+    });
     world = {
       running,
       baseUrl: running.baseUrl,
       admin: { clientId: seed.clientId, clientSecret: seed.clientSecret, token },
+      resourceServer: { ...rs, token: rsToken },
       seed,
       created: [],
       revoked: [],
@@ -863,6 +873,7 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
               adminClientId: world.admin.clientId,
               adminClientSecret: world.admin.clientSecret,
               adminToken: world.admin.token,
+              resourceServer: world.resourceServer,
               ...world.seed,
             }),
           ),

@@ -35,6 +35,7 @@
 // |----------------------------------------|---------|----------|-------------|---------------------|---------------------------|------------------------|
 // | AuthService/FetchOauth2Token           | ✓       | ✓        | → 403       | wrong secret        | client_id too long        | —                      |
 // | AuthService/IntrospectToken            | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
+// | AuthService/IntrospectTokens (resource server) | ✓ | ✓        | ✓           | an API user         | no token                  | —                      |
 // | AuthService/RevokeToken                | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
 // | AuthService/GetAuthToken               | ✓       | ✓        | → 403       | wrong secret        | clientId too long         | —                      |
 // | ApiUserService/CreateApiUser           | ✓       | ✓        | ✓           | scope, role, tmcId  | undefined role            | unknown company        |
@@ -189,6 +190,8 @@ interface World {
     readonly companyAdminToken: string;
     readonly scimToken: string;
   };
+  /** A resource server (its credential), and a token of A's admin for its audience. */
+  readonly rs: { readonly clientId: string; readonly clientSecret: string; readonly token: string };
   /** Another tenant, whose resources A must not reach. */
   readonly b: {
     readonly tmcId: string;
@@ -199,7 +202,7 @@ interface World {
 }
 
 /** Who calls: the method's own credential, none, a spoiled one, or one that lacks a right. */
-type Who = "own" | "none" | "invalid" | "noScope" | "companyAdmin";
+type Who = "own" | "none" | "invalid" | "noScope" | "companyAdmin" | "apiUser";
 
 /** A different value of the same shape: its last four characters changed within the token's alphabet. */
 function spoiled(secret: string): string {
@@ -216,10 +219,12 @@ function basic(clientId: string, clientSecret: string): string {
 }
 
 /** The Authorization value of `who` for a method of this authentication kind (undefined: none). */
-function authorizationOf(who: Who, kind: AuthenticationKind, w: World): string | undefined {
+function authorizationOf(who: Who, kind: AuthenticationKind, w: World, asResourceServer = false): string | undefined {
   switch (who) {
     case "none":
       return undefined;
+    case "apiUser":
+      return basic(w.a.admin.clientId, w.a.admin.clientSecret);
     case "noScope":
       return `Bearer ${w.a.noScopeToken}`;
     case "companyAdmin":
@@ -229,7 +234,9 @@ function authorizationOf(who: Who, kind: AuthenticationKind, w: World): string |
       const own = who === "own";
       switch (kind) {
         case AuthenticationKind.CLIENT_SECRET:
-          return basic(w.a.admin.clientId, own ? w.a.admin.clientSecret : "not-the-secret");
+          return asResourceServer
+            ? basic(w.rs.clientId, own ? w.rs.clientSecret : "not-the-secret")
+            : basic(w.a.admin.clientId, own ? w.a.admin.clientSecret : "not-the-secret");
         case AuthenticationKind.OPERATOR:
           return `Bearer ${own ? TEST_OPERATOR_TOKEN : spoiled(TEST_OPERATOR_TOKEN)}`;
         case AuthenticationKind.SCIM_TOKEN:
@@ -265,7 +272,14 @@ interface RpcCases {
   /** CLIENT_SECRET only: the client authenticates in these request fields, not with HTTP Basic. */
   readonly credentialFields?: { readonly id: string; readonly secret: string };
   /** A PERMISSION_DENIED beyond the contract-derived scope and role cases (another tenant). */
-  readonly permissionDenied?: { readonly name: string; readonly request: Request };
+  readonly permissionDenied?: {
+    readonly name: string;
+    readonly request: Request;
+    readonly who?: Who;
+    readonly errorCode?: string;
+  };
+  /** CLIENT_SECRET only: the caller is the world's resource server, not the TMC admin (a wrong secret is then 401). */
+  readonly asResourceServer?: boolean;
 }
 
 const uniq = () => crypto.randomUUID().slice(0, 8);
@@ -318,6 +332,25 @@ const CASES: Record<string, RpcCases> = {
       check: (r, w) => assert.deepEqual([r.active, r.client_id], [true, w.a.admin.clientId]),
     },
     invalidArgument: { request: () => ({ token: "" }), field: "token" },
+    notFound: "an unknown token is {active: false} (RFC 7662 2.2)",
+  },
+  "travel.auth.v2.AuthService/IntrospectTokens": {
+    asResourceServer: true,
+    success: {
+      request: (w) => ({ tokens: [w.rs.token, "junk"] }),
+      check: (r, w) => {
+        const results = r.results as JsonObject[];
+        assert.deepEqual([results[0]?.active, results[0]?.client_id], [true, w.a.admin.clientId]);
+        assert.deepEqual(results[1], { active: false });
+      },
+    },
+    permissionDenied: {
+      name: "an API user's credentials",
+      request: (w) => ({ tokens: [w.rs.token] }),
+      who: "apiUser",
+      errorCode: "UNAUTHORIZED_CLIENT",
+    },
+    invalidArgument: { request: () => ({ tokens: [] }), field: "tokens" },
     notFound: "an unknown token is {active: false} (RFC 7662 2.2)",
   },
   "travel.auth.v2.AuthService/RevokeToken": {
@@ -777,15 +810,19 @@ function casesOf(method: DescMethod): Case[] {
     },
   });
   cases.push({
-    name: clientSecret
-      ? "a wrong client secret: PERMISSION_DENIED INVALID_CLIENT"
-      : "an invalid credential: UNAUTHENTICATED",
+    name: spec.asResourceServer
+      ? "a resource server's wrong secret: UNAUTHENTICATED RESOURCE_SERVER_AUTHENTICATION_FAILED"
+      : clientSecret
+        ? "a wrong client secret: PERMISSION_DENIED INVALID_CLIENT"
+        : "an invalid credential: UNAUTHENTICATED",
     sample: "invalid",
     who: "invalid",
     request: successRequest,
-    expect: clientSecret
-      ? { code: Code.PermissionDenied, errorCode: "INVALID_CLIENT" }
-      : { code: Code.Unauthenticated, errorCode: "USER_NOT_AUTHENTICATED" },
+    expect: spec.asResourceServer
+      ? { code: Code.Unauthenticated, errorCode: "RESOURCE_SERVER_AUTHENTICATION_FAILED" }
+      : clientSecret
+        ? { code: Code.PermissionDenied, errorCode: "INVALID_CLIENT" }
+        : { code: Code.Unauthenticated, errorCode: "USER_NOT_AUTHENTICATED" },
   });
   if (kind === AuthenticationKind.ACCESS_TOKEN) {
     const denied = { code: Code.PermissionDenied, errorCode: "PERMISSION_DENIED" };
@@ -810,9 +847,9 @@ function casesOf(method: DescMethod): Case[] {
     cases.push({
       name: `${spec.permissionDenied.name}: PERMISSION_DENIED`,
       sample: "tenant",
-      who: "own",
+      who: spec.permissionDenied.who ?? "own",
       request: spec.permissionDenied.request,
-      expect: { code: Code.PermissionDenied, errorCode: "PERMISSION_DENIED" },
+      expect: { code: Code.PermissionDenied, errorCode: spec.permissionDenied.errorCode ?? "PERMISSION_DENIED" },
     });
   }
   if (typeof spec.invalidArgument !== "string") {
@@ -851,7 +888,7 @@ async function callOf(method: DescMethod, c: Case, w: World): Promise<{ request:
   const kind = authenticationOf(method);
   const fields = CASES[keyOf(method)]?.credentialFields;
   if (kind !== AuthenticationKind.CLIENT_SECRET || !fields)
-    return { request, authorization: authorizationOf(c.who, kind, w) };
+    return { request, authorization: authorizationOf(c.who, kind, w, CASES[keyOf(method)]?.asResourceServer) };
   if (c.who !== "own" && c.who !== "invalid") return { request };
   const secret = c.who === "own" ? w.a.admin.clientSecret : "not-the-secret";
   // The case's own values (an invalid clientId) win over the credential.
@@ -1120,9 +1157,15 @@ describe(`gRPC conformance: every RPC through grpc-js and buf curl (${backend})`
       accessTokenOf(baseUrl, companyAdmin),
       newUser(baseUrl, b.orgId, `b-${uniq()}@b.example`),
     ]);
+    const rs = await operatorCall<{ clientId: string; clientSecret: string }>(baseUrl, "CreateResourceServer", {
+      name: "Conformance gateway",
+      audiences: ["https://conformance-gateway.example/api"],
+    });
+    const rsToken = await accessTokenOf(baseUrl, admin, { resource: "https://conformance-gateway.example/api" });
     world = {
       running,
       baseUrl,
+      rs: { ...rs, token: rsToken },
       a: {
         tmcId: seed.tmcId,
         orgId: seed.orgId,

@@ -1,17 +1,32 @@
 import { operatorCall } from "./service.js";
 
 /** Small REST helpers for tests that act as an API user would. */
-export async function fetchToken(baseUrl: string, clientId: string, clientSecret: string): Promise<Response> {
+export async function fetchToken(
+  baseUrl: string,
+  clientId: string,
+  clientSecret: string,
+  extra: Record<string, string> = {},
+): Promise<Response> {
   return fetch(`${baseUrl}/v2/auth/oauth2-token`, {
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret }),
+    body: new URLSearchParams({
+      grant_type: "client_credentials",
+      client_id: clientId,
+      client_secret: clientSecret,
+      ...extra,
+    }),
   });
 }
 
 /** An access token, or a thrown error naming the status. */
-export async function accessToken(baseUrl: string, clientId: string, clientSecret: string): Promise<string> {
-  const response = await fetchToken(baseUrl, clientId, clientSecret);
+export async function accessToken(
+  baseUrl: string,
+  clientId: string,
+  clientSecret: string,
+  extra: Record<string, string> = {},
+): Promise<string> {
+  const response = await fetchToken(baseUrl, clientId, clientSecret, extra);
   const body = (await response.json()) as { access_token?: string };
   if (response.status !== 200 || !body.access_token)
     throw new Error(`token request failed with ${response.status}: ${JSON.stringify(body)}`);

@@ -4,9 +4,12 @@
 // token is {"active": false}. Two instances on one Postgres and Redis: what A changes, B answers
 // at once.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { AuthService } from "../../gen/travel/auth/v2/auth_pb.js";
-import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
+import { isPostgres, newStorage, TEST_OPERATOR_TOKEN, type Storage } from "../helpers/backend.js";
 import { grpcJsUnary, jsonGrpcClient, type GenericGrpcClient } from "../helpers/grpc-js.js";
 import { operatorCall, type RunningService } from "../helpers/service.js";
 import {
@@ -191,7 +194,7 @@ describe("introspection by a resource server (RFC 7662 section 4)", () => {
 
     const byApiUser = await introspectBatch(grpc, tmcA.admin, [good]);
     assert.equal(byApiUser.code, 7, "PERMISSION_DENIED for an API user");
-    assert.equal(byApiUser.errorResponse?.errorMessages[0]?.errorCode, "PERMISSION_DENIED");
+    assert.equal(byApiUser.errorResponse?.errorMessages[0]?.errorCode, "UNAUTHORIZED_CLIENT");
     const tooMany = await introspectBatch(
       grpc,
       bookings,
@@ -224,6 +227,52 @@ describe("introspection by a resource server (RFC 7662 section 4)", () => {
     assert.equal((await introspectRest(baseUrl, bookings, token)).status, 401, "the old secret is dead at once");
     bookings = { clientId: bookings.clientId, clientSecret: rotated.clientSecret };
     assert.equal((await introspectRest(baseUrl, bookings, token)).body.active, true, "the new one works");
+  });
+
+  test("buf curl, through reflection as an operator runs it: register a resource server, batch-introspect with it, list, rotate and remove it", async () => {
+    const bufCurl = async (authorization: string, path: string, body: object) => {
+      const { stdout } = await promisify(execFile)(
+        fileURLToPath(new URL("../../node_modules/.bin/buf", import.meta.url)),
+        [
+          "curl",
+          "--http2-prior-knowledge",
+          "--protocol",
+          "grpc",
+          "-H",
+          `Authorization: ${authorization}`,
+          "-d",
+          JSON.stringify(body),
+          `${baseUrl}/${path}`,
+        ],
+        { timeout: 30_000 },
+      );
+      return JSON.parse(stdout) as Record<string, any>;
+    };
+    const operator = `Bearer ${TEST_OPERATOR_TOKEN}`;
+    const created = await bufCurl(operator, "travel.operator.v1.OperatorService/CreateResourceServer", {
+      name: "Reflected",
+      audiences: ["https://reflected.platform.test/api"],
+    });
+    assert.match(created.clientId, /^rs-/);
+    const token = await tokenFor(baseUrl, tmcA.admin, "https://reflected.platform.test/api");
+    const asServer = basicAuthorization(created.clientId, created.clientSecret);
+    const batch = await bufCurl(asServer, "travel.auth.v2.AuthService/IntrospectTokens", { tokens: [token, "junk"] });
+    assert.equal(batch.results[0].active, true);
+    assert.equal(batch.results[0].client_id, tmcA.admin.clientId);
+    assert.deepEqual(batch.results[1], { active: false });
+    const listed = await bufCurl(operator, "travel.operator.v1.OperatorService/ListResourceServers", {});
+    const entry = listed.resourceServers.find((r: { clientId: string }) => r.clientId === created.clientId);
+    assert.deepEqual(entry.audiences, ["https://reflected.platform.test/api"]);
+    assert.equal(JSON.stringify(listed).includes(created.clientSecret), false, "never the secret");
+    const rotated = await bufCurl(operator, "travel.operator.v1.OperatorService/RotateResourceServerSecret", {
+      clientId: created.clientId,
+    });
+    assert.notEqual(rotated.clientSecret, created.clientSecret);
+    await bufCurl(operator, "travel.operator.v1.OperatorService/RemoveResourceServer", { clientId: created.clientId });
+    assert.equal(
+      (await introspectRest(baseUrl, { clientId: created.clientId, clientSecret: rotated.clientSecret }, token)).status,
+      401,
+    );
   });
 
   test("refusals are audited in the platform's trail (no TMC); answers are counted per resource server", async () => {

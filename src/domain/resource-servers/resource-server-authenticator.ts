@@ -5,6 +5,7 @@ import { verifyClientSecret } from "../shared/client-secret.js";
 import type { KeyMaterial } from "../shared/key-material.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { PresentedCredentials } from "../tokens/model.js";
+import type { ResourceServerAttempt, ResourceServerAuthentication } from "../tokens/ports.js";
 import { isResourceServerId, type ResourceServer } from "./model.js";
 import type { ResourceServerRepository } from "./ports.js";
 
@@ -22,7 +23,7 @@ export type ResourceServerRefusal = "unknown or removed resource server" | "not 
  * one (CredentialGenerations: one Redis round trip, Postgres when the cache cannot be believed),
  * so a rotation or removal through any instance is refused here before that call has answered.
  */
-export class ResourceServerAuthenticator {
+export class ResourceServerAuthenticator implements ResourceServerAuthentication {
   constructor(
     private readonly uow: UnitOfWork,
     private readonly servers: ResourceServerRepository,
@@ -46,6 +47,10 @@ export class ResourceServerAuthenticator {
     // Resource servers' ids are theirs alone: an API user's id is never looked up here.
     const server = isResourceServerId(clientId) ? await this.find(clientId) : undefined;
     return { clientId, secret: clientSecret, server };
+  }
+
+  wrongSecret(clientId: string): DomainError {
+    return resourceServerRefused(clientId, "wrong secret");
   }
 
   /**
@@ -91,15 +96,8 @@ export class ResourceServerAuthenticator {
   }
 }
 
-/** A resource server's authentication in progress: what was presented, and whom it names (undefined: nobody). */
-export interface ResourceServerAttempt {
-  readonly clientId: string;
-  readonly secret: string;
-  readonly server: ResourceServer | undefined;
-}
-
 /** One answer for every failure; which client and which check go to the log line only. */
-export function resourceServerRefused(clientId: string, reason: ResourceServerRefusal): DomainError {
+function resourceServerRefused(clientId: string, reason: ResourceServerRefusal): DomainError {
   return new DomainError("RESOURCE_SERVER_AUTHENTICATION_FAILED", "Client authentication failed", {
     logged: { clientId: clientId.slice(0, 256), refusalReason: reason },
   });

@@ -1,8 +1,11 @@
+import type { DomainError } from "../../errors/domain-error.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
+import type { ResourceServer } from "../resource-servers/model.js";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import type {
   CredentialState,
+  PresentedCredentials,
   NewRefreshToken,
   NewSigningKey,
   RefreshTokenRecord,
@@ -54,6 +57,28 @@ export interface RevokedTokenRepository {
     tx: Tx,
     jtis: readonly string[],
   ): Promise<Map<string, { readonly changeSeq: number; readonly expiresAt: Date }>>;
+}
+
+/**
+ * Resource servers' authentication at introspection (implemented by the resource-servers area's
+ * ResourceServerAuthenticator), in the token endpoint's steps: the held record in one round trip,
+ * else look up → (reserve a failure point) → verify.
+ */
+export interface ResourceServerAuthentication {
+  heldAttempt(
+    presented: PresentedCredentials,
+  ): { readonly record: ResourceServer; readonly knownChange: number; readonly authenticated: boolean } | undefined;
+  lookUp(presented: PresentedCredentials): Promise<ResourceServerAttempt>;
+  verify(attempt: ResourceServerAttempt): ResourceServer;
+  /** The refusal of a wrong secret: the one answer every failed authentication gets. */
+  wrongSecret(clientId: string): DomainError;
+}
+
+/** A resource server's authentication in progress: what was presented, and whom it names (undefined: nobody). */
+export interface ResourceServerAttempt {
+  readonly clientId: string;
+  readonly secret: string;
+  readonly server: ResourceServer | undefined;
 }
 
 /** The audiences registered resource servers serve (implemented by the resource-servers area). */

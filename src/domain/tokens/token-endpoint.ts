@@ -1,10 +1,7 @@
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import { isResourceServerId, type ResourceServer } from "../resource-servers/model.js";
-import {
-  resourceServerRefused,
-  type ResourceServerAuthenticator,
-} from "../resource-servers/resource-server-authenticator.js";
+
 import type { AuditSink } from "../audit/model.js";
 import type { LabelledCounter } from "../shared/observability.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
@@ -12,7 +9,7 @@ import { ClientAuthenticator } from "./client-authenticator.js";
 import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from "./model.js";
 import { invalidClient, tooManyRequests } from "./oauth-errors.js";
 import { tighterOf } from "../rate-limit/model.js";
-import type { TokenRequestLimiter } from "./ports.js";
+import type { ResourceServerAuthentication, TokenRequestLimiter } from "./ports.js";
 import type { TokenRevocation } from "./token-revocation.js";
 import { TokenService } from "./token-service.js";
 
@@ -42,7 +39,7 @@ export class TokenEndpoint {
       /** Counts which path decided each request: one_round_trip or step_by_step. */
       readonly admissions?: LabelledCounter<"path">;
       /** Resource servers' authentication (introspection by the protected services). */
-      readonly resourceServers?: ResourceServerAuthenticator;
+      readonly resourceServers?: ResourceServerAuthentication;
       /** Tokens introspected by each resource server, by answer (no log line per token at that volume). */
       readonly introspections?: LabelledCounter<"resource_server" | "active">;
     } = {},
@@ -96,7 +93,7 @@ export class TokenEndpoint {
   /**
    * Batch introspection (IntrospectTokens), for resource servers only: each token answered as
    * introspect() answers it, in order, with one revocation check for the whole batch. An API
-   * user's credentials are refused (PERMISSION_DENIED) before anything is looked up.
+   * user's credentials are refused (403 unauthorized_client) before anything is looked up.
    */
   async introspectMany(
     credentials: PresentedCredentials,
@@ -106,7 +103,7 @@ export class TokenEndpoint {
     // No credentials at all is 401 like anywhere else; an API user's are refused outright.
     const claimed = ClientAuthenticator.claimedClientId(credentials);
     if (claimed !== undefined && !isResourceServerId(claimed)) {
-      const error = new DomainError("PERMISSION_DENIED", "Batch introspection is for resource servers only");
+      const error = new DomainError("UNAUTHORIZED_CLIENT", "Batch introspection is for resource servers only");
       this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, undefined, error, call, { batch: "true" });
       throw error;
     }
@@ -154,9 +151,7 @@ export class TokenEndpoint {
     const attempt = servers.heldAttempt(credentials);
     const held =
       attempt &&
-      (await this.admitHeldRecord(attempt, call, authenticated, () =>
-        resourceServerRefused(attempt.record.clientId, "wrong secret"),
-      ));
+      (await this.admitHeldRecord(attempt, call, authenticated, () => servers.wrongSecret(attempt.record.clientId)));
     if (held) return held;
     this.wiring.admissions?.inc({ path: "step_by_step" });
     const addressBudget = await this.limitAddress(call);

@@ -10,6 +10,7 @@ export const OAUTH_ERROR_BY_CODE: Readonly<Partial<Record<ErrorCode, string>>> =
   INVALID_CLIENT: "invalid_client",
   CLIENT_AUTHENTICATION_REQUIRED: "invalid_client",
   RESOURCE_SERVER_AUTHENTICATION_FAILED: "invalid_client",
+  UNAUTHORIZED_CLIENT: "unauthorized_client",
   INVALID_GRANT: "invalid_grant",
   INVALID_SCOPE: "invalid_scope",
   INVALID_TARGET: "invalid_target",

@@ -119,28 +119,34 @@ describe("TokenService", () => {
       });
     });
 
-    test("resource (RFC 8707): an allowed absolute URI is the audience; a fragment, a relative URI, another target or a conflict with audience is INVALID_TARGET", async () => {
-      assert.equal(decodeJwt((await grant(admin, { resource: OTHER_API })).accessToken).aud, OTHER_API);
+    test("resource (RFC 8707): an allowed absolute URI is the audience; a fragment, a relative URI, another target or an audience that is none of them is INVALID_TARGET", async () => {
+      assert.equal(decodeJwt((await grant(admin, { resources: [OTHER_API] })).accessToken).aud, OTHER_API);
       assert.equal(
-        decodeJwt((await grant(admin, { resource: OTHER_API, audience: OTHER_API })).accessToken).aud,
+        decodeJwt((await grant(admin, { resources: [OTHER_API], audience: OTHER_API })).accessToken).aud,
         OTHER_API,
       );
-      for (const [resource, audience] of [
-        ["http://evil.test", ""],
-        [`${OTHER_API}#frag`, ""],
-        ["/v2", ""],
-        ["not a uri", ""],
+      assert.deepEqual(
+        decodeJwt((await grant(admin, { resources: [OTHER_API, AUDIENCE, OTHER_API] })).accessToken).aud,
         [OTHER_API, AUDIENCE],
+        "repeated resources are all in aud, each once",
+      );
+      for (const [resources, audience, named] of [
+        [["http://evil.test"], "", "http://evil.test"],
+        [[`${OTHER_API}#frag`], "", `${OTHER_API}#frag`],
+        [["/v2"], "", "/v2"],
+        [["not a uri"], "", "not a uri"],
+        [[OTHER_API, "http://evil.test"], "", "http://evil.test"],
+        [[OTHER_API], AUDIENCE, AUDIENCE],
       ] as const) {
-        await rejectsWith(grant(admin, { resource, audience }), {
+        await rejectsWith(grant(admin, { resources, audience }), {
           code: "INVALID_TARGET",
           message: "The requested audience is not allowed",
-          params: [{ name: "audience", value: resource }],
+          params: [{ name: "audience", value: named }],
         });
       }
       const subject = (await grant(companyAdmin, { scope: "users:read", audience: OTHER_API })).accessToken;
-      assert.equal(decodeJwt((await exchange(admin, subject, { resource: OTHER_API })).accessToken).aud, OTHER_API);
-      await rejectsWith(exchange(admin, subject, { resource: AUDIENCE }), {
+      assert.equal(decodeJwt((await exchange(admin, subject, { resources: [OTHER_API] })).accessToken).aud, OTHER_API);
+      await rejectsWith(exchange(admin, subject, { resources: [AUDIENCE] }), {
         code: "INVALID_TARGET",
         message: "The requested audience is not allowed",
         params: [{ name: "audience", value: AUDIENCE }],

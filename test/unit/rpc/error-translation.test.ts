@@ -45,6 +45,7 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   INVALID_CLIENT: { code: Code.PermissionDenied, status: 403, oauth: "invalid_client" },
   CLIENT_AUTHENTICATION_REQUIRED: { code: Code.Unauthenticated, status: 401, oauth: "invalid_client" },
   RESOURCE_SERVER_AUTHENTICATION_FAILED: { code: Code.Unauthenticated, status: 401, oauth: "invalid_client" },
+  UNAUTHORIZED_CLIENT: { code: Code.PermissionDenied, status: 403, oauth: "unauthorized_client" },
   INVALID_GRANT: { code: Code.InvalidArgument, status: 400, oauth: "invalid_grant" },
   INVALID_SCOPE: { code: Code.InvalidArgument, status: 400, oauth: "invalid_scope" },
   INVALID_TARGET: { code: Code.InvalidArgument, status: 400, oauth: "invalid_target" },

@@ -485,7 +485,7 @@ export const AuthService: GenService<{
    * Batch introspection for gateways: up to 100 tokens, answered one by one in the same order,
    * each as IntrospectToken would answer it, with one revocation check for the whole batch.
    * Resource servers only (HTTP Basic or client_id and client_secret); an API user is refused
-   * (403 PERMISSION_DENIED). Served over gRPC, gRPC-Web and Connect; no REST path.
+   * (403 unauthorized_client). Served over gRPC, gRPC-Web and Connect; no REST path.
    *
    * @generated from rpc travel.auth.v2.AuthService.IntrospectTokens
    */
