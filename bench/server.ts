@@ -49,6 +49,7 @@ const SERVICE_SETTINGS = [
   "TOKEN_RATE_LIMIT_PER_CLIENT",
   "TOKEN_RATE_LIMIT_PER_ADDRESS",
   "TOKEN_FAILURE_LIMIT",
+  "RESOURCE_SERVER_RATE_LIMIT",
   "RPC_CONCURRENCY_PER_PRINCIPAL",
   "RPC_QUEUE_PER_PRINCIPAL",
   "RPC_RATE_LIMIT_PER_PRINCIPAL",
@@ -103,6 +104,7 @@ export function createBackend(embedded: boolean): Backend {
     // Generous budgets: the limiter runs on every token request but never refuses one.
     TOKEN_RATE_LIMIT_PER_CLIENT: "1000000/60",
     TOKEN_RATE_LIMIT_PER_ADDRESS: "1000000/60",
+    RESOURCE_SERVER_RATE_LIMIT: "1000000/60",
     ...(schema ? { DATABASE_URL: BENCH_DATABASE_URL, DATABASE_SCHEMA: schema, REDIS_URL: BENCH_REDIS_URL } : {}),
   };
   let done: Promise<string[]> | undefined;

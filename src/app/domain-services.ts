@@ -64,11 +64,12 @@ export interface DomainInputs {
 
 /** Every domain service, wired to its ports. Construction only: nothing here touches I/O. */
 export function createDomainServices(inputs: DomainInputs) {
-  const { config, uow, repositories: repos, shared, keys, clock } = inputs;
+  const { config, uow, repositories: repos, keys, clock } = inputs;
   const tokens = tokenServices(inputs);
   const { signingKeys, generations, accessTokens, trustedIssuers } = tokens;
   const auditLog = auditLogOf(inputs);
-  const limiter = new TokenRateLimiter(config.rateLimits, shared.budgetCounters, shared.admission);
+  const limiters = limitersOf(inputs);
+  const { limiter } = limiters;
   const tenants = new TenantService(uow, repos.tenants);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
   const apiUserAdmin = new ApiUserAdmin(
@@ -89,7 +90,7 @@ export function createDomainServices(inputs: DomainInputs) {
     limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
     resourceServerAuthenticator: resourceServers.authenticator,
-    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiter, auditLog, resourceServers.authenticator),
+    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiters, auditLog, resourceServers.authenticator),
     apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
     scimUsers: new ScimUsers(
@@ -111,7 +112,7 @@ export function createDomainServices(inputs: DomainInputs) {
       trustedIssuers,
       console: new OperatorConsole(uow, repos.tenants, repos.apiUsers, repos.trustedIssuers, repos.audit, apiUserAdmin),
       seeder: new DemoSeeder(uow, tenants, provisioning, repos.airCredits, clock),
-      limiter,
+      ...limiters,
       resourceServers: resourceServers.registry,
     },
     verifiers: {
@@ -189,6 +190,19 @@ function tokenServices({
   return { signingKeys, generations, accessTokens, trustedIssuers, grants };
 }
 
+/** The token endpoints' budgets: API users', and resource servers' (their own sizes, counted apart). */
+function limitersOf({ config, shared }: DomainInputs) {
+  return {
+    limiter: new TokenRateLimiter(config.rateLimits, shared.budgetCounters, shared.admission),
+    resourceServerLimiter: new TokenRateLimiter(
+      config.resourceServerRateLimits,
+      shared.budgetCounters,
+      shared.admission,
+      "resource-server-",
+    ),
+  };
+}
+
 /** The operator's registry of resource servers, and their authentication (records held in process, checked by generation). */
 function resourceServerServices(
   { config, uow, repositories: repos, keys }: DomainInputs,
@@ -227,7 +241,7 @@ function auditLogOf({ config, jobsUow, repositories: repos, logger, metrics, clo
 function tokenEndpointOf(
   { uow, repositories: repos, keys, metrics, clock }: DomainInputs,
   tokens: ReturnType<typeof tokenServices>,
-  limiter: TokenRateLimiter,
+  { limiter, resourceServerLimiter }: ReturnType<typeof limitersOf>,
   auditLog: AuditLog,
   resourceServers: ResourceServerAuthenticator,
 ): TokenEndpoint {
@@ -249,6 +263,7 @@ function tokenEndpointOf(
       ),
       admissions: metrics.tokenAdmissions,
       resourceServers,
+      resourceServerLimiter,
       introspections: metrics.resourceServerIntrospections,
     },
   );

@@ -7,7 +7,7 @@ import type { TracingConfig } from "../observability/tracing.js";
 import type { PrincipalBudgetConfig } from "../rpc/interceptors/principal-budget-interceptor.js";
 import type { StorageConfig } from "../store/settings.js";
 import type { RateLimits } from "../domain/rate-limit/model.js";
-import { budgetFrom, rateLimitsFromEnv } from "./rate-limits.js";
+import { budgetFrom, rateLimitsFromEnv, resourceServerRateLimitsFromEnv } from "./rate-limits.js";
 import { secretSetting, type SecretSetting } from "./secret-settings.js";
 
 export { ConfigError };
@@ -24,6 +24,8 @@ export interface Config {
   readonly secrets: SecretsConfig;
   readonly tokens: TokenConfig;
   readonly rateLimits: RateLimits;
+  /** Resource servers' budgets at introspection (RESOURCE_SERVER_RATE_LIMIT), counted apart. */
+  readonly resourceServerRateLimits: RateLimits;
   /** What one authenticated principal may ask of one instance at once and per window. */
   readonly principalBudget: PrincipalBudgetConfig;
   readonly jobs: JobsConfig;
@@ -202,6 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     tokens: tokensFrom(env, { issuer, signingKeyPrepublishSeconds }),
     rateLimits: rateLimitsFromEnv(env),
+    resourceServerRateLimits: resourceServerRateLimitsFromEnv(env),
     principalBudget: {
       concurrency: intFrom(env, "RPC_CONCURRENCY_PER_PRINCIPAL", 4, 1, 10_000),
       queue: intFrom(env, "RPC_QUEUE_PER_PRINCIPAL", 64, 0, 100_000),

@@ -37,3 +37,17 @@ export function rateLimitsFromEnv(env: NodeJS.ProcessEnv): RateLimits {
     failures: budgetFrom(env, "TOKEN_FAILURE_LIMIT", DEFAULT_RATE_LIMITS.failures),
   };
 }
+
+/** A resource server's default: 1 000 introspection calls a second, far above an API user's token requests. */
+export const DEFAULT_RESOURCE_SERVER_RATE_LIMIT = Object.freeze({ points: 60_000, durationSeconds: 60 });
+
+/**
+ * The budgets of resource servers at introspection: RESOURCE_SERVER_RATE_LIMIT ("points/seconds")
+ * per resource server and per source address (a gateway introspects from a few addresses, at a
+ * rate no API user asks for tokens), and TOKEN_FAILURE_LIMIT for failed authentications, as for
+ * API users. Counted apart from API users' budgets.
+ */
+export function resourceServerRateLimitsFromEnv(env: NodeJS.ProcessEnv): RateLimits {
+  const budget = budgetFrom(env, "RESOURCE_SERVER_RATE_LIMIT", DEFAULT_RESOURCE_SERVER_RATE_LIMIT);
+  return { perClient: budget, perAddress: budget, failures: rateLimitsFromEnv(env).failures };
+}

@@ -304,6 +304,48 @@ describe("introspection by a resource server (RFC 7662 section 4)", () => {
   });
 });
 
+describe("a resource server's own budget (RESOURCE_SERVER_RATE_LIMIT), counted apart from API users'", () => {
+  let running: RunningService;
+  before(async () => {
+    running = await startTokenService({
+      env: {
+        TOKEN_RATE_LIMIT_PER_CLIENT: "3/60",
+        TOKEN_RATE_LIMIT_PER_ADDRESS: "4/60",
+        RESOURCE_SERVER_RATE_LIMIT: "6/60",
+      },
+    });
+  });
+  after(() => disposeService(running));
+
+  test("a gateway is not held to an API user's token budget, nor an API user to a gateway's; each stops at its own with 429 and Retry-After", async () => {
+    const baseUrl = running.baseUrl;
+    const tenant = await newTenant(baseUrl);
+    const server = await registerResourceServer(baseUrl, "Budgeted", [BOOKINGS]);
+    const token = await tokenFor(baseUrl, tenant.admin, BOOKINGS);
+    const issued = [];
+    for (let i = 0; i < 3; i++)
+      issued.push(
+        (
+          await postForm(baseUrl, TOKEN_PATH, {
+            grant_type: "client_credentials",
+            client_id: tenant.admin.clientId,
+            client_secret: tenant.admin.clientSecret,
+          })
+        ).status,
+      );
+    assert.deepEqual(issued, [200, 200, 429], "the API user's 3 per minute: the token above and two more");
+    const statuses = [];
+    for (let i = 0; i < 7; i++) statuses.push(await introspectRest(baseUrl, server, token));
+    assert.deepEqual(
+      statuses.map((r) => r.status),
+      [200, 200, 200, 200, 200, 200, 429],
+      "the resource server's own 6 per minute, though the address's token budget (4) is spent",
+    );
+    assert.ok(Number(statuses[6]!.headers.get("retry-after")) >= 1);
+    assert.equal(statuses[6]!.body.error, "slow_down");
+  });
+});
+
 describe(
   "introspection by a resource server across two instances",
   { skip: !isPostgres && "needs a shared Postgres and Redis" },

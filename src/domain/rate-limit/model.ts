@@ -24,8 +24,12 @@ export interface RateLimits {
   readonly failures: Budget;
 }
 
-export type BudgetName =
-  "client" | "address" | "client-at-address-failures" | "unknown-client-failures" | "client-locked-guesses";
+/** The budgets of the token endpoints; resource servers' are the same five, counted apart (their own sizes). */
+export type BudgetName = `${BudgetNamespace}${
+  "client" | "address" | "client-at-address-failures" | "unknown-client-failures" | "client-locked-guesses"}`;
+
+/** Whose budgets: API users' (none), or resource servers' at introspection. */
+export type BudgetNamespace = "" | "resource-server-";
 
 export interface RateLimitDecision {
   readonly allowed: boolean;

@@ -3,6 +3,7 @@ import {
   tighterOf,
   type Budget,
   type BudgetName,
+  type BudgetNamespace,
   type Lockout,
   type RateLimitDecision,
   type RateLimits,
@@ -69,17 +70,19 @@ export class TokenRateLimiter {
     counters: BudgetCounters,
     /** Redis: every budget of a request for a client this instance holds, in one round trip. */
     private readonly admission?: AdmissionStore,
+    /** Whose budgets these are: a namespace keeps resource servers' counters apart from API users'. */
+    namespace: BudgetNamespace = "",
   ) {
     const make = (name: BudgetName, budget: Budget): LimitedBudget => ({
       name,
       budget,
       counter: counters(name, budget),
     });
-    this.#client = make("client", limits.perClient);
-    this.#address = make("address", limits.perAddress);
-    this.#clientAtAddressFailures = make("client-at-address-failures", limits.failures);
-    this.#unknownClientFailures = make("unknown-client-failures", limits.failures);
-    this.#lockedGuesses = make("client-locked-guesses", {
+    this.#client = make(`${namespace}client`, limits.perClient);
+    this.#address = make(`${namespace}address`, limits.perAddress);
+    this.#clientAtAddressFailures = make(`${namespace}client-at-address-failures`, limits.failures);
+    this.#unknownClientFailures = make(`${namespace}unknown-client-failures`, limits.failures);
+    this.#lockedGuesses = make(`${namespace}client-locked-guesses`, {
       points: limits.failures.points * LOCKED_GUESSES_PER_FAILURE_POINT,
       durationSeconds: limits.failures.durationSeconds,
     });

@@ -40,6 +40,8 @@ export class TokenEndpoint {
       readonly admissions?: LabelledCounter<"path">;
       /** Resource servers' authentication (introspection by the protected services). */
       readonly resourceServers?: ResourceServerAuthentication;
+      /** Resource servers' budgets (their own sizes, counted apart from API users'); absent: the API users' limiter. */
+      readonly resourceServerLimiter?: TokenRequestLimiter;
       /** Tokens introspected by each resource server, by answer (no log line per token at that volume). */
       readonly introspections?: LabelledCounter<"resource_server" | "active">;
     } = {},
@@ -111,9 +113,9 @@ export class TokenEndpoint {
   }
 
   /**
-   * RFC 7662 section 4: a resource server, authenticated with its own credentials and held to the
-   * same budgets and lockout as an API user (address, then its own failure budget, then its own
-   * budget: strangers cannot lock out a correct one), learns about the tokens addressed to one of
+   * RFC 7662 section 4: a resource server, authenticated with its own credentials and held to
+   * budgets and a lockout of the same rules as an API user's (address, then its own failure
+   * budget, then its own budget: strangers cannot lock out a correct one), sized and counted apart, learns about the tokens addressed to one of
    * its audiences, whatever their TMC; any other token is inactive. Refusals are audited;
    * answers are counted per resource server.
    */
@@ -148,28 +150,35 @@ export class TokenEndpoint {
   ): Promise<ResourceServer> {
     const servers = this.wiring.resourceServers;
     if (!servers) throw new Error("resource-server authentication is not wired");
+    const limiter = this.wiring.resourceServerLimiter ?? this.limiter;
     const attempt = servers.heldAttempt(credentials);
     const held =
       attempt &&
-      (await this.admitHeldRecord(attempt, call, authenticated, () => servers.wrongSecret(attempt.record.clientId)));
+      (await this.admitHeldRecord(
+        attempt,
+        call,
+        authenticated,
+        () => servers.wrongSecret(attempt.record.clientId),
+        limiter,
+      ));
     if (held) return held;
     this.wiring.admissions?.inc({ path: "step_by_step" });
-    const addressBudget = await this.limitAddress(call);
-    const server = await this.authenticateResourceServer(credentials, call);
+    const addressBudget = await this.limitAddress(call, limiter);
+    const server = await this.authenticateResourceServer(servers, credentials, call, limiter);
     authenticated(server);
-    await this.limitClient(server.clientId, addressBudget, call);
+    await this.limitClient(server.clientId, addressBudget, call, limiter);
     return server;
   }
 
   /** authenticate() for a resource server: the same failure budgets, keyed on its id. */
   private async authenticateResourceServer(
+    servers: ResourceServerAuthentication,
     credentials: PresentedCredentials,
     call: TokenCall,
+    limiter: TokenRequestLimiter,
   ): Promise<ResourceServer> {
-    const servers = this.wiring.resourceServers;
-    if (!servers) throw new Error("resource-server authentication is not wired");
     const attempt = await servers.lookUp(credentials);
-    const reservation = await this.limiter.reserveAttempt(
+    const reservation = await limiter.reserveAttempt(
       attempt.clientId,
       attempt.server !== undefined,
       call.remoteAddress,
@@ -246,9 +255,10 @@ export class TokenEndpoint {
     call: TokenCall,
     authenticated: (record: R) => void,
     wrongSecret: () => DomainError,
+    limiter: TokenRequestLimiter = this.limiter,
   ): Promise<R | undefined> {
     const { record } = attempt;
-    const admission = await this.limiter.admitHeldClient(record.clientId, call.remoteAddress, {
+    const admission = await limiter.admitHeldClient(record.clientId, call.remoteAddress, {
       generation: record.credentialGeneration,
       knownChange: attempt.knownChange,
       authenticated: attempt.authenticated,
@@ -291,16 +301,21 @@ export class TokenEndpoint {
   }
 
   /** Every request spends a point of its source address's budget, first. */
-  private async limitAddress(call: TokenCall): Promise<RateLimitDecision> {
-    const decision = await this.limiter.consumeAddress(call.remoteAddress);
+  private async limitAddress(call: TokenCall, limiter = this.limiter): Promise<RateLimitDecision> {
+    const decision = await limiter.consumeAddress(call.remoteAddress);
     call.onRateLimit(decision);
     if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
     return decision;
   }
 
   /** Only an authenticated client spends its own budget: nobody without its secret can exhaust it. */
-  private async limitClient(clientId: string, addressBudget: RateLimitDecision, call: TokenCall): Promise<void> {
-    const decision = await this.limiter.consumeClient(clientId);
+  private async limitClient(
+    clientId: string,
+    addressBudget: RateLimitDecision,
+    call: TokenCall,
+    limiter = this.limiter,
+  ): Promise<void> {
+    const decision = await limiter.consumeClient(clientId);
     call.onRateLimit(tighterOf(addressBudget, decision));
     if (!decision.allowed) throw tooManyRequests(decision.retryAfterSeconds ?? 1);
   }

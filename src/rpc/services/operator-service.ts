@@ -9,6 +9,7 @@ import type { OperatorConsole } from "../../domain/operator/operator-console.js"
 import type { ResourceServerListing } from "../../domain/resource-servers/model.js";
 import type { ResourceServerRegistry } from "../../domain/resource-servers/resource-server-registry.js";
 import type { TokenRateLimiter } from "../../domain/rate-limit/token-rate-limiter.js";
+import { isResourceServerId } from "../../domain/resource-servers/model.js";
 import type { DemoSeeder } from "../../domain/seed/demo-seed.js";
 import type { TenantService } from "../../domain/tenants/tenant-service.js";
 import type { SigningKeyRing } from "../../domain/tokens/signing-key-ring.js";
@@ -31,6 +32,8 @@ export interface OperatorDomain {
   readonly console: OperatorConsole;
   readonly seeder: DemoSeeder;
   readonly limiter: TokenRateLimiter;
+  /** Resource servers' budgets and lockouts (their client ids start `rs-`). */
+  readonly resourceServerLimiter: TokenRateLimiter;
   /** Registering, listing, rotating and removing resource servers. */
   readonly resourceServers: ResourceServerRegistry;
   /** Applies pending migrations; returns their names. */
@@ -228,13 +231,18 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   }
 
   async getTokenLockout(req: { clientId: string; address: string }) {
-    const lockout = await this.domain.limiter.lockout(req.clientId || undefined, req.address);
+    const lockout = await this.limiterOf(req.clientId).lockout(req.clientId || undefined, req.address);
     return { clientId: req.clientId, address: req.address, ...lockout };
   }
 
   async resetTokenLockout(req: { clientId: string; address: string }) {
-    await this.domain.limiter.resetLockout(req.clientId || undefined, req.address);
+    await this.limiterOf(req.clientId).resetLockout(req.clientId || undefined, req.address);
     return { clientId: req.clientId, address: req.address };
+  }
+
+  /** A resource server's lockout is among resource servers' budgets; anyone else's among API users'. */
+  private limiterOf(clientId: string): TokenRateLimiter {
+    return isResourceServerId(clientId) ? this.domain.resourceServerLimiter : this.domain.limiter;
   }
 
   async importAirCredits(req: ImportAirCreditsRequest) {

@@ -172,6 +172,30 @@ describe("configuration", () => {
     );
   });
 
+  test("issue 22: resource servers' budget is RESOURCE_SERVER_RATE_LIMIT (1000/s by default), per server and per address, with the token endpoint's failure limit", () => {
+    const defaults = loadConfig({}).resourceServerRateLimits;
+    assert.deepEqual(defaults.perClient, { points: 60_000, durationSeconds: 60 });
+    assert.deepEqual(defaults.perAddress, defaults.perClient);
+    assert.deepEqual(defaults.failures, loadConfig({}).rateLimits.failures);
+    const set = loadConfig({
+      RESOURCE_SERVER_RATE_LIMIT: "500/10",
+      TOKEN_FAILURE_LIMIT: "3/60",
+    }).resourceServerRateLimits;
+    assert.deepEqual(set, {
+      perClient: { points: 500, durationSeconds: 10 },
+      perAddress: { points: 500, durationSeconds: 10 },
+      failures: { points: 3, durationSeconds: 60 },
+    });
+    assert.throws(
+      () => loadConfig({ RESOURCE_SERVER_RATE_LIMIT: "fast" }),
+      (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.match(e.message, /^RESOURCE_SERVER_RATE_LIMIT must be "<points>\/<seconds>"/);
+        return true;
+      },
+    );
+  });
+
   test("loopback hosts are told apart from the rest (the TRUSTED_PROXIES start-up warning)", () => {
     for (const host of ["127.0.0.1", "127.1.2.3", "::1", "localhost"]) assert.equal(isLoopbackHost(host), true, host);
     for (const host of ["0.0.0.0", "::", "10.0.0.5", "192.168.1.2", "example.org", "127.0.0.1.example.org"])
