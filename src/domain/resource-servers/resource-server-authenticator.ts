@@ -1,5 +1,5 @@
 import { DomainError } from "../../errors/domain-error.js";
-import { credentialsOf, requiredCredentialsOf } from "../shared/client-credentials.js";
+import { plainCredentialsOf, requiredCredentialsOf } from "../shared/client-credentials.js";
 import type { ClientRecordCache } from "../shared/client-record-cache.js";
 import { verifyClientSecret } from "../shared/client-secret.js";
 import type { KeyMaterial } from "../shared/key-material.js";
@@ -63,14 +63,8 @@ export class ResourceServerAuthenticator implements ResourceServerAuthentication
   heldAttempt(
     presented: PresentedCredentials,
   ): { readonly record: ResourceServer; readonly knownChange: number; readonly authenticated: boolean } | undefined {
-    if (!this.records) return undefined;
-    let credentials: { clientId: string; clientSecret: string };
-    try {
-      credentials = credentialsOf(presented);
-    } catch {
-      return undefined;
-    }
-    if (!credentials.clientSecret || !isResourceServerId(credentials.clientId)) return undefined;
+    const credentials = plainCredentialsOf(presented);
+    if (!this.records || !credentials || !isResourceServerId(credentials.clientId)) return undefined;
     const held = this.records.held(credentials.clientId);
     if (!held) return undefined;
     const authenticated = verifyClientSecret(this.pepper, credentials.clientSecret, held.record.secretHash);

@@ -29,6 +29,21 @@ export function credentialsOf(presented: PresentedCredentials): { clientId: stri
 }
 
 /**
+ * The id and secret when the request presents both, well formed; undefined for anything else
+ * (the one-round-trip paths leave those to the step-by-step path, which answers them).
+ */
+export function plainCredentialsOf(
+  presented: PresentedCredentials,
+): { clientId: string; clientSecret: string } | undefined {
+  try {
+    const credentials = credentialsOf(presented);
+    return credentials.clientId && credentials.clientSecret ? credentials : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Both halves, or the refusal: none at all is 401 invalid_client (RFC 6749 5.2, RFC 8693 5),
  * only one of them 400 invalid_request. Nothing is looked up yet.
  */

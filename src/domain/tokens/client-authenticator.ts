@@ -2,7 +2,7 @@ import type { KeyMaterial } from "../shared/key-material.js";
 import type { ApiUser } from "../api-users/model.js";
 import type { ApiUserRepository } from "../api-users/ports.js";
 import { verifyClientSecret } from "../shared/client-secret.js";
-import { credentialsOf, requiredCredentialsOf } from "../shared/client-credentials.js";
+import { credentialsOf, plainCredentialsOf, requiredCredentialsOf } from "../shared/client-credentials.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { ClientRecordCache } from "../shared/client-record-cache.js";
 import type { PresentedCredentials } from "./model.js";
@@ -58,14 +58,8 @@ export class ClientAuthenticator {
    * held or the credentials are not a plain id and secret: the step-by-step path answers those.
    */
   heldAttempt(presented: PresentedCredentials): HeldAttempt | undefined {
-    if (!this.records) return undefined;
-    let credentials: { clientId: string; clientSecret: string };
-    try {
-      credentials = credentialsOf(presented);
-    } catch {
-      return undefined;
-    }
-    if (!credentials.clientId || !credentials.clientSecret) return undefined;
+    const credentials = plainCredentialsOf(presented);
+    if (!this.records || !credentials) return undefined;
     const held = this.records.held(credentials.clientId);
     const client = tokenEndpointClient(held?.record);
     if (!held || !client) return undefined;

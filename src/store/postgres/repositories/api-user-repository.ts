@@ -6,6 +6,7 @@ import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import { toCount, type ApiUserRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
+import { credentialStatesIn } from "./credential-states.js";
 
 export class PostgresApiUserRepository implements ApiUserRepository {
   async insert(tx: Tx, scope: TenantScope, user: NewApiUser): Promise<void> {
@@ -98,16 +99,8 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     return row && toApiUser(row);
   }
 
-  async credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
-    const rows = await knexOf(tx)<ApiUserRow>("api_users")
-      .whereIn("client_id", [...clientIds])
-      .select("client_id", "credential_generation", "revoked_at", "change_seq");
-    return new Map(
-      rows.map((r) => [
-        r.client_id,
-        { generation: r.revoked_at ? undefined : r.credential_generation, changeSeq: Number(r.change_seq) },
-      ]),
-    );
+  credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
+    return credentialStatesIn(tx, { table: "api_users", tombstone: "revoked_at" }, clientIds);
   }
 }
 

@@ -10,6 +10,7 @@ import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import type { ResourceServerAudienceRow, ResourceServerRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
+import { credentialStatesIn } from "./credential-states.js";
 
 /** A server's audiences, sorted, as a JSON array in the same statement as its row. */
 const AUDIENCES = `(select coalesce(json_agg(a.audience order by a.audience), '[]'::json)
@@ -102,16 +103,8 @@ export class PostgresResourceServerRepository implements ResourceServerRepositor
     return new Set(rows.map((r) => r.audience));
   }
 
-  async credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
-    const rows = await knexOf(tx)<ResourceServerRow>("resource_servers")
-      .whereIn("client_id", [...clientIds])
-      .select("client_id", "credential_generation", "removed_at", "change_seq");
-    return new Map(
-      rows.map((r) => [
-        r.client_id,
-        { generation: r.removed_at ? undefined : r.credential_generation, changeSeq: Number(r.change_seq) },
-      ]),
-    );
+  credentialStates(tx: Tx, clientIds: readonly string[]): Promise<Map<string, CredentialState>> {
+    return credentialStatesIn(tx, { table: "resource_servers", tombstone: "removed_at" }, clientIds);
   }
 }
 
