@@ -24,6 +24,7 @@ import { TenantService } from "../domain/tenants/tenant-service.js";
 import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../domain/shared/client-record-cache.js";
+import { CredentialChangeStream } from "../domain/tokens/credential-change-stream.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
 import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
@@ -86,6 +87,8 @@ export function createDomainServices(inputs: DomainInputs) {
   return {
     signingKeys,
     generations,
+    /** The credential-change stream of resource servers (ended before the server closes). */
+    changeStream: tokens.changeStream,
     auditLog,
     limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
@@ -151,6 +154,9 @@ function tokenServices({
     { apiUsers: repos.apiUsers, resourceServers: repos.resourceServers, revokedTokens: repos.revokedTokens },
     clock,
   );
+  // A cached API-user state lives at most the cache's TTL; a revoked token's must be
+  // republishable (after Redis lost it) for as long as the token could be presented.
+  const logRetentionSeconds = Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds(tokens)) + 60;
   const generations = new CredentialGenerations(
     uow,
     credentialStates,
@@ -161,9 +167,7 @@ function tokenServices({
     metrics.redisFallbacks,
     clock,
     {
-      // A cached API-user state lives at most the cache's TTL; a revoked token's must be
-      // republishable (after Redis lost it) for as long as the token could be presented.
-      logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds(tokens)) + 60,
+      logRetentionSeconds,
       reconcileBatch: 1000,
       backgroundUow: jobsUow,
     },
@@ -187,7 +191,18 @@ function tokenServices({
     { ...tokens, pepper: keys.secretPepper },
     clock,
   );
-  return { signingKeys, generations, accessTokens, trustedIssuers, grants };
+  const changeStream = new CredentialChangeStream(
+    uow,
+    repos.credentialChanges,
+    credentialStates,
+    repos.revokedTokens,
+    repos.credentialSnapshots,
+    generations,
+    signingKeys,
+    clock,
+    { logRetentionSeconds },
+  );
+  return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream };
 }
 
 /** The token endpoints' budgets: API users', and resource servers' (their own sizes, counted apart). */
@@ -265,6 +280,7 @@ function tokenEndpointOf(
       resourceServers,
       resourceServerLimiter,
       introspections: metrics.resourceServerIntrospections,
+      changeStream: tokens.changeStream,
     },
   );
 }
