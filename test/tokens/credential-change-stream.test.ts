@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError, createClient, Code } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import {
   AuthService,
   WatchCredentialChangesResponseSchema,
@@ -126,20 +126,25 @@ function grpcJsWatch(
   return Object.assign(watch, { close: () => client.close() });
 }
 
-/** The same over the Connect protocol (HTTP/1.1, JSON). */
+/** The same over the Connect protocol (HTTP/1.1, JSON), or gRPC-Web; `headers` such as HTTP Basic. */
 function connectWatch(
   baseUrl: string,
   request: { sinceCursor?: string; clientId?: string; clientSecret?: string },
+  options: { grpcWeb?: boolean; headers?: Record<string, string> } = {},
 ): Watch {
-  const client = createClient(
-    AuthService,
-    createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false }),
-  );
+  const transport = options.grpcWeb
+    ? createGrpcWebTransport({ baseUrl, httpVersion: "1.1" })
+    : createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false });
+  const client = createClient(AuthService, transport);
   const abort = new AbortController();
   return watchOver((push) => {
     const ended = (async () => {
       try {
-        for await (const event of client.watchCredentialChanges(request, { signal: abort.signal })) push(event);
+        for await (const event of client.watchCredentialChanges(request, {
+          signal: abort.signal,
+          ...(options.headers ? { headers: options.headers } : {}),
+        }))
+          push(event);
         return { code: 0, details: "" };
       } catch (error) {
         const e = ConnectError.from(error);
@@ -307,8 +312,26 @@ describe("the credential-change stream (WatchCredentialChanges)", () => {
     assert.equal(overConnect.code, Code.PermissionDenied);
   });
 
+  test("over gRPC-Web too, and with HTTP Basic instead of the request's fields", async () => {
+    const basic = `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString("base64")}`;
+    for (const grpcWeb of [true, false]) {
+      const watch = track(connectWatch(baseUrl, {}, { grpcWeb, headers: { authorization: basic } }));
+      const last = await watch.next((e) => e.event.case === "snapshot" && e.event.value.lastPage);
+      assert.ok(
+        watch.events.every((x) => x.event.event.case === "snapshot"),
+        grpcWeb ? "gRPC-Web" : "Connect",
+      );
+      const beat = await watch.next();
+      assert.equal(beat.event.case, "heartbeat");
+      assert.equal(beat.cursor, last.cursor);
+      watch.cancel();
+    }
+  });
+
   test("a client's cancel frees the server side: no stream, no listener left", async () => {
     const stream = internalsOf(running.service).domain.changeStream;
+    for (const w of open) w.cancel();
+    await waitFor(() => stream.watching === 0, "the earlier tests' streams closed");
     const before = stream.watching;
     const overGrpc = track(grpcJsWatch(baseUrl, as()));
     const overConnect = track(connectWatch(baseUrl, as()));
@@ -318,6 +341,30 @@ describe("the credential-change stream (WatchCredentialChanges)", () => {
     overGrpc.cancel();
     overConnect.cancel();
     await waitFor(() => stream.watching === before, "both streams closed on the server");
+  });
+});
+
+describe("the resource server's budget counts a stream once per call, not per event", () => {
+  let running: RunningService;
+  after(() => disposeService(running));
+
+  test("RESOURCE_SERVER_RATE_LIMIT 3/60: three streams each well past three events, the fourth call is RESOURCE_EXHAUSTED", async () => {
+    running = await startTokenService({ env: { RESOURCE_SERVER_RATE_LIMIT: "3/60" } });
+    const server = await registerResourceServer(running.baseUrl, "Budgeted");
+    const as = { clientId: server.clientId, clientSecret: server.clientSecret };
+    const watches = [0, 1, 2].map(() => grpcJsWatch(running.baseUrl, as));
+    try {
+      for (const watch of watches) for (let i = 0; i < 4; i++) await watch.next();
+      const fourth = grpcJsWatch(running.baseUrl, as);
+      const ended = await fourth.ended;
+      fourth.close();
+      assert.equal(ended.code, grpc.status.RESOURCE_EXHAUSTED, ended.details);
+    } finally {
+      for (const watch of watches) {
+        watch.cancel();
+        watch.close();
+      }
+    }
   });
 });
 
