@@ -2,8 +2,8 @@
 // through real protocols: grpc-js (a server-streaming call) and Connect (@connectrpc/connect-node).
 // Resuming from a cursor replays exactly the missed changes in order; an RFC 7009 revocation is a
 // token_revoked; heartbeats come at least every second; no or an expired cursor gets a snapshot; API
-// users and wrong secrets are refused; a cancel frees the server side; shutdown ends it with OK. Two
-// instances on one Postgres: a rotation on A reaches a stream on B within a second.
+// users and wrong secrets are refused; a stream counts once against the budget; a cancel frees the server side; shutdown ends it with OK. Two
+// instances on one Postgres: a rotation on A reaches a stream on B within a second; Redis flushed loses no event.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
@@ -20,6 +20,7 @@ import {
 import { internalsOf } from "../../src/app/test-access.js";
 import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
 import { decodeRpcStatus, errorResponseIn } from "../helpers/grpc-status.js";
+import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.js";
 import { dropStorage, operatorCall, type RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
@@ -373,7 +374,7 @@ describe("a snapshot when the cursor is older than the retained log", () => {
   const clock = new TestClock();
   after(() => disposeService(running));
 
-  test("changes pruned past the cursor: a snapshot with the current generations, then live changes", async () => {
+  test("changes pruned past the cursor: a snapshot with the current generations, then heartbeats (nothing to replay)", async () => {
     running = await startTokenService({ env: ROOMY_RATE_LIMITS, now: clock.now });
     const { baseUrl } = running;
     const tenant = await newTenant(baseUrl);
@@ -431,15 +432,20 @@ describe(
   { skip: !isPostgres && "needs a shared Postgres" },
   () => {
     let storage: Storage;
+    let redis: PrivateRedis;
     let a: RunningService;
     let b: RunningService;
     before(async () => {
       storage = newStorage();
-      a = await startTokenService({ storage, env: ROOMY_RATE_LIMITS });
-      b = await startTokenService({ storage, env: ROOMY_RATE_LIMITS });
+      // A Redis of their own: one test flushes it.
+      redis = await startPrivateRedis();
+      const env = { ...ROOMY_RATE_LIMITS, REDIS_URL: redis.url };
+      a = await startTokenService({ storage, env });
+      b = await startTokenService({ storage, env });
     });
     after(async () => {
       await Promise.all([a?.stop(), b?.stop()]);
+      await redis?.stop();
       if (storage) await dropStorage(storage);
     });
 
@@ -470,6 +476,39 @@ describe(
         await operatorCall(a.baseUrl, "RotateSigningKey", {});
         const keys = await watch.next((e) => e.event.case === "signingKeysChanged", 2000);
         assert.equal(keys.cursor, event.cursor, "a key change repeats the latest cursor");
+      } finally {
+        watch.cancel();
+        watch.close();
+      }
+    });
+
+    test("Redis losing everything loses no event: a resume on B after FLUSHALL replays the changes made on A, in order", async () => {
+      const tenant = await newTenant(a.baseUrl);
+      const [one, two] = [
+        await newApiUser(a.baseUrl, tenant.tmcId, "TMC_ADMIN"),
+        await newApiUser(a.baseUrl, tenant.tmcId, "TMC_ADMIN"),
+      ];
+      const server = await registerResourceServer(a.baseUrl, "Flushed");
+      const as = { clientId: server.clientId, clientSecret: server.clientSecret };
+      const probe = grpcJsWatch(b.baseUrl, as);
+      const cursor = (await probe.next((e) => e.event.case === "heartbeat")).cursor;
+      probe.cancel();
+      probe.close();
+      await rotate(a.baseUrl, tenant.admin, one.clientId);
+      await rotate(a.baseUrl, tenant.admin, two.clientId);
+      await redis.command(["FLUSHALL"]);
+      const watch = grpcJsWatch(b.baseUrl, { ...as, sinceCursor: cursor });
+      try {
+        const replayed = [await watch.next(isChange), await watch.next(isChange)];
+        assert.deepEqual(
+          replayed.map((e) =>
+            e.event.case === "credentialChanged" ? [e.event.value.clientId, e.event.value.generation] : [],
+          ),
+          [
+            [one.clientId, 2],
+            [two.clientId, 2],
+          ],
+        );
       } finally {
         watch.cancel();
         watch.close();
