@@ -1,9 +1,10 @@
 // Issue 23, item 1: the credential-change stream of resource servers (AuthService.WatchCredentialChanges),
-// through real protocols: grpc-js (a server-streaming call) and Connect (@connectrpc/connect-node).
-// Resuming from a cursor replays exactly the missed changes in order; an RFC 7009 revocation is a
-// token_revoked; heartbeats come at least every second; no or an expired cursor gets a snapshot; API
-// users and wrong secrets are refused; a stream counts once against the budget; a cancel frees the server side; shutdown ends it with OK. Two
-// instances on one Postgres: a rotation on A reaches a stream on B within a second; Redis flushed loses no event.
+// through real protocols: grpc-js (a server-streaming call) and Connect (@connectrpc/connect-node),
+// gRPC-Web once. Resuming from a cursor replays exactly the missed changes in order; an RFC 7009
+// revocation is a token_revoked; heartbeats come at least every second; no or an expired cursor
+// gets a snapshot; API users and wrong secrets are refused; a stream counts once against the
+// budget; a cancel frees the server side; shutdown ends it with OK. Two instances on one Postgres:
+// a rotation on A reaches a stream on B within a second; Redis flushed loses no event.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
