@@ -24,7 +24,9 @@ import { TenantService } from "../domain/tenants/tenant-service.js";
 import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../domain/shared/client-record-cache.js";
+import { CredentialChangeStream } from "../domain/tokens/credential-change-stream.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
+import type { CredentialStateSource } from "../domain/tokens/credential-generations.js";
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
 import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
 import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
@@ -69,7 +71,6 @@ export function createDomainServices(inputs: DomainInputs) {
   const { signingKeys, generations, accessTokens, trustedIssuers } = tokens;
   const auditLog = auditLogOf(inputs);
   const limiters = limitersOf(inputs);
-  const { limiter } = limiters;
   const tenants = new TenantService(uow, repos.tenants);
   const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
   const apiUserAdmin = new ApiUserAdmin(
@@ -86,8 +87,9 @@ export function createDomainServices(inputs: DomainInputs) {
   return {
     signingKeys,
     generations,
+    changeStream: tokens.changeStream,
     auditLog,
-    limiter,
+    limiter: limiters.limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
     resourceServerAuthenticator: resourceServers.authenticator,
     tokenEndpoint: tokenEndpointOf(inputs, tokens, limiters, auditLog, resourceServers.authenticator),
@@ -117,7 +119,7 @@ export function createDomainServices(inputs: DomainInputs) {
     },
     verifiers: {
       accessTokens,
-      operator: new OperatorAuthenticator(new OperatorCredential(inputs.operatorToken), limiter),
+      operator: new OperatorAuthenticator(new OperatorCredential(inputs.operatorToken), limiters.limiter),
       scimTokens: new ScimAuthenticator(uow, repos.apiUsers, keys),
       audience: config.tokens.audience,
     },
@@ -161,9 +163,7 @@ function tokenServices({
     metrics.redisFallbacks,
     clock,
     {
-      // A cached API-user state lives at most the cache's TTL; a revoked token's must be
-      // republishable (after Redis lost it) for as long as the token could be presented.
-      logRetentionSeconds: Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds(tokens)) + 60,
+      logRetentionSeconds: logRetentionSecondsOf(tokens),
       reconcileBatch: 1000,
       backgroundUow: jobsUow,
     },
@@ -187,7 +187,35 @@ function tokenServices({
     { ...tokens, pepper: keys.secretPepper },
     clock,
   );
-  return { signingKeys, generations, accessTokens, trustedIssuers, grants };
+  const changeStream = changeStreamOf({ uow, repos, clock, tokens }, { credentialStates, generations, signingKeys });
+  return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream };
+}
+
+/**
+ * How long the credential-change log is kept: a cached API-user state lives at most the cache's
+ * TTL; a revoked token's must be republishable (after Redis lost it), and a change stream able to
+ * resume, for as long as the token could be presented.
+ */
+const logRetentionSecondsOf = (tokens: Config["tokens"]) =>
+  Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds(tokens)) + 60;
+
+/** The credential-change stream of resource servers: the log, the states and the feed the credential checks use. */
+function changeStreamOf(
+  { uow, repos, clock, tokens }: { uow: UnitOfWork; repos: Repositories; clock: Clock; tokens: Config["tokens"] },
+  parts: { credentialStates: CredentialStateSource; generations: CredentialGenerations; signingKeys: SigningKeyRing },
+): CredentialChangeStream {
+  const { credentialChanges, revokedTokens, credentialSnapshots } = repos;
+  return new CredentialChangeStream(
+    uow,
+    credentialChanges,
+    parts.credentialStates,
+    revokedTokens,
+    credentialSnapshots,
+    parts.generations,
+    parts.signingKeys,
+    clock,
+    { logRetentionSeconds: logRetentionSecondsOf(tokens) },
+  );
 }
 
 /** The token endpoints' budgets: API users', and resource servers' (their own sizes, counted apart). */
@@ -265,6 +293,7 @@ function tokenEndpointOf(
       resourceServers,
       resourceServerLimiter,
       introspections: metrics.resourceServerIntrospections,
+      changeStream: tokens.changeStream,
     },
   );
 }

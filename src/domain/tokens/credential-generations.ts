@@ -42,6 +42,7 @@ export class CredentialGenerations implements CredentialChangePublisher {
   /** The highest committed change number this instance knows of. */
   private knownSeq = 0;
   private reconciling: Promise<number> | undefined;
+  private readonly committedListeners = new Set<(seq: number) => void>();
 
   constructor(
     private readonly uow: UnitOfWork,
@@ -116,6 +117,15 @@ export class CredentialGenerations implements CredentialChangePublisher {
     return this.feed.connected ? this.knownSeq : undefined;
   }
 
+  /**
+   * `listener` runs each time this instance learns of a higher committed change number (from the
+   * feed, its own changes, or a catch-up after reconnection); the returned function unsubscribes it.
+   */
+  onCommitted(listener: (seq: number) => void): () => void {
+    this.committedListeners.add(listener);
+    return () => this.committedListeners.delete(listener);
+  }
+
   /** Numbers the change inside its transaction (the database announces it to every instance at commit). */
   recordChange(tx: Tx, clientId: string): Promise<NumberedChange> {
     return this.changes.record(tx, clientId);
@@ -184,7 +194,9 @@ export class CredentialGenerations implements CredentialChangePublisher {
   }
 
   private learn(seq: number): void {
-    if (seq > this.knownSeq) this.knownSeq = seq;
+    if (seq <= this.knownSeq) return;
+    this.knownSeq = seq;
+    for (const listener of this.committedListeners) listener(seq);
   }
 
   private async fromDatabase(clientIds: readonly string[], uow = this.uow): Promise<Map<string, CredentialState>> {

@@ -188,3 +188,24 @@ export interface TokenRequestLimiter {
     | { readonly kind: "admitted" | "refused" | "limited" | "client-limited"; readonly decision: RateLimitDecision }
   >;
 }
+
+/** The current credential states in bulk, for a change stream's snapshot (Postgres), by pages. */
+export interface CredentialSnapshots {
+  /**
+   * API users by client id after `after`, at most `limit`: every active one with its generation,
+   * and those revoked at or after `revokedSince` with none.
+   */
+  apiUserGenerations(
+    tx: Tx,
+    after: string,
+    limit: number,
+    revokedSince: Date,
+  ): Promise<Array<{ readonly clientId: string; readonly generation: number | undefined }>>;
+  /** Revoked access tokens that expire after `now`, by jti after `after`, at most `limit`. */
+  unexpiredRevocations(
+    tx: Tx,
+    now: Date,
+    after: string,
+    limit: number,
+  ): Promise<Array<{ readonly jti: string; readonly expiresAt: Date }>>;
+}

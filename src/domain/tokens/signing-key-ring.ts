@@ -114,6 +114,9 @@ export class SigningKeyRing {
   private reloading: Promise<void> | undefined;
   /** An announcement arrived while a reload was under way (that reload may have read before the change committed). */
   private announcedDuringReload = false;
+  /** What the last load read (each key's id and instants), to tell whether a reload changed the published keys. */
+  private loadedSignature: string | undefined;
+  private readonly changeListeners = new Set<() => void>();
 
   constructor(
     private readonly uow: UnitOfWork,
@@ -217,6 +220,15 @@ export class SigningKeyRing {
     return { ...rotation, publishedKids: this.view().jwks.keys.map((k) => k.kid!) };
   }
 
+  /**
+   * `listener` runs after every reload that found the published keys changed (a key added,
+   * retired or withdrawn, by any instance); the returned function unsubscribes it.
+   */
+  onKeysChanged(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
   /** Picks up keys created or retired by other instances. */
   async reload(): Promise<void> {
     this.reloading ??= this.load().finally(() => {
@@ -240,6 +252,11 @@ export class SigningKeyRing {
     this.lastReloadAt = this.now().getTime();
     const records = await this.keys.listPublished(this.uow.direct, this.now());
     if (records.length === 0) return;
+    const signature = records
+      .map((r) => `${r.kid}/${r.activatesAt.getTime()}/${r.notAfter?.getTime() ?? ""}`)
+      .sort()
+      .join(",");
+    const changed = this.loadedSignature !== undefined && signature !== this.loadedSignature;
     // A key already loaded keeps its CryptoKey (and the KeyObjects made for it): only new keys are decrypted.
     const known = new Map((this.loaded ?? []).map((k) => [k.record.kid, k]));
     this.loaded = await Promise.all(
@@ -255,6 +272,8 @@ export class SigningKeyRing {
       }),
     );
     this.current = undefined;
+    this.loadedSignature = signature;
+    if (changed) for (const listener of this.changeListeners) listener();
   }
 
   /**

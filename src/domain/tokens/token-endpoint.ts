@@ -6,6 +6,7 @@ import type { AuditSink } from "../audit/model.js";
 import type { LabelledCounter } from "../shared/observability.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
 import { ClientAuthenticator } from "./client-authenticator.js";
+import type { ChangeStreamEvent, CredentialChangeStream } from "./credential-change-stream.js";
 import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from "./model.js";
 import { invalidClient, tooManyRequests } from "./oauth-errors.js";
 import { tighterOf } from "../rate-limit/model.js";
@@ -44,6 +45,8 @@ export class TokenEndpoint {
       readonly resourceServerLimiter?: TokenRequestLimiter;
       /** Tokens introspected by each resource server, by answer (no log line per token at that volume). */
       readonly introspections?: LabelledCounter<"resource_server" | "active">;
+      /** The credential-change stream resource servers watch (watchChanges()). */
+      readonly changeStream?: CredentialChangeStream;
     } = {},
   ) {}
 
@@ -110,6 +113,34 @@ export class TokenEndpoint {
       throw error;
     }
     return this.introspectAsResourceServer(credentials, tokens, call);
+  }
+
+  /**
+   * WatchCredentialChanges, for resource servers only: admitted like batch introspection (an API
+   * user refused with 403 unauthorized_client; one call counted against the server's budget),
+   * then the cursor is checked, all before the first event. Refusals are audited as refused
+   * introspections (stream: "true").
+   */
+  async watchChanges(
+    credentials: PresentedCredentials,
+    sinceCursor: string,
+    signal: AbortSignal,
+    call: TokenCall,
+  ): Promise<AsyncIterable<ChangeStreamEvent>> {
+    const stream = this.wiring.changeStream;
+    if (!stream) throw new Error("the credential-change stream is not wired");
+    const claimed = ClientAuthenticator.claimedClientId(credentials);
+    let server: ResourceServer | undefined;
+    try {
+      if (claimed !== undefined && !isResourceServerId(claimed))
+        throw new DomainError("UNAUTHORIZED_CLIENT", "The credential-change stream is for resource servers only");
+      server = await this.admitResourceServer(credentials, call, (s) => (server = s));
+    } catch (error) {
+      const party = server && platformParty(server);
+      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, party, error, call, { stream: "true" });
+      throw error;
+    }
+    return stream.watch(sinceCursor, signal);
   }
 
   /**

@@ -16,9 +16,7 @@ export function errorInterceptor(
   classify: (error: unknown) => DomainError | undefined = () => undefined,
 ): Interceptor {
   return (next) => async (req) => {
-    try {
-      return await next(req);
-    } catch (thrown) {
+    const fail = (thrown: unknown) => {
       const { requestId, refused } = requestInfoOf(req.contextValues);
       // A driver's failure the composition root knows how to name (the database is unavailable: 503).
       const error = thrown instanceof DomainError ? thrown : (classify(thrown) ?? thrown);
@@ -41,7 +39,23 @@ export function errorInterceptor(
           ...(error instanceof DomainError && error.logged ? { logged: error.logged } : {}),
         });
       }
-      throw toConnectError(translated, error instanceof DomainError ? error : {});
+      return toConnectError(translated, error instanceof DomainError ? error : {});
+    };
+    let res: Awaited<ReturnType<typeof next>>;
+    try {
+      res = await next(req);
+    } catch (thrown) {
+      throw fail(thrown);
     }
+    // A streaming response fails while it is read: its messages are translated the same way.
+    return res.stream ? { ...res, message: failingAs(res.message, fail) } : res;
   };
+}
+
+async function* failingAs<T>(messages: AsyncIterable<T>, fail: (thrown: unknown) => Error): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (thrown) {
+    throw fail(thrown);
+  }
 }

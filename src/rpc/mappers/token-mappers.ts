@@ -1,3 +1,11 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { WatchCredentialChangesResponseSchema } from "../../../gen/travel/auth/v2/auth_pb.js";
+import type {
+  ChangedCredential,
+  ChangeStreamEvent,
+  RevokedToken,
+} from "../../domain/tokens/credential-change-stream.js";
 import type { IssuedToken, Principal } from "../../domain/tokens/model.js";
 
 export function tokenResponse(issued: IssuedToken) {
@@ -40,3 +48,36 @@ function actorOf(act: Record<string, unknown>): { sub: string; act?: ReturnType<
     ? { sub, act: actorOf(inner as Record<string, unknown>) }
     : { sub };
 }
+
+/** One event of the credential-change stream as the contract writes it (cursors in decimal, no generation: 0). */
+export function changeEvent(event: ChangeStreamEvent): MessageInitShape<typeof WatchCredentialChangesResponseSchema> {
+  const cursor = String(event.cursor);
+  switch (event.kind) {
+    case "credential_changed":
+      return { cursor, event: { case: "credentialChanged" as const, value: changedCredential(event) } };
+    case "token_revoked":
+      return { cursor, event: { case: "tokenRevoked" as const, value: revokedToken(event) } };
+    case "signing_keys_changed":
+      return { cursor, event: { case: "signingKeysChanged" as const, value: {} } };
+    case "heartbeat":
+      return {
+        cursor,
+        event: { case: "heartbeat" as const, value: { serverTime: timestampFromDate(event.serverTime) } },
+      };
+    case "snapshot":
+      return {
+        cursor,
+        event: {
+          case: "snapshot" as const,
+          value: {
+            credentials: event.credentials.map(changedCredential),
+            revokedTokens: event.revokedTokens.map(revokedToken),
+            lastPage: event.lastPage,
+          },
+        },
+      };
+  }
+}
+
+const changedCredential = (c: ChangedCredential) => ({ clientId: c.clientId, generation: c.generation ?? 0 });
+const revokedToken = (t: RevokedToken) => ({ jti: t.jti, expiresAt: timestampFromDate(t.expiresAt) });

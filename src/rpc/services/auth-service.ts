@@ -6,11 +6,12 @@ import {
   type IntrospectTokenRequest,
   type IntrospectTokensRequest,
   type RevokeTokenRequest,
+  type WatchCredentialChangesRequest,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
 import type { PresentedCredentials } from "../../domain/tokens/model.js";
 import type { TokenCall, TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
 import { DomainError } from "../../errors/domain-error.js";
-import { introspectionResponse, tokenResponse } from "../mappers/token-mappers.js";
+import { changeEvent, introspectionResponse, tokenResponse } from "../mappers/token-mappers.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
 import { requestInfoOf } from "../request-context.js";
 import { defineArea } from "../area.js";
@@ -84,6 +85,21 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       this.endpoint.introspectMany(presented(req.clientId, req.clientSecret, ctx), req.tokens, tokenCall(ctx)),
     );
     return { results: principals.map(introspectionResponse) };
+  }
+
+  /** The credential-change stream: admitted and its cursor checked before the first event (a refusal is a plain error status). */
+  async *watchCredentialChanges(req: WatchCredentialChangesRequest, ctx: HandlerContext) {
+    noStore(ctx);
+    const events = await challenged(
+      ctx,
+      this.endpoint.watchChanges(
+        presented(req.clientId, req.clientSecret, ctx),
+        req.sinceCursor,
+        ctx.signal,
+        tokenCall(ctx),
+      ),
+    );
+    for await (const event of events) yield changeEvent(event);
   }
 }
 

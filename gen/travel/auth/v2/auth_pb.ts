@@ -6,6 +6,8 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_travel_common_v1_authentication } from "../../common/v1/authentication_pb.js";
 import { file_travel_common_v1_error } from "../../common/v1/error_pb.js";
 import { file_travel_common_v1_rest } from "../../common/v1/rest_pb.js";
@@ -15,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/auth/v2/auth.proto.
  */
 export const file_travel_auth_v2_auth: GenFile = /*@__PURE__*/
-  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLMAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEiEKCHJlc291cmNlGAogAygJQg+6SAySAQkQCiIFcgMYgBAi4QEKGEZldGNoT2F1dGgyVG9rZW5SZXNwb25zZRIiCgxhY2Nlc3NfdG9rZW4YASABKAlSDGFjY2Vzc190b2tlbhIeCgp0b2tlbl90eXBlGAIgASgJUgp0b2tlbl90eXBlEh4KCmV4cGlyZXNfaW4YAyABKAVSCmV4cGlyZXNfaW4SJAoNcmVmcmVzaF90b2tlbhgEIAEoCVINcmVmcmVzaF90b2tlbhINCgVzY29wZRgFIAEoCRIsChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCVIRaXNzdWVkX3Rva2VuX3R5cGUiUwoTR2V0QXV0aFRva2VuUmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEh8KDWNsaWVudF9zZWNyZXQYAiABKAlCCLpIBXIDGIAIIlMKFEdldEF1dGhUb2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEh4KFmV4cGlyeV90aW1lX2luX3NlY29uZHMYAiABKAUSDAoEdHlwZRgDIAEoCSK/AQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIaCgV0b2tlbhgBIAEoCUILukgIcgYQARiAgAESMQoPdG9rZW5fdHlwZV9oaW50GAIgASgJQge6SARyAhhAUg90b2tlbl90eXBlX2hpbnQSJgoJY2xpZW50X2lkGAMgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYBCABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0IpcBChdJbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBIkCgZ0b2tlbnMYASADKAlCFLpIEZIBDggBEGQiCHIGEAEYgIABEiYKCWNsaWVudF9pZBgCIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAMgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCJUChhJbnRyb3NwZWN0VG9rZW5zUmVzcG9uc2USOAoHcmVzdWx0cxgBIAMoCzInLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlc3BvbnNlIrsBChJSZXZva2VUb2tlblJlcXVlc3QSGgoFdG9rZW4YASABKAlCC7pICHIGEAEYgIABEjEKD3Rva2VuX3R5cGVfaGludBgCIAEoCUIHukgEcgIYQFIPdG9rZW5fdHlwZV9oaW50EiYKCWNsaWVudF9pZBgDIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAQgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCIVChNSZXZva2VUb2tlblJlc3BvbnNlIrYCChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRITCgZhY3RpdmUYASABKAhIAIgBARINCgVzY29wZRgCIAEoCRIcCgljbGllbnRfaWQYAyABKAlSCWNsaWVudF9pZBIeCgp0b2tlbl90eXBlGAQgASgJUgp0b2tlbl90eXBlEgsKA2V4cBgFIAEoDRILCgNpYXQYBiABKA0SCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAMoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhYKBnRtY19pZBgLIAEoCVIGdG1jX2lkEgwKBHJvbGUYDCABKAkSFgoGb3JnX2lkGA0gASgJUgZvcmdfaWQSIgoDYWN0GA4gASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3JCCQoHX2FjdGl2ZSI4CgVBY3RvchILCgNzdWIYASABKAkSIgoDYWN0GAIgASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3Iy+AUKC0F1dGhTZXJ2aWNlEqcBChBGZXRjaE9hdXRoMlRva2VuEicudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QaKC50cmF2ZWwuYXV0aC52Mi5GZXRjaE9hdXRoMlRva2VuUmVzcG9uc2UiQJKCGRwKEGZldGNoT2F1dGgyVG9rZW4QARoGkAOTA60DgtPkkwIaOgEqIhUvdjIvYXV0aC9vYXV0aDItdG9rZW4SowEKD0ludHJvc3BlY3RUb2tlbhImLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlcXVlc3QaJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZSI/koIZHQoPaW50cm9zcGVjdFRva2VuEAEaBpADkwOtAygBgtPkkwIYOgEqIhMvdjIvYXV0aC9pbnRyb3NwZWN0EmUKEEludHJvc3BlY3RUb2tlbnMSJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBooLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlbnNSZXNwb25zZRKSAQoLUmV2b2tlVG9rZW4SIi50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlcXVlc3QaIy50cmF2ZWwuYXV0aC52Mi5SZXZva2VUb2tlblJlc3BvbnNlIjqSghkcCgtyZXZva2VUb2tlbhABGgiQA5EDkwOtAyDIAYLT5JMCFDoBKiIPL3YyL2F1dGgvcmV2b2tlEpIBCgxHZXRBdXRoVG9rZW4SIy50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXF1ZXN0GiQudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVzcG9uc2UiN4gCAZKCGRYKDGdldEF1dGhUb2tlbhoGkAOTA60DgtPkkwIUOgEqIg8vZ2V0LWF1dGgtdG9rZW4aCKCCGQKoghkBYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
+  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLMAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEiEKCHJlc291cmNlGAogAygJQg+6SAySAQkQCiIFcgMYgBAi4QEKGEZldGNoT2F1dGgyVG9rZW5SZXNwb25zZRIiCgxhY2Nlc3NfdG9rZW4YASABKAlSDGFjY2Vzc190b2tlbhIeCgp0b2tlbl90eXBlGAIgASgJUgp0b2tlbl90eXBlEh4KCmV4cGlyZXNfaW4YAyABKAVSCmV4cGlyZXNfaW4SJAoNcmVmcmVzaF90b2tlbhgEIAEoCVINcmVmcmVzaF90b2tlbhINCgVzY29wZRgFIAEoCRIsChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCVIRaXNzdWVkX3Rva2VuX3R5cGUiUwoTR2V0QXV0aFRva2VuUmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEh8KDWNsaWVudF9zZWNyZXQYAiABKAlCCLpIBXIDGIAIIlMKFEdldEF1dGhUb2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEh4KFmV4cGlyeV90aW1lX2luX3NlY29uZHMYAiABKAUSDAoEdHlwZRgDIAEoCSK/AQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIaCgV0b2tlbhgBIAEoCUILukgIcgYQARiAgAESMQoPdG9rZW5fdHlwZV9oaW50GAIgASgJQge6SARyAhhAUg90b2tlbl90eXBlX2hpbnQSJgoJY2xpZW50X2lkGAMgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYBCABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0IpcBChdJbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBIkCgZ0b2tlbnMYASADKAlCFLpIEZIBDggBEGQiCHIGEAEYgIABEiYKCWNsaWVudF9pZBgCIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAMgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCJUChhJbnRyb3NwZWN0VG9rZW5zUmVzcG9uc2USOAoHcmVzdWx0cxgBIAMoCzInLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlc3BvbnNlIrsBChJSZXZva2VUb2tlblJlcXVlc3QSGgoFdG9rZW4YASABKAlCC7pICHIGEAEYgIABEjEKD3Rva2VuX3R5cGVfaGludBgCIAEoCUIHukgEcgIYQFIPdG9rZW5fdHlwZV9oaW50EiYKCWNsaWVudF9pZBgDIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAQgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCIVChNSZXZva2VUb2tlblJlc3BvbnNlIrYCChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRITCgZhY3RpdmUYASABKAhIAIgBARINCgVzY29wZRgCIAEoCRIcCgljbGllbnRfaWQYAyABKAlSCWNsaWVudF9pZBIeCgp0b2tlbl90eXBlGAQgASgJUgp0b2tlbl90eXBlEgsKA2V4cBgFIAEoDRILCgNpYXQYBiABKA0SCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAMoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhYKBnRtY19pZBgLIAEoCVIGdG1jX2lkEgwKBHJvbGUYDCABKAkSFgoGb3JnX2lkGA0gASgJUgZvcmdfaWQSIgoDYWN0GA4gASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3JCCQoHX2FjdGl2ZSI4CgVBY3RvchILCgNzdWIYASABKAkSIgoDYWN0GAIgASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3IipAEKHVdhdGNoQ3JlZGVudGlhbENoYW5nZXNSZXF1ZXN0EisKDHNpbmNlX2N1cnNvchgBIAEoCUIHukgEcgIYFFIMc2luY2VfY3Vyc29yEiYKCWNsaWVudF9pZBgCIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAMgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCKWAwoeV2F0Y2hDcmVkZW50aWFsQ2hhbmdlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRJTChJjcmVkZW50aWFsX2NoYW5nZWQYAiABKAsyIS50cmF2ZWwuYXV0aC52Mi5DcmVkZW50aWFsQ2hhbmdlZEgAUhJjcmVkZW50aWFsX2NoYW5nZWQSRAoNdG9rZW5fcmV2b2tlZBgDIAEoCzIcLnRyYXZlbC5hdXRoLnYyLlRva2VuUmV2b2tlZEgAUg10b2tlbl9yZXZva2VkElgKFHNpZ25pbmdfa2V5c19jaGFuZ2VkGAQgASgLMiIudHJhdmVsLmF1dGgudjIuU2lnbmluZ0tleXNDaGFuZ2VkSABSFHNpZ25pbmdfa2V5c19jaGFuZ2VkEi4KCWhlYXJ0YmVhdBgFIAEoCzIZLnRyYXZlbC5hdXRoLnYyLkhlYXJ0YmVhdEgAEjYKCHNuYXBzaG90GAYgASgLMiIudHJhdmVsLmF1dGgudjIuQ3JlZGVudGlhbFNuYXBzaG90SABCBwoFZXZlbnQiRQoRQ3JlZGVudGlhbENoYW5nZWQSHAoJY2xpZW50X2lkGAEgASgJUgljbGllbnRfaWQSEgoKZ2VuZXJhdGlvbhgCIAEoBSJXCgxUb2tlblJldm9rZWQSCwoDanRpGAEgASgJEjoKCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wUgpleHBpcmVzX2F0IhQKElNpZ25pbmdLZXlzQ2hhbmdlZCJJCglIZWFydGJlYXQSPAoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wUgtzZXJ2ZXJfdGltZSKwAQoSQ3JlZGVudGlhbFNuYXBzaG90EjYKC2NyZWRlbnRpYWxzGAEgAygLMiEudHJhdmVsLmF1dGgudjIuQ3JlZGVudGlhbENoYW5nZWQSRAoOcmV2b2tlZF90b2tlbnMYAiADKAsyHC50cmF2ZWwuYXV0aC52Mi5Ub2tlblJldm9rZWRSDnJldm9rZWRfdG9rZW5zEhwKCWxhc3RfcGFnZRgDIAEoCFIJbGFzdF9wYWdlMvMGCgtBdXRoU2VydmljZRKnAQoQRmV0Y2hPYXV0aDJUb2tlbhInLnRyYXZlbC5hdXRoLnYyLkZldGNoT2F1dGgyVG9rZW5SZXF1ZXN0GigudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlc3BvbnNlIkCSghkcChBmZXRjaE9hdXRoMlRva2VuEAEaBpADkwOtA4LT5JMCGjoBKiIVL3YyL2F1dGgvb2F1dGgyLXRva2VuEqMBCg9JbnRyb3NwZWN0VG9rZW4SJi50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXF1ZXN0GicudHJhdmVsLmF1dGgudjIuSW50cm9zcGVjdFRva2VuUmVzcG9uc2UiP5KCGR0KD2ludHJvc3BlY3RUb2tlbhABGgaQA5MDrQMoAYLT5JMCGDoBKiITL3YyL2F1dGgvaW50cm9zcGVjdBJlChBJbnRyb3NwZWN0VG9rZW5zEicudHJhdmVsLmF1dGgudjIuSW50cm9zcGVjdFRva2Vuc1JlcXVlc3QaKC50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5zUmVzcG9uc2USeQoWV2F0Y2hDcmVkZW50aWFsQ2hhbmdlcxItLnRyYXZlbC5hdXRoLnYyLldhdGNoQ3JlZGVudGlhbENoYW5nZXNSZXF1ZXN0Gi4udHJhdmVsLmF1dGgudjIuV2F0Y2hDcmVkZW50aWFsQ2hhbmdlc1Jlc3BvbnNlMAESkgEKC1Jldm9rZVRva2VuEiIudHJhdmVsLmF1dGgudjIuUmV2b2tlVG9rZW5SZXF1ZXN0GiMudHJhdmVsLmF1dGgudjIuUmV2b2tlVG9rZW5SZXNwb25zZSI6koIZHAoLcmV2b2tlVG9rZW4QARoIkAORA5MDrQMgyAGC0+STAhQ6ASoiDy92Mi9hdXRoL3Jldm9rZRKSAQoMR2V0QXV0aFRva2VuEiMudHJhdmVsLmF1dGgudjIuR2V0QXV0aFRva2VuUmVxdWVzdBokLnRyYXZlbC5hdXRoLnYyLkdldEF1dGhUb2tlblJlc3BvbnNlIjeIAgGSghkWCgxnZXRBdXRoVG9rZW4aBpADkwOtA4LT5JMCFDoBKiIPL2dldC1hdXRoLXRva2VuGgigghkCqIIZAWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
 
 /**
  * OAuthTokenRequest (spec 2.9). Field names are the RFC 6749 form field names.
@@ -449,6 +451,222 @@ export const ActorSchema: GenMessage<Actor> = /*@__PURE__*/
   messageDesc(file_travel_auth_v2_auth, 10);
 
 /**
+ * @generated from message travel.auth.v2.WatchCredentialChangesRequest
+ */
+export type WatchCredentialChangesRequest = Message<"travel.auth.v2.WatchCredentialChangesRequest"> & {
+  /**
+   * The cursor of the last event received (a change's, a snapshot's or a heartbeat's): the stream
+   * resumes after it. Empty: start with a snapshot.
+   *
+   * @generated from field: string since_cursor = 1 [json_name = "since_cursor"];
+   */
+  sinceCursor: string;
+
+  /**
+   * @generated from field: string client_id = 2 [json_name = "client_id"];
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string client_secret = 3 [json_name = "client_secret"];
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message travel.auth.v2.WatchCredentialChangesRequest.
+ * Use `create(WatchCredentialChangesRequestSchema)` to create a new message.
+ */
+export const WatchCredentialChangesRequestSchema: GenMessage<WatchCredentialChangesRequest> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 11);
+
+/**
+ * One event of the credential-change stream (WatchCredentialChanges).
+ *
+ * @generated from message travel.auth.v2.WatchCredentialChangesResponse
+ */
+export type WatchCredentialChangesResponse = Message<"travel.auth.v2.WatchCredentialChangesResponse"> & {
+  /**
+   * The number of the last credential change this event accounts for, in decimal: strictly
+   * increasing over credential_changed and token_revoked; a snapshot, a heartbeat and
+   * signing_keys_changed repeat the latest one (every change up to it has been sent). Resume with
+   * the cursor of the last event received.
+   *
+   * @generated from field: string cursor = 1;
+   */
+  cursor: string;
+
+  /**
+   * @generated from oneof travel.auth.v2.WatchCredentialChangesResponse.event
+   */
+  event: {
+    /**
+     * @generated from field: travel.auth.v2.CredentialChanged credential_changed = 2 [json_name = "credential_changed"];
+     */
+    value: CredentialChanged;
+    case: "credentialChanged";
+  } | {
+    /**
+     * @generated from field: travel.auth.v2.TokenRevoked token_revoked = 3 [json_name = "token_revoked"];
+     */
+    value: TokenRevoked;
+    case: "tokenRevoked";
+  } | {
+    /**
+     * @generated from field: travel.auth.v2.SigningKeysChanged signing_keys_changed = 4 [json_name = "signing_keys_changed"];
+     */
+    value: SigningKeysChanged;
+    case: "signingKeysChanged";
+  } | {
+    /**
+     * @generated from field: travel.auth.v2.Heartbeat heartbeat = 5;
+     */
+    value: Heartbeat;
+    case: "heartbeat";
+  } | {
+    /**
+     * @generated from field: travel.auth.v2.CredentialSnapshot snapshot = 6;
+     */
+    value: CredentialSnapshot;
+    case: "snapshot";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message travel.auth.v2.WatchCredentialChangesResponse.
+ * Use `create(WatchCredentialChangesResponseSchema)` to create a new message.
+ */
+export const WatchCredentialChangesResponseSchema: GenMessage<WatchCredentialChangesResponse> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 12);
+
+/**
+ * An API user's credential was rotated or revoked: its tokens of any other generation are no
+ * longer valid. Resource servers' own credential changes are not sent (they hold no tokens); the
+ * cursor still moves past them.
+ *
+ * @generated from message travel.auth.v2.CredentialChanged
+ */
+export type CredentialChanged = Message<"travel.auth.v2.CredentialChanged"> & {
+  /**
+   * @generated from field: string client_id = 1 [json_name = "client_id"];
+   */
+  clientId: string;
+
+  /**
+   * The current generation (as of when the event was sent, so possibly newer than this change);
+   * 0: revoked, no token of this client is valid.
+   *
+   * @generated from field: int32 generation = 2;
+   */
+  generation: number;
+};
+
+/**
+ * Describes the message travel.auth.v2.CredentialChanged.
+ * Use `create(CredentialChangedSchema)` to create a new message.
+ */
+export const CredentialChangedSchema: GenMessage<CredentialChanged> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 13);
+
+/**
+ * A single access token was revoked (RFC 7009): refuse the token with this jti until it expires.
+ *
+ * @generated from message travel.auth.v2.TokenRevoked
+ */
+export type TokenRevoked = Message<"travel.auth.v2.TokenRevoked"> & {
+  /**
+   * @generated from field: string jti = 1;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2 [json_name = "expires_at"];
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message travel.auth.v2.TokenRevoked.
+ * Use `create(TokenRevokedSchema)` to create a new message.
+ */
+export const TokenRevokedSchema: GenMessage<TokenRevoked> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 14);
+
+/**
+ * The published signing keys changed (a rotation, or a key withdrawn): fetch the JWKS again.
+ * Key changes are not numbered; a receiver that reconnects fetches the JWKS anyway.
+ *
+ * @generated from message travel.auth.v2.SigningKeysChanged
+ */
+export type SigningKeysChanged = Message<"travel.auth.v2.SigningKeysChanged"> & {
+};
+
+/**
+ * Describes the message travel.auth.v2.SigningKeysChanged.
+ * Use `create(SigningKeysChangedSchema)` to create a new message.
+ */
+export const SigningKeysChangedSchema: GenMessage<SigningKeysChanged> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 15);
+
+/**
+ * Sent at least every second while the server hears of every change: every change up to the
+ * event's cursor has been sent as of server_time. Hearing none for longer than its own bound, a
+ * receiver must stop trusting what it knows.
+ *
+ * @generated from message travel.auth.v2.Heartbeat
+ */
+export type Heartbeat = Message<"travel.auth.v2.Heartbeat"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp server_time = 1 [json_name = "server_time"];
+   */
+  serverTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message travel.auth.v2.Heartbeat.
+ * Use `create(HeartbeatSchema)` to create a new message.
+ */
+export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 16);
+
+/**
+ * A page of the state as of the event's cursor, to replace everything the receiver knew (sent
+ * first when there was no usable cursor). At most 1000 credentials and 1000 revoked tokens a page;
+ * the last page has last_page set, and the changes after the cursor follow it.
+ *
+ * @generated from message travel.auth.v2.CredentialSnapshot
+ */
+export type CredentialSnapshot = Message<"travel.auth.v2.CredentialSnapshot"> & {
+  /**
+   * Every active API user with its current generation, and the API users revoked within the
+   * retained log with generation 0. An API user in none of them is one created since (a new
+   * user's first generation has not been invalidated).
+   *
+   * @generated from field: repeated travel.auth.v2.CredentialChanged credentials = 1;
+   */
+  credentials: CredentialChanged[];
+
+  /**
+   * Every revoked access token that has not expired yet.
+   *
+   * @generated from field: repeated travel.auth.v2.TokenRevoked revoked_tokens = 2 [json_name = "revoked_tokens"];
+   */
+  revokedTokens: TokenRevoked[];
+
+  /**
+   * @generated from field: bool last_page = 3 [json_name = "last_page"];
+   */
+  lastPage: boolean;
+};
+
+/**
+ * Describes the message travel.auth.v2.CredentialSnapshot.
+ * Use `create(CredentialSnapshotSchema)` to create a new message.
+ */
+export const CredentialSnapshotSchema: GenMessage<CredentialSnapshot> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 17);
+
+/**
  * Issues OAuth 2.0 access tokens to API users (spec 4.1, 5).
  *
  * @generated from service travel.auth.v2.AuthService
@@ -493,6 +711,27 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof IntrospectTokensRequestSchema;
     output: typeof IntrospectTokensResponseSchema;
+  },
+  /**
+   * The credential-change stream for resource servers that verify tokens themselves: every change
+   * that can invalidate an access token, numbered, as it commits on any instance. Resource servers
+   * only (HTTP Basic or client_id and client_secret; an API user is refused with 403
+   * unauthorized_client), counted once per call against the resource server's budget. Served over
+   * gRPC, gRPC-Web and Connect; no REST path.
+   *
+   * With since_cursor empty (or older than the retained log, which keeps at least the longest token
+   * lifetime) the stream starts with a snapshot: the receiver replaces everything it knew. Then it
+   * sends every change after the snapshot's (or the given) cursor, oldest first, and stays open:
+   * new changes as they commit, a heartbeat at least every second. A cursor that is not a decimal
+   * number, or is ahead of the latest change, is refused (400 naming since_cursor). The stream ends
+   * with OK when the server shuts down: reconnect with the last cursor received.
+   *
+   * @generated from rpc travel.auth.v2.AuthService.WatchCredentialChanges
+   */
+  watchCredentialChanges: {
+    methodKind: "server_streaming";
+    input: typeof WatchCredentialChangesRequestSchema;
+    output: typeof WatchCredentialChangesResponseSchema;
   },
   /**
    * Token revocation (RFC 7009): a client revokes a refresh token or an access token issued to

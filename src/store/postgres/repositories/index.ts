@@ -2,6 +2,7 @@ import { PostgresAirCreditRepository } from "./air-credit-repository.js";
 import { PostgresApiUserRepository } from "./api-user-repository.js";
 import { PostgresAuditRepository } from "./audit-repository.js";
 import { credentialChangeChannel, PostgresCredentialChangeLog } from "./credential-change-log.js";
+import { PostgresCredentialSnapshots } from "./credential-snapshots.js";
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
 import { PostgresResourceServerRepository } from "./resource-server-repository.js";
 import { PostgresRevokedTokenRepository } from "./revoked-token-repository.js";
@@ -27,6 +28,7 @@ export function postgresRepositories(schema = "public") {
     trustedIssuers: new PostgresTrustedIssuerRepository(),
     airCredits: new PostgresAirCreditRepository(),
     credentialChanges: new PostgresCredentialChangeLog(credentialChangeChannel(schema)),
+    credentialSnapshots: new PostgresCredentialSnapshots(),
     scimUsers: new PostgresScimUserRepository(),
     users: new PostgresUserRepository(),
   };

@@ -1,0 +1,267 @@
+import { invalidArgument } from "../../errors/domain-error.js";
+import type { Clock } from "../shared/clock.js";
+import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { CredentialStateSource } from "./credential-generations.js";
+import { credentialHolderOf, jtiOfTokenCredential, type CredentialState } from "./model.js";
+import type { CredentialChangeLog, CredentialSnapshots, RevokedTokenRepository } from "./ports.js";
+
+/**
+ * How often an open stream says it is still up to date. Receivers fail closed after their own
+ * bound (5 s by default in the issue's verifier), so this leaves room for a slow network.
+ */
+export const CHANGE_STREAM_HEARTBEAT_MS = 500;
+/** The most credentials (and the most revoked tokens) in one snapshot page, and changes read at once. */
+export const CHANGE_STREAM_PAGE_SIZE = 1000;
+
+/** An API user's current credential generation. */
+export interface ChangedCredential {
+  readonly clientId: string;
+  /** Undefined: revoked or removed. */
+  readonly generation: number | undefined;
+}
+
+export interface RevokedToken {
+  readonly jti: string;
+  readonly expiresAt: Date;
+}
+
+/** One event of a change stream; `cursor` is the number of the last change it accounts for. */
+export type ChangeStreamEvent =
+  | ({ readonly kind: "credential_changed"; readonly cursor: number } & ChangedCredential)
+  | ({ readonly kind: "token_revoked"; readonly cursor: number } & RevokedToken)
+  | { readonly kind: "signing_keys_changed"; readonly cursor: number }
+  | { readonly kind: "heartbeat"; readonly cursor: number; readonly serverTime: Date }
+  | {
+      readonly kind: "snapshot";
+      readonly cursor: number;
+      readonly credentials: readonly ChangedCredential[];
+      readonly revokedTokens: readonly RevokedToken[];
+      readonly lastPage: boolean;
+    };
+
+/** Committed credential changes as this instance learns of them (implemented by CredentialGenerations). */
+export interface CommittedChanges {
+  /** The highest committed change this instance knows of; undefined while it cannot hear of new ones. */
+  believableFrom(): number | undefined;
+  onCommitted(listener: (seq: number) => void): () => void;
+}
+
+/** Changes of the published signing keys (implemented by SigningKeyRing). */
+export interface SigningKeyChanges {
+  onKeysChanged(listener: () => void): () => void;
+}
+
+export interface CredentialChangeStreamOptions {
+  /** How long the log keeps changes: a cursor older than that gets a snapshot, which lists the API users revoked within it. */
+  readonly logRetentionSeconds: number;
+  readonly heartbeatMs?: number;
+  readonly pageSize?: number;
+}
+
+/**
+ * The credential-change stream of resource servers that verify tokens themselves: every change
+ * that can invalidate an access token, read from the numbered log in Postgres (the one source: a
+ * cache that lost data loses no event) in number order, woken by the change feed that tells every
+ * instance of every commit. An event carries the credential's state as read when it is sent, so a
+ * replay never resurrects an older one. Heartbeats say "up to date" only while this instance hears
+ * of every change and has sent every change it heard of.
+ */
+export class CredentialChangeStream {
+  private stopped = false;
+  /** The wake-up of every open stream (what stop() ends, and what `watching` counts). */
+  private readonly open = new Set<() => void>();
+  private readonly heartbeatMs: number;
+  private readonly pageSize: number;
+
+  constructor(
+    private readonly uow: UnitOfWork,
+    private readonly changes: CredentialChangeLog,
+    private readonly states: CredentialStateSource,
+    private readonly revokedTokens: RevokedTokenRepository,
+    private readonly snapshots: CredentialSnapshots,
+    private readonly committed: CommittedChanges,
+    private readonly keys: SigningKeyChanges,
+    private readonly clock: Clock,
+    private readonly options: CredentialChangeStreamOptions,
+  ) {
+    this.heartbeatMs = options.heartbeatMs ?? CHANGE_STREAM_HEARTBEAT_MS;
+    this.pageSize = options.pageSize ?? CHANGE_STREAM_PAGE_SIZE;
+  }
+
+  /** How many streams are open on this instance. */
+  get watching(): number {
+    return this.open.size;
+  }
+
+  /**
+   * Checks the cursor (refused when it is not a decimal number or is ahead of the latest change),
+   * then returns the events: a snapshot first when there is no cursor or the log no longer holds
+   * every change after it, then every change after it, until `signal` aborts or stop().
+   */
+  async watch(sinceCursor: string, signal: AbortSignal): Promise<AsyncIterable<ChangeStreamEvent>> {
+    const latest = await this.changes.latest(this.uow.direct);
+    const from = parseCursor(sinceCursor, latest);
+    return this.events(from !== undefined && (await this.retains(from, latest)) ? from : undefined, signal);
+  }
+
+  /** Ends every open stream (cleanly: each sends what it has and completes); new ones end at once. */
+  stop(): void {
+    this.stopped = true;
+    for (const wake of this.open) wake();
+  }
+
+  /**
+   * Whether every change after `from` is still in the log. Numbers can have gaps (a transaction
+   * that rolled back used one), so an oldest entry past `from + 1` may be a gap or a pruned change:
+   * either way a snapshot is the safe answer.
+   */
+  private async retains(from: number, latest: number): Promise<boolean> {
+    if (from >= latest) return true;
+    const [oldest] = await this.changes.since(this.uow.direct, 0, 1);
+    return oldest !== undefined && oldest.seq <= from + 1;
+  }
+
+  private async *events(from: number | undefined, signal: AbortSignal): AsyncGenerator<ChangeStreamEvent> {
+    const wake = new Wakeup();
+    let keysChanged = false;
+    const unsubscribe = [
+      this.committed.onCommitted(() => wake.ring()),
+      this.keys.onKeysChanged(() => {
+        keysChanged = true;
+        wake.ring();
+      }),
+    ];
+    const ring = () => wake.ring();
+    signal.addEventListener("abort", ring);
+    this.open.add(ring);
+    try {
+      if (this.stopped || signal.aborted) return;
+      let cursor = from ?? (yield* this.snapshot());
+      let lastHeartbeat = -Infinity;
+      while (!this.stopped && !signal.aborted) {
+        // Read before the replay: a heartbeat may vouch only for what was known before reading.
+        const known = this.committed.believableFrom();
+        cursor = yield* this.replay(cursor);
+        if (keysChanged) {
+          keysChanged = false;
+          yield { kind: "signing_keys_changed", cursor };
+        }
+        if (known !== undefined && cursor >= known && performance.now() - lastHeartbeat >= this.heartbeatMs) {
+          lastHeartbeat = performance.now();
+          yield { kind: "heartbeat", cursor, serverTime: this.clock() };
+        }
+        // Until the next heartbeat is due (a full interval while none may be sent), or a change, a key change, the end.
+        const due = lastHeartbeat + this.heartbeatMs - performance.now();
+        await wake.wait(due > 0 ? due : this.heartbeatMs);
+      }
+    } finally {
+      for (const off of unsubscribe) off();
+      signal.removeEventListener("abort", ring);
+      this.open.delete(ring);
+    }
+  }
+
+  /** Every change after `after`, oldest first; returns the cursor past the last one (resource servers' own changes are passed over). */
+  private async *replay(after: number): AsyncGenerator<ChangeStreamEvent, number> {
+    let cursor = after;
+    for (;;) {
+      const batch = await this.changes.since(this.uow.direct, cursor, this.pageSize);
+      if (batch.length === 0) return cursor;
+      const ids = [...new Set(batch.map((c) => c.clientId))];
+      const apiUsers = ids.filter((id) => credentialHolderOf(id) === "API_USER");
+      const jtis = ids.filter((id) => credentialHolderOf(id) === "ACCESS_TOKEN").map(jtiOfTokenCredential);
+      const states =
+        apiUsers.length > 0
+          ? await this.states.credentialStates(this.uow.direct, apiUsers)
+          : new Map<string, CredentialState>();
+      const revoked =
+        jtis.length > 0
+          ? await this.revokedTokens.revocations(this.uow.direct, jtis)
+          : new Map<string, { readonly expiresAt: Date }>();
+      for (const { seq, clientId } of batch) {
+        cursor = seq;
+        const holder = credentialHolderOf(clientId);
+        if (holder === "API_USER") {
+          yield { kind: "credential_changed", cursor, clientId, generation: states.get(clientId)?.generation };
+        } else if (holder === "ACCESS_TOKEN") {
+          const jti = jtiOfTokenCredential(clientId);
+          const revocation = revoked.get(jti);
+          if (revocation) yield { kind: "token_revoked", cursor, jti, expiresAt: revocation.expiresAt };
+        }
+      }
+      if (batch.length < this.pageSize) return cursor;
+    }
+  }
+
+  /**
+   * The state as of the latest change, in pages (the last one marked); returns its cursor. Read
+   * after the cursor, so a page may already show a later change: the replay that follows sends
+   * that change again, with the same state.
+   */
+  private async *snapshot(): AsyncGenerator<ChangeStreamEvent, number> {
+    const cursor = await this.changes.latest(this.uow.direct);
+    let pending: { credentials: ChangedCredential[]; revokedTokens: RevokedToken[] } | undefined;
+    for await (const page of this.snapshotPages()) {
+      if (pending) yield { kind: "snapshot", cursor, ...pending, lastPage: false };
+      pending = page;
+    }
+    yield { kind: "snapshot", cursor, credentials: [], revokedTokens: [], ...pending, lastPage: true };
+    return cursor;
+  }
+
+  private async *snapshotPages(): AsyncGenerator<{ credentials: ChangedCredential[]; revokedTokens: RevokedToken[] }> {
+    const now = this.clock();
+    const revokedSince = new Date(now.getTime() - this.options.logRetentionSeconds * 1000);
+    for (let after = ""; ;) {
+      const credentials = await this.snapshots.apiUserGenerations(this.uow.direct, after, this.pageSize, revokedSince);
+      if (credentials.length > 0) yield { credentials, revokedTokens: [] };
+      if (credentials.length < this.pageSize) break;
+      after = credentials[credentials.length - 1]!.clientId;
+    }
+    for (let after = ""; ;) {
+      const revokedTokens = await this.snapshots.unexpiredRevocations(this.uow.direct, now, after, this.pageSize);
+      if (revokedTokens.length > 0) yield { credentials: [], revokedTokens };
+      if (revokedTokens.length < this.pageSize) break;
+      after = revokedTokens[revokedTokens.length - 1]!.jti;
+    }
+  }
+}
+
+/** Undefined for an empty cursor (start with a snapshot); refused unless a decimal number no higher than `latest`. */
+function parseCursor(cursor: string, latest: number): number | undefined {
+  if (cursor === "") return undefined;
+  const value = /^\d{1,16}$/.test(cursor) ? Number(cursor) : Number.NaN;
+  if (!Number.isSafeInteger(value))
+    throw invalidArgument("since_cursor must be a cursor received from this stream (a decimal number)", [
+      { name: "since_cursor", value: "not a number" },
+    ]);
+  if (value > latest)
+    throw invalidArgument("since_cursor is ahead of the latest credential change", [
+      { name: "since_cursor", value: "ahead of the latest change" },
+    ]);
+  return value;
+}
+
+/** A latch an event rings and a loop waits on (with a time limit); a ring before the wait is not lost. */
+class Wakeup {
+  private rung = false;
+  private resolve: (() => void) | undefined;
+
+  ring(): void {
+    this.rung = true;
+    this.resolve?.();
+  }
+
+  async wait(ms: number): Promise<void> {
+    if (!this.rung) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        this.resolve = resolve;
+        timer = setTimeout(resolve, ms);
+      });
+      clearTimeout(timer);
+      this.resolve = undefined;
+    }
+    this.rung = false;
+  }
+}

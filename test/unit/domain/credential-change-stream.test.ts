@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, test } from "node:test";
+import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js";
+import { CredentialChangeStream, type ChangeStreamEvent } from "../../../src/domain/tokens/credential-change-stream.js";
+import { credentialStateSource } from "../../../src/domain/tokens/credential-state-source.js";
+import {
+  createPgliteFixture,
+  newApiUser,
+  newTenant,
+  type PgliteDomainFixture,
+  type ProvisionedApiUser,
+} from "../../fakes/domain-fixture.js";
+
+/*
+ * CredentialChangeStream over the real repositories on PGlite, the fixture's CredentialGenerations
+ * and its controllable change feed: snapshot pages at a small page size, and heartbeats only while
+ * the feed can vouch for every change. The protocols (gRPC, Connect), two instances and shutdown
+ * are in test/tokens/credential-change-stream.test.ts.
+ */
+
+const HEARTBEAT_MS = 50;
+
+describe("CredentialChangeStream", () => {
+  let f: PgliteDomainFixture;
+  let caller: ApiUserAdminCaller;
+  let users: ProvisionedApiUser[];
+  let abort: AbortController;
+  let stream: CredentialChangeStream;
+
+  beforeEach(async () => {
+    f = await createPgliteFixture();
+    const { tmcId } = await newTenant(f, 20);
+    const admin = await newApiUser(f, tmcId);
+    caller = { clientId: admin.clientId, tmcId };
+    users = [admin];
+    for (let i = 0; i < 4; i++) users.push(await newApiUser(f, tmcId));
+    abort = new AbortController();
+    stream = new CredentialChangeStream(
+      f.uow,
+      f.repos.credentialChanges,
+      credentialStateSource(
+        { apiUsers: f.repos.apiUsers, resourceServers: f.repos.resourceServers, revokedTokens: f.repos.revokedTokens },
+        f.clock.now,
+      ),
+      f.repos.revokedTokens,
+      f.repos.credentialSnapshots,
+      f.generations,
+      f.signingKeys,
+      f.clock.now,
+      { logRetentionSeconds: 360, heartbeatMs: HEARTBEAT_MS, pageSize: 2 },
+    );
+  });
+  afterEach(() => abort.abort());
+
+  /** The next `count` events, each within a second. */
+  async function take(events: AsyncIterator<ChangeStreamEvent>, count: number): Promise<ChangeStreamEvent[]> {
+    const taken: ChangeStreamEvent[] = [];
+    for (let i = 0; i < count; i++) {
+      const next = await Promise.race([
+        events.next(),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no event within 1 s")), 1000).unref()),
+      ]);
+      assert.equal(next.done, false);
+      taken.push(next.value as ChangeStreamEvent);
+    }
+    return taken;
+  }
+
+  test("a snapshot in pages of at most pageSize, the last marked: active users with their generation, the revoked one at none, then a heartbeat", async () => {
+    await f.admin.rotate(caller, users[1]!.clientId, "r");
+    await f.admin.revoke(caller, users[2]!.clientId, "r");
+    const events = (await stream.watch("", abort.signal))[Symbol.asyncIterator]();
+    const pages = await take(events, 3);
+    assert.deepEqual(
+      pages.map((p) => (p.kind === "snapshot" ? [p.credentials.length, p.lastPage] : p.kind)),
+      [
+        [2, false],
+        [2, false],
+        [1, true],
+      ],
+    );
+    const all = pages.flatMap((p) => (p.kind === "snapshot" ? p.credentials : []));
+    const expected = users
+      .map((u, i) => ({ clientId: u.clientId, generation: i === 1 ? 2 : i === 2 ? undefined : 1 }))
+      .sort((a, b) => (a.clientId < b.clientId ? -1 : 1));
+    assert.deepEqual(all, expected);
+    const latest = await f.repos.credentialChanges.latest(f.uow.direct);
+    assert.ok(pages.every((p) => p.cursor === latest));
+    const [beat] = await take(events, 1);
+    assert.equal(beat!.kind, "heartbeat");
+    assert.equal(beat!.cursor, latest);
+  });
+
+  test("no heartbeat while the feed is down (nothing vouches for the changes); after it is back, the missed change, then heartbeats", async () => {
+    const latest = await f.repos.credentialChanges.latest(f.uow.direct);
+    const events = (await stream.watch(String(latest), abort.signal))[Symbol.asyncIterator]();
+    assert.equal((await take(events, 1))[0]!.kind, "heartbeat");
+    f.feed.disconnect();
+    const pending = events.next();
+    const quiet = await Promise.race([
+      pending.then(() => "event"),
+      new Promise((r) => setTimeout(() => r("quiet"), HEARTBEAT_MS * 6)),
+    ]);
+    assert.equal(quiet, "quiet", "no heartbeat while disconnected");
+    // A change made by another instance while this one hears nothing.
+    await f.repos.credentialChanges.record(f.uow.direct, users[3]!.clientId);
+    await f.feed.connect();
+    const first = await Promise.race([
+      pending,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("nothing after reconnection")), 1000)),
+    ]);
+    assert.deepEqual(first.value, {
+      kind: "credential_changed",
+      cursor: latest + 1,
+      clientId: users[3]!.clientId,
+      generation: 1,
+    });
+    const [beat] = await take(events, 1);
+    assert.equal(beat!.kind, "heartbeat");
+    assert.equal(beat!.cursor, latest + 1);
+  });
+
+  test("stop() and the caller's abort end the stream and free its listeners", async () => {
+    const latest = String(await f.repos.credentialChanges.latest(f.uow.direct));
+    const events = (await stream.watch(latest, abort.signal))[Symbol.asyncIterator]();
+    await take(events, 1);
+    assert.equal(stream.watching, 1);
+    const second = new AbortController();
+    const other = (await stream.watch(latest, second.signal))[Symbol.asyncIterator]();
+    await take(other, 1);
+    assert.equal(stream.watching, 2);
+    second.abort();
+    assert.equal((await other.next()).done, true);
+    assert.equal(stream.watching, 1);
+    stream.stop();
+    assert.equal((await events.next()).done, true);
+    assert.equal(stream.watching, 0);
+  });
+});
