@@ -36,6 +36,10 @@ const UNSCOPED: Readonly<Record<string, string>> = {
   "credentialChanges.latest": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.since": "the deployment's change numbers: client ids only, no tenant data",
   "credentialChanges.prune": "the deployment's change numbers: client ids only, no tenant data",
+  "credentialSnapshots.apiUserGenerations":
+    "the change stream's snapshot for resource servers, which verify every tenant's tokens: client ids and generations only",
+  "credentialSnapshots.unexpiredRevocations":
+    "the change stream's snapshot for resource servers, which verify every tenant's tokens: jtis and expiries only",
   "airCredits.refreshStatisticsIfStale": "the planner's statistics of a table: no tenant data",
   "audit.searchPlatform": "the platform's own events (those of no tenant): it reads no tenant's rows",
   "resourceServers.insert": "resource servers are the platform's, not a tenant's",
