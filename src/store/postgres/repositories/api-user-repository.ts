@@ -6,7 +6,7 @@ import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import { toCount, type ApiUserRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
-import { credentialStatesIn } from "./credential-states.js";
+import { credentialStatesIn, rotatedCredentialColumns } from "./credential-states.js";
 
 export class PostgresApiUserRepository implements ApiUserRepository {
   async insert(tx: Tx, scope: TenantScope, user: NewApiUser): Promise<void> {
@@ -74,14 +74,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     credential: { secretHash: Buffer; generation: number },
   ): Promise<void> {
     const db = knexOf(tx);
-    await active(tx, scope)
-      .where({ client_id: clientId })
-      .update({
-        secret_hash: credential.secretHash,
-        credential_generation: credential.generation,
-        rotated_at: db.fn.now() as unknown as Date,
-        updated_at: db.fn.now() as unknown as Date,
-      });
+    await active(tx, scope).where({ client_id: clientId }).update(rotatedCredentialColumns(db, credential));
   }
 
   async markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { CredentialState } from "../../../domain/tokens/model.js";
+import type { Knex } from "knex";
 import { knexOf } from "../unit-of-work.js";
 
 /**
@@ -28,4 +29,14 @@ export async function credentialStatesIn(
       { generation: r.tombstone ? undefined : r.credential_generation, changeSeq: Number(r.change_seq) },
     ]),
   );
+}
+
+/** The columns a rotation sets on a holder's row (API user, resource server): the new secret's hash and generation, now. */
+export function rotatedCredentialColumns(db: Knex, credential: { secretHash: Buffer; generation: number }) {
+  return {
+    secret_hash: credential.secretHash,
+    credential_generation: credential.generation,
+    rotated_at: db.fn.now() as unknown as Date,
+    updated_at: db.fn.now() as unknown as Date,
+  };
 }

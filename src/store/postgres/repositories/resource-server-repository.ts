@@ -10,7 +10,7 @@ import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import type { ResourceServerAudienceRow, ResourceServerRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
-import { credentialStatesIn } from "./credential-states.js";
+import { credentialStatesIn, rotatedCredentialColumns } from "./credential-states.js";
 
 /** A server's audiences, sorted, as a JSON array in the same statement as its row. */
 const AUDIENCES = `(select coalesce(json_agg(a.audience order by a.audience), '[]'::json)
@@ -76,14 +76,7 @@ export class PostgresResourceServerRepository implements ResourceServerRepositor
 
   async setCredential(tx: Tx, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void> {
     const db = knexOf(tx);
-    await active(tx)
-      .where({ client_id: clientId })
-      .update({
-        secret_hash: credential.secretHash,
-        credential_generation: credential.generation,
-        rotated_at: db.fn.now() as unknown as Date,
-        updated_at: db.fn.now() as unknown as Date,
-      });
+    await active(tx).where({ client_id: clientId }).update(rotatedCredentialColumns(db, credential));
   }
 
   async markRemoved(tx: Tx, clientId: string): Promise<void> {
