@@ -519,6 +519,22 @@ describe(`REST fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEE
       if (created.scimToken) world.scimTokens.push(created.scimToken);
     }
     if (route.method.parent.typeName === "travel.apiuser.v2.ApiUserService") await syncApiUsers();
+    // RFC 7009: the admin may revoke its own token with its own credentials (the token routes draw
+    // both). That ends the run's token by design, not by a defect: the admin gets a new one.
+    if (route.method.name === "RevokeToken" && !(await adminTokenWorks())) {
+      tally.add(`${route.verb} ${route.template}`, "the admin's own token revoked by design; a new one issued");
+      world.admin.token = await accessToken(world.running.baseUrl, world.admin.clientId, world.admin.clientSecret);
+    }
+  }
+
+  /** Whether the admin's current token still reads its API users. */
+  async function adminTokenWorks(): Promise<boolean> {
+    const response = await inject({
+      method: "GET",
+      url: "/v2/api-users?limit=1",
+      headers: { authorization: `Bearer ${world.admin.token}` },
+    });
+    return response.statusCode === 200;
   }
 
   /** app.inject, or undefined when light-my-request itself cannot parse the URL (a harness limit, not the service's). */
