@@ -1,7 +1,6 @@
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
 import { isResourceServerId, type ResourceServer } from "../resource-servers/model.js";
-
 import type { AuditSink } from "../audit/model.js";
 import type { LabelledCounter } from "../shared/observability.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
@@ -105,14 +104,10 @@ export class TokenEndpoint {
     tokens: readonly string[],
     call: TokenCall,
   ): Promise<Array<Principal | undefined>> {
-    // No credentials at all is 401 like anywhere else; an API user's are refused outright.
-    const claimed = ClientAuthenticator.claimedClientId(credentials);
-    if (claimed !== undefined && !isResourceServerId(claimed)) {
-      const error = new DomainError("UNAUTHORIZED_CLIENT", "Batch introspection is for resource servers only");
-      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, undefined, error, call, { batch: "true" });
-      throw error;
-    }
-    return this.introspectAsResourceServer(credentials, tokens, call);
+    return this.introspectAsResourceServer(credentials, tokens, call, {
+      only: "Batch introspection is for resource servers only",
+      details: { batch: "true" },
+    });
   }
 
   /**
@@ -129,39 +124,27 @@ export class TokenEndpoint {
   ): Promise<AsyncIterable<ChangeStreamEvent>> {
     const stream = this.wiring.changeStream;
     if (!stream) throw new Error("the credential-change stream is not wired");
-    const claimed = ClientAuthenticator.claimedClientId(credentials);
-    let server: ResourceServer | undefined;
-    try {
-      if (claimed !== undefined && !isResourceServerId(claimed))
-        throw new DomainError("UNAUTHORIZED_CLIENT", "The credential-change stream is for resource servers only");
-      server = await this.admitResourceServer(credentials, call, (s) => (server = s));
-    } catch (error) {
-      const party = server && platformParty(server);
-      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, party, error, call, { stream: "true" });
-      throw error;
-    }
+    await this.admittedResourceServer(credentials, call, {
+      only: "The credential-change stream is for resource servers only",
+      details: { stream: "true" },
+    });
     return stream.watch(sinceCursor, signal);
   }
 
   /**
    * RFC 7662 section 4: a resource server, authenticated with its own credentials and held to
    * budgets and a lockout of the same rules as an API user's (address, then its own failure
-   * budget, then its own budget: strangers cannot lock out a correct one), sized and counted apart, learns about the tokens addressed to one of
-   * its audiences, whatever their TMC; any other token is inactive. Refusals are audited;
-   * answers are counted per resource server.
+   * budget, then its own budget: strangers cannot lock out a correct one), sized and counted
+   * apart, learns about the tokens addressed to one of its audiences, whatever their TMC; any
+   * other token is inactive. Refusals are audited; answers are counted per resource server.
    */
   private async introspectAsResourceServer(
     credentials: PresentedCredentials,
     tokens: readonly string[],
     call: TokenCall,
+    refusal: ResourceServerRefusal = { details: {} },
   ): Promise<Array<Principal | undefined>> {
-    let server: ResourceServer | undefined;
-    try {
-      server = await this.admitResourceServer(credentials, call, (s) => (server = s));
-    } catch (error) {
-      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, server && platformParty(server), error, call, {});
-      throw error;
-    }
+    const server = await this.admittedResourceServer(credentials, call, refusal);
     const principals = await this.tokens.introspectFor(server.audiences, tokens);
     const counter = this.wiring.introspections;
     if (counter) {
@@ -171,6 +154,30 @@ export class TokenEndpoint {
         counter.inc({ resource_server: server.clientId, active: "false" }, principals.length - active);
     }
     return principals;
+  }
+
+  /**
+   * The resource server the credentials admit, or the refusal, audited with `refusal.details`.
+   * With `refusal.only`, credentials naming an API user are refused first (403
+   * unauthorized_client); no credentials at all stay 401 like anywhere else.
+   */
+  private async admittedResourceServer(
+    credentials: PresentedCredentials,
+    call: TokenCall,
+    refusal: ResourceServerRefusal,
+  ): Promise<ResourceServer> {
+    let server: ResourceServer | undefined;
+    try {
+      const claimed = ClientAuthenticator.claimedClientId(credentials);
+      if (refusal.only !== undefined && claimed !== undefined && !isResourceServerId(claimed))
+        throw new DomainError("UNAUTHORIZED_CLIENT", refusal.only);
+      server = await this.admitResourceServer(credentials, call, (s) => (server = s));
+    } catch (error) {
+      const party = server && platformParty(server);
+      this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, party, error, call, refusal.details);
+      throw error;
+    }
+    return server;
   }
 
   /** admit() for a resource server: its held record in one round trip, else step by step with the same budgets. */
@@ -426,6 +433,12 @@ export class TokenEndpoint {
       details: { ...details, errorCode, remoteAddress: call.remoteAddress },
     });
   }
+}
+
+/** How a resource-server-only call refuses: `only`, the message for an API user's credentials; `details`, the audit's. */
+interface ResourceServerRefusal {
+  readonly only?: string;
+  readonly details: Record<string, string>;
 }
 
 /** Who called, as the audit trail names it: an API user (of a TMC), or a resource server (of none). */
