@@ -142,7 +142,7 @@ export class TokenEndpoint {
     credentials: PresentedCredentials,
     tokens: readonly string[],
     call: TokenCall,
-    refusal: ResourceServerRefusal = { details: {} },
+    refusal: ResourceServerOnlyRefusal = { details: {} },
   ): Promise<Array<Principal | undefined>> {
     const server = await this.admittedResourceServer(credentials, call, refusal);
     const principals = await this.tokens.introspectFor(server.audiences, tokens);
@@ -164,7 +164,7 @@ export class TokenEndpoint {
   private async admittedResourceServer(
     credentials: PresentedCredentials,
     call: TokenCall,
-    refusal: ResourceServerRefusal,
+    refusal: ResourceServerOnlyRefusal,
   ): Promise<ResourceServer> {
     let server: ResourceServer | undefined;
     try {
@@ -436,7 +436,7 @@ export class TokenEndpoint {
 }
 
 /** How a resource-server-only call refuses: `only`, the message for an API user's credentials; `details`, the audit's. */
-interface ResourceServerRefusal {
+interface ResourceServerOnlyRefusal {
   readonly only?: string;
   readonly details: Record<string, string>;
 }
