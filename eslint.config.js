@@ -5,7 +5,7 @@ import prettier from "eslint-config-prettier";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["gen/", "dist/", "data/", "node_modules/"] },
+  { ignores: ["gen/", "dist/", "data/", "node_modules/", ".test-build/"] },
   {
     files: ["{src,test,bench,scripts}/**/*.ts"],
     extends: [js.configs.recommended, ...tseslint.configs.recommendedTypeChecked],

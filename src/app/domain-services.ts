@@ -187,7 +187,10 @@ function tokenServices({
     { ...tokens, pepper: keys.secretPepper },
     clock,
   );
-  const changeStream = changeStreamOf({ uow, repos, clock, tokens }, { credentialStates, generations, signingKeys });
+  const changeStream = changeStreamOf(
+    { uow, repos, clock, tokens, metrics },
+    { credentialStates, generations, signingKeys },
+  );
   return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream };
 }
 
@@ -201,7 +204,13 @@ const logRetentionSecondsOf = (tokens: Config["tokens"]) =>
 
 /** The credential-change stream of resource servers: the log, the states and the feed the credential checks use. */
 function changeStreamOf(
-  { uow, repos, clock, tokens }: { uow: UnitOfWork; repos: Repositories; clock: Clock; tokens: Config["tokens"] },
+  {
+    uow,
+    repos,
+    clock,
+    tokens,
+    metrics,
+  }: { uow: UnitOfWork; repos: Repositories; clock: Clock; tokens: Config["tokens"]; metrics: Metrics },
   parts: { credentialStates: CredentialStateSource; generations: CredentialGenerations; signingKeys: SigningKeyRing },
 ): CredentialChangeStream {
   const { credentialChanges, revokedTokens, credentialSnapshots } = repos;
@@ -214,7 +223,15 @@ function changeStreamOf(
     parts.generations,
     parts.signingKeys,
     clock,
-    { logRetentionSeconds: logRetentionSecondsOf(tokens) },
+    {
+      logRetentionSeconds: logRetentionSecondsOf(tokens),
+      maxOpen: tokens.changeStreamMaxOpen,
+      maxOpenPerWatcher: tokens.changeStreamMaxOpenPerResourceServer,
+      observer: {
+        streamsOpen: (count) => metrics.changeStreamsOpen.set(count),
+        eventSent: (kind) => metrics.changeStreamEvents.inc({ kind }),
+      },
+    },
   );
 }
 

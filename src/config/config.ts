@@ -320,7 +320,7 @@ function storageFrom(
   };
 }
 
-/** TOKEN_*, *_TTL_SECONDS, CREDENTIAL_CACHE_SECONDS, JWKS_*, SIGNING_KEY_* and EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS. */
+/** TOKEN_*, *_TTL_SECONDS, CREDENTIAL_CACHE_SECONDS, JWKS_*, SIGNING_KEY_*, EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS and CHANGE_STREAM_MAX_OPEN*. */
 function tokensFrom(
   env: NodeJS.ProcessEnv,
   { issuer, signingKeyPrepublishSeconds }: Pick<TokenConfig, "issuer" | "signingKeyPrepublishSeconds">,
@@ -339,6 +339,8 @@ function tokensFrom(
     jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
     jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
     externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
+    changeStreamMaxOpen: intFrom(env, "CHANGE_STREAM_MAX_OPEN", 1_000, 1, 100_000),
+    changeStreamMaxOpenPerResourceServer: intFrom(env, "CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER", 50, 1, 100_000),
   };
 }
 

@@ -136,6 +136,11 @@ export const ERROR_CODES = {
     description:
       "The caller already has RPC_CONCURRENCY_PER_PRINCIPAL calls running and RPC_QUEUE_PER_PRINCIPAL waiting on this instance; retry after Retry-After seconds",
   },
+  TOO_MANY_OPEN_STREAMS: {
+    kind: "RESOURCE_EXHAUSTED",
+    description:
+      "This instance already holds CHANGE_STREAM_MAX_OPEN change streams, or the resource server holds CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER on it; retry after Retry-After seconds (another instance may have room)",
+  },
   // Contention (AIP-193, as Datastore and Firestore answer it): safe to retry the same call
   RESOURCE_BUSY: {
     kind: "ABORTED",

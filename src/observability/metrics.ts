@@ -15,6 +15,9 @@ export interface Metrics {
   readonly tokenAdmissions: Counter<"path">;
   /** Tokens introspected by resource servers, per resource server and answer. */
   readonly resourceServerIntrospections: Counter<"resource_server" | "active">;
+  /** Credential-change streams open on this instance, and the events they sent by kind. */
+  readonly changeStreamsOpen: Gauge;
+  readonly changeStreamEvents: Counter<"kind">;
   readonly auditWritten: Counter;
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
@@ -76,6 +79,17 @@ export function createMetrics(): Metrics {
       name: "resource_server_introspections_total",
       help: "Tokens introspected by each resource server (its client id), by answer (active true or false)",
       labelNames: ["resource_server", "active"],
+      registers: [registry],
+    }),
+    changeStreamsOpen: new Gauge({
+      name: "credential_change_streams_open",
+      help: "Credential-change streams (WatchCredentialChanges) open on this instance",
+      registers: [registry],
+    }),
+    changeStreamEvents: new Counter({
+      name: "credential_change_stream_events_total",
+      help: "Events sent on credential-change streams, by kind (snapshot, credential_changed, token_revoked, signing_keys_changed, heartbeat)",
+      labelNames: ["kind"],
       registers: [registry],
     }),
     auditWritten: new Counter({

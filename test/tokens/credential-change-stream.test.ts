@@ -370,6 +370,53 @@ describe("the resource server's budget counts a stream once per call, not per ev
   });
 });
 
+describe("open streams are bounded per resource server and per instance, and counted in the metrics", () => {
+  let running: RunningService;
+  after(() => disposeService(running));
+
+  test("CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER 2: a third stream of one server is RESOURCE_EXHAUSTED TOO_MANY_OPEN_STREAMS with Retry-After, another server still gets one; a cancel frees the slot", async () => {
+    running = await startTokenService({
+      env: { ...ROOMY_RATE_LIMITS, CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER: "2", CHANGE_STREAM_MAX_OPEN: "3" },
+    });
+    const [busy, other, third] = await Promise.all(
+      ["Busy", "Other", "Third"].map((name) => registerResourceServer(running.baseUrl, name)),
+    );
+    const open = [grpcJsWatch(running.baseUrl, busy!), grpcJsWatch(running.baseUrl, busy!)];
+    try {
+      for (const watch of open) await watch.next();
+      const refused = grpcJsWatch(running.baseUrl, busy!);
+      const ended = await refused.ended;
+      refused.close();
+      assert.equal(ended.code, grpc.status.RESOURCE_EXHAUSTED, ended.details);
+      const status = decodeRpcStatus(ended.metadata!.get("grpc-status-details-bin")[0] as Buffer);
+      assert.equal(errorResponseIn(status.details)?.errorMessages[0]?.errorCode, "TOO_MANY_OPEN_STREAMS");
+      assert.equal(ended.metadata!.get("retry-after")[0], "5");
+      const theirs = grpcJsWatch(running.baseUrl, other!);
+      open.push(theirs);
+      await theirs.next();
+      // The instance's limit (3) is reached: a third server is refused too.
+      const overInstance = connectWatch(running.baseUrl, third!);
+      assert.equal((await overInstance.ended).code, Code.ResourceExhausted);
+      const metrics = await (await fetch(`${running.baseUrl}/metrics`)).text();
+      assert.match(metrics, /^credential_change_streams_open 3$/m);
+      assert.match(metrics, /^credential_change_stream_events_total\{kind="snapshot"\} 3$/m);
+      open.shift()!.cancel();
+      await waitFor(
+        () => internalsOf(running.service).domain.changeStream.watching === 2,
+        "the cancelled stream freed",
+      );
+      const again = grpcJsWatch(running.baseUrl, busy!);
+      open.push(again);
+      await again.next();
+    } finally {
+      for (const watch of open) {
+        watch.cancel();
+        watch.close();
+      }
+    }
+  });
+});
+
 describe("a snapshot when the cursor is older than the retained log", () => {
   let running: RunningService;
   const clock = new TestClock();

@@ -1,4 +1,4 @@
-import { invalidArgument } from "../../errors/domain-error.js";
+import { DomainError, invalidArgument } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { CredentialStateSource } from "./credential-generations.js";
@@ -51,11 +51,21 @@ export interface SigningKeyChanges {
   onKeysChanged(listener: () => void): () => void;
 }
 
+/** What the instance's metrics learn of its streams (the Prometheus side lives outside the domain). */
+export interface ChangeStreamObserver {
+  streamsOpen(count: number): void;
+  eventSent(kind: ChangeStreamEvent["kind"]): void;
+}
+
 export interface CredentialChangeStreamOptions {
   /** How long the log keeps changes: a cursor older than that gets a snapshot, which lists the API users revoked within it. */
   readonly logRetentionSeconds: number;
+  /** Streams this instance holds open at once, in all and per watcher (resource server). */
+  readonly maxOpen: number;
+  readonly maxOpenPerWatcher: number;
   readonly heartbeatMs?: number;
   readonly pageSize?: number;
+  readonly observer?: ChangeStreamObserver;
 }
 
 /**
@@ -68,8 +78,8 @@ export interface CredentialChangeStreamOptions {
  */
 export class CredentialChangeStream {
   private stopped = false;
-  /** The wake-up of every open stream (what stop() ends, and what `watching` counts). */
-  private readonly open = new Set<() => void>();
+  /** The wake-up of every open stream (what stop() ends, and what `watching` counts), with its watcher. */
+  private readonly open = new Map<() => void, string>();
   private readonly heartbeatMs: number;
   private readonly pageSize: number;
 
@@ -94,20 +104,48 @@ export class CredentialChangeStream {
   }
 
   /**
-   * Checks the cursor (refused when it is not a decimal number or is ahead of the latest change),
+   * Checks the cursor (refused when it is not a decimal number or is ahead of the latest change)
+   * and that this instance has room for one more stream of `watcher` (429 TOO_MANY_OPEN_STREAMS),
    * then returns the events: a snapshot first when there is no cursor or the log no longer holds
    * every change after it, then every change after it, until `signal` aborts or stop().
    */
-  async watch(sinceCursor: string, signal: AbortSignal): Promise<AsyncIterable<ChangeStreamEvent>> {
+  async watch(sinceCursor: string, signal: AbortSignal, watcher: string): Promise<AsyncIterable<ChangeStreamEvent>> {
     const latest = await this.changes.latest(this.uow.direct);
     const from = parseCursor(sinceCursor, latest);
-    return this.events(from !== undefined && (await this.retains(from, latest)) ? from : undefined, signal);
+    const start = from !== undefined && (await this.retains(from, latest)) ? from : undefined;
+    // Counted from here, so two streams checked at once cannot both take the last slot.
+    const ring = this.admit(watcher);
+    return this.events(start, signal, ring);
   }
 
   /** Ends every open stream (cleanly: each sends what it has and completes); new ones end at once. */
   stop(): void {
     this.stopped = true;
-    for (const wake of this.open) wake();
+    for (const wake of this.open.keys()) wake();
+  }
+
+  /** Takes a slot for one more stream of `watcher`, or refuses; the slot is the stream's wake-up, freed when the events end. */
+  private admit(watcher: string): Wakeup {
+    let ofWatcher = 0;
+    for (const holder of this.open.values()) if (holder === watcher) ofWatcher++;
+    if (this.open.size >= this.options.maxOpen || ofWatcher >= this.options.maxOpenPerWatcher)
+      throw new DomainError(
+        "TOO_MANY_OPEN_STREAMS",
+        "This instance holds as many change streams as it may; retry shortly",
+        {
+          params: [{ name: "retryAfterSeconds", value: "5" }],
+          retryAfterSeconds: 5,
+          logged: { watcher, open: String(this.open.size), ofWatcher: String(ofWatcher) },
+        },
+      );
+    const wake = new Wakeup();
+    this.open.set(wake.ring, watcher);
+    this.options.observer?.streamsOpen(this.open.size);
+    return wake;
+  }
+
+  private release(wake: Wakeup): void {
+    if (this.open.delete(wake.ring)) this.options.observer?.streamsOpen(this.open.size);
   }
 
   /**
@@ -121,8 +159,31 @@ export class CredentialChangeStream {
     return oldest !== undefined && oldest.seq <= from + 1;
   }
 
-  private async *events(from: number | undefined, signal: AbortSignal): AsyncGenerator<ChangeStreamEvent> {
-    const wake = new Wakeup();
+  /** The events, each counted; the slot is freed when they end, or at once if they are never read and the call ends. */
+  private events(from: number | undefined, signal: AbortSignal, wake: Wakeup): AsyncIterable<ChangeStreamEvent> {
+    const release = () => this.release(wake);
+    signal.addEventListener("abort", release, { once: true });
+    if (signal.aborted) release();
+    const observer = this.options.observer;
+    const counted = async function* (this: CredentialChangeStream) {
+      try {
+        for await (const event of this.stream(from, signal, wake)) {
+          observer?.eventSent(event.kind);
+          yield event;
+        }
+      } finally {
+        signal.removeEventListener("abort", release);
+        release();
+      }
+    };
+    return counted.call(this);
+  }
+
+  private async *stream(
+    from: number | undefined,
+    signal: AbortSignal,
+    wake: Wakeup,
+  ): AsyncGenerator<ChangeStreamEvent> {
     let keysChanged = false;
     const unsubscribe = [
       this.committed.onCommitted(() => wake.ring()),
@@ -133,7 +194,6 @@ export class CredentialChangeStream {
     ];
     const ring = () => wake.ring();
     signal.addEventListener("abort", ring);
-    this.open.add(ring);
     try {
       if (this.stopped || signal.aborted) return;
       let cursor = from ?? (yield* this.snapshot());
@@ -157,7 +217,6 @@ export class CredentialChangeStream {
     } finally {
       for (const off of unsubscribe) off();
       signal.removeEventListener("abort", ring);
-      this.open.delete(ring);
     }
   }
 
@@ -247,10 +306,11 @@ class Wakeup {
   private rung = false;
   private resolve: (() => void) | undefined;
 
-  ring(): void {
+  /** Bound, so it can be handed out as a listener and a key. */
+  readonly ring = (): void => {
     this.rung = true;
     this.resolve?.();
-  }
+  };
 
   async wait(ms: number): Promise<void> {
     if (!this.rung) {

@@ -191,6 +191,9 @@ export interface TokenConfig {
   readonly jwksCacheMaxAgeMs: number;
   /** Longest lifetime accepted from an external subject token (exp − iat). */
   readonly externalTokenMaxLifetimeSeconds: number;
+  /** Credential-change streams one instance holds open at once, in all and per resource server. */
+  readonly changeStreamMaxOpen: number;
+  readonly changeStreamMaxOpenPerResourceServer: number;
 }
 
 /** How long an issued token can be presented: the longer of the two access-token lifetimes. */

@@ -124,11 +124,11 @@ export class TokenEndpoint {
   ): Promise<AsyncIterable<ChangeStreamEvent>> {
     const stream = this.wiring.changeStream;
     if (!stream) throw new Error("the credential-change stream is not wired");
-    await this.admittedResourceServer(credentials, call, {
+    const server = await this.admittedResourceServer(credentials, call, {
       only: "The credential-change stream is for resource servers only",
       details: { stream: "true" },
     });
-    return stream.watch(sinceCursor, signal);
+    return stream.watch(sinceCursor, signal, server.clientId);
   }
 
   /**

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, test } from "node:test";
 import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js";
 import { CredentialChangeStream, type ChangeStreamEvent } from "../../../src/domain/tokens/credential-change-stream.js";
 import { credentialStateSource } from "../../../src/domain/tokens/credential-state-source.js";
+import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
   createPgliteFixture,
   newApiUser,
@@ -26,6 +27,12 @@ describe("CredentialChangeStream", () => {
   let users: ProvisionedApiUser[];
   let abort: AbortController;
   let stream: CredentialChangeStream;
+  /** What the metrics would see: the open count after each change, and the events sent by kind. */
+  let observed: { open: number[]; sent: Map<string, number> };
+  const observer = {
+    streamsOpen: (count: number) => observed.open.push(count),
+    eventSent: (kind: string) => observed.sent.set(kind, (observed.sent.get(kind) ?? 0) + 1),
+  };
 
   beforeEach(async () => {
     f = await createPgliteFixture();
@@ -35,6 +42,7 @@ describe("CredentialChangeStream", () => {
     users = [admin];
     for (let i = 0; i < 4; i++) users.push(await newApiUser(f, tmcId));
     abort = new AbortController();
+    observed = { open: [], sent: new Map() };
     stream = new CredentialChangeStream(
       f.uow,
       f.repos.credentialChanges,
@@ -47,7 +55,7 @@ describe("CredentialChangeStream", () => {
       f.generations,
       f.signingKeys,
       f.clock.now,
-      { logRetentionSeconds: 360, heartbeatMs: HEARTBEAT_MS, pageSize: 2 },
+      { logRetentionSeconds: 360, heartbeatMs: HEARTBEAT_MS, pageSize: 2, maxOpen: 3, maxOpenPerWatcher: 2, observer },
     );
   });
   afterEach(() => abort.abort());
@@ -69,7 +77,7 @@ describe("CredentialChangeStream", () => {
   test("a snapshot in pages of at most pageSize, the last marked: active users with their generation, the revoked one at none, then a heartbeat", async () => {
     await f.admin.rotate(caller, users[1]!.clientId, "r");
     await f.admin.revoke(caller, users[2]!.clientId, "r");
-    const events = (await stream.watch("", abort.signal))[Symbol.asyncIterator]();
+    const events = (await stream.watch("", abort.signal, "rs-a"))[Symbol.asyncIterator]();
     const pages = await take(events, 3);
     assert.deepEqual(
       pages.map((p) => (p.kind === "snapshot" ? [p.credentials.length, p.lastPage] : p.kind)),
@@ -93,7 +101,7 @@ describe("CredentialChangeStream", () => {
 
   test("no heartbeat while the feed is down (nothing vouches for the changes); after it is back, the missed change, then heartbeats", async () => {
     const latest = await f.repos.credentialChanges.latest(f.uow.direct);
-    const events = (await stream.watch(String(latest), abort.signal))[Symbol.asyncIterator]();
+    const events = (await stream.watch(String(latest), abort.signal, "rs-a"))[Symbol.asyncIterator]();
     assert.equal((await take(events, 1))[0]!.kind, "heartbeat");
     f.feed.disconnect();
     const pending = events.next();
@@ -122,11 +130,11 @@ describe("CredentialChangeStream", () => {
 
   test("stop() and the caller's abort end the stream and free its listeners", async () => {
     const latest = String(await f.repos.credentialChanges.latest(f.uow.direct));
-    const events = (await stream.watch(latest, abort.signal))[Symbol.asyncIterator]();
+    const events = (await stream.watch(latest, abort.signal, "rs-a"))[Symbol.asyncIterator]();
     await take(events, 1);
     assert.equal(stream.watching, 1);
     const second = new AbortController();
-    const other = (await stream.watch(latest, second.signal))[Symbol.asyncIterator]();
+    const other = (await stream.watch(latest, second.signal, "rs-a"))[Symbol.asyncIterator]();
     await take(other, 1);
     assert.equal(stream.watching, 2);
     second.abort();
@@ -135,5 +143,35 @@ describe("CredentialChangeStream", () => {
     stream.stop();
     assert.equal((await events.next()).done, true);
     assert.equal(stream.watching, 0);
+  });
+
+  const full = {
+    code: "TOO_MANY_OPEN_STREAMS",
+    message: "This instance holds as many change streams as it may; retry shortly",
+    params: [{ name: "retryAfterSeconds", value: "5" }],
+  } as const;
+
+  test("at most maxOpen streams at once and maxOpenPerWatcher per watcher: one more is 429 TOO_MANY_OPEN_STREAMS; a slot frees when a stream ends, even one never read", async () => {
+    const latest = String(await f.repos.credentialChanges.latest(f.uow.direct));
+    const a1 = (await stream.watch(latest, abort.signal, "rs-a"))[Symbol.asyncIterator]();
+    const a2 = new AbortController();
+    const second = (await stream.watch(latest, a2.signal, "rs-a"))[Symbol.asyncIterator]();
+    await rejectsWith(stream.watch(latest, abort.signal, "rs-a"), full);
+    // Another watcher still has room, up to the instance's limit.
+    const b = new AbortController();
+    await stream.watch(latest, b.signal, "rs-b");
+    await rejectsWith(stream.watch(latest, abort.signal, "rs-c"), full);
+    assert.equal(stream.watching, 3);
+    // rs-b's stream was never read: its call ending (the signal) frees the slot.
+    b.abort();
+    assert.equal(stream.watching, 2);
+    await take(second, 1);
+    a2.abort();
+    assert.equal((await second.next()).done, true);
+    assert.equal(stream.watching, 1);
+    await take(a1, 1);
+    await stream.watch(latest, abort.signal, "rs-a");
+    assert.deepEqual(observed.open, [1, 2, 3, 2, 1, 2]);
+    assert.equal(observed.sent.get("heartbeat"), 2);
   });
 });
