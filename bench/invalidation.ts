@@ -6,6 +6,11 @@
 //   delayMs              when B started refusing, relative to the arrival of the rotate answer
 //                        (0 or negative = before the rotate call returned)
 //
+// The same measure, with the probe aimed at the sample protected service (examples/) that
+// follows B's change stream, is the propagation delay of issue 23: there a refusal after the
+// answer is expected (the event travels after the commit) and what must never happen is an
+// accept after the first refusal (acceptedAfterRefusal).
+//
 // A probe is decided by B somewhere between its send and its answer, so B switched after the
 // last accepted probe was sent and before the first refused probe was answered: delayBoundsMs
 // is that interval, delayMs its midpoint. "Every probe sent after the answer was refused" is the
@@ -25,8 +30,10 @@ export interface InvalidationSample {
   /** How long the rotate call took (send to answer). */
   readonly rotateMs: number;
   readonly probes: number;
-  /** Probes sent after the rotate answer that B still accepted (must be 0). */
+  /** Probes sent after the rotate answer that B still accepted (must be 0 for B itself). */
   readonly acceptedAfterAnswer: number;
+  /** Probes sent after the first refusal was answered that were accepted (must be 0 everywhere). */
+  readonly acceptedAfterRefusal: number;
   /** Probes with neither 200 nor 401 (errors). */
   readonly otherStatuses: number;
 }
@@ -36,13 +43,26 @@ export interface Victim {
   clientSecret: string;
 }
 
+/** What is polled with the victim's token: B's authenticated read, or a protected service's route. */
+export interface Probe {
+  readonly url: string;
+  /** Extra token-request parameters (the protected service's audience, as `resource`). */
+  readonly tokenParams?: Readonly<Record<string, string>>;
+  readonly name: string;
+}
+
 const PROBES_IN_FLIGHT = 2;
 const TIMEOUT_MS = 2_000;
 
-async function issue(baseUrl: string, victim: Victim): Promise<string> {
+async function issue(baseUrl: string, victim: Victim, params: Readonly<Record<string, string>> = {}): Promise<string> {
   const answer = await request(`${baseUrl}/v2/auth/oauth2-token`, {
     headers: FORM,
-    body: form({ grant_type: "client_credentials", client_id: victim.clientId, client_secret: victim.clientSecret }),
+    body: form({
+      grant_type: "client_credentials",
+      client_id: victim.clientId,
+      client_secret: victim.clientSecret,
+      ...params,
+    }),
   });
   const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
   if (!token)
@@ -50,15 +70,18 @@ async function issue(baseUrl: string, victim: Victim): Promise<string> {
   return token;
 }
 
+/** B's authenticated read, the invalidation probe. */
+export const readOn = (b: string): Probe => ({ url: `${b}/v2/api-users?limit=1`, name: "instance B" });
+
 /** One repetition; updates victim.clientSecret to the rotated secret. */
 export async function measureInvalidationOnce(
   a: string,
-  b: string,
+  probe: Probe,
   adminToken: string,
   victim: Victim,
 ): Promise<InvalidationSample> {
-  const token = await issue(a, victim);
-  const readUrl = `${b}/v2/api-users?limit=1`;
+  const token = await issue(a, victim, probe.tokenParams);
+  const readUrl = probe.url;
   const auth = { authorization: `Bearer ${token}` };
   // B must accept the fresh token first (it was issued on A a moment ago).
   const acceptDeadline = performance.now() + TIMEOUT_MS;
@@ -67,7 +90,7 @@ export async function measureInvalidationOnce(
     if (answer.status === 200) break;
     if (performance.now() > acceptDeadline)
       throw new Error(
-        `invalidation: instance B does not accept a fresh token (${answer.status} ${answer.text.slice(0, 200)})`,
+        `invalidation: ${probe.name} does not accept a fresh token (${answer.status} ${answer.text.slice(0, 200)})`,
       );
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -114,6 +137,9 @@ export async function measureInvalidationOnce(
       : null;
     const after = probes.filter((p) => p.sent >= at);
     const acceptedAfterAnswer = after.filter((p) => p.status === 200).length;
+    const acceptedAfterRefusal = firstRefusal
+      ? probes.filter((p) => p.sent >= firstRefusal.answered && p.status === 200).length
+      : 0;
     const near = probes.filter((p) => Math.abs(p.sent - at) <= 50).map((p) => p.sent);
     let probeGapMs = 0;
     for (let i = 1; i < near.length; i++) probeGapMs = Math.max(probeGapMs, near[i]! - near[i - 1]!);
@@ -125,6 +151,7 @@ export async function measureInvalidationOnce(
       rotateMs: at - rotateSent,
       probes: probes.length,
       acceptedAfterAnswer,
+      acceptedAfterRefusal,
       otherStatuses: probes.filter((p) => p.status !== 200 && p.status !== 401).length,
     };
   } finally {

@@ -1,6 +1,7 @@
 // Figures per scenario (medians over rounds, spread, ratios to the baselines measured in the same
 // round), the goals of the performance issue judged as met / not met, and the printed table.
 import type { InvalidationSample } from "./invalidation.js";
+import type { VerifierLocalRound, VerifierLocalRun } from "./protected-services.js";
 import type { LoadResult } from "./loadgen.js";
 import type { LogSummary } from "./server.js";
 
@@ -209,6 +210,79 @@ export function summariseInvalidation(samples: InvalidationSample[], skipped?: s
   };
 }
 
+// ---- protected services (issue 23) -----------------------------------------------------------
+
+/** The propagation delay to the sample protected service: rotate answer → its first refusal answered. */
+export interface PropagationSummary {
+  readonly repetitions: number;
+  /** ms from the rotate answer to the first refused probe's answer (an upper bound of the switch); nearest-rank percentiles. */
+  readonly firstRefusalMs: { p50: number; p99: number; max: number } | null;
+  /** Probes accepted after the first refusal had been answered, over all repetitions (must be 0). */
+  readonly wrongAccepts: number;
+  readonly neverRefused: number;
+  readonly otherStatuses: number;
+  readonly skipped?: string;
+}
+
+const nearestRank = (sorted: readonly number[], q: number) => sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!;
+
+export function summarisePropagation(samples: readonly InvalidationSample[], skipped?: string): PropagationSummary {
+  const delays = samples.map((x) => (x.delayBoundsMs === null ? Infinity : x.delayBoundsMs[1])).sort((x, y) => x - y);
+  return {
+    repetitions: samples.length,
+    firstRefusalMs: samples.length
+      ? { p50: nearestRank(delays, 0.5), p99: nearestRank(delays, 0.99), max: delays.at(-1)! }
+      : null,
+    wrongAccepts: samples.reduce((a, x) => a + x.acceptedAfterRefusal, 0),
+    neverRefused: samples.filter((x) => x.delayBoundsMs === null).length,
+    otherStatuses: samples.reduce((a, x) => a + x.otherStatuses, 0),
+    ...(skipped ? { skipped } : {}),
+  };
+}
+
+/** Medians over the verifier-local rounds, and the two ratios of its goals (medians of same-round ratios). */
+export interface VerifierLocalSummary {
+  readonly tokens: number;
+  readonly rounds: number;
+  readonly perSecond: { bare: number; firstSight: number; cached: number } | null;
+  /** cached ÷ first sight, in verifications per second. */
+  readonly cachedOverFirstSight: number | null;
+  /** A first-sight verification's time ÷ a bare crypto.verify's (bare rate ÷ first-sight rate). */
+  readonly firstSightOverBare: number | null;
+  readonly skipped?: string;
+}
+
+export function summariseVerifierLocal(run: VerifierLocalRun | undefined, skipped?: string): VerifierLocalSummary {
+  const rounds = run?.rounds ?? [];
+  const med = (pick: (r: VerifierLocalRound) => number) => (rounds.length ? median(rounds.map(pick)) : NaN);
+  return {
+    tokens: run?.tokens ?? 0,
+    rounds: rounds.length,
+    perSecond: rounds.length
+      ? { bare: med((r) => r.bare), firstSight: med((r) => r.firstSight), cached: med((r) => r.cached) }
+      : null,
+    cachedOverFirstSight: rounds.length ? med((r) => r.cached / r.firstSight) : null,
+    firstSightOverBare: rounds.length ? med((r) => r.bare / r.firstSight) : null,
+    ...(skipped ? { skipped } : {}),
+  };
+}
+
+export function protectedServicesLines(propagation: PropagationSummary, local: VerifierLocalSummary): string[] {
+  const p = propagation.firstRefusalMs;
+  const v = local.perSecond;
+  return [
+    propagation.skipped
+      ? `propagation: not measured (${propagation.skipped})`
+      : `propagation (rotate on A, the sample protected service following B's change stream, ${propagation.repetitions} repetitions): ` +
+        `first refusal p50 ${fmtSigned(p?.p50)} ms, p99 ${fmtSigned(p?.p99)} ms, max ${fmtSigned(p?.max)} ms after the rotate answer; ` +
+        `accepted after its first refusal: ${propagation.wrongAccepts} times`,
+    local.skipped || !v
+      ? `verifier-local: not measured (${local.skipped ?? "no round completed"})`
+      : `verifier-local (one core, ${local.tokens} distinct tokens, ${local.rounds} rounds): bare crypto.verify ${fmtRate(v.bare)}/s, ` +
+        `first sight ${fmtRate(v.firstSight)}/s, cached ${fmtRate(v.cached)}/s`,
+  ];
+}
+
 // ---- goals ---------------------------------------------------------------------------------
 
 export interface Goal {
@@ -229,6 +303,7 @@ export function judgeGoals(
   invalidation: InvalidationSummary,
   memory: { rssAfterRoundBytes: number[] },
   connections: number,
+  protectedServices: { propagation: PropagationSummary; verifierLocal: VerifierLocalSummary },
 ): Goal[] {
   const s = (key: string) => scenarios.find((x) => x.key === key && x.rounds.length > 0);
   const rest = s("rest-issuance");
@@ -369,6 +444,45 @@ export function judgeGoals(
       ? `not measured: ${invalidation.skipped}`
       : `${invalidation.refusedWhenAnswered}/${invalidation.repetitions} repetitions; B refusing from ${fmtSigned(invalidation.delayMs?.p50)} ms (p50), ${fmtSigned(invalidation.delayMs?.max)} ms (max) relative to the rotate answer`,
   });
+  // Issue 23, item 6.
+  const { propagation, verifierLocal } = protectedServices;
+  atMost(
+    "propagation-p99",
+    "propagation: rotate answer → first refusal by the sample protected service following instance B, p99",
+    propagation.firstRefusalMs?.p99,
+    100,
+    propagation.skipped
+      ? `not measured: ${propagation.skipped}`
+      : `ms over ${propagation.repetitions} repetitions (p50 ${fmtSigned(propagation.firstRefusalMs?.p50)}, max ${fmtSigned(propagation.firstRefusalMs?.max)}); ` +
+          `never refused ${propagation.neverRefused}; accepted after the first refusal ${propagation.wrongAccepts}`,
+  );
+  goals.push({
+    key: "propagation-wrong-accepts",
+    goal: "propagation: the old token accepted after the sample service's first refusal",
+    value: propagation.repetitions ? propagation.wrongAccepts + propagation.neverRefused : null,
+    target: "= 0",
+    met: propagation.repetitions ? propagation.wrongAccepts + propagation.neverRefused === 0 : null,
+    detail: propagation.skipped ? `not measured: ${propagation.skipped}` : `${propagation.repetitions} repetitions`,
+  });
+  const rates = verifierLocal.perSecond;
+  const localDetail = (what: string) =>
+    verifierLocal.skipped || !rates
+      ? `not measured: ${verifierLocal.skipped ?? "no round"}`
+      : `${what}; median of ${verifierLocal.rounds} rounds' ratios over ${verifierLocal.tokens} tokens on one core (bare ${fmtRate(rates.bare)}/s, first sight ${fmtRate(rates.firstSight)}/s, cached ${fmtRate(rates.cached)}/s)`;
+  atLeast(
+    "verifier-cached",
+    "verifier package: cached verification ÷ first sight, verifications/s",
+    verifierLocal.cachedOverFirstSight ?? undefined,
+    50,
+    localDetail("a token verified before is a cache hit (expiry, revocation and staleness still checked)"),
+  );
+  atMost(
+    "verifier-first-sight",
+    "verifier package: a first-sight verification's time ÷ a bare crypto.verify's",
+    verifierLocal.firstSightOverBare ?? undefined,
+    1.1,
+    localDetail("bare: crypto.verify alone, input and key prepared beforehand"),
+  );
   // Round 1 includes warm-up growth (JIT code, connection pools, the V8 heap sizing itself to the
   // load), so "flat" is judged on the rounds after it: each later round may grow RSS by ≤ 5 %.
   const rss = memory.rssAfterRoundBytes;

@@ -13,7 +13,8 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
 import { FORM, JSON_TYPE, agent, form, request } from "./http.js";
-import { measureInvalidationOnce, type InvalidationSample, type Victim } from "./invalidation.js";
+import { measureInvalidationOnce, readOn, type InvalidationSample, type Victim } from "./invalidation.js";
+import { runVerifierLocal, type VerifierLocalRun } from "./protected-services.js";
 import { grpcAuthClients, grpcCall, grpcIssue, type HttpRequestSpec } from "./load.js";
 import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
 import { writeLatestRun } from "./benchmarks-md.js";
@@ -31,6 +32,9 @@ import {
   scenarioTable,
   summarise,
   summariseInvalidation,
+  summarisePropagation,
+  summariseVerifierLocal,
+  protectedServicesLines,
   type RoundFigures,
 } from "./report.js";
 import {
@@ -39,6 +43,7 @@ import {
   createBackend,
   repoRoot,
   startBaseline,
+  startListeningChild,
   startService,
   stopAllServers,
   type Backend,
@@ -96,6 +101,11 @@ Scenarios (all on instance A but invalidation):
                        with one Postgres statement (page and total) (not with --embedded)
   oidc-provider        baseline: node-oidc-provider 9, client_credentials, JWT access tokens (EdDSA)
   invalidation         rotate a client on A, time until B refuses its old token
+  propagation          rotate a client on A, time until the sample protected service
+                       (examples/protected-service, the verifier package) following B's change
+                       stream refuses its old token (issue 23)
+  verifier-local       the verifier package's local verification rate on one core, first sight
+                       and cached, beside a bare crypto.verify of the same tokens (a child process)
   scim-filtered-list   SCIM lists of a company of ${SCIM_USERS} users (created over SCIM first):
                        GET /v2/scim/v2/Users?filter=userName eq "…" (other users round-robin)
                        and, as scim-filtered-list-sw, a userName sw "…" filter (10 matches each);
@@ -115,10 +125,11 @@ Options:
   --clients N         API users / baseline clients, used round-robin (default 60, at least 50
                       for a full run)
   --invalidation N    invalidation repetitions, spread over the rounds (default 21)
+  --propagation N     propagation repetitions, spread over the rounds (default 21)
   --only KEYS         comma-separated scenarios to run (default: all)
   --log-level L       the service's LOG_LEVEL (default info, as deployed: it logs every request)
   --embedded          PGlite + in-process Redis stand-in (one instance: no invalidation)
-  --quick             smoke run (about a minute): --duration 3 --rounds 1 --invalidation 5
+  --quick             smoke run (about a minute): --duration 3 --rounds 1 --invalidation 5 --propagation 5
                       --clients 50
   --out FILE          results file ("-": none). Default: bench/results.json for a full run
                       (no --quick, --only, --rounds, --duration, --clients, --embedded), else none
@@ -149,9 +160,19 @@ const ALL_SCENARIOS = [
   "same-guarantees-read",
   "oidc-provider",
   "invalidation",
+  "propagation",
+  "verifier-local",
   "scim-filtered-list",
   "air-credits-list",
 ] as const;
+
+/** Scenarios that are measurements of their own, not load rounds. */
+const NOT_LOAD: ReadonlySet<string> = new Set(["invalidation", "propagation", "verifier-local"]);
+
+/** The sample protected service's audience in the propagation and verifier-local scenarios. */
+const SAMPLE_AUDIENCE = "https://trips.bench.invalid/api";
+/** Distinct tokens the verifier-local scenario verifies per round. */
+const VERIFIER_TOKENS = 4_000;
 
 interface Options {
   durationS: number;
@@ -161,6 +182,7 @@ interface Options {
   grpcChannels: number;
   clients: number;
   invalidationReps: number;
+  propagationReps: number;
   only: ReadonlySet<string>;
   logLevel: string;
   embedded: boolean;
@@ -187,6 +209,7 @@ function parseOptions(argv: string[]): Options {
         "grpc-channels": { type: "string" },
         clients: { type: "string" },
         invalidation: { type: "string" },
+        propagation: { type: "string" },
         only: { type: "string" },
         "log-level": { type: "string" },
         embedded: { type: "boolean" },
@@ -246,6 +269,7 @@ function parseOptions(argv: string[]): Options {
     grpcChannels: int("grpc-channels", values["grpc-channels"], 4, 1, 64),
     clients: int("clients", values.clients, quick ? 50 : 60, 1, 10_000),
     invalidationReps: int("invalidation", values.invalidation, quick ? 5 : 21, 0, 1000),
+    propagationReps: int("propagation", values.propagation, quick ? 5 : 21, 0, 1000),
     only,
     logLevel,
     embedded: values.embedded ?? false,
@@ -405,7 +429,7 @@ function gitCommit(): string {
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
   const started = Date.now();
-  const loadScenarioCount = [...options.only].filter((k) => k !== "invalidation").length;
+  const loadScenarioCount = [...options.only].filter((k) => !NOT_LOAD.has(k)).length;
   progress(
     `${loadScenarioCount} load scenarios × ${options.rounds} round(s) × (${options.warmupS} s warm-up + ${options.durationS} s) ≈ ` +
       `${Math.round((loadScenarioCount * (options.rounds * (options.warmupS + options.durationS) + 2 * options.warmupS)) / 6) / 10} min of load, plus start-up and invalidation`,
@@ -445,6 +469,10 @@ async function main(): Promise<number> {
   const scenarios: LoadScenario[] = [];
   const invalidationSamples: InvalidationSample[] = [];
   let invalidationSkipped: string | undefined;
+  const propagationSamples: InvalidationSample[] = [];
+  let propagationSkipped: string | undefined;
+  let verifierLocal: VerifierLocalRun | undefined;
+  let verifierLocalSkipped: string | undefined;
   const rssAfterRound: number[] = [];
   const logs: Array<[string, LogSummary]> = [];
   let serviceA: ServiceInstance | undefined;
@@ -460,10 +488,18 @@ async function main(): Promise<number> {
       "rs-introspection-grpc",
       "rs-introspection-batch",
       "invalidation",
+      "propagation",
+      "verifier-local",
       "scim-filtered-list",
       "air-credits-list",
     ].some(wants);
-    const wantsB = wants("invalidation") && options.invalidationReps > 0 && !options.embedded;
+    const wantsPropagation = wants("propagation") && options.propagationReps > 0 && !options.embedded;
+    const wantsB = (wants("invalidation") && options.invalidationReps > 0 && !options.embedded) || wantsPropagation;
+    if (wants("propagation") && options.embedded)
+      propagationSkipped = "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)";
+    else if (wants("propagation") && options.propagationReps === 0) propagationSkipped = "--propagation 0";
+    else if (!wants("propagation")) propagationSkipped = "not selected (--only)";
+    if (!wants("verifier-local")) verifierLocalSkipped = "not selected (--only)";
     if (wants("invalidation") && options.embedded)
       invalidationSkipped = "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)";
     else if (wants("invalidation") && options.invalidationReps === 0) invalidationSkipped = "--invalidation 0";
@@ -521,6 +557,9 @@ async function main(): Promise<number> {
 
     // ---- seed the service and check every scenario's answer
     let victim: Victim | undefined;
+    let propagationVictim: Victim | undefined;
+    let sample: ServerProcess | undefined;
+    let resourceServer: Credentials | undefined;
     let adminToken = "";
     let seededClients: Credentials[] = [];
     if (serviceA) {
@@ -540,8 +579,8 @@ async function main(): Promise<number> {
         tmcId: seed.tmcId,
         maxApiUsers: options.clients + 10,
       });
-      // TMC admins: their tokens may read /v2/api-users. One more for the invalidation probe.
-      const created = await inParallel(options.clients + 1, 6, async () => {
+      // TMC admins: their tokens may read /v2/api-users. Two more: the invalidation and propagation probes.
+      const created = await inParallel(options.clients + 2, 6, async () => {
         const r = (await operator(A, backend.operatorToken, "CreateApiUser", {
           tmcId: seed.tmcId,
           role: "TMC_ADMIN",
@@ -551,9 +590,12 @@ async function main(): Promise<number> {
         return { clientId: r.clientId, clientSecret: r.clientSecret };
       });
       victim = { ...created.pop()! };
+      propagationVictim = { ...created.pop()! };
       const clients = created;
       seededClients = clients;
-      progress(`seeded: a TMC with ${clients.length} API users for the load (+ 1 for the invalidation probe)`);
+      progress(
+        `seeded: a TMC with ${clients.length} API users for the load (+ 2 for the invalidation and propagation probes)`,
+      );
       adminToken = await issueRest(A.baseUrl, admin);
 
       const issuer = backend.serviceEnv.TOKEN_ISSUER!;
@@ -751,14 +793,37 @@ async function main(): Promise<number> {
       scenarios.push(await sameGuaranteesReadScenario(sameGuarantees, baselineClients, options.connections));
     for (const s of scenarios) progress(`checked ${s.key}: ${s.answered}`);
 
+    // ---- the protected-services scenarios: a resource server for the sample audience
+    if (serviceA && (wantsPropagation || wants("verifier-local"))) {
+      const created = (await operator(serviceA, backend.operatorToken, "CreateResourceServer", {
+        name: "Bench trips",
+        audiences: [SAMPLE_AUDIENCE],
+      })) as { clientId?: string; clientSecret?: string };
+      if (!created.clientId || !created.clientSecret)
+        throw new Error(`OperatorService.CreateResourceServer returned ${JSON.stringify(created)}`);
+      resourceServer = { clientId: created.clientId, clientSecret: created.clientSecret };
+    }
+    const sampleEnv = (authUrl: string) => ({
+      AUTH_URL: authUrl,
+      ISSUER: backend.serviceEnv.TOKEN_ISSUER!,
+      AUDIENCE: SAMPLE_AUDIENCE,
+      RS_CLIENT_ID: resourceServer!.clientId,
+      RS_CLIENT_SECRET: resourceServer!.clientSecret,
+    });
+    if (serviceB && wantsPropagation && resourceServer) {
+      sample = await startListeningChild("protected-service", "bench/sample-service.ts", sampleEnv(serviceB.baseUrl));
+      progress(`sample protected service ${sample.baseUrl} (pid ${sample.pid}) following B's change stream`);
+    }
+
     // ---- rounds
     const perRound = Math.ceil(options.invalidationReps / options.rounds);
+    const perPropagationRound = Math.ceil(options.propagationReps / options.rounds);
     const n = scenarios.length;
     for (let round = 0; round < options.rounds; round++) {
       const shift = n ? (round * Math.ceil(n / options.rounds)) % n : 0;
       const order = [...scenarios.slice(shift), ...scenarios.slice(0, shift)];
       progress(
-        `round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB ? ", invalidation" : ""}`,
+        `round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB ? ", invalidation" : ""}${sample ? ", propagation" : ""}`,
       );
       for (const [position, s] of order.entries()) {
         const died = s.server.exitReason() ?? serviceB?.exitReason();
@@ -786,7 +851,7 @@ async function main(): Promise<number> {
         const reps = Math.min(perRound, options.invalidationReps - invalidationSamples.length);
         for (let i = 0; i < reps; i++)
           invalidationSamples.push(
-            await measureInvalidationOnce(serviceA.baseUrl, serviceB.baseUrl, adminToken, victim),
+            await measureInvalidationOnce(serviceA.baseUrl, readOn(serviceB.baseUrl), adminToken, victim),
           );
         const mine = invalidationSamples.slice(-reps);
         if (reps > 0) {
@@ -796,7 +861,40 @@ async function main(): Promise<number> {
           );
         }
       }
+      if (serviceA && sample && propagationVictim) {
+        const probe = {
+          url: `${sample.baseUrl}/trips`,
+          tokenParams: { resource: SAMPLE_AUDIENCE },
+          name: "the sample service",
+        };
+        const reps = Math.min(perPropagationRound, options.propagationReps - propagationSamples.length);
+        for (let i = 0; i < reps; i++)
+          propagationSamples.push(
+            await measureInvalidationOnce(serviceA.baseUrl, probe, adminToken, propagationVictim),
+          );
+        if (reps > 0)
+          progress(
+            `  propagation: the sample service refusing from ${propagationSamples
+              .slice(-reps)
+              .map((x) => (x.delayBoundsMs === null ? "never" : x.delayBoundsMs[1].toFixed(1)))
+              .join(", ")} ms after the rotate answer`,
+          );
+      }
       if (serviceA) rssAfterRound.push(rssBytes(serviceA.pid) ?? NaN);
+    }
+    if (serviceA && resourceServer && wants("verifier-local")) {
+      const clients = seededClients;
+      const tokens = await inParallel(VERIFIER_TOKENS, 6, (i) =>
+        issueRest(serviceA!.baseUrl, clients[i % clients.length]!, { resource: SAMPLE_AUDIENCE }),
+      );
+      verifierLocal = await runVerifierLocal(sampleEnv(serviceA.baseUrl), tokens);
+      progress(
+        `  verifier-local: ${verifierLocal.rounds
+          .map(
+            (r) => `bare ${fmtRate(r.bare)}/s, first sight ${fmtRate(r.firstSight)}/s, cached ${fmtRate(r.cached)}/s`,
+          )
+          .join("; ")}`,
+      );
     }
   } catch (error) {
     problems.push(`bench aborted: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
@@ -824,11 +922,14 @@ async function main(): Promise<number> {
     figures,
   );
   const invalidation = summariseInvalidation(invalidationSamples, invalidationSkipped);
+  const propagation = summarisePropagation(propagationSamples, propagationSkipped);
+  const verifierLocalSummary = summariseVerifierLocal(verifierLocal, verifierLocalSkipped);
   const goals = judgeGoals(
     summaries,
     invalidation,
     { rssAfterRoundBytes: rssAfterRound.filter(Number.isFinite) },
     options.connections,
+    { propagation, verifierLocal: verifierLocalSummary },
   );
   const cpus = os.cpus();
   const results = {
@@ -856,6 +957,7 @@ async function main(): Promise<number> {
       grpcChannels: options.grpcChannels,
       clients: options.clients,
       invalidationRepetitions: options.invalidationReps,
+      propagationRepetitions: options.propagationReps,
       scenarios: [...options.only],
       logLevel: options.logLevel,
       backend: options.embedded
@@ -872,6 +974,8 @@ async function main(): Promise<number> {
     },
     scenarios: summaries,
     invalidation,
+    propagation: { ...propagation, samples: propagationSamples },
+    verifierLocal: { ...verifierLocalSummary, perRound: verifierLocal?.rounds ?? [] },
     memory: { serviceRssAfterRoundBytes: rssAfterRound },
     goals,
     serviceLogs: Object.fromEntries(logs),
@@ -891,6 +995,7 @@ async function main(): Promise<number> {
     "CPU µs/req: the server's process-tree CPU (all threads) per answered request; CPU × <baseline>: ratio to that baseline's, same round;",
     `${BASELINE_LABEL["same-guarantees-route"]}: the same-guarantees route (the minimal token route + one Redis admission per request + batched Postgres audit).`,
     invalidationLine(invalidation),
+    ...protectedServicesLines(propagation, verifierLocalSummary),
     "",
     "goals:",
     goalsTable(goals),

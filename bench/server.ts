@@ -210,13 +210,17 @@ function spawnChild(
 }
 
 /** A baseline server (bench/baselines/<file>): waits for its {"listening": url} line on stdout. */
-export async function startBaseline(name: string, file: string, env: Record<string, string>): Promise<ServerProcess> {
-  const { child, exitReason, stderr, stop } = spawnChild(
-    name,
-    path.join("bench", "baselines", file),
-    childEnv(env),
-    "pipe",
-  );
+export function startBaseline(name: string, file: string, env: Record<string, string>): Promise<ServerProcess> {
+  return startListeningChild(name, path.join("bench", "baselines", file), env);
+}
+
+/** A child process (a script under the repository) that prints {"listening": url} on stdout once it serves. */
+export async function startListeningChild(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+): Promise<ServerProcess> {
+  const { child, exitReason, stderr, stop } = spawnChild(name, script, childEnv(env), "pipe");
   const proc = { name, pid: child.pid!, baseUrl: "", exitReason, stderr, stop };
   children.add(proc);
   const baseUrl = await new Promise<string>((resolve, reject) => {

@@ -11,14 +11,17 @@ export interface TcpProxy {
   stall(): void;
   /** Forwards again what was held back. */
   resume(): void;
+  /** New connections go to this port from now on (a restarted upstream); open ones stay where they are. */
+  retarget(port: number): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
   let stalled = false;
+  let target = targetPort;
   const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, targetHost);
+    const upstream = net.connect(target, targetHost);
     const pair = [client, upstream];
     for (const s of pair) {
       sockets.add(s);
@@ -58,6 +61,9 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
     resume() {
       stalled = false;
       for (const s of sockets) s.resume();
+    },
+    retarget(port) {
+      target = port;
     },
   };
 }

@@ -1,0 +1,50 @@
+// Issue 23's measurements beside the load rounds: the verifier package's local verification rate
+// (a child process, bench/verifier-local.ts) and, in report.ts, the propagation delay to the sample
+// protected service (bench/sample-service.ts) measured with bench/invalidation.ts's probe.
+import { execFile } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { repoRoot } from "./server.js";
+
+/** Verifications per second in one round of bench/verifier-local.ts. */
+export interface VerifierLocalRound {
+  readonly bare: number;
+  readonly firstSight: number;
+  readonly cached: number;
+}
+
+export interface VerifierLocalRun {
+  readonly tokens: number;
+  readonly rounds: readonly VerifierLocalRound[];
+}
+
+/** Runs bench/verifier-local.ts on `tokens` (distinct, for the sample audience) and returns its rounds. */
+export async function runVerifierLocal(
+  env: Record<string, string>,
+  tokens: readonly string[],
+): Promise<VerifierLocalRun> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-verifier-"));
+  const tokensFile = path.join(dir, "tokens.json");
+  fs.writeFileSync(tokensFile, JSON.stringify(tokens));
+  try {
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(
+        process.execPath,
+        ["--import", "tsx", path.join("bench", "verifier-local.ts")],
+        {
+          cwd: repoRoot,
+          env: { ...process.env, ...env, VERIFIER_TOKENS_FILE: tokensFile },
+          maxBuffer: 1 << 20,
+          timeout: 600_000,
+        },
+        (error, out, err) => (error ? reject(new Error(`verifier-local: ${error.message}\n${err}`)) : resolve(out)),
+      ),
+    );
+    const line = stdout.trim().split("\n").at(-1) ?? "";
+    const { rounds } = JSON.parse(line) as { rounds: VerifierLocalRound[] };
+    return { tokens: tokens.length, rounds };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
