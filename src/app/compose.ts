@@ -63,6 +63,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
 
     const faces = await createFaces(config, domain, storage, observers, lifecycle);
     lifecycle.started("change streams", () => domain.changeStream.stop()); // before HTTP closes: streams end with OK
+    lifecycle.started("security event polls", () => domain.securityEvents.stop()); // waiting polls answer at once
     const { database, shared } = storage;
     const service: Service = {
       app: faces.app,

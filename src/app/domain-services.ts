@@ -24,7 +24,9 @@ import { TenantService } from "../domain/tenants/tenant-service.js";
 import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../domain/shared/client-record-cache.js";
+import { CredentialChangeReader } from "../domain/tokens/credential-change-reader.js";
 import { CredentialChangeStream } from "../domain/tokens/credential-change-stream.js";
+import { SecurityEventPoll } from "../domain/tokens/security-event-poll.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
 import type { CredentialStateSource } from "../domain/tokens/credential-generations.js";
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
@@ -88,6 +90,7 @@ export function createDomainServices(inputs: DomainInputs) {
     signingKeys,
     generations,
     changeStream: tokens.changeStream,
+    securityEvents: tokens.securityEvents,
     auditLog,
     limiter: limiters.limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
@@ -188,7 +191,17 @@ function tokenServices({
     clock,
   );
   const changeStream = changeStreamOf({ uow, repos, clock, tokens }, { credentialStates, generations, signingKeys });
-  return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream };
+  const securityEvents = new SecurityEventPoll(
+    uow,
+    repos.credentialChanges,
+    new CredentialChangeReader(repos.credentialChanges, credentialStates, repos.revokedTokens),
+    repos.securityEventPositions,
+    generations,
+    signingKeys,
+    clock,
+    { issuer: tokens.issuer },
+  );
+  return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream, securityEvents };
 }
 
 /**
@@ -294,6 +307,7 @@ function tokenEndpointOf(
       resourceServerLimiter,
       introspections: metrics.resourceServerIntrospections,
       changeStream: tokens.changeStream,
+      securityEvents: tokens.securityEvents,
     },
   );
 }
