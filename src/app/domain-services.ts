@@ -26,7 +26,7 @@ import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../domain/shared/client-record-cache.js";
 import { CredentialChangeReader } from "../domain/tokens/credential-change-reader.js";
 import { CredentialChangeStream } from "../domain/tokens/credential-change-stream.js";
-import { SecurityEventPoll } from "../domain/tokens/security-event-poll.js";
+import { longPollBoundMs, SecurityEventPoll } from "../domain/tokens/security-event-poll.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
 import type { CredentialStateSource } from "../domain/tokens/credential-generations.js";
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
@@ -199,7 +199,7 @@ function tokenServices({
     generations,
     signingKeys,
     clock,
-    { issuer: tokens.issuer },
+    { issuer: tokens.issuer, longPollMs: longPollBoundMs(config.http.requestDeadlineMs) },
   );
   return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream, securityEvents };
 }

@@ -57,7 +57,13 @@ export class CredentialChangeReader {
     for (const { seq, clientId, changedAt } of batch) {
       const holder = credentialHolderOf(clientId);
       if (holder === "API_USER") {
-        changes.push({ kind: "credential_changed", seq, changedAt, clientId, generation: states.get(clientId)?.generation });
+        changes.push({
+          kind: "credential_changed",
+          seq,
+          changedAt,
+          clientId,
+          generation: states.get(clientId)?.generation,
+        });
       } else if (holder === "ACCESS_TOKEN") {
         const jti = jtiOfTokenCredential(clientId);
         const revocation = revoked.get(jti);

@@ -9,6 +9,14 @@ import { seqOfSetId, signSecurityEvent } from "./security-event-tokens.js";
 
 /** The longest a poll waits for a SET when asked to (RFC 8936 long polling): under common 30 s proxy timeouts. */
 export const SSF_LONG_POLL_MS = 25_000;
+
+/**
+ * The long poll's bound under a request deadline: it answers (empty) a second before the deadline
+ * would refuse the call, so with the default 5 s deadline a long poll waits up to 4 s.
+ */
+export function longPollBoundMs(requestDeadlineMs: number): number {
+  return Math.max(0, Math.min(SSF_LONG_POLL_MS, requestDeadlineMs - 1000));
+}
 /** SETs returned when the receiver does not say how many (RFC 8936 leaves it to the transmitter). */
 export const SSF_DEFAULT_MAX_EVENTS = 100;
 /** Log entries read at once while looking for SETs to deliver. */
@@ -146,8 +154,7 @@ export class SecurityEventPoll {
     const context = { issuer: this.options.issuer, audience, now: this.clock() };
     const key = this.keys.signingKey;
     const sets = new Map<string, string>();
-    for (const change of found.changes)
-      sets.set(String(change.seq), await signSecurityEvent(change, context, key));
+    for (const change of found.changes) sets.set(String(change.seq), await signSecurityEvent(change, context, key));
     return { sets, moreAvailable: found.more };
   }
 }

@@ -12,7 +12,10 @@ export const SET_TYPE = "secevent+jwt";
 export const CLIENT_SECRET_CREDENTIAL = "client_secret";
 
 /** The SET's subject and event for one change (what the receiver acts on), as JSON. */
-export function securityEventOf(issuer: string, change: LoggedChange): {
+export function securityEventOf(
+  issuer: string,
+  change: LoggedChange,
+): {
   readonly subId: Record<string, string>;
   readonly events: Record<string, Record<string, unknown>>;
 } {

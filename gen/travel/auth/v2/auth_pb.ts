@@ -681,7 +681,7 @@ export type PollSecurityEventsRequest = Message<"travel.auth.v2.PollSecurityEven
   maxEvents?: number | undefined;
 
   /**
-   * true: answer at once even with no SET; false (the default): wait up to 25 s for one.
+   * true: answer at once even with no SET; false (the default): wait for one (see the RPC).
    *
    * @generated from field: bool return_immediately = 2;
    */
@@ -848,7 +848,8 @@ export const AuthService: GenService<{
    * are RFC 8936's JSON; each resource server has one feed, its position kept in Postgres (every
    * instance serves it). Acknowledged SETs (ack, or reported in setErrs) are never sent again; the
    * others are sent again, with the same jti, until they are. With returnImmediately false (the
-   * default) a poll with nothing to deliver waits up to 25 s for a change. See docs/ssf.md.
+   * default) a poll with nothing to deliver waits for a change, up to 25 s and 1 s short of the
+   * request deadline (REQUEST_DEADLINE_MS: 4 s by default). See docs/ssf.md.
    *
    * @generated from rpc travel.auth.v2.AuthService.PollSecurityEvents
    */

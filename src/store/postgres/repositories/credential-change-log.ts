@@ -34,7 +34,11 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
     return Number(row?.seq ?? 0);
   }
 
-  async since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string; changedAt: Date }>> {
+  async since(
+    tx: Tx,
+    after: number,
+    limit: number,
+  ): Promise<Array<{ seq: number; clientId: string; changedAt: Date }>> {
     const rows = await knexOf(tx)<CredentialChangeRow>("credential_changes")
       .where("seq", ">", after)
       .orderBy("seq")

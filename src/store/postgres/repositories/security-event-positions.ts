@@ -22,7 +22,10 @@ export class PostgresSecurityEventPositions implements SecurityEventPositions {
     const acknowledged = await db<SsfAcknowledgedSetRow>("ssf_acknowledged_sets")
       .where({ resource_server_id: receiverId })
       .select("seq");
-    return { through: Number(row!.acknowledged_through), acknowledged: new Set(acknowledged.map((r) => Number(r.seq))) };
+    return {
+      through: Number(row!.acknowledged_through),
+      acknowledged: new Set(acknowledged.map((r) => Number(r.seq))),
+    };
   }
 
   async acknowledge(tx: Tx, receiverId: string, seqs: readonly number[]): Promise<void> {
