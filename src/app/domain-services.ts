@@ -90,7 +90,6 @@ export function createDomainServices(inputs: DomainInputs) {
     signingKeys,
     generations,
     changeStream: tokens.changeStream,
-    securityEvents: tokens.securityEvents,
     auditLog,
     limiter: limiters.limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
@@ -191,15 +190,9 @@ function tokenServices({
     clock,
   );
   const changeStream = changeStreamOf({ uow, repos, clock, tokens }, { credentialStates, generations, signingKeys });
-  const securityEvents = new SecurityEventPoll(
-    uow,
-    repos.credentialChanges,
-    new CredentialChangeReader(repos.credentialChanges, credentialStates, repos.revokedTokens),
-    repos.securityEventPositions,
-    generations,
-    signingKeys,
-    clock,
-    { issuer: tokens.issuer, longPollMs: longPollBoundMs(config.http.requestDeadlineMs) },
+  const securityEvents = securityEventPollOf(
+    { config, uow, repos, clock },
+    { credentialStates, generations, signingKeys },
   );
   return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream, securityEvents };
 }
@@ -228,6 +221,23 @@ function changeStreamOf(
     parts.signingKeys,
     clock,
     { logRetentionSeconds: logRetentionSecondsOf(tokens) },
+  );
+}
+
+/** RFC 8936 SET polling: the same reading of the log as the change stream, and the same keys as access tokens. */
+function securityEventPollOf(
+  { config, uow, repos, clock }: { config: Config; uow: UnitOfWork; repos: Repositories; clock: Clock },
+  parts: { credentialStates: CredentialStateSource; generations: CredentialGenerations; signingKeys: SigningKeyRing },
+): SecurityEventPoll {
+  return new SecurityEventPoll(
+    uow,
+    repos.credentialChanges,
+    new CredentialChangeReader(repos.credentialChanges, parts.credentialStates, repos.revokedTokens),
+    repos.securityEventPositions,
+    parts.generations,
+    parts.signingKeys,
+    clock,
+    { issuer: config.tokens.issuer, longPollMs: longPollBoundMs(config.http.requestDeadlineMs) },
   );
 }
 

@@ -134,6 +134,12 @@ export class TokenEndpoint {
     return stream.watch(sinceCursor, signal);
   }
 
+  /** Ends every open change stream and every waiting SET poll (at shutdown, before HTTP closes). */
+  stopWatches(): void {
+    this.wiring.changeStream?.stop();
+    this.wiring.securityEvents?.stop();
+  }
+
   /**
    * RFC 8936 poll delivery of Security Event Tokens, for resource servers only: admitted like the
    * change stream (an API user refused with 403 unauthorized_client; one call counted against the
