@@ -152,7 +152,7 @@ describe("SecurityEventPoll", () => {
       all.map(([, id]) => id),
       users.map((u) => u.clientId),
     );
-    const [[first], [second], [third]] = all as [[string], [string], [string]];
+    const [first, second, third] = all.map(([jti]) => jti) as [string, string, string];
     const bounded = await once({ maxEvents: 1, ack: [second] });
     assert.deepEqual([[...bounded.sets.keys()], bounded.moreAvailable], [[first], true]);
     assert.deepEqual(
