@@ -323,6 +323,27 @@ describe("SET polling (RFC 8936) and the SSF transmitter configuration", () => {
   });
 });
 
+test("a waiting long poll answers (empty) as soon as the service stops, not at its bound", async () => {
+  // A 20 s deadline: the long poll's bound is 19 s.
+  const running = await startTokenService({ env: { ...ROOMY_RATE_LIMITS, REQUEST_DEADLINE_MS: "20000" } });
+  try {
+    const server = await registerResourceServer(running.baseUrl, "Stopping");
+    await drain(running.baseUrl, server);
+    const waiting = poll(running.baseUrl, server, {});
+    await new Promise((r) => setTimeout(r, 300));
+    const stopping = performance.now();
+    const stopped = running.stop();
+    const res = await waiting;
+    const tookMs = performance.now() - stopping;
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(res.body, { sets: {}, moreAvailable: false });
+    assert.ok(tookMs < 1000, `answered ${Math.round(tookMs)} ms after stop began`);
+    await stopped;
+  } finally {
+    await disposeService(running);
+  }
+});
+
 describe("SET polling across two instances", { skip: !isPostgres && "needs a shared Postgres" }, () => {
   let storage: Storage;
   let a: RunningService;
