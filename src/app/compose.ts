@@ -62,7 +62,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     lifecycle.started("background jobs", () => jobs.stop());
 
     const faces = await createFaces(config, domain, storage, observers, lifecycle);
-    lifecycle.started("change streams", () => domain.changeStream.stop()); // before HTTP closes: streams end with OK
+    lifecycle.started("change streams and SET polls", () => domain.tokenEndpoint.stopWatches()); // before HTTP closes
     const { database, shared } = storage;
     const service: Service = {
       app: faces.app,

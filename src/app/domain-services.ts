@@ -24,7 +24,9 @@ import { TenantService } from "../domain/tenants/tenant-service.js";
 import { AccessTokens } from "../domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../domain/shared/client-record-cache.js";
+import { CredentialChangeReader } from "../domain/tokens/credential-change-reader.js";
 import { CredentialChangeStream } from "../domain/tokens/credential-change-stream.js";
+import { longPollBoundMs, SecurityEventPoll } from "../domain/tokens/security-event-poll.js";
 import { CredentialGenerations } from "../domain/tokens/credential-generations.js";
 import type { CredentialStateSource } from "../domain/tokens/credential-generations.js";
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
@@ -191,7 +193,11 @@ function tokenServices({
     { uow, repos, clock, tokens, metrics },
     { credentialStates, generations, signingKeys },
   );
-  return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream };
+  const securityEvents = securityEventPollOf(
+    { config, uow, repos, clock },
+    { credentialStates, generations, signingKeys },
+  );
+  return { signingKeys, generations, accessTokens, trustedIssuers, grants, changeStream, securityEvents };
 }
 
 /**
@@ -232,6 +238,23 @@ function changeStreamOf(
         eventSent: (kind) => metrics.changeStreamEvents.inc({ kind }),
       },
     },
+  );
+}
+
+/** RFC 8936 SET polling: the same reading of the log as the change stream, and the same keys as access tokens. */
+function securityEventPollOf(
+  { config, uow, repos, clock }: { config: Config; uow: UnitOfWork; repos: Repositories; clock: Clock },
+  parts: { credentialStates: CredentialStateSource; generations: CredentialGenerations; signingKeys: SigningKeyRing },
+): SecurityEventPoll {
+  return new SecurityEventPoll(
+    uow,
+    repos.credentialChanges,
+    new CredentialChangeReader(repos.credentialChanges, parts.credentialStates, repos.revokedTokens),
+    repos.securityEventPositions,
+    parts.generations,
+    parts.signingKeys,
+    clock,
+    { issuer: config.tokens.issuer, longPollMs: longPollBoundMs(config.http.requestDeadlineMs) },
   );
 }
 
@@ -311,6 +334,7 @@ function tokenEndpointOf(
       resourceServerLimiter,
       introspections: metrics.resourceServerIntrospections,
       changeStream: tokens.changeStream,
+      securityEvents: tokens.securityEvents,
     },
   );
 }

@@ -19,6 +19,8 @@ export interface OperationalDeps {
   readonly jwksMaxAgeSeconds: number;
   /** RFC 8414 authorization server metadata. */
   readonly authorizationServerMetadata: object;
+  /** OpenID Shared Signals Framework transmitter metadata. */
+  readonly ssfConfiguration: object;
 }
 
 /** Probes, metrics and the API description: served beside the documented API, not part of it. */
@@ -54,6 +56,7 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   // clients (openid-client's default discovery) look here first. No ID tokens are issued, so it
   // claims no id_token or authorization endpoint.
   app.get("/.well-known/openid-configuration", async () => deps.authorizationServerMetadata);
+  app.get("/.well-known/ssf-configuration", async () => deps.ssfConfiguration);
 }
 
 /** What the admin listener serves besides OperatorService: liveness (for its own probe) and the metrics. */

@@ -734,6 +734,21 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
           ]
         : [];
     }
+    case "travel.auth.v2.AuthService/PollSecurityEvents": {
+      // returnImmediately and maxEvents 0 both answer at once: one mutation leaves one of them, so
+      // no drawn request long-polls.
+      const rs = w.resourceServer;
+      const as = rs ? { client_id: rs.clientId, client_secret: rs.clientSecret } : {};
+      return [
+        { returnImmediately: true, maxEvents: 0, ack: ["1"], ...as },
+        {
+          returnImmediately: true,
+          maxEvents: 0,
+          setErrs: { "2": { err: "invalid_request", description: "x" } },
+          ...as,
+        },
+      ];
+    }
     case "travel.auth.v2.AuthService/GetAuthToken":
       return [{ clientId: w.adminClientId, clientSecret: w.adminClientSecret }];
     case "travel.apiuser.v2.ApiUserService/CreateApiUser":

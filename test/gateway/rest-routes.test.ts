@@ -12,6 +12,8 @@ const DOCUMENTED = [
   ["POST", "/get-auth-token", "travel.auth.v2.AuthService.GetAuthToken", "getAuthToken"],
   ["POST", "/v2/auth/introspect", "travel.auth.v2.AuthService.IntrospectToken", "introspectToken"],
   ["POST", "/v2/auth/revoke", "travel.auth.v2.AuthService.RevokeToken", "revokeToken"],
+  // RFC 8936 SET polling (docs/ssf.md), beside the documented API.
+  ["POST", "/v2/ssf/poll", "travel.auth.v2.AuthService.PollSecurityEvents", "pollSecurityEvents"],
   ["POST", "/v2/api-users", "travel.apiuser.v2.ApiUserService.CreateApiUser", "createApiUser"],
   ["GET", "/v2/api-users", "travel.apiuser.v2.ApiUserService.GetApiUsers", "getApiUsers"],
   ["POST", "/v2/api-users/revoke", "travel.apiuser.v2.ApiUserService.DeleteApiUser", "deleteApiUser"],
@@ -84,6 +86,10 @@ const VALID_REQUEST: Record<string, { url: string; payload?: string; contentType
     url: "/v2/auth/revoke",
     payload: "token=abc&client_id=a&client_secret=b",
     contentType: "application/x-www-form-urlencoded",
+  },
+  "/v2/ssf/poll": {
+    url: "/v2/ssf/poll",
+    payload: JSON.stringify({ returnImmediately: true, client_id: "a", client_secret: "b" }),
   },
   "POST /v2/api-users": { url: "/v2/api-users", payload: JSON.stringify({ role: "TMC_ADMIN" }) },
   "GET /v2/api-users": { url: "/v2/api-users?limit=10&offset=0" },
@@ -275,9 +281,10 @@ describe("REST gateway routes", () => {
       if (response.statusCode >= 400) assert.equal(body.debugIdentifier, response.headers["x-request-id"]);
       const implemented = IMPLEMENTED[`${verb} ${template}`];
       if (isTokenEndpoint) {
-        // Only the RPC knows that client "a" does not exist.
+        // Only the RPC knows that client "a" does not exist (SET polling: that "a" names no resource server).
         assert.equal(response.statusCode, 403, response.body);
-        assert.equal(body.errorMessages[0].errorCode, "INVALID_CLIENT");
+        const refusal = rpc.endsWith(".PollSecurityEvents") ? "UNAUTHORIZED_CLIENT" : "INVALID_CLIENT";
+        assert.equal(body.errorMessages[0].errorCode, refusal);
       } else if (implemented) {
         // An answer only that RPC can give.
         assert.equal(response.statusCode, implemented.status, response.body);

@@ -36,6 +36,7 @@
 // | AuthService/FetchOauth2Token           | ✓       | ✓        | → 403       | wrong secret        | client_id too long        | —                      |
 // | AuthService/IntrospectToken            | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
 // | AuthService/IntrospectTokens (resource server) | ✓ | ✓        | ✓           | an API user         | no token                  | —                      |
+// | AuthService/PollSecurityEvents (resource server) | ✓ | ✓      | ✓           | an API user         | maxEvents 1001            | —                      |
 // | AuthService/RevokeToken                | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
 // | AuthService/GetAuthToken               | ✓       | ✓        | → 403       | wrong secret        | clientId too long         | —                      |
 // | ApiUserService/CreateApiUser           | ✓       | ✓        | ✓           | scope, role, tmcId  | undefined role            | unknown company        |
@@ -352,6 +353,24 @@ const CASES: Record<string, RpcCases> = {
     },
     invalidArgument: { request: () => ({ tokens: [] }), field: "tokens" },
     notFound: "an unknown token is {active: false} (RFC 7662 2.2)",
+  },
+  "travel.auth.v2.AuthService/PollSecurityEvents": {
+    asResourceServer: true,
+    success: {
+      request: () => ({ returnImmediately: true, maxEvents: 1000 }),
+      check: (r) => {
+        const sets = (r.sets ?? {}) as JsonObject;
+        assert.ok(Object.values(sets).every(isJwt), JSON.stringify(r));
+      },
+    },
+    permissionDenied: {
+      name: "an API user's credentials",
+      request: () => ({ returnImmediately: true }),
+      who: "apiUser",
+      errorCode: "UNAUTHORIZED_CLIENT",
+    },
+    invalidArgument: { request: () => ({ maxEvents: 1001 }), field: "maxEvents" },
+    notFound: "a jti this feed has not delivered is acknowledged as nothing (RFC 8936 has no unknown-SET error)",
   },
   "travel.auth.v2.AuthService/RevokeToken": {
     success: {

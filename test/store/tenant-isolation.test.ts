@@ -40,6 +40,12 @@ const UNSCOPED: Readonly<Record<string, string>> = {
     "the change stream's snapshot for resource servers, which verify every tenant's tokens: client ids and generations only",
   "credentialSnapshots.unexpiredRevocations":
     "the change stream's snapshot for resource servers, which verify every tenant's tokens: jtis and expiries only",
+  "securityEventPositions.lock":
+    "a resource server's SET delivery position (change numbers): resource servers are the platform's, not a tenant's",
+  "securityEventPositions.acknowledge":
+    "a resource server's acknowledged SETs (change numbers): resource servers are the platform's, not a tenant's",
+  "securityEventPositions.advance":
+    "a resource server's SET delivery position (change numbers): resource servers are the platform's, not a tenant's",
   "airCredits.refreshStatisticsIfStale": "the planner's statistics of a table: no tenant data",
   "audit.searchPlatform": "the platform's own events (those of no tenant): it reads no tenant's rows",
   "resourceServers.insert": "resource servers are the platform's, not a tenant's",

@@ -2,7 +2,7 @@ import { DomainError, invalidArgument } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { CredentialStateSource } from "./credential-generations.js";
-import { credentialHolderOf, jtiOfTokenCredential, type CredentialState } from "./model.js";
+import { CredentialChangeReader } from "./credential-change-reader.js";
 import type { CredentialChangeLog, CredentialSnapshots, RevokedTokenRepository } from "./ports.js";
 
 /**
@@ -82,12 +82,13 @@ export class CredentialChangeStream {
   private readonly open = new Map<() => void, string>();
   private readonly heartbeatMs: number;
   private readonly pageSize: number;
+  private readonly reader: CredentialChangeReader;
 
   constructor(
     private readonly uow: UnitOfWork,
     private readonly changes: CredentialChangeLog,
-    private readonly states: CredentialStateSource,
-    private readonly revokedTokens: RevokedTokenRepository,
+    states: CredentialStateSource,
+    revokedTokens: RevokedTokenRepository,
     private readonly snapshots: CredentialSnapshots,
     private readonly committed: CommittedChanges,
     private readonly keys: SigningKeyChanges,
@@ -96,6 +97,7 @@ export class CredentialChangeStream {
   ) {
     this.heartbeatMs = options.heartbeatMs ?? CHANGE_STREAM_HEARTBEAT_MS;
     this.pageSize = options.pageSize ?? CHANGE_STREAM_PAGE_SIZE;
+    this.reader = new CredentialChangeReader(changes, states, revokedTokens);
   }
 
   /** How many streams are open on this instance. */
@@ -224,31 +226,14 @@ export class CredentialChangeStream {
   private async *replay(after: number): AsyncGenerator<ChangeStreamEvent, number> {
     let cursor = after;
     for (;;) {
-      const batch = await this.changes.since(this.uow.direct, cursor, this.pageSize);
-      if (batch.length === 0) return cursor;
-      const ids = [...new Set(batch.map((c) => c.clientId))];
-      const apiUsers = ids.filter((id) => credentialHolderOf(id) === "API_USER");
-      const jtis = ids.filter((id) => credentialHolderOf(id) === "ACCESS_TOKEN").map(jtiOfTokenCredential);
-      const states =
-        apiUsers.length > 0
-          ? await this.states.credentialStates(this.uow.direct, apiUsers)
-          : new Map<string, CredentialState>();
-      const revoked =
-        jtis.length > 0
-          ? await this.revokedTokens.revocations(this.uow.direct, jtis)
-          : new Map<string, { readonly expiresAt: Date }>();
-      for (const { seq, clientId } of batch) {
-        cursor = seq;
-        const holder = credentialHolderOf(clientId);
-        if (holder === "API_USER") {
-          yield { kind: "credential_changed", cursor, clientId, generation: states.get(clientId)?.generation };
-        } else if (holder === "ACCESS_TOKEN") {
-          const jti = jtiOfTokenCredential(clientId);
-          const revocation = revoked.get(jti);
-          if (revocation) yield { kind: "token_revoked", cursor, jti, expiresAt: revocation.expiresAt };
-        }
+      const page = await this.reader.page(this.uow.direct, cursor, this.pageSize);
+      for (const change of page.changes) {
+        yield change.kind === "credential_changed"
+          ? { kind: change.kind, cursor: change.seq, clientId: change.clientId, generation: change.generation }
+          : { kind: change.kind, cursor: change.seq, jti: change.jti, expiresAt: change.expiresAt };
       }
-      if (batch.length < this.pageSize) return cursor;
+      cursor = page.last;
+      if (!page.full) return cursor;
     }
   }
 
@@ -302,7 +287,7 @@ function parseCursor(cursor: string, latest: number): number | undefined {
 }
 
 /** A latch an event rings and a loop waits on (with a time limit); a ring before the wait is not lost. */
-class Wakeup {
+export class Wakeup {
   private rung = false;
   private resolve: (() => void) | undefined;
 

@@ -28,6 +28,25 @@ export function authorizationServerMetadata(issuer: string): object {
 }
 
 /**
+ * OpenID Shared Signals Framework 1.0 transmitter metadata (/.well-known/ssf-configuration): SETs
+ * by RFC 8936 poll only, signed with the access tokens' keys. No stream management: every resource
+ * server has one stream (its feed at the poll endpoint) with every event and every subject, so
+ * there is no configuration, status or verification endpoint to advertise (docs/ssf.md).
+ */
+export function ssfConfiguration(issuer: string): object {
+  return {
+    spec_version: "1_0",
+    issuer,
+    jwks_uri: `${issuer}/.well-known/jwks.json`,
+    delivery_methods_supported: ["urn:ietf:rfc:8936"],
+    // Resource servers authenticate with their client id and secret: HTTP Basic (RFC 7617).
+    authorization_schemes: [{ spec_urn: "urn:ietf:rfc:7617" }],
+    // Every API user and every token of every tenant: a resource server verifies them all.
+    default_subjects: "ALL",
+  };
+}
+
+/**
  * How long a JWKS response may be cached: 5 minutes, or a third of the pre-publication period when
  * that is shorter, so a cache that follows it refetches at least twice between a key's publication
  * and its first token.

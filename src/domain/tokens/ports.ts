@@ -137,8 +137,8 @@ export interface CredentialChangeLog {
   record(tx: Tx, clientId: string): Promise<NumberedChange>;
   /** The highest committed change number (0 when there is none). */
   latest(tx: Tx): Promise<number>;
-  /** Changes numbered above `after`, oldest first, at most `limit`. */
-  since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>>;
+  /** Changes numbered above `after`, oldest first, at most `limit`, with when each was made. */
+  since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string; changedAt: Date }>>;
   /**
    * Forgets changes older than `before` (they can no longer be contradicted by a cached state),
    * except the newest, so `latest()` never goes back.
@@ -208,4 +208,26 @@ export interface CredentialSnapshots {
     after: string,
     limit: number,
   ): Promise<Array<{ readonly jti: string; readonly expiresAt: Date }>>;
+}
+
+/**
+ * Each resource server's delivery position in the credential-change log for SET polling (RFC
+ * 8936), shared by every instance (Postgres). Not tenant data: a resource server receives the
+ * changes of every tenant, as it verifies every tenant's tokens.
+ */
+export interface SecurityEventPositions {
+  /**
+   * Locks the receiver's position until the transaction ends (creating it at `initial` when it
+   * has none) and returns it: every change up to `through` is acknowledged, and so are the ones in
+   * `acknowledged` above it.
+   */
+  lock(
+    tx: Tx,
+    receiverId: string,
+    initial: number,
+  ): Promise<{ readonly through: number; readonly acknowledged: ReadonlySet<number> }>;
+  /** Records acknowledgements of changes above the position (one already recorded is no error). */
+  acknowledge(tx: Tx, receiverId: string, seqs: readonly number[]): Promise<void>;
+  /** Moves the position to `through` and forgets the acknowledgements it now covers. */
+  advance(tx: Tx, receiverId: string, through: number): Promise<void>;
 }

@@ -10,6 +10,7 @@ import type { IssuedToken, PresentedCredentials, Principal, TokenRequest } from 
 import { invalidClient, tooManyRequests } from "./oauth-errors.js";
 import { tighterOf } from "../rate-limit/model.js";
 import type { ResourceServerAuthentication, TokenRequestLimiter } from "./ports.js";
+import type { SecurityEventPoll, SecurityEventPollRequest, SecurityEventPollResult } from "./security-event-poll.js";
 import type { TokenRevocation } from "./token-revocation.js";
 import { TokenService } from "./token-service.js";
 
@@ -46,6 +47,8 @@ export class TokenEndpoint {
       readonly introspections?: LabelledCounter<"resource_server" | "active">;
       /** The credential-change stream resource servers watch (watchChanges()). */
       readonly changeStream?: CredentialChangeStream;
+      /** The same changes as Security Event Tokens, polled (pollSecurityEvents()). */
+      readonly securityEvents?: SecurityEventPoll;
     } = {},
   ) {}
 
@@ -129,6 +132,33 @@ export class TokenEndpoint {
       details: { stream: "true" },
     });
     return stream.watch(sinceCursor, signal, server.clientId);
+  }
+
+  /** Ends every open change stream and every waiting SET poll (at shutdown, before HTTP closes). */
+  stopWatches(): void {
+    this.wiring.changeStream?.stop();
+    this.wiring.securityEvents?.stop();
+  }
+
+  /**
+   * RFC 8936 poll delivery of Security Event Tokens, for resource servers only: admitted like the
+   * change stream (an API user refused with 403 unauthorized_client; one call counted against the
+   * server's budget; refusals audited as refused introspections, ssf: "true"), then its feed is
+   * polled; the SETs are addressed to its client id.
+   */
+  async pollSecurityEvents(
+    credentials: PresentedCredentials,
+    request: SecurityEventPollRequest,
+    signal: AbortSignal,
+    call: TokenCall,
+  ): Promise<SecurityEventPollResult> {
+    const events = this.wiring.securityEvents;
+    if (!events) throw new Error("security event polling is not wired");
+    const server = await this.admittedResourceServer(credentials, call, {
+      only: "Security event polling is for resource servers only",
+      details: { ssf: "true" },
+    });
+    return events.poll(server.clientId, server.clientId, request, signal);
   }
 
   /**

@@ -5,6 +5,7 @@ import {
   type GetAuthTokenRequest,
   type IntrospectTokenRequest,
   type IntrospectTokensRequest,
+  type PollSecurityEventsRequest,
   type RevokeTokenRequest,
   type WatchCredentialChangesRequest,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
@@ -100,6 +101,26 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       ),
     );
     for await (const event of events) yield changeEvent(event);
+  }
+
+  /** RFC 8936 SET polling: the request's members as they are; the SETs by jti. */
+  async pollSecurityEvents(req: PollSecurityEventsRequest, ctx: HandlerContext) {
+    noStore(ctx);
+    const result = await challenged(
+      ctx,
+      this.endpoint.pollSecurityEvents(
+        presented(req.clientId, req.clientSecret, ctx),
+        {
+          maxEvents: req.maxEvents,
+          returnImmediately: req.returnImmediately,
+          ack: req.ack,
+          setErrs: Object.keys(req.setErrs),
+        },
+        ctx.signal,
+        tokenCall(ctx),
+      ),
+    );
+    return { sets: Object.fromEntries(result.sets), moreAvailable: result.moreAvailable };
   }
 }
 

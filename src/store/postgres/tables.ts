@@ -163,3 +163,15 @@ export interface CredentialChangeRow {
 export function toCount(value: unknown): number {
   return typeof value === "number" ? value : Number.parseInt(String((value as string | null | undefined) ?? "0"), 10);
 }
+
+export interface SsfPollPositionRow {
+  resource_server_id: string;
+  /** bigint: a string from pg, a number from PGlite. */
+  acknowledged_through: string | number;
+  updated_at: Date;
+}
+
+export interface SsfAcknowledgedSetRow {
+  resource_server_id: string;
+  seq: string | number;
+}

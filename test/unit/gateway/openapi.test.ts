@@ -158,6 +158,18 @@ const validSamples: Record<string, SampleRequest[]> = {
       },
     },
   ],
+  pollSecurityEvents: [
+    { body: { returnImmediately: true } },
+    {
+      body: {
+        maxEvents: 10,
+        returnImmediately: false,
+        ack: ["41", "42"],
+        setErrs: { "43": { err: "invalid_request", description: "unknown subject" } },
+      },
+    },
+    { body: { maxEvents: 0, ack: ["44"], client_id: "rs-k9tq0n3lx2", client_secret: "s3cr3t" } },
+  ],
   revokeToken: [
     {
       body: {

@@ -13,6 +13,7 @@ import * as signingKeyActivation from "./20261125000200_signing_key_activation.j
 import * as usersScimNames from "./20261125000300_users_scim_names.js";
 import * as trustedIssuerCompany from "./20261125000400_trusted_issuer_company.js";
 import * as resourceServers from "./20261126000100_resource_servers.js";
+import * as ssfPollPositions from "./20261126000200_ssf_poll_positions.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -33,6 +34,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261125000300_users_scim_names", usersScimNames],
   ["20261125000400_trusted_issuer_company", trustedIssuerCompany],
   ["20261126000100_resource_servers", resourceServers],
+  ["20261126000200_ssf_poll_positions", ssfPollPositions],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

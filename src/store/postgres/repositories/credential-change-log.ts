@@ -34,12 +34,16 @@ export class PostgresCredentialChangeLog implements CredentialChangeLog {
     return Number(row?.seq ?? 0);
   }
 
-  async since(tx: Tx, after: number, limit: number): Promise<Array<{ seq: number; clientId: string }>> {
+  async since(
+    tx: Tx,
+    after: number,
+    limit: number,
+  ): Promise<Array<{ seq: number; clientId: string; changedAt: Date }>> {
     const rows = await knexOf(tx)<CredentialChangeRow>("credential_changes")
       .where("seq", ">", after)
       .orderBy("seq")
       .limit(limit);
-    return rows.map((r) => ({ seq: Number(r.seq), clientId: r.client_id }));
+    return rows.map((r) => ({ seq: Number(r.seq), clientId: r.client_id, changedAt: new Date(r.changed_at) }));
   }
 
   /** Keeps the newest change whatever its age: `latest()` must never go back. */

@@ -6,6 +6,7 @@ import { PostgresCredentialSnapshots } from "./credential-snapshots.js";
 import { PostgresRefreshTokenRepository } from "./refresh-token-repository.js";
 import { PostgresResourceServerRepository } from "./resource-server-repository.js";
 import { PostgresRevokedTokenRepository } from "./revoked-token-repository.js";
+import { PostgresSecurityEventPositions } from "./security-event-positions.js";
 import { PostgresScimUserRepository } from "./scim-user-repository.js";
 import { PostgresSigningKeyRepository, signingKeyChangeChannel } from "./signing-key-repository.js";
 import { PostgresTenantRepository } from "./tenant-repository.js";
@@ -29,6 +30,7 @@ export function postgresRepositories(schema = "public") {
     airCredits: new PostgresAirCreditRepository(),
     credentialChanges: new PostgresCredentialChangeLog(credentialChangeChannel(schema)),
     credentialSnapshots: new PostgresCredentialSnapshots(),
+    securityEventPositions: new PostgresSecurityEventPositions(),
     scimUsers: new PostgresScimUserRepository(),
     users: new PostgresUserRepository(),
   };
