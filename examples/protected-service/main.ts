@@ -1,0 +1,27 @@
+// Runs the sample protected service: AUTH_URL, ISSUER, AUDIENCE, RS_CLIENT_ID, RS_CLIENT_SECRET,
+// PORT (REST, default 8080) and GRPC_PORT (default 50061).
+import { startProtectedService } from "./service.js";
+
+const env = (name: string, fallback?: string): string => {
+  const value = process.env[name] ?? fallback;
+  if (value === undefined || value === "") throw new Error(`${name} is required`);
+  return value;
+};
+
+const running = await startProtectedService({
+  verifierOptions: {
+    authUrl: env("AUTH_URL"),
+    issuer: env("ISSUER"),
+    audience: env("AUDIENCE"),
+    clientId: env("RS_CLIENT_ID"),
+    clientSecret: env("RS_CLIENT_SECRET"),
+  },
+  port: Number(env("PORT", "8080")),
+  grpcPort: Number(env("GRPC_PORT", "50061")),
+});
+// Until the stream has caught up every token is refused (stale); the service listens anyway.
+await running.verifier.ready().catch((error: unknown) => console.warn(String(error)));
+console.log(
+  `protected service: REST ${running.url}/trips, gRPC ${running.grpcAddress} travel.examples.v1.Trips/WhoAmI`,
+);
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void running.close());
