@@ -113,7 +113,7 @@ describe("RevocationState", () => {
 });
 
 describe("Lru", () => {
-  test("bounded: the least recently used entry goes first; a read makes an entry recent", () => {
+  test("bounded: the entry not read since it was added (or last spared) goes first; a read spares an entry once", () => {
     const lru = new Lru<string, number>(2);
     lru.set("a", 1);
     lru.set("b", 2);
