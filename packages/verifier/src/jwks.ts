@@ -20,6 +20,11 @@ export class KeySet {
     private readonly timeoutMs = 5000,
   ) {}
 
+  /** How many usable keys the last successful fetch found. */
+  get size(): number {
+    return this.keys.size;
+  }
+
   /** The key of `kid` if it is known now (no fetch). */
   known(kid: string): crypto.KeyObject | undefined {
     return this.keys.get(kid);

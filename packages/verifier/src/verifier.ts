@@ -6,7 +6,7 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import type { ServerInterceptor } from "@grpc/grpc-js";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { AuthService, type WatchCredentialChangesResponse } from "./gen/travel/auth/v2/auth_pb.js";
 import * as integrations from "./integrations.js";
 import { ALGORITHM, KeySet } from "./jwks.js";
@@ -170,12 +170,15 @@ class StreamVerifier implements Verifier {
   private readonly cache: Lru<string, CachedToken>;
   private readonly state = new RevocationState();
   private readonly client: Client<typeof AuthService>;
+  /** The HTTP/2 connection of the grpc transport, dropped with a stalled stream so the next attempt opens a fresh one. */
+  private readonly session: Http2SessionManager | undefined;
   private readonly listeners = new Set<(reason: RefusalReason, clientId: string | undefined) => void>();
   private readonly realm: string;
 
   private connected = false;
   private caughtUp = false;
   private lastHeardAt: number | undefined;
+  private attemptStartedAt = 0;
   private lagMs: number | undefined;
   private closed = false;
   private streamAbort: AbortController | undefined;
@@ -208,21 +211,30 @@ class StreamVerifier implements Verifier {
     this.keys = new KeySet(`${base}/.well-known/jwks.json`, options.jwksCooldownMs ?? 10_000);
     this.cache = new Lru(options.cacheSize ?? 10_000);
     this.realm = options.audience;
-    const transport: Transport =
-      options.transport === "connect"
-        ? createConnectTransport({ baseUrl: base, httpVersion: "1.1" })
-        : createGrpcTransport({ baseUrl: base });
+    let transport: Transport;
+    if (options.transport === "connect") transport = createConnectTransport({ baseUrl: base, httpVersion: "1.1" });
+    else {
+      this.session = new Http2SessionManager(base, {
+        pingIntervalMs: this.staleAfterMs,
+        pingTimeoutMs: this.staleAfterMs,
+      });
+      transport = createGrpcTransport({ baseUrl: base, sessionManager: this.session });
+    }
     this.client = createClient(AuthService, transport);
   }
 
   start(): void {
     void this.keys.refresh().catch(() => {});
     this.loop = this.follow();
-    // A stream that stalls without ending (no heartbeat) is dropped and reopened.
+    // A stream (or an attempt to open one) that says nothing for staleAfterMs is dropped with its
+    // connection, and reopened on a fresh one.
     this.watchdog = setInterval(
       () => {
-        if (this.connected && this.lastHeardAt !== undefined && Date.now() - this.lastHeardAt > this.staleAfterMs)
-          this.streamAbort?.abort();
+        const quietSince = Math.max(this.lastHeardAt ?? 0, this.attemptStartedAt);
+        if (this.streamAbort && !this.streamAbort.signal.aborted && Date.now() - quietSince > this.staleAfterMs) {
+          this.streamAbort.abort();
+          this.session?.abort();
+        }
       },
       Math.max(50, Math.min(1000, this.staleAfterMs / 4)),
     );
@@ -340,6 +352,7 @@ class StreamVerifier implements Verifier {
     this.streamAbort?.abort();
     this.sleepAbort?.abort();
     await this.loop;
+    this.session?.abort();
     this.cache.clear();
   }
 
@@ -409,6 +422,7 @@ class StreamVerifier implements Verifier {
     while (!this.closed) {
       const abort = new AbortController();
       this.streamAbort = abort;
+      this.attemptStartedAt = Date.now();
       if (opened++ > 0) {
         this.counters.reconnects++;
         // Keys may have changed while it was away (key changes are not numbered).
@@ -429,6 +443,7 @@ class StreamVerifier implements Verifier {
         // The message only: a ConnectError's text names the code and the server's words, never the request.
         this.lastError = error instanceof ConnectError ? `${Code[error.code]}: ${error.rawMessage}` : String(error);
       } finally {
+        this.streamAbort = undefined;
         this.connected = false;
         this.caughtUp = false;
         this.state.abandonSnapshot();
@@ -485,6 +500,8 @@ class StreamVerifier implements Verifier {
         events.heartbeats++;
         this.state.caughtUpTo(cursor);
         if (event.value.serverTime) this.lagMs = Date.now() - timestampMs(event.value.serverTime);
+        // Keys that could not be fetched when the service was unreachable are fetched once it is back.
+        if (!this.caughtUp && this.keys.size === 0) void this.keys.refresh().catch(() => {});
         this.caughtUp = true;
         for (const waiter of [...this.readyWaiters]) waiter();
         return true;
