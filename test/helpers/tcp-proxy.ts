@@ -11,10 +11,13 @@ export interface TcpProxy {
   stall(): void;
   /** Forwards again what was held back. */
   resume(): void;
+  /** Sends new connections to another port from now on (a dependency restarted elsewhere). */
+  retarget(targetPort: number): void;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+export async function startTcpProxy(initialTargetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+  let targetPort = initialTargetPort;
   const sockets = new Set<net.Socket>();
   let stalled = false;
   const server = net.createServer((client) => {
@@ -58,6 +61,9 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
     resume() {
       stalled = false;
       for (const s of sockets) s.resume();
+    },
+    retarget(port: number) {
+      targetPort = port;
     },
   };
 }

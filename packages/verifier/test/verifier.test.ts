@@ -312,6 +312,32 @@ describe("the verifier against a running auth service", () => {
     assert.ok(verifier.metrics().reconnects > reconnects);
   });
 
+  test("the auth service restarts (stopped, then a new process on the same storage): stale meanwhile, resumed from its cursor; a rotation made before the verifier reconnects is applied before anything is accepted", async () => {
+    const [rotated, untouched] = [
+      await newApiUser(running.baseUrl, tenant.tmcId, "TMC_ADMIN"),
+      await newApiUser(running.baseUrl, tenant.tmcId, "TMC_ADMIN"),
+    ];
+    const [rotatedToken, untouchedToken] = [await tokenOf(rotated), await tokenOf(untouched)];
+    for (const t of [rotatedToken, untouchedToken]) assert.ok((await verifier.verify(t)).ok);
+    const snapshots = verifier.metrics().events.snapshots;
+    await proxy.cut();
+    await running.stop();
+    await waitFor("disconnected", () => !verifier.status().connected, { timeoutMs: 2000 });
+    assert.equal(reasonOf(await verifier.verify(untouchedToken)), "stale");
+    running = await startTokenService({ storage: running.storage, env: ROOMY_RATE_LIMITS });
+    await rotate(running.baseUrl, tenant.admin, rotated.clientId);
+    proxy.retarget(Number(new URL(running.baseUrl).port));
+    await proxy.restore();
+    const seen = new Set<string>();
+    while (!(await verifier.verify(untouchedToken)).ok) {
+      seen.add(reasonOf(await verifier.verify(rotatedToken)));
+      await sleep(2);
+    }
+    seen.add(reasonOf(await verifier.verify(rotatedToken)));
+    assert.ok(seen.has("revoked") && !seen.has("ok"), `the rotated user's token: ${[...seen].join(", ")}`);
+    assert.equal(verifier.metrics().events.snapshots, snapshots, "resumed from its cursor, not resynchronized");
+  });
+
   test("fallback introspect: while not current it asks the service (batched) instead of refusing; a revoked token is still refused", async () => {
     // A bound shorter than the heartbeat period: the verifier is almost never current.
     const v = await start({ fallback: "introspect", staleAfterMs: 1, transport: "connect" });
