@@ -177,8 +177,10 @@ class StreamVerifier implements Verifier {
 
   private connected = false;
   private caughtUp = false;
+  /** When the stream last said anything: wall clock for status(), monotonic for the staleness bound. */
   private lastHeardAt: number | undefined;
-  private attemptStartedAt = 0;
+  private lastHeardMono = -Infinity;
+  private attemptStartedMono = -Infinity;
   private lagMs: number | undefined;
   private closed = false;
   private streamAbort: AbortController | undefined;
@@ -230,8 +232,12 @@ class StreamVerifier implements Verifier {
     // connection, and reopened on a fresh one.
     this.watchdog = setInterval(
       () => {
-        const quietSince = Math.max(this.lastHeardAt ?? 0, this.attemptStartedAt);
-        if (this.streamAbort && !this.streamAbort.signal.aborted && Date.now() - quietSince > this.staleAfterMs) {
+        const quietSince = Math.max(this.lastHeardMono, this.attemptStartedMono);
+        if (
+          this.streamAbort &&
+          !this.streamAbort.signal.aborted &&
+          performance.now() - quietSince > this.staleAfterMs
+        ) {
           this.streamAbort.abort();
           this.session?.abort();
         }
@@ -244,12 +250,7 @@ class StreamVerifier implements Verifier {
   }
 
   isCurrent(): boolean {
-    return (
-      this.connected &&
-      this.caughtUp &&
-      this.lastHeardAt !== undefined &&
-      Date.now() - this.lastHeardAt <= this.staleAfterMs
-    );
+    return this.connected && this.caughtUp && performance.now() - this.lastHeardMono <= this.staleAfterMs;
   }
 
   async ready(timeoutMs = 10_000): Promise<void> {
@@ -273,6 +274,7 @@ class StreamVerifier implements Verifier {
   }
 
   async verify(token: string): Promise<Outcome> {
+    if (typeof token !== "string") return this.refuse("malformed", undefined);
     const cached = this.cache.get(token);
     let claims: AccessTokenClaims;
     if (cached) {
@@ -422,7 +424,7 @@ class StreamVerifier implements Verifier {
     while (!this.closed) {
       const abort = new AbortController();
       this.streamAbort = abort;
-      this.attemptStartedAt = Date.now();
+      this.attemptStartedMono = performance.now();
       if (opened++ > 0) {
         this.counters.reconnects++;
         // Keys may have changed while it was away (key changes are not numbered).
@@ -436,6 +438,7 @@ class StreamVerifier implements Verifier {
         for await (const event of events) {
           this.connected = true;
           this.lastHeardAt = Date.now();
+          this.lastHeardMono = performance.now();
           if (this.apply(event)) backoffMs = BACKOFF_MIN_MS;
         }
         this.lastError = "the stream ended";

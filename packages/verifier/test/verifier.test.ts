@@ -126,7 +126,7 @@ describe("the verifier against a running auth service", () => {
     assert.equal(typeof status.lagMs, "number");
   });
 
-  test("seen again, a token is a cache hit at least 50× faster than first sight (measured in a process of its own)", async () => {
+  test("seen again, a token is a cache hit at least 50× faster than first sight (measured in a process of its own)", async (t) => {
     const user = await newApiUser(running.baseUrl, tenant.tmcId, "TMC_ADMIN");
     const model = await tokenOf(user);
     const fresh = await Promise.all(Array.from({ length: 1000 }, () => crafted(model, {})));
@@ -142,6 +142,7 @@ describe("the verifier against a running auth service", () => {
     assert.equal(code, 0);
     const { firstSightUs, cachedUs, metrics } = JSON.parse(output);
     assert.deepEqual(metrics, { firstSight: 1001, cached: 100_000 }, "the metrics count both kinds");
+    t.diagnostic(`first sight ${firstSightUs.toFixed(1)} µs, cached ${cachedUs.toFixed(2)} µs`);
     assert.ok(
       firstSightUs / cachedUs >= 50,
       `first sight ${firstSightUs.toFixed(2)} µs, cached ${cachedUs.toFixed(3)} µs: ${(firstSightUs / cachedUs).toFixed(0)}×`,
