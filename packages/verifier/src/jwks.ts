@@ -3,9 +3,7 @@
 // a kid not seen yet — that last one at most once per cooldown, so forged kids cannot make every
 // verification a fetch.
 import crypto from "node:crypto";
-
-/** The signing algorithm of the service's access tokens: Ed25519 keys only. */
-export const ALGORITHM = "EdDSA";
+import { ALGORITHM } from "./token-format.js";
 
 export class KeySet {
   private keys = new Map<string, crypto.KeyObject>();

@@ -9,9 +9,10 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { AuthService, type WatchCredentialChangesResponse } from "./gen/travel/auth/v2/auth_pb.js";
 import * as integrations from "./integrations.js";
-import { ALGORITHM, KeySet } from "./jwks.js";
+import { KeySet } from "./jwks.js";
 import { Lru } from "./lru.js";
 import { RevocationState } from "./state.js";
+import { ALGORITHM, hasRequiredClaims, TOKEN_TYPES } from "./token-format.js";
 
 export interface VerifierOptions {
   /** Where the auth service answers (JWKS, the change stream, introspection), e.g. `https://auth.example`. */
@@ -37,18 +38,8 @@ export interface VerifierOptions {
   jwksCooldownMs?: number;
 }
 
-export type RefusalReason =
-  | "malformed"
-  | "bad_signature"
-  | "unknown_key"
-  | "expired"
-  | "not_yet_valid"
-  | "wrong_issuer"
-  | "wrong_audience"
-  | "revoked"
-  | "stale";
-
-export const REFUSAL_REASONS: readonly RefusalReason[] = [
+/** Why a token was refused (Outcome.reason). */
+export const REFUSAL_REASONS = [
   "malformed",
   "bad_signature",
   "unknown_key",
@@ -58,7 +49,8 @@ export const REFUSAL_REASONS: readonly RefusalReason[] = [
   "wrong_audience",
   "revoked",
   "stale",
-];
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /** The claims of the service's access tokens (src/domain/tokens/access-tokens.ts). */
 export interface AccessTokenClaims {
@@ -369,15 +361,14 @@ class StreamVerifier implements Verifier {
     if (first <= 0 || second <= first + 1 || second === token.length - 1 || token.indexOf(".", second + 1) !== -1)
       return { ok: false, reason: "malformed" };
     const header = parseSegment(token.slice(0, first));
-    const payload = parseSegment(token.slice(first + 1, second));
+    const payload = parseSegment(token.slice(first + 1, second)) as AccessTokenClaims | undefined;
     if (!header || !payload) return { ok: false, reason: "malformed" };
     const clientId = typeof payload.client_id === "string" ? payload.client_id : undefined;
     // The service signs EdDSA with typ at+jwt (RFC 9068) and always names its kid.
     if (header.alg !== ALGORITHM || typeof header.kid !== "string")
       return { ok: false, reason: "bad_signature", clientId };
-    if (header.typ !== "at+jwt" && header.typ !== "application/at+jwt")
-      return { ok: false, reason: "malformed", clientId };
-    if (!isClaims(payload)) return { ok: false, reason: "malformed", clientId };
+    if (!TOKEN_TYPES.has(header.typ)) return { ok: false, reason: "malformed", clientId };
+    if (!hasRequiredClaims(payload)) return { ok: false, reason: "malformed", clientId };
     const key = await this.keys.keyFor(header.kid);
     if (!key) return { ok: false, reason: "unknown_key", clientId };
     const signature = Buffer.from(token.slice(second + 1), "base64url");
@@ -558,19 +549,4 @@ function parseSegment(segment: string): Record<string, unknown> | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The claims every access token of the service carries, with their types. */
-function isClaims(p: Record<string, unknown>): p is AccessTokenClaims {
-  const strings = ["iss", "sub", "jti", "client_id", "tmc_id", "role"] as const;
-  for (const name of strings) if (typeof p[name] !== "string") return false;
-  if (typeof p.exp !== "number" || typeof p.iat !== "number" || !Number.isInteger(p.gen)) return false;
-  if (p.nbf !== undefined && typeof p.nbf !== "number") return false;
-  if (!(typeof p.aud === "string" || (Array.isArray(p.aud) && p.aud.every((a) => typeof a === "string")))) return false;
-  if (p.creds !== undefined) {
-    if (!Array.isArray(p.creds)) return false;
-    for (const entry of p.creds as unknown[])
-      if (!Array.isArray(entry) || typeof entry[0] !== "string" || !Number.isInteger(entry[1])) return false;
-  }
-  return true;
 }
