@@ -1,5 +1,5 @@
 // Runs the sample protected service: AUTH_URL, ISSUER, AUDIENCE, RS_CLIENT_ID, RS_CLIENT_SECRET,
-// PORT (REST, default 8080) and GRPC_PORT (default 50061).
+// PORT (REST, default 8080) and RPC_PORT (gRPC/Connect/gRPC-Web over plaintext HTTP/2, default 50061).
 import { startProtectedService } from "./service.js";
 
 const env = (name: string, fallback?: string): string => {
@@ -17,11 +17,9 @@ const running = await startProtectedService({
     clientSecret: env("RS_CLIENT_SECRET"),
   },
   port: Number(env("PORT", "8080")),
-  grpcPort: Number(env("GRPC_PORT", "50061")),
+  rpcPort: Number(env("RPC_PORT", "50061")),
 });
 // Until the stream has caught up every token is refused (stale); the service listens anyway.
 await running.verifier.ready().catch((error: unknown) => console.warn(String(error)));
-console.log(
-  `protected service: REST ${running.url}/trips, gRPC ${running.grpcAddress} travel.examples.v1.Trips/WhoAmI`,
-);
+console.log(`protected service: REST ${running.url}/trips, RPC ${running.rpcUrl}/travel.examples.v1.Trips/WhoAmI`);
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void running.close());

@@ -1,42 +1,71 @@
-// A service protected by @travel/auth-verifier: a REST route (Fastify) and a gRPC method (grpc-js)
-// that answer who called them, for tokens the verifier accepts, and refuse everything else.
-import * as grpc from "@grpc/grpc-js";
+// A service protected by @travel/auth-verifier: a REST route (Fastify) and an RPC (Connect, which
+// also answers gRPC and gRPC-Web) that say who called them, for tokens the verifier accepts, and
+// refuse everything else with 401 / UNAUTHENTICATED.
+import http2 from "node:http2";
+import { create, createFileRegistry, type Message } from "@bufbuild/protobuf";
+import type { GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import {
+  FieldDescriptorProto_Label,
+  FieldDescriptorProto_Type,
+  FileDescriptorProtoSchema,
+} from "@bufbuild/protobuf/wkt";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
 import Fastify from "fastify";
 import {
   createVerifier,
-  grpcClaimsOf,
+  tokenClaimsKey,
   type Verifier,
   type VerifierOptions,
 } from "../../packages/verifier/src/index.js";
 
-/** What both faces answer: the token's subject and the API user that obtained it. */
-interface Caller {
-  sub: string;
-  client_id: string;
-}
-
-/** The gRPC face, defined without a .proto: one unary method, JSON messages on the gRPC wire. */
-const json = {
-  serialize: (value: unknown) => Buffer.from(JSON.stringify(value ?? {})),
-  deserialize: (bytes: Buffer): unknown => (bytes.length ? JSON.parse(bytes.toString("utf8")) : {}),
-};
-export const TRIPS_SERVICE = {
-  whoAmI: {
-    path: "/travel.examples.v1.Trips/WhoAmI",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: json.serialize,
-    requestDeserialize: json.deserialize,
-    responseSerialize: json.serialize,
-    responseDeserialize: json.deserialize,
-  },
-} satisfies grpc.ServiceDefinition;
+/**
+ * travel.examples.v1.Trips/WhoAmI (empty request → { sub, client_id }), described in code rather
+ * than in a .proto so the example needs no generation step. Equivalent to:
+ *   service Trips { rpc WhoAmI(WhoAmIRequest) returns (WhoAmIResponse); }
+ *   message WhoAmIRequest {}
+ *   message WhoAmIResponse { string sub = 1; string client_id = 2; }
+ */
+const string = (name: string, number: number) => ({
+  name,
+  number,
+  jsonName: name,
+  type: FieldDescriptorProto_Type.STRING,
+  label: FieldDescriptorProto_Label.OPTIONAL,
+});
+export type WhoAmIRequest = Message<"travel.examples.v1.WhoAmIRequest">;
+export type WhoAmIResponse = Message<"travel.examples.v1.WhoAmIResponse"> & { sub: string; clientId: string };
+export const TripsService = createFileRegistry(
+  create(FileDescriptorProtoSchema, {
+    name: "travel/examples/v1/trips.proto",
+    package: "travel.examples.v1",
+    syntax: "proto3",
+    messageType: [
+      { name: "WhoAmIRequest" },
+      { name: "WhoAmIResponse", field: [string("sub", 1), string("client_id", 2)] },
+    ],
+    service: [
+      {
+        name: "Trips",
+        method: [
+          {
+            name: "WhoAmI",
+            inputType: ".travel.examples.v1.WhoAmIRequest",
+            outputType: ".travel.examples.v1.WhoAmIResponse",
+          },
+        ],
+      },
+    ],
+  }),
+  () => undefined,
+).getService("travel.examples.v1.Trips") as GenService<{
+  whoAmI: { methodKind: "unary"; input: GenMessage<WhoAmIRequest>; output: GenMessage<WhoAmIResponse> };
+}>;
 
 export interface ProtectedService {
   /** The REST face: GET {url}/trips. */
   url: string;
-  /** The gRPC face (host:port, plaintext): /travel.examples.v1.Trips/WhoAmI. */
-  grpcAddress: string;
+  /** The RPC face (plaintext HTTP/2): gRPC, Connect or gRPC-Web clients of TripsService. */
+  rpcUrl: string;
   verifier: Verifier;
   close(): Promise<void>;
 }
@@ -44,37 +73,44 @@ export interface ProtectedService {
 export async function startProtectedService(options: {
   verifierOptions: VerifierOptions;
   port?: number;
-  grpcPort?: number;
+  rpcPort?: number;
 }): Promise<ProtectedService> {
   const verifier = await createVerifier(options.verifierOptions);
 
   const app = Fastify();
   app.addHook("onRequest", verifier.fastifyHook());
-  app.get("/trips", async (request): Promise<Caller> => {
-    const claims = request.tokenClaims!;
-    return { sub: claims.sub, client_id: claims.client_id };
-  });
+  app.get("/trips", async (request) => ({ sub: request.tokenClaims!.sub, client_id: request.tokenClaims!.client_id }));
   const url = await app.listen({ port: options.port ?? 0, host: "127.0.0.1" });
 
-  const server = new grpc.Server({ interceptors: [verifier.grpcServerInterceptor()] });
-  server.addService(TRIPS_SERVICE, {
-    whoAmI: (call: grpc.ServerUnaryCall<unknown, Caller>, callback: grpc.sendUnaryData<Caller>) => {
-      const claims = grpcClaimsOf(call)!;
-      callback(null, { sub: claims.sub, client_id: claims.client_id });
-    },
-  });
-  const grpcPort = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`127.0.0.1:${options.grpcPort ?? 0}`, grpc.ServerCredentials.createInsecure(), (error, port) =>
-      error ? reject(error) : resolve(port),
-    ),
+  const rpc = http2.createServer(
+    connectNodeAdapter({
+      interceptors: [verifier.connectInterceptor()],
+      routes: (router) =>
+        router.service(TripsService, {
+          whoAmI: (_request, context) => {
+            const claims = context.values.get(tokenClaimsKey)!;
+            return { sub: claims.sub, clientId: claims.client_id };
+          },
+        }),
+    }),
   );
+  const sessions = new Set<http2.ServerHttp2Session>();
+  rpc.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  await new Promise<void>((resolve) => rpc.listen(options.rpcPort ?? 0, "127.0.0.1", resolve));
+  const { port: rpcPort } = rpc.address() as { port: number };
 
   return {
     url,
-    grpcAddress: `127.0.0.1:${grpcPort}`,
+    rpcUrl: `http://127.0.0.1:${rpcPort}`,
     verifier,
     async close() {
-      server.forceShutdown();
+      await new Promise<void>((resolve) => {
+        rpc.close(() => resolve());
+        for (const session of sessions) session.close();
+      });
       await app.close();
       await verifier.close();
     },
