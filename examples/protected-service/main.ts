@@ -1,5 +1,5 @@
 // Runs the sample protected service: AUTH_URL, ISSUER, AUDIENCE, RS_CLIENT_ID, RS_CLIENT_SECRET,
-// PORT (REST, default 8080) and RPC_PORT (gRPC/Connect/gRPC-Web over plaintext HTTP/2, default 50061).
+// HOST (default 127.0.0.1), PORT (REST, default 8080) and RPC_PORT (gRPC/Connect/gRPC-Web over plaintext HTTP/2, default 50061).
 import { startProtectedService } from "./service.js";
 
 const env = (name: string, fallback?: string): string => {
@@ -18,6 +18,7 @@ const running = await startProtectedService({
   },
   port: Number(env("PORT", "8080")),
   rpcPort: Number(env("RPC_PORT", "50061")),
+  host: env("HOST", "127.0.0.1"),
 });
 // Until the stream has caught up every token is refused (stale); the service listens anyway.
 await running.verifier.ready().catch((error: unknown) => console.warn(String(error)));

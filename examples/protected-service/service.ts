@@ -74,13 +74,16 @@ export async function startProtectedService(options: {
   verifierOptions: VerifierOptions;
   port?: number;
   rpcPort?: number;
+  /** The address both faces listen on; default 127.0.0.1. */
+  host?: string;
 }): Promise<ProtectedService> {
+  const host = options.host ?? "127.0.0.1";
   const verifier = await createVerifier(options.verifierOptions);
 
   const app = Fastify();
   app.addHook("onRequest", verifier.fastifyHook());
   app.get("/trips", async (request) => ({ sub: request.tokenClaims!.sub, client_id: request.tokenClaims!.client_id }));
-  const url = await app.listen({ port: options.port ?? 0, host: "127.0.0.1" });
+  const url = await app.listen({ port: options.port ?? 0, host });
 
   const rpc = http2.createServer(
     connectNodeAdapter({
@@ -99,12 +102,12 @@ export async function startProtectedService(options: {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
-  await new Promise<void>((resolve) => rpc.listen(options.rpcPort ?? 0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => rpc.listen(options.rpcPort ?? 0, host, resolve));
   const { port: rpcPort } = rpc.address() as { port: number };
 
   return {
     url,
-    rpcUrl: `http://127.0.0.1:${rpcPort}`,
+    rpcUrl: `http://${host.includes(":") ? `[${host}]` : host}:${rpcPort}`,
     verifier,
     async close() {
       await new Promise<void>((resolve) => {
