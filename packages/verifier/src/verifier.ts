@@ -138,6 +138,7 @@ interface CachedToken {
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;
 const INTROSPECT_BATCH = 100;
+const HEADER_CACHE_SIZE = 64;
 
 /**
  * A verifier for one resource server: starts fetching the JWKS and following the change stream at
@@ -160,6 +161,7 @@ class StreamVerifier implements Verifier {
   private readonly fallback: "refuse" | "introspect";
   private readonly keys: KeySet;
   private readonly cache: Lru<string, CachedToken>;
+  private readonly headers = new Map<string, Record<string, unknown>>();
   private readonly state = new RevocationState();
   private readonly client: Client<typeof AuthService>;
   /** The HTTP/2 connection of the grpc transport, dropped with a stalled stream so the next attempt opens a fresh one. */
@@ -360,7 +362,7 @@ class StreamVerifier implements Verifier {
     const second = token.indexOf(".", first + 1);
     if (first <= 0 || second <= first + 1 || second === token.length - 1 || token.indexOf(".", second + 1) !== -1)
       return { ok: false, reason: "malformed" };
-    const header = parseSegment(token.slice(0, first));
+    const header = this.headerOf(token.slice(0, first));
     const payload = parseSegment(token.slice(first + 1, second)) as AccessTokenClaims | undefined;
     if (!header || !payload) return { ok: false, reason: "malformed" };
     const clientId = typeof payload.client_id === "string" ? payload.client_id : undefined;
@@ -369,10 +371,12 @@ class StreamVerifier implements Verifier {
       return { ok: false, reason: "bad_signature", clientId };
     if (!TOKEN_TYPES.has(header.typ)) return { ok: false, reason: "malformed", clientId };
     if (!hasRequiredClaims(payload)) return { ok: false, reason: "malformed", clientId };
-    const key = await this.keys.keyFor(header.kid);
+    const key = this.keys.known(header.kid) ?? (await this.keys.keyFor(header.kid));
     if (!key) return { ok: false, reason: "unknown_key", clientId };
+    // A JWS is ASCII (anything else fails the signature): its characters are its bytes.
+    const bytes = Buffer.from(token, "latin1");
     const signature = Buffer.from(token.slice(second + 1), "base64url");
-    if (signature.length !== 64 || !crypto.verify(null, Buffer.from(token.slice(0, second)), key, signature))
+    if (signature.length !== 64 || !crypto.verify(null, bytes.subarray(0, second), key, signature))
       return { ok: false, reason: "bad_signature", clientId };
     if (payload.iss !== this.options.issuer) return { ok: false, reason: "wrong_issuer", clientId };
     const aud = payload.aud;
@@ -382,6 +386,18 @@ class StreamVerifier implements Verifier {
     if (late) return { ok: false, reason: late, clientId };
     this.cache.set(token, { claims: payload, kid: header.kid });
     return { ok: true, claims: payload };
+  }
+
+  /** Token headers repeat (one per signing key): each distinct one is parsed once, up to a bound. */
+  private headerOf(segment: string): Record<string, unknown> | undefined {
+    let header = this.headers.get(segment);
+    if (header === undefined) {
+      header = parseSegment(segment);
+      if (header === undefined) return undefined;
+      if (this.headers.size >= HEADER_CACHE_SIZE) this.headers.clear();
+      this.headers.set(segment, header);
+    }
+    return header;
   }
 
   private timeRefusal(claims: AccessTokenClaims): RefusalReason | undefined {

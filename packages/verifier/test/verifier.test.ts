@@ -260,7 +260,7 @@ describe("the verifier against a running auth service", () => {
         stale - lastHeard > STALE_AFTER_MS,
         `stale ${stale - lastHeard} ms after it last heard: not before the bound`,
       );
-      assert.ok(stale - stalledAt <= STALE_AFTER_MS + 250, `stale ${stale - stalledAt} ms after the stall began`);
+      assert.ok(stale - stalledAt <= STALE_AFTER_MS + 750, `stale ${stale - stalledAt} ms after the stall began`);
       const fresh = await tokenOf(user);
       assert.equal(reasonOf(await verifier.verify(fresh)), "stale", "a token never seen is refused too");
     } finally {
