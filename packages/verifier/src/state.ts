@@ -65,6 +65,14 @@ export class RevocationState {
     this.advance(cursor);
   }
 
+  /**
+   * The service refused the cursor (ahead of its latest change: its database was restored or
+   * replaced): the next stream starts with a snapshot, which replaces the state whatever its cursor.
+   */
+  forgetCursor(): void {
+    this.cursorValue = "";
+  }
+
   /** A stream that ended mid-snapshot: its pages are dropped (the cursor never moved past them). */
   abandonSnapshot(): void {
     this.incoming = undefined;

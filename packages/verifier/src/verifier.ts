@@ -88,6 +88,8 @@ export interface VerifierStatus {
   lastHeardAt: number | undefined;
   /** The last heartbeat's delay: receipt time minus its server_time (ms; clock skew included). */
   lagMs: number | undefined;
+  /** Why the last stream ended or could not open (a status code and the server's message; never a credential). */
+  lastError: string | undefined;
 }
 
 export interface VerifierMetrics {
@@ -304,6 +306,7 @@ class StreamVerifier implements Verifier {
       cursor: this.state.cursor,
       lastHeardAt: this.lastHeardAt,
       lagMs: this.lagMs,
+      lastError: this.lastError,
     };
   }
 
@@ -452,6 +455,7 @@ class StreamVerifier implements Verifier {
       } catch (error) {
         // The message only: a ConnectError's text names the code and the server's words, never the request.
         this.lastError = error instanceof ConnectError ? `${Code[error.code]}: ${error.rawMessage}` : String(error);
+        if (error instanceof ConnectError && error.code === Code.InvalidArgument) this.state.forgetCursor();
       } finally {
         this.streamAbort = undefined;
         this.connected = false;

@@ -112,6 +112,18 @@ describe("RevocationState", () => {
   });
 });
 
+test("a forgotten cursor (the service refused it) asks for a snapshot, whose lower cursor then stands", () => {
+  const state = new RevocationState();
+  snapshot(state, "900", [["api-a", 2]]);
+  state.forgetCursor();
+  assert.equal(state.cursor, "");
+  assert.equal(state.isRevoked(token("api-a", 1)), true, "what it knew still holds until the snapshot");
+  snapshot(state, "12", [["api-a", 3]]);
+  assert.equal(state.cursor, "12");
+  state.credentialChanged("api-a", 4, "13");
+  assert.equal(state.cursor, "13");
+});
+
 describe("Lru", () => {
   test("bounded: the entry not read since it was added (or last spared) goes first; a read spares an entry once", () => {
     const lru = new Lru<string, number>(2);
