@@ -314,6 +314,23 @@ describe("the verifier against a running auth service", () => {
     assert.ok(verifier.metrics().reconnects > reconnects);
   });
 
+  test("wrong resource-server credentials: never ready, every token stale; the errors name the status, never the secret", async () => {
+    const secret = `wrong-${crypto.randomUUID()}`;
+    const v = await start({ clientSecret: secret });
+    const rejected = await v.ready(1500).then(
+      () => assert.fail("ready with a wrong secret"),
+      (error: unknown) => String(error),
+    );
+    assert.match(rejected, /Unauthenticated/);
+    assert.match(v.status().lastError ?? "", /^Unauthenticated: /);
+    assert.ok(
+      !rejected.includes(secret) && !(v.status().lastError ?? "").includes(secret),
+      "the secret is never shown",
+    );
+    const user = await newApiUser(running.baseUrl, tenant.tmcId, "TMC_ADMIN");
+    assert.equal(reasonOf(await v.verify(await tokenOf(user))), "stale");
+  });
+
   test("the auth service restarts (stopped, then a new process on the same storage): stale meanwhile, resumed from its cursor; a rotation made before the verifier reconnects is applied before anything is accepted", async () => {
     const [rotated, untouched] = [
       await newApiUser(running.baseUrl, tenant.tmcId, "TMC_ADMIN"),
