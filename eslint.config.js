@@ -1,13 +1,13 @@
-// Type-aware lint (typescript-eslint) over the hand-written TypeScript: src/, test/, bench/, scripts/.
-// gen/ is generated and dist/ is built; style is Prettier's alone (eslint-config-prettier comes last).
+// Type-aware lint (typescript-eslint) over the hand-written TypeScript: src/, test/, bench/, scripts/,
+// packages/ and examples/. gen/ (and packages/*/src/gen/) is generated and dist/ is built; style is Prettier's alone (eslint-config-prettier comes last).
 import js from "@eslint/js";
 import prettier from "eslint-config-prettier";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["gen/", "dist/", "data/", "node_modules/", ".test-build/"] },
+  { ignores: ["gen/", "packages/*/src/gen/", "dist/", "data/", "node_modules/", ".test-build/"] },
   {
-    files: ["{src,test,bench,scripts}/**/*.ts"],
+    files: ["{src,test,bench,scripts,packages,examples}/**/*.ts"],
     extends: [js.configs.recommended, ...tseslint.configs.recommendedTypeChecked],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     linterOptions: { reportUnusedDisableDirectives: "error" },
@@ -42,7 +42,7 @@ export default tseslint.config(
     // Tests read wire bodies (JSON responses, decoded frames) as untyped data, assert on them field by field and
     // print them in failure messages; typing each of them would add casts, not safety. Test fakes reject with
     // whatever failure a test injects, non-Errors on purpose. Every promise, switch and thenable rule stays on.
-    files: ["test/**/*.ts"],
+    files: ["test/**/*.ts", "packages/*/test/**/*.ts"],
     rules: {
       "@typescript-eslint/no-base-to-string": "off",
       "@typescript-eslint/restrict-template-expressions": "off",

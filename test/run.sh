@@ -5,6 +5,8 @@
 #      domain and RPC files run in one process (--test-isolation=none), one after another, so they
 #      share one in-memory PGlite (test/fakes/pglite-store.ts: started once, emptied between
 #      tests); the other files run beside them, one process each.
+#   The packages' own unit tests (packages/*/test/unit) run in the fast tier too, their tests
+#   against a running service (packages/*/test/*.test.ts) in the storage tiers.
 #   2. storage and end-to-end tiers (test/store and the rest) twice: on real Postgres + Redis,
 #      then on the embedded default (PGlite + in-process twins); the servers and CLIs they start
 #      run from a build of this tree made first. (Side by side the two tiers were slower: 45 % of
@@ -39,7 +41,7 @@ run_fast() {
     'test/unit/{domain,rpc}/**/*.test.ts' >"$database" 2>&1 &
   local pid=$!
   node $NODE_FLAGS --test --test-reporter=tap --test-concurrency=1 --test-timeout=600000 --import tsx --import ./test/helpers/exit-watchdog.ts \
-    'test/unit/!(domain|rpc)/**/*.test.ts' >"$others" 2>&1 || status=1
+    'test/unit/!(domain|rpc)/**/*.test.ts' 'packages/*/test/unit/**/*.test.ts' >"$others" 2>&1 || status=1
   wait "$pid" || status=1
   cat "$database" "$others" | tee -a "$log"
   rm -f "$database" "$others"
@@ -57,7 +59,7 @@ if [ "${1:-all}" != "fast" ]; then
   for backend in postgres embedded; do
     echo "## tier: storage and end-to-end, backend: $backend"
     started=$SECONDS
-    TEST_BACKEND=$backend run 'test/!(unit)/**/*.test.ts'
+    TEST_BACKEND=$backend run 'test/!(unit)/**/*.test.ts' 'packages/*/test/*.test.ts'
     echo "## tier $backend took $((SECONDS - started)) s"
   done
 fi

@@ -11,17 +11,17 @@ export interface TcpProxy {
   stall(): void;
   /** Forwards again what was held back. */
   resume(): void;
-  /** New connections go to this port from now on (a restarted upstream); open ones stay where they are. */
-  retarget(port: number): void;
+  /** Sends new connections to another port from now on (a dependency restarted elsewhere). */
+  retarget(targetPort: number): void;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+export async function startTcpProxy(initialTargetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+  let targetPort = initialTargetPort;
   const sockets = new Set<net.Socket>();
   let stalled = false;
-  let target = targetPort;
   const server = net.createServer((client) => {
-    const upstream = net.connect(target, targetHost);
+    const upstream = net.connect(targetPort, targetHost);
     const pair = [client, upstream];
     for (const s of pair) {
       sockets.add(s);
@@ -62,8 +62,8 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
       stalled = false;
       for (const s of sockets) s.resume();
     },
-    retarget(port) {
-      target = port;
+    retarget(port: number) {
+      targetPort = port;
     },
   };
 }

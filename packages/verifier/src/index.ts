@@ -1,0 +1,15 @@
+// @travel/auth-verifier: verify the auth service's access tokens locally, with revocations pushed
+// by its credential-change stream (README.md).
+export {
+  createVerifier,
+  REFUSAL_REASONS,
+  type AccessTokenClaims,
+  type Outcome,
+  type RefusalReason,
+  type Verifier,
+  type VerifierMetrics,
+  type VerifierOptions,
+  type VerifierStatus,
+} from "./verifier.js";
+export { bearerTokenOf, grpcClaimsOf, tokenClaimsKey } from "./integrations.js";
+export { RevocationState, type BoundClaims } from "./state.js";

@@ -1,0 +1,572 @@
+// createVerifier: local verification of the auth service's access tokens (EdDSA JWTs, RFC 9068
+// profile) with the revocations the credential-change stream pushes, failing closed when the
+// stream is not known to be current.
+import crypto from "node:crypto";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import type { ServerInterceptor } from "@grpc/grpc-js";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { AuthService, type WatchCredentialChangesResponse } from "./gen/travel/auth/v2/auth_pb.js";
+import * as integrations from "./integrations.js";
+import { KeySet } from "./jwks.js";
+import { Lru } from "./lru.js";
+import { RevocationState } from "./state.js";
+import { ALGORITHM, hasRequiredClaims, TOKEN_TYPES } from "./token-format.js";
+
+export interface VerifierOptions {
+  /** Where the auth service answers (JWKS, the change stream, introspection), e.g. `https://auth.example`. */
+  authUrl: string;
+  /** The `iss` the tokens must carry (the service's ISSUER; may differ from authUrl). */
+  issuer: string;
+  /** This resource server's audience: a token's `aud` must name it. */
+  audience: string;
+  /** The resource server's credentials (operator RPC CreateResourceServer). Never logged. */
+  clientId: string;
+  clientSecret: string;
+  /** Heard nothing from the stream (not even a heartbeat) for longer than this: refuse every token. Default 5000. */
+  staleAfterMs?: number;
+  /** While stale: refuse (default) or ask the service (batch introspection). */
+  fallback?: "refuse" | "introspect";
+  /** Leeway on exp, nbf and iat, in seconds. Default 5 (the service's own). */
+  clockToleranceSeconds?: number;
+  /** The stream's protocol: gRPC over HTTP/2 (default) or Connect over HTTP/1.1. */
+  transport?: "grpc" | "connect";
+  /** Tokens remembered as verified (exact text), least recently used forgotten first. Default 10000. */
+  cacheSize?: number;
+  /** An unknown kid refetches the JWKS at most once per this many ms. Default 10000. */
+  jwksCooldownMs?: number;
+}
+
+/** Why a token was refused (Outcome.reason). */
+export const REFUSAL_REASONS = [
+  "malformed",
+  "bad_signature",
+  "unknown_key",
+  "expired",
+  "not_yet_valid",
+  "wrong_issuer",
+  "wrong_audience",
+  "revoked",
+  "stale",
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+/** The claims of the service's access tokens (src/domain/tokens/access-tokens.ts). */
+export interface AccessTokenClaims {
+  readonly iss: string;
+  readonly sub: string;
+  readonly aud: string | readonly string[];
+  readonly exp: number;
+  readonly iat: number;
+  readonly nbf?: number;
+  readonly jti: string;
+  readonly client_id: string;
+  readonly tmc_id: string;
+  readonly org_id?: string;
+  readonly role: string;
+  readonly scope?: string;
+  readonly sub_kind?: string;
+  /** The generation of the obtaining client's credential. */
+  readonly gen: number;
+  /** Other credentials an exchanged token depends on: [clientId, generation]. */
+  readonly creds?: ReadonlyArray<readonly [string, number]>;
+  readonly act?: Record<string, unknown>;
+  readonly [claim: string]: unknown;
+}
+
+export type Outcome = { ok: true; claims: AccessTokenClaims } | { ok: false; reason: RefusalReason };
+
+export interface VerifierStatus {
+  /** A stream is open. */
+  connected: boolean;
+  /** The open stream has sent a heartbeat since it opened (and its snapshot, if any): every change up to `cursor` is applied. */
+  caughtUp: boolean;
+  /** The cursor the stream would resume from. */
+  cursor: string;
+  /** When the stream last said anything (ms since the epoch), or undefined if never. */
+  lastHeardAt: number | undefined;
+  /** The last heartbeat's delay: receipt time minus its server_time (ms; clock skew included). */
+  lagMs: number | undefined;
+  /** Why the last stream ended or could not open (a status code and the server's message; never a credential). */
+  lastError: string | undefined;
+}
+
+export interface VerifierMetrics {
+  verifications: { firstSight: number; cached: number };
+  accepted: number;
+  refusals: Record<RefusalReason, number>;
+  /** The last heartbeat's delay (ms), as in status(). */
+  streamLagMs: number | undefined;
+  reconnects: number;
+  events: {
+    snapshots: number;
+    credentialChanged: number;
+    tokenRevoked: number;
+    signingKeysChanged: number;
+    heartbeats: number;
+  };
+  jwks: { fetches: number; failures: number };
+  introspections: { calls: number; tokens: number; failures: number };
+  cacheSize: number;
+  knownCredentials: number;
+  revokedTokens: number;
+}
+
+export interface Verifier {
+  /** Resolves once the first snapshot is applied and a heartbeat arrived; rejects after timeoutMs (default 10000). */
+  ready(timeoutMs?: number): Promise<void>;
+  verify(token: string): Promise<Outcome>;
+  status(): VerifierStatus;
+  metrics(): VerifierMetrics;
+  /** Called on each refusal with its reason and the token's client_id when it was readable (never the token). */
+  onRefusal(listener: (reason: RefusalReason, clientId: string | undefined) => void): () => void;
+  /** Whether tokens are judged on the stream's word now (connected, caught up, heard from within staleAfterMs). */
+  isCurrent(): boolean;
+  /** A Connect interceptor for a server (connectNodeAdapter's `interceptors`): claims in `ctx.values.get(tokenClaimsKey)`. */
+  connectInterceptor(): Interceptor;
+  /** A grpc-js server interceptor (`new Server({ interceptors: [...] })`): claims through `grpcClaimsOf(call)`. Needs @grpc/grpc-js. */
+  grpcServerInterceptor(): ServerInterceptor;
+  /** A Fastify onRequest hook (`app.addHook("onRequest", verifier.fastifyHook())`): claims in `request.tokenClaims`. */
+  fastifyHook(): (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  close(): Promise<void>;
+}
+
+interface CachedToken {
+  readonly claims: AccessTokenClaims;
+  readonly kid: string;
+}
+
+const BACKOFF_MIN_MS = 100;
+const BACKOFF_MAX_MS = 5000;
+const INTROSPECT_BATCH = 100;
+const HEADER_CACHE_SIZE = 64;
+
+/**
+ * A verifier for one resource server: starts fetching the JWKS and following the change stream at
+ * once; tokens are refused as stale until it has caught up (await ready()).
+ */
+export async function createVerifier(options: VerifierOptions): Promise<Verifier> {
+  try {
+    integrations.provideGrpc(await import("@grpc/grpc-js"));
+  } catch {
+    // grpc-js is an optional peer: without it, grpcServerInterceptor() throws when called.
+  }
+  const verifier = new StreamVerifier(options);
+  verifier.start();
+  return verifier;
+}
+
+class StreamVerifier implements Verifier {
+  private readonly staleAfterMs: number;
+  private readonly toleranceSeconds: number;
+  private readonly fallback: "refuse" | "introspect";
+  private readonly keys: KeySet;
+  private readonly cache: Lru<string, CachedToken>;
+  private readonly headers = new Map<string, Record<string, unknown>>();
+  private readonly state = new RevocationState();
+  private readonly client: Client<typeof AuthService>;
+  /** The HTTP/2 connection of the grpc transport, dropped with a stalled stream so the next attempt opens a fresh one. */
+  private readonly session: Http2SessionManager | undefined;
+  private readonly listeners = new Set<(reason: RefusalReason, clientId: string | undefined) => void>();
+  private readonly realm: string;
+
+  private connected = false;
+  private caughtUp = false;
+  /** When the stream last said anything: wall clock for status(), monotonic for the staleness bound. */
+  private lastHeardAt: number | undefined;
+  private lastHeardMono = -Infinity;
+  private attemptStartedMono = -Infinity;
+  private lagMs: number | undefined;
+  private closed = false;
+  private streamAbort: AbortController | undefined;
+  private sleepAbort: AbortController | undefined;
+  private loop: Promise<void> | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  private pruner: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
+  private readyWaiters = new Set<() => void>();
+  private introspectQueue: Array<{ token: string; resolve: (active: boolean | undefined) => void }> = [];
+
+  private readonly counters = {
+    firstSight: 0,
+    cached: 0,
+    accepted: 0,
+    reconnects: 0,
+    refusals: Object.fromEntries(REFUSAL_REASONS.map((r) => [r, 0])) as Record<RefusalReason, number>,
+    events: { snapshots: 0, credentialChanged: 0, tokenRevoked: 0, signingKeysChanged: 0, heartbeats: 0 },
+    introspections: { calls: 0, tokens: 0, failures: 0 },
+  };
+
+  constructor(private readonly options: VerifierOptions) {
+    for (const name of ["authUrl", "issuer", "audience", "clientId", "clientSecret"] as const)
+      if (typeof options[name] !== "string" || options[name] === "")
+        throw new TypeError(`createVerifier: ${name} is required`);
+    const base = options.authUrl.replace(/\/+$/, "");
+    this.staleAfterMs = options.staleAfterMs ?? 5000;
+    this.toleranceSeconds = options.clockToleranceSeconds ?? 5;
+    this.fallback = options.fallback ?? "refuse";
+    this.keys = new KeySet(`${base}/.well-known/jwks.json`, options.jwksCooldownMs ?? 10_000);
+    this.cache = new Lru(options.cacheSize ?? 10_000);
+    this.realm = options.audience;
+    let transport: Transport;
+    if (options.transport === "connect") transport = createConnectTransport({ baseUrl: base, httpVersion: "1.1" });
+    else {
+      this.session = new Http2SessionManager(base, {
+        pingIntervalMs: this.staleAfterMs,
+        pingTimeoutMs: this.staleAfterMs,
+      });
+      transport = createGrpcTransport({ baseUrl: base, sessionManager: this.session });
+    }
+    this.client = createClient(AuthService, transport);
+  }
+
+  start(): void {
+    void this.keys.refresh().catch(() => {});
+    this.loop = this.follow();
+    // A stream (or an attempt to open one) that says nothing for staleAfterMs is dropped with its
+    // connection, and reopened on a fresh one.
+    this.watchdog = setInterval(
+      () => {
+        const quietSince = Math.max(this.lastHeardMono, this.attemptStartedMono);
+        if (
+          this.streamAbort &&
+          !this.streamAbort.signal.aborted &&
+          performance.now() - quietSince > this.staleAfterMs
+        ) {
+          this.streamAbort.abort();
+          this.session?.abort();
+        }
+      },
+      Math.max(50, Math.min(1000, this.staleAfterMs / 4)),
+    );
+    this.watchdog.unref();
+    this.pruner = setInterval(() => this.state.prune(Date.now() - this.toleranceSeconds * 1000), 60_000);
+    this.pruner.unref();
+  }
+
+  isCurrent(): boolean {
+    return this.connected && this.caughtUp && performance.now() - this.lastHeardMono <= this.staleAfterMs;
+  }
+
+  async ready(timeoutMs = 10_000): Promise<void> {
+    if (this.isCurrent()) return;
+    await new Promise<void>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.readyWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.readyWaiters.delete(done);
+        reject(
+          new Error(
+            `verifier not caught up within ${timeoutMs} ms${this.lastError ? ` (stream: ${this.lastError})` : ""}`,
+          ),
+        );
+      }, timeoutMs);
+      this.readyWaiters.add(done);
+    });
+  }
+
+  async verify(token: string): Promise<Outcome> {
+    if (typeof token !== "string") return this.refuse("malformed", undefined);
+    const cached = this.cache.get(token);
+    let claims: AccessTokenClaims;
+    if (cached) {
+      this.counters.cached++;
+      // A key withdrawn since (a JWKS refresh without it) ends its tokens too.
+      if (!this.keys.known(cached.kid)) {
+        this.cache.delete(token);
+        return this.refuse("unknown_key", cached.claims.client_id);
+      }
+      claims = cached.claims;
+      const late = this.timeRefusal(claims);
+      if (late) return this.refuse(late, claims.client_id);
+    } else {
+      this.counters.firstSight++;
+      const checked = await this.checkSigned(token);
+      if (!checked.ok) return this.refuse(checked.reason, checked.clientId);
+      claims = checked.claims;
+    }
+    if (!this.isCurrent()) {
+      if (this.fallback !== "introspect") return this.refuse("stale", claims.client_id);
+      const active = await this.introspect(token);
+      if (active === undefined) return this.refuse("stale", claims.client_id);
+      if (!active) return this.refuse("revoked", claims.client_id);
+    } else if (this.state.isRevoked(claims)) return this.refuse("revoked", claims.client_id);
+    this.counters.accepted++;
+    return { ok: true, claims };
+  }
+
+  status(): VerifierStatus {
+    return {
+      connected: this.connected,
+      caughtUp: this.caughtUp,
+      cursor: this.state.cursor,
+      lastHeardAt: this.lastHeardAt,
+      lagMs: this.lagMs,
+      lastError: this.lastError,
+    };
+  }
+
+  metrics(): VerifierMetrics {
+    const c = this.counters;
+    return {
+      verifications: { firstSight: c.firstSight, cached: c.cached },
+      accepted: c.accepted,
+      refusals: { ...c.refusals },
+      streamLagMs: this.lagMs,
+      reconnects: c.reconnects,
+      events: { ...c.events },
+      jwks: { fetches: this.keys.fetches, failures: this.keys.failures },
+      introspections: { ...c.introspections },
+      cacheSize: this.cache.size,
+      knownCredentials: this.state.knownCredentials,
+      revokedTokens: this.state.revokedTokens,
+    };
+  }
+
+  onRefusal(listener: (reason: RefusalReason, clientId: string | undefined) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  connectInterceptor(): Interceptor {
+    return integrations.connectInterceptor(this, this.realm);
+  }
+
+  grpcServerInterceptor(): ServerInterceptor {
+    return integrations.grpcServerInterceptor(this, this.realm);
+  }
+
+  fastifyHook(): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+    return integrations.fastifyHook(this, this.realm);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.watchdog);
+    clearInterval(this.pruner);
+    this.streamAbort?.abort();
+    this.sleepAbort?.abort();
+    await this.loop;
+    this.session?.abort();
+    this.cache.clear();
+  }
+
+  // ---- local checks -------------------------------------------------------------------------
+
+  /** Signature, header and claims of a token not seen before; remembered in the cache when they pass. */
+  private async checkSigned(
+    token: string,
+  ): Promise<{ ok: true; claims: AccessTokenClaims } | { ok: false; reason: RefusalReason; clientId?: string }> {
+    const first = token.indexOf(".");
+    const second = token.indexOf(".", first + 1);
+    if (first <= 0 || second <= first + 1 || second === token.length - 1 || token.indexOf(".", second + 1) !== -1)
+      return { ok: false, reason: "malformed" };
+    const header = this.headerOf(token.slice(0, first));
+    const payload = parseSegment(token.slice(first + 1, second)) as AccessTokenClaims | undefined;
+    if (!header || !payload) return { ok: false, reason: "malformed" };
+    const clientId = typeof payload.client_id === "string" ? payload.client_id : undefined;
+    // The service signs EdDSA with typ at+jwt (RFC 9068) and always names its kid.
+    if (header.alg !== ALGORITHM || typeof header.kid !== "string")
+      return { ok: false, reason: "bad_signature", clientId };
+    if (!TOKEN_TYPES.has(header.typ)) return { ok: false, reason: "malformed", clientId };
+    if (!hasRequiredClaims(payload)) return { ok: false, reason: "malformed", clientId };
+    const key = this.keys.known(header.kid) ?? (await this.keys.keyFor(header.kid));
+    if (!key) return { ok: false, reason: "unknown_key", clientId };
+    // A JWS is ASCII (anything else fails the signature): its characters are its bytes.
+    const bytes = Buffer.from(token, "latin1");
+    const signature = Buffer.from(token.slice(second + 1), "base64url");
+    if (signature.length !== 64 || !crypto.verify(null, bytes.subarray(0, second), key, signature))
+      return { ok: false, reason: "bad_signature", clientId };
+    if (payload.iss !== this.options.issuer) return { ok: false, reason: "wrong_issuer", clientId };
+    const aud = payload.aud;
+    if (!(aud === this.options.audience || (Array.isArray(aud) && aud.includes(this.options.audience))))
+      return { ok: false, reason: "wrong_audience", clientId };
+    const late = this.timeRefusal(payload);
+    if (late) return { ok: false, reason: late, clientId };
+    this.cache.set(token, { claims: payload, kid: header.kid });
+    return { ok: true, claims: payload };
+  }
+
+  /** Token headers repeat (one per signing key): each distinct one is parsed once, up to a bound. */
+  private headerOf(segment: string): Record<string, unknown> | undefined {
+    let header = this.headers.get(segment);
+    if (header === undefined) {
+      header = parseSegment(segment);
+      if (header === undefined) return undefined;
+      if (this.headers.size >= HEADER_CACHE_SIZE) this.headers.clear();
+      this.headers.set(segment, header);
+    }
+    return header;
+  }
+
+  private timeRefusal(claims: AccessTokenClaims): RefusalReason | undefined {
+    const now = Date.now() / 1000;
+    if (now > claims.exp + this.toleranceSeconds) return "expired";
+    if (
+      claims.iat > now + this.toleranceSeconds ||
+      (claims.nbf !== undefined && claims.nbf > now + this.toleranceSeconds)
+    )
+      return "not_yet_valid";
+    return undefined;
+  }
+
+  private refuse(reason: RefusalReason, clientId: string | undefined): Outcome {
+    this.counters.refusals[reason]++;
+    for (const listener of this.listeners) {
+      try {
+        listener(reason, clientId);
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+    return { ok: false, reason };
+  }
+
+  // ---- the stream ---------------------------------------------------------------------------
+
+  private async follow(): Promise<void> {
+    let backoffMs = BACKOFF_MIN_MS;
+    let opened = 0;
+    while (!this.closed) {
+      const abort = new AbortController();
+      this.streamAbort = abort;
+      this.attemptStartedMono = performance.now();
+      if (opened++ > 0) {
+        this.counters.reconnects++;
+        // Keys may have changed while it was away (key changes are not numbered).
+        void this.keys.refresh().catch(() => {});
+      }
+      try {
+        const events = this.client.watchCredentialChanges(
+          { sinceCursor: this.state.cursor, clientId: this.options.clientId, clientSecret: this.options.clientSecret },
+          { signal: abort.signal },
+        );
+        for await (const event of events) {
+          this.connected = true;
+          this.lastHeardAt = Date.now();
+          this.lastHeardMono = performance.now();
+          if (this.apply(event)) backoffMs = BACKOFF_MIN_MS;
+        }
+        this.lastError = "the stream ended";
+      } catch (error) {
+        // The message only: a ConnectError's text names the code and the server's words, never the request.
+        this.lastError = error instanceof ConnectError ? `${Code[error.code]}: ${error.rawMessage}` : String(error);
+        if (error instanceof ConnectError && error.code === Code.InvalidArgument) this.state.forgetCursor();
+      } finally {
+        this.streamAbort = undefined;
+        this.connected = false;
+        this.caughtUp = false;
+        this.state.abandonSnapshot();
+      }
+      if (this.closed) break;
+      const sleep = new AbortController();
+      this.sleepAbort = sleep;
+      const delay = backoffMs / 2 + Math.random() * (backoffMs / 2);
+      backoffMs = Math.min(BACKOFF_MAX_MS, backoffMs * 2);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delay);
+        sleep.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
+    }
+  }
+
+  /** Applies one event; true for a heartbeat (the stream is healthy and caught up). */
+  private apply(response: WatchCredentialChangesResponse): boolean {
+    const { cursor, event } = response;
+    const events = this.counters.events;
+    switch (event.case) {
+      case "snapshot":
+        events.snapshots++;
+        this.state.snapshotPage(
+          {
+            credentials: event.value.credentials,
+            revokedTokens: event.value.revokedTokens.map((t) => ({
+              jti: t.jti,
+              expiresAtMs: t.expiresAt ? timestampMs(t.expiresAt) : Number.MAX_SAFE_INTEGER,
+            })),
+            lastPage: event.value.lastPage,
+          },
+          cursor,
+        );
+        return false;
+      case "credentialChanged":
+        events.credentialChanged++;
+        this.state.credentialChanged(event.value.clientId, event.value.generation, cursor);
+        return false;
+      case "tokenRevoked":
+        events.tokenRevoked++;
+        this.state.tokenRevoked(
+          event.value.jti,
+          event.value.expiresAt ? timestampMs(event.value.expiresAt) : Number.MAX_SAFE_INTEGER,
+          cursor,
+        );
+        return false;
+      case "signingKeysChanged":
+        events.signingKeysChanged++;
+        void this.keys.refresh().catch(() => {});
+        this.state.caughtUpTo(cursor);
+        return false;
+      case "heartbeat": {
+        events.heartbeats++;
+        this.state.caughtUpTo(cursor);
+        if (event.value.serverTime) this.lagMs = Date.now() - timestampMs(event.value.serverTime);
+        // Keys that could not be fetched when the service was unreachable are fetched once it is back.
+        if (!this.caughtUp && this.keys.size === 0) void this.keys.refresh().catch(() => {});
+        this.caughtUp = true;
+        for (const waiter of [...this.readyWaiters]) waiter();
+        return true;
+      }
+      case undefined:
+        return false;
+    }
+  }
+
+  // ---- the fallback -------------------------------------------------------------------------
+
+  /** Whether the service says the token is active; undefined when it could not be asked. Batched per tick. */
+  private introspect(token: string): Promise<boolean | undefined> {
+    return new Promise((resolve) => {
+      if (this.introspectQueue.length === 0) setImmediate(() => void this.flushIntrospections());
+      this.introspectQueue.push({ token, resolve });
+    });
+  }
+
+  private async flushIntrospections(): Promise<void> {
+    const queued = this.introspectQueue;
+    this.introspectQueue = [];
+    for (let i = 0; i < queued.length; i += INTROSPECT_BATCH) {
+      const batch = queued.slice(i, i + INTROSPECT_BATCH);
+      this.counters.introspections.calls++;
+      this.counters.introspections.tokens += batch.length;
+      try {
+        const { results } = await this.client.introspectTokens(
+          {
+            tokens: batch.map((q) => q.token),
+            clientId: this.options.clientId,
+            clientSecret: this.options.clientSecret,
+          },
+          { timeoutMs: Math.max(1000, this.staleAfterMs) },
+        );
+        batch.forEach((q, j) => q.resolve(results[j]?.active === true));
+      } catch {
+        this.counters.introspections.failures++;
+        for (const q of batch) q.resolve(undefined);
+      }
+    }
+  }
+}
+
+function parseSegment(segment: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"));
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
