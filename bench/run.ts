@@ -823,7 +823,7 @@ async function main(): Promise<number> {
       const shift = n ? (round * Math.ceil(n / options.rounds)) % n : 0;
       const order = [...scenarios.slice(shift), ...scenarios.slice(0, shift)];
       progress(
-        `round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB ? ", invalidation" : ""}${sample ? ", propagation" : ""}`,
+        `round ${round + 1}/${options.rounds}: ${order.map((s) => s.key).join(", ")}${serviceB && wants("invalidation") ? ", invalidation" : ""}${sample ? ", propagation" : ""}`,
       );
       for (const [position, s] of order.entries()) {
         const died = s.server.exitReason() ?? serviceB?.exitReason();
@@ -847,7 +847,7 @@ async function main(): Promise<number> {
             (f.errors ? `  statuses ${JSON.stringify(f.statuses)} ${JSON.stringify(f.transportErrorKinds)}` : ""),
         );
       }
-      if (serviceA && serviceB && victim) {
+      if (serviceA && serviceB && victim && wants("invalidation")) {
         const reps = Math.min(perRound, options.invalidationReps - invalidationSamples.length);
         for (let i = 0; i < reps; i++)
           invalidationSamples.push(

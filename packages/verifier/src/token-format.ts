@@ -23,9 +23,11 @@ export const REQUIRED_CLAIMS = {
   aud: "audience",
 } as const;
 
+const REQUIRED_ENTRIES = Object.entries(REQUIRED_CLAIMS);
+
 /** Whether the payload carries every required claim with its type (and `nbf`, `creds` well formed if present). */
 export function hasRequiredClaims(p: Record<string, unknown>): boolean {
-  for (const [name, kind] of Object.entries(REQUIRED_CLAIMS)) {
+  for (const [name, kind] of REQUIRED_ENTRIES) {
     const value = p[name];
     const fits =
       kind === "integer"

@@ -77,6 +77,9 @@ export interface AccessTokenClaims {
 
 export type Outcome = { ok: true; claims: AccessTokenClaims } | { ok: false; reason: RefusalReason };
 
+/** What a first sight found: the claims, or the refusal (with the client it named, for the metrics). */
+type Checked = { ok: true; claims: AccessTokenClaims } | { ok: false; reason: RefusalReason; clientId?: string };
+
 export interface VerifierStatus {
   /** A stream is open. */
   connected: boolean;
@@ -285,7 +288,8 @@ class StreamVerifier implements Verifier {
       if (late) return this.refuse(late, claims.client_id);
     } else {
       this.counters.firstSight++;
-      const checked = await this.checkSigned(token);
+      const pending = this.checkSigned(token);
+      const checked = pending instanceof Promise ? await pending : pending;
       if (!checked.ok) return this.refuse(checked.reason, checked.clientId);
       claims = checked.claims;
     }
@@ -358,9 +362,12 @@ class StreamVerifier implements Verifier {
   // ---- local checks -------------------------------------------------------------------------
 
   /** Signature, header and claims of a token not seen before; remembered in the cache when they pass. */
-  private async checkSigned(
-    token: string,
-  ): Promise<{ ok: true; claims: AccessTokenClaims } | { ok: false; reason: RefusalReason; clientId?: string }> {
+  /**
+   * First sight: the shape, header and claims, then the signature and what it vouches for. Stays
+   * synchronous while the key is known (no promise per verification on the hot path); only an
+   * unknown kid waits for the JWKS.
+   */
+  private checkSigned(token: string): Checked | Promise<Checked> {
     const first = token.indexOf(".");
     const second = token.indexOf(".", first + 1);
     if (first <= 0 || second <= first + 1 || second === token.length - 1 || token.indexOf(".", second + 1) !== -1)
@@ -370,12 +377,29 @@ class StreamVerifier implements Verifier {
     if (!header || !payload) return { ok: false, reason: "malformed" };
     const clientId = typeof payload.client_id === "string" ? payload.client_id : undefined;
     // The service signs EdDSA with typ at+jwt (RFC 9068) and always names its kid.
-    if (header.alg !== ALGORITHM || typeof header.kid !== "string")
-      return { ok: false, reason: "bad_signature", clientId };
+    const kid = header.kid;
+    if (header.alg !== ALGORITHM || typeof kid !== "string") return { ok: false, reason: "bad_signature", clientId };
     if (!TOKEN_TYPES.has(header.typ)) return { ok: false, reason: "malformed", clientId };
     if (!hasRequiredClaims(payload)) return { ok: false, reason: "malformed", clientId };
-    const key = this.keys.known(header.kid) ?? (await this.keys.keyFor(header.kid));
-    if (!key) return { ok: false, reason: "unknown_key", clientId };
+    const key = this.keys.known(kid);
+    if (key) return this.checkSignature(token, second, kid, key, payload, clientId);
+    return this.keys
+      .keyFor(kid)
+      .then((fetched) =>
+        fetched
+          ? this.checkSignature(token, second, kid, fetched, payload, clientId)
+          : { ok: false, reason: "unknown_key", clientId },
+      );
+  }
+
+  private checkSignature(
+    token: string,
+    second: number,
+    kid: string,
+    key: crypto.KeyObject,
+    payload: AccessTokenClaims,
+    clientId: string | undefined,
+  ): Checked {
     // A JWS is ASCII (anything else fails the signature): its characters are its bytes.
     const bytes = Buffer.from(token, "latin1");
     const signature = Buffer.from(token.slice(second + 1), "base64url");
@@ -387,7 +411,7 @@ class StreamVerifier implements Verifier {
       return { ok: false, reason: "wrong_audience", clientId };
     const late = this.timeRefusal(payload);
     if (late) return { ok: false, reason: late, clientId };
-    this.cache.set(token, { claims: payload, kid: header.kid });
+    this.cache.set(token, { claims: payload, kid });
     return { ok: true, claims: payload };
   }
 

@@ -5,11 +5,7 @@
 // stream has been quiet past the bound, and accepted again only after reconnection and catch-up,
 // with what changed meanwhile applied first; the introspection fallback.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import crypto from "node:crypto";
-import { once } from "node:events";
-import { text } from "node:stream/consumers";
-import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { operatorCall, type RunningService } from "../../../test/helpers/service.js";
@@ -126,27 +122,18 @@ describe("the verifier against a running auth service", () => {
     assert.equal(typeof status.lagMs, "number");
   });
 
-  test("seen again, a token is a cache hit at least 50× faster than first sight (measured in a process of its own)", async (t) => {
+  // How much faster a hit is belongs to the bench (npm run bench, scenario verifier-local), not here.
+  test("seen again, a token is a cache hit (counted as one), and the hit answers exactly as first sight did", async () => {
     const user = await newApiUser(running.baseUrl, tenant.tmcId, "TMC_ADMIN");
-    const model = await tokenOf(user);
-    const fresh = await Promise.all(Array.from({ length: 1000 }, () => crafted(model, {})));
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", fileURLToPath(new URL("fixtures/verification-rate.ts", import.meta.url))],
-      {
-        stdio: ["pipe", "pipe", "inherit"],
-      },
-    );
-    child.stdin.end(JSON.stringify({ options: options(), fresh, cached: model }));
-    const [output, [code]] = await Promise.all([text(child.stdout), once(child, "exit")]);
-    assert.equal(code, 0);
-    const { firstSightUs, cachedUs, metrics } = JSON.parse(output);
-    assert.deepEqual(metrics, { firstSight: 1001, cached: 100_000 }, "the metrics count both kinds");
-    t.diagnostic(`first sight ${firstSightUs.toFixed(1)} µs, cached ${cachedUs.toFixed(2)} µs`);
-    assert.ok(
-      firstSightUs / cachedUs >= 50,
-      `first sight ${firstSightUs.toFixed(2)} µs, cached ${cachedUs.toFixed(3)} µs: ${(firstSightUs / cachedUs).toFixed(0)}×`,
-    );
+    const token = await tokenOf(user);
+    const before = verifier.metrics().verifications;
+    const first = await verifier.verify(token);
+    const again = await verifier.verify(token);
+    assert.deepEqual(again, first);
+    assert.deepEqual(verifier.metrics().verifications, {
+      firstSight: before.firstSight + 1,
+      cached: before.cached + 1,
+    });
   });
 
   test("forged, tampered, unknown-key, expired, not-yet-valid, wrong-issuer, wrong-audience and malformed tokens are refused with their reason; cached or not", async () => {

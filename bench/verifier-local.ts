@@ -1,0 +1,115 @@
+// The verifier package's local verification rate on one core (issue 23, item 6), a child process
+// of `npm run bench` (one JavaScript thread: node:crypto's Ed25519 verify runs on it). Reads the
+// service's tokens for the sample audience from VERIFIER_TOKENS_FILE (a JSON array of distinct
+// tokens) and, per round, measures over all of them:
+//   bare         crypto.verify on the signing input and signature, decoded beforehand, with the
+//                service's public key imported beforehand: the floor of any local verification
+//   first-sight  verifier.verify on a verifier whose cache is empty (a fresh one each round)
+//   cached       verifier.verify on the same tokens again (every one a cache hit)
+// (bare and first sight alternate in chunks of the same tokens, so drift hits both alike)
+// and prints one JSON line: {"rounds": [{bare, firstSight, cached} in verifications per second]}.
+// The verifier follows the service's change stream as in production (AUTH_URL, RS_CLIENT_ID…).
+import crypto from "node:crypto";
+import fs from "node:fs";
+import { createVerifier, type VerifierOptions } from "../packages/verifier/src/index.js";
+
+const env = process.env;
+const required = (name: string): string => {
+  const value = env[name];
+  if (!value) throw new Error(`verifier-local: ${name} is not set`);
+  return value;
+};
+const options: VerifierOptions = {
+  authUrl: required("AUTH_URL"),
+  issuer: required("ISSUER"),
+  audience: required("AUDIENCE"),
+  clientId: required("RS_CLIENT_ID"),
+  clientSecret: required("RS_CLIENT_SECRET"),
+};
+const tokens = JSON.parse(fs.readFileSync(required("VERIFIER_TOKENS_FILE"), "utf8")) as string[];
+const rounds = Number(env.VERIFIER_ROUNDS ?? 9);
+const cachedPasses = 20;
+/** Tokens per chunk of the bare and first-sight measurements. */
+const CHUNK = 200;
+
+/** The service's signing keys as node:crypto KeyObjects, by kid (the bare baseline's only preparation). */
+async function publicKeys(): Promise<Map<string, crypto.KeyObject>> {
+  const response = await fetch(`${options.authUrl}/.well-known/jwks.json`);
+  const { keys } = (await response.json()) as { keys: Array<crypto.JsonWebKey & { kid: string }> };
+  return new Map(keys.map((jwk) => [jwk.kid, crypto.createPublicKey({ key: jwk, format: "jwk" })]));
+}
+
+function perSecond(count: number, startedMs: number): number {
+  return count / ((performance.now() - startedMs) / 1000);
+}
+
+async function main(): Promise<void> {
+  const keys = await publicKeys();
+  const prepared = tokens.map((token) => {
+    const [header, payload, signature] = token.split(".");
+    const { kid } = JSON.parse(Buffer.from(header!, "base64url").toString("utf8")) as { kid: string };
+    const key = keys.get(kid);
+    if (!key) throw new Error(`verifier-local: no published key ${kid}`);
+    return { input: Buffer.from(`${header}.${payload}`), signature: Buffer.from(signature!, "base64url"), key };
+  });
+  const results: Array<{ bare: number; firstSight: number; cached: number }> = [];
+  for (let round = 0; round < rounds; round++) {
+    const verifier = await createVerifier(options);
+    try {
+      await verifier.ready(30_000);
+      // Bare and first sight side by side in small chunks of the same tokens, the order swapped
+      // each chunk, so the machine's drift during the round weighs on both alike.
+      let bareMs = 0;
+      let firstSightMs = 0;
+      for (let from = 0; from < tokens.length; from += CHUNK) {
+        const to = Math.min(tokens.length, from + CHUNK);
+        const bare = () => {
+          const started = performance.now();
+          for (let i = from; i < to; i++) {
+            const { input, signature, key } = prepared[i]!;
+            if (!crypto.verify(null, input, key, signature)) throw new Error("verifier-local: a token does not verify");
+          }
+          bareMs += performance.now() - started;
+        };
+        const firstSight = async () => {
+          const started = performance.now();
+          for (let i = from; i < to; i++) {
+            const outcome = await verifier.verify(tokens[i]!);
+            if (!outcome.ok) throw new Error(`verifier-local: first sight refused a token (${outcome.reason})`);
+          }
+          firstSightMs += performance.now() - started;
+        };
+        if ((from / CHUNK) % 2 === 0) {
+          bare();
+          await firstSight();
+        } else {
+          await firstSight();
+          bare();
+        }
+      }
+      const started = performance.now();
+      for (let pass = 0; pass < cachedPasses; pass++)
+        for (const token of tokens) {
+          const outcome = await verifier.verify(token);
+          if (!outcome.ok) throw new Error(`verifier-local: a cached verification refused a token (${outcome.reason})`);
+        }
+      const cached = perSecond(tokens.length * cachedPasses, started);
+      results.push({
+        bare: tokens.length / (bareMs / 1000),
+        firstSight: tokens.length / (firstSightMs / 1000),
+        cached,
+      });
+    } finally {
+      await verifier.close();
+    }
+  }
+  process.stdout.write(`${JSON.stringify({ rounds: results })}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);
