@@ -1,6 +1,7 @@
 // createVerifier: local verification of the auth service's access tokens (EdDSA JWTs, RFC 9068
 // profile) with the revocations the credential-change stream pushes, failing closed when the
 // stream is not known to be current.
+import { isAscii } from "node:buffer";
 import crypto from "node:crypto";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
@@ -401,9 +402,9 @@ class StreamVerifier implements Verifier {
     clientId: string | undefined,
   ): Checked {
     // A JWS is ASCII (anything else fails the signature): its characters are its bytes.
-    const bytes = Buffer.from(token, "latin1");
+    const signingInput = Buffer.from(token.slice(0, second), "latin1");
     const signature = Buffer.from(token.slice(second + 1), "base64url");
-    if (signature.length !== 64 || !crypto.verify(null, bytes.subarray(0, second), key, signature))
+    if (signature.length !== 64 || !crypto.verify(null, signingInput, key, signature))
       return { ok: false, reason: "bad_signature", clientId };
     if (payload.iss !== this.options.issuer) return { ok: false, reason: "wrong_issuer", clientId };
     const aud = payload.aud;
@@ -586,7 +587,9 @@ class StreamVerifier implements Verifier {
 
 function parseSegment(segment: string): Record<string, unknown> | undefined {
   try {
-    const value: unknown = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"));
+    const bytes = Buffer.from(segment, "base64url");
+    // Claims are nearly always ASCII, which decodes faster as latin1 (the same characters).
+    const value: unknown = JSON.parse(bytes.toString(isAscii(bytes) ? "latin1" : "utf8"));
     return typeof value === "object" && value !== null && !Array.isArray(value)
       ? (value as Record<string, unknown>)
       : undefined;
