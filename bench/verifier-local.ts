@@ -11,23 +11,13 @@
 // The verifier follows the service's change stream as in production (AUTH_URL, RS_CLIENT_ID…).
 import crypto from "node:crypto";
 import fs from "node:fs";
-import { createVerifier, type VerifierOptions } from "../packages/verifier/src/index.js";
+import { setting, verifierOptionsFromEnv } from "../examples/protected-service/service.js";
+import { createVerifier } from "../packages/verifier/src/index.js";
 
-const env = process.env;
-const required = (name: string): string => {
-  const value = env[name];
-  if (!value) throw new Error(`verifier-local: ${name} is not set`);
-  return value;
-};
-const options: VerifierOptions = {
-  authUrl: required("AUTH_URL"),
-  issuer: required("ISSUER"),
-  audience: required("AUDIENCE"),
-  clientId: required("RS_CLIENT_ID"),
-  clientSecret: required("RS_CLIENT_SECRET"),
-};
-const tokens = JSON.parse(fs.readFileSync(required("VERIFIER_TOKENS_FILE"), "utf8")) as string[];
-const rounds = Number(env.VERIFIER_ROUNDS ?? 9);
+// The same settings as the sample protected service's.
+const options = verifierOptionsFromEnv();
+const tokens = JSON.parse(fs.readFileSync(setting("VERIFIER_TOKENS_FILE"), "utf8")) as string[];
+const rounds = Number(process.env.VERIFIER_ROUNDS ?? 9);
 const cachedPasses = 20;
 /** Tokens per chunk of the bare and first-sight measurements. */
 const CHUNK = 200;

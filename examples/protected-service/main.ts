@@ -1,24 +1,12 @@
 // Runs the sample protected service: AUTH_URL, ISSUER, AUDIENCE, RS_CLIENT_ID, RS_CLIENT_SECRET,
 // HOST (default 127.0.0.1), PORT (REST, default 8080) and RPC_PORT (gRPC/Connect/gRPC-Web over plaintext HTTP/2, default 50061).
-import { startProtectedService } from "./service.js";
-
-const env = (name: string, fallback?: string): string => {
-  const value = process.env[name] ?? fallback;
-  if (value === undefined || value === "") throw new Error(`${name} is required`);
-  return value;
-};
+import { setting, startProtectedService, verifierOptionsFromEnv } from "./service.js";
 
 const running = await startProtectedService({
-  verifierOptions: {
-    authUrl: env("AUTH_URL"),
-    issuer: env("ISSUER"),
-    audience: env("AUDIENCE"),
-    clientId: env("RS_CLIENT_ID"),
-    clientSecret: env("RS_CLIENT_SECRET"),
-  },
-  port: Number(env("PORT", "8080")),
-  rpcPort: Number(env("RPC_PORT", "50061")),
-  host: env("HOST", "127.0.0.1"),
+  verifierOptions: verifierOptionsFromEnv(),
+  port: Number(setting("PORT", "8080")),
+  rpcPort: Number(setting("RPC_PORT", "50061")),
+  host: setting("HOST", "127.0.0.1"),
 });
 // Until the stream has caught up every token is refused (stale); the service listens anyway.
 await running.verifier.ready().catch((error: unknown) => console.warn(String(error)));

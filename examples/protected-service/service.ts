@@ -61,6 +61,24 @@ export const TripsService = createFileRegistry(
   whoAmI: { methodKind: "unary"; input: GenMessage<WhoAmIRequest>; output: GenMessage<WhoAmIResponse> };
 }>;
 
+/** A setting from the environment, or its fallback; refused when neither is set. */
+export function setting(name: string, fallback?: string): string {
+  const value = process.env[name] ?? fallback;
+  if (value === undefined || value === "") throw new Error(`${name} is required`);
+  return value;
+}
+
+/** The verifier's options from AUTH_URL, ISSUER, AUDIENCE, RS_CLIENT_ID and RS_CLIENT_SECRET. */
+export function verifierOptionsFromEnv(): VerifierOptions {
+  return {
+    authUrl: setting("AUTH_URL"),
+    issuer: setting("ISSUER"),
+    audience: setting("AUDIENCE"),
+    clientId: setting("RS_CLIENT_ID"),
+    clientSecret: setting("RS_CLIENT_SECRET"),
+  };
+}
+
 export interface ProtectedService {
   /** The REST face: GET {url}/trips. */
   url: string;

@@ -242,6 +242,19 @@ export async function newTenant(baseUrl: string): Promise<Tenant> {
   return { tmcId: tmc.tmcId, orgId: company.orgId, admin };
 }
 
+/** A resource server's credentials, as CreateResourceServer answers them (the secret shown once). */
+export interface ResourceServerCredential {
+  readonly clientId: string;
+  readonly clientSecret: string;
+}
+
+/** Registers a resource server through the operator API; by default for one audience of its own. */
+export const registerResourceServer = (
+  baseUrl: string,
+  name: string,
+  audiences: readonly string[] = [`https://${name.toLowerCase()}-${crypto.randomUUID()}.platform.test/api`],
+) => operatorCall<ResourceServerCredential>(baseUrl, "CreateResourceServer", { name, audiences });
+
 export async function newApiUser(
   baseUrl: string,
   tmcId: string,

@@ -17,7 +17,7 @@ import {
 import { CHANGE_STREAM_HEARTBEAT_MS } from "../../src/domain/tokens/credential-change-stream.js";
 import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
 import { grpcJsUnary, jsonGrpcClient, type GenericGrpcClient } from "../helpers/grpc-js.js";
-import { dropStorage, operatorCall, type RunningService } from "../helpers/service.js";
+import { dropStorage, type RunningService } from "../helpers/service.js";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
 import {
   accessTokenOf,
@@ -31,6 +31,7 @@ import {
   startTokenService,
   type Client,
   type Tenant,
+  registerResourceServer,
 } from "../helpers/token-kit.js";
 
 /** The sample service's audience, registered for its resource server. */
@@ -55,10 +56,7 @@ describe("the sample protected service behind the verifier, following instance B
     a = await startTokenService({ storage, env: ROOMY_RATE_LIMITS });
     b = isPostgres ? await startTokenService({ storage, env: ROOMY_RATE_LIMITS }) : a;
     running.add(a).add(b);
-    const server = await operatorCall<{ clientId: string; clientSecret: string }>(a.baseUrl, "CreateResourceServer", {
-      name: "Trips",
-      audiences: [AUDIENCE],
-    });
+    const server = await registerResourceServer(a.baseUrl, "Trips", [AUDIENCE]);
     proxy = await startTcpProxy(Number(new URL(b.baseUrl).port));
     sample = await startProtectedService({
       verifierOptions: {

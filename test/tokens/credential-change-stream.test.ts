@@ -35,20 +35,11 @@ import {
   TestClock,
   type Client,
   type Tenant,
+  registerResourceServer,
+  type ResourceServerCredential,
 } from "../helpers/token-kit.js";
 
 const WATCH_PATH = "/travel.auth.v2.AuthService/WatchCredentialChanges";
-
-interface ResourceServerCredential {
-  readonly clientId: string;
-  readonly clientSecret: string;
-}
-
-const registerResourceServer = (baseUrl: string, name: string) =>
-  operatorCall<ResourceServerCredential>(baseUrl, "CreateResourceServer", {
-    name,
-    audiences: [`https://${name.toLowerCase()}.platform.test/api`],
-  });
 
 /** One open stream as a test reads it: events as they arrive (with their arrival time), and how it ended. */
 interface Watch {

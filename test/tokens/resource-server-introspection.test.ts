@@ -29,18 +29,12 @@ import {
   type Client,
   type HttpReply,
   type Tenant,
+  registerResourceServer,
+  type ResourceServerCredential,
 } from "../helpers/token-kit.js";
 
 const BOOKINGS = "https://bookings.platform.test/api";
 const INVOICES = "https://invoices.platform.test/api";
-
-interface ResourceServerCredential {
-  readonly clientId: string;
-  readonly clientSecret: string;
-}
-
-const registerResourceServer = (baseUrl: string, name: string, audiences: string[]) =>
-  operatorCall<ResourceServerCredential>(baseUrl, "CreateResourceServer", { name, audiences });
 
 /** POST /v2/auth/introspect as the resource server, with HTTP Basic (or its form fields). */
 const introspectRest = (baseUrl: string, server: ResourceServerCredential, token: string, basic = true) =>

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from "jose";
 import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
-import { dropStorage, operatorCall, type RunningService } from "../helpers/service.js";
+import { dropStorage, type RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
   assertOAuthError,
@@ -27,22 +27,13 @@ import {
   type Client,
   type HttpReply,
   type Tenant,
+  registerResourceServer,
+  type ResourceServerCredential,
 } from "../helpers/token-kit.js";
 
 const POLL_PATH = "/v2/ssf/poll";
 const CREDENTIAL_CHANGE = "https://schemas.openid.net/secevent/caep/event-type/credential-change";
 const SESSION_REVOKED = "https://schemas.openid.net/secevent/caep/event-type/session-revoked";
-
-interface ResourceServerCredential {
-  readonly clientId: string;
-  readonly clientSecret: string;
-}
-
-const registerResourceServer = (baseUrl: string, name: string) =>
-  operatorCall<ResourceServerCredential>(baseUrl, "CreateResourceServer", {
-    name,
-    audiences: [`https://${name.toLowerCase()}-${crypto.randomUUID()}.platform.test/api`],
-  });
 
 /** One poll with HTTP Basic (the body as given: RFC 8936's members). */
 const poll = (baseUrl: string, server: ResourceServerCredential, body: unknown): Promise<HttpReply> =>
