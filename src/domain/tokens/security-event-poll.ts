@@ -74,10 +74,9 @@ export class SecurityEventPoll {
     for (const wake of this.open) wake();
   }
 
-  /** One poll of `receiverId`'s feed (`audience` is the SETs' aud). */
+  /** One poll of `receiverId`'s feed; its SETs are addressed to it (their aud is the receiver's client id). */
   async poll(
     receiverId: string,
-    audience: string,
     request: SecurityEventPollRequest,
     signal: AbortSignal,
   ): Promise<SecurityEventPollResult> {
@@ -96,7 +95,7 @@ export class SecurityEventPoll {
         pending = [];
         const remaining = deadline - performance.now();
         const wait = !request.returnImmediately && max > 0 && found.changes.length === 0;
-        if (!wait || remaining <= 0 || this.stopped || signal.aborted) return await this.signed(found, audience);
+        if (!wait || remaining <= 0 || this.stopped || signal.aborted) return await this.signed(found, receiverId);
         await wake.wait(remaining);
       }
     } finally {

@@ -158,7 +158,7 @@ export class TokenEndpoint {
       only: "Security event polling is for resource servers only",
       details: { ssf: "true" },
     });
-    return events.poll(server.clientId, server.clientId, request, signal);
+    return events.poll(server.clientId, request, signal);
   }
 
   /**

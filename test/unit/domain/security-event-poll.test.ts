@@ -95,9 +95,8 @@ describe("SecurityEventPoll", () => {
   let users: ProvisionedApiUser[];
   let poll: SecurityEventPoll;
   const RECEIVER = "rs-receiver";
-  const once = (request: Partial<Parameters<SecurityEventPoll["poll"]>[2]> = {}) =>
+  const once = (request: Partial<Parameters<SecurityEventPoll["poll"]>[1]> = {}) =>
     poll.poll(
-      RECEIVER,
       RECEIVER,
       { maxEvents: undefined, returnImmediately: true, ack: [], setErrs: [], ...request },
       new AbortController().signal,
