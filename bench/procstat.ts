@@ -96,3 +96,41 @@ export function machineCpu(): { busy: number; total: number } {
   }
   return { busy, total };
 }
+
+/** Busy (non-idle) CPU ticks and all ticks of the whole machine so far, from /proc/stat's "cpu" line. */
+function machineTicks(): { busy: number; total: number } | undefined {
+  try {
+    const line = fs.readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!;
+    const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal …: idle and iowait are the idle ones.
+    const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { busy: total - ticks[3]! - ticks[4]!, total };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits until the machine is quiet: over one second, all its processes together used less than
+ * `busyCores` of a core (the background work a load leaves behind, such as Postgres autovacuum
+ * or a service flushing its audit buffer, done), at most `maxWaitMs`. Resolves with how long it
+ * waited and whether it got quiet; without /proc it returns at once.
+ */
+export async function quietMachine(
+  busyCores: number,
+  maxWaitMs: number,
+): Promise<{ waitedMs: number; quiet: boolean; busyCores: number }> {
+  const started = performance.now();
+  const cores = os.cpus().length;
+  let busy = NaN;
+  for (;;) {
+    const before = machineTicks();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const after = machineTicks();
+    if (!before || !after) return { waitedMs: 0, quiet: true, busyCores: NaN };
+    busy = ((after.busy - before.busy) / Math.max(1, after.total - before.total)) * cores;
+    const waitedMs = performance.now() - started;
+    if (busy < busyCores) return { waitedMs, quiet: true, busyCores: busy };
+    if (waitedMs >= maxWaitMs) return { waitedMs, quiet: false, busyCores: busy };
+  }
+}

@@ -31,7 +31,7 @@ export async function runVerifierLocal(
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile(
         process.execPath,
-        ["--import", "tsx", path.join("bench", "verifier-local.ts")],
+        ["--expose-gc", "--import", "tsx", path.join("bench", "verifier-local.ts")],
         {
           cwd: repoRoot,
           env: { ...process.env, ...env, VERIFIER_TOKENS_FILE: tokensFile },

@@ -18,7 +18,7 @@ import { runVerifierLocal, type VerifierLocalRun } from "./protected-services.js
 import { grpcAuthClients, grpcCall, grpcIssue, type HttpRequestSpec } from "./load.js";
 import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
 import { writeLatestRun } from "./benchmarks-md.js";
-import { rssBytes } from "./procstat.js";
+import { quietMachine, rssBytes } from "./procstat.js";
 import {
   BASELINE_LABEL,
   BASELINES,
@@ -886,6 +886,11 @@ async function main(): Promise<number> {
       const clients = seededClients;
       const tokens = await inParallel(VERIFIER_TOKENS, 6, (i) =>
         issueRest(serviceA!.baseUrl, clients[i % clients.length]!, { resource: SAMPLE_AUDIENCE }),
+      );
+      // One core's figures: start when the work the load left behind (autovacuum, audit flushes) is done.
+      const quiet = await quietMachine(0.15, 60_000);
+      progress(
+        `  verifier-local: machine ${quiet.quiet ? "quiet" : "still busy"} after ${(quiet.waitedMs / 1000).toFixed(0)} s (${quiet.busyCores.toFixed(2)} cores busy)`,
       );
       verifierLocal = await runVerifierLocal(sampleEnv(serviceA.baseUrl), tokens);
       progress(
