@@ -1,3 +1,4 @@
+import { SpanKind, SpanStatusCode, type Tracer } from "@opentelemetry/api";
 import type { Config } from "../config/config.js";
 import type { Logger } from "../domain/shared/observability.js";
 import type { DomainServices } from "./domain-services.js";
@@ -7,20 +8,26 @@ export interface BackgroundJob {
   readonly name: string;
   readonly intervalMs: number;
   readonly run: () => Promise<unknown>;
+  /** True when a run now would have nothing to do: it still runs, but makes no span (an empty audit flush, 4 times a second). */
+  readonly idle?: () => boolean;
 }
 
 /**
  * Runs the jobs on their intervals (timers unref'd: they never keep the process alive). A run
  * still in progress is not started again. `stop` clears the timers and waits for runs in flight.
+ * With tracing on, each run that has work is a root span `job <name>` (its queries its children).
  */
-export function startBackgroundJobs(jobs: readonly BackgroundJob[], logger: Logger): { stop(): Promise<void> } {
+export function startBackgroundJobs(
+  jobs: readonly BackgroundJob[],
+  logger: Logger,
+  tracer?: Tracer,
+): { stop(): Promise<void> } {
   const inFlight = new Set<Promise<unknown>>();
   const timers = jobs.map((job) => {
     let running: Promise<unknown> | undefined;
     const timer = setInterval(() => {
       if (running) return;
-      running = job
-        .run()
+      running = (tracer && !job.idle?.() ? traced(tracer, job) : job.run())
         .catch((err: unknown) =>
           logger.warn({ err: { message: (err as Error).message }, job: job.name }, `${job.name} failed`),
         )
@@ -39,6 +46,24 @@ export function startBackgroundJobs(jobs: readonly BackgroundJob[], logger: Logg
       await Promise.all(inFlight);
     },
   };
+}
+
+/** One run of `job` in a root span of its own (jobs belong to no request's trace). */
+function traced(tracer: Tracer, job: BackgroundJob): Promise<unknown> {
+  return tracer.startActiveSpan(
+    `job ${job.name}`,
+    { kind: SpanKind.INTERNAL, root: true, attributes: { "travel.job": job.name } },
+    async (span) => {
+      try {
+        return await job.run();
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : "error" });
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+  );
 }
 
 /** The jobs every instance runs over its domain services, on the intervals of the jobs settings. */
@@ -62,6 +87,11 @@ export function domainJobs(
       intervalMs: intervals.credentialLogPruneIntervalMs,
       run: () => domain.generations.pruneLog(),
     },
-    { name: "audit flush", intervalMs: intervals.auditFlushIntervalMs, run: () => domain.auditLog.flush() },
+    {
+      name: "audit flush",
+      intervalMs: intervals.auditFlushIntervalMs,
+      run: () => domain.auditLog.flush(),
+      idle: () => domain.auditLog.pending === 0,
+    },
   ];
 }

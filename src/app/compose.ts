@@ -58,7 +58,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       lifecycle.started("credential change feed", () => domain.generations.stop());
     }
     lifecycle.started("audit log", () => domain.auditLog.close());
-    const jobs = startBackgroundJobs(domainJobs(config.jobs, domain), logger);
+    const jobs = startBackgroundJobs(domainJobs(config.jobs, domain), logger, tracing?.tracer);
     lifecycle.started("background jobs", () => jobs.stop());
 
     const faces = await createFaces(config, domain, storage, observers, lifecycle);

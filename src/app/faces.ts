@@ -54,7 +54,11 @@ export async function createFaces(
     },
     { health, admin: adminHealth && { health: adminHealth } },
   );
-  const app = await createHttpApp(http, rpc, operationalOf(config, domain, storage, readiness), { logger, metrics });
+  const app = await createHttpApp(http, rpc, operationalOf(config, domain, storage, readiness), {
+    logger,
+    metrics,
+    tracer: observers.tracer,
+  });
   const apps: FastifyInstance[] = [app];
   // Stopped first: in-flight requests still need the pools, the jobs and the audit log. Both
   // listeners drain at once (each within SHUTDOWN_TIMEOUT_MS); one failing leaves neither open.

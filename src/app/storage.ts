@@ -39,8 +39,7 @@ export async function openStorage(
   const database = openDatabase(storage);
   lifecycle.started("database", () => database.close());
   if (tracer) {
-    for (const db of new Set([database.db, database.jobsDb]))
-      traceQueries(db, tracer, database.kind === "postgres" ? "postgresql" : "pglite");
+    for (const db of new Set([database.db, database.jobsDb])) traceQueries(db, tracer, database.schema);
   }
   if (!skipMigrations) await retryWhileDatabaseUnavailable("migrations", () => database.migrate(), logger);
   const shared = openSharedState(

@@ -210,7 +210,7 @@ async function call(
   const headers = new Headers();
   if (token) headers.set("authorization", `Bearer ${token}`);
   // In-process calls get a request id of their own, as a network request would.
-  const info = { requestId: crypto.randomUUID(), remoteAddress: "cli" };
+  const info = { requestId: crypto.randomUUID(), remoteAddress: "cli", protocol: "cli" as const };
   const response = await transport.unary(
     method,
     undefined,

@@ -7,12 +7,15 @@ import {
   type JsonValue,
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
+import type { Tracer } from "@opentelemetry/api";
 import { ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { printable } from "../rpc/errors/printable.js";
 import { requestInfoKey, rpcRequestHeaders } from "../rpc/request-context.js";
+import { noteTrace } from "./request-trace.js";
+import { RestSpan } from "./rest-spans.js";
 import { noteRefusal, sendError } from "./error-reply.js";
 import { allowedMethods, HTTP_METHODS, type RestRoute } from "./http-rules.js";
 import { jsonDepthExceeds, MAX_JSON_DEPTH } from "./json-depth.js";
@@ -37,7 +40,12 @@ const FORWARDED_RESPONSE_HEADERS = [
  * RPC's request message and calls the RPC in-process through the same interceptors as the
  * network face, so authentication, validation and errors are one code path for both.
  */
-export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRoute[], transport: Transport): void {
+export function registerRestRoutes(
+  app: FastifyInstance,
+  routes: readonly RestRoute[],
+  transport: Transport,
+  tracer?: Tracer,
+): void {
   // Media types the contract declares (travel.common.v1.rest content_type, e.g. application/scim+json) are JSON.
   for (const type of new Set(routes.map((r) => r.contentType).filter((t) => t !== "" && t !== "application/json"))) {
     if (!app.hasContentTypeParser(type))
@@ -53,7 +61,16 @@ export function registerRestRoutes(app: FastifyInstance, routes: readonly RestRo
         method: route.verb,
         url,
         config: { errorDialect: route.dialect } as object,
-        handler: (request, reply) => handle(route, transport, request, reply),
+        handler: tracer
+          ? async (request, reply) => {
+              const span = new RestSpan(tracer, route, request);
+              try {
+                return await handle(route, transport, request, reply, span);
+              } finally {
+                span.end(reply.statusCode);
+              }
+            }
+          : (request, reply) => handle(route, transport, request, reply),
       });
     }
   }
@@ -108,16 +125,25 @@ export function routeDialectOf(request: FastifyRequest): ErrorDialect | undefine
   return (request.routeOptions.config as { errorDialect?: ErrorDialect } | undefined)?.errorDialect;
 }
 
-async function handle(route: RestRoute, transport: Transport, request: FastifyRequest, reply: FastifyReply) {
+async function handle(
+  route: RestRoute,
+  transport: Transport,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  span?: RestSpan,
+) {
   try {
     checkContentType(route, request);
     checkDepth(request);
     const message = decodeRequest(route, request);
-    const headers = rpcRequestHeaders(request.headers);
+    const incoming = rpcRequestHeaders(request.headers);
+    const headers = span ? span.forward(incoming) : incoming;
     const context = createContextValues().set(requestInfoKey, {
       requestId: request.id,
       remoteAddress: request.ip,
+      protocol: "rest",
       refused: (refusal) => noteRefusal(request, refusal),
+      traced: (traceId) => noteTrace(request, traceId),
     });
     const response = await transport.unary(route.method, undefined, undefined, headers, message, context);
     for (const name of FORWARDED_RESPONSE_HEADERS) {

@@ -35,6 +35,7 @@ import { errorDialectOf } from "../rpc/contract.js";
 import { toConnectError, translateError } from "../rpc/errors/error-response.js";
 import { printable } from "../rpc/errors/printable.js";
 import { protocolRefusal, unwritableRefusal } from "../rpc/errors/protocol-errors.js";
+import { noteTrace } from "../gateway/request-trace.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { noteRefusal } from "../gateway/error-reply.js";
 import { respecGrpcMessage } from "./grpc-message.js";
@@ -122,7 +123,9 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
       createContextValues().set(requestInfoKey, {
         requestId: request.id,
         remoteAddress: request.ip,
+        protocol: protocol === "connect-stream" ? "connect" : protocol,
         refused: (refusal) => noteRefusal(request, refusal),
+        traced: (traceId) => noteTrace(request, traceId),
       }),
     );
     response = await handler(uRequest);

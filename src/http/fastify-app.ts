@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import formBody from "@fastify/formbody";
+import type { Tracer } from "@opentelemetry/api";
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -12,6 +13,7 @@ import Fastify, {
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { registerDialectNotFound } from "../gateway/dialect-not-found.js";
 import { errorContentTypeOf, refusalOf, renderError, sendError } from "../gateway/error-reply.js";
+import { traceFields } from "../gateway/request-trace.js";
 import { recordRequest, refusalFields } from "./request-log.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
@@ -35,14 +37,14 @@ export async function createHttpApp(
   settings: HttpConfig,
   rpc: RpcCore,
   operational: Omit<OperationalDeps, "openApi" | "metrics"> & { readonly publicUrl: string },
-  observers: { logger: FastifyBaseLogger; metrics: Metrics },
+  observers: { logger: FastifyBaseLogger; metrics: Metrics; tracer?: Tracer | undefined },
 ): Promise<FastifyInstance> {
   const restRoutes = restRoutesOf(contractServices);
   const pathSpaces = dialectPathSpaces(restRoutes);
   const app = await createRpcApp(settings, rpc, observers, (url) => pathSpaceOf(pathSpaces, url)?.dialect);
   await app.register(async (gateway) => {
     await gateway.register(formBody);
-    registerRestRoutes(gateway, restRoutes, rpc.transport);
+    registerRestRoutes(gateway, restRoutes, rpc.transport, observers.tracer);
     registerDialectNotFound(gateway, pathSpaces);
   });
   registerOperationalRoutes(app, {
@@ -234,7 +236,13 @@ class OneLinePerRequest extends LogController {
   /** The request, its answer and time, and why it was refused (an answer of 400 or more). */
   private static line(request: FastifyRequest, reply: FastifyReply): object {
     const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
-    return { req: request, res: reply, responseTime: reply.elapsedTime, ...refusalFields(refusal) };
+    return {
+      req: request,
+      res: reply,
+      responseTime: reply.elapsedTime,
+      ...traceFields(request),
+      ...refusalFields(refusal),
+    };
   }
 }
 

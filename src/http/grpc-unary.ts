@@ -118,6 +118,8 @@ class UnaryCall {
   private deadlineAt = Number.POSITIVE_INFINITY;
   /** Why the call was refused, for its access-log line: the RPC's own refusal first (it names the RPC and the client). */
   private refusal: Refusal | undefined;
+  /** The call's trace id, when tracing is on (for the log line). */
+  private traceId: string | undefined;
 
   constructor(
     private readonly served: Served,
@@ -220,7 +222,9 @@ class UnaryCall {
     const context = createContextValues().set(requestInfoKey, {
       requestId: this.requestId,
       remoteAddress: this.address,
+      protocol: "grpc",
       refused: (refusal) => (this.refusal ??= refusal),
+      traced: (traceId) => (this.traceId = traceId),
     });
     const response = await this.served.transport.unary(
       method,
@@ -341,6 +345,7 @@ class UnaryCall {
         req: { method: "POST", url: this.path, ip: this.address },
         res: { statusCode: 200 },
         responseTime,
+        ...(this.traceId === undefined ? {} : { trace_id: this.traceId }),
         ...(cancelled ? { cancelled: true } : refusalFields(this.refusal)),
       },
       "request completed",

@@ -20,11 +20,22 @@ export function rpcRequestHeaders(
   return out;
 }
 
+/**
+ * How a call reached the RPC core: through the REST gateway, over one of the RPC protocols, or
+ * as the CLI's in-process call. Spans carry it (`travel.protocol`), so one RPC's traffic can be
+ * told apart by the way it came.
+ */
+export type CallProtocol = "rest" | "grpc" | "grpc-web" | "connect" | "cli";
+
 /** What every RPC knows about the request that carried it, whichever face it came through. */
 export interface RequestInfo {
   /** The id the logs carry; returned to clients as ErrorResponse.debugIdentifier. */
   readonly requestId: string;
   readonly remoteAddress: string;
+  /** Unset: the face did not say (taken as Connect). */
+  readonly protocol?: CallProtocol;
+  /** Told the trace id of the call's span when tracing is on (the face puts it in the request's log line). */
+  readonly traced?: (traceId: string) => void;
   /** Told why the RPC was refused (the face puts it in the request's log line). */
   readonly refused?: (refusal: RpcRefusal) => void;
 }

@@ -44,6 +44,11 @@ export class AuditLog implements AuditSink {
     private readonly options: AuditLogOptions,
   ) {}
 
+  /** Events recorded and not written yet. */
+  get pending(): number {
+    return this.buffer.length;
+  }
+
   record(event: AuditEvent): void {
     this.buffer.push(sanitized({ ...event, occurredAt: event.occurredAt ?? this.clock() }));
     if (this.buffer.length > this.options.maxBuffered) {

@@ -1,4 +1,13 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from "@opentelemetry/api";
+import {
+  ATTR_DB_COLLECTION_NAME,
+  ATTR_DB_NAMESPACE,
+  ATTR_DB_OPERATION_NAME,
+  ATTR_DB_QUERY_TEXT,
+  ATTR_DB_SYSTEM_NAME,
+  ATTR_ERROR_TYPE,
+  DB_SYSTEM_NAME_VALUE_POSTGRESQL,
+} from "@opentelemetry/semantic-conventions";
 import type { Knex } from "knex";
 
 /** Queries whose answer never came (a connection cut mid-query) are ended beyond this many open spans. */
@@ -11,14 +20,17 @@ interface QueryEvent {
 }
 
 /**
- * Makes a client span of every query a traced request sends through `db`, from Knex's query
- * events: `db.system` (postgresql or pglite), the operation (`SELECT`, `INSERT`, …) and the
+ * Makes a client span of every query sent through `db` inside a traced request or background job,
+ * from Knex's query events, by the OpenTelemetry database conventions: named `<operation>
+ * <table>` (`SELECT api_users`), with `db.system.name` postgresql (the embedded PGlite is
+ * PostgreSQL too: the same SQL, the same engine), `db.namespace` (the schema),
+ * `db.operation.name`, `db.collection.name` (the first table the statement names) and the
  * statement with its placeholders (`$1`, `?`) — never the bound values, which are only in the
- * event's `bindings`. Transaction control (BEGIN, COMMIT) and queries outside a traced request
- * (background jobs, migrations) make no span. Called by the composition root only when tracing
- * is on: with it off, no listener is attached at all.
+ * event's `bindings`. A failed query's span carries its SQLSTATE as `error.type`. Transaction
+ * control (BEGIN, COMMIT) and queries outside a traced request or job (migrations) make no span.
+ * Called by the composition root only when tracing is on: with it off, no listener is attached.
  */
-export function traceQueries(db: Knex, tracer: Tracer, system: "postgresql" | "pglite"): void {
+export function traceQueries(db: Knex, tracer: Tracer, schema: string): void {
   const open = new Map<string, Span>();
   const end = (query: QueryEvent | undefined, error?: unknown) => {
     const uid = query?.__knexQueryUid;
@@ -28,6 +40,7 @@ export function traceQueries(db: Knex, tracer: Tracer, system: "postgresql" | "p
     if (error !== undefined) {
       // The SQLSTATE only: Knex puts the statement with its bound values into the message.
       const code = (error as { code?: unknown }).code;
+      span.setAttribute(ATTR_ERROR_TYPE, typeof code === "string" ? code : "_OTHER");
       span.setStatus({
         code: SpanStatusCode.ERROR,
         message: typeof code === "string" ? code : error instanceof Error ? error.name : "error",
@@ -41,14 +54,17 @@ export function traceQueries(db: Knex, tracer: Tracer, system: "postgresql" | "p
     const parent = context.active();
     if (trace.getSpan(parent) === undefined) return;
     const operation = operationOf(query);
+    const table = query.sql === undefined ? undefined : tableOf(query.sql);
     const span = tracer.startSpan(
-      operation,
+      table ? `${operation} ${table}` : operation,
       {
         kind: SpanKind.CLIENT,
         attributes: {
-          "db.system": system,
-          "db.operation.name": operation,
-          ...(query.sql ? { "db.query.text": query.sql } : {}),
+          [ATTR_DB_SYSTEM_NAME]: DB_SYSTEM_NAME_VALUE_POSTGRESQL,
+          [ATTR_DB_NAMESPACE]: schema,
+          [ATTR_DB_OPERATION_NAME]: operation,
+          ...(table ? { [ATTR_DB_COLLECTION_NAME]: table } : {}),
+          ...(query.sql ? { [ATTR_DB_QUERY_TEXT]: query.sql } : {}),
         },
       },
       parent,
@@ -70,4 +86,15 @@ export function traceQueries(db: Knex, tracer: Tracer, system: "postgresql" | "p
 function operationOf(query: QueryEvent): string {
   const keyword = /^\s*([a-z]+)/i.exec(query.sql ?? "")?.[1];
   return (keyword ?? query.method ?? "query").toUpperCase();
+}
+
+/**
+ * The first table a statement names: after FROM, INTO, UPDATE or JOIN, quoted or not, a schema
+ * prefix dropped, skipping subqueries and function calls (`extract(epoch from now())`);
+ * undefined when it names none (`select 1`).
+ */
+export function tableOf(sql: string): string | undefined {
+  const found =
+    /\b(?:from|into|update|join)\s+(?:only\s+)?(?:"?[a-z_][a-z0-9_]*"?\.)?"?([a-z_][a-z0-9_]*)\b"?(?![(.])/i.exec(sql);
+  return found?.[1];
 }

@@ -1,4 +1,8 @@
 import { context, SpanKind, SpanStatusCode, trace, type Tracer } from "@opentelemetry/api";
+import { ATTR_DB_OPERATION_NAME, ATTR_DB_SYSTEM_NAME, ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
+
+/** db.system.name's value for Redis (the conventions' `redis`; not yet among the stable constants). */
+const DB_SYSTEM_NAME_REDIS = "redis";
 
 /** The tracer of Redis command spans; undefined (the default) while tracing is off. */
 let tracer: Tracer | undefined;
@@ -10,7 +14,7 @@ export function traceRedisCommands(commandTracer: Tracer | undefined): void {
 
 /**
  * Wraps the pending reply of one Redis command of a request in a client span:
- * `db.system` redis, the command (`MGET`, `EVALSHA`, …) and what it is for (`redis.purpose`:
+ * `db.system.name` redis, the command (`MGET`, `EVALSHA`, …) and what it is for (`redis.purpose`:
  * token-admission, generation-cache.write, rate-limit) — never a key or a value. It takes the promise itself rather than a
  * function, so that with tracing off it is one comparison and no allocation (the span starts a
  * moment after the command was queued, before its reply can arrive). Commands outside a traced
@@ -33,8 +37,8 @@ async function traced<T>(
     {
       kind: SpanKind.CLIENT,
       attributes: {
-        "db.system": "redis",
-        "db.operation.name": command,
+        [ATTR_DB_SYSTEM_NAME]: DB_SYSTEM_NAME_REDIS,
+        [ATTR_DB_OPERATION_NAME]: command,
         ...(purpose ? { "redis.purpose": purpose } : {}),
       },
     },
@@ -44,6 +48,7 @@ async function traced<T>(
     return await pending;
   } catch (error) {
     // The error's name only: a driver message may quote a command's arguments.
+    span.setAttribute(ATTR_ERROR_TYPE, error instanceof Error ? error.name : "_OTHER");
     span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : "error" });
     throw error;
   } finally {

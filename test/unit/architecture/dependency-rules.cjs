@@ -138,10 +138,10 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
       {
         name: "opentelemetry-sdk-only-in-observability",
         comment:
-          "12. Of OpenTelemetry, only src/observability (the SDK setup, tracing.ts) may import the SDK and exporter packages; the RPC core and the stores make their spans with @opentelemetry/api alone (a no-op while tracing is off), and the domain imports none of it (rule 4).",
+          "12. Of OpenTelemetry, only src/observability (the SDK setup, tracing.ts) may import the SDK and exporter packages; the faces, the RPC core and the stores make their spans with @opentelemetry/api alone (a no-op while tracing is off), naming attributes with @opentelemetry/semantic-conventions (constants only), and the domain imports none of it (rule 4).",
         severity: "error",
         from: { path: S, pathNot: in_("observability") },
-        to: { dependencyTypes: npm, path: "(^|/)node_modules/@opentelemetry/(?!api/)" },
+        to: { dependencyTypes: npm, path: "(^|/)node_modules/@opentelemetry/(?!api/|semantic-conventions/)" },
       },
       {
         name: "no-unresolvable",
