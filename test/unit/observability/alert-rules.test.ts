@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { createMetrics } from "../../../src/observability/metrics.js";
@@ -121,3 +125,39 @@ function hasLabel(metrics: ReturnType<typeof createMetrics>, metric: string, lab
   }
   return false;
 }
+
+/*
+ * Prometheus's own checker and unit tester (promtool, from Debian's prometheus package; .ci/run
+ * installs it): the rule file parses as Prometheus parses it, and the alerts of
+ * deploy/prometheus-alerts.test.yml fire on the series a failure leaves, with their labels and
+ * summaries, and stay silent on a healthy instance.
+ */
+const deployDir = fileURLToPath(new URL("../../../deploy/", import.meta.url));
+
+function promtool(...args: string[]): { status: number | null; output: string } {
+  const run = spawnSync("promtool", args, { cwd: deployDir, encoding: "utf8" });
+  if (run.error) throw new Error(`promtool is needed (apt-get install prometheus): ${run.error.message}`);
+  return { status: run.status, output: `${run.stdout}${run.stderr}` };
+}
+
+test("promtool: the rule file passes `promtool check rules`, and its unit tests pass", () => {
+  const check = promtool("check", "rules", "prometheus-alerts.yml");
+  assert.equal(check.status, 0, check.output);
+  const tests = promtool("test", "rules", "prometheus-alerts.test.yml");
+  assert.equal(tests.status, 0, tests.output);
+});
+
+test("promtool: a unit test that expects the wrong alert fails (the check can fail)", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "alert-rules-"));
+  try {
+    fs.copyFileSync(path.join(deployDir, "prometheus-alerts.yml"), path.join(dir, "prometheus-alerts.yml"));
+    const wrong = fs
+      .readFileSync(path.join(deployDir, "prometheus-alerts.test.yml"), "utf8")
+      .replace("Redis circuit breaker open on a:", "Redis circuit breaker open on b:");
+    fs.writeFileSync(path.join(dir, "wrong.test.yml"), wrong);
+    const run = spawnSync("promtool", ["test", "rules", "wrong.test.yml"], { cwd: dir, encoding: "utf8" });
+    assert.notEqual(run.status, 0, `${run.stdout}${run.stderr}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
