@@ -8,8 +8,9 @@ export const config = { transaction: false };
 /**
  * The audit trail's search (issue 24): one index per filter of the operator's audit search, each
  * ending in id so a filter's newest page is an index range read backwards (the keyset order, id
- * desc). tmc_id leads, so `tmc_id is null` (the platform's own trail) uses them too.
- * `audit_events_tmc_time_idx` (tmc_id, occurred_at) already serves the time range.
+ * desc). `audit_events_tmc_time_idx` (tmc_id, occurred_at) already serves the time range. The
+ * platform's own trail (`tmc_id is null`) has partial indexes of its own: Postgres takes only an
+ * equality on a leading column as fixing it, so (tmc_id, id) would not give it the order by id.
  */
 const SEARCH_INDEXES: ReadonlyArray<readonly [string, string]> = [
   ["tenant", "(tmc_id, id)"],
@@ -17,6 +18,10 @@ const SEARCH_INDEXES: ReadonlyArray<readonly [string, string]> = [
   ["actor", "(tmc_id, actor, id)"],
   ["target", "(tmc_id, target_client_id, id)"],
   ["time", "(tmc_id, occurred_at)"],
+  ["platform", "(id) where tmc_id is null"],
+  ["platform_action", "(action, id) where tmc_id is null"],
+  ["platform_actor", "(actor, id) where tmc_id is null"],
+  ["platform_target", "(target_client_id, id) where tmc_id is null"],
 ];
 
 /**
