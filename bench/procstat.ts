@@ -122,13 +122,12 @@ export async function quietMachine(
 ): Promise<{ waitedMs: number; quiet: boolean; busyCores: number }> {
   const started = performance.now();
   const cores = os.cpus().length;
-  let busy = NaN;
   for (;;) {
     const before = machineTicks();
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const after = machineTicks();
     if (!before || !after) return { waitedMs: 0, quiet: true, busyCores: NaN };
-    busy = ((after.busy - before.busy) / Math.max(1, after.total - before.total)) * cores;
+    const busy = ((after.busy - before.busy) / Math.max(1, after.total - before.total)) * cores;
     const waitedMs = performance.now() - started;
     if (busy < busyCores) return { waitedMs, quiet: true, busyCores: busy };
     if (waitedMs >= maxWaitMs) return { waitedMs, quiet: false, busyCores: busy };
