@@ -11,6 +11,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import knexPkg from "knex";
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
 import { FORM, JSON_TYPE, agent, form, request } from "./http.js";
 import { measureInvalidationOnce, readOn, type InvalidationSample, type Victim } from "./invalidation.js";
@@ -64,6 +65,11 @@ const SCIM_CONNECTIONS = 4;
 const AIR_CREDITS = 100_000;
 const AIR_CREDITS_PER_IMPORT = 150;
 const AIR_CREDITS_CONNECTIONS = 2;
+/** The audit-volume scenarios (issue 24): one tenant's trail of AUDIT_EVENTS token events, read by the operator. */
+const AUDIT_VOLUME_SCENARIOS = ["audit-search-action", "audit-search-client", "operator-api-user-list"] as const;
+const AUDIT_EVENTS = 1_000_000;
+const AUDIT_CLIENTS = 20;
+const AUDIT_CONNECTIONS = 2;
 
 const HELP = `Usage: npm run -s bench -- [options]
 
@@ -110,6 +116,13 @@ Scenarios (all on instance A but invalidation):
                        GET /v2/scim/v2/Users?filter=userName eq "…" (other users round-robin)
                        and, as scim-filtered-list-sw, a userName sw "…" filter (10 matches each);
                        at most ${SCIM_CONNECTIONS} connections (latency, not throughput, is the question)
+  audit-search-action, audit-search-client, operator-api-user-list (opt-in: --only audit-volume;
+                       Postgres only)
+                       one tenant with ${AUDIT_EVENTS} TOKEN_ISSUED audit events (SQL generate_series
+                       into the service's schema, then ANALYZE) of ${AUDIT_CLIENTS} API users, read over
+                       OperatorService (Connect JSON): ListAuditEvents by action + since (the last
+                       1-24 hours), by client id, and ListApiUsers with each user's last token time;
+                       ${AUDIT_CONNECTIONS} connections (goal: p99 under 100 ms each)
   air-credits-list     POST /v3/air/company-transferable-unused-credits/list on a company of
                        ${AIR_CREDITS} credits (imported through OperatorService.ImportAirCredits
                        first), filtered by airline, expiry window and PCCs, pages round-robin;
@@ -164,7 +177,13 @@ const ALL_SCENARIOS = [
   "verifier-local",
   "scim-filtered-list",
   "air-credits-list",
+  ...AUDIT_VOLUME_SCENARIOS,
 ] as const;
+
+/** Opt-in (--only): seeding a million audit events takes a minute and grows the run's schema by ~300 MB. */
+const OPT_IN: ReadonlySet<string> = new Set(AUDIT_VOLUME_SCENARIOS);
+/** `--only audit-volume` names all three. */
+const ALIASES: Readonly<Record<string, readonly string[]>> = { "audit-volume": AUDIT_VOLUME_SCENARIOS };
 
 /** Scenarios that are measurements of their own, not load rounds. */
 const NOT_LOAD: ReadonlySet<string> = new Set(["invalidation", "propagation", "verifier-local"]);
@@ -241,11 +260,12 @@ function parseOptions(argv: string[]): Options {
     usage(`--log-level must be a pino level, got "${logLevel}"`);
   const only = new Set(
     values.only === undefined
-      ? ALL_SCENARIOS
+      ? ALL_SCENARIOS.filter((k) => !OPT_IN.has(k))
       : values.only
           .split(",")
           .map((k) => k.trim())
-          .filter((k) => k !== ""),
+          .filter((k) => k !== "")
+          .flatMap((k) => ALIASES[k] ?? [k]),
   );
   for (const key of only)
     if (!(ALL_SCENARIOS as readonly string[]).includes(key))
@@ -492,6 +512,7 @@ async function main(): Promise<number> {
       "verifier-local",
       "scim-filtered-list",
       "air-credits-list",
+      ...AUDIT_VOLUME_SCENARIOS,
     ].some(wants);
     const wantsPropagation = wants("propagation") && options.propagationReps > 0 && !options.embedded;
     const wantsB = (wants("invalidation") && options.invalidationReps > 0 && !options.embedded) || wantsPropagation;
@@ -720,6 +741,12 @@ async function main(): Promise<number> {
       scenarios.push(...(await scimScenarios(serviceA, backend.operatorToken, options.connections)));
     if (serviceA && wants("air-credits-list"))
       scenarios.push(await airCreditScenario(serviceA, backend.operatorToken, options.connections));
+    if (serviceA && AUDIT_VOLUME_SCENARIOS.some(wants)) {
+      if (!backend.schema) throw new Error("the audit-volume scenarios seed Postgres: not with --embedded");
+      scenarios.push(
+        ...(await auditVolumeScenarios(serviceA, backend.operatorToken, backend.schema)).filter((x) => wants(x.key)),
+      );
+    }
     const bare = baselines["bare-fastify"];
     if (bare) {
       const answer = await request(`${bare.baseUrl}/`);
@@ -1373,6 +1400,137 @@ async function airCreditScenario(
     expected: ["200"],
     answered: `200 with ${page.unusedCreditInfos.length} of ${page.paginationParams.totalRecords} matching credits`,
   };
+}
+
+/**
+ * audit-volume (issue 24): a tenant with AUDIT_CLIENTS API users (through OperatorService) whose
+ * trail holds AUDIT_EVENTS TOKEN_ISSUED events of the last 30 days (ids rising with time, as the
+ * token endpoint writes them), written with SQL into the
+ * service's schema (the token endpoint at the benchmarked rate would take about 7 minutes), then
+ * ANALYZEd as autovacuum would have. One real token per user goes through the token endpoint, so
+ * the users' last-token times are the audit flush's. Read by the operator as a console would.
+ */
+async function auditVolumeScenarios(
+  A: ServiceInstance,
+  operatorToken: string,
+  schema: string,
+): Promise<LoadScenario[]> {
+  const tmc = (await operator(A, operatorToken, "CreateTmc", {
+    name: "Audit-volume bench TMC",
+    maxApiUsers: AUDIT_CLIENTS,
+  })) as { tmcId?: string };
+  if (!tmc.tmcId) throw new Error("audit-volume: could not create its tenant");
+  const users = await inParallel(AUDIT_CLIENTS, 4, async () => {
+    const created = (await operator(A, operatorToken, "CreateApiUser", { tmcId: tmc.tmcId, role: "TMC_ADMIN" })) as {
+      clientId?: string;
+      clientSecret?: string;
+    };
+    if (!created.clientId || !created.clientSecret) throw new Error("audit-volume: could not create an API user");
+    return { clientId: created.clientId, clientSecret: created.clientSecret };
+  });
+  const started = Date.now();
+  const db = knexPkg.knex({
+    client: "pg",
+    connection: BENCH_DATABASE_URL,
+    searchPath: [schema],
+    pool: { min: 1, max: 1 },
+  });
+  try {
+    const slice = 100_000;
+    for (let from = 1; from <= AUDIT_EVENTS; from += slice)
+      await db.raw(
+        `insert into audit_events (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
+         select now() - interval '30 days' * (1 - i::float8 / ?), 'TOKEN_ISSUED', 'SUCCESS', c, ?::uuid, c,
+                'bench-' || i, '{"grantType":"client_credentials"}'::jsonb
+           from generate_series(?::int, ?::int) as i, lateral (select (?::text[])[1 + i % ?] as c) as client`,
+        [
+          AUDIT_EVENTS,
+          tmc.tmcId,
+          from,
+          Math.min(AUDIT_EVENTS, from + slice - 1),
+          `{${users.map((u) => u.clientId).join(",")}}`,
+          AUDIT_CLIENTS,
+        ],
+      );
+    await db.raw("analyze audit_events");
+  } finally {
+    await db.destroy();
+  }
+  progress(
+    `seeded: ${AUDIT_EVENTS} TOKEN_ISSUED audit events of one tenant with SQL in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
+  for (const user of users) await issueRest(A.baseUrl, user);
+  const headers = { ...JSON_TYPE, authorization: `Bearer ${operatorToken}` };
+  const rpc = (method: string, body: object): HttpRequestSpec => ({
+    method: "POST",
+    path: `/travel.operator.v1.OperatorService/${method}`,
+    headers,
+    body: JSON.stringify(body),
+  });
+  const sinceHoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
+  const byAction = Array.from({ length: 24 }, (_, h) =>
+    rpc("ListAuditEvents", { tmcId: tmc.tmcId, actions: ["TOKEN_ISSUED"], since: sinceHoursAgo(h + 1), limit: 50 }),
+  );
+  const byClient = users.map((u) => rpc("ListAuditEvents", { tmcId: tmc.tmcId, clientId: u.clientId, limit: 50 }));
+  const apiUsers = [rpc("ListApiUsers", { tmcId: tmc.tmcId, limit: 50 })];
+  // Checked through the same protocol: full pages of the seeded events, and every user's last
+  // token time (the flush runs every 250 ms) no older than the token just issued.
+  const ask = async (spec: HttpRequestSpec) => {
+    const answer = await request(`${A.operatorUrl}${spec.path}`, { headers, body: spec.body!, timeoutMs: 30_000 });
+    if (answer.status !== 200)
+      throw new Error(`audit-volume: ${spec.path} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+    return answer.json<Record<string, unknown>>();
+  };
+  const actionPage = (await ask(byAction[0]!)) as { events?: Array<{ action?: string }> };
+  const clientPage = (await ask(byClient[0]!)) as { events?: Array<{ actor?: string; targetClientId?: string }> };
+  if (actionPage.events?.length !== 50 || clientPage.events?.length !== 50)
+    throw new Error("audit-volume: the audit search did not answer full pages of the seeded events");
+  if (!clientPage.events.every((e) => e.actor === users[0]!.clientId || e.targetClientId === users[0]!.clientId))
+    throw new Error("audit-volume: the client filter answered another client's events");
+  let listed: { apiUsers?: Array<{ lastTokenIssuedAt?: string }> } = {};
+  for (let attempt = 0; attempt < 20; attempt++) {
+    listed = (await ask(apiUsers[0]!)) as typeof listed;
+    if (
+      listed.apiUsers?.length === AUDIT_CLIENTS &&
+      listed.apiUsers.every((u) => Date.parse(u.lastTokenIssuedAt ?? "") > started)
+    )
+      break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  if (!listed.apiUsers?.every((u) => Date.parse(u.lastTokenIssuedAt ?? "") > started))
+    throw new Error(
+      `audit-volume: ListApiUsers did not show the tokens just issued: ${JSON.stringify(listed).slice(0, 300)}`,
+    );
+  const scenario = (key: string, title: string, variants: HttpRequestSpec[], answered: string): LoadScenario => ({
+    key,
+    title,
+    kind: "service",
+    face: "REST",
+    server: A,
+    job: { kind: "http", baseUrl: A.operatorUrl, variants, connections: AUDIT_CONNECTIONS },
+    expected: ["200"],
+    answered,
+  });
+  return [
+    scenario(
+      "audit-search-action",
+      `operator audit search, TOKEN_ISSUED since 1-24 h, ${AUDIT_EVENTS} events (service)`,
+      byAction,
+      "200 with 50 events",
+    ),
+    scenario(
+      "audit-search-client",
+      `operator audit search by client id, ${AUDIT_EVENTS} events (service)`,
+      byClient,
+      "200 with 50 events of the client",
+    ),
+    scenario(
+      "operator-api-user-list",
+      `operator api-user list with last token times, ${AUDIT_EVENTS} events (service)`,
+      apiUsers,
+      `200 with ${AUDIT_CLIENTS} users, each with its last token time`,
+    ),
+  ];
 }
 
 main().then(

@@ -1,6 +1,9 @@
 import { SpanKind, SpanStatusCode, type Tracer } from "@opentelemetry/api";
+import type { Knex } from "knex";
 import type { Config } from "../config/config.js";
+import type { Clock } from "../domain/shared/clock.js";
 import type { Logger } from "../domain/shared/observability.js";
+import { maintainAuditPartitions } from "../store/postgres/audit-partitions.js";
 import type { DomainServices } from "./domain-services.js";
 
 /** A job every instance runs on an interval; its failures are logged, never fatal. */
@@ -94,4 +97,36 @@ export function domainJobs(
       idle: () => domain.auditLog.pending === 0,
     },
   ];
+}
+
+/** Months of audit partitions created ahead of the current one. */
+const AUDIT_MONTHS_AHEAD = 3;
+
+/**
+ * The audit trail's partitions (src/store/postgres/audit-partitions.ts): the months ahead
+ * created, those past AUDIT_RETENTION_MONTHS dropped whole. Every instance runs it; one at a time
+ * acts (an advisory lock), the others find nothing to do.
+ */
+export function auditPartitionJob(
+  config: Pick<Config, "jobs" | "audit">,
+  jobsDb: Knex,
+  clock: Clock,
+  logger: Logger,
+): BackgroundJob {
+  return {
+    name: "audit partition maintenance",
+    intervalMs: config.jobs.auditPartitionIntervalMs,
+    run: async () => {
+      const { created, dropped } = await maintainAuditPartitions(jobsDb, clock(), {
+        monthsAhead: AUDIT_MONTHS_AHEAD,
+        retentionMonths: config.audit.retentionMonths,
+      });
+      if (created.length > 0) logger.info({ partitions: created }, "audit partitions created");
+      if (dropped.length > 0)
+        logger.warn(
+          { partitions: dropped, retentionMonths: config.audit.retentionMonths },
+          "audit partitions past retention dropped",
+        );
+    },
+  };
 }

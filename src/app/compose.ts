@@ -6,7 +6,7 @@ import { createMetrics } from "../observability/metrics.js";
 import { startTracing } from "../observability/tracing.js";
 import { ownDataDir } from "../store/data-dir-lock.js";
 import { traceRedisCommands } from "../store/redis/redis-spans.js";
-import { domainJobs, startBackgroundJobs } from "./background-jobs.js";
+import { auditPartitionJob, domainJobs, startBackgroundJobs } from "./background-jobs.js";
 import { createDomainServices } from "./domain-services.js";
 import { createFaces } from "./faces.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -58,7 +58,14 @@ export async function createService(config: Config, options: ServiceOptions = {}
       lifecycle.started("credential change feed", () => domain.generations.stop());
     }
     lifecycle.started("audit log", () => domain.auditLog.close());
-    const jobs = startBackgroundJobs(domainJobs(config.jobs, domain), logger, tracing?.tracer);
+    const jobs = startBackgroundJobs(
+      [
+        ...domainJobs(config.jobs, domain),
+        auditPartitionJob(config, storage.database.jobsDb, options.now ?? (() => new Date()), logger),
+      ],
+      logger,
+      tracing?.tracer,
+    );
     lifecycle.started("background jobs", () => jobs.stop());
 
     const faces = await createFaces(config, domain, storage, observers, lifecycle);

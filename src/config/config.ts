@@ -61,6 +61,8 @@ export interface JobsConfig {
   readonly credentialLogPruneIntervalMs: number;
   /** Writes buffered token audit events. */
   readonly auditFlushIntervalMs: number;
+  /** Creates the audit trail's monthly partitions ahead and drops those past retention. */
+  readonly auditPartitionIntervalMs: number;
   /** How often a gRPC health Watch re-evaluates the instance's health. */
   readonly healthWatchIntervalMs: number;
 }
@@ -214,6 +216,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     audit: {
       batchSize: intFrom(env, "AUDIT_BATCH_SIZE", 500, 1, 10_000),
       maxBuffered: intFrom(env, "AUDIT_MAX_BUFFERED", 100_000, 1, 10_000_000),
+      // 0: keep every month. Otherwise at least 1 whole month before the current one is kept.
+      retentionMonths: intFrom(env, "AUDIT_RETENTION_MONTHS", 0, 0, 1_200),
     },
     tracing: {
       otlpEndpoint:
@@ -351,6 +355,7 @@ function jobsFrom(env: NodeJS.ProcessEnv, signingKeyReloadIntervalMs: number): J
     credentialReconcileIntervalMs: intFrom(env, "CREDENTIAL_RECONCILE_INTERVAL_MS", 500, 10, HOUR_MS),
     credentialLogPruneIntervalMs: intFrom(env, "CREDENTIAL_LOG_PRUNE_INTERVAL_MS", 60_000, 10, 24 * HOUR_MS),
     auditFlushIntervalMs: intFrom(env, "AUDIT_FLUSH_INTERVAL_MS", 250, 10, MINUTE_MS),
+    auditPartitionIntervalMs: intFrom(env, "AUDIT_PARTITION_INTERVAL_MS", HOUR_MS, 10, 24 * HOUR_MS),
     healthWatchIntervalMs: intFrom(env, "HEALTH_WATCH_INTERVAL_MS", 5_000, 10, HOUR_MS),
   };
 }

@@ -308,23 +308,23 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     );
   });
 
-  isolation("audit.lastTokenIssued", async () => {
-    await repos.audit.append(uow.direct, [
-      {
-        action: "TOKEN_ISSUED",
-        outcome: "SUCCESS",
-        actor: clientB,
-        tmcId: b.id,
-        targetClientId: clientB,
-        debugIdentifier: "tb",
-        occurredAt: new Date("2026-11-22T10:00:00Z"),
-      },
-    ]);
-    assert.deepEqual([...(await repos.audit.lastTokenIssued(uow.direct, scopeA, [clientA, clientB]))], []);
-    assert.deepEqual(
-      [...(await repos.audit.lastTokenIssued(uow.direct, scopeB, [clientB]))],
-      [[clientB, new Date("2026-11-22T10:00:00Z")]],
-    );
+  test("audit.append raises a last-token time only for the API user of the event's own tenant", async () => {
+    const lastIssued = async (scope: TenantScope, clientId: string) =>
+      (await repos.apiUsers.listActiveDetails(uow.direct, scope, { limit: 100, offset: 0 })).users.find(
+        (u) => u.clientId === clientId,
+      )?.lastTokenIssuedAt;
+    const issued = (tmcId: string, at: string) => ({
+      action: "TOKEN_ISSUED",
+      outcome: "SUCCESS" as const,
+      actor: clientB,
+      tmcId,
+      targetClientId: clientB,
+      debugIdentifier: "tb",
+      occurredAt: new Date(at),
+    });
+    await repos.audit.append(uow.direct, [issued(b.id, "2026-11-22T10:00:00Z"), issued(a.id, "2026-11-22T11:00:00Z")]);
+    assert.deepEqual(await lastIssued(scopeB, clientB), new Date("2026-11-22T10:00:00Z"), "A's event is not B's token");
+    assert.equal(await lastIssued(scopeA, clientA), undefined);
   });
 
   describe("refresh tokens", () => {

@@ -14,6 +14,11 @@ export interface ApiUserListing {
   /** clientId of the creating admin, or "operator". */
   readonly createdBy: string | undefined;
   readonly rotatedAt: Date | undefined;
+  /**
+   * When the client last got a token: its newest TOKEN_ISSUED audit event, kept on the user and
+   * raised as the audit flush writes each batch (so it lags by the flush interval).
+   */
+  readonly lastTokenIssuedAt: Date | undefined;
 }
 
 /** API users, active and revoked (revoked rows stay as tombstones so a clientId is never reused). */

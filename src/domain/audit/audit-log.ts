@@ -20,7 +20,7 @@ const MAX_TEXT = 256;
 /** Waits between the last attempts to write buffered audit events at shutdown. */
 const CLOSE_RETRY_DELAYS_MS: readonly number[] = [200, 400, 600, 800];
 
-export interface AuditLogOptions extends AuditConfig {
+export interface AuditLogOptions extends Pick<AuditConfig, "batchSize" | "maxBuffered"> {
   /** Waits between the final flush attempts of `close` (tests shorten them). */
   readonly closeRetryDelaysMs?: readonly number[];
 }

@@ -30,4 +30,9 @@ export interface AuditConfig {
   readonly batchSize: number;
   /** Events kept while the database is down; beyond it the oldest are dropped and counted. */
   readonly maxBuffered: number;
+  /**
+   * Whole months of the trail kept before the current one; older monthly partitions are dropped
+   * (docs/operations.md: archive them first). 0 keeps everything.
+   */
+  readonly retentionMonths: number;
 }

@@ -33,7 +33,11 @@ export interface NumberedAuditEvent extends RecordedAuditEvent {
 }
 
 export interface AuditRepository {
-  /** Appends events; each carries its own tenant (or none, for unattributable requests). */
+  /**
+   * Appends events; each carries its own tenant (or none, for unattributable requests). In the
+   * same statement, each API user named as the target of a TOKEN_ISSUED event of its own tenant
+   * gets its last-token-issued time raised to the newest such event (never lowered).
+   */
   append(tx: Tx, events: readonly AuditEvent[]): Promise<void>;
   /** A tenant's trail, newest first. */
   list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]>;
@@ -44,6 +48,4 @@ export interface AuditRepository {
    * named for) narrowed by `filter`, newest first, at most `limit` events. It reads no tenant's rows.
    */
   searchPlatform(tx: Tx, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]>;
-  /** When each of `clientIds` last got a token (its newest TOKEN_ISSUED event in the tenant); clients without one are absent. */
-  lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>>;
 }

@@ -13,10 +13,7 @@ export interface ApiUserRevoker {
   revoke(caller: { clientId: string; tmcId: string }, clientId: string, requestId: string): Promise<void>;
 }
 
-export interface OperatorApiUser extends ApiUserListing {
-  /** The newest TOKEN_ISSUED event of the client in the audit trail (lags by the audit flush interval). */
-  readonly lastTokenIssuedAt: Date | undefined;
-}
+export type OperatorApiUser = ApiUserListing;
 
 export interface Page {
   readonly limit: number;
@@ -26,8 +23,8 @@ export interface Page {
 /**
  * What the platform operator reads and changes across tenants beyond creating them: TMCs with
  * their usage, a TMC's API users (revocable as its admin would), trusted issuers and the audit
- * trail. Reads never touch the token hot path: "last token issued" comes from the audit trail,
- * which the token endpoint already writes off the request path.
+ * trail. Reads never touch the token hot path: "last token issued" is kept on the API user by the
+ * audit flush, which the token endpoint already leaves off the request path.
  */
 export class OperatorConsole {
   constructor(
@@ -52,13 +49,8 @@ export class OperatorConsole {
 
   async listApiUsers(tmcId: string, page: Page): Promise<{ apiUsers: OperatorApiUser[]; total: number }> {
     const scope = await this.existingTmc(tmcId);
-    const { users: listed, total } = await this.apiUsers.listActiveDetails(this.uow.direct, scope, page);
-    const lastIssued = await this.audit.lastTokenIssued(
-      this.uow.direct,
-      scope,
-      listed.map((u) => u.clientId),
-    );
-    return { apiUsers: listed.map((u) => ({ ...u, lastTokenIssuedAt: lastIssued.get(u.clientId) })), total };
+    const { users: apiUsers, total } = await this.apiUsers.listActiveDetails(this.uow.direct, scope, page);
+    return { apiUsers, total };
   }
 
   /** The TMC admin's revoke with the operator as the caller: same transaction, same instant effect everywhere. */

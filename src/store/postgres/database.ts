@@ -53,6 +53,16 @@ const KNEX_LOG = {
 /** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
 const MIGRATION_LOCK_KEY = 727_501_113;
 
+/** How often a migrator waiting for another instance's migrations asks for the lock again. */
+const MIGRATION_LOCK_POLL_MS = 250;
+
+async function tryLock(connection: { query(sql: string, bindings?: unknown[]): Promise<unknown> }): Promise<boolean> {
+  const { rows } = (await connection.query("select pg_try_advisory_lock($1) as locked", [MIGRATION_LOCK_KEY])) as {
+    rows: Array<{ locked: boolean }>;
+  };
+  return rows[0]!.locked;
+}
+
 /** The part of Knex's (untyped) client that lends one driver connection (pg's or PGlite's) out and back. */
 type LendingClient = {
   acquireConnection(): Promise<{ query(sql: string, bindings?: unknown[]): Promise<unknown> }>;
@@ -149,7 +159,10 @@ async function migrateUnderLock(migrator: Knex, schema: string): Promise<string[
   const client = migrator.client as LendingClient;
   const connection = await client.acquireConnection();
   try {
-    await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+    // Polled, not waited for: a session blocked in pg_advisory_lock holds a snapshot, and CREATE
+    // INDEX CONCURRENTLY in the other instance's migration waits for every older snapshot of the
+    // database, so the two would wait for each other forever.
+    while (!(await tryLock(connection))) await new Promise((resolve) => setTimeout(resolve, MIGRATION_LOCK_POLL_MS));
     try {
       await connection.query(`create schema if not exists "${schema}"`);
       return await runMigrations(migrator, schema);

@@ -56,6 +56,13 @@ export interface ApiUserRow {
   change_seq: string | number;
 }
 
+/** When an API user last got a token, raised by each audit batch that holds a TOKEN_ISSUED event of it. */
+export interface ApiUserTokenActivityRow {
+  client_id: string;
+  tmc_id: string;
+  last_token_issued_at: Date;
+}
+
 export interface AuditEventRow {
   id: string;
   occurred_at: Date;

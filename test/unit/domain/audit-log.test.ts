@@ -26,9 +26,6 @@ class FlakyAuditRepository implements AuditRepository {
   async searchPlatform() {
     return [];
   }
-  async lastTokenIssued() {
-    return new Map<string, Date>();
-  }
 }
 
 function counter() {

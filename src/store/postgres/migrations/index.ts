@@ -14,6 +14,8 @@ import * as usersScimNames from "./20261125000300_users_scim_names.js";
 import * as trustedIssuerCompany from "./20261125000400_trusted_issuer_company.js";
 import * as resourceServers from "./20261126000100_resource_servers.js";
 import * as ssfPollPositions from "./20261126000200_ssf_poll_positions.js";
+import * as auditPartitions from "./20261126001000_audit_partitions.js";
+import * as apiUserLastToken from "./20261126001100_api_user_last_token.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -35,6 +37,8 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261125000400_trusted_issuer_company", trustedIssuerCompany],
   ["20261126000100_resource_servers", resourceServers],
   ["20261126000200_ssf_poll_positions", ssfPollPositions],
+  ["20261126001000_audit_partitions", auditPartitions],
+  ["20261126001100_api_user_last_token", apiUserLastToken],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -40,14 +40,13 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     scope: TenantScope,
     page: { limit: number; offset: number },
   ): Promise<{ users: ApiUserListing[]; total: number }> {
-    const { rows, total } = await activePage<ApiUserRow>(tx, scope, page, [
-      "client_id",
-      "org_id",
-      "role",
-      "credential_type",
-      "created_by",
-      "rotated_at",
-    ]);
+    const { rows, total } = await activePage<ApiUserRow & { last_token_issued_at: Date | null }>(
+      tx,
+      scope,
+      page,
+      ["client_id", "org_id", "role", "credential_type", "created_by", "rotated_at"],
+      [LAST_TOKEN_ISSUED],
+    );
     return {
       users: rows.map((r) => ({
         clientId: r.client_id,
@@ -57,6 +56,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
         createdAt: new Date(r.created_at),
         createdBy: r.created_by ?? undefined,
         rotatedAt: r.rotated_at ? new Date(r.rotated_at) : undefined,
+        lastTokenIssuedAt: r.last_token_issued_at ? new Date(r.last_token_issued_at) : undefined,
       })),
       total,
     };
@@ -97,6 +97,10 @@ export class PostgresApiUserRepository implements ApiUserRepository {
   }
 }
 
+/** The user's last-token time, kept beside it by the audit flush (see the audit repository's append). */
+const LAST_TOKEN_ISSUED = `(select a.last_token_issued_at from api_user_token_activity a
+  where a.client_id = api_users.client_id and a.tmc_id = api_users.tmc_id) as last_token_issued_at`;
+
 function active(tx: Tx, scope: TenantScope) {
   return knexOf(tx)<ApiUserRow>("api_users").where({ tmc_id: scope.tmcId }).whereNull("revoked_at");
 }
@@ -107,11 +111,13 @@ function activePage<Row extends Pick<ApiUserRow, "client_id">>(
   scope: TenantScope,
   page: { limit: number; offset: number },
   columns: ReadonlyArray<keyof ApiUserRow>,
+  computed: readonly string[] = [],
 ): Promise<{ rows: Row[]; total: number }> {
   return pageWithTotal<Row>(knexOf(tx), {
     count: active(tx, scope),
     page: active(tx, scope)
       .select([...new Set([...columns, "created_at", "client_id"])])
+      .select(computed.map((sql) => knexOf(tx).raw(sql)))
       .orderBy([{ column: "created_at" }, { column: "client_id" }])
       .limit(page.limit)
       .offset(page.offset),

@@ -16,22 +16,40 @@ import { knexOf } from "../unit-of-work.js";
  * eight parameters per row, each bound and sent on its own, and a statement text per batch size;
  * this one is the same text for every batch and one string to send. Measured per row against the
  * multi-row insert (issue 21): 0.4-0.7x the client CPU on Postgres for batches of 100-500 (about
- * 0.9x at 10), 0.7-0.9x on PGlite. For a single event (the transactional appends of operator and
- * admin calls, the one-by-one retry of a refused batch) the plain insert measured cheaper, so it
- * stays.
+ * 0.9x at 10), 0.7-0.9x on PGlite.
+ *
+ * The same statement raises each API user's last-token time to its newest TOKEN_ISSUED event of
+ * the batch (issue 24), so the operator's api-user list reads a row per user instead of scanning
+ * the trail: one statement, so a retried batch never half-applies. Only users of the event's own
+ * tenant; rows upserted in client_id order, so two instances flushing at once cannot deadlock.
  */
-const INSERT_BATCH = `insert into audit_events
-  (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
-select occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details
-from json_to_recordset(?::json) as r(occurred_at timestamptz, action text, outcome text, actor text,
-  tmc_id uuid, target_client_id text, debug_identifier text, details jsonb)`;
+const INSERT_BATCH = `with batch as (
+  select * from json_to_recordset(?::json) as r(occurred_at timestamptz, action text, outcome text, actor text,
+    tmc_id uuid, target_client_id text, debug_identifier text, details jsonb)
+), inserted as (
+  insert into audit_events (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
+  select occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details from batch
+), issued as (
+  select tmc_id, target_client_id, max(occurred_at) as at from batch
+   where action = 'TOKEN_ISSUED' and tmc_id is not null and target_client_id is not null
+   group by tmc_id, target_client_id
+)
+insert into api_user_token_activity (client_id, tmc_id, last_token_issued_at)
+select u.client_id, u.tmc_id, issued.at
+  from issued join api_users u on u.client_id = issued.target_client_id and u.tmc_id = issued.tmc_id
+ order by u.client_id
+on conflict (client_id) do update
+  set last_token_issued_at = greatest(api_user_token_activity.last_token_issued_at, excluded.last_token_issued_at)`;
 
 export class PostgresAuditRepository implements AuditRepository {
   async append(tx: Tx, events: readonly AuditEvent[]): Promise<void> {
     if (events.length === 0) return;
     const rows = events.map(toRow);
     try {
-      if (rows.length === 1) await knexOf(tx)<AuditEventRow>("audit_events").insert(rows[0]!);
+      // For a single event other than a token (the transactional appends of operator and admin
+      // calls, the one-by-one retry of a refused batch) the plain insert measured cheaper.
+      if (rows.length === 1 && rows[0]!.action !== "TOKEN_ISSUED")
+        await knexOf(tx)<AuditEventRow>("audit_events").insert(rows[0]!);
       else await knexOf(tx).raw(INSERT_BATCH, [JSON.stringify(rows)]);
     } catch (error) {
       // SQLSTATE classes 22 (data exception) and 23 (integrity): the rows themselves are refused.
@@ -49,43 +67,52 @@ export class PostgresAuditRepository implements AuditRepository {
   }
 
   search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
-    return searched(knexOf(tx)<AuditEventRow>("audit_events").where({ tmc_id: scope.tmcId }), filter, limit);
+    return searched(tx, (q) => q.where({ tmc_id: scope.tmcId }), filter, limit);
   }
 
   searchPlatform(tx: Tx, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
-    return searched(knexOf(tx)<AuditEventRow>("audit_events").whereNull("tmc_id"), filter, limit);
-  }
-
-  async lastTokenIssued(tx: Tx, scope: TenantScope, clientIds: readonly string[]): Promise<Map<string, Date>> {
-    if (clientIds.length === 0) return new Map();
-    const rows = (await knexOf(tx)<AuditEventRow>("audit_events")
-      .where({ tmc_id: scope.tmcId, action: "TOKEN_ISSUED" })
-      .whereIn("target_client_id", [...clientIds])
-      .groupBy("target_client_id")
-      .select("target_client_id")
-      .max({ last: "occurred_at" })) as unknown as Array<{ target_client_id: string; last: Date | string }>;
-    return new Map(rows.map((r) => [r.target_client_id, new Date(r.last)]));
+    return searched(tx, (q) => q.whereNull("tmc_id"), filter, limit);
   }
 }
 
-/** One trail's events narrowed by `filter`, newest (highest id) first. */
-async function searched(
-  trail: Knex.QueryBuilder<AuditEventRow>,
-  filter: AuditFilter,
-  limit: number,
-): Promise<NumberedAuditEvent[]> {
-  const query = trail;
-  if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
-  if (filter.clientId !== undefined) {
-    const clientId = filter.clientId;
-    query.where((q) => {
-      q.where("actor", clientId).orWhere("target_client_id", clientId);
-    });
-  }
-  if (filter.since) query.where("occurred_at", ">=", filter.since);
-  if (filter.until) query.where("occurred_at", "<", filter.until);
-  if (filter.beforeId !== undefined) query.where("id", "<", filter.beforeId);
-  const rows = (await query.orderBy("id", "desc").limit(limit)) as AuditEventRow[];
+type Trail = (query: Knex.QueryBuilder<AuditEventRow>) => Knex.QueryBuilder<AuditEventRow>;
+
+/**
+ * One trail's events narrowed by `filter`, newest (highest id) first. Every filter has an index
+ * ending in id (migration 20261126001000), so a page is a short backwards index read. "Actor or
+ * target" is two such reads, each limited, merged: an OR would make Postgres combine both
+ * indexes into a bitmap and sort every matching event before it could return the newest.
+ */
+async function searched(tx: Tx, trail: Trail, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
+  const knex = knexOf(tx);
+  const narrowed = (query: Knex.QueryBuilder<AuditEventRow>) => {
+    trail(query);
+    if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
+    if (filter.since) query.where("occurred_at", ">=", filter.since);
+    if (filter.until) query.where("occurred_at", "<", filter.until);
+    if (filter.beforeId !== undefined) query.where("id", "<", filter.beforeId);
+    return query.orderBy("id", "desc").limit(limit);
+  };
+  const clientId = filter.clientId;
+  const query =
+    clientId === undefined
+      ? narrowed(knex<AuditEventRow>("audit_events"))
+      : knex
+          .select("*")
+          .from(
+            knex
+              .union(
+                [
+                  narrowed(knex<AuditEventRow>("audit_events").where("actor", clientId)),
+                  narrowed(knex<AuditEventRow>("audit_events").where("target_client_id", clientId)),
+                ],
+                true,
+              )
+              .as("either"),
+          )
+          .orderBy("id", "desc")
+          .limit(limit);
+  const rows = (await query) as AuditEventRow[];
   return rows.map((r) => ({ ...toEvent(r), id: String(r.id) }));
 }
 
