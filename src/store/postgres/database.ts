@@ -2,7 +2,9 @@ import fs from "node:fs";
 import path from "node:path";
 import knexPkg, { type Knex } from "knex";
 import ClientPgLite from "knex-pglite";
+import { silentLogger, type Logger } from "../../domain/shared/observability.js";
 import type { StorageConfig } from "../settings.js";
+import { withMigrationLock, type LockConnection } from "./migration-lock.js";
 import { migrationSource } from "./migrations/index.js";
 
 const { knex } = knexPkg;
@@ -20,8 +22,13 @@ export interface Database {
    */
   readonly jobsDb: Knex;
   readonly schema: string;
-  /** Applies pending migrations; returns the names it applied. Safe when several instances start at once. */
-  migrate(): Promise<string[]>;
+  /**
+   * Applies pending migrations; returns the names it applied. Safe when several instances start
+   * at once: one migrates, the others wait for it (logging to `logger`), then find nothing to do.
+   */
+  migrate(logger?: Logger): Promise<string[]>;
+  /** The migrations this version knows that the database has not applied yet, in order. */
+  pendingMigrations(): Promise<string[]>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
@@ -31,6 +38,8 @@ export type DatabaseOptions = Pick<StorageConfig, "databaseUrl" | "dataDir" | "d
   Partial<
     Pick<
       StorageConfig,
+      | "databaseDirectUrl"
+      | "migrationLockTimeoutMs"
       | "databasePoolMax"
       | "databaseAcquireTimeoutMs"
       | "databaseQueryTimeoutMs"
@@ -50,12 +59,9 @@ const KNEX_LOG = {
   debug: () => undefined,
 };
 
-/** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
-const MIGRATION_LOCK_KEY = 727_501_113;
-
 /** The part of Knex's (untyped) client that lends one driver connection (pg's or PGlite's) out and back. */
 type LendingClient = {
-  acquireConnection(): Promise<{ query(sql: string, bindings?: unknown[]): Promise<unknown> }>;
+  acquireConnection(): Promise<LockConnection>;
   releaseConnection(connection: unknown): Promise<void>;
 };
 
@@ -69,9 +75,12 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
     databasePoolMax: poolMax = 10,
     databaseLockTimeoutMs: lockTimeoutMs,
     databaseJobsPoolMax: jobsPoolMax = 2,
+    // Migrations and LISTEN need a real session: a transaction-mode pooler cannot carry them.
+    databaseDirectUrl: directUrl = connectionString,
+    migrationLockTimeoutMs = 10 * 60_000,
   } = options;
-  const connect = (timeouts: RequestTimeouts | undefined, max: number) =>
-    connectPostgres(connectionString, options, timeouts, max);
+  const connect = (timeouts: RequestTimeouts | undefined, max: number, url = connectionString) =>
+    connectPostgres(url, options, timeouts, max);
   const db = connect({ lockTimeoutMs }, poolMax);
   // The jobs take no row locks that requests wait on, and a job may wait its turn for one.
   const jobsDb = connect({}, jobsPoolMax);
@@ -80,16 +89,18 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
     db,
     jobsDb,
     schema,
-    async migrate() {
-      // Migrations run on their own short-lived pool without the request timeouts: waiting for
-      // another instance's migration, or building an index, may rightly take longer than a request.
-      const migrator = connect(undefined, 2);
+    async migrate(logger = silentLogger) {
+      // Migrations run on their own short-lived pool on the direct URL, without the request
+      // timeouts: waiting for another instance's migration, or building an index, may rightly take
+      // longer than a request. One connection holds the lock, the others migrate.
+      const migrator = connect(undefined, 3, directUrl);
       try {
-        return await migrateUnderLock(migrator, schema);
+        return await migrateUnderLock(migrator, schema, { timeoutMs: migrationLockTimeoutMs, logger });
       } finally {
         await migrator.destroy();
       }
     },
+    pendingMigrations: () => pendingMigrations(db, schema),
     ping: () => pingDatabase(db),
     close: async () => {
       await Promise.all([db.destroy(), jobsDb.destroy()]);
@@ -142,20 +153,22 @@ function connectPostgres(
 
 /**
  * Knex's own lock table makes a second concurrent migrator fail instead of wait, and CREATE SCHEMA
- * IF NOT EXISTS can race too; a session advisory lock held on one dedicated connection makes every
- * other instance wait, then find nothing left to do.
+ * IF NOT EXISTS can race too; the migration lock (migration-lock.ts), held on one dedicated
+ * connection, makes every other instance wait, then find nothing left to do.
  */
-async function migrateUnderLock(migrator: Knex, schema: string): Promise<string[]> {
+async function migrateUnderLock(
+  migrator: Knex,
+  schema: string,
+  lockOptions: { timeoutMs: number; logger: Logger },
+): Promise<string[]> {
   const client = migrator.client as LendingClient;
   const connection = await client.acquireConnection();
   try {
-    await connection.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
-    try {
-      await connection.query(`create schema if not exists "${schema}"`);
-      return await runMigrations(migrator, schema);
-    } finally {
-      await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
-    }
+    return await withMigrationLock(connection, schema, lockOptions, async () => {
+      // On another connection, committed at once: the lock's transaction stays empty.
+      await migrator.raw(`create schema if not exists "${schema}"`);
+      return runMigrations(migrator, schema);
+    });
   } finally {
     await client.releaseConnection(connection);
   }
@@ -187,6 +200,7 @@ function openPglite(dataDir: string): Database {
     schema: "public",
     // One process owns an embedded database (see ownDataDir), so no cross-process lock is needed.
     migrate: () => runMigrations(db, "public"),
+    pendingMigrations: () => pendingMigrations(db, "public"),
     ping: () => pingDatabase(db),
     close: () => db.destroy(),
   };
@@ -195,6 +209,14 @@ function openPglite(dataDir: string): Database {
 async function runMigrations(db: Knex, schema: string): Promise<string[]> {
   const [, applied] = (await db.migrate.latest({ migrationSource, schemaName: schema })) as [number, string[]];
   return applied;
+}
+
+async function pendingMigrations(db: Knex, schema: string): Promise<string[]> {
+  const known = await migrationSource.getMigrations([]);
+  if (!(await db.schema.withSchema(schema).hasTable("knex_migrations"))) return known;
+  const rows = (await db.withSchema(schema).from("knex_migrations").select("name")) as Array<{ name: string }>;
+  const applied = new Set(rows.map((row) => row.name));
+  return known.filter((name) => !applied.has(name));
 }
 
 async function pingDatabase(db: Knex): Promise<boolean> {
