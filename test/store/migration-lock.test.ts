@@ -11,7 +11,14 @@ import { openDatabase, type Database, type DatabaseOptions } from "../../src/sto
 import { MigrationLockTimeoutError, withMigrationLock } from "../../src/store/postgres/migration-lock.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
-import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
+import {
+  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
+  isPostgres,
+  newStorage,
+  serviceEnv,
+  TEST_DATABASE_URL,
+  type Storage,
+} from "../helpers/backend.js";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.js";
 import { dropStorage } from "../helpers/service.js";
 import { waitFor } from "../helpers/wait.js";
@@ -45,7 +52,13 @@ function freshSchema(): string {
 }
 
 function open(schema: string, options: Partial<DatabaseOptions> = {}): Database {
-  const database = openDatabase({ databaseUrl: TEST_DATABASE_URL, dataDir: "", databaseSchema: schema, ...options });
+  const database = openDatabase({
+    databaseUrl: TEST_DATABASE_URL,
+    dataDir: "",
+    databaseSchema: schema,
+    migrationLockTimeoutMs: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
+    ...options,
+  });
   opened.push(database);
   return database;
 }

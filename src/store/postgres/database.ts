@@ -34,12 +34,14 @@ export interface Database {
 }
 
 /** The storage settings a database opens with; the pool sizes and timeouts default for tests and tools. */
-export type DatabaseOptions = Pick<StorageConfig, "databaseUrl" | "dataDir" | "databaseSchema"> &
+export type DatabaseOptions = Pick<
+  StorageConfig,
+  "databaseUrl" | "dataDir" | "databaseSchema" | "migrationLockTimeoutMs"
+> &
   Partial<
     Pick<
       StorageConfig,
       | "databaseDirectUrl"
-      | "migrationLockTimeoutMs"
       | "databasePoolMax"
       | "databaseAcquireTimeoutMs"
       | "databaseQueryTimeoutMs"
@@ -77,7 +79,7 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
     databaseJobsPoolMax: jobsPoolMax = 2,
     // Migrations and LISTEN need a real session: a transaction-mode pooler cannot carry them.
     databaseDirectUrl: directUrl = connectionString,
-    migrationLockTimeoutMs = 10 * 60_000,
+    migrationLockTimeoutMs,
   } = options;
   const connect = (timeouts: RequestTimeouts | undefined, max: number, url = connectionString) =>
     connectPostgres(url, options, timeouts, max);
