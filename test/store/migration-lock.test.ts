@@ -171,6 +171,16 @@ describe("the migration lock", { skip: !isPostgres && "Postgres backend only (on
     assert.deepEqual(logger.lines, [], "no wait");
   });
 
+  it("a server's idle_in_transaction_session_timeout does not end the lock while the migrations run", async () => {
+    const schema = freshSchema();
+    // 100 ms: well below the time a fresh schema's migrations take, during which the lock's transaction idles.
+    const url = new URL(TEST_DATABASE_URL);
+    url.searchParams.set("options", "-c idle_in_transaction_session_timeout=100");
+    const database = open(schema, { databaseDirectUrl: url.toString() });
+    assert.deepEqual(await database.migrate(), await allMigrations());
+    assert.deepEqual(await database.pendingMigrations(), []);
+  });
+
   it("CREATE INDEX CONCURRENTLY completes while the lock's transaction is open (it holds no snapshot)", async () => {
     // On the private server: the index build waits for every snapshot of its database, other test runs' too.
     const url = await privateUrl();

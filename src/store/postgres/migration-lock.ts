@@ -105,7 +105,12 @@ async function tryLock(connection: LockConnection, key: number): Promise<boolean
     const result = (await connection.query(`select pg_try_advisory_xact_lock(${LOCK_CLASS}, ${key}) as locked`)) as {
       rows: Array<{ locked: boolean }>;
     };
-    if (result.rows[0]?.locked) return true;
+    if (result.rows[0]?.locked) {
+      // The transaction idles while the migrations run elsewhere: a server-wide idle timeout
+      // must not end it (and the lock) half-way.
+      await connection.query("set local idle_in_transaction_session_timeout = 0");
+      return true;
+    }
   } catch (error) {
     await connection.query("rollback").catch(() => {});
     throw error;
