@@ -1,7 +1,9 @@
 import { createService } from "./app/compose.js";
+import { SchemaBehindError } from "./app/schema-wait.js";
 import { ConfigError, loadConfig } from "./config/config.js";
 import { removeServerRecord, writeServerRecord } from "./store/server-record.js";
 import { DataDirBusyError } from "./store/data-dir-lock.js";
+import { MigrationLockTimeoutError } from "./store/postgres/migration-lock.js";
 
 /**
  * Starts one instance. SIGTERM/SIGINT: stop accepting, let in-flight requests finish (up to
@@ -55,6 +57,11 @@ main().catch((error: unknown) => {
   if (error instanceof ConfigError || error instanceof DataDirBusyError) {
     process.stderr.write(`configuration error: ${error.message}\n`);
     process.exit(2);
+  }
+  // Expected ends of a start, said plainly (their message says what to do), not as a crash.
+  if (error instanceof SchemaBehindError || error instanceof MigrationLockTimeoutError) {
+    process.stderr.write(`failed to start: ${error.message}\n`);
+    process.exit(1);
   }
   process.stderr.write(`failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(1);

@@ -43,7 +43,7 @@ export async function createFaces(
   const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
   const { health, adminHealth } = healthServices(config, async () => (await readiness()).database === "up");
   const rpc = createRpcCore(
-    { ...domain, operator: { ...domain.operator, migrate: () => database.migrate() } },
+    { ...domain, operator: { ...domain.operator, migrate: () => database.migrate(logger) } },
     {
       logger,
       metrics,

@@ -11,6 +11,7 @@ import { postgresRepositories, type Repositories } from "../store/postgres/repos
 import { KnexUnitOfWork } from "../store/postgres/unit-of-work.js";
 import { openSharedState, type SharedState } from "../store/shared-state.js";
 import type { Lifecycle } from "./lifecycle.js";
+import { awaitCurrentSchema } from "./schema-wait.js";
 import { retryWhileDatabaseUnavailable } from "./startup-retry.js";
 
 /** The storage an instance runs on, opened (and migrated) from the storage settings. */
@@ -25,8 +26,9 @@ export interface Storage {
 }
 
 /**
- * Opens the database (migrated unless `skipMigrations`) and the shared state, each registered
- * with `lifecycle` to be closed.
+ * Opens the database and the shared state, each registered with `lifecycle` to be closed. The
+ * database is migrated (MIGRATE_ON_START) or waited for until a migration job has made its schema
+ * current (awaitCurrentSchema); `skipMigrations` (the CLI's offline `migrate`) does neither.
  */
 export async function openStorage(
   config: Config,
@@ -41,7 +43,7 @@ export async function openStorage(
   if (tracer) {
     for (const db of new Set([database.db, database.jobsDb])) traceQueries(db, tracer, database.schema);
   }
-  if (!skipMigrations) await retryWhileDatabaseUnavailable("migrations", () => database.migrate(), logger);
+  if (!skipMigrations) await migrateOrAwait(database, storage, logger);
   const shared = openSharedState(
     storage,
     {
@@ -61,4 +63,16 @@ export async function openStorage(
     repositories: postgresRepositories(storage.databaseSchema),
     changeFeed: openChangeFeed(storage, logger),
   };
+}
+
+async function migrateOrAwait(database: Database, storage: Config["storage"], logger: Logger): Promise<void> {
+  if (storage.migrateOnStart) {
+    await retryWhileDatabaseUnavailable("migrations", () => database.migrate(logger), logger);
+    return;
+  }
+  await retryWhileDatabaseUnavailable(
+    "waiting for the schema",
+    () => awaitCurrentSchema(database, { timeoutMs: storage.migrationWaitTimeoutMs, logger }),
+    logger,
+  );
 }

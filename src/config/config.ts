@@ -76,6 +76,14 @@ function intFrom(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   return value;
 }
 
+function boolFrom(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = nonEmpty(env[name]);
+  if (raw === undefined) return fallback;
+  if (raw === "true") return true;
+  if (raw === "false") return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
 function urlFrom(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
   const value = nonEmpty(env[name]) ?? fallback;
   try {
@@ -304,8 +312,10 @@ function storageFrom(
     databaseLockTimeoutMs,
   }: Pick<StorageConfig, "databaseSchema" | "databaseQueryTimeoutMs" | "databaseLockTimeoutMs">,
 ): StorageConfig {
+  const databaseUrl = secretSetting(env, "DATABASE_URL")?.value;
   return {
-    databaseUrl: secretSetting(env, "DATABASE_URL")?.value,
+    databaseUrl,
+    ...migrationsFrom(env, databaseUrl),
     databaseSchema,
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
     databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
@@ -321,6 +331,26 @@ function storageFrom(
     databaseLockTimeoutMs,
     databaseLockWaitMs: intFrom(env, "DATABASE_LOCK_WAIT_MS", 2_000, 0, 10 * MINUTE_MS),
     databaseJobsPoolMax: intFrom(env, "DATABASE_JOBS_POOL_MAX", 2, 1, 100),
+  };
+}
+
+/** DATABASE_DIRECT_URL, MIGRATE_ON_START and MIGRATION_*_TIMEOUT_MS. */
+function migrationsFrom(
+  env: NodeJS.ProcessEnv,
+  databaseUrl: string | undefined,
+): Pick<StorageConfig, "databaseDirectUrl" | "migrateOnStart" | "migrationWaitTimeoutMs" | "migrationLockTimeoutMs"> {
+  const direct = secretSetting(env, "DATABASE_DIRECT_URL")?.value;
+  // Never quoted in the message: like DATABASE_URL it may hold a password.
+  if (direct !== undefined && databaseUrl === undefined) {
+    throw new ConfigError("DATABASE_DIRECT_URL needs DATABASE_URL: the embedded database has no direct connection");
+  }
+  return {
+    databaseDirectUrl: direct ?? databaseUrl,
+    migrateOnStart: boolFrom(env, "MIGRATE_ON_START", true),
+    // 10 minutes, as a Kubernetes rollout's default progress deadline: a migration job has that
+    // long to finish before the instances waiting for it give up and say so.
+    migrationWaitTimeoutMs: intFrom(env, "MIGRATION_WAIT_TIMEOUT_MS", 10 * MINUTE_MS, 0, 24 * HOUR_MS),
+    migrationLockTimeoutMs: intFrom(env, "MIGRATION_LOCK_TIMEOUT_MS", 10 * MINUTE_MS, 0, 24 * HOUR_MS),
   };
 }
 

@@ -5,6 +5,17 @@
 export interface StorageConfig {
   /** Postgres connection string; absent selects the embedded PGlite database under dataDir. */
   readonly databaseUrl: string | undefined;
+  /**
+   * Where migrations and the LISTEN connection go: a direct server session, when databaseUrl
+   * is a transaction-mode pooler that cannot carry LISTEN or long DDL. DATABASE_URL by default.
+   */
+  readonly databaseDirectUrl: string | undefined;
+  /** Apply pending migrations at start; false: a separate job migrates, and a start waits for it. */
+  readonly migrateOnStart: boolean;
+  /** How long a start without migrations waits for the schema to catch up with the code, then exits. */
+  readonly migrationWaitTimeoutMs: number;
+  /** How long a migration waits for another instance's migration (the lock), then fails. */
+  readonly migrationLockTimeoutMs: number;
   /** Postgres schema holding the service's tables (lets test runs and deployments of one server stay apart). */
   readonly databaseSchema: string;
   readonly dataDir: string;

@@ -8,7 +8,15 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { backend, isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
+import {
+  backend,
+  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
+  isPostgres,
+  newStorage,
+  serviceEnv,
+  TEST_DATABASE_URL,
+  type Storage,
+} from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
 import { runCli, spawnServer, type CliResult, type ServerProcess } from "../helpers/server-process.js";
 import { openDatabase } from "../../src/store/postgres/database.js";
@@ -70,6 +78,7 @@ interface RowCounts {
 async function countRows(storage: Storage): Promise<RowCounts & { limits: Record<string, number> }> {
   const database = openDatabase({
     databaseUrl: isPostgres ? TEST_DATABASE_URL : undefined,
+    migrationLockTimeoutMs: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
     dataDir: storage.dataDir,
     databaseSchema: storage.schema ?? "public",
   });

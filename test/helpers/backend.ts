@@ -16,6 +16,8 @@ export const backend: Backend = process.env.TEST_BACKEND === "embedded" ? "embed
 export const isPostgres = backend === "postgres";
 
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+/** The service's default bound on waiting for another instance's migration, for the tests that open a Database. */
+export const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS = loadConfig({}).storage.migrationLockTimeoutMs;
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 /** Fixed per test process so instances that share a database also share keys, as in production. */

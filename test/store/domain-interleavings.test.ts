@@ -22,7 +22,13 @@ import {
   type ProvisionedApiUser,
 } from "../fakes/domain-fixture.js";
 import { instrumented, type Instrumented } from "../fakes/instrumented-repositories.js";
-import { isPostgres, newStorage, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
+import {
+  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
+  isPostgres,
+  newStorage,
+  TEST_DATABASE_URL,
+  type Storage,
+} from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
 import { waitFor } from "../helpers/wait.js";
 
@@ -51,6 +57,7 @@ describe("the domain with two transactions open at once", { skip: !isPostgres &&
     const schema = storage.schema!;
     const database: Database = openDatabase({
       databaseUrl: TEST_DATABASE_URL,
+      migrationLockTimeoutMs: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
       dataDir: storage.dataDir,
       databaseSchema: schema,
     });

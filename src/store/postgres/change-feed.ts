@@ -22,7 +22,8 @@ export function openChangeFeed(storage: StorageConfig, logger: Logger): ChangeFe
   if (!storage.databaseUrl) return new LocalChangeFeed();
   return new PostgresChangeFeed(
     {
-      connectionString: storage.databaseUrl,
+      // LISTEN needs a session of its own: a transaction-mode pooler cannot carry it.
+      connectionString: storage.databaseDirectUrl ?? storage.databaseUrl,
       channel: credentialChangeChannel(storage.databaseSchema),
       signingKeyChannel: signingKeyChangeChannel(storage.databaseSchema),
       reconnectMaxDelayMs: storage.redisReconnectMaxDelayMs,

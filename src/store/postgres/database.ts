@@ -2,7 +2,9 @@ import fs from "node:fs";
 import path from "node:path";
 import knexPkg, { type Knex } from "knex";
 import ClientPgLite from "knex-pglite";
+import { silentLogger, type Logger } from "../../domain/shared/observability.js";
 import type { StorageConfig } from "../settings.js";
+import { withMigrationLock, type LockConnection } from "./migration-lock.js";
 import { migrationSource } from "./migrations/index.js";
 
 const { knex } = knexPkg;
@@ -20,17 +22,26 @@ export interface Database {
    */
   readonly jobsDb: Knex;
   readonly schema: string;
-  /** Applies pending migrations; returns the names it applied. Safe when several instances start at once. */
-  migrate(): Promise<string[]>;
+  /**
+   * Applies pending migrations; returns the names it applied. Safe when several instances start
+   * at once: one migrates, the others wait for it (logging to `logger`), then find nothing to do.
+   */
+  migrate(logger?: Logger): Promise<string[]>;
+  /** The migrations this version knows that the database has not applied yet, in order. */
+  pendingMigrations(): Promise<string[]>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
 
 /** The storage settings a database opens with; the pool sizes and timeouts default for tests and tools. */
-export type DatabaseOptions = Pick<StorageConfig, "databaseUrl" | "dataDir" | "databaseSchema"> &
+export type DatabaseOptions = Pick<
+  StorageConfig,
+  "databaseUrl" | "dataDir" | "databaseSchema" | "migrationLockTimeoutMs"
+> &
   Partial<
     Pick<
       StorageConfig,
+      | "databaseDirectUrl"
       | "databasePoolMax"
       | "databaseAcquireTimeoutMs"
       | "databaseQueryTimeoutMs"
@@ -50,22 +61,9 @@ const KNEX_LOG = {
   debug: () => undefined,
 };
 
-/** Arbitrary constant: the advisory-lock key that serialises migrations across instances. */
-const MIGRATION_LOCK_KEY = 727_501_113;
-
-/** How often a migrator waiting for another instance's migrations asks for the lock again. */
-const MIGRATION_LOCK_POLL_MS = 250;
-
-async function tryLock(connection: { query(sql: string, bindings?: unknown[]): Promise<unknown> }): Promise<boolean> {
-  const { rows } = (await connection.query("select pg_try_advisory_lock($1) as locked", [MIGRATION_LOCK_KEY])) as {
-    rows: Array<{ locked: boolean }>;
-  };
-  return rows[0]!.locked;
-}
-
 /** The part of Knex's (untyped) client that lends one driver connection (pg's or PGlite's) out and back. */
 type LendingClient = {
-  acquireConnection(): Promise<{ query(sql: string, bindings?: unknown[]): Promise<unknown> }>;
+  acquireConnection(): Promise<LockConnection>;
   releaseConnection(connection: unknown): Promise<void>;
 };
 
@@ -79,9 +77,12 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
     databasePoolMax: poolMax = 10,
     databaseLockTimeoutMs: lockTimeoutMs,
     databaseJobsPoolMax: jobsPoolMax = 2,
+    // Migrations and LISTEN need a real session: a transaction-mode pooler cannot carry them.
+    databaseDirectUrl: directUrl = connectionString,
+    migrationLockTimeoutMs,
   } = options;
-  const connect = (timeouts: RequestTimeouts | undefined, max: number) =>
-    connectPostgres(connectionString, options, timeouts, max);
+  const connect = (timeouts: RequestTimeouts | undefined, max: number, url = connectionString) =>
+    connectPostgres(url, options, timeouts, max);
   const db = connect({ lockTimeoutMs }, poolMax);
   // The jobs take no row locks that requests wait on, and a job may wait its turn for one.
   const jobsDb = connect({}, jobsPoolMax);
@@ -90,16 +91,18 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
     db,
     jobsDb,
     schema,
-    async migrate() {
-      // Migrations run on their own short-lived pool without the request timeouts: waiting for
-      // another instance's migration, or building an index, may rightly take longer than a request.
-      const migrator = connect(undefined, 2);
+    async migrate(logger = silentLogger) {
+      // Migrations run on their own short-lived pool on the direct URL, without the request
+      // timeouts: waiting for another instance's migration, or building an index, may rightly take
+      // longer than a request. One connection holds the lock, the others migrate.
+      const migrator = connect(undefined, 3, directUrl);
       try {
-        return await migrateUnderLock(migrator, schema);
+        return await migrateUnderLock(migrator, schema, { timeoutMs: migrationLockTimeoutMs, logger });
       } finally {
         await migrator.destroy();
       }
     },
+    pendingMigrations: () => pendingMigrations(db, schema),
     ping: () => pingDatabase(db),
     close: async () => {
       await Promise.all([db.destroy(), jobsDb.destroy()]);
@@ -152,23 +155,22 @@ function connectPostgres(
 
 /**
  * Knex's own lock table makes a second concurrent migrator fail instead of wait, and CREATE SCHEMA
- * IF NOT EXISTS can race too; a session advisory lock held on one dedicated connection makes every
- * other instance wait, then find nothing left to do.
+ * IF NOT EXISTS can race too; the migration lock (migration-lock.ts), held on one dedicated
+ * connection, makes every other instance wait, then find nothing left to do.
  */
-async function migrateUnderLock(migrator: Knex, schema: string): Promise<string[]> {
+async function migrateUnderLock(
+  migrator: Knex,
+  schema: string,
+  lockOptions: { timeoutMs: number; logger: Logger },
+): Promise<string[]> {
   const client = migrator.client as LendingClient;
   const connection = await client.acquireConnection();
   try {
-    // Polled, not waited for: a session blocked in pg_advisory_lock holds a snapshot, and CREATE
-    // INDEX CONCURRENTLY in the other instance's migration waits for every older snapshot of the
-    // database, so the two would wait for each other forever.
-    while (!(await tryLock(connection))) await new Promise((resolve) => setTimeout(resolve, MIGRATION_LOCK_POLL_MS));
-    try {
-      await connection.query(`create schema if not exists "${schema}"`);
-      return await runMigrations(migrator, schema);
-    } finally {
-      await connection.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
-    }
+    return await withMigrationLock(connection, schema, lockOptions, async () => {
+      // On another connection, committed at once: the lock's transaction stays empty.
+      await migrator.raw(`create schema if not exists "${schema}"`);
+      return runMigrations(migrator, schema);
+    });
   } finally {
     await client.releaseConnection(connection);
   }
@@ -200,6 +202,7 @@ function openPglite(dataDir: string): Database {
     schema: "public",
     // One process owns an embedded database (see ownDataDir), so no cross-process lock is needed.
     migrate: () => runMigrations(db, "public"),
+    pendingMigrations: () => pendingMigrations(db, "public"),
     ping: () => pingDatabase(db),
     close: () => db.destroy(),
   };
@@ -208,6 +211,14 @@ function openPglite(dataDir: string): Database {
 async function runMigrations(db: Knex, schema: string): Promise<string[]> {
   const [, applied] = (await db.migrate.latest({ migrationSource, schemaName: schema })) as [number, string[]];
   return applied;
+}
+
+async function pendingMigrations(db: Knex, schema: string): Promise<string[]> {
+  const known = await migrationSource.getMigrations([]);
+  if (!(await db.schema.withSchema(schema).hasTable("knex_migrations"))) return known;
+  const rows = (await db.withSchema(schema).from("knex_migrations").select("name")) as Array<{ name: string }>;
+  const applied = new Set(rows.map((row) => row.name));
+  return known.filter((name) => !applied.has(name));
 }
 
 async function pingDatabase(db: Knex): Promise<boolean> {

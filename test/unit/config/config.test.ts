@@ -135,6 +135,29 @@ describe("configuration", () => {
     assert.throws(() => loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "lots" }), ConfigError);
   });
 
+  test("migrations: on at start by default; MIGRATE_ON_START=false waits for a migration job, both waits bounded", () => {
+    const defaults = loadConfig({}).storage;
+    assert.deepEqual(
+      [defaults.migrateOnStart, defaults.migrationWaitTimeoutMs, defaults.migrationLockTimeoutMs],
+      [true, 600_000, 600_000],
+    );
+    const job = loadConfig({
+      MIGRATE_ON_START: "false",
+      MIGRATION_WAIT_TIMEOUT_MS: "30000",
+      MIGRATION_LOCK_TIMEOUT_MS: "5000",
+    }).storage;
+    assert.deepEqual(
+      [job.migrateOnStart, job.migrationWaitTimeoutMs, job.migrationLockTimeoutMs],
+      [false, 30_000, 5_000],
+    );
+    assert.equal(loadConfig({ MIGRATE_ON_START: "true" }).storage.migrateOnStart, true);
+    for (const wrong of ["no", "0", "FALSE", "yes"]) {
+      assert.throws(() => loadConfig({ MIGRATE_ON_START: wrong }), /MIGRATE_ON_START must be true or false/, wrong);
+    }
+    assert.throws(() => loadConfig({ MIGRATION_WAIT_TIMEOUT_MS: "-1" }), ConfigError);
+    assert.throws(() => loadConfig({ MIGRATION_LOCK_TIMEOUT_MS: "soon" }), ConfigError);
+  });
+
   test("HTTP/2 stream budget: defaults as Go and nginx (100 concurrent streams), each setting checked", () => {
     const defaults = loadConfig({}).http;
     assert.deepEqual(

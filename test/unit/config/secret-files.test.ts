@@ -99,6 +99,36 @@ describe("secret settings from files (NAME_FILE)", () => {
     assert.equal(config.storage.databaseUrl, "postgres://app:s3cret@db.internal:5432/auth");
   });
 
+  test("DATABASE_DIRECT_URL (migrations and LISTEN) comes from the environment or DATABASE_DIRECT_URL_FILE, and defaults to DATABASE_URL", () => {
+    const dataDir = newDataDir();
+    const pooled = "postgres://app:s3cret@pgbouncer.internal:6432/auth";
+    const direct = "postgres://app:s3cret@db.internal:5432/auth";
+    assert.equal(loadConfig({ DATA_DIR: dataDir, DATABASE_URL: pooled }).storage.databaseDirectUrl, pooled);
+    const fromFile = loadConfig({
+      DATA_DIR: dataDir,
+      DATABASE_URL: pooled,
+      DATABASE_DIRECT_URL_FILE: secretFile(`${direct}\n`),
+    }).storage;
+    assert.deepEqual([fromFile.databaseUrl, fromFile.databaseDirectUrl], [pooled, direct]);
+    assert.throws(
+      () =>
+        loadConfig({
+          DATA_DIR: dataDir,
+          DATABASE_URL: pooled,
+          DATABASE_DIRECT_URL: direct,
+          DATABASE_DIRECT_URL_FILE: secretFile(direct),
+        }),
+      /^Error: Set DATABASE_DIRECT_URL or DATABASE_DIRECT_URL_FILE, not both$/,
+    );
+    // The embedded database has no direct connection; the message never quotes the URL (it may hold a password).
+    assert.throws(
+      () => loadConfig({ DATA_DIR: dataDir, DATABASE_DIRECT_URL: direct }),
+      (error: Error) =>
+        /^DATABASE_DIRECT_URL needs DATABASE_URL/.test(error.message) && !error.message.includes("s3cret"),
+    );
+    assert.equal(loadConfig({ DATA_DIR: dataDir }).storage.databaseDirectUrl, undefined);
+  });
+
   test("both NAME and NAME_FILE, an unreadable file or an empty one is refused at start, naming the variable and never the content", () => {
     const dataDir = newDataDir();
     const url = secretFile("postgres://app:s3cret@db/auth");
