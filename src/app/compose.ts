@@ -1,3 +1,4 @@
+import type { Tracer } from "@opentelemetry/api";
 import type { Config } from "../config/config.js";
 import { loadSecrets } from "../config/secret-files.js";
 import { deriveKeyMaterial } from "../domain/shared/key-material.js";
@@ -18,6 +19,22 @@ import { registerInternals } from "./test-access.js";
 export type { Service, ServiceOptions };
 
 /**
+ * The tracer of the service's spans, or undefined: off (nothing created) unless
+ * OTEL_EXPORTER_OTLP_ENDPOINT is set. Started first and stopped last, so it flushes the spans of
+ * the whole shutdown.
+ */
+function startServiceTracing(config: Config, options: ServiceOptions, lifecycle: Lifecycle): Tracer | undefined {
+  const tracing = startTracing({ ...config.tracing, spanExporter: options.spanExporter });
+  if (!tracing) return undefined;
+  traceRedisCommands(tracing.tracer);
+  lifecycle.started("tracing", async () => {
+    traceRedisCommands(undefined);
+    await tracing.shutdown();
+  });
+  return tracing.tracer;
+}
+
+/**
  * The composition root: config → storage → domain → RPC core → HTTP face. It only wires: each
  * part takes its config group whole, and everything an instance must share with its peers lives
  * in Postgres or Redis. A failure half-way stops what had started.
@@ -31,16 +48,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const keys = deriveKeyMaterial(secrets.masterKey);
     const logger = createLogger(config.logLevel, options.logStream);
     const metrics = createMetrics();
-    // Off (nothing created) unless OTEL_EXPORTER_OTLP_ENDPOINT is set; stopped last, so it flushes the spans of the whole shutdown.
-    const tracing = startTracing({ ...config.tracing, spanExporter: options.spanExporter });
-    if (tracing) {
-      traceRedisCommands(tracing.tracer);
-      lifecycle.started("tracing", async () => {
-        traceRedisCommands(undefined);
-        await tracing.shutdown();
-      });
-    }
-    const observers = { logger, metrics, tracer: tracing?.tracer };
+    const clock = options.now ?? (() => new Date());
+    const observers = { logger, metrics, tracer: startServiceTracing(config, options, lifecycle) };
     const storage = await openStorage(config, lifecycle, observers, options.skipMigrations);
     const domain = createDomainServices({
       ...storage,
@@ -49,7 +58,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       operatorToken: secrets.operatorToken,
       logger,
       metrics,
-      clock: options.now ?? (() => new Date()),
+      clock,
     });
     // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
     if (!options.skipMigrations) {
@@ -59,12 +68,9 @@ export async function createService(config: Config, options: ServiceOptions = {}
     }
     lifecycle.started("audit log", () => domain.auditLog.close());
     const jobs = startBackgroundJobs(
-      [
-        ...domainJobs(config.jobs, domain),
-        auditPartitionJob(config, storage.database.jobsDb, options.now ?? (() => new Date()), logger),
-      ],
+      [...domainJobs(config.jobs, domain), auditPartitionJob(config, storage.database.jobsDb, clock, logger)],
       logger,
-      tracing?.tracer,
+      observers.tracer,
     );
     lifecycle.started("background jobs", () => jobs.stop());
 

@@ -1,11 +1,11 @@
-// onOneConnection (src/store/postgres/migrations/online-ddl.ts): the lock_timeout a
+// onOneConnection (src/store/postgres/online-ddl.ts): the lock_timeout a
 // `transaction: false` migration sets holds for its statements, on the shared Postgres in a
 // schema of this test's own.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import knexPkg from "knex";
 import pg from "pg";
-import { onOneConnection } from "../../src/store/postgres/migrations/online-ddl.js";
+import { onOneConnection } from "../../src/store/postgres/online-ddl.js";
 import { isPostgres, newStorage, TEST_DATABASE_URL } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
 
@@ -32,13 +32,20 @@ describe("onOneConnection", { skip: !isPostgres && "Postgres backend only" }, ()
       await reader.query(`select * from "${schema}".things`); // ACCESS SHARE until the transaction ends
       const started = Date.now();
       await assert.rejects(
-        onOneConnection(knex, "300ms", [`select 1`, `alter table "${schema}".things add column note text`]),
+        onOneConnection(
+          knex,
+          async (run) => {
+            await run("select 1");
+            await run(`alter table "${schema}".things add column note text`);
+          },
+          "300ms",
+        ),
         (error: { code?: string }) => error.code === "55P03",
       );
       const waited = Date.now() - started;
       assert.ok(waited >= 300 && waited < 5_000, `${waited} ms`);
       await reader.query("rollback");
-      await onOneConnection(knex, "300ms", [`alter table "${schema}".things add column note text`]);
+      await onOneConnection(knex, (run) => run(`alter table "${schema}".things add column note text`), "300ms");
       // The pooled connections go back without the setting.
       for (let i = 0; i < 2; i++) {
         const { rows } = (await knex.raw("show lock_timeout")) as { rows: Array<{ lock_timeout: string }> };
@@ -48,6 +55,9 @@ describe("onOneConnection", { skip: !isPostgres && "Postgres backend only" }, ()
   );
 
   it("refuses a lock_timeout that is not a duration", async () => {
-    await assert.rejects(onOneConnection(knex, "5 s" as "5s", []), /lock_timeout must be like 5s or 500ms/);
+    await assert.rejects(
+      onOneConnection(knex, async () => undefined, "5 s" as "5s"),
+      /lock_timeout must be like 5s or 500ms/,
+    );
   });
 });

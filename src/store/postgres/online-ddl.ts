@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /** How long a migration or maintenance statement waits for a table lock before it gives up. */
-export const DDL_LOCK_TIMEOUT = "5s";
+export const DDL_LOCK_TIMEOUT = "5s" as const;
 
 /** One driver connection of a pool, lent out and taken back (Knex's client does not type it). */
 type LendingClient = {
@@ -21,7 +21,9 @@ type LendingClient = {
 export async function onOneConnection<T>(
   knex: Knex,
   work: (run: (sql: string, bindings?: readonly Knex.RawBinding[]) => Promise<unknown>) => Promise<T>,
+  lockTimeout: `${number}${"ms" | "s"}` = DDL_LOCK_TIMEOUT,
 ): Promise<T> {
+  if (!/^\d+(ms|s)$/.test(lockTimeout)) throw new Error(`lock_timeout must be like 5s or 500ms, got ${lockTimeout}`);
   const client = knex.client as LendingClient;
   const connection = await client.acquireConnection();
   const run = async (sql: string, bindings: readonly Knex.RawBinding[] = []) => {
@@ -30,11 +32,11 @@ export async function onOneConnection<T>(
     try {
       return (await knex.raw(sql, [...bindings]).connection(connection)) as unknown;
     } finally {
-      if (concurrently) await knex.raw(`set lock_timeout = '${DDL_LOCK_TIMEOUT}'`).connection(connection);
+      if (concurrently) await knex.raw(`set lock_timeout = '${lockTimeout}'`).connection(connection);
     }
   };
   try {
-    await run(`set lock_timeout = '${DDL_LOCK_TIMEOUT}'`);
+    await run(`set lock_timeout = '${lockTimeout}'`);
     return await work(run);
   } finally {
     await run("reset lock_timeout").catch(() => undefined);

@@ -90,11 +90,18 @@ function operationOf(query: QueryEvent): string {
 
 /**
  * The first table a statement names: after FROM, INTO, UPDATE or JOIN, quoted or not, a schema
- * prefix dropped, skipping subqueries and function calls (`extract(epoch from now())`);
- * undefined when it names none (`select 1`).
+ * prefix dropped, skipping subqueries, function calls (`extract(epoch from now())`) and the
+ * statement's own WITH queries; undefined when it names none (`select 1`).
  */
 export function tableOf(sql: string): string | undefined {
-  const found =
-    /\b(?:from|into|update|join)\s+(?:only\s+)?(?:"?[a-z_][a-z0-9_]*"?\.)?"?([a-z_][a-z0-9_]*)\b"?(?![(.])/i.exec(sql);
-  return found?.[1];
+  const withQueries = new Set(
+    [...sql.matchAll(/(?:\bwith|,)\s*"?([a-z_][a-z0-9_]*)"?\s+as\s*(?:(?:not\s+)?materialized\s*)?\(/gi)].map((m) =>
+      m[1]!.toLowerCase(),
+    ),
+  );
+  for (const found of sql.matchAll(
+    /\b(?:from|into|update|join)\s+(?:only\s+)?(?:"?[a-z_][a-z0-9_]*"?\.)?"?([a-z_][a-z0-9_]*)\b"?(?![(.])/gi,
+  ))
+    if (!withQueries.has(found[1]!.toLowerCase())) return found[1];
+  return undefined;
 }

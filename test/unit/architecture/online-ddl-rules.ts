@@ -84,9 +84,11 @@ export const RULES: readonly Rule[] = [
   {
     name: "lock-timeout",
     why: "without lock_timeout, a DDL statement queued behind a long transaction blocks every query queued behind it",
-    // Set in the migration's SQL, or by onOneConnection (src/store/postgres/migrations/online-ddl.ts).
+    // Set in the migration's SQL, or by onOneConnection / inLockedTransaction (src/store/postgres/online-ddl.ts).
     check: ({ code }) =>
-      /\block_timeout\b/i.test(code) || /\bonOneConnection\s*\(/.test(code) ? [] : ["no lock_timeout set"],
+      /\block_timeout\b/i.test(code) || /\b(onOneConnection|inLockedTransaction)\s*\(/.test(code)
+        ? []
+        : ["no lock_timeout set"],
   },
 ];
 

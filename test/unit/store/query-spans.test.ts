@@ -20,6 +20,10 @@ test("tableOf: the first table a statement names, past subqueries, schema prefix
     ],
     ['select * from unnest($1::text[]) as u join "users" on true', "users"],
     ["with x as (select max(seq) from credential_changes) select * from x", "credential_changes"],
+    [
+      "with batch as (select * from json_to_recordset(?::json) as r(a text)), inserted as (insert into audit_events (a) select a from batch) select 1",
+      "audit_events",
+    ],
     ["select extract(epoch from now()) as t", undefined],
     ["select pg_advisory_xact_lock($1)", undefined],
     ["select 1", undefined],
