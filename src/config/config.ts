@@ -5,7 +5,7 @@ import type { TokenConfig } from "../domain/tokens/model.js";
 import type { AdminListenerConfig, HttpConfig } from "../http/settings.js";
 import type { TracingConfig } from "../observability/tracing.js";
 import type { PrincipalBudgetConfig } from "../rpc/interceptors/principal-budget-interceptor.js";
-import { REDIS_MODES, type RedisMode, type StorageConfig } from "../store/settings.js";
+import type { RedisMode, StorageConfig } from "../store/settings.js";
 import type { RateLimits } from "../domain/rate-limit/model.js";
 import { budgetFrom, rateLimitsFromEnv, resourceServerRateLimitsFromEnv } from "./rate-limits.js";
 import { secretSetting, type SecretSetting } from "./secret-settings.js";
@@ -319,13 +319,16 @@ function storageFrom(
   };
 }
 
+/** Every RedisMode (a missing or extra one fails to compile). */
+const REDIS_MODES = Object.keys({ standalone: 0, cluster: 0, sentinel: 0 } satisfies Record<RedisMode, 0>);
+
 /** REDIS_URL (or REDIS_URL_FILE), REDIS_MODE, REDIS_SENTINEL_NAME and REDIS_KEY_PREFIX. */
 function redisConnectionFrom(
   env: NodeJS.ProcessEnv,
 ): Pick<StorageConfig, "redisUrl" | "redisMode" | "redisSentinelName" | "redisKeyPrefix"> {
   const redisUrl = secretSetting(env, "REDIS_URL")?.value;
   const mode = nonEmpty(env.REDIS_MODE) ?? "standalone";
-  if (!(REDIS_MODES as readonly string[]).includes(mode))
+  if (!REDIS_MODES.includes(mode))
     throw new ConfigError(`REDIS_MODE must be one of ${REDIS_MODES.join(", ")}, got "${mode}"`);
   const redisMode = mode as RedisMode;
   const urls = listFrom(redisUrl);

@@ -54,5 +54,5 @@ export type RedisSettings = Pick<
   | "redisSentinelName"
 > & { readonly redisUrl: string };
 
-export const REDIS_MODES = ["standalone", "cluster", "sentinel"] as const;
-export type RedisMode = (typeof REDIS_MODES)[number];
+/** REDIS_MODE: one server, a Redis Cluster, or a primary Sentinel names. */
+export type RedisMode = "standalone" | "cluster" | "sentinel";

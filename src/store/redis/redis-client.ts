@@ -37,7 +37,7 @@ export function openRedis(options: RedisSettings, logger: Logger): RedisConnecti
       connectTimeout: options.redisConnectTimeoutMs,
       reconnectStrategy: (retries: number) => Math.min(100 * 2 ** retries, options.redisReconnectMaxDelayMs),
     },
-  } satisfies RedisClientOptions;
+  } satisfies NodeOptions;
   let lastError = "";
   const onError = (error: Error) => {
     if (error.message !== lastError) logger.warn({ err: { message: error.message } }, "redis error");
@@ -54,41 +54,56 @@ export function openRedis(options: RedisSettings, logger: Logger): RedisConnecti
       client.connect().catch(() => {});
       return client;
     }
-    case "cluster": {
-      // Nodes found through the seeds are opened from `defaults` alone: the credentials go there.
-      const cluster: RedisClusterType = createCluster({
-        rootNodes: urls.map((url) => ({ url })),
-        defaults: { ...nodeOptions, ...credentialsOf(urls[0]!) },
-      });
-      cluster.on("error", onError).on("node-error", onError).on("node-ready", onReady);
-      // A cluster whose seeds all fail to answer does not retry by itself: try again until it answers.
-      const connect = (): void => {
-        cluster.connect().catch((error: Error) => {
-          onError(error);
-          setTimeout(connect, options.redisReconnectMaxDelayMs).unref();
-        });
-      };
-      connect();
-      return cluster;
-    }
-    case "sentinel": {
-      const sentinel: RedisSentinelType = createSentinel({
-        name: options.redisSentinelName!,
-        sentinelRootNodes: urls.map(hostPortOf),
-        nodeClientOptions: { ...nodeOptions, ...credentialsOf(urls[0]!) },
-        sentinelClientOptions: { socket: nodeOptions.socket },
-      });
-      sentinel.on("error", onError).on("client-error", onError).on("ready", onReady);
-      const connect = (): void => {
-        sentinel.connect().catch((error: Error) => {
-          onError(error);
-          setTimeout(connect, options.redisReconnectMaxDelayMs).unref();
-        });
-      };
-      connect();
-      return sentinel;
-    }
+    case "cluster":
+      return openCluster(urls, nodeOptions, options.redisReconnectMaxDelayMs, onError, onReady);
+    case "sentinel":
+      return openSentinel(urls, nodeOptions, options, onError, onReady);
   }
+}
+
+type NodeOptions = Pick<RedisClientOptions, "disableOfflineQueue" | "commandOptions" | "socket">;
+
+function openCluster(
+  urls: readonly string[],
+  nodeOptions: NodeOptions,
+  retryMs: number,
+  onError: (error: Error) => void,
+  onReady: () => void,
+): RedisClusterType {
+  // Nodes found through the seeds are opened from `defaults` alone: the credentials go there.
+  const cluster: RedisClusterType = createCluster({
+    rootNodes: urls.map((url) => ({ url })),
+    defaults: { ...nodeOptions, ...credentialsOf(urls[0]!) },
+  });
+  cluster.on("error", onError).on("node-error", onError).on("node-ready", onReady);
+  connectUntilAnswered(() => cluster.connect(), retryMs, onError);
+  return cluster;
+}
+
+function openSentinel(
+  urls: readonly string[],
+  nodeOptions: NodeOptions,
+  options: RedisSettings,
+  onError: (error: Error) => void,
+  onReady: () => void,
+): RedisSentinelType {
+  const sentinel: RedisSentinelType = createSentinel({
+    name: options.redisSentinelName!,
+    sentinelRootNodes: urls.map(hostPortOf),
+    nodeClientOptions: { ...nodeOptions, ...credentialsOf(urls[0]!) },
+    sentinelClientOptions: { socket: nodeOptions.socket },
+  });
+  sentinel.on("error", onError).on("client-error", onError).on("ready", onReady);
+  connectUntilAnswered(() => sentinel.connect(), options.redisReconnectMaxDelayMs, onError);
+  return sentinel;
+}
+
+/** A cluster or Sentinel client whose first connection fails does not retry by itself: try again until it answers. */
+function connectUntilAnswered(connect: () => Promise<unknown>, retryMs: number, onError: (error: Error) => void): void {
+  connect().catch((error: Error) => {
+    onError(error);
+    setTimeout(() => connectUntilAnswered(connect, retryMs, onError), retryMs).unref();
+  });
 }
 
 /** The user and password of a `redis://user:password@host:port` URL (none when absent). */
