@@ -95,7 +95,7 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
   };
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once("error", reject);
