@@ -76,9 +76,14 @@ describe("Redis Cluster", { skip: !isPostgres && "the embedded default has no Re
   });
 
   test("a primary killed after a revocation its replica never received: 0 wrong accepts, readiness degraded then up, the cache repaired", async () => {
-    const victims = [await newClient(), await newClient()];
+    const victims = [await newClient()];
     const kept = await newClient();
-    const target = await newClient();
+    // A regression to one watermark for every bucket (this layout's predecessor, `cred:watermark`)
+    // shows as wrong accepts only when that key lives on another primary than the target's bucket.
+    const singleWatermarkShard = (await cluster.shardOf(`${prefix}cred:watermark`)).primary;
+    let target = await newClient();
+    if ((await cluster.shardOf(credentialKey(prefix, target.clientId))).primary === singleWatermarkShard)
+      target = await newClient();
     const key = credentialKey(prefix, target.clientId);
     const shard = await cluster.shardOf(key);
     // The target's valid state is cached and has reached the replica before it stops.
