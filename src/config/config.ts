@@ -5,7 +5,7 @@ import type { TokenConfig } from "../domain/tokens/model.js";
 import type { AdminListenerConfig, HttpConfig } from "../http/settings.js";
 import type { TracingConfig } from "../observability/tracing.js";
 import type { PrincipalBudgetConfig } from "../rpc/interceptors/principal-budget-interceptor.js";
-import type { StorageConfig } from "../store/settings.js";
+import type { RedisMode, StorageConfig } from "../store/settings.js";
 import type { RateLimits } from "../domain/rate-limit/model.js";
 import { budgetFrom, rateLimitsFromEnv, resourceServerRateLimitsFromEnv } from "./rate-limits.js";
 import { secretSetting, type SecretSetting } from "./secret-settings.js";
@@ -320,8 +320,7 @@ function storageFrom(
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
     databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
     databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
-    redisUrl: secretSetting(env, "REDIS_URL")?.value,
-    redisKeyPrefix: nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:",
+    ...redisConnectionFrom(env),
     redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
     redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
     redisCommandTimeoutMs: intFrom(env, "REDIS_COMMAND_TIMEOUT_MS", 500, 10, MINUTE_MS),
@@ -352,6 +351,37 @@ function migrationsFrom(
     migrationWaitTimeoutMs: intFrom(env, "MIGRATION_WAIT_TIMEOUT_MS", 10 * MINUTE_MS, 0, 24 * HOUR_MS),
     migrationLockTimeoutMs: intFrom(env, "MIGRATION_LOCK_TIMEOUT_MS", 10 * MINUTE_MS, 0, 24 * HOUR_MS),
   };
+}
+
+/** Every RedisMode (a missing or extra one fails to compile). */
+const REDIS_MODES = Object.keys({ standalone: 0, cluster: 0, sentinel: 0 } satisfies Record<RedisMode, 0>);
+
+/** REDIS_URL (or REDIS_URL_FILE), REDIS_MODE, REDIS_SENTINEL_NAME and REDIS_KEY_PREFIX. */
+function redisConnectionFrom(
+  env: NodeJS.ProcessEnv,
+): Pick<StorageConfig, "redisUrl" | "redisMode" | "redisSentinelName" | "redisKeyPrefix"> {
+  const redisUrl = secretSetting(env, "REDIS_URL")?.value;
+  const mode = nonEmpty(env.REDIS_MODE) ?? "standalone";
+  if (!REDIS_MODES.includes(mode))
+    throw new ConfigError(`REDIS_MODE must be one of ${REDIS_MODES.join(", ")}, got "${mode}"`);
+  const redisMode = mode as RedisMode;
+  const urls = listFrom(redisUrl);
+  // Never echo the value: it may carry a password.
+  if (urls.some((url) => !/^rediss?:\/\/[^/]/.test(url) || !URL.canParse(url)))
+    throw new ConfigError(
+      "REDIS_URL must be redis:// or rediss:// URLs (a comma-separated list in cluster and sentinel mode)",
+    );
+  if (redisMode === "standalone" && urls.length > 1)
+    throw new ConfigError("REDIS_URL names several servers: set REDIS_MODE=cluster or REDIS_MODE=sentinel");
+  if (redisMode !== "standalone" && urls.length === 0) throw new ConfigError(`REDIS_MODE=${redisMode} needs REDIS_URL`);
+  const redisSentinelName = nonEmpty(env.REDIS_SENTINEL_NAME);
+  if (redisMode === "sentinel" && !redisSentinelName)
+    throw new ConfigError("REDIS_MODE=sentinel needs REDIS_SENTINEL_NAME (the primary's name the sentinels know)");
+  const redisKeyPrefix = nonEmpty(env.REDIS_KEY_PREFIX) ?? "auth:";
+  // A brace would make the prefix the Redis Cluster hash tag and put every key in one slot.
+  if (/[{}]/.test(redisKeyPrefix))
+    throw new ConfigError(`REDIS_KEY_PREFIX must not contain { or }, got "${redisKeyPrefix}"`);
+  return { redisUrl: urls.length > 0 ? urls.join(",") : undefined, redisMode, redisSentinelName, redisKeyPrefix };
 }
 
 /** TOKEN_*, *_TTL_SECONDS, CREDENTIAL_CACHE_SECONDS, JWKS_*, SIGNING_KEY_*, EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS and CHANGE_STREAM_MAX_OPEN*. */

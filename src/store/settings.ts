@@ -21,8 +21,15 @@ export interface StorageConfig {
   readonly dataDir: string;
   readonly databasePoolMax: number;
   readonly databaseAcquireTimeoutMs: number;
-  /** Redis connection string; absent selects the in-process stand-in (single instance only). */
+  /**
+   * Redis connection string; absent selects the in-process stand-in (single instance only). In
+   * cluster and sentinel mode a comma-separated list: the cluster's seed nodes, or the sentinels.
+   */
   readonly redisUrl: string | undefined;
+  /** One server, a Sentinel-managed primary, or a Redis Cluster. */
+  readonly redisMode: RedisMode;
+  /** The primary's name the sentinels know (sentinel mode only). */
+  readonly redisSentinelName: string | undefined;
   /** Prefix of every Redis key this deployment writes. */
   readonly redisKeyPrefix: string;
   readonly redisConnectTimeoutMs: number;
@@ -54,4 +61,9 @@ export type RedisSettings = Pick<
   | "redisCommandTimeoutMs"
   | "redisBreakerFailures"
   | "redisBreakerOpenMs"
+  | "redisMode"
+  | "redisSentinelName"
 > & { readonly redisUrl: string };
+
+/** REDIS_MODE: one server, a Redis Cluster, or a primary Sentinel names. */
+export type RedisMode = "standalone" | "cluster" | "sentinel";

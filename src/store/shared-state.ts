@@ -71,7 +71,11 @@ export function openSharedState(storage: StorageConfig, options: SharedStateOpti
       commandTimeoutMs,
     ),
     budgetCounters: redisBudgetCounters(redis, keyPrefix, options.onRateLimitFallback, breaker, commandTimeoutMs),
-    admission: new RedisTokenAdmission(redis, keyPrefix, breaker, commandTimeoutMs),
+    // One script over several slots: a cluster takes the step-by-step path (token-admission.ts).
+    admission:
+      storage.redisMode === "cluster"
+        ? undefined
+        : new RedisTokenAdmission(redis, keyPrefix, breaker, commandTimeoutMs),
     status: async () => (!breaker.tripped && (await pingRedis(redis, commandTimeoutMs)) ? "up" : "degraded"),
     close: () => closeRedis(redis),
   };

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { credentialKey } from "../../src/store/redis/credential-keys.js";
 import { accessToken, callApi } from "../helpers/api.js";
 import { isPostgres, newStorage } from "../helpers/backend.js";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.js";
@@ -92,7 +93,7 @@ describe(
       assert.equal(wrongAccepts, 0, `wrong accepts after the restore (${refused} refused)`);
       assert.ok(refused > 20);
       // The instances repaired the cache: it now holds the revocation and a watermark covering it.
-      const value = String(await redis.command(["GET", `${keyPrefixOf(b)}cred:${clientId}`]));
+      const value = String(await redis.command(["GET", credentialKey(keyPrefixOf(b), clientId)]));
       assert.match(value, /^r:\d+$/);
     });
 

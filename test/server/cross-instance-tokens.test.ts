@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { accessToken, callApi, fetchToken } from "../helpers/api.js";
 import { createClient, type RedisClientType } from "redis";
+import { credentialKey as credentialKeyOf } from "../../src/store/redis/credential-keys.js";
 import { isPostgres, newStorage, redisKeyPrefixOf, TEST_REDIS_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
@@ -108,7 +109,7 @@ describe("with Redis unreachable", { skip: !isPostgres && "the embedded default 
   });
 
   /** Where the service caches a client's credential state in Redis (src/store/redis/generation-cache.ts). */
-  const credentialKey = (clientId: string) => `${redisKeyPrefixOf(running.storage)}cred:${clientId}`;
+  const credentialKey = (clientId: string) => credentialKeyOf(redisKeyPrefixOf(running.storage), clientId);
 
   test("a revoked token stays refused, issuance goes on under the fallback limiter, and Redis catches up on return", async () => {
     const adminToken = await accessToken(running.baseUrl, admin.clientId, admin.clientSecret);

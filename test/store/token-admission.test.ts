@@ -5,6 +5,7 @@ import type { RateLimits } from "../../src/domain/rate-limit/model.js";
 import { TokenRateLimiter } from "../../src/domain/rate-limit/token-rate-limiter.js";
 import { redisBudgetCounters } from "../../src/store/redis/budget-counters.js";
 import { CircuitBreaker } from "../../src/store/redis/circuit-breaker.js";
+import { credentialKey } from "../../src/store/redis/credential-keys.js";
 import { RedisGenerationCache } from "../../src/store/redis/generation-cache.js";
 import { RedisTokenAdmission } from "../../src/store/redis/token-admission.js";
 import { useSharedRedis } from "../helpers/shared-redis.js";
@@ -157,7 +158,7 @@ describe("one-round-trip token admission (Redis)", () => {
     );
     await cache.write(new Map([[clientId, { generation: undefined, changeSeq: 6 }]]), { to: 6, ifAtLeast: 5 });
     assert.equal((await admit(address, true, { generation: 1, knownChange: 6 })).kind, "unknown", "revoked");
-    await shared.redis().del(`${prefix}cred:${clientId}`);
+    await shared.redis().del(credentialKey(prefix, clientId));
     assert.equal((await admit(address, false, { generation: 1, knownChange: 6 })).kind, "unknown", "not cached");
     assert.equal((await shared.redis().keys(`${prefix}ratelimit:*`)).length, 0, "no budget was touched");
   });

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import * as client from "openid-client";
 import { createClient, type RedisClientType } from "redis";
+import { bucketOf, credentialKey, watermarkKey } from "../../src/store/redis/credential-keys.js";
 import { isPostgres, redisKeyPrefixOf, TEST_REDIS_URL } from "../helpers/backend.js";
 import type { RunningService } from "../helpers/service.js";
 import {
@@ -203,14 +204,15 @@ describe(
     test("Redis losing the revocation (restored from before it) never brings the token back", async () => {
       const token = await accessTokenOf(a.baseUrl, admin);
       const prefix = redisKeyPrefixOf(a.storage);
-      const watermarkBefore = await redis.get(`${prefix}cred:watermark`);
+      const jti = `jti:${partsOf(token).payload.jti}`;
+      const watermarkBefore = await redis.get(watermarkKey(prefix, bucketOf(jti)));
       assert.equal((await revoke(a.baseUrl, admin, token)).status, 200);
-      const key = `${prefix}cred:jti:${partsOf(token).payload.jti}`;
+      const key = credentialKey(prefix, jti);
       assert.match((await redis.get(key)) ?? "", /^r:\d+$/, "the revocation is in Redis");
       assert.ok((await redis.ttl(key)) > 3000, "kept as long as the token lives (1 h), not the cache's 5 min");
       // A restore from a snapshot taken just before: the key and the watermark's raise are gone.
       await redis.del(key);
-      await redis.set(`${prefix}cred:watermark`, watermarkBefore ?? "0");
+      await redis.set(watermarkKey(prefix, bucketOf(jti)), watermarkBefore ?? "0");
       for (const service of [a, b])
         assert.equal(
           (await getWith(service.baseUrl, LIST, { token })).status,

@@ -103,7 +103,11 @@ export interface TrustedIssuerRepository {
  * highest change they know was committed. Postgres is the truth.
  */
 export interface GenerationCache {
-  /** One round trip: the states (undefined where absent) and the watermark (0 when absent). Throws when it cannot answer. */
+  /**
+   * One round trip: the states (undefined where absent) and the watermark covering them (0 when
+   * absent; a cache kept in parts answers the lowest of its parts holding these clients, of all
+   * parts when none is named). Throws when it cannot answer.
+   */
   read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }>;
   /**
    * Stores each state unless the cache holds one with a higher change number, then, when asked,

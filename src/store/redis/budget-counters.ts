@@ -1,9 +1,9 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
-import type { RedisClientType } from "redis";
 import type { BudgetCounter, BudgetCounters } from "../../domain/rate-limit/ports.js";
 import { asBudgetCounter, limiterOptions } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
+import type { RedisConnection } from "./redis-client.js";
 import { redisSpan } from "./redis-spans.js";
 
 /**
@@ -13,7 +13,7 @@ import { redisSpan } from "./redis-spans.js";
  * the circuit breaker; while it is open the insurance answers at once, without waiting on Redis.
  */
 export function redisBudgetCounters(
-  redis: RedisClientType,
+  redis: RedisConnection,
   keyPrefix: string,
   onFallback: (error: unknown) => void,
   breaker: CircuitBreaker,
@@ -31,7 +31,8 @@ export function redisBudgetCounters(
     redisLimiter = new ObservedRedisLimiter({
       ...options,
       storeClient: redis,
-      // node-redis 4+ API (eval with { keys, arguments }); without it every call fails.
+      // node-redis 4+ API (eval with { keys, arguments }); without it every call fails. Each call
+      // names one key, so a cluster routes it to that key's slot (its MULTI by the first key).
       useRedisPackage: true,
       insuranceLimiter: insurance,
     });

@@ -1,15 +1,16 @@
-import type { RedisClientType } from "redis";
 import type { CredentialState } from "../../domain/tokens/model.js";
 import type { GenerationCache, WatermarkRaise } from "../../domain/tokens/ports.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
+import { BUCKETS, bucketOf, credentialKey, watermarkKey } from "./credential-keys.js";
 import { LuaScript } from "./lua-script.js";
+import type { RedisConnection } from "./redis-client.js";
 import { redisSpan } from "./redis-spans.js";
 
 /**
  * Stores each state unless the key holds one with a higher change number, then raises the
- * watermark to ARGV[1] if it is at least ARGV[2] (0 and 0: leave it). KEYS: watermark, client
- * keys…; ARGV: raise-to, if-at-least, then (seq, value, ttl) per client. One script, so states and
+ * bucket's watermark to ARGV[1] if it is at least ARGV[2] (0 and 0: leave it). KEYS: the bucket's
+ * watermark, its client keys…; ARGV: raise-to, if-at-least, then (seq, value, ttl) per client. One script, so states and
  * the watermark that covers them are written atomically.
  */
 const WRITE_SCRIPT = new LuaScript(`
@@ -26,47 +27,74 @@ if raiseTo > current and current >= tonumber(ARGV[2]) then redis.call('SET', KEY
 return 1`);
 
 /**
- * Credential states in Redis, shared by every instance: `g:<generation>:<change>` or
- * `r:<change>` (revoked) under `<prefix>cred:<clientId>`, each with a TTL as a last safety net,
- * and the watermark under `<prefix>cred:watermark` (no TTL). Read in one MGET.
+ * Credential states in Redis, shared by every instance, laid out by credential-keys.ts: per
+ * bucket, states and the bucket's watermark in one hash slot, each state with a TTL as a last
+ * safety net. A read is one MGET per bucket involved (sent together: one round trip on one
+ * connection); the watermark it reports is the lowest of those buckets' (of every bucket when no
+ * client is named: what the reconcile job must start from). A write is one script per bucket, and
+ * a watermark raise goes to every bucket: a change leaves the buckets it does not concern covered.
  */
 export class RedisGenerationCache implements GenerationCache {
-  private readonly watermarkRedisKey: string;
-
   constructor(
-    private readonly redis: RedisClientType,
+    private readonly redis: RedisConnection,
     private readonly keyPrefix: string,
     /** How long a cached state lives before it is re-read from the database. */
     private readonly ttlSeconds: number,
     private readonly breaker: CircuitBreaker,
     private readonly commandTimeoutMs: number,
-  ) {
-    this.watermarkRedisKey = watermarkKey(keyPrefix);
-  }
+  ) {}
 
   async read(clientIds: readonly string[]): Promise<{ states: Array<CredentialState | undefined>; watermark: number }> {
-    const keys = [this.watermarkRedisKey, ...clientIds.map((id) => this.key(id))];
-    const [watermark, ...values] = await redisSpan(
+    const byBucket = groupByBucket(clientIds.map((id, index) => ({ id, index })));
+    if (clientIds.length === 0) for (let b = 0; b < BUCKETS; b++) byBucket.set(b, []);
+    const states = new Array<CredentialState | undefined>(clientIds.length);
+    const watermarks = await redisSpan(
       "MGET",
-      this.breaker.run(() => withinTimeout(this.redis.mGet(keys), this.commandTimeoutMs)),
+      this.breaker.run(() =>
+        withinTimeout(
+          Promise.all(
+            [...byBucket].map(async ([bucket, members]) => {
+              const keys = [watermarkKey(this.keyPrefix, bucket), ...members.map((m) => this.key(m.id))];
+              const [watermark, ...values] = await this.redis.mGet(keys);
+              members.forEach((m, i) => (states[m.index] = values[i] == null ? undefined : decode(values[i]!)));
+              return watermark == null ? 0 : Number(watermark);
+            }),
+          ),
+          this.commandTimeoutMs,
+        ),
+      ),
     );
-    return {
-      states: values.map((v) => (v === null ? undefined : decode(v))),
-      watermark: watermark === null ? 0 : Number(watermark),
-    };
+    return { states, watermark: Math.min(...watermarks) };
   }
 
   async write(states: ReadonlyMap<string, CredentialState>, watermark?: WatermarkRaise): Promise<void> {
-    const keys = [this.watermarkRedisKey];
-    const args = [String(watermark?.to ?? 0), String(watermark?.ifAtLeast ?? 0)];
-    for (const [id, state] of states) {
-      keys.push(this.key(id));
-      // A revoked token's state must outlive the token; everything else the cache's TTL.
-      args.push(String(state.changeSeq), encode(state), String(Math.max(state.ttlSeconds ?? 0, this.ttlSeconds)));
-    }
+    const byBucket = groupByBucket([...states].map(([id, state]) => ({ id, state })));
+    // A raise reaches every bucket (each rises only if it covers `ifAtLeast`), states only theirs.
+    if (watermark) for (let b = 0; b < BUCKETS; b++) if (!byBucket.has(b)) byBucket.set(b, []);
+    const raise = [String(watermark?.to ?? 0), String(watermark?.ifAtLeast ?? 0)];
     await redisSpan(
       "EVALSHA",
-      this.breaker.run(() => withinTimeout(WRITE_SCRIPT.run(this.redis, keys, args), this.commandTimeoutMs)),
+      this.breaker.run(() =>
+        withinTimeout(
+          Promise.all(
+            [...byBucket].map(([bucket, members]) => {
+              const keys = [watermarkKey(this.keyPrefix, bucket)];
+              const args = [...raise];
+              for (const { id, state } of members) {
+                keys.push(this.key(id));
+                // A revoked token's state must outlive the token; everything else the cache's TTL.
+                args.push(
+                  String(state.changeSeq),
+                  encode(state),
+                  String(Math.max(state.ttlSeconds ?? 0, this.ttlSeconds)),
+                );
+              }
+              return WRITE_SCRIPT.run(this.redis, keys, args);
+            }),
+          ),
+          this.commandTimeoutMs,
+        ),
+      ),
       "generation-cache.write",
     );
   }
@@ -76,8 +104,16 @@ export class RedisGenerationCache implements GenerationCache {
   }
 }
 
-export const watermarkKey = (keyPrefix: string): string => `${keyPrefix}cred:watermark`;
-export const credentialKey = (keyPrefix: string, clientId: string): string => `${keyPrefix}cred:${clientId}`;
+function groupByBucket<T extends { readonly id: string }>(members: readonly T[]): Map<number, T[]> {
+  const groups = new Map<number, T[]>();
+  for (const member of members) {
+    const bucket = bucketOf(member.id);
+    const group = groups.get(bucket);
+    if (group) group.push(member);
+    else groups.set(bucket, [member]);
+  }
+  return groups;
+}
 
 function encode(state: CredentialState): string {
   return state.generation === undefined ? `r:${state.changeSeq}` : `g:${state.generation}:${state.changeSeq}`;

@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import type { RedisClientType } from "redis";
+import type { RedisConnection } from "./redis-client.js";
 
 /**
  * A Lua script sent by its SHA1 (`EVALSHA`): a request carries a 40-character digest instead of
@@ -15,7 +15,7 @@ export class LuaScript {
     this.sha1 = crypto.createHash("sha1").update(source).digest("hex");
   }
 
-  async run(redis: RedisClientType, keys: string[], args: string[]): Promise<unknown> {
+  async run(redis: RedisConnection, keys: string[], args: string[]): Promise<unknown> {
     try {
       return await redis.evalSha(this.sha1, { keys, arguments: args });
     } catch (error) {

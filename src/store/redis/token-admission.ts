@@ -1,4 +1,3 @@
-import type { RedisClientType } from "redis";
 import type {
   AdmissionBudget,
   AdmissionRequest,
@@ -9,8 +8,9 @@ import type {
 import { budgetKeyPrefix } from "../memory/budget-counters.js";
 import type { CircuitBreaker } from "./circuit-breaker.js";
 import { withinTimeout } from "./command-timeout.js";
-import { credentialKey, watermarkKey } from "./generation-cache.js";
+import { bucketOf, credentialKey, watermarkKey } from "./credential-keys.js";
 import { LuaScript } from "./lua-script.js";
+import type { RedisConnection } from "./redis-client.js";
 import { redisSpan } from "./redis-spans.js";
 
 /**
@@ -20,7 +20,11 @@ import { redisSpan } from "./redis-spans.js";
  * and layout (an integer with a TTL, the window opened by the first point), so the step-by-step
  * path, the operator's lockout view and this script count the same points.
  *
- * KEYS: watermark, credential, address, failures, client, locked guesses.
+ * Its keys lie in several hash slots, so it serves one server (standalone or Sentinel's primary);
+ * on a Redis Cluster a token request takes the step-by-step path (each step one key or one
+ * bucket's keys), which counts the same points in the same keys.
+ *
+ * KEYS: the client's bucket watermark, credential, address, failures, client, locked guesses.
  * ARGV: known change, expected generation, authenticated (1/0), then points and seconds of the
  * address, failure, client and locked-guess budgets. With the failure budget spent, a wrong
  * secret spends a locked-guess point and a right one goes on to the client budget, while the
@@ -62,7 +66,7 @@ const STATUSES = ["stale", "admitted", "refused", "address-limited", "locked-out
 /** The one-round-trip admission on Redis; undefined (take the step-by-step path) while the breaker is open or Redis fails or stalls. */
 export class RedisTokenAdmission implements AdmissionStore {
   constructor(
-    private readonly redis: RedisClientType,
+    private readonly redis: RedisConnection,
     private readonly keyPrefix: string,
     private readonly breaker: CircuitBreaker,
     private readonly commandTimeoutMs: number,
@@ -96,7 +100,7 @@ export function admissionCall(keyPrefix: string, request: AdmissionRequest): { k
   const budgetKey = (b: AdmissionBudget) => `${budgetKeyPrefix(keyPrefix, b.name)}:${b.key}`;
   return {
     keys: [
-      watermarkKey(keyPrefix),
+      watermarkKey(keyPrefix, bucketOf(request.clientId)),
       credentialKey(keyPrefix, request.clientId),
       budgetKey(address),
       budgetKey(failures),

@@ -58,6 +58,7 @@ describe("configuration", () => {
       credentialReconcileIntervalMs: 500,
       credentialLogPruneIntervalMs: 60_000,
       auditFlushIntervalMs: 250,
+      auditPartitionIntervalMs: 3_600_000,
       healthWatchIntervalMs: 5_000,
     });
     assert.equal(defaults.http.shutdownDeadlineMs, 15_000);
@@ -217,6 +218,35 @@ describe("configuration", () => {
         return true;
       },
     );
+  });
+
+  test("issue 24: REDIS_MODE picks one server, a cluster (seed URLs) or Sentinel (sentinel URLs and the primary's name); mistakes refused without echoing a password", () => {
+    assert.equal(loadConfig({ REDIS_URL: "redis://r:6379" }).storage.redisMode, "standalone");
+    const cluster = loadConfig({ REDIS_MODE: "cluster", REDIS_URL: "redis://:pw@a:7000, redis://b:7001" }).storage;
+    assert.deepEqual([cluster.redisMode, cluster.redisUrl], ["cluster", "redis://:pw@a:7000,redis://b:7001"]);
+    const sentinel = loadConfig({ REDIS_MODE: "sentinel", REDIS_URL: "redis://s:26379", REDIS_SENTINEL_NAME: "main" });
+    assert.deepEqual([sentinel.storage.redisMode, sentinel.storage.redisSentinelName], ["sentinel", "main"]);
+    const refused: Array<[NodeJS.ProcessEnv, RegExp]> = [
+      [{ REDIS_MODE: "clustered", REDIS_URL: "redis://r" }, /REDIS_MODE must be one of standalone, cluster, sentinel/],
+      [{ REDIS_MODE: "cluster" }, /REDIS_MODE=cluster needs REDIS_URL/],
+      [{ REDIS_URL: "redis://a:1,redis://b:2" }, /set REDIS_MODE=cluster or REDIS_MODE=sentinel/],
+      [{ REDIS_MODE: "sentinel", REDIS_URL: "redis://s" }, /needs REDIS_SENTINEL_NAME/],
+      [
+        { REDIS_MODE: "cluster", REDIS_URL: "redis://:secret@a:1,a:2" },
+        /REDIS_URL must be redis:\/\/ or rediss:\/\/ URLs/,
+      ],
+      [{ REDIS_URL: "redis://r", REDIS_KEY_PREFIX: "{auth}:" }, /REDIS_KEY_PREFIX must not contain \{ or \}/],
+    ];
+    for (const [env, message] of refused) {
+      assert.throws(
+        () => loadConfig(env),
+        (error: Error) => error instanceof ConfigError && message.test(error.message),
+      );
+      assert.throws(
+        () => loadConfig(env),
+        (error: Error) => !error.message.includes("secret"),
+      );
+    }
   });
 
   test("loopback hosts are told apart from the rest (the TRUSTED_PROXIES start-up warning)", () => {
