@@ -8,7 +8,7 @@ import { loadConfig } from "../../src/config/config.js";
 import type { Logger } from "../../src/domain/shared/observability.js";
 import { openChangeFeed } from "../../src/store/postgres/change-feed.js";
 import { openDatabase, type Database, type DatabaseOptions } from "../../src/store/postgres/database.js";
-import { MigrationLockTimeoutError, withMigrationLock } from "../../src/store/postgres/migration-lock.js";
+import { MigrationLockTimeoutError, schemaLockKey, withMigrationLock } from "../../src/store/postgres/migration-lock.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
 import {
@@ -161,7 +161,9 @@ describe("the migration lock", { skip: !isPostgres && "Postgres backend only (on
     await assert.rejects(open(schema).migrate(), /already exists/);
     const [{ held }] = (
       await admin.query<{ held: string }>(
-        "select count(*) as held from pg_locks where locktype = 'advisory' and classid = 727501113",
+        // This schema's lock only: other test files migrate their own schemas at the same time.
+        "select count(*) as held from pg_locks where locktype = 'advisory' and classid = 727501113 and objid = $1",
+        [schemaLockKey(schema) >>> 0], // pg_locks shows the signed key as an unsigned oid
       )
     ).rows;
     assert.equal(Number(held), 0, "no migration lock is held");
