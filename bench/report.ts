@@ -304,6 +304,7 @@ export function judgeGoals(
   memory: { rssAfterRoundBytes: number[] },
   connections: number,
   protectedServices: { propagation: PropagationSummary; verifierLocal: VerifierLocalSummary },
+  scaling?: ScalingSummary,
 ): Goal[] {
   const s = (key: string) => scenarios.find((x) => x.key === key && x.rounds.length > 0);
   const rest = s("rest-issuance");
@@ -424,15 +425,20 @@ export function judgeGoals(
         : ""),
   );
   const service = scenarios.filter((x) => x.kind === "service" && x.rounds.length > 0);
-  const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses;
+  const scalingSteps = scaling?.steps ?? [];
+  const scalingErrors = scalingSteps.reduce((a, x) => a + x.errors, 0);
+  const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses + scalingErrors;
+  const measuredService = service.length > 0 || scalingSteps.length > 0;
   goals.push({
     key: "zero-errors",
-    goal: "errors on the service (all scenarios, all rounds, invalidation probes)",
-    value: service.length ? serviceErrors : null,
+    goal: "errors on the service (all scenarios, all rounds, invalidation probes, scaling steps)",
+    value: measuredService ? serviceErrors : null,
     target: "= 0",
-    met: service.length ? serviceErrors === 0 : null,
+    met: measuredService ? serviceErrors === 0 : null,
     detail:
-      service.map((x) => `${x.key} ${x.errors}`).join(", ") + `, invalidation probes ${invalidation.otherStatuses}`,
+      service.map((x) => `${x.key} ${x.errors}, `).join("") +
+      `invalidation probes ${invalidation.otherStatuses}` +
+      (scalingSteps.length ? `, scaling ${scalingErrors}` : ""),
   });
   goals.push({
     key: "invalidation-before-answer",

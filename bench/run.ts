@@ -1013,6 +1013,7 @@ async function main(): Promise<number> {
     { rssAfterRoundBytes: rssAfterRound.filter(Number.isFinite) },
     options.connections,
     { propagation, verifierLocal: verifierLocalSummary },
+    scaling,
   );
   const cpus = os.cpus();
   const results = {
