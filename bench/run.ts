@@ -1600,6 +1600,100 @@ async function auditVolumeScenarios(
   ];
 }
 
+/** Instance `n` of the scaling scenario answers each request of the mix (tokens of instance 1 included). */
+async function checkScalingInstance(
+  instance: ServiceInstance,
+  n: number,
+  issuer: string,
+  clients: readonly Credentials[],
+  tokens: readonly string[],
+): Promise<void> {
+  const c = clients[n % clients.length]!;
+  const token = await issueRest(instance.baseUrl, c);
+  await verifyJwt(token, `${instance.baseUrl}/.well-known/jwks.json`, { issuer, subject: c.clientId });
+  const introspected = await request(`${instance.baseUrl}/v2/auth/introspect`, {
+    headers: FORM,
+    body: form({ token: tokens[0]!, client_id: clients[0]!.clientId, client_secret: clients[0]!.clientSecret }),
+  });
+  if (introspected.status !== 200 || introspected.json<{ active?: boolean }>().active !== true)
+    throw new Error(
+      `scaling: introspection on instance ${n} answered ${introspected.status}: ${introspected.text.slice(0, 300)}`,
+    );
+  const listed = await request(`${instance.baseUrl}/v2/api-users?limit=10`, {
+    headers: { authorization: `Bearer ${tokens[0]}` },
+  });
+  if (listed.status !== 200 || !listed.json<{ apiUsers?: unknown[] }>().apiUsers?.length)
+    throw new Error(
+      `scaling: GET /v2/api-users on instance ${n} answered ${listed.status}: ${listed.text.slice(0, 300)}`,
+    );
+  const [probe] = grpcAuthClients(repoRoot, new URL(instance.baseUrl).host, 1);
+  const issued = await grpcIssue(probe!, {
+    grantType: "client_credentials",
+    clientId: c.clientId,
+    clientSecret: c.clientSecret,
+  }).finally(() => probe!.close());
+  if (issued.status !== "OK")
+    throw new Error(`scaling: gRPC FetchOauth2Token on instance ${n} answered ${issued.status}`);
+}
+
+/** The scaling mix over `instances`: REST connections and gRPC channels assigned to them round-robin. */
+function scalingJob(
+  instances: readonly ServiceInstance[],
+  clients: readonly Credentials[],
+  tokens: readonly string[],
+  load: { restConnections: number; grpcConcurrency: number; grpcChannels: number },
+): LoadJob {
+  const n = instances.length;
+  const restVariants: HttpRequestSpec[] = clients.flatMap((client, i) => [
+    {
+      method: "POST",
+      path: "/v2/auth/oauth2-token",
+      headers: FORM,
+      body: form({
+        grant_type: "client_credentials",
+        client_id: client.clientId,
+        client_secret: client.clientSecret,
+      }),
+    },
+    {
+      method: "POST",
+      path: "/v2/auth/introspect",
+      headers: FORM,
+      body: form({ token: tokens[i]!, client_id: client.clientId, client_secret: client.clientSecret }),
+    },
+    { method: "GET", path: "/v2/api-users?limit=10", headers: { authorization: `Bearer ${tokens[i]!}` } },
+  ]);
+  return {
+    kind: "mixed",
+    parts: [
+      {
+        label: "REST",
+        job: {
+          kind: "http",
+          baseUrl: instances.map((x) => x.baseUrl),
+          variants: restVariants,
+          connections: load.restConnections,
+        },
+      },
+      {
+        label: "gRPC",
+        job: {
+          kind: "grpc",
+          target: instances.map((x) => new URL(x.baseUrl).host),
+          // A whole number of channels per instance, so each gets the same share of the calls.
+          channels: Math.ceil(load.grpcChannels / n) * n,
+          concurrency: load.grpcConcurrency,
+          requests: clients.map((x) => ({
+            grantType: "client_credentials",
+            clientId: x.clientId,
+            clientSecret: x.clientSecret,
+          })),
+        },
+      },
+    ],
+  };
+}
+
 /**
  * scaling (issue 24): the built service started 1, then 2, … SCALING_INSTANCES times on one
  * schema, and at each count the same mixed load spread over the instances by the generator: REST
@@ -1647,82 +1741,12 @@ async function scalingRun(
       clients = await createTmcAdmins(instance, backend.operatorToken, seed.tmcId, options.clients);
       tokens = await inParallel(clients.length, 6, (i) => issueRest(instance.baseUrl, clients[i]!));
     }
-    // The new instance answers every request of the mix (tokens of instance 1 included).
-    const c = clients[n % clients.length]!;
-    const token = await issueRest(instance.baseUrl, c);
-    await verifyJwt(token, `${instance.baseUrl}/.well-known/jwks.json`, { issuer, subject: c.clientId });
-    const introspected = await request(`${instance.baseUrl}/v2/auth/introspect`, {
-      headers: FORM,
-      body: form({ token: tokens[0]!, client_id: clients[0]!.clientId, client_secret: clients[0]!.clientSecret }),
+    await checkScalingInstance(instance, n, issuer, clients, tokens);
+    const job = scalingJob(instances, clients, tokens, {
+      restConnections,
+      grpcConcurrency,
+      grpcChannels: options.grpcChannels,
     });
-    if (introspected.status !== 200 || introspected.json<{ active?: boolean }>().active !== true)
-      throw new Error(
-        `scaling: introspection on instance ${n} answered ${introspected.status}: ${introspected.text.slice(0, 300)}`,
-      );
-    const listed = await request(`${instance.baseUrl}/v2/api-users?limit=10`, {
-      headers: { authorization: `Bearer ${tokens[0]}` },
-    });
-    if (listed.status !== 200 || !listed.json<{ apiUsers?: unknown[] }>().apiUsers?.length)
-      throw new Error(
-        `scaling: GET /v2/api-users on instance ${n} answered ${listed.status}: ${listed.text.slice(0, 300)}`,
-      );
-    const [probe] = grpcAuthClients(repoRoot, new URL(instance.baseUrl).host, 1);
-    const issued = await grpcIssue(probe!, {
-      grantType: "client_credentials",
-      clientId: c.clientId,
-      clientSecret: c.clientSecret,
-    }).finally(() => probe!.close());
-    if (issued.status !== "OK")
-      throw new Error(`scaling: gRPC FetchOauth2Token on instance ${n} answered ${issued.status}`);
-
-    const restVariants: HttpRequestSpec[] = clients.flatMap((client, i) => [
-      {
-        method: "POST",
-        path: "/v2/auth/oauth2-token",
-        headers: FORM,
-        body: form({
-          grant_type: "client_credentials",
-          client_id: client.clientId,
-          client_secret: client.clientSecret,
-        }),
-      },
-      {
-        method: "POST",
-        path: "/v2/auth/introspect",
-        headers: FORM,
-        body: form({ token: tokens[i]!, client_id: client.clientId, client_secret: client.clientSecret }),
-      },
-      { method: "GET", path: "/v2/api-users?limit=10", headers: { authorization: `Bearer ${tokens[i]!}` } },
-    ]);
-    const job: LoadJob = {
-      kind: "mixed",
-      parts: [
-        {
-          label: "REST",
-          job: {
-            kind: "http",
-            baseUrl: instances.map((x) => x.baseUrl),
-            variants: restVariants,
-            connections: restConnections,
-          },
-        },
-        {
-          label: "gRPC",
-          job: {
-            kind: "grpc",
-            target: instances.map((x) => new URL(x.baseUrl).host),
-            // A whole number of channels per instance, so each gets the same share of the calls.
-            channels: Math.ceil(options.grpcChannels / n) * n,
-            concurrency: grpcConcurrency,
-            requests: clients.map((x) => ({
-              grantType: "client_credentials",
-              clientId: x.clientId,
-              clientSecret: x.clientSecret,
-            })),
-          },
-        },
-      ],
-    };
     const result = await loadgen.run({
       job,
       warmupS,
