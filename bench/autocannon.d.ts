@@ -4,7 +4,8 @@ declare module "autocannon" {
 
   namespace autocannon {
     interface Options {
-      url: string;
+      /** Several: connection i goes to url[i mod n]. */
+      url: string | string[];
       method?: string;
       headers?: Record<string, string>;
       body?: string;

@@ -3,11 +3,18 @@
 // file of their own instead of the README, and the prose around them stays as written.
 import fs from "node:fs";
 import {
+  fmtMs,
+  fmtRate,
   goalsTable,
   invalidationLine,
+  scalingLimit,
+  scalingSetting,
+  scalingTable,
   scenarioTable,
+  table,
   type Goal,
   type InvalidationSummary,
+  type ScalingSummary,
   type ScenarioSummary,
 } from "./report.js";
 
@@ -40,6 +47,8 @@ export interface RunResults {
   readonly scenarios: readonly ScenarioSummary[];
   readonly invalidation: InvalidationSummary;
   readonly goals: readonly Goal[];
+  /** Absent in runs before the scaling scenario. */
+  readonly scaling?: ScalingSummary;
 }
 
 /** The section's body (without the markers): the run's setting, the scenario table, invalidation, goals. */
@@ -59,26 +68,36 @@ export function renderLatestRun(r: RunResults): string {
     "",
     `${invalidationLine(r.invalidation)}.`,
     "",
+    ...(r.scaling?.steps.length ? [`Scaling: ${scalingSetting(r.scaling)}.`, "", scalingTable(r.scaling), ""] : []),
     "Goals:",
     "",
     goalsTable(r.goals),
   ].join("\n");
 }
 
+/** `markdown` with the text between two markers replaced by `body`; throws when the markers are missing. */
+function replaceBetween(markdown: string, begin: string, end: string, body: string, file: string): string {
+  const from = markdown.indexOf(begin);
+  const to = markdown.indexOf(end);
+  if (from < 0 || to < from) throw new Error(`${file} has no "${begin}" … "${end}" section to write the run into`);
+  return `${markdown.slice(0, from + begin.length)}\n${body}\n${markdown.slice(to)}`;
+}
+
+/** The text between two markers, or undefined when they are missing. */
+function textBetween(markdown: string, begin: string, end: string): string | undefined {
+  const from = markdown.indexOf(begin);
+  const to = markdown.indexOf(end);
+  return from < 0 || to < from ? undefined : markdown.slice(from + begin.length, to).trim();
+}
+
 /** `markdown` with the text between the markers replaced by `body`; throws when the markers are missing. */
 export function replaceLatestRun(markdown: string, body: string): string {
-  const begin = markdown.indexOf(BEGIN_MARKER);
-  const end = markdown.indexOf(END_MARKER);
-  if (begin < 0 || end < begin)
-    throw new Error(`BENCHMARKS.md has no "${BEGIN_MARKER}" … "${END_MARKER}" section to write the run into`);
-  return `${markdown.slice(0, begin + BEGIN_MARKER.length)}\n${body}\n${markdown.slice(end)}`;
+  return replaceBetween(markdown, BEGIN_MARKER, END_MARKER, body, "BENCHMARKS.md");
 }
 
 /** The text between the markers, or undefined when they are missing. */
 export function latestRunIn(markdown: string): string | undefined {
-  const begin = markdown.indexOf(BEGIN_MARKER);
-  const end = markdown.indexOf(END_MARKER);
-  return begin < 0 || end < begin ? undefined : markdown.slice(begin + BEGIN_MARKER.length, end).trim();
+  return textBetween(markdown, BEGIN_MARKER, END_MARKER);
 }
 
 /** Rewrites the section of the file at `file` with the run `results`. */
@@ -86,10 +105,100 @@ export function writeLatestRun(file: string, results: RunResults): void {
   fs.writeFileSync(file, replaceLatestRun(fs.readFileSync(file, "utf8"), renderLatestRun(results)));
 }
 
-// `npx tsx bench/benchmarks-md.ts [results.json] [BENCHMARKS.md]` re-renders the section from a results file.
+// ---- docs/scaling.md's measured figures: the scaling scenario of the same full run
+
+export const SCALING_BEGIN_MARKER = "<!-- bench:scaling:begin -->";
+export const SCALING_END_MARKER = "<!-- bench:scaling:end -->";
+
+/** The service's own scenarios that size one instance, in the scaling guide's order. */
+const ONE_INSTANCE = [
+  "rest-issuance",
+  "grpc-issuance",
+  "introspection",
+  "rs-introspection",
+  "rs-introspection-grpc",
+  "rs-introspection-batch",
+  "authenticated-read",
+];
+
+/** One instance under each load of the run, with what a core of the service's own CPU carries at its cost. */
+function oneInstanceTable(r: RunResults): string {
+  const rows = ONE_INSTANCE.flatMap((key) => {
+    const x = r.scenarios.find((s) => s.key === key && s.rounds.length > 0);
+    if (!x) return [];
+    const cpu = x.median.cpuMicrosPerRequest;
+    return [
+      [
+        x.title.replace(/ \(service\)$/, ""),
+        fmtRate(x.median.okPerSecond),
+        fmtMs(x.median.p50Ms),
+        fmtMs(x.median.p99Ms),
+        cpu === null ? "-" : cpu.toFixed(0),
+        cpu === null ? "-" : fmtRate(1e6 / cpu),
+      ],
+    ];
+  });
+  return table(
+    [
+      "one instance, 50 connections",
+      "req/s",
+      "p50 ms",
+      "p99 ms",
+      "service CPU µs/req",
+      "req/s per core of service CPU",
+    ],
+    rows,
+    new Set([1, 2, 3, 4, 5]),
+  );
+}
+
+/**
+ * docs/scaling.md's measured section: one instance under each load of the run, then the scaling
+ * scenario's table and what limited its largest step (or that the run predates it).
+ */
+export function renderScaling(r: RunResults): string {
+  const run = `full run of ${r.date.slice(0, 10)} ${r.date.slice(11, 16)} UTC, commit ${r.commit}, ${r.machine.cpus} × ${r.machine.cpuModel}`;
+  const scaling = r.scaling?.steps.length
+    ? [
+        `Instances (same run; ${scalingSetting(r.scaling)}):`,
+        "",
+        scalingTable(r.scaling),
+        "",
+        `${scalingLimit(r.scaling)}.`,
+      ]
+    : [
+        "Instances: not measured yet — this run predates the scaling scenario; the next full `npm run bench` " +
+          "writes its table here from `bench/results.json`.",
+      ];
+  return [
+    `One instance (${run}; medians of ${r.options.rounds} rounds, the load generator, Postgres and Redis on the same cores):`,
+    "",
+    oneInstanceTable(r),
+    "",
+    ...scaling,
+  ].join("\n");
+}
+
+export function scalingSectionIn(markdown: string): string | undefined {
+  return textBetween(markdown, SCALING_BEGIN_MARKER, SCALING_END_MARKER);
+}
+
+/** Rewrites docs/scaling.md's measured section (at `file`) with the run `results`. */
+export function writeScaling(file: string, results: RunResults): void {
+  const markdown = fs.readFileSync(file, "utf8");
+  fs.writeFileSync(
+    file,
+    replaceBetween(markdown, SCALING_BEGIN_MARKER, SCALING_END_MARKER, renderScaling(results), "docs/scaling.md"),
+  );
+}
+
+// `npx tsx bench/benchmarks-md.ts [results.json] [BENCHMARKS.md] [docs/scaling.md]` re-renders both sections from a results file.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const resultsFile = process.argv[2] ?? new URL("results.json", import.meta.url).pathname;
   const markdownFile = process.argv[3] ?? new URL("../BENCHMARKS.md", import.meta.url).pathname;
-  writeLatestRun(markdownFile, JSON.parse(fs.readFileSync(resultsFile, "utf8")) as RunResults);
-  process.stderr.write(`bench: wrote the latest run of ${resultsFile} into ${markdownFile}\n`);
+  const scalingFile = process.argv[4] ?? new URL("../docs/scaling.md", import.meta.url).pathname;
+  const results = JSON.parse(fs.readFileSync(resultsFile, "utf8")) as RunResults;
+  writeLatestRun(markdownFile, results);
+  writeScaling(scalingFile, results);
+  process.stderr.write(`bench: wrote the latest run of ${resultsFile} into ${markdownFile} and ${scalingFile}\n`);
 }

@@ -68,7 +68,7 @@ export interface HttpRequestSpec {
 }
 
 export function runAutocannon(
-  baseUrl: string,
+  baseUrl: string | readonly string[],
   variants: readonly HttpRequestSpec[],
   options: { connections: number; durationS: number; expected: ReadonlySet<string> },
 ): Promise<LoadSample> {
@@ -79,7 +79,7 @@ export function runAutocannon(
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
-        url: baseUrl,
+        url: typeof baseUrl === "string" ? baseUrl : [...baseUrl],
         connections: options.connections,
         duration: options.durationS,
         pipelining: 1,

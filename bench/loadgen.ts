@@ -18,25 +18,31 @@ import {
   type HttpRequestSpec,
   type LoadSample,
 } from "./load.js";
-import { machineCpu, rssBytes, treeCpuMicros } from "./procstat.js";
+import { machineCpu, rssBytes, treesCpuMicros } from "./procstat.js";
 
 export type LoadJob =
   | {
       readonly kind: "http";
-      readonly baseUrl: string;
+      /** Several: the connections are assigned to them round-robin (autocannon's url list). */
+      readonly baseUrl: string | readonly string[];
       readonly variants: readonly HttpRequestSpec[];
       readonly connections: number;
     }
   | {
       readonly kind: "grpc";
-      /** host:port */
-      readonly target: string;
+      /** host:port; several: the channels are assigned to them round-robin, so calls go round-robin too. */
+      readonly target: string | readonly string[];
       readonly channels: number;
       readonly concurrency: number;
       /** The AuthService RPC (FetchOauth2Token when absent). */
       readonly method?: GrpcMethod;
       /** Its requests (camelCase fields), taken round-robin. */
       readonly requests: readonly object[];
+    }
+  | {
+      /** Several loads at once (the scaling scenario's mix), each counted and timed on its own too. */
+      readonly kind: "mixed";
+      readonly parts: ReadonlyArray<{ readonly label: string; readonly job: Exclude<LoadJob, { kind: "mixed" }> }>;
     };
 
 export interface LoadRequest {
@@ -47,6 +53,17 @@ export interface LoadRequest {
   readonly expected: readonly string[];
   /** The server whose CPU and memory are measured. */
   readonly serverPid: number;
+  /** More processes (trees) whose CPU is read at the same edges, by name. */
+  readonly alsoMeasure?: Readonly<Record<string, number>>;
+}
+
+/** One part of a mixed job, measured on its own. */
+export interface LoadPartResult {
+  readonly label: string;
+  readonly elapsedMs: number;
+  readonly statuses: Record<string, number>;
+  readonly transportErrors: number;
+  readonly latencyMs: { p50: number; p90: number; p99: number; max: number };
 }
 
 export interface LoadResult {
@@ -63,6 +80,10 @@ export interface LoadResult {
   readonly loadgenCpuMicros: number;
   /** All cores busy over the measured window (servers, generator, Postgres, Redis, others). */
   readonly machineBusyPercent: number;
+  /** CPU of the alsoMeasure processes over the window (null: gone or unreadable). */
+  readonly alsoMeasuredCpuMicros?: Record<string, number | null>;
+  /** A mixed job's parts (the figures above are over all of them). */
+  readonly parts?: LoadPartResult[];
 }
 
 export type LoadReply =
@@ -71,12 +92,25 @@ export type LoadReply =
 const grpcClients = new Map<string, AuthClient[]>();
 const repoRoot = new URL("../", import.meta.url).pathname;
 
-function loadOnce(job: LoadJob, durationS: number, expected: ReadonlySet<string>): Promise<LoadSample> {
+type SingleJob = Exclude<LoadJob, { kind: "mixed" }>;
+
+function loadOnce(job: SingleJob, durationS: number, expected: ReadonlySet<string>): Promise<LoadSample> {
   if (job.kind === "http")
     return runAutocannon(job.baseUrl, job.variants, { connections: job.connections, durationS, expected });
-  const key = `${job.target}/${job.channels}`;
+  const targets = typeof job.target === "string" ? [job.target] : job.target;
+  const key = `${targets.join(",")}/${job.channels}`;
   let clients = grpcClients.get(key);
-  if (!clients) grpcClients.set(key, (clients = grpcAuthClients(repoRoot, job.target, job.channels)));
+  if (!clients) {
+    // Channel i on target i mod n: round-robin over the channels is round-robin over the targets.
+    const perTarget = targets.map((t, i) =>
+      grpcAuthClients(repoRoot, t, Math.ceil((job.channels - i) / targets.length)),
+    );
+    clients = Array.from(
+      { length: job.channels },
+      (_, i) => perTarget[i % targets.length]![Math.floor(i / targets.length)]!,
+    );
+    grpcClients.set(key, clients);
+  }
   const channels = clients;
   let next = 0;
   return runClosedLoop(
@@ -89,33 +123,91 @@ function loadOnce(job: LoadJob, durationS: number, expected: ReadonlySet<string>
   );
 }
 
+/** Every part of the job at once; a single job is one part. */
+async function loadParts(
+  job: LoadJob,
+  durationS: number,
+  expected: ReadonlySet<string>,
+): Promise<Array<{ label: string; sample: LoadSample }>> {
+  const parts = job.kind === "mixed" ? job.parts : [{ label: "", job }];
+  const samples = await Promise.all(parts.map((p) => loadOnce(p.job, durationS, expected)));
+  return parts.map((p, i) => ({ label: p.label, sample: samples[i]! }));
+}
+
+const latencyOf = (sorted: Float64Array) => ({
+  p50: percentile(sorted, 50),
+  p90: percentile(sorted, 90),
+  p99: percentile(sorted, 99),
+  max: sorted.length ? sorted[sorted.length - 1]! : NaN,
+});
+
+/** The parts' samples as one: statuses summed, latencies pooled, the longest part's time. */
+function merged(parts: ReadonlyArray<{ sample: LoadSample }>): LoadSample {
+  const statuses: Record<string, number> = {};
+  const transportErrorKinds: Record<string, number> = {};
+  for (const { sample } of parts) {
+    for (const [k, n] of Object.entries(sample.statuses)) statuses[k] = (statuses[k] ?? 0) + n;
+    for (const [k, n] of Object.entries(sample.transportErrorKinds))
+      transportErrorKinds[k] = (transportErrorKinds[k] ?? 0) + n;
+  }
+  const latenciesMs = new Float64Array(parts.reduce((a, p) => a + p.sample.latenciesMs.length, 0));
+  let at = 0;
+  for (const { sample } of parts) {
+    latenciesMs.set(sample.latenciesMs, at);
+    at += sample.latenciesMs.length;
+  }
+  return {
+    elapsedMs: Math.max(...parts.map((p) => p.sample.elapsedMs)),
+    statuses,
+    transportErrors: parts.reduce((a, p) => a + p.sample.transportErrors, 0),
+    transportErrorKinds,
+    latenciesMs: latenciesMs.sort(),
+  };
+}
+
 async function handle(request: LoadRequest): Promise<LoadResult> {
   const expected = new Set(request.expected);
   const rssBefore = rssBytes(request.serverPid) ?? null;
-  if (request.warmupS > 0) await loadOnce(request.job, request.warmupS, expected);
-  const cpu0 = treeCpuMicros(request.serverPid);
+  if (request.warmupS > 0) await loadParts(request.job, request.warmupS, expected);
+  const measured = [request.serverPid, ...Object.values(request.alsoMeasure ?? {})];
+  const cpu0 = treesCpuMicros(measured);
   const own0 = process.cpuUsage();
   const machine0 = machineCpu();
-  const sample = await loadOnce(request.job, request.durationS, expected);
-  const cpu1 = treeCpuMicros(request.serverPid);
+  const parts = await loadParts(request.job, request.durationS, expected);
+  const cpu1 = treesCpuMicros(measured);
   const own1 = process.cpuUsage(own0);
   const machine1 = machineCpu();
+  const used = (i: number) => (cpu0[i] === undefined || cpu1[i] === undefined ? null : cpu1[i]! - cpu0[i]!);
+  const sample = merged(parts);
   return {
     elapsedMs: sample.elapsedMs,
     statuses: sample.statuses,
     transportErrors: sample.transportErrors,
     transportErrorKinds: sample.transportErrorKinds,
-    latencyMs: {
-      p50: percentile(sample.latenciesMs, 50),
-      p90: percentile(sample.latenciesMs, 90),
-      p99: percentile(sample.latenciesMs, 99),
-      max: sample.latenciesMs.length ? sample.latenciesMs[sample.latenciesMs.length - 1]! : NaN,
-    },
-    serverCpuMicros: cpu0 === undefined || cpu1 === undefined ? null : cpu1 - cpu0,
+    latencyMs: latencyOf(sample.latenciesMs),
+    serverCpuMicros: used(0),
     serverRssBeforeBytes: rssBefore,
     serverRssAfterBytes: rssBytes(request.serverPid) ?? null,
     loadgenCpuMicros: own1.user + own1.system,
     machineBusyPercent: (100 * (machine1.busy - machine0.busy)) / Math.max(1, machine1.total - machine0.total),
+    ...(request.alsoMeasure
+      ? {
+          alsoMeasuredCpuMicros: Object.fromEntries(
+            Object.keys(request.alsoMeasure).map((name, i) => [name, used(i + 1)]),
+          ),
+        }
+      : {}),
+    ...(request.job.kind === "mixed"
+      ? {
+          parts: parts.map(({ label, sample: s }) => ({
+            label,
+            elapsedMs: s.elapsedMs,
+            statuses: s.statuses,
+            transportErrors: s.transportErrors,
+            latencyMs: latencyOf(s.latenciesMs),
+          })),
+        }
+      : {}),
   };
 }
 

@@ -45,9 +45,11 @@ function readStat(pid: number | string): StatLine | undefined {
  * windows of seconds.
  */
 export function treeCpuMicros(pid: number): number | undefined {
-  const root = readStat(pid);
-  if (!root) return undefined;
-  let ticks = root.ticks;
+  return treesCpuMicros([pid])[0];
+}
+
+/** treeCpuMicros of several processes from one scan of /proc (read at the same instant). */
+export function treesCpuMicros(pids: readonly number[]): Array<number | undefined> {
   // Descendants: one scan of /proc, then walk the parent links.
   let entries: string[];
   try {
@@ -56,22 +58,28 @@ export function treeCpuMicros(pid: number): number | undefined {
     entries = [];
   }
   const children = new Map<number, StatLine[]>();
+  const byPid = new Map<number, StatLine>();
   for (const name of entries) {
-    if (Number(name) === pid) continue;
     const line = readStat(name);
     if (!line) continue;
+    byPid.set(line.pid, line);
     const list = children.get(line.ppid);
     if (list) list.push(line);
     else children.set(line.ppid, [line]);
   }
-  const stack = [pid];
-  while (stack.length) {
-    for (const child of children.get(stack.pop()!) ?? []) {
-      ticks += child.ticks;
-      stack.push(child.pid);
+  return pids.map((pid) => {
+    const root = byPid.get(pid) ?? readStat(pid);
+    if (!root) return undefined;
+    let ticks = root.ticks;
+    const stack = [pid];
+    while (stack.length) {
+      for (const child of children.get(stack.pop()!) ?? []) {
+        ticks += child.ticks;
+        stack.push(child.pid);
+      }
     }
-  }
-  return (ticks / CLOCK_TICKS) * 1e6;
+    return (ticks / CLOCK_TICKS) * 1e6;
+  });
 }
 
 /** Resident set size of one process in bytes (VmRSS), undefined when it is gone. */

@@ -304,6 +304,7 @@ export function judgeGoals(
   memory: { rssAfterRoundBytes: number[] },
   connections: number,
   protectedServices: { propagation: PropagationSummary; verifierLocal: VerifierLocalSummary },
+  scaling?: ScalingSummary,
 ): Goal[] {
   const s = (key: string) => scenarios.find((x) => x.key === key && x.rounds.length > 0);
   const rest = s("rest-issuance");
@@ -424,15 +425,20 @@ export function judgeGoals(
         : ""),
   );
   const service = scenarios.filter((x) => x.kind === "service" && x.rounds.length > 0);
-  const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses;
+  const scalingSteps = scaling?.steps ?? [];
+  const scalingErrors = scalingSteps.reduce((a, x) => a + x.errors, 0);
+  const serviceErrors = service.reduce((a, x) => a + x.errors, 0) + invalidation.otherStatuses + scalingErrors;
+  const measuredService = service.length > 0 || scalingSteps.length > 0;
   goals.push({
     key: "zero-errors",
-    goal: "errors on the service (all scenarios, all rounds, invalidation probes)",
-    value: service.length ? serviceErrors : null,
+    goal: "errors on the service (all scenarios, all rounds, invalidation probes, scaling steps)",
+    value: measuredService ? serviceErrors : null,
     target: "= 0",
-    met: service.length ? serviceErrors === 0 : null,
+    met: measuredService ? serviceErrors === 0 : null,
     detail:
-      service.map((x) => `${x.key} ${x.errors}`).join(", ") + `, invalidation probes ${invalidation.otherStatuses}`,
+      service.map((x) => `${x.key} ${x.errors}, `).join("") +
+      `invalidation probes ${invalidation.otherStatuses}` +
+      (scalingSteps.length ? `, scaling ${scalingErrors}` : ""),
   });
   goals.push({
     key: "invalidation-before-answer",
@@ -612,4 +618,174 @@ export function logLine(name: string, l: LogSummary): string[] {
     `${name} log: ${l.lines} lines (${(l.bytes / 1e6).toFixed(1)} MB), ${l.warn} warn, ${l.error} error/fatal`,
     ...l.samples.map((s) => `  ${s}`),
   ];
+}
+
+// ---- scaling (issue 24) ----------------------------------------------------------------------
+
+/** One step of the scaling scenario: the same mixed load on `instances` service instances. */
+export interface ScalingStep {
+  readonly instances: number;
+  readonly okPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly errors: number;
+  readonly statuses: Record<string, number>;
+  /** Each face of the mix on its own. */
+  readonly parts: ReadonlyArray<{
+    readonly label: string;
+    readonly okPerSecond: number;
+    readonly p50Ms: number;
+    readonly p99Ms: number;
+    readonly errors: number;
+  }>;
+  /** Each instance's process-tree CPU as a share of one core, in %. */
+  readonly instanceCpuPercentOfCore: ReadonlyArray<number | null>;
+  /** All instances' CPU per answered request, µs. */
+  readonly serviceCpuMicrosPerRequest: number | null;
+  /** The Postgres server's process tree (postmaster and every backend) and redis-server, % of one core. */
+  readonly postgresCpuPercentOfCore: number | null;
+  readonly redisCpuPercentOfCore: number | null;
+  readonly loadgenCpuPercentOfCore: number;
+  /** The whole machine, % of one core (cores × 100 is all of it). */
+  readonly machineBusyPercentOfCore: number;
+  /** Busy CPU none of the above accounts for (kernel work outside the processes, other processes), % of one core. */
+  readonly otherCpuPercentOfCore: number | null;
+}
+
+export interface ScalingSummary {
+  readonly cores: number;
+  readonly durationS: number;
+  readonly warmupS: number;
+  /** What one step sends, in words. */
+  readonly load: string;
+  readonly steps: ScalingStep[];
+  readonly skipped?: string;
+}
+
+/** A step's figures from the load generator's result over `instances` instances. */
+export function scalingStep(instances: number, expected: readonly string[], r: LoadResult, cores: number): ScalingStep {
+  const f = roundFigures(0, 0, expected, r);
+  const seconds = r.elapsedMs / 1000;
+  const cpu = r.alsoMeasuredCpuMicros ?? {};
+  const percent = (micros: number | null | undefined) =>
+    micros === null || micros === undefined ? null : micros / 1e4 / seconds;
+  const instanceCpu = Array.from({ length: instances }, (_, i) => cpu[`instance-${i + 1}`] ?? null);
+  const known = instanceCpu.every((x) => x !== null);
+  const serviceCpu = known ? instanceCpu.reduce((a, x) => a! + x!, 0)! : null;
+  const machine = f.machineBusyPercent * cores;
+  const accounted = [serviceCpu, cpu.postgres, cpu.redis].every((x) => x !== null && x !== undefined)
+    ? percent(serviceCpu)! + percent(cpu.postgres)! + percent(cpu.redis)! + f.loadgenCpuPercentOfCore
+    : null;
+  return {
+    instances,
+    okPerSecond: f.okPerSecond,
+    p50Ms: f.p50Ms,
+    p99Ms: f.p99Ms,
+    errors: f.errors,
+    statuses: f.statuses,
+    parts: (r.parts ?? []).map((p) => {
+      const ok = Object.entries(p.statuses)
+        .filter(([status]) => expected.includes(status))
+        .reduce((a, [, n]) => a + n, 0);
+      const all = Object.values(p.statuses).reduce((a, n) => a + n, 0);
+      return {
+        label: p.label,
+        okPerSecond: ok / (p.elapsedMs / 1000),
+        p50Ms: p.latencyMs.p50,
+        p99Ms: p.latencyMs.p99,
+        errors: all - ok + p.transportErrors,
+      };
+    }),
+    instanceCpuPercentOfCore: instanceCpu.map(percent),
+    serviceCpuMicrosPerRequest:
+      serviceCpu === null || f.okPerSecond === 0 ? null : serviceCpu / (f.okPerSecond * seconds),
+    postgresCpuPercentOfCore: percent(cpu.postgres),
+    redisCpuPercentOfCore: percent(cpu.redis),
+    loadgenCpuPercentOfCore: f.loadgenCpuPercentOfCore,
+    machineBusyPercentOfCore: machine,
+    otherCpuPercentOfCore: accounted === null ? null : Math.max(0, machine - accounted),
+  };
+}
+
+/** The scaling table: one row per instance count, throughput against one instance's, and where the CPU went. */
+export function scalingTable(s: ScalingSummary): string {
+  const first = s.steps[0]?.okPerSecond;
+  const pct = (n: number | null) => (n === null || !Number.isFinite(n) ? "-" : n.toFixed(0));
+  const labels = s.steps[0]?.parts.map((p) => p.label) ?? [];
+  const headers = [
+    "instances",
+    "req/s",
+    "× 1 instance",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+    ...labels.map((l) => `${l} req/s (p99 ms)`),
+    "CPU % of a core, each instance",
+    "service CPU µs/req",
+    "Postgres %",
+    "Redis %",
+    "generator %",
+    "other %",
+    `machine % (of ${s.cores * 100})`,
+  ];
+  const rows = s.steps.map((x) => [
+    String(x.instances),
+    fmtRate(x.okPerSecond),
+    first ? fmtRatio(x.okPerSecond / first) : "-",
+    fmtMs(x.p50Ms),
+    fmtMs(x.p99Ms),
+    String(x.errors),
+    ...labels.map((l) => {
+      const p = x.parts.find((y) => y.label === l);
+      return p ? `${fmtRate(p.okPerSecond)} (${fmtMs(p.p99Ms)})` : "-";
+    }),
+    x.instanceCpuPercentOfCore.map(pct).join(" + "),
+    x.serviceCpuMicrosPerRequest === null ? "-" : x.serviceCpuMicrosPerRequest.toFixed(0),
+    pct(x.postgresCpuPercentOfCore),
+    pct(x.redisCpuPercentOfCore),
+    pct(x.loadgenCpuPercentOfCore),
+    pct(x.otherCpuPercentOfCore),
+    pct(x.machineBusyPercentOfCore),
+  ]);
+  return table(headers, rows, new Set(headers.map((_, i) => i).filter((i) => i > 0)));
+}
+
+/** How a scaling run was measured, in words. */
+export function scalingSetting(s: ScalingSummary): string {
+  return (
+    `${s.load}; ${s.warmupS} s warm-up and ${s.durationS} s measured per step, one step per instance count; ` +
+    `Postgres and Redis: the whole servers' CPU, whoever caused it`
+  );
+}
+
+export function scalingLine(s: ScalingSummary): string {
+  return s.skipped ? `scaling: not measured (${s.skipped})` : `scaling (${scalingSetting(s)})`;
+}
+
+/**
+ * What limits the largest step, from its own figures: the CPU the whole machine spent per answered
+ * request, split by process, and the rate the machine's cores would carry at that cost.
+ */
+export function scalingLimit(s: ScalingSummary): string {
+  const last = s.steps.at(-1);
+  if (!last || !(last.okPerSecond > 0)) return "";
+  // % of a core → µs per request: (percent / 100) × 1e6 µs per second ÷ requests per second.
+  const perRequest = (percent: number | null) => (percent === null ? null : (percent * 1e4) / last.okPerSecond);
+  const fmt = (us: number | null) => (us === null ? "-" : us.toFixed(0));
+  const machine = perRequest(last.machineBusyPercentOfCore)!;
+  const service = perRequest(
+    last.instanceCpuPercentOfCore.reduce<number | null>((a, x) => (a === null || x === null ? null : a + x), 0),
+  );
+  const ceiling = (s.cores * 1e6) / machine;
+  const other = perRequest(last.otherCpuPercentOfCore);
+  const withoutOther = other === null || machine - other <= 0 ? null : (s.cores * 1e6) / (machine - other);
+  return (
+    `At ${last.instances} instance${last.instances === 1 ? "" : "s"} the machine was ${last.machineBusyPercentOfCore.toFixed(0)} % busy of ` +
+    `${s.cores * 100} %, ${fmt(machine)} µs of CPU per answered request: the instances ${fmt(service)}, ` +
+    `Postgres ${fmt(perRequest(last.postgresCpuPercentOfCore))}, Redis ${fmt(perRequest(last.redisCpuPercentOfCore))}, ` +
+    `the load generator ${fmt(perRequest(last.loadgenCpuPercentOfCore))}, other ${fmt(other)}; ` +
+    `at that cost ${s.cores} cores carry at most ${fmtRate(ceiling)} req/s` +
+    (withoutOther === null ? "" : ` (${fmtRate(withoutOther)} without the other CPU)`) +
+    `, and the step measured ${fmtRate(last.okPerSecond)} (${((100 * last.okPerSecond) / ceiling).toFixed(0)} % of it)`
+  );
 }

@@ -18,7 +18,7 @@ import { measureInvalidationOnce, readOn, type InvalidationSample, type Victim }
 import { runVerifierLocal, type VerifierLocalRun } from "./protected-services.js";
 import { grpcAuthClients, grpcCall, grpcIssue, type HttpRequestSpec } from "./load.js";
 import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
-import { writeLatestRun } from "./benchmarks-md.js";
+import { writeLatestRun, writeScaling } from "./benchmarks-md.js";
 import { quietMachine, rssBytes } from "./procstat.js";
 import {
   BASELINE_LABEL,
@@ -36,7 +36,12 @@ import {
   summarisePropagation,
   summariseVerifierLocal,
   protectedServicesLines,
+  scalingLimit,
+  scalingLine,
+  scalingStep,
+  scalingTable,
   type RoundFigures,
+  type ScalingSummary,
 } from "./report.js";
 import {
   BENCH_DATABASE_URL,
@@ -47,6 +52,8 @@ import {
   startListeningChild,
   startService,
   stopAllServers,
+  buildService,
+  storageServerPids,
   type Backend,
   type LogSummary,
   type ServerProcess,
@@ -70,6 +77,8 @@ const AUDIT_VOLUME_SCENARIOS = ["audit-search-action", "audit-search-client", "o
 const AUDIT_EVENTS = 1_000_000;
 const AUDIT_CLIENTS = 20;
 const AUDIT_CONNECTIONS = 2;
+/** The scaling scenario (issue 24): the same mixed load on 1, 2, … this many instances. */
+const SCALING_INSTANCES = 3;
 
 const HELP = `Usage: npm run -s bench -- [options]
 
@@ -123,6 +132,16 @@ Scenarios (all on instance A but invalidation):
                        OperatorService (Connect JSON): ListAuditEvents by action + since (the last
                        1-24 hours), by client id, and ListApiUsers with each user's last token time;
                        ${AUDIT_CONNECTIONS} connections (goal: p99 under 100 ms each)
+  scaling              (not with --embedded) the service built as production runs it (tsc, node
+                       dist/src/main.js) in a fresh schema and key prefix of its own, started 1,
+                       then 2, then ${SCALING_INSTANCES} times (the other scenarios' servers stopped first); at
+                       each count the same mixed load for one warm-up (3 × --warmup but with
+                       --quick) and one --duration: three quarters of --connections as REST
+                       connections (client_credentials issuance, introspection and GET
+                       /v2/api-users?limit=10 in turn, request by request), a quarter as grpc-js
+                       FetchOauth2Token calls in flight; the generator assigns REST connections and
+                       gRPC channels to the instances round-robin (no balancer). Reports req/s,
+                       p50/p99, each instance's CPU and the Postgres and Redis servers' CPU
   air-credits-list     POST /v3/air/company-transferable-unused-credits/list on a company of
                        ${AIR_CREDITS} credits (imported through OperatorService.ImportAirCredits
                        first), filtered by airline, expiry window and PCCs, pages round-robin;
@@ -147,7 +166,8 @@ Options:
   --out FILE          results file ("-": none). Default: bench/results.json for a full run
                       (no --quick, --only, --rounds, --duration, --clients, --embedded), else none
   --markdown FILE     Markdown file whose "Latest full run" section gets the run ("-": none).
-                      Default: BENCHMARKS.md for a full run, else none
+                      Default: BENCHMARKS.md for a full run, else none; a full run without
+                      --markdown also rewrites docs/scaling.md's measured section
   --cpu-prof DIR      run instance A with node --cpu-prof, writing its profile into DIR
   --json              print results.json's content instead of the table
   --fail-on-goals     exit with 1 when a goal is not met (default: only when the run itself
@@ -178,6 +198,7 @@ const ALL_SCENARIOS = [
   "scim-filtered-list",
   "air-credits-list",
   ...AUDIT_VOLUME_SCENARIOS,
+  "scaling",
 ] as const;
 
 /** Opt-in (--only): seeding a million audit events takes a minute and grows the run's schema by ~300 MB. */
@@ -186,7 +207,7 @@ const OPT_IN: ReadonlySet<string> = new Set(AUDIT_VOLUME_SCENARIOS);
 const ALIASES: Readonly<Record<string, readonly string[]>> = { "audit-volume": AUDIT_VOLUME_SCENARIOS };
 
 /** Scenarios that are measurements of their own, not load rounds. */
-const NOT_LOAD: ReadonlySet<string> = new Set(["invalidation", "propagation", "verifier-local"]);
+const NOT_LOAD: ReadonlySet<string> = new Set(["invalidation", "propagation", "verifier-local", "scaling"]);
 
 /** The sample protected service's audience in the propagation and verifier-local scenarios. */
 const SAMPLE_AUDIENCE = "https://trips.bench.invalid/api";
@@ -208,6 +229,8 @@ interface Options {
   quick: boolean;
   out: string | undefined;
   markdown: string | undefined;
+  /** docs/scaling.md, whose measured section a full run rewrites with the markdown. */
+  scalingDoc: string | undefined;
   cpuProfDir: string | undefined;
   json: boolean;
   failOnGoals: boolean;
@@ -296,6 +319,7 @@ function parseOptions(argv: string[]): Options {
     quick,
     out: outRaw === "-" ? undefined : path.resolve(outRaw),
     markdown: markdownRaw === "-" ? undefined : path.resolve(markdownRaw),
+    scalingDoc: values.markdown === undefined && full ? path.join(repoRoot, "docs", "scaling.md") : undefined,
     cpuProfDir: values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"]),
     json: values.json ?? false,
     failOnGoals: values["fail-on-goals"] ?? false,
@@ -420,6 +444,23 @@ async function inParallel<T>(count: number, width: number, task: (i: number) => 
   return out;
 }
 
+/** `count` TMC admins of the TMC (their tokens may read /v2/api-users), created through OperatorService. */
+async function createTmcAdmins(
+  service: ServiceInstance,
+  operatorToken: string,
+  tmcId: string,
+  count: number,
+): Promise<Credentials[]> {
+  return inParallel(count, 6, async () => {
+    const r = (await operator(service, operatorToken, "CreateApiUser", { tmcId, role: "TMC_ADMIN" })) as {
+      clientId?: string;
+      clientSecret?: string;
+    };
+    if (!r.clientId || !r.clientSecret) throw new Error(`OperatorService.CreateApiUser returned ${JSON.stringify(r)}`);
+    return { clientId: r.clientId, clientSecret: r.clientSecret };
+  });
+}
+
 async function issueRest(baseUrl: string, c: Credentials, extra: Record<string, string> = {}): Promise<string> {
   const answer = await request(`${baseUrl}/v2/auth/oauth2-token`, {
     headers: FORM,
@@ -460,6 +501,8 @@ async function main(): Promise<number> {
     .join(" ");
   const problems: string[] = [];
   const backend: Backend = createBackend(options.embedded);
+  // The scaling scenario's own schema and key prefix, created when it runs.
+  let scalingBackend: Backend | undefined;
   let loadgen: LoadGenerator | undefined;
   let cleaning: Promise<void> | undefined;
   const cleanup = () =>
@@ -468,6 +511,7 @@ async function main(): Promise<number> {
       await stopAllServers();
       agent.destroy();
       problems.push(...(await backend.teardown()));
+      if (scalingBackend) problems.push(...(await scalingBackend.teardown()));
     })());
   let interrupted = false;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -497,6 +541,14 @@ async function main(): Promise<number> {
   const logs: Array<[string, LogSummary]> = [];
   let serviceA: ServiceInstance | undefined;
   let serviceB: ServiceInstance | undefined;
+  const scalingInstances: ServiceInstance[] = [];
+  let scaling: ScalingSummary | undefined;
+  let scalingSkipped: string | undefined =
+    options.embedded && options.only.has("scaling")
+      ? "--embedded runs one instance (PGlite and the in-process Redis stand-in cannot be shared)"
+      : !options.only.has("scaling")
+        ? "not selected (--only)"
+        : undefined;
   try {
     const wants = (key: string) => options.only.has(key);
     const wantsService = [
@@ -601,15 +653,7 @@ async function main(): Promise<number> {
         maxApiUsers: options.clients + 10,
       });
       // TMC admins: their tokens may read /v2/api-users. Two more: the invalidation and propagation probes.
-      const created = await inParallel(options.clients + 2, 6, async () => {
-        const r = (await operator(A, backend.operatorToken, "CreateApiUser", {
-          tmcId: seed.tmcId,
-          role: "TMC_ADMIN",
-        })) as { clientId?: string; clientSecret?: string };
-        if (!r.clientId || !r.clientSecret)
-          throw new Error(`OperatorService.CreateApiUser returned ${JSON.stringify(r)}`);
-        return { clientId: r.clientId, clientSecret: r.clientSecret };
-      });
+      const created = await createTmcAdmins(A, backend.operatorToken, seed.tmcId, options.clients + 2);
       victim = { ...created.pop()! };
       propagationVictim = { ...created.pop()! };
       const clients = created;
@@ -928,11 +972,18 @@ async function main(): Promise<number> {
           .join("; ")}`,
       );
     }
+    if (loadgen && scalingSkipped === undefined) {
+      // Alone on the machine: the other scenarios' servers would only idle, but they are not part of it.
+      await stopAllServers();
+      scalingBackend = createBackend(false);
+      scaling = await scalingRun(loadgen, options, scalingBackend, scalingInstances);
+    }
   } catch (error) {
+    if (options.only.has("scaling") && !scaling) scalingSkipped ??= "the run aborted";
     problems.push(`bench aborted: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
   } finally {
     // Read the logs before teardown deletes them.
-    for (const s of [serviceA, serviceB])
+    for (const s of [serviceA, serviceB, ...scalingInstances])
       if (s)
         logs.push([s.name, await s.logSummary().catch(() => ({ bytes: 0, lines: 0, warn: 0, error: 0, samples: [] }))]);
     await cleanup();
@@ -962,6 +1013,7 @@ async function main(): Promise<number> {
     { rssAfterRoundBytes: rssAfterRound.filter(Number.isFinite) },
     options.connections,
     { propagation, verifierLocal: verifierLocalSummary },
+    scaling,
   );
   const cpus = os.cpus();
   const results = {
@@ -1009,6 +1061,14 @@ async function main(): Promise<number> {
     propagation: { ...propagation, samples: propagationSamples },
     verifierLocal: { ...verifierLocalSummary, perRound: verifierLocal?.rounds ?? [] },
     memory: { serviceRssAfterRoundBytes: rssAfterRound },
+    scaling: scaling ?? {
+      cores: cpus.length,
+      durationS: options.durationS,
+      warmupS: 0,
+      load: "",
+      steps: [],
+      skipped: scalingSkipped,
+    },
     goals,
     serviceLogs: Object.fromEntries(logs),
     problems,
@@ -1028,6 +1088,9 @@ async function main(): Promise<number> {
     `${BASELINE_LABEL["same-guarantees-route"]}: the same-guarantees route (the minimal token route + one Redis admission per request + batched Postgres audit).`,
     invalidationLine(invalidation),
     ...protectedServicesLines(propagation, verifierLocalSummary),
+    ...(scaling
+      ? [scalingLine(scaling), scalingTable(scaling), scalingLimit(scaling)]
+      : [`scaling: not measured (${scalingSkipped})`]),
     "",
     "goals:",
     goalsTable(goals),
@@ -1042,6 +1105,10 @@ async function main(): Promise<number> {
   if (options.markdown && problems.length === 0) {
     writeLatestRun(options.markdown, results);
     progress(`wrote the latest run into ${path.relative(process.cwd(), options.markdown) || options.markdown}`);
+    if (options.scalingDoc) {
+      writeScaling(options.scalingDoc, results);
+      progress(`wrote the scaling figures into ${path.relative(process.cwd(), options.scalingDoc)}`);
+    }
   } else if (options.markdown) progress(`not writing ${options.markdown}: the run had problems`);
   if (problems.length > 0) return 1;
   return options.failOnGoals && goals.some((g) => g.met === false) ? 1 : 0;
@@ -1531,6 +1598,186 @@ async function auditVolumeScenarios(
       `200 with ${AUDIT_CLIENTS} users, each with its last token time`,
     ),
   ];
+}
+
+/** Instance `n` of the scaling scenario answers each request of the mix (tokens of instance 1 included). */
+async function checkScalingInstance(
+  instance: ServiceInstance,
+  n: number,
+  issuer: string,
+  clients: readonly Credentials[],
+  tokens: readonly string[],
+): Promise<void> {
+  const c = clients[n % clients.length]!;
+  const token = await issueRest(instance.baseUrl, c);
+  await verifyJwt(token, `${instance.baseUrl}/.well-known/jwks.json`, { issuer, subject: c.clientId });
+  const introspected = await request(`${instance.baseUrl}/v2/auth/introspect`, {
+    headers: FORM,
+    body: form({ token: tokens[0]!, client_id: clients[0]!.clientId, client_secret: clients[0]!.clientSecret }),
+  });
+  if (introspected.status !== 200 || introspected.json<{ active?: boolean }>().active !== true)
+    throw new Error(
+      `scaling: introspection on instance ${n} answered ${introspected.status}: ${introspected.text.slice(0, 300)}`,
+    );
+  const listed = await request(`${instance.baseUrl}/v2/api-users?limit=10`, {
+    headers: { authorization: `Bearer ${tokens[0]}` },
+  });
+  if (listed.status !== 200 || !listed.json<{ apiUsers?: unknown[] }>().apiUsers?.length)
+    throw new Error(
+      `scaling: GET /v2/api-users on instance ${n} answered ${listed.status}: ${listed.text.slice(0, 300)}`,
+    );
+  const [probe] = grpcAuthClients(repoRoot, new URL(instance.baseUrl).host, 1);
+  const issued = await grpcIssue(probe!, {
+    grantType: "client_credentials",
+    clientId: c.clientId,
+    clientSecret: c.clientSecret,
+  }).finally(() => probe!.close());
+  if (issued.status !== "OK")
+    throw new Error(`scaling: gRPC FetchOauth2Token on instance ${n} answered ${issued.status}`);
+}
+
+/** The scaling mix over `instances`: REST connections and gRPC channels assigned to them round-robin. */
+function scalingJob(
+  instances: readonly ServiceInstance[],
+  clients: readonly Credentials[],
+  tokens: readonly string[],
+  load: { restConnections: number; grpcConcurrency: number; grpcChannels: number },
+): LoadJob {
+  const n = instances.length;
+  const restVariants: HttpRequestSpec[] = clients.flatMap((client, i) => [
+    {
+      method: "POST",
+      path: "/v2/auth/oauth2-token",
+      headers: FORM,
+      body: form({
+        grant_type: "client_credentials",
+        client_id: client.clientId,
+        client_secret: client.clientSecret,
+      }),
+    },
+    {
+      method: "POST",
+      path: "/v2/auth/introspect",
+      headers: FORM,
+      body: form({ token: tokens[i]!, client_id: client.clientId, client_secret: client.clientSecret }),
+    },
+    { method: "GET", path: "/v2/api-users?limit=10", headers: { authorization: `Bearer ${tokens[i]!}` } },
+  ]);
+  return {
+    kind: "mixed",
+    parts: [
+      {
+        label: "REST",
+        job: {
+          kind: "http",
+          baseUrl: instances.map((x) => x.baseUrl),
+          variants: restVariants,
+          connections: load.restConnections,
+        },
+      },
+      {
+        label: "gRPC",
+        job: {
+          kind: "grpc",
+          target: instances.map((x) => new URL(x.baseUrl).host),
+          // A whole number of channels per instance, so each gets the same share of the calls.
+          channels: Math.ceil(load.grpcChannels / n) * n,
+          concurrency: load.grpcConcurrency,
+          requests: clients.map((x) => ({
+            grantType: "client_credentials",
+            clientId: x.clientId,
+            clientSecret: x.clientSecret,
+          })),
+        },
+      },
+    ],
+  };
+}
+
+/**
+ * scaling (issue 24): the built service started 1, then 2, … SCALING_INSTANCES times on one
+ * schema, and at each count the same mixed load spread over the instances by the generator: REST
+ * connections and gRPC channels assigned to them round-robin, as a balancer without affinity
+ * would. Every new instance answers each request of the mix before the load (tokens verified
+ * against its JWKS). CPU is read at the measured window's edges for each instance and for the
+ * Postgres and Redis servers (their whole process trees: on a shared machine, everyone's work).
+ */
+async function scalingRun(
+  loadgen: LoadGenerator,
+  options: Options,
+  backend: Backend,
+  instances: ServiceInstance[],
+): Promise<ScalingSummary> {
+  progress(`scaling: building the service (tsc -p tsconfig.build.json) into ${backend.tmpDir}`);
+  const buildStarted = Date.now();
+  const buildDir = await buildService(backend);
+  progress(`scaling: built in ${((Date.now() - buildStarted) / 1000).toFixed(1)} s`);
+  const storage = await storageServerPids();
+  if (!storage.postgres || !storage.redis)
+    progress(
+      `scaling: ${!storage.postgres ? "Postgres " : ""}${!storage.redis ? "Redis " : ""}not on this host: no CPU figure`,
+    );
+  const grpcConcurrency = Math.max(1, Math.round(options.connections / 4));
+  const restConnections = Math.max(1, options.connections - grpcConcurrency);
+  const warmupS = options.warmupS * (options.quick ? 1 : 3);
+  const expected = ["200", "OK"];
+  const issuer = backend.serviceEnv.TOKEN_ISSUER!;
+  let clients: Credentials[] = [];
+  let tokens: string[] = [];
+  const steps: ScalingSummary["steps"] = [];
+  for (let n = 1; n <= SCALING_INSTANCES; n++) {
+    const instance = await startService(backend, { name: `scaling-${n}`, logLevel: options.logLevel, buildDir });
+    instances.push(instance);
+    progress(
+      `scaling: instance ${n} ${instance.baseUrl} (pid ${instance.pid}, database=${instance.databaseKind}, redis=${instance.redisKind})`,
+    );
+    if (n === 1) {
+      const seed = (await operator(instance, backend.operatorToken, "Seed", {})) as { tmcId?: string };
+      if (!seed.tmcId) throw new Error(`scaling: OperatorService.Seed returned ${JSON.stringify(seed)}`);
+      await operator(instance, backend.operatorToken, "SetTmcApiUserLimit", {
+        tmcId: seed.tmcId,
+        maxApiUsers: options.clients + 10,
+      });
+      clients = await createTmcAdmins(instance, backend.operatorToken, seed.tmcId, options.clients);
+      tokens = await inParallel(clients.length, 6, (i) => issueRest(instance.baseUrl, clients[i]!));
+    }
+    await checkScalingInstance(instance, n, issuer, clients, tokens);
+    const job = scalingJob(instances, clients, tokens, {
+      restConnections,
+      grpcConcurrency,
+      grpcChannels: options.grpcChannels,
+    });
+    const result = await loadgen.run({
+      job,
+      warmupS,
+      durationS: options.durationS,
+      expected,
+      serverPid: instances[0]!.pid,
+      alsoMeasure: {
+        ...Object.fromEntries(instances.map((x, i) => [`instance-${i + 1}`, x.pid])),
+        ...(storage.postgres ? { postgres: storage.postgres } : {}),
+        ...(storage.redis ? { redis: storage.redis } : {}),
+      },
+    });
+    const step = scalingStep(n, expected, result, os.cpus().length);
+    steps.push(step);
+    const pct = (x: number | null) => (x === null ? "-" : x.toFixed(0));
+    progress(
+      `  ${n} instance(s): ${fmtRate(step.okPerSecond)} req/s  p50 ${fmtMs(step.p50Ms)} ms  p99 ${fmtMs(step.p99Ms)} ms  errors ${step.errors}` +
+        `  CPU % of a core: instances ${step.instanceCpuPercentOfCore.map(pct).join("+")}, Postgres ${pct(step.postgresCpuPercentOfCore)},` +
+        ` Redis ${pct(step.redisCpuPercentOfCore)}, generator ${pct(step.loadgenCpuPercentOfCore)}, machine ${pct(step.machineBusyPercentOfCore)}` +
+        (step.errors ? `  statuses ${JSON.stringify(step.statuses)}` : ""),
+    );
+  }
+  return {
+    cores: os.cpus().length,
+    durationS: options.durationS,
+    warmupS,
+    load:
+      `${restConnections} REST connections (issuance, introspection, GET /v2/api-users?limit=10 in turn) and ` +
+      `${grpcConcurrency} gRPC FetchOauth2Token calls in flight, ${clients.length} clients round-robin, spread over the instances by the generator (no balancer)`,
+    steps,
+  };
 }
 
 main().then(

@@ -9,7 +9,7 @@
 // nothing else in the database or Redis is touched (no FLUSHDB, no other prefix). `--embedded` gives each instance a fresh
 // PGlite DATA_DIR instead. The service logs to a file in the run's temp dir, as a deployment
 // logs to disk: the bench neither parses those lines under load nor back-pressures them.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -182,7 +182,9 @@ function spawnChild(
   stdout: "pipe" | number,
   nodeArgs: string[] = [],
 ): { child: ChildProcess; exitReason: () => string | undefined; stderr: () => string; stop: () => Promise<void> } {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", script], {
+  // A built entry point (.js) runs as production runs it; a .ts one through tsx.
+  const entry = script.endsWith(".js") ? [script] : ["--import", "tsx", script];
+  const child = spawn(process.execPath, [...nodeArgs, ...entry], {
     cwd: repoRoot,
     env,
     stdio: ["ignore", stdout, "pipe"],
@@ -267,7 +269,7 @@ export interface LogSummary {
 
 export async function startService(
   backend: Backend,
-  options: { name: string; logLevel: string; cpuProfDir?: string | undefined },
+  options: { name: string; logLevel: string; cpuProfDir?: string | undefined; buildDir?: string | undefined },
 ): Promise<ServiceInstance> {
   const dataDir = path.join(backend.tmpDir, `data-${options.name}`);
   fs.mkdirSync(dataDir);
@@ -277,7 +279,8 @@ export async function startService(
   let spawned: ReturnType<typeof spawnChild>;
   try {
     const profile = options.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfDir}`] : [];
-    spawned = spawnChild(options.name, "src/main.ts", env, logFd, profile);
+    const script = options.buildDir ? path.join(options.buildDir, "src", "main.js") : "src/main.ts";
+    spawned = spawnChild(options.name, script, env, logFd, profile);
   } finally {
     fs.closeSync(logFd);
   }
@@ -323,6 +326,69 @@ export async function startService(
     stop,
     logSummary: () => summariseLog(logFile),
   };
+}
+
+/** The name of a process of this host (/proc/<pid>/comm), undefined when it is not one. */
+function processName(pid: number): string | undefined {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The pids of the Postgres server (its postmaster: every backend is its child) and the Redis
+ * server behind BENCH_DATABASE_URL and BENCH_REDIS_URL, when they run on this host; their CPU is
+ * then read from /proc like the servers'. A server elsewhere (another host, a container's pid
+ * namespace) is left out.
+ */
+export async function storageServerPids(): Promise<{ postgres?: number; redis?: number }> {
+  const found: { postgres?: number; redis?: number } = {};
+  const db = knexPkg.knex({ client: "pg", connection: BENCH_DATABASE_URL, pool: { min: 0, max: 1 } });
+  try {
+    const { rows } = (await db.raw("select pg_backend_pid() as pid")) as { rows: Array<{ pid: number }> };
+    // Read while the backend lives: its parent is the postmaster.
+    const stat = fs.readFileSync(`/proc/${rows[0]!.pid}/stat`, "utf8");
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (processName(ppid)?.startsWith("postgres")) found.postgres = ppid;
+  } catch {
+    // not on this host
+  } finally {
+    await db.destroy();
+  }
+  const redis = createClient({ url: BENCH_REDIS_URL });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    const pid = Number(/^process_id:(\d+)/m.exec(await redis.info("server"))?.[1]);
+    if (processName(pid)?.startsWith("redis")) found.redis = pid;
+  } catch {
+    // not reachable or not on this host
+  } finally {
+    if (redis.isOpen) await redis.quit();
+  }
+  return found;
+}
+
+/**
+ * The service built as production runs it (`tsc -p tsconfig.build.json`, `node dist/src/main.js`)
+ * into the run's temp dir, removed with it; a node_modules link beside the build resolves its
+ * packages from the repository's.
+ */
+export async function buildService(backend: Backend): Promise<string> {
+  const outDir = path.join(backend.tmpDir, "build");
+  const tsc = path.join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+  await new Promise<void>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [tsc, "-p", path.join(repoRoot, "tsconfig.build.json"), "--outDir", outDir],
+      { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout) => (error ? reject(new Error(`the build failed: ${error.message}\n${stdout}`)) : resolve()),
+    ),
+  );
+  fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(backend.tmpDir, "node_modules"));
+  return outDir;
 }
 
 async function summariseLog(logFile: string): Promise<LogSummary> {

@@ -6,7 +6,9 @@ import {
   END_MARKER,
   latestRunIn,
   renderLatestRun,
+  renderScaling,
   replaceLatestRun,
+  scalingSectionIn,
   type RunResults,
 } from "../../../bench/benchmarks-md.js";
 
@@ -21,6 +23,11 @@ const read = (file: string) => readFileSync(new URL(`../../../${file}`, import.m
 test("BENCHMARKS.md's latest run is what bench/results.json renders", () => {
   const results = JSON.parse(read("bench/results.json")) as RunResults;
   assert.equal(latestRunIn(read("BENCHMARKS.md")), renderLatestRun(results));
+});
+
+test("docs/scaling.md's measured section is what bench/results.json renders", () => {
+  const results = JSON.parse(read("bench/results.json")) as RunResults;
+  assert.equal(scalingSectionIn(read("docs/scaling.md")), renderScaling(results));
 });
 
 test("a run rewrites the section between the markers and nothing else; without markers it refuses", () => {
