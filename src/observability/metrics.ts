@@ -1,5 +1,4 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { DependencyStatus } from "../app/readiness.js";
 
 /** Prometheus metrics of one service instance (its own registry, so tests can run several). */
 export interface Metrics {
@@ -36,7 +35,9 @@ export interface Metrics {
   observeReadiness(checks: () => Promise<Record<string, DependencyStatus>>): void;
 }
 
-const DEPENDENCY_STATUSES: readonly DependencyStatus[] = ["up", "degraded", "down"];
+/** The statuses readiness gives a dependency (src/app/readiness.ts; observability imports nothing of the app). */
+const DEPENDENCY_STATUSES = ["up", "degraded", "down"] as const;
+type DependencyStatus = (typeof DEPENDENCY_STATUSES)[number];
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
