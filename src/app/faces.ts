@@ -41,6 +41,7 @@ export async function createFaces(
   const { logger, metrics } = observers;
   const { database, shared } = storage;
   const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
+  metrics.observeReadiness(readiness);
   const { health, adminHealth } = healthServices(config, async () => (await readiness()).database === "up");
   const rpc = createRpcCore(
     { ...domain, operator: { ...domain.operator, migrate: () => database.migrate(logger) } },

@@ -18,18 +18,32 @@ export interface Metrics {
   /** Credential-change streams open on this instance, and the events they sent by kind. */
   readonly changeStreamsOpen: Gauge;
   readonly changeStreamEvents: Counter<"kind">;
-  readonly auditWritten: Counter;
+  /**
+   * Events written by the audit batch, per tenant ("" for the platform's own and unknown
+   * clients'). One series per tenant: tmc_id comes from the client record, never from a request,
+   * so the label has as many values as there are tenants (1,000 tenants: 1,000 series an instance).
+   */
+  readonly auditWritten: Counter<"tmc_id">;
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
   readonly auditRejected: Counter;
   /** 1 while the Redis circuit breaker is open (the instance is degraded, serving through its fallbacks). */
   readonly redisBreakerOpen: Gauge;
+  /** 1 for the status each readiness dependency is in ("up", "degraded", "down"), 0 for the others; read at each scrape. */
+  readonly readinessStatus: Gauge<"dependency" | "status">;
+  /** Gives readinessStatus the readiness check it reads (the composition root's, shared with /readyz). */
+  observeReadiness(checks: () => Promise<Record<string, DependencyStatus>>): void;
 }
+
+/** The statuses readiness gives a dependency (src/app/readiness.ts; observability imports nothing of the app). */
+const DEPENDENCY_STATUSES = ["up", "degraded", "down"] as const;
+type DependencyStatus = (typeof DEPENDENCY_STATUSES)[number];
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+  let readiness: (() => Promise<Record<string, DependencyStatus>>) | undefined;
   return {
     registry,
     httpRequests: new Counter({
@@ -94,7 +108,8 @@ export function createMetrics(): Metrics {
     }),
     auditWritten: new Counter({
       name: "audit_events_written_total",
-      help: "Audit events written in batches",
+      help: "Audit events written in batches, by tenant (tmc_id; empty for the platform's own events)",
+      labelNames: ["tmc_id"],
       registers: [registry],
     }),
     auditWriteFailures: new Counter({
@@ -117,5 +132,21 @@ export function createMetrics(): Metrics {
       help: "Audit events the database refused outright, set aside so the trail goes on",
       registers: [registry],
     }),
+    readinessStatus: new Gauge({
+      name: "readiness_dependency_status",
+      help: "1 for the status (up, degraded, down) each dependency of /readyz is in, 0 for the others",
+      labelNames: ["dependency", "status"],
+      registers: [registry],
+      // At each scrape, not at each probe: the alert must see a degraded instance that no
+      // balancer probes. The check is bounded by READINESS_TIMEOUT_MS and shared with /readyz.
+      async collect() {
+        if (!readiness) return;
+        for (const [dependency, current] of Object.entries(await readiness()))
+          for (const status of DEPENDENCY_STATUSES) this.set({ dependency, status }, status === current ? 1 : 0);
+      },
+    }),
+    observeReadiness(checks) {
+      readiness = checks;
+    },
   };
 }

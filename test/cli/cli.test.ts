@@ -8,18 +8,10 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import {
-  backend,
-  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
-  isPostgres,
-  newStorage,
-  serviceEnv,
-  TEST_DATABASE_URL,
-  type Storage,
-} from "../helpers/backend.js";
+import { backend, isPostgres, newStorage, serviceEnv, type Storage } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { runCli, spawnServer, type CliResult, type ServerProcess } from "../helpers/server-process.js";
-import { openDatabase } from "../../src/store/postgres/database.js";
 import { toCount } from "../../src/store/postgres/tables.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -76,12 +68,7 @@ interface RowCounts {
 
 /** Row counts of the storage's tables (the embedded database must not be owned by a server). */
 async function countRows(storage: Storage): Promise<RowCounts & { limits: Record<string, number> }> {
-  const database = openDatabase({
-    databaseUrl: isPostgres ? TEST_DATABASE_URL : undefined,
-    migrationLockTimeoutMs: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
-    dataDir: storage.dataDir,
-    databaseSchema: storage.schema ?? "public",
-  });
+  const database = openStorageDatabase(storage);
   try {
     const count = async (table: string) => toCount((await database.db(table).count({ n: "*" }).first())?.n);
     const tmcs = (await database.db("tmcs").select("id", "max_api_users")) as Array<{

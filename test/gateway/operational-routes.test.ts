@@ -69,6 +69,44 @@ describe("probes, metrics and the API description", () => {
       /rpc_requests_total\{service="travel.operator.v1.OperatorService",method="CreateTmc",code="ok"\} [1-9]/,
     );
     assert.match(text, /process_cpu_seconds_total/);
+    // Readiness, read at the scrape: each dependency's current status 1, the others 0.
+    assert.match(text, /readiness_dependency_status\{dependency="database",status="up"\} 1\n/);
+    assert.match(text, /readiness_dependency_status\{dependency="redis",status="up"\} 1\n/);
+    assert.match(text, /readiness_dependency_status\{dependency="redis",status="degraded"\} 0\n/);
+  });
+
+  test("GET /metrics counts the audit events written per tenant, each under its own tmc_id", async () => {
+    const busy = await operatorCall<{ tmcId: string; clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "Seed",
+      {},
+    );
+    const quiet = await operatorCall<{ tmcId: string; clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "Seed",
+      {},
+    );
+    for (let i = 0; i < 3; i++)
+      assert.equal((await fetchToken(running.baseUrl, busy.clientId, busy.clientSecret)).status, 200);
+    assert.equal((await fetchToken(running.baseUrl, quiet.clientId, quiet.clientSecret)).status, 200);
+    // The audit batch is written off the request path (every 250 ms): scrape until it is.
+    const written = (text: string, tmcId: string) =>
+      Number(new RegExp(`audit_events_written_total\\{tmc_id="${tmcId}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    let text = "";
+    for (let i = 0; i < 50 && (written(text, busy.tmcId) < 3 || written(text, quiet.tmcId) < 1); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      text = await (await fetch(`${running.baseUrl}/metrics`)).text();
+    }
+    // Three tokens issued to one tenant, one to the other (TOKEN_ISSUED each).
+    assert.equal(
+      written(text, busy.tmcId),
+      3,
+      text
+        .split("\n")
+        .filter((l) => l.startsWith("audit_events_written"))
+        .join("\n"),
+    );
+    assert.equal(written(text, quiet.tmcId), 1);
   });
 
   test("GET /openapi.json is OpenAPI 3.1 derived from the contract, with the documented names", async () => {
@@ -126,6 +164,11 @@ describe("readiness when a dependency is down", () => {
       const body = (await response.json()) as any;
       assert.equal(body.status, "degraded");
       assert.deepEqual(body.checks, { database: "up", redis: "degraded" });
+      // The same state on /metrics, for the AuthReadinessDegraded alert.
+      const metrics = await (await fetch(`${running.baseUrl}/metrics`)).text();
+      assert.match(metrics, /readiness_dependency_status\{dependency="redis",status="degraded"\} 1\n/);
+      assert.match(metrics, /readiness_dependency_status\{dependency="redis",status="up"\} 0\n/);
+      assert.match(metrics, /readiness_dependency_status\{dependency="database",status="up"\} 1\n/);
       // Liveness is independent of dependencies.
       assert.equal((await fetch(`${running.baseUrl}/healthz`)).status, 200);
     } finally {
@@ -159,6 +202,8 @@ describe("readiness when a dependency is down", () => {
           { name: "database", value: "down" },
           { name: "redis", value: "up" },
         ]);
+        const metrics = await (await fetch(`${running.baseUrl}/metrics`)).text();
+        assert.match(metrics, /readiness_dependency_status\{dependency="database",status="down"\} 1\n/);
         const token = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
         assert.equal(token.status, 503, await token.clone().text());
         assert.equal(((await token.json()) as any).errorMessages[0].errorCode, "DEPENDENCY_UNAVAILABLE");

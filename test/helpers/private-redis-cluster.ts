@@ -1,9 +1,8 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
+import net from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
-import { createClient } from "redis";
-import { newTempDir, removeTempDir } from "./backend.js";
-import net from "node:net";
+import { redisNodes } from "./redis-nodes.js";
 
 const run = promisify(execFile);
 
@@ -33,70 +32,21 @@ export interface PrivateRedisCluster {
 const NODE_TIMEOUT_MS = 1_500;
 
 export async function startPrivateRedisCluster(): Promise<PrivateRedisCluster> {
-  const dir = newTempDir("auth-svc-redis-cluster-");
+  const nodes = redisNodes("redis-cluster");
+  const { dir, command, until } = nodes;
   const ports: number[] = [];
   while (ports.length < 6) ports.push(await clusterPort(ports));
-  const nodes = new Map<number, ChildProcess>();
-  const live = () => ports.filter((p) => nodes.get(p)?.exitCode === null && nodes.get(p)?.signalCode === null);
-
-  const command = async (port: number, args: string[]) => {
-    const client = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: false } });
-    client.on("error", () => {});
-    await client.connect();
-    try {
-      return await client.sendCommand(args);
-    } finally {
-      client.destroy();
-    }
-  };
-  const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 20_000) => {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (await check().catch(() => false)) return;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`private Redis Cluster: ${what} not within ${timeoutMs} ms`);
-  };
-  const kill = async (port: number, signal: NodeJS.Signals = "SIGKILL") => {
-    const node = nodes.get(port);
-    if (!node || node.exitCode !== null || node.signalCode !== null) return;
-    const exited = new Promise((r) => node.once("exit", r));
-    node.kill("SIGCONT");
-    node.kill(signal);
-    await exited;
-  };
-  const stop = async () => {
-    await Promise.all(ports.map((p) => kill(p)));
-    removeTempDir(dir);
-  };
+  const live = () => ports.filter(nodes.running);
 
   try {
-    for (const port of ports) {
-      const node = spawn(
-        "redis-server",
-        [
-          ...[
-            "--port",
-            String(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            dir,
-            "--logfile",
-            path.join(dir, `redis-${port}.log`),
-          ],
-          ...["--cluster-enabled", "yes", "--cluster-config-file", path.join(dir, `nodes-${port}.conf`)],
-          ...["--cluster-node-timeout", String(NODE_TIMEOUT_MS), "--save", "", "--appendonly", "no"],
-          ...["--daemonize", "no"],
-        ],
-        { stdio: "ignore" },
-      );
-      nodes.set(port, node);
-      // A test process that dies before stop() must not leave nodes running.
-      process.once("exit", () => node.kill("SIGKILL"));
-    }
     for (const port of ports)
-      await until(`node ${port} answering`, async () => String(await command(port, ["PING"])) === "PONG");
+      nodes.start(port, [
+        ...nodes.nodeArgs(port),
+        ...["--logfile", path.join(dir, `redis-${port}.log`)],
+        ...["--cluster-enabled", "yes", "--cluster-config-file", path.join(dir, `nodes-${port}.conf`)],
+        ...["--cluster-node-timeout", String(NODE_TIMEOUT_MS)],
+      ]);
+    for (const port of ports) await nodes.answering(port);
     await run(
       "redis-cli",
       ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "1", "--cluster-yes"],
@@ -104,7 +54,7 @@ export async function startPrivateRedisCluster(): Promise<PrivateRedisCluster> {
       { timeout: 20_000 },
     );
   } catch (error) {
-    await stop();
+    await nodes.stop();
     throw error;
   }
 
@@ -140,18 +90,18 @@ export async function startPrivateRedisCluster(): Promise<PrivateRedisCluster> {
   try {
     await healthy();
   } catch (error) {
-    await stop();
+    await nodes.stop();
     throw error;
   }
   return {
     url: ports.map((p) => `redis://127.0.0.1:${p}`).join(","),
     shardOf,
-    kill: (port) => kill(port),
-    pause: (port) => void nodes.get(port)?.kill("SIGSTOP"),
-    resume: (port) => void nodes.get(port)?.kill("SIGCONT"),
+    kill: (port) => nodes.kill(port),
+    pause: nodes.pause,
+    resume: nodes.resume,
     healthy,
     command,
-    stop,
+    stop: nodes.stop,
   };
 }
 

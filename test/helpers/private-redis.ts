@@ -1,7 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import net from "node:net";
-import { createClient } from "redis";
-import { newTempDir, removeTempDir } from "./backend.js";
+import { freePort, redisNodes } from "./redis-nodes.js";
 
 /**
  * A throwaway redis-server on a private loopback port with its own data directory, for tests
@@ -25,55 +22,13 @@ export interface PrivateRedis {
 
 export async function startPrivateRedis(): Promise<PrivateRedis> {
   // Removed by stop(), or when the test process exits if the test never got there.
-  const dir = newTempDir("auth-svc-redis-");
+  const nodes = redisNodes("redis");
   const port = await freePort();
-  let child: ChildProcess | undefined;
-
   const launch = async () => {
-    child = spawn(
-      "redis-server",
-      [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        dir,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--logfile",
-        "",
-      ],
-      {
-        stdio: "ignore",
-      },
-    );
-    for (let i = 0; i < 100; i++) {
-      if (await answers(port)) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`private redis-server on ${port} did not start`);
+    nodes.start(port, [...nodes.nodeArgs(port), "--logfile", ""]);
+    await nodes.answering(port);
   };
-  const kill = async (signal: NodeJS.Signals) => {
-    const running = child;
-    if (!running || running.exitCode !== null || running.signalCode !== null) return;
-    const exited = new Promise((r) => running.once("exit", r));
-    running.kill(signal);
-    await exited;
-  };
-
-  const command = async (args: string[]) => {
-    const client = createClient({ url: `redis://127.0.0.1:${port}` });
-    client.on("error", () => {});
-    await client.connect();
-    try {
-      return await client.sendCommand(args);
-    } finally {
-      client.destroy();
-    }
-  };
+  const command = (args: string[]) => nodes.command(port, args);
 
   await launch();
   return {
@@ -81,41 +36,12 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     url: `redis://127.0.0.1:${port}`,
     snapshot: async () => void (await command(["SAVE"])),
     async crashAndRestart() {
-      await kill("SIGKILL");
+      await nodes.kill(port);
       await launch();
     },
-    pause: () => child?.kill("SIGSTOP"),
-    resume: () => child?.kill("SIGCONT"),
+    pause: () => nodes.pause(port),
+    resume: () => nodes.resume(port),
     command,
-    async stop() {
-      child?.kill("SIGCONT");
-      await kill("SIGKILL");
-      removeTempDir(dir);
-    },
+    stop: () => nodes.stop(),
   };
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function answers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, "127.0.0.1");
-    socket.once("connect", () => {
-      socket.write("PING\r\n");
-    });
-    socket.once("data", (data) => {
-      socket.destroy();
-      resolve(data.toString().startsWith("+PONG"));
-    });
-    socket.once("error", () => resolve(false));
-  });
 }

@@ -7,6 +7,7 @@ import { tenantScope, type TenantScope } from "../../src/domain/shared/tenant-sc
 import { auditPartitions, maintainAuditPartitions, monthStart } from "../../src/store/postgres/audit-partitions.js";
 import type { Database } from "../../src/store/postgres/database.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
+import { toRow } from "../../src/store/postgres/repositories/audit-repository.js";
 import { postgresRepositories } from "../../src/store/postgres/repositories/index.js";
 import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
 import { backend, isPostgres, newStorage } from "../helpers/backend.js";
@@ -73,16 +74,10 @@ describe(`audit trail partitions (${backend})`, () => {
         secretHash: crypto.randomBytes(32),
         createdBy: "operator",
       });
+    // Inserted as the table stands before the migration (the repository's append already writes
+    // the last-token table that comes with it).
     await db("audit_events").insert(
-      [issued("2026-09-01T10:00:00Z", "old-1"), issued("2026-10-01T10:00:00Z", "old-2")].map((e) => ({
-        occurred_at: e.occurredAt,
-        action: e.action,
-        outcome: e.outcome,
-        actor: e.actor,
-        tmc_id: e.tmcId,
-        target_client_id: e.targetClientId,
-        debug_identifier: e.debugIdentifier,
-      })),
+      [issued("2026-09-01T10:00:00Z", "old-1"), issued("2026-10-01T10:00:00Z", "old-2")].map(toRow),
     );
   });
   after(async () => {

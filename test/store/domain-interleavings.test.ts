@@ -5,7 +5,7 @@ import type { Knex } from "knex";
 import pg from "pg";
 import type { ApiUserAdminCaller } from "../../src/domain/api-users/model.js";
 import { DomainError } from "../../src/errors/domain-error.js";
-import { openDatabase, type Database } from "../../src/store/postgres/database.js";
+import type { Database } from "../../src/store/postgres/database.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
 import { postgresRepositories, type Repositories } from "../../src/store/postgres/repositories/index.js";
 import { KnexUnitOfWork } from "../../src/store/postgres/unit-of-work.js";
@@ -22,14 +22,9 @@ import {
   type ProvisionedApiUser,
 } from "../fakes/domain-fixture.js";
 import { instrumented, type Instrumented } from "../fakes/instrumented-repositories.js";
-import {
-  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
-  isPostgres,
-  newStorage,
-  TEST_DATABASE_URL,
-  type Storage,
-} from "../helpers/backend.js";
+import { isPostgres, newStorage, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { dropStorage } from "../helpers/service.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { waitFor } from "../helpers/wait.js";
 
 /**
@@ -55,12 +50,7 @@ describe("the domain with two transactions open at once", { skip: !isPostgres &&
     const storage: Storage = newStorage();
     cleanups.push(() => dropStorage(storage));
     const schema = storage.schema!;
-    const database: Database = openDatabase({
-      databaseUrl: TEST_DATABASE_URL,
-      migrationLockTimeoutMs: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
-      dataDir: storage.dataDir,
-      databaseSchema: schema,
-    });
+    const database: Database = openStorageDatabase(storage);
     cleanups.push(() => database.close());
     await database.migrate();
     const listener = new pg.Client({ connectionString: TEST_DATABASE_URL });

@@ -7,7 +7,7 @@ import pg from "pg";
 import { loadConfig } from "../../src/config/config.js";
 import type { Logger } from "../../src/domain/shared/observability.js";
 import { openChangeFeed } from "../../src/store/postgres/change-feed.js";
-import { openDatabase, type Database, type DatabaseOptions } from "../../src/store/postgres/database.js";
+import type { Database, DatabaseOptions } from "../../src/store/postgres/database.js";
 import {
   MigrationLockTimeoutError,
   schemaLockKey,
@@ -15,16 +15,10 @@ import {
 } from "../../src/store/postgres/migration-lock.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
-import {
-  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
-  isPostgres,
-  newStorage,
-  serviceEnv,
-  TEST_DATABASE_URL,
-  type Storage,
-} from "../helpers/backend.js";
+import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL, type Storage } from "../helpers/backend.js";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.js";
 import { dropStorage } from "../helpers/service.js";
+import { openStorageDatabase } from "../helpers/storage-database.js";
 import { waitFor } from "../helpers/wait.js";
 
 /** A port nothing listens on: a DATABASE_URL there cannot be what a working call used. */
@@ -56,13 +50,8 @@ function freshSchema(): string {
 }
 
 function open(schema: string, options: Partial<DatabaseOptions> = {}): Database {
-  const database = openDatabase({
-    databaseUrl: TEST_DATABASE_URL,
-    dataDir: "",
-    databaseSchema: schema,
-    migrationLockTimeoutMs: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
-    ...options,
-  });
+  // A schema by name: freshSchema's, or one on the private server (options.databaseUrl).
+  const database = openStorageDatabase({ env: {}, dataDir: "", schema }, options);
   opened.push(database);
   return database;
 }

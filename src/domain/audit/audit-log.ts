@@ -1,11 +1,12 @@
 import type { Clock } from "../shared/clock.js";
-import type { Counter, Logger } from "../shared/observability.js";
+import type { Counter, LabelledCounter, Logger } from "../shared/observability.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { AuditConfig, AuditEvent, AuditSink } from "./model.js";
 import { AuditRecordRejected, type AuditRepository } from "./ports.js";
 
 export interface AuditLogMetrics {
-  readonly written: Counter;
+  /** Events written, per tenant (tmc_id "" for events of no tenant): one tenant's surge must be visible as its own. */
+  readonly written: LabelledCounter<"tmc_id">;
   /** Batch writes that failed and will be retried (the database was unreachable). */
   readonly writeFailures: Counter;
   /** Events lost: buffer overflow, or shutdown with the database down. */
@@ -84,7 +85,7 @@ export class AuditLog implements AuditSink {
       const batch = this.buffer.slice(0, this.options.batchSize);
       try {
         await this.events.append(this.uow.direct, batch);
-        this.metrics.written.inc(batch.length);
+        this.countWritten(batch);
       } catch (error) {
         if (!(error instanceof AuditRecordRejected)) {
           this.metrics.writeFailures.inc();
@@ -102,6 +103,12 @@ export class AuditLog implements AuditSink {
     }
   }
 
+  private countWritten(events: readonly AuditEvent[]): void {
+    const perTenant = new Map<string, number>();
+    for (const { tmcId } of events) perTenant.set(tmcId ?? "", (perTenant.get(tmcId ?? "") ?? 0) + 1);
+    for (const [tmc_id, count] of perTenant) this.metrics.written.inc({ tmc_id }, count);
+  }
+
   /** False when the database became unreachable meanwhile (the batch stays for the next attempt). */
   private async writeOneByOne(batch: readonly AuditEvent[]): Promise<boolean> {
     const written: AuditEvent[] = [];
@@ -109,7 +116,7 @@ export class AuditLog implements AuditSink {
       try {
         await this.events.append(this.uow.direct, [event]);
         written.push(event);
-        this.metrics.written.inc();
+        this.countWritten([event]);
       } catch (error) {
         if (!(error instanceof AuditRecordRejected)) {
           // Keep only what is not written yet, in order.

@@ -38,6 +38,19 @@ function counter() {
   };
 }
 
+/** Counts per tenant, as the audit_events_written_total{tmc_id} counter does; `value` is the total. */
+function tenantCounter() {
+  const perTenant = new Map<string, number>();
+  return {
+    inc: (labels: { tmc_id?: string }, n = 1) =>
+      void perTenant.set(labels.tmc_id!, (perTenant.get(labels.tmc_id!) ?? 0) + n),
+    perTenant,
+    get value() {
+      return [...perTenant.values()].reduce((a, b) => a + b, 0);
+    },
+  };
+}
+
 function event(i: number): AuditEvent {
   return {
     action: "TOKEN_ISSUED",
@@ -52,7 +65,7 @@ function event(i: number): AuditEvent {
 describe("audit log batching", () => {
   test("a failed write is kept and counted; the next flush and close write everything, in order", async () => {
     const repository = new FlakyAuditRepository();
-    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
+    const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
     const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
       batchSize: 2,
       maxBuffered: 100,
@@ -79,7 +92,7 @@ describe("audit log batching", () => {
 
   test("beyond maxBuffered the oldest events are dropped and counted; close gives up loudly", async () => {
     const repository = new FlakyAuditRepository();
-    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
+    const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
     const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
       batchSize: 100,
       maxBuffered: 3,
@@ -102,7 +115,7 @@ describe("audit log batching", () => {
     }
     const repository = new PoisonAwareRepository();
     repository.down = false;
-    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
+    const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
     const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
       batchSize: 10,
       maxBuffered: 100,
@@ -126,7 +139,7 @@ describe("audit log batching", () => {
   test("recorded text is sanitised: no control characters, no unbounded values", async () => {
     const repository = new FlakyAuditRepository();
     repository.down = false;
-    const metrics = { written: counter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
+    const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
     const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
       batchSize: 10,
       maxBuffered: 100,

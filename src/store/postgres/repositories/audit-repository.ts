@@ -116,7 +116,8 @@ async function searched(tx: Tx, trail: Trail, filter: AuditFilter, limit: number
   return rows.map((r) => ({ ...toEvent(r), id: String(r.id) }));
 }
 
-function toRow(e: AuditEvent): Omit<AuditEventRow, "id"> {
+/** An event as audit_events stores it (also what tests insert to build a trail by hand). */
+export function toRow(e: AuditEvent): Omit<AuditEventRow, "id"> {
   return {
     occurred_at: e.occurredAt ?? new Date(),
     action: e.action,
