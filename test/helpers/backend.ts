@@ -91,7 +91,7 @@ export function newStorage(options: { emptyDataDir?: boolean } = {}): Storage {
     return { env: { DATA_DIR: dataDir }, dataDir, schema: undefined };
   }
   const schema = `t_${process.pid}_${Date.now().toString(36)}_${counter++}`;
-  const database = pooler
+  const database: Record<string, string> = pooler
     ? { DATABASE_URL: pooler.url, DATABASE_DIRECT_URL: TEST_DATABASE_URL, DATABASE_POOL_MODE: "transaction" }
     : { DATABASE_URL: TEST_DATABASE_URL };
   return {
