@@ -21,7 +21,9 @@ export function inSchema(db: Knex): Knex {
   let qualified = qualifying.get(db);
   if (!qualified) {
     qualified = new Proxy(db, {
-      apply: (target, _this, args: Parameters<Knex>) => target(...args).withSchema(schema),
+      // A name with a schema of its own (information_schema.tables) is left as it is.
+      apply: (target, _this, args: Parameters<Knex>) =>
+        typeof args[0] === "string" && args[0].includes(".") ? target(...args) : target(...args).withSchema(schema),
     });
     qualifying.set(db, qualified);
   }
