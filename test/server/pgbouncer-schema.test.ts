@@ -9,6 +9,7 @@ import { after, before, describe, test } from "node:test";
 import knexPkg, { type Knex } from "knex";
 import { loadConfig } from "../../src/config/config.js";
 import { openDatabase } from "../../src/store/postgres/database.js";
+import { KnexUnitOfWork, knexOf } from "../../src/store/postgres/unit-of-work.js";
 import { accessToken, callApi } from "../helpers/api.js";
 import { isPostgres, newTempDir, removeTempDir, TEST_REDIS_URL, type Storage } from "../helpers/backend.js";
 import { pgbouncerInstalled, startPrivatePgbouncer, type PrivatePgbouncer } from "../helpers/private-pgbouncer.js";
@@ -130,6 +131,55 @@ describe(
       );
       assert.ok((page.events ?? []).length >= 2, JSON.stringify(page));
       assert.ok(page.events!.every((e) => e.action === "TOKEN_ISSUED"));
+    });
+
+    test("the pooler refuses the session mode's startup parameters; in transaction mode every transaction carries the timeouts", async () => {
+      const settings = {
+        ...loadConfig({}).storage,
+        databaseUrl: pooler.url,
+        databaseDirectUrl: server.url,
+        databaseSchema: SCHEMA,
+        databaseQueryTimeoutMs: 1_500,
+        databaseLockTimeoutMs: 300,
+      };
+      const session = openDatabase({ ...settings, databasePoolMode: "session" });
+      try {
+        await assert.rejects(session.db.raw("select 1"), /unsupported startup parameter: statement_timeout/);
+      } finally {
+        await session.close();
+      }
+      const pooled = openDatabase({ ...settings, databasePoolMode: "transaction" });
+      try {
+        const show = async (tx: Knex | Knex.Transaction) =>
+          (
+            (await tx.raw(
+              "select current_setting('statement_timeout') as s, current_setting('lock_timeout') as l",
+            )) as {
+              rows: Array<{ s: string; l: string }>;
+            }
+          ).rows[0];
+        const inTransaction = await new KnexUnitOfWork(pooled.db).transaction((tx) => show(knexOf(tx)));
+        assert.deepEqual(inTransaction, { s: "1500ms", l: "300ms" });
+        // A busy row: the lock wait ends at lock_timeout (55P03), set in that transaction's BEGIN.
+        const holder = await direct.transaction();
+        try {
+          const [tmc] = (await holder.withSchema(SCHEMA).from("tmcs").select("id").limit(1).forUpdate()) as Array<{
+            id: string;
+          }>;
+          const started = Date.now();
+          await assert.rejects(
+            pooled.db.transaction((trx) =>
+              trx.withSchema(SCHEMA).from("tmcs").where({ id: tmc!.id }).update({ name: "x" }),
+            ),
+            (error: { code?: string }) => error.code === "55P03",
+          );
+          assert.ok(Date.now() - started < 1_400, "ended by lock_timeout, before the statement timeout");
+        } finally {
+          await holder.rollback();
+        }
+      } finally {
+        await pooled.close();
+      }
     });
   },
 );
