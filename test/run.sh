@@ -11,6 +11,8 @@
 #      then on the embedded default (PGlite + in-process twins); the servers and CLIs they start
 #      run from a build of this tree made first. (Side by side the two tiers were slower: 45 % of
 #      their tests in 12 min, against both tiers in 16.5 min one after the other.)
+#   3. a set of end-to-end files (test/pgbouncer-tier.txt) once more on Postgres through a PgBouncer in
+#      transaction mode.
 # Every test process loads test/helpers/exit-watchdog.ts: a file whose process outlives its last test by a
 # minute (a leaked socket or timer) fails, naming what kept it alive, instead of hanging the run.
 # `test/run.sh fast` runs the fast tier alone (npm run test:fast).
@@ -62,6 +64,14 @@ if [ "${1:-all}" != "fast" ]; then
     TEST_BACKEND=$backend run 'test/!(unit)/**/*.test.ts' 'packages/*/test/*.test.ts'
     echo "## tier $backend took $((SECONDS - started)) s"
   done
+  # 3. the end-to-end files that cover every feature once more on Postgres, every pool through a
+  #    PgBouncer in transaction mode each test process starts (test/helpers/backend.ts, TEST_PGBOUNCER):
+  #    non-public schemas, migrations and LISTEN on the direct URL. A subset: the whole tier twice on
+  #    Postgres would add ~5 min; these ~3.
+  echo "## tier: end-to-end through PgBouncer (transaction mode)"
+  started=$SECONDS
+  TEST_BACKEND=postgres TEST_PGBOUNCER=1 run $(grep -v '^#' test/pgbouncer-tier.txt)
+  echo "## tier pgbouncer took $((SECONDS - started)) s"
 fi
 # The failures again at the end, where a log that keeps only its tail (CI's) still shows them.
 # (A todo test's "not ok ... # TODO" is not a failure.)

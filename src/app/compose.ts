@@ -6,6 +6,7 @@ import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
 import { startTracing } from "../observability/tracing.js";
 import { ownDataDir } from "../store/data-dir-lock.js";
+import { inSchema } from "../store/postgres/unit-of-work.js";
 import { traceRedisCommands } from "../store/redis/redis-spans.js";
 import { auditPartitionJob, domainJobs, startBackgroundJobs } from "./background-jobs.js";
 import { createDomainServices } from "./domain-services.js";
@@ -88,7 +89,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       },
       close: () => lifecycle.stop(),
     };
-    registerInternals(service, { db: database.db, keys, migrate: () => database.migrate(), domain });
+    registerInternals(service, { db: inSchema(database.db), keys, migrate: () => database.migrate(), domain });
     return service;
   } catch (error) {
     await lifecycle.stop().catch(() => {});

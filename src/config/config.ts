@@ -5,7 +5,7 @@ import type { TokenConfig } from "../domain/tokens/model.js";
 import type { AdminListenerConfig, HttpConfig } from "../http/settings.js";
 import type { TracingConfig } from "../observability/tracing.js";
 import type { PrincipalBudgetConfig } from "../rpc/interceptors/principal-budget-interceptor.js";
-import type { RedisMode, StorageConfig } from "../store/settings.js";
+import type { DatabasePoolMode, RedisMode, StorageConfig } from "../store/settings.js";
 import type { RateLimits } from "../domain/rate-limit/model.js";
 import { budgetFrom, rateLimitsFromEnv, resourceServerRateLimitsFromEnv } from "./rate-limits.js";
 import { secretSetting, type SecretSetting } from "./secret-settings.js";
@@ -316,6 +316,7 @@ function storageFrom(
   return {
     databaseUrl,
     ...migrationsFrom(env, databaseUrl),
+    databasePoolMode: poolModeFrom(env),
     databaseSchema,
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
     databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
@@ -351,6 +352,27 @@ function migrationsFrom(
     migrationWaitTimeoutMs: intFrom(env, "MIGRATION_WAIT_TIMEOUT_MS", 10 * MINUTE_MS, 0, 24 * HOUR_MS),
     migrationLockTimeoutMs: intFrom(env, "MIGRATION_LOCK_TIMEOUT_MS", 10 * MINUTE_MS, 0, 24 * HOUR_MS),
   };
+}
+
+/** Every DatabasePoolMode (a missing or extra one fails to compile). */
+const POOL_MODES = Object.keys({ session: 0, transaction: 0 } satisfies Record<DatabasePoolMode, 0>);
+
+/**
+ * DATABASE_POOL_MODE. Said, not detected: a pooler answers like Postgres, and a wrong guess would
+ * either be refused at connect or leave timeouts on connections other clients get next. In
+ * transaction mode migrations and LISTEN need a session, so DATABASE_DIRECT_URL is required.
+ */
+function poolModeFrom(env: NodeJS.ProcessEnv): DatabasePoolMode {
+  const mode = nonEmpty(env.DATABASE_POOL_MODE) ?? "session";
+  if (!POOL_MODES.includes(mode)) {
+    throw new ConfigError(`DATABASE_POOL_MODE must be one of ${POOL_MODES.join(", ")}, got "${mode}"`);
+  }
+  if (mode === "transaction" && secretSetting(env, "DATABASE_DIRECT_URL") === undefined) {
+    throw new ConfigError(
+      "DATABASE_POOL_MODE=transaction needs DATABASE_DIRECT_URL: migrations and LISTEN need a server session the pooler cannot give",
+    );
+  }
+  return mode as DatabasePoolMode;
 }
 
 /** Every RedisMode (a missing or extra one fails to compile). */

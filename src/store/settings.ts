@@ -10,6 +10,12 @@ export interface StorageConfig {
    * is a transaction-mode pooler that cannot carry LISTEN or long DDL. DATABASE_URL by default.
    */
   readonly databaseDirectUrl: string | undefined;
+  /**
+   * What databaseUrl leads to: a server session per connection ("session": Postgres itself, or a
+   * session-mode pooler), or a transaction-mode pooler such as PgBouncer's `pool_mode =
+   * transaction` (no startup parameters; the timeouts are set per transaction).
+   */
+  readonly databasePoolMode: DatabasePoolMode;
   /** Apply pending migrations at start; false: a separate job migrates, and a start waits for it. */
   readonly migrateOnStart: boolean;
   /** How long a start without migrations waits for the schema to catch up with the code, then exits. */
@@ -67,3 +73,6 @@ export type RedisSettings = Pick<
 
 /** REDIS_MODE: one server, a Redis Cluster, or a primary Sentinel names. */
 export type RedisMode = "standalone" | "cluster" | "sentinel";
+
+/** DATABASE_POOL_MODE: see StorageConfig.databasePoolMode. */
+export type DatabasePoolMode = "session" | "transaction";

@@ -5,6 +5,7 @@ import path from "node:path";
 import { loadConfig } from "../../src/config/config.js";
 import { embeddedDatabaseDirectory } from "../../src/store/postgres/database.js";
 import { copyEmptyEmbeddedDatabase } from "./pglite-template.js";
+import { startPrivatePgbouncer } from "./private-pgbouncer.js";
 
 /**
  * The suite runs once per backend (test/run.sh): TEST_BACKEND=postgres uses the machine's
@@ -19,6 +20,15 @@ export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://po
 /** The service's default bound on waiting for another instance's migration, for the tests that open a Database. */
 export const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS = loadConfig({}).storage.migrationLockTimeoutMs;
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/**
+ * TEST_PGBOUNCER=1 (with the postgres backend; test/run.sh's PgBouncer tier): every deployment's
+ * pool goes through a PgBouncer in transaction mode this process starts (stopped when it exits),
+ * as an operator's fleet would: DATABASE_URL the pooler, DATABASE_DIRECT_URL the server itself
+ * (migrations, LISTEN), DATABASE_POOL_MODE=transaction, and the fresh non-public schema.
+ */
+export const throughPgbouncer = isPostgres && process.env.TEST_PGBOUNCER === "1";
+const pooler = throughPgbouncer ? await startPrivatePgbouncer(TEST_DATABASE_URL) : undefined;
 
 /** Fixed per test process so instances that share a database also share keys, as in production. */
 export const TEST_MASTER_KEY = crypto.randomBytes(32).toString("base64");
@@ -81,8 +91,11 @@ export function newStorage(options: { emptyDataDir?: boolean } = {}): Storage {
     return { env: { DATA_DIR: dataDir }, dataDir, schema: undefined };
   }
   const schema = `t_${process.pid}_${Date.now().toString(36)}_${counter++}`;
+  const database: Record<string, string> = pooler
+    ? { DATABASE_URL: pooler.url, DATABASE_DIRECT_URL: TEST_DATABASE_URL, DATABASE_POOL_MODE: "transaction" }
+    : { DATABASE_URL: TEST_DATABASE_URL };
   return {
-    env: { DATA_DIR: dataDir, DATABASE_URL: TEST_DATABASE_URL, REDIS_URL: TEST_REDIS_URL, DATABASE_SCHEMA: schema },
+    env: { DATA_DIR: dataDir, ...database, REDIS_URL: TEST_REDIS_URL, DATABASE_SCHEMA: schema },
     dataDir,
     schema,
   };

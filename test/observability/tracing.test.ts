@@ -209,7 +209,7 @@ describe(`tracing, backend: ${backend}`, () => {
         all.some(
           (s) =>
             s.attributes["db.collection.name"] === "audit_events" &&
-            /insert into "?audit_events/i.test(String(s.attributes["db.query.text"])) &&
+            /insert into (?:"?\w+"?\.)?"?audit_events/i.test(String(s.attributes["db.query.text"])) &&
             descendsFrom(s, flush, all),
         ),
         "each audit flush span holds its write to audit_events",

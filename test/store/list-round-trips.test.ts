@@ -80,9 +80,9 @@ describe(`one round trip per list request (${backend})`, () => {
     }
   }
 
-  /** The statements that read `table` (as `from "table"` or `from table`). */
+  /** The statements that read `table` (as `from "table"`, `from table` or `from "schema"."table"`). */
   const reading = (statements: string[], table: string) =>
-    statements.filter((sql) => new RegExp(`\\bfrom "?${table}"?[\\s)]`, "i").test(`${sql} `));
+    statements.filter((sql) => new RegExp(`\\bfrom (?:"?\\w+"?\\.)?"?${table}"?[\\s)]`, "i").test(`${sql} `));
 
   const apiUsersPage = (query: string) => async () => {
     const response = await callApi(running.baseUrl, `/v2/api-users?${query}`, token);

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import { inLockedTransaction } from "./online-ddl.js";
+import { tableIn } from "./unit-of-work.js";
 
 /**
  * audit_events is partitioned by month of occurred_at (UTC): retention drops whole partitions
@@ -33,8 +34,9 @@ export async function auditPartitions(db: Knex): Promise<AuditPartition[]> {
     `select c.relname as name,
             (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']+)''\\)'))[1]::timestamptz as upper
        from pg_inherits i join pg_class c on c.oid = i.inhrelid
-      where i.inhparent = 'audit_events'::regclass
+      where i.inhparent = ?::regclass
       order by 2 nulls last`,
+    [tableIn(db, "audit_events")],
   )) as { rows: Array<{ name: string; upper: Date | string | null }> };
   return rows.map((r) => ({ name: r.name, upper: r.upper === null ? undefined : new Date(r.upper) }));
 }
@@ -47,11 +49,12 @@ export async function auditPartitions(db: Knex): Promise<AuditPartition[]> {
  */
 export async function createMonthPartition(trx: Knex.Transaction, start: Date): Promise<boolean> {
   const name = monthPartitionName(start);
-  const exists = (await trx.raw("select to_regclass(?) as found", [name])) as { rows: Array<{ found: unknown }> };
+  const [table, parent] = [tableIn(trx, name), tableIn(trx, "audit_events")];
+  const exists = (await trx.raw("select to_regclass(?) as found", [table])) as { rows: Array<{ found: unknown }> };
   if (exists.rows[0]?.found) return false;
-  await trx.raw(`create table "${name}" (like audit_events including defaults)`);
+  await trx.raw(`create table ${table} (like ${parent} including defaults)`);
   await trx.raw(
-    `alter table audit_events attach partition "${name}" for values from ('${start.toISOString()}') to ('${monthStart(start, 1).toISOString()}')`,
+    `alter table ${parent} attach partition ${table} for values from ('${start.toISOString()}') to ('${monthStart(start, 1).toISOString()}')`,
   );
   return true;
 }
@@ -95,8 +98,9 @@ export function maintainAuditPartitions(
       const cutoff = monthStart(now, -options.retentionMonths);
       for (const partition of partitions) {
         if (partition.upper === undefined || partition.upper > cutoff) continue;
-        await trx.raw(`alter table audit_events detach partition "${partition.name}"`);
-        await trx.raw(`drop table "${partition.name}"`);
+        const table = tableIn(trx, partition.name);
+        await trx.raw(`alter table ${tableIn(trx, "audit_events")} detach partition ${table}`);
+        await trx.raw(`drop table ${table}`);
         dropped.push(partition.name);
       }
     }

@@ -6,6 +6,8 @@ import { silentLogger, type Logger } from "../../domain/shared/observability.js"
 import type { StorageConfig } from "../settings.js";
 import { withMigrationLock, type LockConnection } from "./migration-lock.js";
 import { migrationSource } from "./migrations/index.js";
+import { setLocalOnBegin } from "./transaction-settings.js";
+import { SCHEMA_PARAM } from "./unit-of-work.js";
 
 const { knex } = knexPkg;
 
@@ -47,6 +49,7 @@ export type DatabaseOptions = Pick<
       | "databaseQueryTimeoutMs"
       | "databaseLockTimeoutMs"
       | "databaseJobsPoolMax"
+      | "databasePoolMode"
     >
   >;
 
@@ -115,7 +118,11 @@ interface RequestTimeouts {
   readonly lockTimeoutMs?: number;
 }
 
-/** A pool of at most `max` connections; without timeouts (the migrator) a query may take as long as it needs. */
+/**
+ * A pool of at most `max` connections; without timeouts (the migrator) a query may take as long as
+ * it needs. The request and jobs pools name their schema in the SQL (knexOf, tableIn), whatever
+ * server connection a pooler lends them; the migrator, always on a direct session, uses search_path.
+ */
 function connectPostgres(
   connectionString: string,
   options: DatabaseOptions,
@@ -126,8 +133,18 @@ function connectPostgres(
     databaseSchema: schema,
     databaseAcquireTimeoutMs: acquireTimeoutMs = 10_000,
     databaseQueryTimeoutMs: queryTimeoutMs = 30_000,
+    databasePoolMode: poolMode = "session",
   } = options;
-  return knex({
+  // The server-side timeouts. A request waiting for a row lock holds a pooled connection while it
+  // waits: lock_timeout ends the wait (55P03, answered 409 RESOURCE_BUSY with Retry-After) well
+  // before statement_timeout would, so one busy row cannot park the pool.
+  const serverTimeouts = {
+    ...(timeouts ? { statement_timeout: queryTimeoutMs } : {}),
+    ...(timeouts?.lockTimeoutMs ? { lock_timeout: timeouts.lockTimeoutMs } : {}),
+  };
+  // A transaction-mode pooler refuses startup parameters: there they are set per transaction.
+  const perSession = poolMode === "session";
+  const db = knex({
     client: "pg",
     log: KNEX_LOG,
     connection: {
@@ -135,22 +152,18 @@ function connectPostgres(
       application_name: "auth-api-user-service",
       keepAlive: true,
       // A stalled server cannot enforce its own timeout: the client gives up too.
-      ...(timeouts
-        ? {
-            query_timeout: queryTimeoutMs,
-            statement_timeout: queryTimeoutMs,
-            connectionTimeoutMillis: acquireTimeoutMs,
-          }
-        : {}),
-      // A request waiting for a row lock holds a pooled connection while it waits: lock_timeout
-      // ends the wait (55P03, answered 409 RESOURCE_BUSY with Retry-After) well before
-      // statement_timeout would, so one busy row cannot park the pool.
-      ...(timeouts?.lockTimeoutMs ? { lock_timeout: timeouts.lockTimeoutMs } : {}),
+      ...(timeouts ? { query_timeout: queryTimeoutMs, connectionTimeoutMillis: acquireTimeoutMs } : {}),
+      ...(perSession ? serverTimeouts : {}),
     },
-    searchPath: [schema],
+    ...(timeouts ? { userParams: { [SCHEMA_PARAM]: schema } } : {}),
+    // Set once per connection, so it holds only on a session of its own: the migrator's (the
+    // direct URL's), and in session mode raw SQL of tools and tests; never behind a transaction pooler.
+    ...(perSession || !timeouts ? { searchPath: [schema] } : {}),
     pool: { min: 0, max },
     acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
   });
+  if (!perSession) setLocalOnBegin(db, serverTimeouts);
+  return db;
 }
 
 /**

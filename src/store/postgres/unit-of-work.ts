@@ -3,9 +3,55 @@ import { DomainError } from "../../errors/domain-error.js";
 import type { Tx, UnitOfWork } from "../../domain/shared/unit-of-work.js";
 import { databaseFailureOf } from "./unavailable.js";
 
-/** The Knex query runner behind a domain Tx (a transaction, or the pool for `direct`). */
+/**
+ * The Knex query runner behind a domain Tx (a transaction, or the pool for `direct`). Called with
+ * a table, it answers a query builder on that table in the pool's schema (and joins taken on that
+ * builder too): the SQL names the schema, so a transaction-mode pooler, which hands each
+ * transaction whatever server connection is free, cannot send it to another schema's tables
+ * (no per-connection search_path is relied on). Raw SQL names its tables with `tableIn`.
+ */
 export function knexOf(tx: Tx): Knex {
-  return tx as unknown as Knex;
+  return inSchema(tx as unknown as Knex);
+}
+
+/** A pool or transaction whose calls on a table name their schema (see knexOf). */
+export function inSchema(db: Knex): Knex {
+  const schema = schemaOf(db);
+  if (schema === undefined) return db;
+  let qualified = qualifying.get(db);
+  if (!qualified) {
+    qualified = new Proxy(db, {
+      // A name with a schema of its own (information_schema.tables) is left as it is.
+      apply: (target, _this, args: Parameters<Knex>) =>
+        typeof args[0] === "string" && args[0].includes(".") ? target(...args) : target(...args).withSchema(schema),
+    });
+    qualifying.set(db, qualified);
+  }
+  return qualified;
+}
+
+const qualifying = new WeakMap<Knex, Knex>();
+
+/** The schema a pool's queries name (database.ts sets it where the pool is made), on the pool or one of its transactions. */
+function schemaOf(db: Knex): string | undefined {
+  const config = (db.client as { config: { userParams?: Record<string, unknown> } }).config;
+  return config.userParams?.[SCHEMA_PARAM] as string | undefined;
+}
+
+/** Where database.ts puts a pool's schema among Knex's user parameters. */
+export const SCHEMA_PARAM = "schema";
+
+/**
+ * `table` as raw SQL names it: schema-qualified and quoted on a pool with a schema (see knexOf),
+ * else bare (PGlite's public schema; the migrator's session search_path).
+ */
+export function tableIn(db: Tx | Knex, table: string): string {
+  const schema = schemaOf(db as unknown as Knex);
+  return schema === undefined ? table : `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
+}
+
+function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
 }
 
 /** The one place a Knex handle becomes a domain Tx. */

@@ -220,6 +220,36 @@ describe("configuration", () => {
     );
   });
 
+  test("issue 24: DATABASE_POOL_MODE is session by default; transaction (a PgBouncer in transaction mode) needs DATABASE_DIRECT_URL", () => {
+    assert.equal(loadConfig({ DATABASE_URL: "postgres://db/app" }).storage.databasePoolMode, "session");
+    const pooled = loadConfig({
+      DATABASE_URL: "postgres://u:secret@pooler:6432/app",
+      DATABASE_DIRECT_URL: "postgres://u:secret@db:5432/app",
+      DATABASE_POOL_MODE: "transaction",
+    }).storage;
+    assert.deepEqual(
+      [pooled.databasePoolMode, pooled.databaseDirectUrl],
+      ["transaction", "postgres://u:secret@db:5432/app"],
+    );
+    const refused: Array<[NodeJS.ProcessEnv, RegExp]> = [
+      [
+        { DATABASE_URL: "postgres://db/app", DATABASE_POOL_MODE: "statement" },
+        /DATABASE_POOL_MODE must be one of session, transaction/,
+      ],
+      [
+        { DATABASE_URL: "postgres://u:secret@pooler/app", DATABASE_POOL_MODE: "transaction" },
+        /DATABASE_POOL_MODE=transaction needs DATABASE_DIRECT_URL/,
+      ],
+    ];
+    for (const [env, message] of refused) {
+      assert.throws(
+        () => loadConfig(env),
+        (error: Error) =>
+          error instanceof ConfigError && message.test(error.message) && !error.message.includes("secret"),
+      );
+    }
+  });
+
   test("issue 24: REDIS_MODE picks one server, a cluster (seed URLs) or Sentinel (sentinel URLs and the primary's name); mistakes refused without echoing a password", () => {
     assert.equal(loadConfig({ REDIS_URL: "redis://r:6379" }).storage.redisMode, "standalone");
     const cluster = loadConfig({ REDIS_MODE: "cluster", REDIS_URL: "redis://:pw@a:7000, redis://b:7001" }).storage;

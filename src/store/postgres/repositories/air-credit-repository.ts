@@ -18,7 +18,7 @@ import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import { pageWithTotal } from "../paging.js";
 import type { CompanyRow } from "../tables.js";
-import { knexOf } from "../unit-of-work.js";
+import { knexOf, tableIn } from "../unit-of-work.js";
 
 export class PostgresAirCreditRepository implements AirCreditRepository, UnusedCreditRepository {
   async insertPaymentSource(tx: Tx, scope: TenantScope, source: NewPaymentSource): Promise<string> {
@@ -114,7 +114,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
   async lockByPaymentSource(tx: Tx, scope: TenantScope, paymentSourceId: string): Promise<LockedCredit[]> {
     const result: RawResult = await knexOf(tx).raw(
       `SELECT c.company_id, c.status, to_char(c.expiry_date AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS expiry_date, c.airline_code, c.credit_usage_type
-         FROM air_credits AS c JOIN companies AS co ON co.id = c.company_id
+         FROM ${tableIn(tx, "air_credits")} AS c JOIN ${tableIn(tx, "companies")} AS co ON co.id = c.company_id
         WHERE c.payment_source_id = ? AND co.tmc_id = ?
         ORDER BY c.id
           FOR UPDATE OF c NOWAIT`,
@@ -208,7 +208,8 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
   async refreshStatisticsIfStale(tx: Tx): Promise<void> {
     const db = knexOf(tx);
     const result: RawResult = await db.raw(
-      "SELECT n_mod_since_analyze AS changed, n_live_tup AS live FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = 'air_credits'",
+      "SELECT n_mod_since_analyze AS changed, n_live_tup AS live FROM pg_stat_user_tables WHERE relid = to_regclass(?)",
+      [tableIn(tx, "air_credits")],
     );
     const row = (result.rows as Array<{ changed: string | number; live: string | number }>)[0];
     if (!row) return;
@@ -216,7 +217,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
     if (Number(row.changed) < Math.max(1000, 0.2 * Number(row.live))) return;
     // Best effort: a busy database may not finish it within the query timeout, and autovacuum
     // will gather the statistics anyway; the import itself has already committed.
-    await db.raw("ANALYZE air_credits").catch(() => undefined);
+    await db.raw(`ANALYZE ${tableIn(tx, "air_credits")}`).catch(() => undefined);
   }
 }
 
@@ -405,12 +406,12 @@ async function distinctTransferable(
   const params = [companyId, utcMidnight(on.today), ...on.airlineCodes];
   const result: RawResult = await db.raw(
     `WITH RECURSIVE v(val) AS (
-       (SELECT c.${column} FROM air_credits AS c WHERE ${condition} AND c.${column} > '' ORDER BY c.${column} LIMIT 1)
+       (SELECT c.${column} FROM ${tableIn(db, "air_credits")} AS c WHERE ${condition} AND c.${column} > '' ORDER BY c.${column} LIMIT 1)
        UNION ALL
-       SELECT (SELECT c.${column} FROM air_credits AS c WHERE ${condition} AND c.${column} > v.val ORDER BY c.${column} LIMIT 1)
+       SELECT (SELECT c.${column} FROM ${tableIn(db, "air_credits")} AS c WHERE ${condition} AND c.${column} > v.val ORDER BY c.${column} LIMIT 1)
          FROM v WHERE v.val IS NOT NULL
      )
-     SELECT val FROM v WHERE val IS NOT NULL AND EXISTS (SELECT 1 FROM companies WHERE id = ? AND tmc_id = ?)`,
+     SELECT val FROM v WHERE val IS NOT NULL AND EXISTS (SELECT 1 FROM ${tableIn(db, "companies")} WHERE id = ? AND tmc_id = ?)`,
     [...params, ...params, companyId, scope.tmcId],
   );
   return (result.rows as Array<{ val: string }>).map((r) => r.val);

@@ -5,7 +5,7 @@ import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import { toCount, type ApiUserRow } from "../tables.js";
-import { knexOf } from "../unit-of-work.js";
+import { knexOf, tableIn } from "../unit-of-work.js";
 import { credentialStatesIn, rotatedCredentialColumns } from "./credential-states.js";
 
 export class PostgresApiUserRepository implements ApiUserRepository {
@@ -45,7 +45,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
       scope,
       page,
       ["client_id", "org_id", "role", "credential_type", "created_by", "rotated_at"],
-      [LAST_TOKEN_ISSUED],
+      [lastTokenIssued(tx)],
     );
     return {
       users: rows.map((r) => ({
@@ -98,7 +98,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
 }
 
 /** The user's last-token time, kept beside it by the audit flush (see the audit repository's append). */
-const LAST_TOKEN_ISSUED = `(select a.last_token_issued_at from api_user_token_activity a
+const lastTokenIssued = (tx: Tx) => `(select a.last_token_issued_at from ${tableIn(tx, "api_user_token_activity")} a
   where a.client_id = api_users.client_id and a.tmc_id = api_users.tmc_id) as last_token_issued_at`;
 
 function active(tx: Tx, scope: TenantScope) {

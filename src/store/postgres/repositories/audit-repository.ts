@@ -9,7 +9,7 @@ import {
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { AuditEventRow } from "../tables.js";
-import { knexOf } from "../unit-of-work.js";
+import { knexOf, tableIn } from "../unit-of-work.js";
 
 /**
  * A batch of events as one JSON parameter, rows in array order. A multi-row VALUES insert takes
@@ -23,20 +23,20 @@ import { knexOf } from "../unit-of-work.js";
  * the trail: one statement, so a retried batch never half-applies. Only users of the event's own
  * tenant; rows upserted in client_id order, so two instances flushing at once cannot deadlock.
  */
-const INSERT_BATCH = `with batch as (
+const insertBatch = (tx: Tx) => `with batch as (
   select * from json_to_recordset(?::json) as r(occurred_at timestamptz, action text, outcome text, actor text,
     tmc_id uuid, target_client_id text, debug_identifier text, details jsonb)
 ), inserted as (
-  insert into audit_events (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
+  insert into ${tableIn(tx, "audit_events")} (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
   select occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details from batch
 ), issued as (
   select tmc_id, target_client_id, max(occurred_at) as at from batch
    where action = 'TOKEN_ISSUED' and tmc_id is not null and target_client_id is not null
    group by tmc_id, target_client_id
 )
-insert into api_user_token_activity (client_id, tmc_id, last_token_issued_at)
+insert into ${tableIn(tx, "api_user_token_activity")} (client_id, tmc_id, last_token_issued_at)
 select u.client_id, u.tmc_id, issued.at
-  from issued join api_users u on u.client_id = issued.target_client_id and u.tmc_id = issued.tmc_id
+  from issued join ${tableIn(tx, "api_users")} u on u.client_id = issued.target_client_id and u.tmc_id = issued.tmc_id
  order by u.client_id
 on conflict (client_id) do update
   set last_token_issued_at = greatest(api_user_token_activity.last_token_issued_at, excluded.last_token_issued_at)`;
@@ -50,7 +50,7 @@ export class PostgresAuditRepository implements AuditRepository {
       // calls, the one-by-one retry of a refused batch) the plain insert measured cheaper.
       if (rows.length === 1 && rows[0]!.action !== "TOKEN_ISSUED")
         await knexOf(tx)<AuditEventRow>("audit_events").insert(rows[0]!);
-      else await knexOf(tx).raw(INSERT_BATCH, [JSON.stringify(rows)]);
+      else await knexOf(tx).raw(insertBatch(tx), [JSON.stringify(rows)]);
     } catch (error) {
       // SQLSTATE classes 22 (data exception) and 23 (integrity): the rows themselves are refused.
       if (/^2[23]/.test(String((error as { code?: string }).code ?? ""))) throw new AuditRecordRejected(error);

@@ -9,12 +9,12 @@ import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import type { ResourceServerAudienceRow, ResourceServerRow } from "../tables.js";
-import { knexOf } from "../unit-of-work.js";
+import { knexOf, tableIn } from "../unit-of-work.js";
 import { credentialStatesIn, rotatedCredentialColumns } from "./credential-states.js";
 
 /** A server's audiences, sorted, as a JSON array in the same statement as its row. */
-const AUDIENCES = `(select coalesce(json_agg(a.audience order by a.audience), '[]'::json)
-  from resource_server_audiences a where a.client_id = resource_servers.client_id) as audiences`;
+const audiences = (tx: Tx) => `(select coalesce(json_agg(a.audience order by a.audience), '[]'::json)
+  from ${tableIn(tx, "resource_server_audiences")} a where a.client_id = resource_servers.client_id) as audiences`;
 
 type RowWithAudiences = ResourceServerRow & { audiences: string[] | string };
 
@@ -49,7 +49,7 @@ export class PostgresResourceServerRepository implements ResourceServerRepositor
     const { rows, total } = await pageWithTotal<RowWithAudiences>(db, {
       count: active(tx),
       page: active(tx)
-        .select("client_id", "name", "created_by", "created_at", "rotated_at", db.raw(AUDIENCES))
+        .select("client_id", "name", "created_by", "created_at", "rotated_at", db.raw(audiences(tx)))
         .orderBy([{ column: "created_at" }, { column: "client_id" }])
         .limit(page.limit)
         .offset(page.offset),
@@ -107,7 +107,7 @@ function active(tx: Tx): Knex.QueryBuilder<ResourceServerRow> {
 
 /** Active servers with every column and their audiences. */
 function withAudiences(tx: Tx) {
-  return active(tx).select<RowWithAudiences[]>("resource_servers.*", knexOf(tx).raw(AUDIENCES));
+  return active(tx).select<RowWithAudiences[]>("resource_servers.*", knexOf(tx).raw(audiences(tx)));
 }
 
 /** json_agg comes back parsed from pg; a driver that hands JSON as text is read too. */

@@ -6,7 +6,7 @@ import type { Company, NewUser, Tmc, User } from "../../../domain/tenants/model.
 import type { EmailLookupScope, TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
 import { pageWithTotal } from "../paging.js";
 import { toCount, type CompanyRow, type TmcRow, type UserRow } from "../tables.js";
-import { knexOf, rethrowDbError } from "../unit-of-work.js";
+import { knexOf, rethrowDbError, tableIn } from "../unit-of-work.js";
 
 export class PostgresTenantRepository implements TenantRepository {
   async createTmc(tx: Tx, name: string, maxApiUsers: number): Promise<Tmc> {
@@ -25,7 +25,7 @@ export class PostgresTenantRepository implements TenantRepository {
         .select(
           "t.*",
           db.raw(
-            "(select count(*) from api_users a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users",
+            `(select count(*) from ${tableIn(tx, "api_users")} a where a.tmc_id = t.id and a.revoked_at is null) as active_api_users`,
           ),
         )
         .orderByRaw('t.name collate "C", t.id')
