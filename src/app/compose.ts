@@ -86,6 +86,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       get adminAddress() {
         return faces.adminAddress();
       },
+      drain: () => faces.drain(),
       close: () => lifecycle.stop(),
     };
     registerInternals(service, { db: database.db, keys, migrate: () => database.migrate(), domain });
