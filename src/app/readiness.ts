@@ -50,10 +50,7 @@ export interface Readiness {
  * and HAProxy marked busy but healthy servers DOWN. A dependency that dies is seen within
  * `intervalMs` plus the check's timeout.
  */
-export function cachedReadiness(
-  check: () => Promise<Record<string, DependencyStatus>>,
-  intervalMs: number,
-): Readiness {
+export function cachedReadiness(check: () => Promise<Record<string, DependencyStatus>>, intervalMs: number): Readiness {
   let latest: Promise<Record<string, DependencyStatus>> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let draining = false;

@@ -70,9 +70,16 @@ export function createDualProtocolServer(
   const firstRequestPaths = new WeakMap<net.Socket, string>();
   // Each HTTP/1.1 connection's latest request, whose body may still be arriving when its answer is sent.
   const latestRequests = new WeakMap<net.Socket, http.IncomingMessage>();
-  http1.on("request", (request: http.IncomingMessage) => {
+  // HTTP/1.1 answers not yet begun: once closing, each says `Connection: close` (below).
+  const unanswered = new Set<http.ServerResponse>();
+  let closing = false;
+  http1.on("request", (request: http.IncomingMessage, response: http.ServerResponse) => {
     firstRequestPaths.delete(request.socket);
     latestRequests.set(request.socket, request);
+    if (closing) response.setHeader("connection", "close");
+    unanswered.add(response);
+    response.once("finish", () => unanswered.delete(response));
+    response.once("close", () => unanswered.delete(response));
   });
   const server = net.createServer((socket) =>
     handOver(socket, options.headersTimeoutMs, (received, looksLikeH2) => {
@@ -106,6 +113,10 @@ export function createDualProtocolServer(
   });
   const closeOuter = server.close.bind(server);
   server.close = (callback?: (err?: Error) => void) => {
+    // A request already in flight is answered, then its connection closes: its client (a balancer
+    // reusing connections) is told so in the answer instead of finding the connection gone.
+    closing = true;
+    for (const response of unanswered) if (!response.headersSent) response.setHeader("connection", "close");
     closeOuter(callback);
     http1.close();
     http1.closeIdleConnections();

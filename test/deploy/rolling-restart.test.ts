@@ -51,7 +51,10 @@ class Tally {
 async function startHaproxy(servers: readonly number[], dir: string) {
   const [rest, grpc, stats] = [await freePort(), await freePort(), await freePort()];
   const statsConfig = path.join(dir, "stats.cfg");
-  fs.writeFileSync(statsConfig, `frontend stats\n    bind 127.0.0.1:${stats}\n    stats enable\n    stats uri /stats\n`);
+  fs.writeFileSync(
+    statsConfig,
+    `frontend stats\n    bind 127.0.0.1:${stats}\n    stats enable\n    stats uri /stats\n`,
+  );
   const child = spawn("haproxy", ["-db", "-f", path.join(repoRoot, "deploy/haproxy.cfg"), "-f", statsConfig], {
     env: {
       ...process.env,
@@ -94,7 +97,8 @@ async function restLoop(baseUrl: string, client: Credentials, tally: Tally, runn
       const issued = await fetch(`${baseUrl}${TOKEN_PATH}`, form({ grant_type: "client_credentials", ...client }));
       const body = (await issued.json()) as { access_token?: string };
       tally.rest++;
-      if (issued.status !== 200 || !body.access_token) tally.fail("REST token", `${issued.status} ${JSON.stringify(body)}`);
+      if (issued.status !== 200 || !body.access_token)
+        tally.fail("REST token", `${issued.status} ${JSON.stringify(body)}`);
       token = body.access_token;
     } catch (error) {
       tally.rest++;
