@@ -186,4 +186,40 @@ describe("readiness when a dependency is down", () => {
       }
     },
   );
+
+  test(
+    "Postgres stalled: /readyz still answers in milliseconds, from the last check, while the check waits out its timeout (issue 24)",
+    { skip: !isPostgres && "the embedded database cannot be stalled" },
+    async () => {
+      const proxy = await startTcpProxy(5432);
+      const storage = newStorage();
+      const url = new URL(TEST_DATABASE_URL);
+      url.port = String(proxy.port);
+      const running = await startService({
+        storage,
+        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "2000" },
+      });
+      try {
+        proxy.stall();
+        // A probe that checked for itself would wait READINESS_TIMEOUT_MS (2 s) here, as HAProxy's did under load.
+        const latencies: number[] = [];
+        let status = 200;
+        const stalledAt = Date.now();
+        while (status === 200 && Date.now() - stalledAt < 10_000) {
+          const started = Date.now();
+          status = (await fetch(`${running.baseUrl}/readyz`)).status;
+          latencies.push(Date.now() - started);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.equal(status, 503, "the stall shows once a check has timed out");
+        assert.ok(latencies.length >= 5, `${latencies.length} probes before the stall showed`);
+        assert.ok(Math.max(...latencies) < 500, `every probe answered at once: ${latencies.join(", ")} ms`);
+      } finally {
+        proxy.resume();
+        await running.stop();
+        await proxy.close();
+        await dropStorage(storage);
+      }
+    },
+  );
 });
