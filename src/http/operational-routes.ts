@@ -5,7 +5,7 @@ import type { Metrics } from "../observability/metrics.js";
 
 /** What the probes, the metrics and the discovery documents read; the composition root provides it. */
 export interface OperationalDeps {
-  /** Each dependency's status, by name ("database", "redis"), answered within the readiness timeout. */
+  /** Each dependency's status, by name ("database", "redis"), as the latest readiness check saw it. */
   readonly checks: () => Promise<Record<string, "up" | "degraded" | "down">>;
   /** True while a shutdown drains: the instance serves on but asks its load balancer to take it out. */
   readonly draining: () => boolean;

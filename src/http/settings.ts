@@ -18,7 +18,7 @@ export interface HttpConfig extends DualProtocolOptions {
   readonly maxUrlBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   readonly trustedProxies: readonly string[];
-  /** /readyz and gRPC health answer within this, whatever the dependencies do. */
+  /** The readiness check gives up on a dependency after this (Postgres "down", Redis "degraded"). */
   readonly readinessTimeoutMs: number;
   /**
    * How often a background check refreshes the readiness state that /readyz and gRPC health
