@@ -8,7 +8,11 @@ import { loadConfig } from "../../src/config/config.js";
 import type { Logger } from "../../src/domain/shared/observability.js";
 import { openChangeFeed } from "../../src/store/postgres/change-feed.js";
 import { openDatabase, type Database, type DatabaseOptions } from "../../src/store/postgres/database.js";
-import { MigrationLockTimeoutError, schemaLockKey, withMigrationLock } from "../../src/store/postgres/migration-lock.js";
+import {
+  MigrationLockTimeoutError,
+  schemaLockKey,
+  withMigrationLock,
+} from "../../src/store/postgres/migration-lock.js";
 import { credentialChangeChannel } from "../../src/store/postgres/repositories/credential-change-log.js";
 import { migrationSource } from "../../src/store/postgres/migrations/index.js";
 import {
