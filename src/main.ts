@@ -1,6 +1,6 @@
-import { createService } from "./app/compose.js";
+import { createService, type Service } from "./app/compose.js";
 import { SchemaBehindError } from "./app/schema-wait.js";
-import { ConfigError, loadConfig } from "./config/config.js";
+import { ConfigError, loadConfig, type Config } from "./config/config.js";
 import { removeServerRecord, writeServerRecord } from "./store/server-record.js";
 import { DataDirBusyError } from "./store/data-dir-lock.js";
 import { MigrationLockTimeoutError } from "./store/postgres/migration-lock.js";
@@ -28,6 +28,21 @@ async function main(): Promise<void> {
   const address = await service.listen();
   // The CLI of another terminal finds this server here, whatever its port.
   writeServerRecord(config.storage.dataDir, { url: address, adminUrl: service.adminAddress, pid: process.pid });
+  const stop = drainThenStop(service, config);
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  // Announced only once a signal can stop it gracefully.
+  service.app.log.info(
+    { address, adminAddress: service.adminAddress, ...service.about },
+    "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
+  );
+}
+
+/**
+ * The signal handler: the first signal drains (SHUTDOWN_DRAIN_MS), then closes and exits; a second
+ * one ends the drain at once. The whole shutdown is bounded by SHUTDOWN_DEADLINE_MS.
+ */
+function drainThenStop(service: Service, config: Config): (signal: string) => void {
   let stopping = false;
   let endDrain: (() => void) | undefined;
   const stop = (signal: string) => {
@@ -68,13 +83,7 @@ async function main(): Promise<void> {
         },
       );
   };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
-  // Announced only once a signal can stop it gracefully.
-  service.app.log.info(
-    { address, adminAddress: service.adminAddress, ...service.about },
-    "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
-  );
+  return stop;
 }
 
 main().catch((error: unknown) => {
