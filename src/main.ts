@@ -1,13 +1,16 @@
-import { createService } from "./app/compose.js";
+import { createService, type Service } from "./app/compose.js";
 import { SchemaBehindError } from "./app/schema-wait.js";
-import { ConfigError, loadConfig } from "./config/config.js";
+import { ConfigError, loadConfig, type Config } from "./config/config.js";
 import { removeServerRecord, writeServerRecord } from "./store/server-record.js";
 import { DataDirBusyError } from "./store/data-dir-lock.js";
 import { MigrationLockTimeoutError } from "./store/postgres/migration-lock.js";
 
 /**
- * Starts one instance. SIGTERM/SIGINT: stop accepting, let in-flight requests finish (up to
- * SHUTDOWN_TIMEOUT_MS), close pools, exit 0.
+ * Starts one instance. SIGTERM/SIGINT: drain (SHUTDOWN_DRAIN_MS: /readyz 503 and gRPC health
+ * NOT_SERVING while everything is still served, so a load balancer takes the instance out), then
+ * stop accepting, close kept-alive connections gracefully (`Connection: close`, HTTP/2 GOAWAY),
+ * let in-flight requests finish (up to SHUTDOWN_TIMEOUT_MS), close pools, exit 0. A second signal
+ * ends the drain at once.
  */
 /** The oldest Node major this service runs on: older lines no longer get security fixes. */
 const MINIMUM_NODE_MAJOR = 24;
@@ -25,25 +28,7 @@ async function main(): Promise<void> {
   const address = await service.listen();
   // The CLI of another terminal finds this server here, whatever its port.
   writeServerRecord(config.storage.dataDir, { url: address, adminUrl: service.adminAddress, pid: process.pid });
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    service.app.log.info({ signal }, "shutting down");
-    const deadline = setTimeout(() => {
-      service.app.log.error("shutdown timed out; exiting");
-      process.exit(1);
-    }, config.http.shutdownDeadlineMs);
-    deadline.unref();
-    removeServerRecord(config.storage.dataDir, process.pid);
-    service.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        service.app.log.error({ err: error }, "shutdown failed");
-        process.exit(1);
-      },
-    );
-  };
+  const stop = drainThenStop(service, config);
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
   // Announced only once a signal can stop it gracefully.
@@ -51,6 +36,54 @@ async function main(): Promise<void> {
     { address, adminAddress: service.adminAddress, ...service.about },
     "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
   );
+}
+
+/**
+ * The signal handler: the first signal drains (SHUTDOWN_DRAIN_MS), then closes and exits; a second
+ * one ends the drain at once. The whole shutdown is bounded by SHUTDOWN_DEADLINE_MS.
+ */
+function drainThenStop(service: Service, config: Config): (signal: string) => void {
+  let stopping = false;
+  let endDrain: (() => void) | undefined;
+  const stop = (signal: string) => {
+    if (stopping) {
+      // A second signal: the operator does not want to wait for the drain.
+      if (endDrain) service.app.log.info({ signal }, "drain cut short");
+      endDrain?.();
+      return;
+    }
+    stopping = true;
+    const { shutdownDrainMs } = config.http;
+    service.app.log.info({ signal, drainMs: shutdownDrainMs }, "shutting down");
+    const deadline = setTimeout(() => {
+      service.app.log.error("shutdown timed out; exiting");
+      process.exit(1);
+    }, config.http.shutdownDeadlineMs);
+    deadline.unref();
+    removeServerRecord(config.storage.dataDir, process.pid);
+    service.drain();
+    const drained = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, shutdownDrainMs);
+      endDrain = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    drained
+      .then(() => {
+        endDrain = undefined;
+        service.app.log.info("drained; closing connections");
+        return service.close();
+      })
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          service.app.log.error({ err: error }, "shutdown failed");
+          process.exit(1);
+        },
+      );
+  };
+  return stop;
 }
 
 main().catch((error: unknown) => {

@@ -87,6 +87,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
       get adminAddress() {
         return faces.adminAddress();
       },
+      drain: () => faces.drain(),
       close: () => lifecycle.stop(),
     };
     registerInternals(service, { db: inSchema(database.db), keys, migrate: () => database.migrate(), domain });

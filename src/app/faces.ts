@@ -13,7 +13,7 @@ import { createRpcCore, type RpcCore } from "../rpc/routes.js";
 import { classifyDatabaseError } from "../store/postgres/unavailable.js";
 import type { DomainServices } from "./domain-services.js";
 import type { Lifecycle } from "./lifecycle.js";
-import { readinessOf, type DependencyStatus } from "./readiness.js";
+import { cachedReadiness, readinessOf, type Readiness } from "./readiness.js";
 import type { Storage } from "./storage.js";
 
 export interface Faces {
@@ -24,6 +24,8 @@ export interface Faces {
   listen(): Promise<string>;
   /** Where the admin listener listens once `listen` resolved; undefined without one. */
   adminAddress(): string | undefined;
+  /** Starts a shutdown's drain: /readyz 503 and gRPC health NOT_SERVING while everything still serves. */
+  drain(): void;
 }
 
 /**
@@ -40,9 +42,10 @@ export async function createFaces(
   const { http } = config;
   const { logger, metrics } = observers;
   const { database, shared } = storage;
-  const readiness = readinessOf(database, shared, http.readinessTimeoutMs);
-  metrics.observeReadiness(readiness);
-  const { health, adminHealth } = healthServices(config, async () => (await readiness()).database === "up");
+  const readiness = cachedReadiness(readinessOf(database, shared, http.readinessTimeoutMs), http.readinessIntervalMs);
+  metrics.observeReadiness(() => readiness.checks());
+  lifecycle.started("readiness checks", () => readiness.stop());
+  const { health, adminHealth } = healthServices(config, async () => (await readiness.checks()).database === "up");
   const rpc = createRpcCore(
     { ...domain, operator: { ...domain.operator, migrate: () => database.migrate(logger) } },
     {
@@ -77,6 +80,8 @@ export async function createFaces(
     adminApp,
     rpc,
     async listen() {
+      // Checked just before the port opens (Redis connects meanwhile), then kept fresh.
+      await readiness.start();
       // The admin port first: a deployment whose admin port cannot open never serves the public one.
       if (adminApp && http.admin)
         adminAddress = await adminApp.listen({ host: http.admin.host, port: http.admin.port });
@@ -86,6 +91,11 @@ export async function createFaces(
       return address;
     },
     adminAddress: () => adminAddress,
+    drain() {
+      readiness.drain();
+      health.shutdown();
+      adminHealth?.shutdown();
+    },
   };
 }
 
@@ -94,10 +104,11 @@ function operationalOf(
   { http, tokens }: Config,
   domain: DomainServices,
   { database, shared }: Storage,
-  readiness: () => Promise<Record<string, DependencyStatus>>,
+  readiness: Readiness,
 ) {
   return {
-    checks: readiness,
+    checks: readiness.checks,
+    draining: readiness.draining,
     storage: { database: database.kind, redis: shared.kind },
     servesMetrics: !http.admin,
     jwks: () => domain.signingKeys.jwks,

@@ -1,7 +1,8 @@
 import type { Database } from "../store/postgres/database.js";
+import type { DependencyStatus } from "../observability/metrics.js";
 import type { SharedState } from "../store/shared-state.js";
 
-export type DependencyStatus = "up" | "degraded" | "down";
+export type { DependencyStatus };
 
 /**
  * Whether this instance can serve, answered within `timeoutMs` whatever its dependencies do:
@@ -30,6 +31,49 @@ export function readinessOf(
     (inFlight ??= check().finally(() => {
       inFlight = undefined;
     }));
+}
+
+/** Readiness as the probes read it: the latest check's result, and whether the instance is draining. */
+export interface Readiness {
+  /** Each dependency's status as of the latest check. */
+  readonly checks: () => Promise<Record<string, DependencyStatus>>;
+  /** Runs the first check, then refreshes the state in the background. */
+  start(): Promise<void>;
+  /** True from the start of a shutdown's drain: the instance still serves but asks to be taken out. */
+  readonly draining: () => boolean;
+  drain(): void;
+  stop(): void;
+}
+
+/**
+ * Answers from the state a background check refreshes every `intervalMs`, instead of checking per
+ * probe: under CPU load a probe's own ping waited behind the request queue (over 1 s, issue 24),
+ * and HAProxy marked busy but healthy servers DOWN. A dependency that dies is seen within
+ * `intervalMs` plus the check's timeout.
+ */
+export function cachedReadiness(check: () => Promise<Record<string, DependencyStatus>>, intervalMs: number): Readiness {
+  let latest: Promise<Record<string, DependencyStatus>> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let draining = false;
+  return {
+    // Checked on demand until started (an instance that does not listen).
+    checks: () => latest ?? check(),
+    async start() {
+      latest = check();
+      await latest;
+      timer ??= setInterval(() => {
+        const next = check();
+        // The previous result stands until the next one is in.
+        void next.then(() => (latest = next));
+      }, intervalMs);
+      timer.unref();
+    },
+    draining: () => draining,
+    drain: () => {
+      draining = true;
+    },
+    stop: () => clearInterval(timer),
+  };
 }
 
 function within<T>(work: Promise<T>, timeoutMs: number, fallback: T): Promise<T> {

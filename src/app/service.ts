@@ -35,5 +35,10 @@ export interface Service {
   listen(): Promise<string>;
   /** Where the admin listener listens (e.g. http://127.0.0.1:9090) once `listen` resolved; undefined without one. */
   readonly adminAddress: string | undefined;
+  /**
+   * The first step of a shutdown: /readyz turns 503 and gRPC health NOT_SERVING while every
+   * request is still served, until `close`.
+   */
+  drain(): void;
   close(): Promise<void>;
 }

@@ -43,7 +43,11 @@ export async function openStorage(
   if (tracer) {
     for (const db of new Set([database.db, database.jobsDb])) traceQueries(db, tracer, database.schema);
   }
-  if (!skipMigrations) await migrateOrAwait(database, storage, logger);
+  if (!skipMigrations) {
+    await migrateOrAwait(database, storage, logger);
+    // Before the instance says ready: its first requests must not each wait for a new connection.
+    await retryWhileDatabaseUnavailable("opening the pool's connections", () => database.warmUp(), logger);
+  }
   const shared = openSharedState(
     storage,
     {

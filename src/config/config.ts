@@ -202,11 +202,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ? localUrl(admin.host, admin.port)
       : serverUrl;
   const shutdownTimeoutMs = intFrom(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000);
+  // 5 s: longer than a balancer's fall × inter (HAProxy's 2 × 1 s, deploy/haproxy.cfg) plus a check's timeout.
+  const shutdownDrainMs = intFrom(env, "SHUTDOWN_DRAIN_MS", 5_000, 0, 10 * MINUTE_MS);
   const issuer = urlFrom(env, "TOKEN_ISSUER", defaultIssuer(env, host, port));
   const { signingKeyReloadIntervalMs, signingKeyPrepublishSeconds } = signingKeyTimingsFrom(env);
   const { databaseQueryTimeoutMs, databaseLockTimeoutMs } = databaseTimeoutsFrom(env);
   return {
-    http: httpFrom(env, { host, port, admin, shutdownTimeoutMs }),
+    http: httpFrom(env, { host, port, admin, shutdownTimeoutMs, shutdownDrainMs }),
     storage: storageFrom(env, { databaseSchema, databaseQueryTimeoutMs, databaseLockTimeoutMs }),
     secrets: {
       masterKey: secretSetting(env, "MASTER_KEY"),
@@ -276,7 +278,13 @@ function databaseTimeoutsFrom(env: NodeJS.ProcessEnv) {
 /** HTTP_*, HTTP2_*, BODY_LIMIT_BYTES, TRUSTED_PROXIES and the readiness, deadline and shutdown timeouts. */
 function httpFrom(
   env: NodeJS.ProcessEnv,
-  { host, port, admin, shutdownTimeoutMs }: Pick<HttpConfig, "host" | "port" | "admin" | "shutdownTimeoutMs">,
+  {
+    host,
+    port,
+    admin,
+    shutdownTimeoutMs,
+    shutdownDrainMs,
+  }: Pick<HttpConfig, "host" | "port" | "admin" | "shutdownTimeoutMs" | "shutdownDrainMs">,
 ): HttpConfig {
   return {
     host,
@@ -298,8 +306,16 @@ function httpFrom(
     h2MaxSessionsPerAddress: intFrom(env, "HTTP2_MAX_SESSIONS_PER_ADDRESS", 64, 1, 100_000),
     shutdownTimeoutMs,
     readinessTimeoutMs: intFrom(env, "READINESS_TIMEOUT_MS", 1_000, 10, MINUTE_MS),
+    readinessIntervalMs: intFrom(env, "READINESS_INTERVAL_MS", 1_000, 10, MINUTE_MS),
     requestDeadlineMs: intFrom(env, "REQUEST_DEADLINE_MS", 5_000, 50, 10 * MINUTE_MS),
-    shutdownDeadlineMs: intFrom(env, "SHUTDOWN_DEADLINE_MS", shutdownTimeoutMs + 5_000, 0, 900_000),
+    shutdownDrainMs,
+    shutdownDeadlineMs: intFrom(
+      env,
+      "SHUTDOWN_DEADLINE_MS",
+      shutdownDrainMs + shutdownTimeoutMs + 5_000,
+      0,
+      30 * MINUTE_MS,
+    ),
   };
 }
 
@@ -319,7 +335,7 @@ function storageFrom(
     databasePoolMode: poolModeFrom(env),
     databaseSchema,
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
-    databasePoolMax: intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000),
+    ...poolSizesFrom(env),
     databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
     ...redisConnectionFrom(env),
     redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
@@ -332,6 +348,19 @@ function storageFrom(
     databaseLockWaitMs: intFrom(env, "DATABASE_LOCK_WAIT_MS", 2_000, 0, 10 * MINUTE_MS),
     databaseJobsPoolMax: intFrom(env, "DATABASE_JOBS_POOL_MAX", 2, 1, 100),
   };
+}
+
+/** DATABASE_POOL_MAX and DATABASE_POOL_MIN, which cannot exceed it. */
+function poolSizesFrom(env: NodeJS.ProcessEnv): Pick<StorageConfig, "databasePoolMax" | "databasePoolMin"> {
+  const databasePoolMax = intFrom(env, "DATABASE_POOL_MAX", 10, 1, 1000);
+  // Opened before the instance says ready, so its first requests do not wait for connections.
+  const databasePoolMin = intFrom(env, "DATABASE_POOL_MIN", Math.min(4, databasePoolMax), 0, 1000);
+  if (databasePoolMin > databasePoolMax) {
+    throw new ConfigError(
+      `DATABASE_POOL_MIN must not exceed DATABASE_POOL_MAX (${databasePoolMax}), got ${databasePoolMin}`,
+    );
+  }
+  return { databasePoolMax, databasePoolMin };
 }
 
 /** DATABASE_DIRECT_URL, MIGRATE_ON_START and MIGRATION_*_TIMEOUT_MS. */

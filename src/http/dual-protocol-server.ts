@@ -74,6 +74,7 @@ export function createDualProtocolServer(
     firstRequestPaths.delete(request.socket);
     latestRequests.set(request.socket, request);
   });
+  const closeConnectionsAfterAnswers = connectionCloseOnceClosing(http1);
   const server = net.createServer((socket) =>
     handOver(socket, options.headersTimeoutMs, (received, looksLikeH2) => {
       const refusal = looksLikeH2 ? h2.refusalOf(socket.remoteAddress ?? "unknown") : undefined;
@@ -106,6 +107,7 @@ export function createDualProtocolServer(
   });
   const closeOuter = server.close.bind(server);
   server.close = (callback?: (err?: Error) => void) => {
+    closeConnectionsAfterAnswers();
     closeOuter(callback);
     http1.close();
     http1.closeIdleConnections();
@@ -113,6 +115,27 @@ export function createDualProtocolServer(
     return server;
   };
   return server;
+}
+
+/**
+ * Returns what to call when the server starts closing: from then on every HTTP/1.1 answer not yet
+ * begun, in flight or still to come on a kept-alive connection, says `Connection: close`, and its
+ * connection closes after it. The client (a balancer reusing connections) is told so in the answer
+ * instead of finding the connection gone when it sends its next request.
+ */
+function connectionCloseOnceClosing(http1: http.Server): () => void {
+  const unanswered = new Set<http.ServerResponse>();
+  let closing = false;
+  http1.on("request", (_request: http.IncomingMessage, response: http.ServerResponse) => {
+    if (closing) response.setHeader("connection", "close");
+    unanswered.add(response);
+    response.once("finish", () => unanswered.delete(response));
+    response.once("close", () => unanswered.delete(response));
+  });
+  return () => {
+    closing = true;
+    for (const response of unanswered) if (!response.headersSent) response.setHeader("connection", "close");
+  };
 }
 
 function createHttp1Server(handler: Handler, options: DualProtocolOptions): http.Server {

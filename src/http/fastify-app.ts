@@ -86,7 +86,9 @@ export async function createRpcApp(
     bodyLimit: settings.bodyLimitBytes,
     // X-Forwarded-For is believed only from the configured proxies.
     trustProxy: settings.trustedProxies.length > 0 ? [...settings.trustedProxies] : false,
-    return503OnClosing: true,
+    // Arriving while closing (after a drain took the instance out of its balancer), a request is
+    // served with `Connection: close` (Fastify adds it on HTTP/1.1), not refused with 503.
+    return503OnClosing: false,
     // Path variables are validated by the contract like every other field, not cut by the router.
     routerOptions: { maxParamLength: settings.maxUrlBytes },
     serverFactory: (handler) =>

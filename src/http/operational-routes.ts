@@ -5,8 +5,10 @@ import type { Metrics } from "../observability/metrics.js";
 
 /** What the probes, the metrics and the discovery documents read; the composition root provides it. */
 export interface OperationalDeps {
-  /** Each dependency's status, by name ("database", "redis"), answered within the readiness timeout. */
+  /** Each dependency's status, by name ("database", "redis"), as the latest readiness check saw it. */
   readonly checks: () => Promise<Record<string, "up" | "degraded" | "down">>;
+  /** True while a shutdown drains: the instance serves on but asks its load balancer to take it out. */
+  readonly draining: () => boolean;
   /** What each dependency runs on, for the readiness body ("postgres" or "pglite", "redis" or "memory"). */
   readonly storage: Readonly<Record<string, string>>;
   readonly metrics: Metrics;
@@ -30,6 +32,13 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   // Readiness: this instance can serve. "degraded" (Redis away, fallbacks serving) is still ready:
   // one Redis blip must not empty a load balancer.
   app.get("/readyz", async (_request, reply) => {
+    if (deps.draining())
+      return sendError(
+        reply,
+        new DomainError("SERVICE_NOT_READY", "The instance is shutting down", {
+          params: [{ name: "shutdown", value: "draining" }],
+        }),
+      );
     const checks = await deps.checks();
     const statuses = Object.values(checks);
     if (!statuses.includes("down"))

@@ -18,10 +18,20 @@ export interface HttpConfig extends DualProtocolOptions {
   readonly maxUrlBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   readonly trustedProxies: readonly string[];
-  /** /readyz and gRPC health answer within this, whatever the dependencies do. */
+  /** The readiness check gives up on a dependency after this (Postgres "down", Redis "degraded"). */
   readonly readinessTimeoutMs: number;
+  /**
+   * How often a background check refreshes the readiness state that /readyz and gRPC health
+   * answer from (at once, whatever the machine's load).
+   */
+  readonly readinessIntervalMs: number;
   /** Every RPC but the operator's answers within this (504 DEADLINE_EXCEEDED otherwise). */
   readonly requestDeadlineMs: number;
+  /**
+   * After SIGTERM, how long the instance says not ready (/readyz 503, gRPC health NOT_SERVING)
+   * while still serving, so a load balancer's health checks take it out before it closes.
+   */
+  readonly shutdownDrainMs: number;
   /** After this long past SIGTERM the process exits with code 1 whatever is still running. */
   readonly shutdownDeadlineMs: number;
 }

@@ -35,9 +35,9 @@ export interface Metrics {
   observeReadiness(checks: () => Promise<Record<string, DependencyStatus>>): void;
 }
 
-/** The statuses readiness gives a dependency (src/app/readiness.ts; observability imports nothing of the app). */
-const DEPENDENCY_STATUSES = ["up", "degraded", "down"] as const;
-type DependencyStatus = (typeof DEPENDENCY_STATUSES)[number];
+/** The statuses readiness (src/app/readiness.ts) gives a dependency: written here, where the gauge lists them all. */
+export const DEPENDENCY_STATUSES = ["up", "degraded", "down"] as const;
+export type DependencyStatus = (typeof DEPENDENCY_STATUSES)[number];
 
 export function createMetrics(): Metrics {
   const registry = new Registry();

@@ -26,6 +26,8 @@ export interface StorageConfig {
   readonly databaseSchema: string;
   readonly dataDir: string;
   readonly databasePoolMax: number;
+  /** Connections the request pool opens at start (before the instance says ready) and keeps. */
+  readonly databasePoolMin: number;
   readonly databaseAcquireTimeoutMs: number;
   /**
    * Redis connection string; absent selects the in-process stand-in (single instance only). In

@@ -4,12 +4,12 @@
 // simple-oauth2 fetching and revoking a token, and grpc-js reading an error's details.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import net from "node:net";
 import { after, before, describe, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import * as oauth from "oauth4webapi";
 import * as client from "openid-client";
 import simpleOauth2 from "simple-oauth2";
+import { freePort } from "../helpers/free-port.js";
 import type { RunningService } from "../helpers/service.js";
 import {
   disposeService,
@@ -27,15 +27,6 @@ const DISCOVERY_PATHS = ["/.well-known/oauth-authorization-server", "/.well-know
 let running: RunningService;
 let baseUrl: string;
 let admin: Client;
-
-/** A port free right now (the server needs it before listening: the default issuer is derived from PORT). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 before(async () => {
   // TOKEN_ISSUER unset (the test default names a fixed issuer): the default must be this address.

@@ -192,10 +192,19 @@ describe("readiness when a dependency is down", () => {
       try {
         const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
         await proxy.cut();
-        const started = Date.now();
-        const response = await fetch(`${running.baseUrl}/readyz`);
-        assert.ok(Date.now() - started < 1_500, "readiness answers within its own timeout");
+        // /readyz answers at once from the state its background check refreshes (READINESS_INTERVAL_MS,
+        // 1 s), which turns "down" within an interval plus the check's own timeout (500 ms here).
+        const cutAt = Date.now();
+        let response: Response;
+        for (;;) {
+          const started = Date.now();
+          response = await fetch(`${running.baseUrl}/readyz`);
+          assert.ok(Date.now() - started < 1_500, "readiness answers from its last check, not after a new one");
+          if (response.status !== 200 || Date.now() - cutAt > 10_000) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
         assert.equal(response.status, 503);
+        assert.ok(Date.now() - cutAt < 1_000 + 500 + 1_500, `not ready ${Date.now() - cutAt} ms after the cut`);
         const body = (await response.json()) as any;
         assert.equal(body.errorMessages[0].errorCode, "SERVICE_NOT_READY");
         assert.deepEqual(body.errorMessages[0].errorParameters, [
@@ -216,6 +225,42 @@ describe("readiness when a dependency is down", () => {
         }
         assert.equal(status, 200);
       } finally {
+        await running.stop();
+        await proxy.close();
+        await dropStorage(storage);
+      }
+    },
+  );
+
+  test(
+    "Postgres stalled: /readyz still answers in milliseconds, from the last check, while the check waits out its timeout (issue 24)",
+    { skip: !isPostgres && "the embedded database cannot be stalled" },
+    async () => {
+      const proxy = await startTcpProxy(5432);
+      const storage = newStorage();
+      const url = new URL(TEST_DATABASE_URL);
+      url.port = String(proxy.port);
+      const running = await startService({
+        storage,
+        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "2000" },
+      });
+      try {
+        proxy.stall();
+        // A probe that checked for itself would wait READINESS_TIMEOUT_MS (2 s) here, as HAProxy's did under load.
+        const latencies: number[] = [];
+        let status = 200;
+        const stalledAt = Date.now();
+        while (status === 200 && Date.now() - stalledAt < 10_000) {
+          const started = Date.now();
+          status = (await fetch(`${running.baseUrl}/readyz`)).status;
+          latencies.push(Date.now() - started);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.equal(status, 503, "the stall shows once a check has timed out");
+        assert.ok(latencies.length >= 5, `${latencies.length} probes before the stall showed`);
+        assert.ok(Math.max(...latencies) < 500, `every probe answered at once: ${latencies.join(", ")} ms`);
+      } finally {
+        proxy.resume();
         await running.stop();
         await proxy.close();
         await dropStorage(storage);

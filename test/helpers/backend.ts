@@ -117,6 +117,8 @@ export function serviceEnv(storage: Storage, extra: Record<string, string> = {})
     TOKEN_ISSUER: "http://auth.test",
     // A short drain: a stop() with a stream still open (HTTP/2 sessions are destroyed after it) ends quickly.
     SHUTDOWN_TIMEOUT_MS: "500",
+    // No balancer to drain from: SIGTERM closes at once (the drain's own tests set it).
+    SHUTDOWN_DRAIN_MS: "0",
     // Each storage gets its own Redis keys, so parallel test files never share budgets or state.
     REDIS_KEY_PREFIX: redisKeyPrefixOf(storage),
     // Production fails fast (500 ms, then 503) when no pooled connection comes; on a test machine whose

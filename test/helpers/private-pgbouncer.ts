@@ -3,6 +3,7 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { freePort } from "./free-port.js";
 
 /**
  * A throwaway PgBouncer (Debian's `pgbouncer`, 1.18) in transaction mode on a private loopback
@@ -102,16 +103,5 @@ function accepts(port: number): Promise<boolean> {
       resolve(true);
     });
     socket.once("error", () => resolve(false));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
   });
 }

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { newTempDir, removeTempDir } from "./backend.js";
-import { freePort } from "./redis-nodes.js";
+import { freePort } from "./free-port.js";
 
 /**
  * A throwaway Postgres server (the machine's own binaries: initdb, pg_ctl) on a private loopback

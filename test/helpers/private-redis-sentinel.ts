@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
-import { freePort, redisNodes } from "./redis-nodes.js";
+import { freePort } from "./free-port.js";
+import { redisNodes } from "./redis-nodes.js";
 
 /**
  * A throwaway Sentinel setup on private loopback ports: a primary, its replica and one sentinel

@@ -1,4 +1,5 @@
-import { freePort, redisNodes } from "./redis-nodes.js";
+import { freePort } from "./free-port.js";
+import { redisNodes } from "./redis-nodes.js";
 
 /**
  * A throwaway redis-server on a private loopback port with its own data directory, for tests

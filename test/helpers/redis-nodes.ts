@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import net from "node:net";
 import { createClient } from "redis";
 import { newTempDir, removeTempDir } from "./backend.js";
 
@@ -102,15 +101,4 @@ export function redisNodes(name: string): RedisNodes {
       removeTempDir(dir);
     },
   };
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }

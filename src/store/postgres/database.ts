@@ -32,6 +32,11 @@ export interface Database {
   /** The migrations this version knows that the database has not applied yet, in order. */
   pendingMigrations(): Promise<string[]>;
   ping(): Promise<boolean>;
+  /**
+   * Opens the request pool's minimum connections (DATABASE_POOL_MIN) and waits for them, so an
+   * instance says ready with connections to serve on; fails like a query when they cannot open.
+   */
+  warmUp(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -45,6 +50,7 @@ export type DatabaseOptions = Pick<
       StorageConfig,
       | "databaseDirectUrl"
       | "databasePoolMax"
+      | "databasePoolMin"
       | "databaseAcquireTimeoutMs"
       | "databaseQueryTimeoutMs"
       | "databaseLockTimeoutMs"
@@ -78,15 +84,16 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
   const {
     databaseSchema: schema,
     databasePoolMax: poolMax = 10,
+    databasePoolMin: poolMin = 0,
     databaseLockTimeoutMs: lockTimeoutMs,
     databaseJobsPoolMax: jobsPoolMax = 2,
     // Migrations and LISTEN need a real session: a transaction-mode pooler cannot carry them.
     databaseDirectUrl: directUrl = connectionString,
     migrationLockTimeoutMs,
   } = options;
-  const connect = (timeouts: RequestTimeouts | undefined, max: number, url = connectionString) =>
-    connectPostgres(url, options, timeouts, max);
-  const db = connect({ lockTimeoutMs }, poolMax);
+  const connect = (timeouts: RequestTimeouts | undefined, max: number, url = connectionString, min = 0) =>
+    connectPostgres(url, options, timeouts, max, min);
+  const db = connect({ lockTimeoutMs }, poolMax, connectionString, poolMin);
   // The jobs take no row locks that requests wait on, and a job may wait its turn for one.
   const jobsDb = connect({}, jobsPoolMax);
   return {
@@ -107,6 +114,7 @@ function openPostgres(connectionString: string, options: DatabaseOptions): Datab
     },
     pendingMigrations: () => pendingMigrations(db, schema),
     ping: () => pingDatabase(db),
+    warmUp: () => warmUpPool(db, poolMin),
     close: async () => {
       await Promise.all([db.destroy(), jobsDb.destroy()]);
     },
@@ -128,6 +136,7 @@ function connectPostgres(
   options: DatabaseOptions,
   timeouts: RequestTimeouts | undefined,
   max: number,
+  min: number,
 ): Knex {
   const {
     databaseSchema: schema,
@@ -159,7 +168,8 @@ function connectPostgres(
     // Set once per connection, so it holds only on a session of its own: the migrator's (the
     // direct URL's), and in session mode raw SQL of tools and tests; never behind a transaction pooler.
     ...(perSession || !timeouts ? { searchPath: [schema] } : {}),
-    pool: { min: 0, max },
+    // Tarn keeps `min` connections past their idle timeout, but opens them only on demand: warmUp does.
+    pool: { min, max },
     acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
   });
   if (!perSession) setLocalOnBegin(db, serverTimeouts);
@@ -217,6 +227,8 @@ function openPglite(dataDir: string): Database {
     migrate: () => runMigrations(db, "public"),
     pendingMigrations: () => pendingMigrations(db, "public"),
     ping: () => pingDatabase(db),
+    // One connection, opened by the migrations already.
+    warmUp: async () => undefined,
     close: () => db.destroy(),
   };
 }
@@ -232,6 +244,17 @@ async function pendingMigrations(db: Knex, schema: string): Promise<string[]> {
   const rows = (await db.withSchema(schema).from("knex_migrations").select("name")) as Array<{ name: string }>;
   const applied = new Set(rows.map((row) => row.name));
   return known.filter((name) => !applied.has(name));
+}
+
+/** Holds `count` pooled connections at once (opening those the pool lacks), then gives them back. */
+async function warmUpPool(db: Knex, count: number): Promise<void> {
+  const client = db.client as LendingClient;
+  const held = await Promise.allSettled(Array.from({ length: count }, () => client.acquireConnection()));
+  await Promise.all(
+    held.flatMap((result) => (result.status === "fulfilled" ? [client.releaseConnection(result.value)] : [])),
+  );
+  const failed = held.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
 }
 
 async function pingDatabase(db: Knex): Promise<boolean> {

@@ -61,8 +61,18 @@ describe("configuration", () => {
       auditPartitionIntervalMs: 3_600_000,
       healthWatchIntervalMs: 5_000,
     });
-    assert.equal(defaults.http.shutdownDeadlineMs, 15_000);
-    assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: "500" }).http.shutdownDeadlineMs, 5_500);
+    // The drain (5 s), then in-flight requests (10 s), then 5 s of slack.
+    assert.equal(defaults.http.shutdownDrainMs, 5_000);
+    assert.equal(defaults.http.shutdownDeadlineMs, 20_000);
+    assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: "500", SHUTDOWN_DRAIN_MS: "0" }).http.shutdownDeadlineMs, 5_500);
+    assert.equal(defaults.http.readinessIntervalMs, 1_000);
+    assert.equal(defaults.storage.databasePoolMin, 4);
+    // The minimum follows a smaller maximum by default, and may not exceed one it is given.
+    assert.equal(loadConfig({ DATABASE_POOL_MAX: "2" }).storage.databasePoolMin, 2);
+    assert.throws(
+      () => loadConfig({ DATABASE_POOL_MAX: "2", DATABASE_POOL_MIN: "3" }),
+      /DATABASE_POOL_MIN must not exceed DATABASE_POOL_MAX/,
+    );
     assert.equal(defaults.http.keepAliveTimeoutMs, 5_000);
     assert.equal(defaults.storage.databaseAcquireTimeoutMs, 500);
     assert.equal(defaults.tokens.credentialCacheSeconds, 300);
