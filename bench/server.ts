@@ -274,7 +274,13 @@ export async function startService(
   const dataDir = path.join(backend.tmpDir, `data-${options.name}`);
   fs.mkdirSync(dataDir);
   const logFile = path.join(backend.tmpDir, `${options.name}.log`);
-  const env = childEnv({ ...backend.serviceEnv, LOG_LEVEL: options.logLevel, DATA_DIR: dataDir });
+  // No balancer takes a bench instance out of rotation: it stops without the shutdown drain.
+  const env = childEnv({
+    ...backend.serviceEnv,
+    LOG_LEVEL: options.logLevel,
+    DATA_DIR: dataDir,
+    SHUTDOWN_DRAIN_MS: "0",
+  });
   const logFd = fs.openSync(logFile, "w");
   let spawned: ReturnType<typeof spawnChild>;
   try {
