@@ -5,7 +5,7 @@ import { after, before, describe, test } from "node:test";
 import { fetchToken } from "../helpers/api.js";
 import { isPostgres, newStorage, PRODUCTION_DATABASE_TIMEOUTS, TEST_DATABASE_URL } from "../helpers/backend.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
-import { startTcpProxy } from "../helpers/tcp-proxy.js";
+import { proxyInFrontOf } from "../helpers/tcp-proxy.js";
 
 describe("probes, metrics and the API description", () => {
   let running: RunningService;
@@ -181,13 +181,11 @@ describe("readiness when a dependency is down", () => {
     "Postgres unreachable: /readyz → 503 ErrorResponse naming it, within its own timeout; RPCs → 503, not 500",
     { skip: !isPostgres && "the embedded database cannot be cut off" },
     async () => {
-      const proxy = await startTcpProxy(5432);
+      const { proxy, url } = await proxyInFrontOf(TEST_DATABASE_URL, 5432);
       const storage = newStorage();
-      const url = new URL(TEST_DATABASE_URL);
-      url.port = String(proxy.port);
       const running = await startService({
         storage,
-        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "500" },
+        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url, READINESS_TIMEOUT_MS: "500" },
       });
       try {
         const seed = await operatorCall<{ clientId: string; clientSecret: string }>(running.baseUrl, "Seed", {});
@@ -236,13 +234,11 @@ describe("readiness when a dependency is down", () => {
     "Postgres stalled: /readyz still answers in milliseconds, from the last check, while the check waits out its timeout (issue 24)",
     { skip: !isPostgres && "the embedded database cannot be stalled" },
     async () => {
-      const proxy = await startTcpProxy(5432);
+      const { proxy, url } = await proxyInFrontOf(TEST_DATABASE_URL, 5432);
       const storage = newStorage();
-      const url = new URL(TEST_DATABASE_URL);
-      url.port = String(proxy.port);
       const running = await startService({
         storage,
-        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString(), READINESS_TIMEOUT_MS: "2000" },
+        env: { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url, READINESS_TIMEOUT_MS: "2000" },
       });
       try {
         proxy.stall();

@@ -10,7 +10,7 @@ import {
 } from "../helpers/backend.js";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.js";
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
-import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
+import { proxyInFrontOf, type TcpProxy } from "../helpers/tcp-proxy.js";
 import { newTenant, ROOMY_RATE_LIMITS } from "../helpers/token-kit.js";
 import { spawnServer, type ServerProcess } from "../helpers/server-process.js";
 
@@ -61,14 +61,13 @@ describe(
 
     before(async () => {
       redis = await startPrivateRedis();
-      pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
-      const url = new URL(TEST_DATABASE_URL);
-      url.port = String(pgProxy.port);
+      let url: string;
+      ({ proxy: pgProxy, url } = await proxyInFrontOf(TEST_DATABASE_URL, 5432));
       running = await startService({
         storage,
         env: {
           ...PRODUCTION_DATABASE_TIMEOUTS,
-          DATABASE_URL: url.toString(),
+          DATABASE_URL: url,
           REDIS_URL: redis.url,
           TOKEN_RATE_LIMIT_PER_ADDRESS: "1000000/60",
           TOKEN_RATE_LIMIT_PER_CLIENT: "1000000/60",
@@ -146,11 +145,10 @@ describe(
     const storage = newStorage();
 
     before(async () => {
-      pgProxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
-      const url = new URL(TEST_DATABASE_URL);
-      url.port = String(pgProxy.port);
+      let url: string;
+      ({ proxy: pgProxy, url } = await proxyInFrontOf(TEST_DATABASE_URL, 5432));
       server = await spawnServer(
-        serviceEnv(storage, { ...ROOMY_RATE_LIMITS, ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString() }),
+        serviceEnv(storage, { ...ROOMY_RATE_LIMITS, ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url }),
       );
       baseUrl = server.address;
       seed = await operatorCall(baseUrl, "Seed", {});

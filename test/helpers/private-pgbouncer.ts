@@ -1,9 +1,10 @@
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
+import { newTempDir, removeTempDir } from "./backend.js";
 import { freePort } from "./free-port.js";
+import { stopAtExit } from "./stop-at-exit.js";
 
 /**
  * A throwaway PgBouncer (Debian's `pgbouncer`, 1.18) in transaction mode on a private loopback
@@ -25,7 +26,7 @@ export async function startPrivatePgbouncer(targetUrl: string): Promise<PrivateP
   const target = new URL(targetUrl);
   const database = decodeURIComponent(target.pathname.slice(1));
   const user = decodeURIComponent(target.username) || "postgres";
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "auth-svc-pgbouncer-"));
+  const dir = newTempDir();
   const port = await freePort();
   const config = path.join(dir, "pgbouncer.ini");
   const users = path.join(dir, "userlist.txt");
@@ -60,19 +61,13 @@ export async function startPrivatePgbouncer(targetUrl: string): Promise<PrivateP
   const child = spawn(command[0]!, command.slice(1), { stdio: ["ignore", log, log], detached: false });
   child.unref();
   fs.closeSync(log);
-  let stopped = false;
-  const stop = () => {
-    if (stopped) return;
-    stopped = true;
-    process.off("exit", stop);
+  const stop = stopAtExit(() => {
     try {
       child.kill("SIGINT"); // PgBouncer's immediate shutdown.
     } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
+      removeTempDir(dir);
     }
-  };
-  // A test that fails before its `after` must not leave a pooler behind.
-  process.on("exit", stop);
+  });
   const deadline = Date.now() + 10_000;
   while (!(await accepts(port))) {
     if (child.exitCode !== null || Date.now() > deadline) {

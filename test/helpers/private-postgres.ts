@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { newTempDir, removeTempDir } from "./backend.js";
 import { freePort } from "./free-port.js";
+import { stopAtExit } from "./stop-at-exit.js";
 
 /**
  * A throwaway Postgres server (the machine's own binaries: initdb, pg_ctl) on a private loopback
@@ -33,19 +34,13 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     "-w",
     "start",
   );
-  let stopped = false;
-  const stop = () => {
-    if (stopped) return;
-    stopped = true;
-    process.off("exit", stop);
+  const stop = stopAtExit(() => {
     try {
       pgCtl("-m", "immediate", "-w", "stop");
     } finally {
       removeTempDir(dir);
     }
-  };
-  // A test that fails before its `after` must not leave a server behind.
-  process.on("exit", stop);
+  });
   return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop };
 }
 

@@ -67,3 +67,15 @@ export async function startTcpProxy(initialTargetPort: number, targetHost = "127
     },
   };
 }
+
+/** A proxy in front of the server a URL names (a database's, Redis's), and that URL through the proxy. */
+export async function proxyInFrontOf(
+  serverUrl: string,
+  defaultPort: number,
+): Promise<{ proxy: TcpProxy; url: string }> {
+  const url = new URL(serverUrl);
+  const proxy = await startTcpProxy(Number(url.port || defaultPort), url.hostname);
+  url.hostname = "127.0.0.1";
+  url.port = String(proxy.port);
+  return { proxy, url: url.toString() };
+}

@@ -9,7 +9,7 @@ import { isPostgres, newStorage, PRODUCTION_DATABASE_TIMEOUTS, serviceEnv, type 
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.js";
 import { spawnServer, type ServerProcess } from "../helpers/server-process.js";
 import { dropStorage } from "../helpers/service.js";
-import { startTcpProxy } from "../helpers/tcp-proxy.js";
+import { proxyInFrontOf } from "../helpers/tcp-proxy.js";
 
 const RETRY_WARNING = "start-up: migrations failed because the database is unavailable; retrying";
 
@@ -55,24 +55,19 @@ describe(
     test("Postgres stalled at start (connections open but nothing answers): start-up retries, then serves once it answers", async () => {
       const storage = newStorage();
       storages.push(storage);
-      const proxy = await startTcpProxy(5432);
+      const { proxy, url } = await proxyInFrontOf(storage.env.DATABASE_URL!, 5432);
       try {
         proxy.stall();
-        const url = new URL(storage.env.DATABASE_URL!);
-        url.port = String(proxy.port);
         let resumed = false;
-        const server = await spawnServer(
-          serviceEnv(storage, { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url.toString() }),
-          {
-            // The database "answers again" only once the instance has met the stall and said it retries.
-            onStdout: (stdout) => {
-              if (!resumed && stdout.includes(RETRY_WARNING)) {
-                resumed = true;
-                proxy.resume();
-              }
-            },
+        const server = await spawnServer(serviceEnv(storage, { ...PRODUCTION_DATABASE_TIMEOUTS, DATABASE_URL: url }), {
+          // The database "answers again" only once the instance has met the stall and said it retries.
+          onStdout: (stdout) => {
+            if (!resumed && stdout.includes(RETRY_WARNING)) {
+              resumed = true;
+              proxy.resume();
+            }
           },
-        );
+        });
         servers.push(server);
         const retry = server.logLines().find((line) => line.msg === RETRY_WARNING);
         assert.ok(retry, `a retry warning was logged:\n${server.stdout()}`);

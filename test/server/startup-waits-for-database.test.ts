@@ -3,7 +3,7 @@ import { after, describe, test } from "node:test";
 import { isPostgres, newStorage, serviceEnv, TEST_DATABASE_URL } from "../helpers/backend.js";
 import { spawnServer, type ServerProcess } from "../helpers/server-process.js";
 import { dropStorage } from "../helpers/service.js";
-import { startTcpProxy } from "../helpers/tcp-proxy.js";
+import { proxyInFrontOf } from "../helpers/tcp-proxy.js";
 
 const RETRY_WARNING = "start-up: migrations failed because the database is unavailable; retrying";
 
@@ -25,13 +25,11 @@ describe(
     });
 
     test("Postgres refuses connections when the instance starts: it logs a retry, then serves once Postgres answers", async () => {
-      const proxy = await startTcpProxy(Number(new URL(TEST_DATABASE_URL).port || 5432));
+      const { proxy, url } = await proxyInFrontOf(TEST_DATABASE_URL, 5432);
       try {
         await proxy.cut();
-        const url = new URL(TEST_DATABASE_URL);
-        url.port = String(proxy.port);
         let restoring: Promise<void> | undefined;
-        server = await spawnServer(serviceEnv(storage, { DATABASE_URL: url.toString() }), {
+        server = await spawnServer(serviceEnv(storage, { DATABASE_URL: url }), {
           // Postgres "comes up" only after the instance has met the refusal and said it will retry.
           onStdout: (stdout) => {
             if (!restoring && stdout.includes(RETRY_WARNING)) restoring = proxy.restore();
