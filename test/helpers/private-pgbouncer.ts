@@ -1,8 +1,8 @@
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
+import os from "node:os";
 import path from "node:path";
-import { newTempDir, removeTempDir } from "./backend.js";
 import { freePort } from "./free-port.js";
 import { stopAtExit } from "./stop-at-exit.js";
 
@@ -26,7 +26,8 @@ export async function startPrivatePgbouncer(targetUrl: string): Promise<PrivateP
   const target = new URL(targetUrl);
   const database = decodeURIComponent(target.pathname.slice(1));
   const user = decodeURIComponent(target.username) || "postgres";
-  const dir = newTempDir();
+  // Not newTempDir: backend.ts starts this pooler while it loads, so this file cannot import it.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "auth-svc-pgbouncer-"));
   const port = await freePort();
   const config = path.join(dir, "pgbouncer.ini");
   const users = path.join(dir, "userlist.txt");
@@ -65,7 +66,7 @@ export async function startPrivatePgbouncer(targetUrl: string): Promise<PrivateP
     try {
       child.kill("SIGINT"); // PgBouncer's immediate shutdown.
     } finally {
-      removeTempDir(dir);
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
   const deadline = Date.now() + 10_000;
