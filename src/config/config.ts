@@ -106,6 +106,23 @@ function nonEmpty(value: string | undefined): string | undefined {
 }
 
 /**
+ * One of a setting's named values, `fallback` when unset. `choices` lists every value of the type
+ * (a missing or extra one fails to compile).
+ */
+function choiceFrom<T extends string>(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  choices: Record<T, 0>,
+  fallback: NoInfer<T>,
+): T {
+  const value = nonEmpty(env[name]) ?? fallback;
+  if (!Object.hasOwn(choices, value)) {
+    throw new ConfigError(`${name} must be one of ${Object.keys(choices).join(", ")}, got "${value}"`);
+  }
+  return value as T;
+}
+
+/**
  * True when `host` accepts connections from this machine only (127.0.0.0/8, ::1, localhost).
  * Beyond it, without TRUSTED_PROXIES, clients behind a shared proxy share one address budget.
  */
@@ -383,39 +400,27 @@ function migrationsFrom(
   };
 }
 
-/** Every DatabasePoolMode (a missing or extra one fails to compile). */
-const POOL_MODES = Object.keys({ session: 0, transaction: 0 } satisfies Record<DatabasePoolMode, 0>);
-
 /**
  * DATABASE_POOL_MODE. Said, not detected: a pooler answers like Postgres, and a wrong guess would
  * either be refused at connect or leave timeouts on connections other clients get next. In
  * transaction mode migrations and LISTEN need a session, so DATABASE_DIRECT_URL is required.
  */
 function poolModeFrom(env: NodeJS.ProcessEnv): DatabasePoolMode {
-  const mode = nonEmpty(env.DATABASE_POOL_MODE) ?? "session";
-  if (!POOL_MODES.includes(mode)) {
-    throw new ConfigError(`DATABASE_POOL_MODE must be one of ${POOL_MODES.join(", ")}, got "${mode}"`);
-  }
+  const mode = choiceFrom<DatabasePoolMode>(env, "DATABASE_POOL_MODE", { session: 0, transaction: 0 }, "session");
   if (mode === "transaction" && secretSetting(env, "DATABASE_DIRECT_URL") === undefined) {
     throw new ConfigError(
       "DATABASE_POOL_MODE=transaction needs DATABASE_DIRECT_URL: migrations and LISTEN need a server session the pooler cannot give",
     );
   }
-  return mode as DatabasePoolMode;
+  return mode;
 }
-
-/** Every RedisMode (a missing or extra one fails to compile). */
-const REDIS_MODES = Object.keys({ standalone: 0, cluster: 0, sentinel: 0 } satisfies Record<RedisMode, 0>);
 
 /** REDIS_URL (or REDIS_URL_FILE), REDIS_MODE, REDIS_SENTINEL_NAME and REDIS_KEY_PREFIX. */
 function redisConnectionFrom(
   env: NodeJS.ProcessEnv,
 ): Pick<StorageConfig, "redisUrl" | "redisMode" | "redisSentinelName" | "redisKeyPrefix"> {
   const redisUrl = secretSetting(env, "REDIS_URL")?.value;
-  const mode = nonEmpty(env.REDIS_MODE) ?? "standalone";
-  if (!REDIS_MODES.includes(mode))
-    throw new ConfigError(`REDIS_MODE must be one of ${REDIS_MODES.join(", ")}, got "${mode}"`);
-  const redisMode = mode as RedisMode;
+  const redisMode = choiceFrom<RedisMode>(env, "REDIS_MODE", { standalone: 0, cluster: 0, sentinel: 0 }, "standalone");
   const urls = listFrom(redisUrl);
   // Never echo the value: it may carry a password.
   if (urls.some((url) => !/^rediss?:\/\/[^/]/.test(url) || !URL.canParse(url)))

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from "fastify";
 import { DomainError } from "../errors/domain-error.js";
 import { sendError } from "../gateway/error-reply.js";
-import type { Metrics } from "../observability/metrics.js";
+import type { DependencyStatus, Metrics } from "../observability/metrics.js";
 
 /** What the probes, the metrics and the discovery documents read; the composition root provides it. */
 export interface OperationalDeps {
   /** Each dependency's status, by name ("database", "redis"), as the latest readiness check saw it. */
-  readonly checks: () => Promise<Record<string, "up" | "degraded" | "down">>;
+  readonly checks: () => Promise<Record<string, DependencyStatus>>;
   /** True while a shutdown drains: the instance serves on but asks its load balancer to take it out. */
   readonly draining: () => boolean;
   /** What each dependency runs on, for the readiness body ("postgres" or "pglite", "redis" or "memory"). */

@@ -137,8 +137,8 @@ export function createMetrics(): Metrics {
       help: "1 for the status (up, degraded, down) each dependency of /readyz is in, 0 for the others",
       labelNames: ["dependency", "status"],
       registers: [registry],
-      // At each scrape, not at each probe: the alert must see a degraded instance that no
-      // balancer probes. The check is bounded by READINESS_TIMEOUT_MS and shared with /readyz.
+      // At each scrape, from the state /readyz answers from (refreshed every READINESS_INTERVAL_MS):
+      // the alert must see a degraded instance that no balancer probes.
       async collect() {
         if (!readiness) return;
         for (const [dependency, current] of Object.entries(await readiness()))
