@@ -39,9 +39,20 @@ export interface Metrics {
 export const DEPENDENCY_STATUSES = ["up", "degraded", "down"] as const;
 export type DependencyStatus = (typeof DEPENDENCY_STATUSES)[number];
 
+/** prom-client's default gauges whose names end in `_total` (sum(nodejs_active_handles) gives the first). */
+const NON_COUNTER_TOTALS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
+
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // prom-client also exports these three totals as gauges named `_total`, which the exposition
+  // format reserves for counters (`promtool check metrics` fails on them). The same figures are
+  // the sum of the labelled gauges it keeps (nodejs_active_handles{type}, …).
+  for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
   const buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
   let readiness: (() => Promise<Record<string, DependencyStatus>>) | undefined;
   return {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { fetchToken } from "../helpers/api.js";
@@ -73,6 +73,17 @@ describe("probes, metrics and the API description", () => {
     assert.match(text, /readiness_dependency_status\{dependency="database",status="up"\} 1\n/);
     assert.match(text, /readiness_dependency_status\{dependency="redis",status="up"\} 1\n/);
     assert.match(text, /readiness_dependency_status\{dependency="redis",status="degraded"\} 0\n/);
+  });
+
+  test("GET /metrics passes `promtool check metrics` (Prometheus's own linter of the exposition format)", async () => {
+    await fetch(`${running.baseUrl}/v2/api-users?limit=1`);
+    const text = await (await fetch(`${running.baseUrl}/metrics`)).text();
+    const check = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
+    if (check.error) throw new Error(`promtool is needed (apt-get install prometheus): ${check.error.message}`);
+    assert.equal(check.status, 0, `${check.stdout}${check.stderr}`);
+    // The check can fail: a gauge named like a counter is what it refused on prom-client's defaults.
+    const wrong = `${text}# HELP made_up_total A gauge.\n# TYPE made_up_total gauge\nmade_up_total 1\n`;
+    assert.notEqual(spawnSync("promtool", ["check", "metrics"], { input: wrong, encoding: "utf8" }).status, 0);
   });
 
   test("GET /metrics counts the audit events written per tenant, each under its own tmc_id", async () => {
