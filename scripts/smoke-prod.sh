@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The production start, checked end to end: `npm run build` compiles src/ and gen/ to dist/, then
 # `node dist/src/main.js` (npm run start:prod, no tsx) serves on the embedded default in a
-# throwaway DATA_DIR: health, the operator's Seed, a client_credentials token for the seeded
+# throwaway DATA_DIR: health, the operator's Seed through the compiled CLI (npm run cli:prod), a client_credentials token for the seeded
 # admin, and an authenticated read with it. Exits non-zero at the first step that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +23,8 @@ for _ in $(seq 1 60); do
 done
 curl -fs "$base/healthz" | jq -e '.status == "ok"' >/dev/null
 
-operator_token="$(cat "$data_dir/operator-token")"
-seeded="$(curl -fs -X POST "$base/travel.operator.v1.OperatorService/Seed" \
-  -H "authorization: Bearer $operator_token" -H 'content-type: application/json' -d '{}')"
+# The compiled operator CLI (npm run cli:prod), finding the running server through DATA_DIR.
+seeded="$(DATA_DIR="$data_dir" npm run -s cli:prod -- seed)"
 client_id="$(jq -er .clientId <<<"$seeded")"
 client_secret="$(jq -er .clientSecret <<<"$seeded")"
 
@@ -33,4 +32,4 @@ access_token="$(curl -fs -X POST "$base/v2/auth/oauth2-token" \
   --data-urlencode grant_type=client_credentials --data-urlencode "client_id=$client_id" --data-urlencode "client_secret=$client_secret" |
   jq -er .access_token)"
 curl -fs "$base/v2/api-users?limit=5" -H "authorization: Bearer $access_token" | jq -e '.apiUsers | length >= 1' >/dev/null
-echo "smoke: compiled server OK (health, seed, token, authenticated read) on $base"
+echo "smoke: compiled server and CLI OK (health, seed, token, authenticated read) on $base"
