@@ -1,8 +1,8 @@
-import { createService, type Service } from "./app/compose.js";
+import type { Service } from "./app/compose.js";
 import { SchemaBehindError } from "./app/schema-wait.js";
 import { ConfigError, loadConfig, type Config } from "./config/config.js";
 import { removeServerRecord, writeServerRecord } from "./store/server-record.js";
-import { DataDirBusyError } from "./store/data-dir-lock.js";
+import { DataDirBusyError, ownDataDir } from "./store/data-dir-lock.js";
 import { MigrationLockTimeoutError } from "./store/postgres/migration-lock.js";
 
 /**
@@ -24,7 +24,11 @@ async function main(): Promise<void> {
     );
   }
   const config = loadConfig();
-  const service = await createService(config);
+  // DATA_DIR is claimed before the service's modules load (seconds on a busy machine): a CLI run in
+  // another terminal at the same moment sees a server starting there and waits for it.
+  const dataDirClaim = config.storage.databaseUrl ? undefined : ownDataDir(config.storage.dataDir);
+  const { createService } = await import("./app/compose.js");
+  const service = await createService(config, { dataDirClaim });
   const address = await service.listen();
   // The CLI of another terminal finds this server here, whatever its port.
   writeServerRecord(config.storage.dataDir, { url: address, adminUrl: service.adminAddress, pid: process.pid });

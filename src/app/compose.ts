@@ -44,7 +44,8 @@ export async function createService(config: Config, options: ServiceOptions = {}
   const lifecycle = new Lifecycle();
   try {
     // The embedded database's directory is this instance's alone, before any secret is generated in it.
-    if (!config.storage.databaseUrl) lifecycle.started("data directory", ownDataDir(config.storage.dataDir));
+    if (!config.storage.databaseUrl)
+      lifecycle.started("data directory", options.dataDirClaim ?? ownDataDir(config.storage.dataDir));
     const secrets = loadSecrets(config);
     const keys = deriveKeyMaterial(secrets.masterKey);
     const logger = createLogger(config.logLevel, options.logStream);

@@ -15,6 +15,11 @@ export interface ServiceOptions {
    * OTLP. Deliberately not an environment variable, so no deployment can set it by mistake.
    */
   readonly spanExporter?: SpanExporter;
+  /**
+   * DATA_DIR already claimed by the caller (its release): `main` claims it before loading the
+   * service's modules, so a CLI started at the same moment finds a server starting there.
+   */
+  readonly dataDirClaim?: () => void;
 }
 
 /** A built, migrated instance: `listen` opens the port(s), `close` drains and releases everything in order. */

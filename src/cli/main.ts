@@ -98,10 +98,12 @@ function parseInvocation(argv: readonly string[]): Invocation {
  * storage (the service it starts is left in `offline` for the caller to close).
  */
 async function callServerOrInProcess(
-  { config, method, request, init }: Invocation,
+  invocation: Invocation,
   target: { url: string; source: string },
   offline: { service?: Service },
+  waited = false,
 ): Promise<Message> {
+  const { config, method, request, init } = invocation;
   try {
     say(`using the server at ${target.url} (${target.source})`);
     return await call(
@@ -121,7 +123,13 @@ async function callServerOrInProcess(
     import("../store/postgres/database.js"),
   ]);
   const { databaseUrl, dataDir, databaseSchema } = config.storage;
-  if (!databaseUrl && !init && !embeddedDatabaseExists(dataDir)) throw new NoStoreError(target.url, dataDir);
+  if (!databaseUrl && !init && !embeddedDatabaseExists(dataDir)) {
+    // A server started at the same moment (`npm start` in another terminal, a fresh clone) claims
+    // DATA_DIR within its first second: go through it once it has announced itself.
+    if (!waited && (await ownerAppears(dataDir)))
+      return callServerOrInProcess(invocation, await operatorTargetOf(config, process.env), offline, true);
+    throw new NoStoreError(target.url, dataDir);
+  }
   say(
     `no server answers at ${target.url}; running in-process on ` +
       (databaseUrl
@@ -149,6 +157,19 @@ class NoStoreError extends Error {
         "naming it; or pass --init to create a new store in this DATA_DIR",
     );
   }
+}
+
+/** How long a CLI that found no store watches DATA_DIR for a server claiming it (one started at the same moment). */
+const SERVER_CLAIM_GRACE_MS = 3_000;
+
+/** Whether a process claims DATA_DIR within the grace period (a server starting); false when none does. */
+async function ownerAppears(dataDir: string): Promise<boolean> {
+  const deadline = Date.now() + SERVER_CLAIM_GRACE_MS;
+  while (dataDirOwner(dataDir) === undefined) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return true;
 }
 
 /** How often the CLI says it is still waiting for a server that is starting on its DATA_DIR. */

@@ -127,4 +127,25 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
       }
     },
   );
+  test(
+    "a command run at the same moment as the server's start (npm start in another terminal) waits for it",
+    { skip: isPostgres && "embedded backend only (the DATA_DIR lock)" },
+    async () => {
+      // Nothing in DATA_DIR yet: the CLI must not tell the operator to pass --init to a server that is starting.
+      const s = storage({ emptyDataDir: true });
+      const env = serviceEnv(s);
+      const starting = spawnServer(env);
+      let server: Awaited<typeof starting> | undefined;
+      try {
+        const listed = await runCli(["tmc", "list"], env);
+        server = await starting;
+        assert.equal(listed.code, 0, listed.stderr);
+        assert.doesNotMatch(listed.stderr, /--init|in-process/);
+        assert.match(listed.stderr, new RegExp(`^cli: using the server at ${server.address} \\(recorded by`, "m"));
+      } finally {
+        server ??= await starting.catch(() => undefined);
+        await server?.stop();
+      }
+    },
+  );
 });
