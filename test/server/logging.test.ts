@@ -162,4 +162,30 @@ describe("logs never carry credentials", () => {
       client.close();
     }
   });
+  test("a refused access token's line names the check that failed (here: signature), never the token", async () => {
+    const tmc = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", { name: "Check TMC" });
+    const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(
+      running.baseUrl,
+      "CreateApiUser",
+      { tmcId: tmc.tmcId },
+    );
+    const token = await accessToken(running.baseUrl, clientId, clientSecret);
+    const [header, payload, signature] = token.split(".") as [string, string, string];
+    const tampered = `${header}.${payload}.${signature[0] === "A" ? "B" : "A"}${signature.slice(1)}`;
+    const response = await fetch(`${running.baseUrl}/v2/api-users?limit=1`, {
+      headers: { authorization: `Bearer ${tampered}` },
+    });
+    assert.equal(response.status, 401);
+    const requestId = response.headers.get("x-request-id");
+    const line = running
+      .logs()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, any>)
+      .find((l) => l.msg === "request completed" && l.reqId === requestId);
+    assert.ok(line, `a "request completed" line for ${requestId}`);
+    assert.equal(line.errorCode, "USER_NOT_AUTHENTICATED");
+    assert.equal(line.refusalReason, "signature");
+    assert.equal(running.logs().includes(signature.slice(1)), false, "the token's signature is not logged");
+  });
 });

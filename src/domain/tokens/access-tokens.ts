@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
 import type { CryptoKey, JWTPayload } from "jose";
-import { DomainError, unauthenticated } from "../../errors/domain-error.js";
+import { DomainError } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import { RandomBytePool } from "../shared/random-pool.js";
 import type { CredentialGenerations } from "./credential-generations.js";
@@ -98,7 +98,7 @@ export class AccessTokens {
   async verify(token: string, audience?: string): Promise<Principal> {
     const principal = await this.signedPrincipal(token, audience);
     const current = await this.credentials.current(credentialIdsOf(principal));
-    if (!stillValid(principal, current)) throw unauthenticated("The access token has been revoked");
+    if (!stillValid(principal, current)) throw refused("The access token has been revoked", "revocation");
     return principal;
   }
 
@@ -136,7 +136,7 @@ export class AccessTokens {
         now: this.now(),
       })) as Claims;
     } catch (error) {
-      throw unauthenticated(reasonOf(error));
+      throw refused(reasonOf(error), failedCheckOf(error));
     }
     const principal = toPrincipal(payload);
     const kid = kidOf(token);
@@ -216,7 +216,7 @@ function keyObjectOf(key: CryptoKey): crypto.KeyObject {
 }
 
 function toPrincipal(p: Claims): Principal {
-  const malformed = () => unauthenticated("The access token is malformed");
+  const malformed = () => refused("The access token is malformed", "claims");
   if (typeof p.client_id !== "string" || typeof p.tmc_id !== "string" || typeof p.gen !== "number") throw malformed();
   if (p.role !== "TMC_ADMIN" && p.role !== "COMPANY_ADMIN") throw malformed();
   const creds = Array.isArray(p.creds) ? p.creds : [];
@@ -238,6 +238,45 @@ function toPrincipal(p: Claims): Principal {
     expiresAt: p.exp!,
   };
 }
+
+/**
+ * An access token refused: the caller reads the message; the operator's log line also names the
+ * check that failed (`refusalReason`), never the token or its claims.
+ */
+function refused(message: string, check: string): DomainError {
+  return new DomainError("USER_NOT_AUTHENTICATED", message, { logged: { refusalReason: check } });
+}
+
+/** Which check refused the token, for the log: format, algorithm, key, signature, expiry, audience, type, issuer, … */
+function failedCheckOf(error: unknown): string {
+  if (!(error instanceof JwtRejected)) return "verification";
+  switch (error.code) {
+    case "ERR_JWS_INVALID":
+    case "ERR_JWT_INVALID":
+    case "ERR_JOSE_NOT_SUPPORTED":
+      return "format";
+    case "ERR_JOSE_ALG_NOT_ALLOWED":
+      return "algorithm";
+    case "ERR_JWKS_NO_MATCHING_KEY":
+    case "ERR_JWKS_MULTIPLE_MATCHING_KEYS":
+      return "key";
+    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
+      return "signature";
+    case "ERR_JWT_EXPIRED":
+      return "expiry";
+    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
+      return CLAIM_CHECKS[error.claim ?? ""] ?? `claim ${error.claim ?? "unknown"}`;
+  }
+}
+
+/** The claim checks by the claim jose names. */
+const CLAIM_CHECKS: Readonly<Record<string, string>> = {
+  aud: "audience",
+  typ: "type",
+  iss: "issuer",
+  nbf: "not yet valid",
+  iat: "issued at",
+};
 
 /** Says why, in words safe for the caller: never key material or claims. */
 function reasonOf(error: unknown): string {

@@ -34,6 +34,7 @@ function withChallenge(error: DomainError, challenge: string): DomainError {
     detail: error.detail,
     cause: error.cause,
     challenge,
+    ...(error.logged ? { logged: error.logged } : {}),
   });
 }
 

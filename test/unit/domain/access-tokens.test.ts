@@ -166,6 +166,46 @@ describe("AccessTokens", () => {
     await rejectsWith(otherIssuer.verify(token), notValid);
   });
 
+  test("each refusal names, for the operator's log only, the check that failed (the caller's message stays uniform)", async () => {
+    const token = await issue();
+    const genuineClaims = () => decodeJwt(token);
+    const [header, payload, signature] = token.split(".") as [string, string, string];
+    const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+    const otherKey = (await generateKeyPair("EdDSA")).privateKey;
+    const checkOf = async (presented: string, audience?: string) => {
+      try {
+        await f.accessTokens.verify(presented, audience);
+      } catch (error) {
+        return (error as { logged?: Record<string, string> }).logged?.refusalReason;
+      }
+      return "accepted";
+    };
+    const cases: Array<[string, string, string?]> = [
+      ["not.a.jwt", "format"],
+      [`${b64({ alg: "none", typ: "at+jwt" })}.${payload}.`, "algorithm"],
+      [
+        `${header}.${payload}.${signature.slice(0, 10)}${signature[10] === "A" ? "B" : "A"}${signature.slice(11)}`,
+        "signature",
+      ],
+      [
+        await new SignJWT(genuineClaims())
+          .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid: "another-deployments-key" })
+          .sign(otherKey),
+        "key",
+      ],
+      [await signed(genuineClaims(), { typ: "JWT" }), "type"],
+      [await signed({ ...genuineClaims(), iss: "http://evil.test" }), "issuer"],
+      [await signed({ ...genuineClaims(), role: "SUPERUSER" }), "claims"],
+      [await issue({ audience: [OTHER_API] }), "audience", AUDIENCE],
+    ];
+    for (const [presented, check, audience] of cases) assert.equal(await checkOf(presented, audience), check, check);
+    f.clock.advanceSeconds(ACCESS_TTL + 5);
+    assert.equal(await checkOf(token), "expiry");
+    const fresh = await issue();
+    await f.admin.rotate({ clientId: "operator", tmcId }, client.clientId, "r");
+    assert.equal(await checkOf(fresh), "revocation");
+  });
+
   test("well-signed claims of the wrong shape are 'malformed'", async () => {
     const token = await issue();
     const genuineClaims = () => decodeJwt(token);
