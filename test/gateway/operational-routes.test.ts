@@ -54,6 +54,25 @@ describe("probes, metrics and the API description", () => {
     ]);
   });
 
+  test("buf curl as docs/cli.md shows it (default protocol) prints a refusal's ErrorResponse decoded", async () => {
+    const refused = await promisify(execFile)("node_modules/.bin/buf", [
+      "curl",
+      "--http2-prior-knowledge",
+      "-H",
+      `authorization: Bearer ${"x".repeat(40)}`,
+      "-d",
+      '{"name": "X"}',
+      `${running.baseUrl}/travel.operator.v1.OperatorService/CreateTmc`,
+    ]).then(
+      () => assert.fail("a wrong operator token was accepted"),
+      (error: { stderr: string }) => JSON.parse(error.stderr) as any,
+    );
+    assert.equal(refused.code, "unauthenticated");
+    const { debug } = refused.details[0];
+    assert.match(debug.debugIdentifier, /^[0-9a-f-]{36}$/);
+    assert.equal(debug.errorMessages[0].errorCode, "USER_NOT_AUTHENTICATED");
+  });
+
   test("GET /metrics exposes request counts and latencies by route and by RPC", async () => {
     await fetch(`${running.baseUrl}/v2/api-users?limit=1`);
     await operatorCall(running.baseUrl, "CreateTmc", { name: "Metrics TMC" });
