@@ -708,8 +708,9 @@ describe("TokenService", () => {
         (f.logger.lines.findLast((l) => l.level === "warn")?.object as { outcome?: string }).outcome,
         "named within the issuer's company",
       );
-      // Unbound again: once one of them is inactive, the email names one user again.
+      // Added again without a company: unbound, so ambiguous again; once one of them is inactive, it names one user.
       await f.trustedIssuers.add(tmcId, { issuer: IDP, jwksUri: undefined, jwks, audience: IDP_AUDIENCE });
+      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), ambiguous);
       await f.store.db("users").where({ id: twin.id }).update({ is_active: false });
       assert.equal(
         decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
