@@ -177,7 +177,7 @@ function tokenServices({
     clock,
     new VerifiedTokens(VERIFIED_TOKEN_CACHE_SIZE),
   );
-  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, tokens);
+  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock, logger, tokens);
   const grants = new TokenService(
     uow,
     accessTokens,

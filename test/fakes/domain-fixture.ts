@@ -165,7 +165,7 @@ async function wire<S extends FixtureStore>(
   );
   await signingKeys.start();
   const { accessTokens, verifiedTokens } = instanceTokens(signingKeys, generations, clock.now);
-  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, {
+  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, logger, {
     jwksFetchTimeoutMs: 100,
     jwksCooldownMs: 0,
     jwksCacheMaxAgeMs: 1_000,

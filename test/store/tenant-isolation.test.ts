@@ -93,6 +93,8 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   let scopeB: TenantScope;
   let companyA: string;
   let companyB: string;
+  const userByEmail = async (scope: TenantScope, email: string) =>
+    (await repos.tenants.findActiveUsersByEmail(uow.direct, scope, email, { limit: 10 }))[0];
   let clientA: string;
   let clientB: string;
   const emailB = "b.user@b.example";
@@ -170,21 +172,43 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
       }),
       (error: unknown) => error instanceof DomainError && error.code === "NOT_FOUND",
     );
-    assert.equal(
-      await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, "intruder@a.example"),
-      undefined,
-      "nothing was written into B",
-    );
-    assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeA, "intruder@a.example"), undefined);
+    assert.equal(await userByEmail(scopeB, "intruder@a.example"), undefined, "nothing was written into B");
+    assert.equal(await userByEmail(scopeA, "intruder@a.example"), undefined);
   });
 
-  isolation("tenants.findActiveUserByEmail", async () => {
-    assert.equal(await repos.tenants.findActiveUserByEmail(uow.direct, scopeA, emailB), undefined);
-    assert.equal((await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB.toUpperCase()))?.tmcId, b.id);
+  isolation("tenants.findActiveUsersByEmail", async () => {
+    assert.deepEqual(await repos.tenants.findActiveUsersByEmail(uow.direct, scopeA, emailB, { limit: 10 }), []);
+    assert.equal((await userByEmail(scopeB, emailB.toUpperCase()))?.tmcId, b.id);
+    // Another company of B with the same email: both come back, the one asked for first even at limit 1.
+    const other = (await repos.tenants.createCompany(uow.direct, scopeB, "B Two")).id;
+    const twin = await repos.tenants.createUser(uow.direct, scopeB, other, {
+      email: emailB,
+      givenName: "T",
+      familyName: "W",
+      isActive: true,
+    });
+    try {
+      const both = await repos.tenants.findActiveUsersByEmail(uow.direct, scopeB, emailB, { limit: 10 });
+      assert.deepEqual(new Set(both.map((u) => u.companyId)), new Set([companyB, other]));
+      for (const company of [companyB, other]) {
+        const first = await repos.tenants.findActiveUsersByEmail(uow.direct, scopeB, emailB, {
+          limit: 1,
+          companyFirst: company,
+        });
+        assert.deepEqual(
+          first.map((u) => u.companyId),
+          [company],
+          "the company asked for comes first",
+        );
+      }
+    } finally {
+      await database.db("users").where({ id: twin.id }).delete();
+      await database.db("companies").where({ id: other }).delete();
+    }
   });
 
   isolation("tenants.findActiveUser", async () => {
-    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    const userB = await userByEmail(scopeB, emailB);
     assert.ok(userB);
     assert.equal(await repos.tenants.findActiveUser(uow.direct, scopeA, userB.id), undefined);
     assert.equal((await repos.tenants.findActiveUser(uow.direct, scopeB, userB.id))?.id, userB.id);
@@ -482,21 +506,21 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
   });
 
   isolation("users.find", async () => {
-    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    const userB = await userByEmail(scopeB, emailB);
     assert.ok(userB);
     assert.equal(await repos.users.find(uow.direct, scopeA, userB.id), undefined);
     assert.equal((await repos.users.find(uow.direct, scopeB, userB.id))?.companyId, companyB);
   });
 
   isolation("users.lock", async () => {
-    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    const userB = await userByEmail(scopeB, emailB);
     assert.ok(userB);
     await uow.transaction(async (tx) => assert.equal(await repos.users.lock(tx, scopeA, userB.id), undefined));
     await uow.transaction(async (tx) => assert.equal((await repos.users.lock(tx, scopeB, userB.id))?.id, userB.id));
   });
 
   isolation("users.update", async () => {
-    const userB = await repos.tenants.findActiveUserByEmail(uow.direct, scopeB, emailB);
+    const userB = await userByEmail(scopeB, emailB);
     assert.ok(userB);
     await repos.users.update(uow.direct, scopeA, userB.id, {
       givenName: "Intruder",

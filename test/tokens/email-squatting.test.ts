@@ -1,16 +1,20 @@
-// Issue 18, finding 6: company A1's SCIM client provisions a user with the e-mail of a user of
-// company A2 (of the same TMC). Every exchange of an IdP token for the A2 user then failed with
-// "names more than one active user of the TMC", for A2's admin and the TMC admin alike. Now a
-// company admin's lookup stays within its company, and a TMC admin's tells the users apart by
-// the IdP's stable subject (`sub`, provisioned as the SCIM externalId).
+// Company A1's SCIM client provisions a user with the e-mail of a user of company A2 (of the same
+// TMC), and may give it any externalId, the A2 user's IdP subject included. Which user an IdP token
+// names must not depend on anything A1 could have planted: a company admin's lookup stays within
+// its company, an issuer bound to a company names users of that company only, and a TMC-wide
+// issuer's token whose e-mail names users of several companies is refused whatever its `sub`.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { operatorCall, type RunningService } from "../helpers/service.js";
-import { newScimCompany, newUser as scimUser, scim, type ScimTenant } from "../scim/scim-kit.js";
+import { newScimCompany, newUser as scimUser, PATCH_OP, scim, type ScimTenant } from "../scim/scim-kit.js";
 import {
+  assertGrpcFailure,
+  assertOAuthError,
   disposeService,
   GRANT_EXCHANGE,
+  GRPC,
+  grpcClients,
   newApiUser,
   partsOf,
   postForm,
@@ -19,24 +23,59 @@ import {
   TOKEN_PATH,
   TYPE_JWT,
   type Client,
+  type GrpcClients,
 } from "../helpers/token-kit.js";
 
 const IDP = "https://idp-squat.example";
+const BOUND_IDP = "https://idp-a2.example";
 const IDP_AUDIENCE = "https://platform.example";
 const EMAIL = "ada@acme.example";
 const ADA_SUBJECT = "00u1ada-stable-subject";
 
+type Sign = (claims: Record<string, unknown>) => Promise<string>;
+
 let running: RunningService;
+let grpcs: GrpcClients;
 let a1: ScimTenant;
 let a2: ScimTenant;
 let tmcAdmin: Client;
 let a2Admin: Client;
 let a2UserId: string;
 let squatId: string;
-let sign: (claims: Record<string, unknown>) => Promise<string>;
+let sign: Sign;
+let signBound: Sign;
+
+/** Trusts a new ES256 issuer for the TMC (bound to `companyId` when given); returns its signer. */
+async function trustIssuer(tmcId: string, issuer: string, companyId?: string): Promise<Sign> {
+  const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
+  const kid = `${new URL(issuer).hostname}-1`;
+  const jwk = { ...(await exportJWK(publicKey)), kid, alg: "ES256", use: "sig" };
+  await operatorCall(running.baseUrl, "AddTrustedIssuer", {
+    tmcId,
+    issuer,
+    jwks: JSON.stringify({ keys: [jwk] }),
+    audience: IDP_AUDIENCE,
+    ...(companyId ? { companyId } : {}),
+  });
+  return (claims) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: "ES256", kid })
+      .setIssuer(issuer)
+      .setAudience(IDP_AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime("5m")
+      .sign(privateKey);
+}
+
+async function provision(tenant: ScimTenant, email: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const created = await scim(running, tenant.scimToken, "POST", "/v2/scim/v2/Users", scimUser(email, extra));
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  return created.body.id as string;
+}
 
 before(async () => {
   running = await startTokenService({ env: ROOMY_RATE_LIMITS });
+  grpcs = grpcClients(running.baseUrl);
   const { tmcId } = await operatorCall<{ tmcId: string }>(running.baseUrl, "CreateTmc", {
     name: `Squat ${crypto.randomUUID()}`,
     maxApiUsers: 50,
@@ -45,43 +84,17 @@ before(async () => {
   a2 = await newScimCompany(running.baseUrl, tmcId, "A2");
   tmcAdmin = await newApiUser(running.baseUrl, tmcId, "TMC_ADMIN");
   a2Admin = await newApiUser(running.baseUrl, tmcId, "COMPANY_ADMIN", a2.orgId);
-  const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
-  const jwk = { ...(await exportJWK(publicKey)), kid: "squat-1", alg: "ES256", use: "sig" };
-  await operatorCall(running.baseUrl, "AddTrustedIssuer", {
-    tmcId,
-    issuer: IDP,
-    jwks: JSON.stringify({ keys: [jwk] }),
-    audience: IDP_AUDIENCE,
-  });
-  sign = (claims) =>
-    new SignJWT(claims)
-      .setProtectedHeader({ alg: "ES256", kid: "squat-1" })
-      .setIssuer(IDP)
-      .setAudience(IDP_AUDIENCE)
-      .setIssuedAt()
-      .setExpirationTime("5m")
-      .sign(privateKey);
-  // A2's IdP provisions its user with the IdP's subject as externalId; then A1's SCIM client squats the e-mail.
-  const provisioned = await scim(
-    running,
-    a2.scimToken,
-    "POST",
-    "/v2/scim/v2/Users",
-    scimUser(EMAIL, { externalId: ADA_SUBJECT }),
-  );
-  assert.equal(provisioned.status, 201, JSON.stringify(provisioned.body));
-  a2UserId = provisioned.body.id;
-  const squat = await scim(
-    running,
-    a1.scimToken,
-    "POST",
-    "/v2/scim/v2/Users",
-    scimUser(EMAIL.toUpperCase(), { externalId: "a1-guess" }),
-  );
-  assert.equal(squat.status, 201, JSON.stringify(squat.body));
-  squatId = squat.body.id;
+  sign = await trustIssuer(tmcId, IDP);
+  signBound = await trustIssuer(tmcId, BOUND_IDP, a2.orgId);
+  // Exactly the attack: the real A2 user carries no externalId; A1's SCIM client provisions the
+  // same e-mail with the A2 user's IdP subject as externalId.
+  a2UserId = await provision(a2, EMAIL);
+  squatId = await provision(a1, EMAIL.toUpperCase(), { externalId: ADA_SUBJECT });
 });
-after(() => disposeService(running));
+after(async () => {
+  grpcs.close();
+  await disposeService(running);
+});
 
 const exchange = (caller: Client, subjectToken: string) =>
   postForm(running.baseUrl, TOKEN_PATH, {
@@ -92,77 +105,119 @@ const exchange = (caller: Client, subjectToken: string) =>
     subject_token_type: TYPE_JWT,
   });
 
-describe("issue 18 finding 6: another company's SCIM client cannot squat an e-mail to block exchanges", () => {
+const exchangeOverGrpc = (caller: Client, subjectToken: string) =>
+  grpcs.call("auth", "fetchOauth2Token", {
+    grantType: GRANT_EXCHANGE,
+    clientId: caller.clientId,
+    clientSecret: caller.clientSecret,
+    subjectToken,
+    subjectTokenType: TYPE_JWT,
+  });
+
+/** The exchange names `userId`, over REST and over gRPC. */
+async function assertNames(caller: Client, subjectToken: string, userId: string): Promise<void> {
+  const res = await exchange(caller, subjectToken);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(partsOf(res.body.access_token).payload.sub, userId);
+  const outcome = await exchangeOverGrpc(caller, subjectToken);
+  assert.equal(outcome.ok, true, JSON.stringify(outcome.errorResponse));
+  assert.equal(partsOf(outcome.response!.accessToken).payload.sub, userId);
+}
+
+/** The exchange is refused as ambiguous: 400 invalid_grant on REST, INVALID_ARGUMENT with INVALID_GRANT on gRPC. */
+async function assertAmbiguous(caller: Client, subjectToken: string): Promise<void> {
+  const res = await exchange(caller, subjectToken);
+  if (res.status === 200) {
+    const named = partsOf(res.body.access_token).payload.sub;
+    assert.fail(
+      `200: the exchange names ${named === squatId ? "A1's squatter" : named === a2UserId ? "the A2 user" : named}`,
+    );
+  }
+  assertOAuthError(res, 400, "INVALID_GRANT", "invalid_grant");
+  assert.match(res.body.error_description, /more than one company of the TMC/);
+  assert.deepEqual(res.body.errorMessages[0].errorParameters, [{ name: "subject_token", value: "ambiguous email" }]);
+  const outcome = await exchangeOverGrpc(caller, subjectToken);
+  const body = assertGrpcFailure(outcome, GRPC.INVALID_ARGUMENT, "INVALID_GRANT");
+  assert.equal(body.error, "invalid_grant");
+}
+
+describe("a TMC-wide issuer: an e-mail held in two companies names no one, whatever externalId was planted", () => {
   test("A2's company admin exchanges the A2 user's IdP token: the squat in A1 is not even looked at", async () => {
     for (const claims of [{ email: EMAIL, sub: ADA_SUBJECT }, { email: EMAIL }]) {
-      const res = await exchange(a2Admin, await sign(claims));
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      assert.equal(partsOf(res.body.access_token).payload.sub, a2UserId);
+      await assertNames(a2Admin, await sign(claims), a2UserId);
     }
   });
 
-  test("the TMC admin's exchange is resolved by the IdP's stable subject (sub = the SCIM externalId), not refused", async () => {
-    const res = await exchange(tmcAdmin, await sign({ email: EMAIL, sub: ADA_SUBJECT }));
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(partsOf(res.body.access_token).payload.sub, a2UserId);
+  test("planted externalId: the A2 user carries none, A1's squatter carries the A2 user's sub: the TMC admin's exchange is refused (400 invalid_grant), never the squatter", async () => {
+    await assertAmbiguous(tmcAdmin, await sign({ email: EMAIL, sub: ADA_SUBJECT }));
     assert.notEqual(a2UserId, squatId);
   });
 
-  test("with nothing to tell them apart (no sub, or a sub neither carries) the TMC admin is refused, never handed one of them", async () => {
+  test("with no sub, or a sub neither carries, the TMC admin is refused the same way", async () => {
     for (const claims of [{ email: EMAIL }, { email: EMAIL, sub: "someone-else" }]) {
-      const res = await exchange(tmcAdmin, await sign(claims));
-      assert.equal(res.status, 400, JSON.stringify(res.body));
-      assert.equal(res.body.error, "invalid_grant");
+      await assertAmbiguous(tmcAdmin, await sign(claims));
+    }
+  });
+
+  test("both carry the sub (A2's own SCIM client sets it too): still refused, never one of them", async () => {
+    const patched = await scim(running, a2.scimToken, "PATCH", `/v2/scim/v2/Users/${a2UserId}`, {
+      schemas: [PATCH_OP],
+      Operations: [{ op: "replace", path: "externalId", value: ADA_SUBJECT }],
+    });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    await assertAmbiguous(tmcAdmin, await sign({ email: EMAIL, sub: ADA_SUBJECT }));
+  });
+
+  test("the duplicate is logged at warn with the companies and users, and neither the token nor the e-mail", async () => {
+    const token = await sign({ email: EMAIL, sub: ADA_SUBJECT });
+    await assertAmbiguous(tmcAdmin, token);
+    const lines = running
+      .logs()
+      .split("\n")
+      .filter((line) => line.includes("names active users of several companies"))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.ok(lines.length > 0, "a warning is logged");
+    const last = lines.at(-1)!;
+    assert.equal(last.level, 40);
+    assert.equal(last.issuer, IDP);
+    assert.equal(last.clientId, tmcAdmin.clientId);
+    assert.equal(last.outcome, "refused");
+    assert.deepEqual(new Set(last.companyIds as string[]), new Set([a1.orgId, a2.orgId]));
+    assert.deepEqual(new Set(last.userIds as string[]), new Set([a2UserId, squatId]));
+    const logs = running.logs();
+    assert.equal(logs.includes(token), false, "the subject token is not logged");
+    assert.equal(logs.includes(token.split(".")[2]!), false, "nor its signature");
+    assert.equal(logs.toLowerCase().includes(EMAIL), false, "nor the e-mail");
+  });
+
+  test("an e-mail only one company holds names its user, sub or not", async () => {
+    const lin = await provision(a1, "lin@initech.example", { externalId: "lin-sub" });
+    for (const claims of [{ email: "lin@initech.example" }, { email: "LIN@initech.example", sub: "other" }]) {
+      await assertNames(tmcAdmin, await sign(claims), lin);
     }
   });
 });
 
-describe("issue 18 finding 6: an issuer bound to its company's users cannot be confused by another company at all", () => {
-  const BOUND_IDP = "https://idp-a2.example";
-  let signBound: (claims: Record<string, unknown>) => Promise<string>;
+describe("an issuer bound to A2: its tokens name A2's users only, so nothing A1 provisions can change the answer", () => {
   let a1Admin: Client;
   before(async () => {
-    const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
-    const jwk = { ...(await exportJWK(publicKey)), kid: "a2-1", alg: "ES256", use: "sig" };
-    const tmcId = tmcAdmin.tmcId;
-    await operatorCall(running.baseUrl, "AddTrustedIssuer", {
-      tmcId,
-      issuer: BOUND_IDP,
-      jwks: JSON.stringify({ keys: [jwk] }),
-      audience: IDP_AUDIENCE,
-      companyId: a2.orgId,
-    });
-    signBound = (claims) =>
-      new SignJWT(claims)
-        .setProtectedHeader({ alg: "ES256", kid: "a2-1" })
-        .setIssuer(BOUND_IDP)
-        .setAudience(IDP_AUDIENCE)
-        .setIssuedAt()
-        .setExpirationTime("5m")
-        .sign(privateKey);
-    a1Admin = await newApiUser(running.baseUrl, tmcId, "COMPANY_ADMIN", a1.orgId);
-    // The squatter copies the victim's stable subject too: the subject alone no longer tells them apart.
-    const copy = await scim(
-      running,
-      a1.scimToken,
-      "POST",
-      "/v2/scim/v2/Users",
-      scimUser(`copy-${EMAIL}`, { externalId: ADA_SUBJECT }),
-    );
-    assert.equal(copy.status, 201, JSON.stringify(copy.body));
-    const patched = await scim(running, a1.scimToken, "PATCH", `/v2/scim/v2/Users/${squatId}`, {
-      schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-      Operations: [{ op: "replace", path: "externalId", value: "x" }],
-    });
-    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    a1Admin = await newApiUser(running.baseUrl, tmcAdmin.tmcId, "COMPANY_ADMIN", a1.orgId);
   });
 
-  test("the TMC admin's exchange of the bound issuer's token names the A2 user, with or without sub", async () => {
-    for (const claims of [{ email: EMAIL }, { email: EMAIL, sub: "someone-else" }]) {
-      const res = await exchange(tmcAdmin, await signBound(claims));
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      assert.equal(partsOf(res.body.access_token).payload.sub, a2UserId);
+  test("the TMC admin's exchange names the A2 user (whose externalId A2's own SCIM client wrote), with its sub, another or none, over REST and gRPC", async () => {
+    for (const claims of [
+      { email: EMAIL, sub: ADA_SUBJECT },
+      { email: EMAIL },
+      { email: EMAIL, sub: "someone-else" },
+    ]) {
+      await assertNames(tmcAdmin, await signBound(claims), a2UserId);
     }
+    const resolved = running
+      .logs()
+      .split("\n")
+      .filter((line) => line.includes("names active users of several companies") && line.includes(BOUND_IDP));
+    assert.ok(resolved.length > 0, "the duplicate is logged here too");
+    assert.match(resolved.at(-1)!, /"outcome":"named within the issuer's company"/);
   });
 
   test("another company's admin cannot use A2's issuer: 400 invalid_request (names no user of its company), and the binding shows in the operator's list", async () => {

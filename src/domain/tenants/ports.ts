@@ -26,24 +26,17 @@ export interface TenantRepository {
   /** Throws ALREADY_EXISTS when the email is taken in the company. */
   createUser(tx: Tx, scope: TenantScope, companyId: string, user: NewUser): Promise<User>;
   /**
-   * The active user with this email (case-insensitive) in the tenant, or in one company of it
-   * (`within.companyId`). Emails are unique per company, not per TMC, and any company's SCIM client
-   * may provision any email: when the email names active users of several companies, those whose
-   * SCIM externalId is the identity provider's stable subject (`within.subject`, the token's `sub`)
-   * are kept; still more than one throws INVALID_GRANT (never one picked at random).
+   * The active users of the tenant with this email (case-insensitive), at most `limit`: those of
+   * `companyFirst` first, then by id. Emails are unique per company, not per TMC, so each is of
+   * another company; which one an identity provider's token names is the token exchange's rule.
    */
-  findActiveUserByEmail(
-    tx: Tx,
-    scope: TenantScope,
-    email: string,
-    within?: EmailLookupScope,
-  ): Promise<User | undefined>;
+  findActiveUsersByEmail(tx: Tx, scope: TenantScope, email: string, options: EmailLookup): Promise<User[]>;
   /** The active user with this id in the tenant. */
   findActiveUser(tx: Tx, scope: TenantScope, userId: string): Promise<User | undefined>;
 }
 
-/** Narrows an email lookup: to one company, and (among several users) to the identity provider's subject. */
-export interface EmailLookupScope {
-  readonly companyId?: string;
-  readonly subject?: string;
+/** How many users an email lookup returns, and whose come first. */
+export interface EmailLookup {
+  readonly limit: number;
+  readonly companyFirst?: string;
 }

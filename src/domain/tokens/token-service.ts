@@ -28,7 +28,7 @@ import {
 import { invalidGrant, invalidRequest, invalidTarget, unsupportedGrantType } from "./oauth-errors.js";
 import type { AudienceDirectory, RefreshTokenRepository } from "./ports.js";
 import { grantScopes, parseScope, SCOPES_BY_ROLE } from "./scopes.js";
-import type { TrustedIssuers } from "./trusted-issuers.js";
+import type { EmailScope, TrustedIssuers } from "./trusted-issuers.js";
 
 /** The token settings the grants use (`issuer`: subject tokens that carry it are verified as our own), and the pepper. */
 export type TokenServiceSettings = Pick<
@@ -181,9 +181,9 @@ export class TokenService {
   /**
    * (b) A JWT from an issuer the caller's TMC trusts, naming a user by email. The lookup stays
    * within one company where one is known — the issuer's (bound to a company's IdP), or a company
-   * admin's own — so no other company's users (a SCIM client may provision any email) can change
-   * its answer. A TMC-wide issuer used by a TMC admin spans the TMC, and several users with the
-   * email are told apart by the issuer's stable subject (`sub` = SCIM externalId).
+   * admin's own — so no other company's users (a SCIM client may provision any email and any
+   * externalId) can change its answer. A TMC-wide issuer used by a TMC admin spans the TMC, where
+   * an email that several companies hold names no one (`TrustedIssuers.userNamed`).
    */
   private async exchangeTrustedIssuerToken(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     const verified = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
@@ -191,19 +191,18 @@ export class TokenService {
     if (ownCompany !== undefined && verified.companyId !== undefined && verified.companyId !== ownCompany) {
       throw invalidRequest("The subject_token names no active user of the caller's company", "subject_token");
     }
-    const within = verified.companyId ?? ownCompany;
-    const user = await this.tenants.findActiveUserByEmail(this.uow.direct, tenantScope(client.tmcId), verified.email, {
-      companyId: within,
-      subject: verified.subject,
-    });
+    const scope: EmailScope | undefined =
+      verified.companyId !== undefined
+        ? { companyId: verified.companyId, whose: "issuer's company" }
+        : ownCompany !== undefined
+          ? { companyId: ownCompany, whose: "caller's company" }
+          : undefined;
+    const user = await this.trustedIssuers.userNamed(client, verified, scope);
     if (!user) {
-      const whose =
-        verified.companyId !== undefined
-          ? "issuer's company"
-          : ownCompany !== undefined
-            ? "caller's company"
-            : "caller's TMC";
-      throw invalidRequest(`The subject_token names no active user of the ${whose}`, "subject_token");
+      throw invalidRequest(
+        `The subject_token names no active user of the ${scope?.whose ?? "caller's TMC"}`,
+        "subject_token",
+      );
     }
     if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "narrowed");

@@ -8,10 +8,12 @@ import {
   type JWTPayload,
   type JWTVerifyGetKey,
 } from "jose";
-import { invalidArgument, notFound } from "../../errors/domain-error.js";
+import { DomainError, invalidArgument, notFound } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
+import type { Logger } from "../shared/observability.js";
 import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
+import type { User } from "../tenants/model.js";
 import type { TenantRepository } from "../tenants/ports.js";
 import { invalidRequest } from "./oauth-errors.js";
 import type { TokenConfig } from "./model.js";
@@ -29,6 +31,23 @@ export interface TrustedIssuerInput {
   companyId?: string | undefined;
 }
 
+/** What a verified subject token from a trusted issuer says: who issued it, the e-mail it names, the issuer's company. */
+export interface VerifiedIdpToken {
+  readonly issuer: string;
+  readonly email: string;
+  /** The company the issuer is bound to; undefined: TMC-wide. */
+  readonly companyId: string | undefined;
+}
+
+/** Where an e-mail is looked up: one company, and whose it is (for the messages and the log). */
+export interface EmailScope {
+  readonly companyId: string;
+  readonly whose: "issuer's company" | "caller's company";
+}
+
+/** Users of other companies returned with the one looked for: enough to log who shares the e-mail. */
+const EMAIL_CANDIDATES = 10;
+
 /**
  * External identity providers a TMC trusts for token exchange: their JWTs are verified against
  * the issuer's JWKS (fetched and cached by jose, or configured inline) and name a user by email.
@@ -41,6 +60,7 @@ export class TrustedIssuers {
     private readonly tenants: TenantRepository,
     private readonly issuers: TrustedIssuerRepository,
     private readonly now: Clock,
+    private readonly logger: Logger,
     /**
      * Fetching a JWKS by URL (timeout, pause after a failure, cache lifetime), and the longest
      * lifetime (exp − iat, or exp − now without iat) accepted from an external token.
@@ -82,14 +102,8 @@ export class TrustedIssuers {
     });
   }
 
-  /**
-   * Verifies a subject token from an issuer the TMC trusts; returns the email it names, its `sub`
-   * (undefined without one) and the company the issuer is bound to (undefined: TMC-wide).
-   */
-  async verify(
-    tmcId: string,
-    token: string,
-  ): Promise<{ issuer: string; email: string; subject: string | undefined; companyId: string | undefined }> {
+  /** Verifies a subject token from an issuer the TMC trusts; returns the email it names and the issuer's company. */
+  async verify(tmcId: string, token: string): Promise<VerifiedIdpToken> {
     const bad = (why: string) => invalidRequest(`The subject_token is not acceptable: ${why}`, "subject_token");
     let issuer: unknown;
     let kid: unknown;
@@ -128,12 +142,48 @@ export class TrustedIssuers {
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
     const email = payload.email;
     if (typeof email !== "string" || email === "") throw bad("no email claim");
-    return {
-      issuer,
-      email,
-      subject: typeof payload.sub === "string" && payload.sub !== "" ? payload.sub : undefined,
-      companyId: trusted.companyId,
-    };
+    return { issuer, email, companyId: trusted.companyId };
+  }
+
+  /**
+   * The active user a verified token's e-mail names: in `scope` (the issuer's company, or a company
+   * admin's own) if given, else anywhere in the TMC. Any company's SCIM client may provision any
+   * e-mail and any externalId, so nothing but a company tells users of several companies apart:
+   * without a scope, an e-mail several companies hold is refused (INVALID_GRANT), whatever the
+   * token's `sub`. Such a shared e-mail is logged at warn (ids only: no e-mail, no token).
+   */
+  async userNamed(
+    caller: { tmcId: string; clientId: string },
+    token: VerifiedIdpToken,
+    scope: EmailScope | undefined,
+  ): Promise<User | undefined> {
+    const candidates = await this.tenants.findActiveUsersByEmail(
+      this.uow.direct,
+      tenantScope(caller.tmcId),
+      token.email,
+      {
+        limit: EMAIL_CANDIDATES,
+        companyFirst: scope?.companyId,
+      },
+    );
+    const user = scope ? candidates.find((c) => c.companyId === scope.companyId) : candidates[0];
+    const shared = candidates.length > 1;
+    if (shared) {
+      const outcome = !scope ? "refused" : user ? `named within the ${scope.whose}` : `none within the ${scope.whose}`;
+      this.logger.warn(
+        {
+          tmcId: caller.tmcId,
+          clientId: caller.clientId,
+          issuer: token.issuer,
+          companyIds: candidates.map((c) => c.companyId),
+          userIds: candidates.map((c) => c.id),
+          outcome,
+        },
+        "token exchange: an IdP token's e-mail names active users of several companies of the TMC",
+      );
+    }
+    if (shared && !scope) throw ambiguousEmail();
+    return user;
   }
 
   private remoteKeySet(uri: string): JWTVerifyGetKey {
@@ -148,4 +198,13 @@ export class TrustedIssuers {
     }
     return keySet;
   }
+}
+
+/** Never one of several users picked by a claim another company could have planted: the grant is refused. */
+function ambiguousEmail() {
+  return new DomainError(
+    "INVALID_GRANT",
+    "The subject_token's email names active users of more than one company of the TMC: only an issuer bound to a company names one of them",
+    { params: [{ name: "subject_token", value: "ambiguous email" }] },
+  );
 }

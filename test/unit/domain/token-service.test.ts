@@ -641,7 +641,7 @@ describe("TokenService", () => {
       );
     });
 
-    test("issue 18 finding 6: another company's user with the same email (a SCIM squat) changes nothing for a company admin; a TMC admin is told apart by the issuer's subject", async () => {
+    test("an email two companies hold (a SCIM squat): a company admin looks within its company; a TMC-wide issuer names no one, whatever externalId either carries; an issuer bound to a company names its user", async () => {
       const squatterOrg = (await f.tenants.createCompany(tmcId, "Initech")).id;
       const twin = await f.tenants.createUser({
         orgId: squatterOrg,
@@ -650,34 +650,67 @@ describe("TokenService", () => {
         familyName: "Twin",
         isActive: true,
       });
-      const setExternalId = (id: string, externalId: string) =>
+      const setExternalId = (id: string, externalId: string | null) =>
         f.store.db("users").where({ id }).update({ external_id: externalId });
-      // The company admin looks within its company: the squat is invisible to it.
+      // The company admin looks within its company: the squat changes nothing for it.
       assert.equal(
         decodeJwt((await viaJwt(companyAdmin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,
         userId,
       );
-      // The TMC admin: the email names two users; without a subject to tell them apart, refused, never picked.
+      // The TMC admin through a TMC-wide issuer: any company's SCIM client writes any externalId, so
+      // neither the token's sub nor an externalId picks one of them: refused, never one picked.
       const ambiguous = {
         code: "INVALID_GRANT",
         message:
-          "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
+          "The subject_token's email names active users of more than one company of the TMC: only an issuer bound to a company names one of them",
         params: [{ name: "subject_token", value: "ambiguous email" }],
       } as const;
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), ambiguous);
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" })), ambiguous);
-      // The user provisioned with the IdP's subject as externalId is the one the token names.
-      await setExternalId(userId, "idp-user-ada");
-      await setExternalId(twin.id, "squatter-guess");
+      const carried = [
+        [null, null],
+        [null, "idp-user-ada"], // the planted externalId: the squatter carries the real user's subject
+        ["idp-user-ada", "squatter-guess"],
+        ["idp-user-ada", "idp-user-ada"],
+      ] as const;
+      for (const [real, squatter] of carried) {
+        await setExternalId(userId, real);
+        await setExternalId(twin.id, squatter);
+        for (const claims of [{ email: "ada@acme.example" }, { email: "ada@acme.example", sub: "idp-user-ada" }]) {
+          await rejectsWith(viaJwt(admin, await signIdp(claims)), ambiguous);
+        }
+      }
+      const warning = f.logger.lines.findLast((l) => l.level === "warn");
+      assert.ok(warning);
+      assert.deepEqual(
+        { ...warning.object, companyIds: new Set((warning.object as { companyIds: string[] }).companyIds) },
+        {
+          tmcId,
+          clientId: admin.clientId,
+          issuer: IDP,
+          companyIds: new Set([orgId, squatterOrg]),
+          userIds: [userId, twin.id].sort(),
+          outcome: "refused",
+        },
+      );
+      // Bound to the real user's company, the issuer names that company's user, planted externalId or not.
+      await f.trustedIssuers.add(tmcId, {
+        issuer: IDP,
+        jwksUri: undefined,
+        jwks,
+        audience: IDP_AUDIENCE,
+        companyId: orgId,
+      });
       assert.equal(
         decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" }))).accessToken)
           .sub,
         userId,
       );
-      // A squatter that copies the subject too is ambiguous again: refused, never picked.
-      await setExternalId(twin.id, "idp-user-ada");
-      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example", sub: "idp-user-ada" })), ambiguous);
-      // Once one of them is inactive, the email names one user again.
+      assert.equal(
+        (f.logger.lines.findLast((l) => l.level === "warn")?.object as { outcome?: string }).outcome,
+        "named within the issuer's company",
+      );
+      // Added again without a company: unbound, so ambiguous again; once one of them is inactive, it names one user.
+      await f.trustedIssuers.add(tmcId, { issuer: IDP, jwksUri: undefined, jwks, audience: IDP_AUDIENCE });
+      await rejectsWith(viaJwt(admin, await signIdp({ email: "ada@acme.example" })), ambiguous);
       await f.store.db("users").where({ id: twin.id }).update({ is_active: false });
       assert.equal(
         decodeJwt((await viaJwt(admin, await signIdp({ email: "ada@acme.example" }))).accessToken).sub,

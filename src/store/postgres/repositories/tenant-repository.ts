@@ -1,9 +1,9 @@
 import crypto from "node:crypto";
-import { DomainError, notFound } from "../../../errors/domain-error.js";
+import { notFound } from "../../../errors/domain-error.js";
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { Company, NewUser, Tmc, User } from "../../../domain/tenants/model.js";
-import type { EmailLookupScope, TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
+import type { EmailLookup, TenantRepository, TmcWithUsage } from "../../../domain/tenants/ports.js";
 import { pageWithTotal } from "../paging.js";
 import { toCount, type CompanyRow, type TmcRow, type UserRow } from "../tables.js";
 import { knexOf, rethrowDbError, tableIn } from "../unit-of-work.js";
@@ -105,36 +105,18 @@ export class PostgresTenantRepository implements TenantRepository {
     return row && toUser(row);
   }
 
-  async findActiveUserByEmail(
-    tx: Tx,
-    scope: TenantScope,
-    email: string,
-    within: EmailLookupScope = {},
-  ): Promise<User | undefined> {
-    // userName is unique per company (users_scim migration), so one email may name users of two companies of the TMC.
+  async findActiveUsersByEmail(tx: Tx, scope: TenantScope, email: string, options: EmailLookup): Promise<User[]> {
+    // userName is unique per company (users_scim migration), so one email may name users of several companies of the TMC.
     const query = knexOf(tx)<UserRow>("users").where({
       tmc_id: scope.tmcId,
       email_normalized: email.toLowerCase(),
       is_active: true,
     });
-    if (within.companyId !== undefined) query.andWhere({ company_id: within.companyId });
-    const rows = await query.orderBy("id").limit(MAX_EMAIL_CANDIDATES);
-    const found = rows.length > 1 && within.subject ? rows.filter((r) => r.external_id === within.subject) : rows;
-    if (found.length > 1 || (found.length === 0 && rows.length > 1)) throw ambiguousEmail();
-    return found[0] && toUser(found[0]);
+    // The company's own user is never cut off by the limit, however many companies share the email.
+    if (options.companyFirst !== undefined) query.orderByRaw("(company_id = ?) desc", [options.companyFirst]);
+    const rows = await query.orderBy("id").limit(options.limit);
+    return rows.map(toUser);
   }
-}
-
-/** At most one user per company holds an email; a TMC has few companies that share one. */
-const MAX_EMAIL_CANDIDATES = 100;
-
-/** Token exchange must never pick one of several users an email names: the grant is refused. */
-function ambiguousEmail(): DomainError {
-  return new DomainError(
-    "INVALID_GRANT",
-    "The subject_token's email names more than one active user of the TMC, and not one whose externalId is the token's subject",
-    { params: [{ name: "subject_token", value: "ambiguous email" }] },
-  );
 }
 
 function toTmc(row: TmcRow): Tmc {
