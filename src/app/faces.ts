@@ -1,7 +1,12 @@
 import type { Tracer } from "@opentelemetry/api";
 import type { FastifyInstance } from "fastify";
 import { warnDeprecatedAllowedAudiences, warnWithoutTrustedProxies, type Config } from "../config/config.js";
-import { authorizationServerMetadata, jwksMaxAgeSeconds, ssfConfiguration } from "../domain/tokens/discovery.js";
+import {
+  authorizationServerMetadata,
+  jwksMaxAgeSeconds,
+  openIdProviderMetadata,
+  ssfConfiguration,
+} from "../domain/tokens/discovery.js";
 import { createAdminApp } from "../http/admin-app.js";
 import { createHttpApp } from "../http/fastify-app.js";
 import type { Logger } from "pino";
@@ -114,6 +119,7 @@ function operationalOf(
     jwks: () => domain.signingKeys.jwks,
     jwksMaxAgeSeconds: jwksMaxAgeSeconds(tokens),
     authorizationServerMetadata: authorizationServerMetadata(tokens.issuer),
+    openIdProviderMetadata: openIdProviderMetadata(tokens.issuer),
     ssfConfiguration: ssfConfiguration(tokens.issuer),
     // The issuer is the service's public base URL (the discovery documents' endpoints hang off it).
     publicUrl: tokens.issuer,

@@ -21,6 +21,7 @@ export interface OperationalDeps {
   readonly jwksMaxAgeSeconds: number;
   /** RFC 8414 authorization server metadata. */
   readonly authorizationServerMetadata: object;
+  readonly openIdProviderMetadata: object;
   /** OpenID Shared Signals Framework transmitter metadata. */
   readonly ssfConfiguration: object;
 }
@@ -61,10 +62,9 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: Operationa
   });
 
   app.get("/.well-known/oauth-authorization-server", async () => deps.authorizationServerMetadata);
-  // OpenID Connect discovery's address for the same document (RFC 8414 section 5): standard
-  // clients (openid-client's default discovery) look here first. No ID tokens are issued, so it
-  // claims no id_token or authorization endpoint.
-  app.get("/.well-known/openid-configuration", async () => deps.authorizationServerMetadata);
+  // OpenID Connect discovery's address (RFC 8414 section 5): standard clients (openid-client's
+  // default discovery) look here first; the same metadata in the OpenID Provider profile.
+  app.get("/.well-known/openid-configuration", async () => deps.openIdProviderMetadata);
   app.get("/.well-known/ssf-configuration", async () => deps.ssfConfiguration);
 }
 

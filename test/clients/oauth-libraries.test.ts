@@ -44,29 +44,48 @@ before(async () => {
 });
 after(() => disposeService(running));
 
+/** authlib's validate() of `validator` over `document`: its exit status and output. */
+function authlibValidate(validator: "rfc8414" | "oidc", document: string) {
+  const imports = {
+    rfc8414: "from authlib.oauth2.rfc8414 import AuthorizationServerMetadata as Metadata",
+    oidc: "from authlib.oidc.discovery import OpenIDProviderMetadata as Metadata",
+  };
+  // authlib accepts http only for localhost unless AUTHLIB_INSECURE_TRANSPORT is set (its
+  // documented switch for development); the address here is http://127.0.0.1.
+  const script = [
+    "import json, sys",
+    imports[validator],
+    "metadata = Metadata(json.load(sys.stdin))",
+    "metadata.validate()",
+    "print('valid', metadata['issuer'])",
+  ].join("\n");
+  return spawnSync("/usr/bin/python3", ["-c", script], {
+    input: document,
+    encoding: "utf8",
+    env: { ...process.env, AUTHLIB_INSECURE_TRANSPORT: "1" },
+    timeout: 30_000,
+  });
+}
+
 describe("authlib (python3-authlib)", () => {
   for (const path of DISCOVERY_PATHS) {
     test(`AuthorizationServerMetadata(...).validate() accepts ${path}`, async () => {
-      const document = await (await fetch(`${baseUrl}${path}`)).text();
-      // authlib accepts http only for localhost unless AUTHLIB_INSECURE_TRANSPORT is set (its
-      // documented switch for development); the address here is http://127.0.0.1.
-      const script = [
-        "import json, sys",
-        "from authlib.oauth2.rfc8414 import AuthorizationServerMetadata",
-        "metadata = AuthorizationServerMetadata(json.load(sys.stdin))",
-        "metadata.validate()",
-        "print('valid', metadata['issuer'])",
-      ].join("\n");
-      const result = spawnSync("/usr/bin/python3", ["-c", script], {
-        input: document,
-        encoding: "utf8",
-        env: { ...process.env, AUTHLIB_INSECURE_TRANSPORT: "1" },
-        timeout: 30_000,
-      });
+      const result = authlibValidate("rfc8414", await (await fetch(`${baseUrl}${path}`)).text());
       assert.equal(result.status, 0, `authlib refused the document: ${result.stderr}`);
       assert.equal(result.stdout.trim(), `valid ${baseUrl}`);
     });
   }
+
+  test("OpenIDProviderMetadata(...).validate() accepts /.well-known/openid-configuration (and would refuse the RFC 8414 document there)", async () => {
+    const openId = authlibValidate("oidc", await (await fetch(`${baseUrl}/.well-known/openid-configuration`)).text());
+    assert.equal(openId.status, 0, `authlib refused the document: ${openId.stderr}`);
+    assert.equal(openId.stdout.trim(), `valid ${baseUrl}`);
+    const plain = authlibValidate(
+      "oidc",
+      await (await fetch(`${baseUrl}/.well-known/oauth-authorization-server`)).text(),
+    );
+    assert.match(plain.stderr, /id_token_signing_alg_values_supported/);
+  });
 });
 
 describe("discovery through http://127.0.0.1:PORT with the default issuer", () => {

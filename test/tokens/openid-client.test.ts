@@ -189,12 +189,13 @@ describe("openid-client", () => {
     assert.equal(meta.issuer, ISSUER);
     assert.equal(meta.token_endpoint, `${ISSUER}${TOKEN_PATH}`);
     assert.equal(meta.authorization_endpoint, undefined, "no endpoint that does not exist is advertised");
-    assert.equal(meta.id_token_signing_alg_values_supported, undefined, "no ID tokens are issued");
+    // OpenID Provider metadata requires this field (with RS256); no ID token is ever issued.
+    assert.deepEqual(meta.id_token_signing_alg_values_supported, ["RS256"]);
     const oauth = await (await fetch(`${baseUrl}/.well-known/oauth-authorization-server`)).json();
     assert.deepEqual(
       await (await fetch(`${baseUrl}/.well-known/openid-configuration`)).json(),
-      oauth,
-      "one document at both addresses",
+      { ...oauth, id_token_signing_alg_values_supported: ["RS256"] },
+      "the same metadata at both addresses, in the OpenID profile at the OpenID one",
     );
     const tokens = await client.clientCredentialsGrant(config, { scope: "openid users:read" });
     assert.equal(tokens.scope, "openid users:read");

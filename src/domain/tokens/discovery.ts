@@ -28,6 +28,20 @@ export function authorizationServerMetadata(issuer: string): object {
 }
 
 /**
+ * The same metadata as OpenID Provider metadata (OpenID Connect Discovery 1.0), served at
+ * /.well-known/openid-configuration, where OpenID clients look first (openid-client's default
+ * discovery, authlib's OpenIDProviderMetadata). That profile requires
+ * `id_token_signing_alg_values_supported` with RS256 among its values, so it is listed: it says
+ * how an ID token would be signed, and none is ever issued (there is no authorization endpoint,
+ * and the client credentials and token exchange grants return none, as at Hydra or Keycloak).
+ * Without it the document fails OpenID validators; removing the address would break the clients
+ * that discover there.
+ */
+export function openIdProviderMetadata(issuer: string): object {
+  return { ...authorizationServerMetadata(issuer), id_token_signing_alg_values_supported: ["RS256"] };
+}
+
+/**
  * OpenID Shared Signals Framework 1.0 transmitter metadata (/.well-known/ssf-configuration): SETs
  * by RFC 8936 poll only, signed with the access tokens' keys. No stream management: every resource
  * server has one stream (its feed at the poll endpoint) with every event and every subject, so
