@@ -2,7 +2,9 @@
 // by its credential-change stream (README.md).
 export {
   createVerifier,
+  DEFAULT_STALE_AFTER_MS,
   REFUSAL_REASONS,
+  STREAM_HEARTBEAT_MS,
   type AccessTokenClaims,
   type Outcome,
   type RefusalReason,

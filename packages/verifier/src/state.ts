@@ -1,6 +1,8 @@
 // What the credential-change stream has said, as a resource server needs it to refuse tokens:
 // each API user's current credential generation (0: revoked) and the revoked jtis until they
 // expire. No I/O: the stream follower (verifier.ts) feeds it events; verify() asks it about claims.
+// Events change the state; only a heartbeat whose gap check passed moves the cursor, so a stream
+// that lost an event resumes from before it (every event is a state: a replay is harmless).
 
 /** The claims of an access token this state judges (the rest of the token is not its business). */
 export interface BoundClaims {
@@ -18,7 +20,7 @@ export class RevocationState {
   private incoming: { generations: Map<string, number>; revoked: Map<string, number> } | undefined;
   private cursorValue = "";
 
-  /** The cursor to resume from: the last change applied, or the last complete snapshot's. */
+  /** The cursor to resume from: the last one a heartbeat vouched for (every change up to it received). */
   get cursor(): string {
     return this.cursorValue;
   }
@@ -31,15 +33,12 @@ export class RevocationState {
     return this.revoked.size;
   }
 
-  /** One page of a snapshot; the last page replaces the whole state and moves the cursor. */
-  snapshotPage(
-    page: {
-      credentials: ReadonlyArray<{ clientId: string; generation: number }>;
-      revokedTokens: ReadonlyArray<{ jti: string; expiresAtMs: number }>;
-      lastPage: boolean;
-    },
-    cursor: string,
-  ): void {
+  /** One page of a snapshot; the last page replaces the whole state (the heartbeat after it moves the cursor). */
+  snapshotPage(page: {
+    credentials: ReadonlyArray<{ clientId: string; generation: number }>;
+    revokedTokens: ReadonlyArray<{ jti: string; expiresAtMs: number }>;
+    lastPage: boolean;
+  }): void {
     this.incoming ??= { generations: new Map(), revoked: new Map() };
     for (const c of page.credentials) this.incoming.generations.set(c.clientId, c.generation);
     for (const t of page.revokedTokens) this.incoming.revoked.set(t.jti, t.expiresAtMs);
@@ -47,22 +46,20 @@ export class RevocationState {
     this.generations = this.incoming.generations;
     this.revoked = this.incoming.revoked;
     this.incoming = undefined;
-    this.cursorValue = cursor;
   }
 
-  credentialChanged(clientId: string, generation: number, cursor: string): void {
+  credentialChanged(clientId: string, generation: number): void {
     this.generations.set(clientId, generation);
-    this.advance(cursor);
   }
 
-  tokenRevoked(jti: string, expiresAtMs: number, cursor: string): void {
+  tokenRevoked(jti: string, expiresAtMs: number): void {
     this.revoked.set(jti, expiresAtMs);
-    this.advance(cursor);
   }
 
-  /** A heartbeat's or key change's cursor: every change up to it has been sent. */
+  /** A heartbeat's cursor, its gap check passed: every change up to it has been received and applied. */
   caughtUpTo(cursor: string): void {
-    this.advance(cursor);
+    if (cursor !== "" && (this.cursorValue === "" || BigInt(cursor) > BigInt(this.cursorValue)))
+      this.cursorValue = cursor;
   }
 
   /**
@@ -105,10 +102,5 @@ export class RevocationState {
   private invalidated(clientId: string, generation: number): boolean {
     const current = this.generations.get(clientId);
     return current !== undefined && (current === 0 || current !== generation);
-  }
-
-  private advance(cursor: string): void {
-    if (cursor !== "" && (this.cursorValue === "" || BigInt(cursor) > BigInt(this.cursorValue)))
-      this.cursorValue = cursor;
   }
 }

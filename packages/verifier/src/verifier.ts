@@ -8,7 +8,7 @@ import { Code, ConnectError, createClient, type Client, type Interceptor, type T
 import type { ServerInterceptor } from "@grpc/grpc-js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { AuthService, type WatchCredentialChangesResponse } from "./gen/travel/auth/v2/auth_pb.js";
+import { AuthService, type Heartbeat, type WatchCredentialChangesResponse } from "./gen/travel/auth/v2/auth_pb.js";
 import * as integrations from "./integrations.js";
 import { KeySet } from "./jwks.js";
 import { Lru } from "./lru.js";
@@ -25,7 +25,7 @@ export interface VerifierOptions {
   /** The resource server's credentials (operator RPC CreateResourceServer). Never logged. */
   clientId: string;
   clientSecret: string;
-  /** Heard nothing from the stream (not even a heartbeat) for longer than this: refuse every token. Default 5000. */
+  /** No heartbeat vouching for the stream for longer than this: refuse every token. Default DEFAULT_STALE_AFTER_MS (1500). */
   staleAfterMs?: number;
   /** While stale: refuse (default) or ask the service (batch introspection). */
   fallback?: "refuse" | "introspect";
@@ -86,10 +86,12 @@ export interface VerifierStatus {
   connected: boolean;
   /** The open stream has sent a heartbeat since it opened (and its snapshot, if any): every change up to `cursor` is applied. */
   caughtUp: boolean;
-  /** The cursor the stream would resume from. */
+  /** The cursor the stream would resume from (the last heartbeat's whose gap check passed). */
   cursor: string;
   /** When the stream last said anything (ms since the epoch), or undefined if never. */
   lastHeardAt: number | undefined;
+  /** When the last heartbeat whose gap check passed arrived (ms since the epoch): the staleness bound counts from it. */
+  lastHeartbeatAt: number | undefined;
   /** The last heartbeat's delay: receipt time minus its server_time (ms; clock skew included). */
   lagMs: number | undefined;
   /** Why the last stream ended or could not open (a status code and the server's message; never a credential). */
@@ -103,6 +105,8 @@ export interface VerifierMetrics {
   /** The last heartbeat's delay (ms), as in status(). */
   streamLagMs: number | undefined;
   reconnects: number;
+  /** Heartbeats that showed the stream had lost an event (each ended its stream). */
+  gaps: number;
   events: {
     snapshots: number;
     credentialChanged: number;
@@ -125,7 +129,7 @@ export interface Verifier {
   metrics(): VerifierMetrics;
   /** Called on each refusal with its reason and the token's client_id when it was readable (never the token). */
   onRefusal(listener: (reason: RefusalReason, clientId: string | undefined) => void): () => void;
-  /** Whether tokens are judged on the stream's word now (connected, caught up, heard from within staleAfterMs). */
+  /** Whether tokens are judged on the stream's word now (connected, caught up, a heartbeat's check passed within staleAfterMs). */
   isCurrent(): boolean;
   /** A Connect interceptor for a server (connectNodeAdapter's `interceptors`): claims in `ctx.values.get(tokenClaimsKey)`. */
   connectInterceptor(): Interceptor;
@@ -140,6 +144,14 @@ interface CachedToken {
   readonly claims: AccessTokenClaims;
   readonly kid: string;
 }
+
+/**
+ * The auth service's heartbeat interval on the change stream (its CHANGE_STREAM_HEARTBEAT_MS; a unit
+ * test compares the two), and the default staleness bound: 3 heartbeats, so one late or lost
+ * heartbeat does not refuse tokens but a link that passes nothing for 1.5 s does.
+ */
+export const STREAM_HEARTBEAT_MS = 500;
+export const DEFAULT_STALE_AFTER_MS = 3 * STREAM_HEARTBEAT_MS;
 
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;
@@ -177,9 +189,14 @@ class StreamVerifier implements Verifier {
 
   private connected = false;
   private caughtUp = false;
-  /** When the stream last said anything: wall clock for status(), monotonic for the staleness bound. */
+  /** When the stream last said anything: wall clock for status(), monotonic for the watchdog. */
   private lastHeardAt: number | undefined;
   private lastHeardMono = -Infinity;
+  /** When a heartbeat last passed its gap check: wall clock for status(), monotonic for the staleness bound. */
+  private lastHeartbeatAt: number | undefined;
+  private lastVouchedMono = -Infinity;
+  /** What the open stream has delivered (heartbeats aside), to check each heartbeat's account against. */
+  private received = { count: 0n, lastCursor: "" };
   private attemptStartedMono = -Infinity;
   private lagMs: number | undefined;
   private closed = false;
@@ -197,6 +214,7 @@ class StreamVerifier implements Verifier {
     cached: 0,
     accepted: 0,
     reconnects: 0,
+    gaps: 0,
     refusals: Object.fromEntries(REFUSAL_REASONS.map((r) => [r, 0])) as Record<RefusalReason, number>,
     events: { snapshots: 0, credentialChanged: 0, tokenRevoked: 0, signingKeysChanged: 0, heartbeats: 0 },
     introspections: { calls: 0, tokens: 0, failures: 0 },
@@ -207,7 +225,7 @@ class StreamVerifier implements Verifier {
       if (typeof options[name] !== "string" || options[name] === "")
         throw new TypeError(`createVerifier: ${name} is required`);
     const base = options.authUrl.replace(/\/+$/, "");
-    this.staleAfterMs = options.staleAfterMs ?? 5000;
+    this.staleAfterMs = options.staleAfterMs ?? DEFAULT_STALE_AFTER_MS;
     this.toleranceSeconds = options.clockToleranceSeconds ?? 5;
     this.fallback = options.fallback ?? "refuse";
     this.keys = new KeySet(`${base}/.well-known/jwks.json`, options.jwksCooldownMs ?? 10_000);
@@ -250,7 +268,7 @@ class StreamVerifier implements Verifier {
   }
 
   isCurrent(): boolean {
-    return this.connected && this.caughtUp && performance.now() - this.lastHeardMono <= this.staleAfterMs;
+    return this.connected && this.caughtUp && performance.now() - this.lastVouchedMono <= this.staleAfterMs;
   }
 
   async ready(timeoutMs = 10_000): Promise<void> {
@@ -310,6 +328,7 @@ class StreamVerifier implements Verifier {
       caughtUp: this.caughtUp,
       cursor: this.state.cursor,
       lastHeardAt: this.lastHeardAt,
+      lastHeartbeatAt: this.lastHeartbeatAt,
       lagMs: this.lagMs,
       lastError: this.lastError,
     };
@@ -323,6 +342,7 @@ class StreamVerifier implements Verifier {
       refusals: { ...c.refusals },
       streamLagMs: this.lagMs,
       reconnects: c.reconnects,
+      gaps: c.gaps,
       events: { ...c.events },
       jwks: { fetches: this.keys.fetches, failures: this.keys.failures },
       introspections: { ...c.introspections },
@@ -460,6 +480,7 @@ class StreamVerifier implements Verifier {
       const abort = new AbortController();
       this.streamAbort = abort;
       this.attemptStartedMono = performance.now();
+      this.received = { count: 0n, lastCursor: "" };
       if (opened++ > 0) {
         this.counters.reconnects++;
         // Keys may have changed while it was away (key changes are not numbered).
@@ -470,13 +491,23 @@ class StreamVerifier implements Verifier {
           { sinceCursor: this.state.cursor, clientId: this.options.clientId, clientSecret: this.options.clientSecret },
           { signal: abort.signal },
         );
+        let gap: string | undefined;
         for await (const event of events) {
           this.connected = true;
           this.lastHeardAt = Date.now();
           this.lastHeardMono = performance.now();
-          if (this.apply(event)) backoffMs = BACKOFF_MIN_MS;
+          const heard = this.apply(event);
+          if (heard === "vouched") backoffMs = BACKOFF_MIN_MS;
+          else if (heard !== undefined) {
+            // The connection lost a message while staying up: a fresh one, resumed before the loss.
+            gap = heard.gap;
+            this.counters.gaps++;
+            this.caughtUp = false;
+            break;
+          }
         }
-        this.lastError = "the stream ended";
+        if (gap) this.session?.abort();
+        this.lastError = gap ?? "the stream ended";
       } catch (error) {
         // The message only: a ConnectError's text names the code and the server's words, never the request.
         this.lastError = error instanceof ConnectError ? `${Code[error.code]}: ${error.rawMessage}` : String(error);
@@ -499,55 +530,69 @@ class StreamVerifier implements Verifier {
     }
   }
 
-  /** Applies one event; true for a heartbeat (the stream is healthy and caught up). */
-  private apply(response: WatchCredentialChangesResponse): boolean {
+  /** Applies one event: "vouched" for a heartbeat that vouched for the stream (healthy, caught up), a gap it revealed, or nothing. */
+  private apply(response: WatchCredentialChangesResponse): "vouched" | { gap: string } | undefined {
     const { cursor, event } = response;
+    if (event.case === "heartbeat") return this.heartbeat(cursor, event.value);
+    // Everything but a heartbeat counts, an event kind this version does not know included (the service counts it).
+    this.received = { count: this.received.count + 1n, lastCursor: cursor };
     const events = this.counters.events;
     switch (event.case) {
       case "snapshot":
         events.snapshots++;
-        this.state.snapshotPage(
-          {
-            credentials: event.value.credentials,
-            revokedTokens: event.value.revokedTokens.map((t) => ({
-              jti: t.jti,
-              expiresAtMs: t.expiresAt ? timestampMs(t.expiresAt) : Number.MAX_SAFE_INTEGER,
-            })),
-            lastPage: event.value.lastPage,
-          },
-          cursor,
-        );
-        return false;
+        this.state.snapshotPage({
+          credentials: event.value.credentials,
+          revokedTokens: event.value.revokedTokens.map((t) => ({
+            jti: t.jti,
+            expiresAtMs: t.expiresAt ? timestampMs(t.expiresAt) : Number.MAX_SAFE_INTEGER,
+          })),
+          lastPage: event.value.lastPage,
+        });
+        return undefined;
       case "credentialChanged":
         events.credentialChanged++;
-        this.state.credentialChanged(event.value.clientId, event.value.generation, cursor);
-        return false;
+        this.state.credentialChanged(event.value.clientId, event.value.generation);
+        return undefined;
       case "tokenRevoked":
         events.tokenRevoked++;
         this.state.tokenRevoked(
           event.value.jti,
           event.value.expiresAt ? timestampMs(event.value.expiresAt) : Number.MAX_SAFE_INTEGER,
-          cursor,
         );
-        return false;
+        return undefined;
       case "signingKeysChanged":
         events.signingKeysChanged++;
         void this.keys.refresh().catch(() => {});
-        this.state.caughtUpTo(cursor);
-        return false;
-      case "heartbeat": {
-        events.heartbeats++;
-        this.state.caughtUpTo(cursor);
-        if (event.value.serverTime) this.lagMs = Date.now() - timestampMs(event.value.serverTime);
-        // Keys that could not be fetched when the service was unreachable are fetched once it is back.
-        if (!this.caughtUp && this.keys.size === 0) void this.keys.refresh().catch(() => {});
-        this.caughtUp = true;
-        for (const waiter of [...this.readyWaiters]) waiter();
-        return true;
-      }
+        return undefined;
       case undefined:
-        return false;
+        return undefined;
     }
+  }
+
+  /**
+   * A heartbeat says what the stream sent before it. Received less (a link that lost a message and
+   * stayed up): a gap, and the cursor stays where the last good heartbeat left it, so the lost event
+   * is replayed. Otherwise every change up to its cursor is here.
+   */
+  private heartbeat(cursor: string, beat: Heartbeat): "vouched" | { gap: string } {
+    this.counters.events.heartbeats++;
+    const { count, lastCursor } = this.received;
+    // A service too old to say sends 0 and "", which are never beyond what was received.
+    const beyond =
+      beat.lastEventCursor !== "" && (lastCursor === "" || BigInt(beat.lastEventCursor) > BigInt(lastCursor));
+    if (beat.eventsSent > count || beyond)
+      return {
+        gap: `lost events: the stream sent ${beat.eventsSent} (the last at ${beat.lastEventCursor || "none"}), ${count} arrived (the last at ${lastCursor || "none"})`,
+      };
+    this.state.caughtUpTo(cursor);
+    this.lastVouchedMono = performance.now();
+    this.lastHeartbeatAt = Date.now();
+    if (beat.serverTime) this.lagMs = Date.now() - timestampMs(beat.serverTime);
+    // Keys that could not be fetched when the service was unreachable are fetched once it is back.
+    if (!this.caughtUp && this.keys.size === 0) void this.keys.refresh().catch(() => {});
+    this.caughtUp = true;
+    for (const waiter of [...this.readyWaiters]) waiter();
+    return "vouched";
   }
 
   // ---- the fallback -------------------------------------------------------------------------

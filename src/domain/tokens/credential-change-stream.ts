@@ -7,7 +7,8 @@ import type { CredentialChangeLog, CredentialSnapshots, RevokedTokenRepository }
 
 /**
  * How often an open stream says it is still up to date. Receivers fail closed after their own
- * bound (5 s by default in the issue's verifier), so this leaves room for a slow network.
+ * bound: the verifier package's default is 3 heartbeats (its `STREAM_HEARTBEAT_MS` must equal this;
+ * a unit test of the package compares them).
  */
 export const CHANGE_STREAM_HEARTBEAT_MS = 500;
 /** The most credentials (and the most revoked tokens) in one snapshot page, and changes read at once. */
@@ -30,7 +31,13 @@ export type ChangeStreamEvent =
   | ({ readonly kind: "credential_changed"; readonly cursor: number } & ChangedCredential)
   | ({ readonly kind: "token_revoked"; readonly cursor: number } & RevokedToken)
   | { readonly kind: "signing_keys_changed"; readonly cursor: number }
-  | { readonly kind: "heartbeat"; readonly cursor: number; readonly serverTime: Date }
+  | {
+      readonly kind: "heartbeat";
+      readonly cursor: number;
+      readonly serverTime: Date;
+      /** What this stream sent before the heartbeat (heartbeats aside), for the receiver's gap check. */
+      readonly sent: SentSoFar;
+    }
   | {
       readonly kind: "snapshot";
       readonly cursor: number;
@@ -38,6 +45,12 @@ export type ChangeStreamEvent =
       readonly revokedTokens: readonly RevokedToken[];
       readonly lastPage: boolean;
     };
+
+/** The events (heartbeats aside) one stream has sent: how many, and the last one's cursor (undefined: none). */
+export interface SentSoFar {
+  readonly count: number;
+  readonly lastCursor: number | undefined;
+}
 
 /** Committed credential changes as this instance learns of them (implemented by CredentialGenerations). */
 export interface CommittedChanges {
@@ -168,8 +181,12 @@ export class CredentialChangeStream {
     if (signal.aborted) release();
     const observer = this.options.observer;
     const counted = async function* (this: CredentialChangeStream) {
+      let sent: SentSoFar = { count: 0, lastCursor: undefined };
       try {
-        for await (const event of this.stream(from, signal, wake)) {
+        for await (const unstamped of this.stream(from, signal, wake)) {
+          // A heartbeat tells what went before it; every other event counts.
+          const event: ChangeStreamEvent = unstamped.kind === "heartbeat" ? { ...unstamped, sent } : unstamped;
+          if (event.kind !== "heartbeat") sent = { count: sent.count + 1, lastCursor: event.cursor };
           observer?.eventSent(event.kind);
           yield event;
         }
@@ -181,11 +198,7 @@ export class CredentialChangeStream {
     return counted.call(this);
   }
 
-  private async *stream(
-    from: number | undefined,
-    signal: AbortSignal,
-    wake: Wakeup,
-  ): AsyncGenerator<ChangeStreamEvent> {
+  private async *stream(from: number | undefined, signal: AbortSignal, wake: Wakeup): AsyncGenerator<UnstampedEvent> {
     let keysChanged = false;
     const unsubscribe = [
       this.committed.onCommitted(() => wake.ring()),
@@ -270,6 +283,10 @@ export class CredentialChangeStream {
     }
   }
 }
+
+/** An event as the stream makes it: a heartbeat without what was sent before it (events() adds that). */
+type UnstampedEvent = Exclude<ChangeStreamEvent, { kind: "heartbeat" }> | Omit<HeartbeatEvent, "sent">;
+type HeartbeatEvent = Extract<ChangeStreamEvent, { kind: "heartbeat" }>;
 
 /** Undefined for an empty cursor (start with a snapshot); refused unless a decimal number no higher than `latest`. */
 function parseCursor(cursor: string, latest: number): number | undefined {

@@ -62,7 +62,14 @@ export function changeEvent(event: ChangeStreamEvent): MessageInitShape<typeof W
     case "heartbeat":
       return {
         cursor,
-        event: { case: "heartbeat" as const, value: { serverTime: timestampFromDate(event.serverTime) } },
+        event: {
+          case: "heartbeat" as const,
+          value: {
+            serverTime: timestampFromDate(event.serverTime),
+            lastEventCursor: event.sent.lastCursor === undefined ? "" : String(event.sent.lastCursor),
+            eventsSent: BigInt(event.sent.count),
+          },
+        },
       };
     case "snapshot":
       return {

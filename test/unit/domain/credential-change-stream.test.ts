@@ -97,12 +97,19 @@ describe("CredentialChangeStream", () => {
     const [beat] = await take(events, 1);
     assert.equal(beat!.kind, "heartbeat");
     assert.equal(beat!.cursor, latest);
+    assert.deepEqual(
+      beat!.kind === "heartbeat" && beat.sent,
+      { count: 3, lastCursor: latest },
+      "the 3 pages before it",
+    );
   });
 
   test("no heartbeat while the feed is down (nothing vouches for the changes); after it is back, the missed change, then heartbeats", async () => {
     const latest = await f.repos.credentialChanges.latest(f.uow.direct);
     const events = (await stream.watch(String(latest), abort.signal, "rs-a"))[Symbol.asyncIterator]();
-    assert.equal((await take(events, 1))[0]!.kind, "heartbeat");
+    const [quietBeat] = await take(events, 1);
+    assert.equal(quietBeat!.kind, "heartbeat");
+    assert.deepEqual(quietBeat!.kind === "heartbeat" && quietBeat.sent, { count: 0, lastCursor: undefined });
     f.feed.disconnect();
     const pending = events.next();
     const quiet = await Promise.race([
@@ -126,6 +133,7 @@ describe("CredentialChangeStream", () => {
     const [beat] = await take(events, 1);
     assert.equal(beat!.kind, "heartbeat");
     assert.equal(beat!.cursor, latest + 1);
+    assert.deepEqual(beat!.kind === "heartbeat" && beat.sent, { count: 1, lastCursor: latest + 1 }, "what it sent");
   });
 
   test("stop() and the caller's abort end the stream and free its listeners", async () => {
