@@ -191,7 +191,7 @@ describe("openid-client", () => {
     assert.equal(meta.authorization_endpoint, undefined, "no endpoint that does not exist is advertised");
     // OpenID Provider metadata requires this field (with RS256); no ID token is ever issued.
     assert.deepEqual(meta.id_token_signing_alg_values_supported, ["RS256"]);
-    const oauth = await (await fetch(`${baseUrl}/.well-known/oauth-authorization-server`)).json();
+    const oauth = (await (await fetch(`${baseUrl}/.well-known/oauth-authorization-server`)).json()) as object;
     assert.deepEqual(
       await (await fetch(`${baseUrl}/.well-known/openid-configuration`)).json(),
       { ...oauth, id_token_signing_alg_values_supported: ["RS256"] },
