@@ -254,7 +254,11 @@ function securityEventPollOf(
     parts.generations,
     parts.signingKeys,
     clock,
-    { issuer: config.tokens.issuer, longPollMs: longPollBoundMs(config.http.requestDeadlineMs) },
+    {
+      issuer: config.tokens.issuer,
+      longPollMs: longPollBoundMs(config.http.requestDeadlineMs),
+      maxOpenPerReceiver: config.tokens.ssfPollMaxOpenPerResourceServer,
+    },
   );
 }
 

@@ -440,7 +440,7 @@ function redisConnectionFrom(
   return { redisUrl: urls.length > 0 ? urls.join(",") : undefined, redisMode, redisSentinelName, redisKeyPrefix };
 }
 
-/** TOKEN_*, *_TTL_SECONDS, CREDENTIAL_CACHE_SECONDS, JWKS_*, SIGNING_KEY_*, EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS and CHANGE_STREAM_MAX_OPEN*. */
+/** TOKEN_*, *_TTL_SECONDS, CREDENTIAL_CACHE_SECONDS, JWKS_*, SIGNING_KEY_*, EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS, CHANGE_STREAM_MAX_OPEN* and SSF_POLL_MAX_OPEN_PER_RESOURCE_SERVER. */
 function tokensFrom(
   env: NodeJS.ProcessEnv,
   { issuer, signingKeyPrepublishSeconds }: Pick<TokenConfig, "issuer" | "signingKeyPrepublishSeconds">,
@@ -461,6 +461,7 @@ function tokensFrom(
     externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
     changeStreamMaxOpen: intFrom(env, "CHANGE_STREAM_MAX_OPEN", 1_000, 1, 100_000),
     changeStreamMaxOpenPerResourceServer: intFrom(env, "CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER", 50, 1, 100_000),
+    ssfPollMaxOpenPerResourceServer: intFrom(env, "SSF_POLL_MAX_OPEN_PER_RESOURCE_SERVER", 10, 1, 10_000),
   };
 }
 

@@ -141,6 +141,11 @@ export const ERROR_CODES = {
     description:
       "This instance already holds CHANGE_STREAM_MAX_OPEN change streams, or the resource server holds CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER on it; retry after Retry-After seconds (another instance may have room)",
   },
+  TOO_MANY_OPEN_POLLS: {
+    kind: "RESOURCE_EXHAUSTED",
+    description:
+      "The resource server already has SSF_POLL_MAX_OPEN_PER_RESOURCE_SERVER security-event polls open on this instance; retry after Retry-After seconds",
+  },
   // Contention (AIP-193, as Datastore and Firestore answer it): safe to retry the same call
   RESOURCE_BUSY: {
     kind: "ABORTED",

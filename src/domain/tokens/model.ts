@@ -194,6 +194,8 @@ export interface TokenConfig {
   /** Credential-change streams one instance holds open at once, in all and per resource server. */
   readonly changeStreamMaxOpen: number;
   readonly changeStreamMaxOpenPerResourceServer: number;
+  /** RFC 8936 polls (long or not) one resource server holds open on one instance at once. */
+  readonly ssfPollMaxOpenPerResourceServer: number;
 }
 
 /** How long an issued token can be presented: the longer of the two access-token lifetimes. */

@@ -1,10 +1,11 @@
 import type { CryptoKey } from "jose";
-import { invalidArgument } from "../../errors/domain-error.js";
+import { DomainError, invalidArgument } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
 import type { CredentialChangeReader, LoggedChange } from "./credential-change-reader.js";
 import { Wakeup, type CommittedChanges } from "./credential-change-stream.js";
 import type { CredentialChangeLog, SecurityEventPositions } from "./ports.js";
+import { SecurityEventFeedReads, type FeedRead } from "./security-event-feed-reads.js";
 import { seqOfSetId, signSecurityEvent } from "./security-event-tokens.js";
 
 /** The longest a poll waits for a SET when asked to (RFC 8936 long polling): under common 30 s proxy timeouts. */
@@ -41,19 +42,29 @@ export interface SecurityEventPollResult {
 export interface SecurityEventPollOptions {
   readonly issuer: string;
   readonly longPollMs?: number;
+  /** Polls one receiver holds open on this instance at once; one more is 429 TOO_MANY_OPEN_POLLS. */
+  readonly maxOpenPerReceiver?: number;
 }
+
+/** Polls one receiver may hold open on one instance when not configured (SSF_POLL_MAX_OPEN_PER_RESOURCE_SERVER). */
+export const SSF_POLL_MAX_OPEN_PER_RECEIVER = 10;
 
 /**
  * RFC 8936 poll delivery of the credential-change log as Security Event Tokens, one feed per
  * resource server. Its position lives in Postgres (every instance serves the same feed); each
  * poll records the acknowledgements first, then returns the oldest SETs not yet acknowledged —
  * an unacknowledged SET is delivered again, with the same jti, on every poll until it is. A poll
- * with nothing to deliver waits (bounded) for the change feed's next commit, unless asked not to.
+ * with nothing to deliver waits (bounded) for the change feed's next commit, unless asked not to,
+ * holding no database connection while it waits (see SecurityEventFeedReads).
  */
 export class SecurityEventPoll {
   private stopped = false;
   private readonly open = new Set<() => void>();
+  /** Open polls per receiver on this instance. */
+  private readonly openOf = new Map<string, number>();
   private readonly longPollMs: number;
+  private readonly maxOpenPerReceiver: number;
+  private readonly reads: SecurityEventFeedReads;
 
   constructor(
     private readonly uow: UnitOfWork,
@@ -66,6 +77,10 @@ export class SecurityEventPoll {
     private readonly options: SecurityEventPollOptions,
   ) {
     this.longPollMs = options.longPollMs ?? SSF_LONG_POLL_MS;
+    this.maxOpenPerReceiver = options.maxOpenPerReceiver ?? SSF_POLL_MAX_OPEN_PER_RECEIVER;
+    this.reads = new SecurityEventFeedReads(committed, (receiverId, acknowledged, max) =>
+      this.readFeed(receiverId, acknowledged, max),
+    );
   }
 
   /** Ends every waiting poll (each answers with what it has); new ones do not wait. */
@@ -74,7 +89,11 @@ export class SecurityEventPoll {
     for (const wake of this.open) wake();
   }
 
-  /** One poll of `receiverId`'s feed; its SETs are addressed to it (their aud is the receiver's client id). */
+  /**
+   * One poll of `receiverId`'s feed; its SETs are addressed to it (their aud is the receiver's
+   * client id). Refused with 429 TOO_MANY_OPEN_POLLS when the receiver already holds its share
+   * of open polls on this instance.
+   */
   async poll(
     receiverId: string,
     request: SecurityEventPollRequest,
@@ -82,6 +101,7 @@ export class SecurityEventPoll {
   ): Promise<SecurityEventPollResult> {
     const acknowledged = acknowledgedSeqs([...request.ack, ...request.setErrs]);
     const max = request.maxEvents ?? SSF_DEFAULT_MAX_EVENTS;
+    const release = this.admit(receiverId);
     const deadline = performance.now() + this.longPollMs;
     const wake = new Wakeup();
     const off = this.committed.onCommitted(() => wake.ring());
@@ -91,18 +111,52 @@ export class SecurityEventPoll {
     try {
       let pending = acknowledged;
       for (;;) {
-        const found = await this.uow.transaction((tx) => this.deliverable(tx, receiverId, pending, max));
+        const found = await this.reads.read(receiverId, pending, max);
         pending = [];
         const remaining = deadline - performance.now();
-        const wait = !request.returnImmediately && max > 0 && found.changes.length === 0;
-        if (!wait || remaining <= 0 || this.stopped || signal.aborted) return await this.signed(found, receiverId);
+        const wait = !request.returnImmediately && max > 0 && found.sets.size === 0;
+        if (!wait || remaining <= 0 || this.stopped || signal.aborted)
+          return { sets: found.sets, moreAvailable: found.more };
         await wake.wait(remaining);
       }
     } finally {
       off();
       signal.removeEventListener("abort", ring);
       this.open.delete(ring);
+      release();
     }
+  }
+
+  /** Takes one of the receiver's open-poll slots on this instance, or refuses; returns its release. */
+  private admit(receiverId: string): () => void {
+    const open = this.openOf.get(receiverId) ?? 0;
+    if (open >= this.maxOpenPerReceiver)
+      throw new DomainError(
+        "TOO_MANY_OPEN_POLLS",
+        "This resource server holds as many open polls on this instance as it may; retry shortly",
+        {
+          params: [{ name: "retryAfterSeconds", value: "5" }],
+          retryAfterSeconds: 5,
+          logged: { receiver: receiverId, open: String(open) },
+        },
+      );
+    this.openOf.set(receiverId, open + 1);
+    return () => {
+      const left = (this.openOf.get(receiverId) ?? 1) - 1;
+      if (left > 0) this.openOf.set(receiverId, left);
+      else this.openOf.delete(receiverId);
+    };
+  }
+
+  /** One read of the feed (one transaction, NOWAIT on the position), its SETs signed once for every poll that shares it. */
+  private async readFeed(receiverId: string, acknowledged: readonly number[], max: number): Promise<FeedRead> {
+    const found = await this.uow.transaction((tx) => this.deliverable(tx, receiverId, acknowledged, max));
+    const quiet = found.changes.length === 0 && !found.more;
+    return {
+      sets: await this.signed(found.changes, receiverId),
+      more: found.more,
+      quietThrough: quiet ? found.through : undefined,
+    };
   }
 
   /**
@@ -117,7 +171,7 @@ export class SecurityEventPoll {
     receiverId: string,
     acknowledged: readonly number[],
     max: number,
-  ): Promise<{ changes: LoggedChange[]; more: boolean }> {
+  ): Promise<{ changes: LoggedChange[]; more: boolean; through: number }> {
     const latest = await this.changes.latest(tx);
     const position = await this.positions.lock(tx, receiverId, 0);
     const fresh = acknowledged.filter((seq) => seq > position.through && seq <= latest);
@@ -143,18 +197,15 @@ export class SecurityEventPoll {
     }
     const through = firstPending !== undefined ? firstPending - 1 : cursor;
     if (through > position.through) await this.positions.advance(tx, receiverId, through);
-    return { changes, more };
+    return { changes, more, through };
   }
 
-  private async signed(
-    found: { changes: LoggedChange[]; more: boolean },
-    audience: string,
-  ): Promise<SecurityEventPollResult> {
+  private async signed(changes: readonly LoggedChange[], audience: string): Promise<Map<string, string>> {
     const context = { issuer: this.options.issuer, audience, now: this.clock() };
     const key = this.keys.signingKey;
     const sets = new Map<string, string>();
-    for (const change of found.changes) sets.set(String(change.seq), await signSecurityEvent(change, context, key));
-    return { sets, moreAvailable: found.more };
+    for (const change of changes) sets.set(String(change.seq), await signSecurityEvent(change, context, key));
+    return sets;
   }
 }
 

@@ -2,9 +2,15 @@ import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js";
+import type { DomainError } from "../../../src/errors/domain-error.js";
 import { CredentialChangeReader, type LoggedChange } from "../../../src/domain/tokens/credential-change-reader.js";
 import { credentialStateSource } from "../../../src/domain/tokens/credential-state-source.js";
-import { longPollBoundMs, SecurityEventPoll } from "../../../src/domain/tokens/security-event-poll.js";
+import type { UnitOfWork } from "../../../src/domain/shared/unit-of-work.js";
+import {
+  longPollBoundMs,
+  SecurityEventPoll,
+  type SecurityEventPollOptions,
+} from "../../../src/domain/tokens/security-event-poll.js";
 import {
   CAEP_CREDENTIAL_CHANGE,
   CAEP_SESSION_REVOKED,
@@ -94,6 +100,10 @@ describe("SecurityEventPoll", () => {
   let caller: ApiUserAdminCaller;
   let users: ProvisionedApiUser[];
   let poll: SecurityEventPoll;
+  /** Transactions `poll` opened (each takes a pooled connection). */
+  let transactions: number;
+  /** The fixture's unit of work, counting transactions. */
+  let counted: UnitOfWork;
   const RECEIVER = "rs-receiver";
   const once = (request: Partial<Parameters<SecurityEventPoll["poll"]>[1]> = {}) =>
     poll.poll(
@@ -128,21 +138,34 @@ describe("SecurityEventPoll", () => {
         createdBy: "operator",
       }),
     );
+    transactions = 0;
+    counted = {
+      direct: f.uow.direct,
+      transaction: (work) => {
+        transactions++;
+        return f.uow.transaction(work);
+      },
+    };
+    poll = pollOver(counted, { issuer: ISSUER, longPollMs: 0 });
+  });
+
+  /** A SecurityEventPoll over the fixture's repositories and `uow`. */
+  function pollOver(uow: UnitOfWork, options: SecurityEventPollOptions): SecurityEventPoll {
     const states = credentialStateSource(
       { apiUsers: f.repos.apiUsers, resourceServers: f.repos.resourceServers, revokedTokens: f.repos.revokedTokens },
       f.clock.now,
     );
-    poll = new SecurityEventPoll(
-      f.uow,
+    return new SecurityEventPoll(
+      uow,
       f.repos.credentialChanges,
       new CredentialChangeReader(f.repos.credentialChanges, states, f.repos.revokedTokens),
       f.repos.securityEventPositions,
       f.generations,
       f.signingKeys,
       f.clock.now,
-      { issuer: ISSUER, longPollMs: 0 },
+      options,
     );
-  });
+  }
 
   test("acknowledging one SET leaves the older one due (same jti); maxEvents bounds a poll; acknowledged SETs never come again", async () => {
     for (const user of users) await f.admin.rotate(caller, user.clientId, "r");
@@ -183,5 +206,78 @@ describe("SecurityEventPoll", () => {
     await once({ ack: ["999"] });
     await f.admin.rotate(caller, users[0]!.clientId, "r");
     assert.equal((await once()).sets.size, 1);
+  });
+  test("nothing new past the position: a poll is answered from memory, no transaction; a new change (or an acknowledgement past it) reads again", async () => {
+    await f.admin.rotate(caller, users[0]!.clientId, "r");
+    const [jti] = [...(await once()).sets.keys()];
+    assert.equal((await once({ ack: [jti!] })).sets.size, 0);
+    const before = transactions;
+    for (let i = 0; i < 5; i++)
+      assert.deepEqual([(await once()).sets.size, (await once({ ack: [jti!] })).sets.size], [0, 0]);
+    assert.equal(transactions, before, "no transaction while nothing is new");
+    await f.admin.rotate(caller, users[1]!.clientId, "r");
+    assert.equal((await once()).sets.size, 1, "the new change is read");
+    assert.equal(transactions, before + 1);
+  });
+
+  test("concurrent polls of one receiver share one transaction at a time: each gets its own maxEvents, every acknowledgement is recorded", async () => {
+    for (const user of users) await f.admin.rotate(caller, user.clientId, "r");
+    const due = [...(await once()).sets.keys()];
+    assert.equal(due.length, 3);
+    const roomy = pollOver(counted, { issuer: ISSUER, longPollMs: 0, maxOpenPerReceiver: 100 });
+    const polled = (request: Partial<Parameters<SecurityEventPoll["poll"]>[1]>) =>
+      roomy.poll(
+        RECEIVER,
+        { maxEvents: undefined, returnImmediately: true, ack: [], setErrs: [], ...request },
+        new AbortController().signal,
+      );
+    const before = transactions;
+    const answers = await Promise.all([
+      ...Array.from({ length: 20 }, () => polled({ maxEvents: 1 })),
+      polled({ ack: [due[1]!] }),
+      polled({ maxEvents: 0, setErrs: [due[2]!] }),
+    ]);
+    assert.ok(transactions - before <= 2, `${transactions - before} transactions for 22 concurrent polls`);
+    for (const answer of answers.slice(0, 20))
+      assert.deepEqual([...answer.sets.keys()], [due[0]], "maxEvents 1 each: the oldest due SET");
+    assert.deepEqual(
+      [...(await once()).sets.keys()],
+      [due[0]],
+      "both acknowledgements recorded; the unacknowledged first is due again",
+    );
+  });
+
+  test("waiting long polls hold no transaction while they wait; a change wakes them all, read by one transaction; over maxOpenPerReceiver one more is 429 TOO_MANY_OPEN_POLLS", async () => {
+    const waiting = pollOver(counted, { issuer: ISSUER, longPollMs: 10_000, maxOpenPerReceiver: 8 });
+    const long = () =>
+      waiting.poll(
+        RECEIVER,
+        { maxEvents: undefined, returnImmediately: false, ack: [], setErrs: [] },
+        new AbortController().signal,
+      );
+    const quiet = await waiting.poll(
+      RECEIVER,
+      { maxEvents: undefined, returnImmediately: true, ack: [], setErrs: [] },
+      new AbortController().signal,
+    );
+    assert.equal(quiet.sets.size, 0);
+    const before = transactions;
+    const polls = Array.from({ length: 8 }, long);
+    await assert.rejects(long(), (error: DomainError) => {
+      assert.deepEqual([error.code, error.retryAfterSeconds], ["TOO_MANY_OPEN_POLLS", 5]);
+      return true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(transactions, before, "8 waiting polls, no transaction");
+    await f.admin.rotate(caller, users[0]!.clientId, "r");
+    const answers = await Promise.all(polls);
+    assert.deepEqual(
+      answers.map((a) => a.sets.size),
+      Array(8).fill(1),
+    );
+    assert.ok(transactions - before <= 2, `${transactions - before} transactions to wake 8 polls`);
+    const again = long();
+    waiting.stop();
+    assert.equal((await again).sets.size, 1, "a slot is free again once the polls answered");
   });
 });

@@ -53,6 +53,7 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   TOO_MANY_REQUESTS: { code: Code.ResourceExhausted, status: 429, oauth: "slow_down" },
   TOO_MANY_CONCURRENT_REQUESTS: { code: Code.ResourceExhausted, status: 429 },
   TOO_MANY_OPEN_STREAMS: { code: Code.ResourceExhausted, status: 429 },
+  TOO_MANY_OPEN_POLLS: { code: Code.ResourceExhausted, status: 429 },
   RESOURCE_BUSY: { code: Code.Aborted, status: 409 },
   NOT_IMPLEMENTED: { code: Code.Unimplemented, status: 501 },
   SERVICE_NOT_READY: { code: Code.Unavailable, status: 503 },

@@ -5,20 +5,32 @@ import { knexOf } from "../unit-of-work.js";
 
 /** Resource servers' SET delivery positions (ssf_poll_positions, ssf_acknowledged_sets). */
 export class PostgresSecurityEventPositions implements SecurityEventPositions {
+  /**
+   * NOWAIT: a poll that meets the row locked (a poll of the same receiver on another instance)
+   * fails at once (55P03) instead of parking its pooled connection; the unit of work retries it
+   * outside the transaction. The row is created only when missing, so an existing one is never
+   * waited on by the insert either.
+   */
   async lock(
     tx: Tx,
     receiverId: string,
     initial: number,
   ): Promise<{ readonly through: number; readonly acknowledged: ReadonlySet<number> }> {
     const db = knexOf(tx);
-    await db<SsfPollPositionRow>("ssf_poll_positions")
-      .insert({ resource_server_id: receiverId, acknowledged_through: initial })
-      .onConflict("resource_server_id")
-      .ignore();
-    const row = await db<SsfPollPositionRow>("ssf_poll_positions")
-      .where({ resource_server_id: receiverId })
-      .forUpdate()
-      .first();
+    const locked = () =>
+      db<SsfPollPositionRow>("ssf_poll_positions")
+        .where({ resource_server_id: receiverId })
+        .forUpdate()
+        .noWait()
+        .first();
+    let row = await locked();
+    if (!row) {
+      await db<SsfPollPositionRow>("ssf_poll_positions")
+        .insert({ resource_server_id: receiverId, acknowledged_through: initial })
+        .onConflict("resource_server_id")
+        .ignore();
+      row = await locked();
+    }
     const acknowledged = await db<SsfAcknowledgedSetRow>("ssf_acknowledged_sets")
       .where({ resource_server_id: receiverId })
       .select("seq");
