@@ -321,6 +321,9 @@ function httpFrom(
     h2ResetBurst: intFrom(env, "HTTP2_RESET_BURST", 200, 1, 100_000),
     h2ResetsPerSecond: intFrom(env, "HTTP2_RESETS_PER_SECOND", 20, 1, 100_000),
     h2MaxSessionsPerAddress: intFrom(env, "HTTP2_MAX_SESSIONS_PER_ADDRESS", 64, 1, 100_000),
+    // Five addresses' worth of the per-address budget: many addresses resetting at once end their sessions.
+    h2InstanceResetBurst: intFrom(env, "HTTP2_INSTANCE_RESET_BURST", 1_000, 1, 1_000_000),
+    h2InstanceResetsPerSecond: intFrom(env, "HTTP2_INSTANCE_RESETS_PER_SECOND", 100, 1, 1_000_000),
     shutdownTimeoutMs,
     readinessTimeoutMs: intFrom(env, "READINESS_TIMEOUT_MS", 1_000, 10, MINUTE_MS),
     readinessIntervalMs: intFrom(env, "READINESS_INTERVAL_MS", 1_000, 10, MINUTE_MS),

@@ -273,21 +273,39 @@ function dispatchOpenStreamsOnly(
         stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
         return;
       }
-      // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
-      // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
-      const timer = setTimeout(() => {
-        closedByServer.add(stream);
-        stream.close(http2.constants.NGHTTP2_CANCEL);
-      }, requestTimeoutMs);
-      timer.unref();
-      const done = () => clearTimeout(timer);
-      stream.once("end", done);
-      stream.once("close", done);
-      stream.once("finish", () => discardUnreadBody(stream));
-      if (serveStream(stream, rest[0] as http2.IncomingHttpHeaders)) return;
-      serveCompat.call(h2, stream, ...rest);
+      dispatchHearingEarlyEnd(stream, () => {
+        // Like HTTP/1.1's requestTimeout: a stream whose request has not arrived in full by then is
+        // cancelled, so streams trickling a byte at a time cannot stay open indefinitely.
+        const timer = setTimeout(() => {
+          closedByServer.add(stream);
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+        }, requestTimeoutMs);
+        timer.unref();
+        const done = () => clearTimeout(timer);
+        stream.once("end", done);
+        stream.once("close", done);
+        stream.once("finish", () => discardUnreadBody(stream));
+        if (serveStream(stream, rest[0] as http2.IncomingHttpHeaders)) return;
+        serveCompat.call(h2, stream, ...rest);
+      });
     });
   });
+}
+
+/**
+ * Runs `dispatch`, then gives the stream's 'end' to the listeners it added when the stream had
+ * ended already. Node emits a stream's 'end' as soon as it reads END_STREAM with no body buffered:
+ * an empty body closed by an empty DATA frame (what Node's own `stream.end(Buffer.alloc(0))` sends,
+ * and many proxies) ends the stream inside the read that carried it, before the dispatch on the
+ * next turn attaches the body's readers (the compatibility layer, the lean gRPC path, the request
+ * timer). They would wait for an 'end' gone by, and the call hang until the request timer.
+ */
+function dispatchHearingEarlyEnd(stream: http2.ServerHttp2Stream, dispatch: () => void): void {
+  if (!stream.readableEnded) return dispatch();
+  const heard = new Set(stream.rawListeners("end"));
+  dispatch();
+  for (const listener of stream.rawListeners("end"))
+    if (!heard.has(listener)) (listener as (this: http2.ServerHttp2Stream) => void).call(stream);
 }
 
 /**

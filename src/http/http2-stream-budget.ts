@@ -26,7 +26,15 @@ import http2 from "node:http2";
  *   handlers a client can orphan are bounded by this budget too (Go bounds running handlers per
  *   connection for the same reason). Streams the server cancels itself spend nothing;
  * - at most `h2MaxSessionsPerAddress` open sessions per client address; more are ended at once
- *   with GOAWAY ENHANCE_YOUR_CALM.
+ *   with GOAWAY ENHANCE_YOUR_CALM;
+ * - a reset budget of the whole instance beside the per-address one: many addresses at once
+ *   (16 in issue 31's run) each stay within their own budget for a while, yet together made every
+ *   other client wait (victims' p99 1.4–3.7 s). Every client reset also spends a token of one
+ *   instance-wide bucket; when it is empty, the session that has reset the most streams lately is
+ *   ended with GOAWAY ENHANCE_YOUR_CALM and its address's own bucket emptied (so its reconnects are
+ *   refused as above), rather than every client slowing down. A session with fewer recent resets
+ *   than its address may make per second is never chosen, so the clients that only cancel a call
+ *   now and then are left alone even while the bucket is empty.
  */
 export interface Http2Limits {
   /** SETTINGS_MAX_CONCURRENT_STREAMS announced to every HTTP/2 client. */
@@ -37,9 +45,14 @@ export interface Http2Limits {
   readonly h2ResetsPerSecond: number;
   /** Open HTTP/2 sessions per client address. */
   readonly h2MaxSessionsPerAddress: number;
+  /** Streams all clients of this instance together may reset, at once. */
+  readonly h2InstanceResetBurst: number;
+  /** How fast that budget refills, per second. */
+  readonly h2InstanceResetsPerSecond: number;
 }
 
-export type SessionRefusal = "reset budget spent" | "too many sessions from one address";
+export type SessionRefusal =
+  "reset budget spent" | "too many sessions from one address" | "instance reset budget spent";
 
 /** The http2 server options that carry the limits nghttp2 enforces itself. */
 export function http2ServerOptions(limits: Http2Limits): http2.ServerOptions {
@@ -72,12 +85,17 @@ export function enforceHttp2Limits(
   now: () => number = () => performance.now(),
 ): (address: string) => SessionRefusal | undefined {
   const sessionsByAddress = new Map<string, number>();
-  const budget = new ResetBudget(limits, now);
+  const budget = new ResetBudget(limits.h2ResetBurst, limits.h2ResetsPerSecond, now);
+  const instance = new InstanceResetBudget(limits, now, (offender) => {
+    budget.empty(offender.address);
+    onRefused("instance reset budget spent", offender.address);
+    endCalmly(offender.session, offender.lastStreamId);
+  });
   server.once("close", () => budget.stop());
   server.on("session", (session) => {
     const address = session.socket?.remoteAddress ?? "unknown";
     countWhileOpen(sessionsByAddress, address, session);
-    spendOnClientResets(session, address, budget, closedByServer, onRefused);
+    spendOnClientResets(instance.track(session, address), budget, instance, closedByServer, onRefused);
   });
 
   // Checked before a connection becomes a session (dual-protocol-server.ts): destroying a session
@@ -116,25 +134,24 @@ function countWhileOpen(sessionsByAddress: Map<string, number>, address: string,
  * then; the budget (200, then 20/s) is for that. The session that finds the budget spent is ended.
  */
 function spendOnClientResets(
-  session: http2.ServerHttp2Session,
-  address: string,
+  tracked: TrackedSession,
   budget: ResetBudget,
+  instance: InstanceResetBudget,
   closedByServer: WeakSet<http2.ServerHttp2Stream | http2.ServerHttp2Session>,
   onRefused: (reason: SessionRefusal, address: string) => void,
 ): void {
-  let refused = false;
-  let lastStreamId = 0;
+  const { session, address } = tracked;
   session.on("stream", (stream: http2.ServerHttp2Stream) => {
-    lastStreamId = Math.max(lastStreamId, stream.id ?? 0);
+    tracked.lastStreamId = Math.max(tracked.lastStreamId, stream.id ?? 0);
     markServerCloses(stream, closedByServer);
     const count = () => {
-      if (refused || closedByServer.has(stream) || closedByServer.has(session)) return;
+      if (tracked.ended || closedByServer.has(stream) || closedByServer.has(session)) return;
       // The code of a RST_STREAM the client sent (CANCEL, mostly); NO_ERROR for a stream that ran to its end.
       if (stream.rstCode === undefined || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
-      if (budget.spend(address)) return;
-      refused = true;
+      if (budget.spend(address)) return instance.spend(tracked);
+      tracked.ended = true;
       onRefused("reset budget spent", address);
-      endCalmly(session, lastStreamId);
+      endCalmly(session, tracked.lastStreamId);
     };
     // A stream reset before this event is closed already, and its 'close' may have been emitted.
     if (stream.destroyed) count();
@@ -165,18 +182,19 @@ function markServerCloses(
 }
 
 /**
- * Ends the session with GOAWAY ENHANCE_YOUR_CALM. Not from inside the stream's own 'close': on
- * the next turn of the loop. When it is gone already (nghttp2 ended it), the address's next
- * connections are refused before they become sessions (enforceHttp2Limits' answer), and that
- * refusal says why.
+ * Ends the session with GOAWAY ENHANCE_YOUR_CALM: the GOAWAY at once, so that nghttp2 ignores the
+ * new streams of the reads still to come (under many addresses at once, a session that had to wait
+ * a loop turn for its GOAWAY carried thousands more streams), the destroy on the next turn of the
+ * loop, not from inside the stream's own 'close'. When it is gone already (nghttp2 ended it), the
+ * address's next connections are refused before they become sessions (enforceHttp2Limits'
+ * answer), and that refusal says why.
  */
 function endCalmly(session: http2.ServerHttp2Session, lastStreamId: number): void {
+  // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
+  // which tears the socket down before the GOAWAY reaches a client that is still sending.
+  if (!session.destroyed && !session.closed) session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
   setImmediate(() => {
-    if (session.destroyed) return;
-    // GOAWAY first, then an ordinary destroy: destroy(code) alone would take its error path,
-    // which tears the socket down before the GOAWAY reaches a client that is still sending.
-    session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId);
-    session.destroy();
+    if (!session.destroyed) session.destroy();
   });
 }
 
@@ -193,7 +211,8 @@ class ResetBudget {
   private readonly sweep: NodeJS.Timeout;
 
   constructor(
-    private readonly limits: Http2Limits,
+    private readonly burst: number,
+    private readonly perSecond: number,
     private readonly now: () => number,
   ) {
     // Buckets that have filled up again say nothing: forgetting them keeps the map to the
@@ -213,6 +232,13 @@ class ResetBudget {
     return true;
   }
 
+  /** Empties the address's bucket: its new sessions are refused until it is half full again. */
+  empty(address: string): void {
+    const bucket = this.bucketOf(address);
+    bucket.tokens = 0;
+    bucket.spent = true;
+  }
+
   /** The address emptied its bucket, which is not half full again yet. */
   isSpent(address: string): boolean {
     return this.buckets.has(address) && this.bucketOf(address).spent;
@@ -225,13 +251,10 @@ class ResetBudget {
   /** The address's bucket, refilled to now (a new one is full). */
   private bucketOf(address: string): Bucket {
     const at = this.now();
-    const bucket = this.buckets.get(address) ?? { tokens: this.limits.h2ResetBurst, updatedMs: at, spent: false };
-    bucket.tokens = Math.min(
-      this.limits.h2ResetBurst,
-      bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.limits.h2ResetsPerSecond,
-    );
+    const bucket = this.buckets.get(address) ?? { tokens: this.burst, updatedMs: at, spent: false };
+    bucket.tokens = Math.min(this.burst, bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.perSecond);
     bucket.updatedMs = at;
-    if (bucket.tokens >= this.limits.h2ResetBurst / 2) bucket.spent = false;
+    if (bucket.tokens >= this.burst / 2) bucket.spent = false;
     this.buckets.set(address, bucket);
     return bucket;
   }
@@ -239,8 +262,84 @@ class ResetBudget {
   private forgetFull(): void {
     const at = this.now();
     for (const [address, bucket] of this.buckets) {
-      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.limits.h2ResetsPerSecond >= this.limits.h2ResetBurst)
-        this.buckets.delete(address);
+      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.perSecond >= this.burst) this.buckets.delete(address);
     }
+  }
+}
+
+/** An open session as the instance's reset budget sees it. */
+interface TrackedSession {
+  readonly session: http2.ServerHttp2Session;
+  readonly address: string;
+  lastStreamId: number;
+  /** Told to go away already (by either budget): its remaining resets spend nothing more. */
+  ended: boolean;
+  /** Its resets lately: decays by half every RECENT_HALF_LIFE_MS. */
+  recentResets: number;
+  scoredAtMs: number;
+}
+
+const RECENT_HALF_LIFE_MS = 1_000;
+
+/**
+ * The instance's reset budget: one token bucket for every client together, and each open
+ * session's recent resets, so that when the bucket is empty the session resetting the most is the
+ * one ended (`endOffender`), not whichever reset happened to find it empty.
+ */
+class InstanceResetBudget {
+  private tokens: number;
+  private updatedMs: number;
+  private readonly sessions = new Set<TrackedSession>();
+
+  constructor(
+    private readonly limits: Http2Limits,
+    private readonly now: () => number,
+    private readonly endOffender: (offender: TrackedSession) => void,
+  ) {
+    this.tokens = limits.h2InstanceResetBurst;
+    this.updatedMs = now();
+  }
+
+  /** Follows `session` until it closes. */
+  track(session: http2.ServerHttp2Session, address: string): TrackedSession {
+    const tracked = { session, address, lastStreamId: 0, ended: false, recentResets: 0, scoredAtMs: this.now() };
+    this.sessions.add(tracked);
+    session.once("close", () => this.sessions.delete(tracked));
+    return tracked;
+  }
+
+  /** One client reset on `tracked`'s session; when the bucket is empty, the worst session is ended. */
+  spend(tracked: TrackedSession): void {
+    const at = this.now();
+    this.score(tracked, at, 1);
+    this.tokens = Math.min(
+      this.limits.h2InstanceResetBurst,
+      this.tokens + ((at - this.updatedMs) / 1000) * this.limits.h2InstanceResetsPerSecond,
+    );
+    this.updatedMs = at;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return;
+    }
+    const offender = this.worst(at);
+    if (!offender) return;
+    offender.ended = true;
+    this.endOffender(offender);
+  }
+
+  /** The session with the most recent resets, if it has more than its address may make in a second. */
+  private worst(at: number): TrackedSession | undefined {
+    let worst: TrackedSession | undefined;
+    for (const candidate of this.sessions) {
+      if (candidate.ended) continue;
+      this.score(candidate, at, 0);
+      if (!worst || candidate.recentResets > worst.recentResets) worst = candidate;
+    }
+    return worst && worst.recentResets > this.limits.h2ResetsPerSecond ? worst : undefined;
+  }
+
+  private score(tracked: TrackedSession, at: number, resets: number): void {
+    tracked.recentResets = tracked.recentResets * 0.5 ** ((at - tracked.scoredAtMs) / RECENT_HALF_LIFE_MS) + resets;
+    tracked.scoredAtMs = at;
   }
 }

@@ -23,6 +23,8 @@ import { grpcClients, newTenant, ROOMY_RATE_LIMITS, type GrpcClients } from "../
 const ATTACK_MS = Number(process.env.RAPID_RESET_MS ?? 3_000);
 /** The attacker's address: the victims connect from 127.0.0.1, as any other client would from its own. */
 const ATTACKER_ADDRESS = "127.0.0.2";
+/** Sixteen attacking addresses at once (127.0.0.10–25), as in issue 31's run: each alone stays within its own budget for a while. */
+const ATTACKER_ADDRESSES = Array.from({ length: 16 }, (_, i) => `127.0.0.${10 + i}`);
 const VICTIM_LOOPS = 2;
 const P99_BOUND_MS = 1_000;
 interface Sample {
@@ -134,6 +136,11 @@ async function readAsVictims(
   return samples;
 }
 
+/** How many sessions the instance's own reset budget ended (its warn lines). */
+function instanceRefusals(server: ServerProcess): number {
+  return server.logLines().filter((line) => line.reason === "instance reset budget spent").length;
+}
+
 /** One service instance with an API user whose reads the victims make. */
 interface Instance {
   readonly server: ServerProcess;
@@ -234,4 +241,33 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
       assert.ok((report.goaways.ENHANCE_YOUR_CALM ?? 0) >= 1, `no GOAWAY ENHANCE_YOUR_CALM: ${JSON.stringify(report)}`);
     });
   }
+
+  test(`rapid reset from ${ATTACKER_ADDRESSES.length} addresses at once: the instance's own reset budget ends the resetting sessions; other clients' reads: 0 × 503, 0 errors`, async () => {
+    const server = attacked.server;
+    const attacker = runAttacker({
+      url: server.address,
+      durationMs: ATTACK_MS,
+      mode: "raw",
+      path: process.env.RAPID_RESET_PATH ?? "/readyz",
+      localAddresses: ATTACKER_ADDRESSES,
+    });
+    await attacker.attacking;
+    const [samples, controlSamples] = await Promise.all([
+      readAsVictims(server.address, attacked.token, attacked.grpc, VICTIM_LOOPS, attacker.report),
+      readAsVictims(control.server.address, control.token, control.grpc, VICTIM_LOOPS, attacker.report),
+    ]);
+    const report = await attacker.report;
+    const [withFlood, without] = [summary(samples), summary(controlSamples)];
+    const unavailable = samples.filter((s) => /HTTP 503|gRPC 14\b/.test(s.detail ?? "")).length;
+    console.log(
+      `isolation: rapid reset ${ATTACKER_ADDRESSES.length} addresses victim p50/p99 without=${without.p50}/${without.p99} ms with=${withFlood.p50}/${withFlood.p99} ms 503s=${unavailable} errors=${withFlood.errors} samples=${withFlood.count} instance budget: ${instanceRefusals(server)} sessions ended; attacker=${JSON.stringify(report)} load=${loadavg()[0]!.toFixed(1)}`,
+    );
+    assert.equal(server.child.exitCode, null, `the server died:\n${server.stderr().slice(0, 4000)}`);
+    assert.equal(unavailable, 0, `victim 503s: ${JSON.stringify(samples.filter((s) => !s.ok).slice(0, 5))}`);
+    assert.equal(withFlood.errors, 0, `victim errors: ${JSON.stringify(samples.filter((s) => !s.ok).slice(0, 5))}`);
+    // The attacker was stopped by the server: told to go away (ENHANCE_YOUR_CALM, or nghttp2's own
+    // INTERNAL_ERROR when its reset limit came first), or refused.
+    const stopped = Object.values(report.goaways).reduce((a, b) => a + b, 0) + report.refusedConnections;
+    assert.ok(stopped >= ATTACKER_ADDRESSES.length, `the attacker was not stopped: ${JSON.stringify(report)}`);
+  });
 });

@@ -262,3 +262,73 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
     await othersAreServed(admin);
   });
 });
+
+/**
+ * Issue 31, R1: many addresses resetting at once each stayed within their own budget, yet together
+ * slowed every client of the instance. The instance's own budget (small here, the per-address one
+ * out of reach) ends the sessions resetting the most, not the others.
+ */
+describe(`HTTP/2 reset budget of the whole instance (${backend})`, () => {
+  let running: RunningService;
+  before(async () => {
+    running = await startService({
+      env: {
+        HTTP2_RESET_BURST: "1000",
+        HTTP2_RESETS_PER_SECOND: "20",
+        HTTP2_INSTANCE_RESET_BURST: "100",
+        HTTP2_INSTANCE_RESETS_PER_SECOND: "10",
+      },
+    });
+  });
+  after(async () => {
+    await running?.stop();
+    if (running) await dropStorage(running.storage);
+  });
+
+  /** `count` GET streams, each reset (RST_STREAM CANCEL) in the same write, from stream `firstId` on. */
+  function resetStreams(client: RawClient, count: number, firstId: number): void {
+    const block = getHeaders("/healthz", client.authority);
+    const cancel = Buffer.alloc(4);
+    cancel.writeUInt32BE(http2.constants.NGHTTP2_CANCEL);
+    const frames = Array.from({ length: count }, (_, i) => [
+      frame(FRAME.HEADERS, END_HEADERS | END_STREAM, firstId + 2 * i, block),
+      frame(FRAME.RST_STREAM, 0, firstId + 2 * i, cancel),
+    ]).flat();
+    client.socket.write(Buffer.concat(frames));
+  }
+
+  test("two addresses reset 70 streams each (within their own budget of 1000, over the instance's 100): both sessions get GOAWAY ENHANCE_YOUR_CALM and their addresses are refused a while; a session that reset 5 is still served", async () => {
+    const quiet = await RawClient.open(running.baseUrl, "127.0.0.31");
+    const first = await RawClient.open(running.baseUrl, "127.0.0.32");
+    const second = await RawClient.open(running.baseUrl, "127.0.0.33");
+    try {
+      resetStreams(quiet, 5, 1);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      resetStreams(first, 70, 1);
+      resetStreams(second, 70, 1);
+      const calm = http2.constants.NGHTTP2_ENHANCE_YOUR_CALM;
+      for (const [name, client] of [
+        ["first", first],
+        ["second", second],
+      ] as const)
+        assert.ok(
+          await client.waitFor(() => client.goawayCode() === calm, 5_000),
+          `${name} resetting session: GOAWAY ${client.goawayCode()}, closed ${client.closed}`,
+        );
+      // The quiet session still answers: a GET on it gets its HEADERS.
+      quiet.get("/healthz", 1, 11);
+      assert.ok(
+        await quiet.waitFor(() => quiet.frames.some((f) => f.type === FRAME.HEADERS && f.streamId === 11), 5_000),
+        `the quiet session: ${JSON.stringify(quiet.frames.map((f) => [f.type, f.streamId]))}`,
+      );
+      assert.equal(quiet.goawayCode(), undefined);
+      // The offender's address is refused at once when it comes back.
+      const again = await RawClient.open(running.baseUrl, "127.0.0.32");
+      assert.ok(await again.waitFor(() => again.goawayCode() === calm, 5_000), "the offender's reconnect");
+      again.socket.destroy();
+      assert.match(running.logs(), /instance reset budget spent/);
+    } finally {
+      for (const client of [quiet, first, second]) client.socket.destroy();
+    }
+  });
+});

@@ -572,6 +572,8 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
         // it); the fuzzer's grpc-js cases reset streams on purpose, all from one address.
         HTTP2_RESET_BURST: "100000",
         HTTP2_RESETS_PER_SECOND: "100000",
+        HTTP2_INSTANCE_RESET_BURST: "100000",
+        HTTP2_INSTANCE_RESETS_PER_SECOND: "100000",
       },
     });
     const seed = await seedDemo(running.baseUrl);

@@ -29,6 +29,11 @@ export interface RapidResetOptions {
    * server's per-address limits tell it apart from the clients a test measures.
    */
   readonly localAddress?: string;
+  /**
+   * Attack from each of these addresses at once (one connection loop per address, all in this
+   * process), as many machines would; overrides localAddress.
+   */
+  readonly localAddresses?: readonly string[];
 }
 
 export interface RapidResetReport {
@@ -66,10 +71,16 @@ export async function rapidReset(options: RapidResetOptions): Promise<RapidReset
   const deadline = started + options.durationMs;
   const tally = { streams: 0, connections: 0, goaways: {} as Record<string, number>, refusedConnections: 0 };
   const attackOnce = options.mode === "raw" ? rawConnection : clientConnection;
-  while (performance.now() < deadline) {
-    tally.connections++;
-    await attackOnce(options, deadline, tally);
-  }
+  const addresses = options.localAddresses ?? [options.localAddress];
+  await Promise.all(
+    addresses.map(async (localAddress) => {
+      const from = { ...options, localAddress };
+      while (performance.now() < deadline) {
+        tally.connections++;
+        await attackOnce(from, deadline, tally);
+      }
+    }),
+  );
   return { ...tally, ms: Math.round(performance.now() - started) };
 }
 

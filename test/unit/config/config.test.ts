@@ -177,8 +177,16 @@ describe("configuration", () => {
         burst: defaults.h2ResetBurst,
         rate: defaults.h2ResetsPerSecond,
         sessions: defaults.h2MaxSessionsPerAddress,
+        instanceBurst: defaults.h2InstanceResetBurst,
+        instanceRate: defaults.h2InstanceResetsPerSecond,
       },
-      { streams: 100, burst: 200, rate: 20, sessions: 64 },
+      { streams: 100, burst: 200, rate: 20, sessions: 64, instanceBurst: 1000, instanceRate: 100 },
+    );
+    const instance = loadConfig({ HTTP2_INSTANCE_RESET_BURST: "300", HTTP2_INSTANCE_RESETS_PER_SECOND: "30" }).http;
+    assert.deepEqual([instance.h2InstanceResetBurst, instance.h2InstanceResetsPerSecond], [300, 30]);
+    assert.throws(
+      () => loadConfig({ HTTP2_INSTANCE_RESET_BURST: "0" }),
+      /HTTP2_INSTANCE_RESET_BURST must be between 1/,
     );
     const tuned = loadConfig({
       HTTP2_MAX_CONCURRENT_STREAMS: "250",
