@@ -103,7 +103,11 @@ describe("the README's walk-through, as printed", { skip }, () => {
     });
     const readme = fs.readFileSync(path.join(repoRoot, "README.md"), "utf8");
     const blocks = SECTIONS.flatMap((heading) => shellBlocks(readme, heading));
-    let script = blocks.map((block) => `echo ${MARK}\n${block}`).join("\n");
+    // The ERR trap names the command that stopped the run; it changes nothing the blocks do.
+    let script = [
+      `trap 'echo "stopped by: $BASH_COMMAND" >&2' ERR`,
+      ...blocks.map((block) => `echo ${MARK}\n${block}`),
+    ].join("\n");
     const [rest, rpc] = [await freePort(), await freePort()];
     script = substitute(script, "localhost:8080", `localhost:${server.port}`);
     script = substitute(script, "localhost:8090", `localhost:${rest}`);
@@ -132,6 +136,8 @@ describe("the README's walk-through, as printed", { skip }, () => {
   it("runs to its end without a failing command", () => {
     assert.equal(run.code, 0, report());
     assert.equal(outputs.length, 3, report());
+    // What else the reader's terminal shows: the CLI's "using the server at …", no error of a tool.
+    assert.doesNotMatch(run.stderr, /No such file|command not found|jq: error|stopped by/, report());
   });
 
   it("the five minutes print Ada's profile, a 403, the new secret, 401 after the rotation and 204 for the revocation", () => {
