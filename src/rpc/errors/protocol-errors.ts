@@ -1,4 +1,4 @@
-import { Code, type ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { DomainError } from "../../errors/domain-error.js";
 import { printable } from "./printable.js";
 
@@ -47,6 +47,22 @@ export function protocolRefusal(error: ConnectError): DomainError {
   }
   return new DomainError("INTERNAL_ERROR", "An internal error occurred", { cause: error });
 }
+
+/**
+ * A failure of Connect's protocol layer met inside the interceptor chain: a streaming call's
+ * messages are read while the handler runs (the credential-change stream, health Watch,
+ * reflection), so a body that does not decode, decompress or frame fails there, as a bare
+ * ConnectError. It is the caller's refusal (protocolRefusal's), or undefined for anything else:
+ * errors that carry details are the chain's own (the ErrorResponse, protovalidate's violations).
+ */
+export function chainProtocolRefusal(error: unknown): DomainError | undefined {
+  if (!(error instanceof ConnectError) || error.details.length > 0) return undefined;
+  const refusal = protocolRefusal(error);
+  return CALLERS_BYTES.has(refusal.code) ? refusal : undefined;
+}
+
+/** The refusals of protocolRefusal that are about the request's bytes. */
+const CALLERS_BYTES: ReadonlySet<string> = new Set(["API_VALIDATION_FAILED", "PAYLOAD_TOO_LARGE"]);
 
 /** The message whose error could not even be written (it was not well-formed Unicode): the request's bytes, which only the protocol layer quotes. */
 export function unwritableRefusal(cause: unknown): DomainError {
