@@ -524,14 +524,9 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
         for (const [name, headers, body, code, reason] of CASES) {
           const answer = await call(headers, body, path);
           const refusedFirst = bidi !== undefined && path.includes("Reflection");
-          // An unknown encoding is UNIMPLEMENTED on the unary gRPC path (gRPC's compression.md) and
-          // INVALID_ARGUMENT where Connect reads it: either is the caller's, neither INTERNAL.
+          // gRPC's compression.md: an unknown encoding is UNIMPLEMENTED, on every path.
           const expected =
-            code === Code.Unimplemented && answer.code === Code.InvalidArgument
-              ? { ...invalid(reason) }
-              : code === Code.Unimplemented
-                ? { code, errorCode: "NOT_IMPLEMENTED", message: reason }
-                : invalid(reason);
+            code === Code.Unimplemented ? { code, errorCode: "NOT_IMPLEMENTED", message: reason } : invalid(reason);
           try {
             assertRefusal(answer, refusedFirst ? invalid(bidi) : expected);
           } catch (error) {

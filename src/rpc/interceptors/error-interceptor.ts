@@ -22,7 +22,7 @@ export function errorInterceptor(
       const { requestId, refused } = requestInfoOf(req.contextValues);
       const rpc = `${req.service.typeName}/${req.method.name}`;
       // A stream's message that does not decode: the caller's bytes, logged as the protocol layer's refusals are.
-      const protocol = chainProtocolRefusal(thrown);
+      const protocol = chainProtocolRefusal(thrown, /^application\/grpc/i.test(req.header.get("content-type") ?? ""));
       // A driver's failure the composition root knows how to name (the database is unavailable: 503).
       const error = thrown instanceof DomainError ? thrown : (protocol ?? classify(thrown) ?? thrown);
       const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
