@@ -307,16 +307,20 @@ function fromText(field: DescField, raw: string | string[], name: string): JsonV
     if (raw === "true" || raw === "false") return raw === "true";
     throw invalidArgument(`Parameter "${name}" must be true or false`, [{ name, value: raw }]);
   }
-  // protobuf JSON would also take "0x10", "1e2", "1.0", "+5" and " 5" (JavaScript's Number()):
-  // an integer in a query, a path or a form is plain decimal only (issue 18).
+  // protobuf JSON would also take "0x10", "1e2", "1.0", "+5", " 5" (JavaScript's Number()), "-0"
+  // and "007": an integer in a query, a path or a form has one spelling, its canonical decimal one.
   const scalar = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
-  if (scalar !== undefined && INTEGER_TYPES.has(scalar) && !/^-?[0-9]{1,20}$/.test(raw)) {
-    throw invalidArgument(`Parameter "${name}" must be an integer in plain decimal digits`, [
-      { name, value: printable(raw, 40) },
-    ]);
+  if (scalar !== undefined && INTEGER_TYPES.has(scalar) && !CANONICAL_INTEGER.test(raw)) {
+    throw invalidArgument(
+      `Parameter "${name}" must be an integer in plain decimal digits (no leading zero, no sign on zero)`,
+      [{ name, value: printable(raw, 40) }],
+    );
   }
   return field.fieldKind === "list" ? [raw] : raw;
 }
+
+/** 0, or an optional minus and digits without a leading zero: at most 20 characters of digits. */
+const CANONICAL_INTEGER = /^(?:0|-?[1-9][0-9]{0,19})$/;
 
 const INTEGER_TYPES: ReadonlySet<ScalarType> = new Set([
   ScalarType.INT32,

@@ -136,7 +136,10 @@ async function serve(handler: UniversalHandler, request: FastifyRequest, reply: 
     // A URIError: connect's gRPC trailer writer met an error message that is not well-formed
     // Unicode. The interceptor chain's messages always are (toConnectError), so it quoted the
     // request's own bytes: a message that does not decode.
-    const error = thrown instanceof URIError ? unwritableRefusal(thrown) : protocolRefusal(ConnectError.from(thrown));
+    const error =
+      thrown instanceof URIError
+        ? unwritableRefusal(thrown)
+        : protocolRefusal(ConnectError.from(thrown), isGrpc(protocol));
     response = errorAnswer(protocol, error, handler, request, new Headers());
   }
   if (protocol === "grpc" || protocol === "grpc-web") response = withSpecGrpcMessage(response);
@@ -201,7 +204,7 @@ async function withErrorResponse(
       if (/unknown compression/.test(original.rawMessage) && !header.has("accept-encoding")) {
         header.set("accept-encoding", ACCEPTED_COMPRESSION.map((c) => c.name).join(","));
       }
-      return errorAnswer(protocol, protocolRefusal(original), handler, request, header);
+      return errorAnswer(protocol, protocolRefusal(original, isGrpc(protocol)), handler, request, header);
     }
     return errorAnswer(protocol, refusalByStatus(response.status, request), handler, request, header);
   }
@@ -211,7 +214,8 @@ async function withErrorResponse(
       // A unary error is in the trailer by now; a success leaves its "0" there.
       if (trailer && trailer.get("grpc-status") !== "0" && !carriesDetail(trailer)) {
         const original = findTrailerError(trailer);
-        if (original) return errorAnswer(protocol, protocolRefusal(original), handler, request, header, trailer);
+        if (original)
+          return errorAnswer(protocol, protocolRefusal(original, isGrpc(protocol)), handler, request, header, trailer);
       }
       return response;
     }
@@ -226,7 +230,7 @@ async function withErrorResponse(
         protocol === "grpc-web" ? grpcWebTrailerError(first.value, header) : connectEndStreamError(first.value, header);
       if (original) {
         void it.return?.().catch(() => undefined);
-        return errorAnswer(protocol, protocolRefusal(original), handler, request, header);
+        return errorAnswer(protocol, protocolRefusal(original, isGrpc(protocol)), handler, request, header);
       }
       return {
         ...response,
@@ -236,6 +240,11 @@ async function withErrorResponse(
     default:
       return response;
   }
+}
+
+/** gRPC and gRPC-Web, whose error codes follow gRPC's spec (an unknown encoding is UNIMPLEMENTED). */
+function isGrpc(protocol: Protocol): boolean {
+  return protocol === "grpc" || protocol === "grpc-web";
 }
 
 /** Connect's bare refusals before it chose a protocol. */

@@ -151,10 +151,15 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
     return connectAnswer(response.status, headersOf(response), Buffer.from(await response.arrayBuffer()));
   }
 
-  async function grpcWebCall(contentType: string, body: Uint8Array | string, path = ROTATE): Promise<Answer> {
+  async function grpcWebCall(
+    contentType: string,
+    body: Uint8Array | string,
+    path = ROTATE,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> {
     const response = await fetch(`${baseUrl}${path}`, {
       method: "POST",
-      headers: { ...auth(), "content-type": contentType, "x-grpc-web": "1" },
+      headers: { ...auth(), "content-type": contentType, "x-grpc-web": "1", ...headers },
       body,
     });
     const bytes = Buffer.from(await response.arrayBuffer());
@@ -477,6 +482,83 @@ describe("connect's protocol refusals carry the ErrorResponse on every protocol"
         code: Code.InvalidArgument,
         errorCode: "PAYLOAD_TOO_LARGE",
       });
+    });
+  });
+
+  describe("streams, health and reflection (gRPC and gRPC-Web), before authentication", () => {
+    // A server stream (the credential-change stream, health Watch), a unary one not in the contract
+    // (health Check), a bidi stream (reflection v1 and v1alpha): malformed input is the caller's
+    // fault here too, INVALID_ARGUMENT (UNIMPLEMENTED for an unknown encoding), never INTERNAL.
+    const PATHS = [
+      "/travel.auth.v2.AuthService/WatchCredentialChanges",
+      "/grpc.health.v1.Health/Check",
+      "/grpc.health.v1.Health/Watch",
+      "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+    ];
+    const message = Buffer.from([0x0a, 0x01, 0x78]);
+    const CASES: Array<[string, Record<string, string>, Buffer, Code, RegExp]> = [
+      ["malformed binary", {}, frame(0, Buffer.from([0xff])), Code.InvalidArgument, /parse binary/],
+      ["compressed flag without an encoding", {}, frame(1, message), Code.InvalidArgument, /compressed envelope/],
+      [
+        "gzip that does not decompress",
+        { "grpc-encoding": "gzip" },
+        frame(1, zlib.gzipSync(message).subarray(0, 10)),
+        Code.InvalidArgument,
+        /decompression failed/,
+      ],
+      ["incomplete envelope", {}, frame(0, message, 9), Code.InvalidArgument, /incomplete envelope/],
+      ["unknown encoding", { "grpc-encoding": "zstd" }, frame(1, message), Code.Unimplemented, /unknown compression/],
+    ];
+
+    /**
+     * Every path × every case, without credentials; what was answered otherwise than expected.
+     * `bidi` is what a bidirectional stream is answered where it cannot be served (gRPC-Web over HTTP/1.1).
+     */
+    async function mismatches(
+      call: (headers: Record<string, string>, body: Buffer, path: string) => Promise<Answer>,
+      bidi?: RegExp,
+    ) {
+      const wrong: string[] = [];
+      for (const path of PATHS) {
+        for (const [name, headers, body, code, reason] of CASES) {
+          const answer = await call(headers, body, path);
+          const refusedFirst = bidi !== undefined && path.includes("Reflection");
+          // gRPC's compression.md: an unknown encoding is UNIMPLEMENTED, on every path.
+          const expected =
+            code === Code.Unimplemented ? { code, errorCode: "NOT_IMPLEMENTED", message: reason } : invalid(reason);
+          try {
+            assertRefusal(answer, refusedFirst ? invalid(bidi) : expected);
+          } catch (error) {
+            wrong.push(`${path} ${name}: ${(error as Error).message.split("\n")[0]!.slice(0, 300)}`);
+          }
+        }
+      }
+      return wrong;
+    }
+
+    test("raw gRPC (h2c): every malformed request is INVALID_ARGUMENT or UNIMPLEMENTED with the ErrorResponse, logged at info", async () => {
+      const wrong = await mismatches((headers, body, path) => grpcCall({ authorization: "", ...headers }, body, path));
+      assert.deepEqual(wrong, [], `${wrong.length} of ${PATHS.length * CASES.length}`);
+    });
+
+    test("gRPC-Web: every malformed request is INVALID_ARGUMENT or UNIMPLEMENTED with the ErrorResponse, logged at info", async () => {
+      const wrong = await mismatches(
+        (headers, body, path) =>
+          grpcWebCall("application/grpc-web+proto", body, path, { authorization: "", ...headers }),
+        /streams in both directions and needs HTTP\/2/,
+      );
+      assert.deepEqual(wrong, [], `${wrong.length} of ${PATHS.length * CASES.length}`);
+    });
+
+    test("nothing of it is logged at error level", async () => {
+      const errors = running
+        .logs()
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line) as { level: number; msg: string })
+        .filter((l) => l.level >= 50);
+      assert.deepEqual(errors, []);
     });
   });
 

@@ -92,6 +92,77 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     assert.equal((await get(q('meta.created lt "0001-01-01T00:00:00+00:00"'))).body.totalResults, 0);
   });
 
+  test("JSON escapes in filter strings are held to the text rule once decoded: every string attribute × eq/ne/co/sw/ew with a control character or a lone surrogate is 400 invalidFilter", async () => {
+    const attributes = [
+      "userName",
+      "emails",
+      "emails.value",
+      "externalId",
+      "name.givenName",
+      "name.familyName",
+      "displayName",
+      "urn:ietf:params:scim:schemas:core:2.0:User:userName",
+    ];
+    // As a client writes them in the filter: JSON escapes, not the characters themselves.
+    const escapes = [
+      "\\u0000",
+      "a\\u0000b",
+      "\\u001f",
+      "\\u001F",
+      "\\u0008",
+      "\\u007f",
+      "\\ud800",
+      "x\\udc00",
+      "\\ud83d",
+    ];
+    const filters: string[] = [];
+    for (const escape of escapes) {
+      for (const attribute of attributes)
+        for (const op of ["eq", "ne", "co", "sw", "ew"]) filters.push(`${attribute} ${op} "${escape}"`);
+      filters.push(
+        `id eq "${escape}"`,
+        `id ne "${escape}"`,
+        `emails[value co "${escape}"]`,
+        `emails[type eq "${escape}"]`,
+        `active eq "${escape}"`,
+        `meta.created gt "${escape}"`,
+        `userName pr and not (externalId sw "${escape}")`,
+      );
+    }
+    const wrong: string[] = [];
+    for (const filter of filters) {
+      const answer = await get(q(filter));
+      try {
+        const body = scimError(answer, 400, "invalidFilter");
+        assert.match(body.detail, /control characters or invalid Unicode/);
+      } catch (error) {
+        wrong.push(`${filter}: ${(error as Error).message.slice(0, 160)}`);
+      }
+    }
+    assert.deepEqual(wrong, [], `${wrong.length} of ${filters.length} filters not answered 400 invalidFilter`);
+    // Escapes of allowed text still work: a quote, a backslash, a surrogate pair, tab, é.
+    for (const [i, [escape, name]] of [
+      ['a\\"b', 'a"b'],
+      ["a\\\\b", "a\\b"],
+      ["\\ud83d\\ude00", "\u{1F600}"],
+      ["t\\tt", "t\tt"],
+      ["\\u00e9", "é"],
+    ].entries()) {
+      const created = await scim(
+        running,
+        a.scimToken,
+        "POST",
+        USERS,
+        newUser(`escape${i}@edge.example`, { displayName: name }),
+      );
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const found = await get(q(`displayName eq "${escape}"`));
+      assert.equal(found.status, 200, JSON.stringify(found.body));
+      assert.equal(found.body.totalResults, 1, `displayName eq "${escape}"`);
+      assert.equal((await scim(running, a.scimToken, "DELETE", `${USERS}/${created.body.id}`)).status, 204);
+    }
+  });
+
   test("issue 19: query parameter names in any case (Entra, Okta, DeltaSync); startIndex 0 means 1; unknown ones ignored", async () => {
     const filter = encodeURIComponent('userName sw "b" or userName sw "c"');
     for (const query of [

@@ -6,7 +6,9 @@
 // keys, every operator × every attribute type, values of every type and extreme dates (year 0000,
 // offsets across a year's edge); any such filter is 200 or 400 invalidFilter, and one built only
 // of supported attributes, allowed operators and typed values is 200 (issue 18 finding 4: these
-// properties fail on the code before that fix). `npm test` runs RUNS cases per property;
+// properties fail on the code before that fix). String values also come with JSON escapes (`\u0000`,
+// `\u001f`, lone `\ud800`/`\udc00`, `\"`, `\\`): one that decodes to text the text rule refuses is
+// 400 invalidFilter, never the database's 500. `npm test` runs RUNS cases per property;
 // `bash scripts/fuzz.sh test/scim/scim-fuzz.test.ts` many more. Seeds: see test/fuzz/fuzz-kit.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -127,6 +129,31 @@ const extremeDate = fc
       `${String(y).padStart(4, "0")}-${String(mo).padStart(2, "0")}-${String(d).padStart(2, "0")}T${String(h).padStart(2, "0")}:59:59${zone}`,
   );
 
+/**
+ * Strings as a client writes them in a filter, with JSON escapes: characters the text rule refuses
+ * (NUL, other C0 controls, DEL, lone surrogates of either half) and ones it allows (a quote, a
+ * backslash, a surrogate pair, tab), among plain text; JSON.stringify writes each control character
+ * and lone surrogate as its \uXXXX escape, so the filter text itself stays clean.
+ */
+const FORBIDDEN_PIECES = ["\u0000", "\u0001", "\u001f", "\u007f", "\ud800", "\udbff", "\udc00", "\udfff"];
+const escapedValue = fc
+  .array(
+    fc.oneof(
+      fc.constantFrom(...FORBIDDEN_PIECES),
+      fc.constantFrom('"', "\\", "\ud83d\ude00", "\t", "é"),
+      fc.string({ maxLength: 4 }),
+    ),
+    { maxLength: 6 },
+  )
+  .map((parts) => parts.join(""));
+/** An escaped string that holds at least one character the text rule refuses. */
+const escapedForbiddenValue = fc
+  .tuple(escapedValue, fc.constantFrom(...FORBIDDEN_PIECES), escapedValue)
+  // The dots keep a lone surrogate from pairing with a neighbour into a valid character.
+  .map(([x, bad, y]) => `${x}.${bad}.${y}`);
+// JSON.stringify leaves DEL as it is; a client may escape it too.
+const asFilterString = (text: string) => JSON.stringify(text).replace(/\u007f/g, "\\u007F");
+
 /** Comparison values of every type the grammar has, and the wrong ones. */
 const filterValue = fc.oneof(
   fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)),
@@ -145,6 +172,7 @@ const filterValue = fc.oneof(
     '"%_\\"',
     '"\u0000"',
   ),
+  escapedValue.map(asFilterString),
 );
 
 /** Any leaf: every attribute name × every operator × every value type (most are refused, none may fail). */
@@ -371,6 +399,29 @@ describe(`SCIM properties with a valid token (${backend}, seed ${FUZZ_SEED}, ${R
             `filter ${JSON.stringify(filter)}: ${response.body}`,
           );
         }
+      }),
+      fuzzParams(RUNS),
+    );
+  });
+
+  test("filter strings: a JSON escape that decodes to a control character or a lone surrogate is 400 invalidFilter, wherever it stands", async () => {
+    const leaf = fc
+      .tuple(
+        fc.constantFrom(...STRING_ATTRIBUTES, "displayName", "id", "emails.type", "active", "meta.created"),
+        fc.constantFrom("eq", "ne", "co", "sw", "ew"),
+        escapedForbiddenValue.map(asFilterString),
+      )
+      .map(([a, op, v]) => (a === "emails.type" ? `emails[type ${op} ${v}]` : `${a} ${op} ${v}`));
+    const filter = fc
+      .tuple(leaf, filterOver(supportedLeaf), fc.constantFrom(0, 1, 2, 3))
+      .map(([bad, other, shape]) => [bad, `(${other}) and (${bad})`, `${bad} or ${other}`, `not (${bad})`][shape]!);
+    await fc.assert(
+      fc.asyncProperty(filter, async (text) => {
+        const response = await inject("GET", `/v2/scim/v2/Users?filter=${encodeURIComponent(text)}`);
+        assertScimAnswer(response, `filter ${JSON.stringify(text)}`);
+        assert.equal(response.statusCode, 400, `filter ${JSON.stringify(text)}: ${response.body}`);
+        const body = JSON.parse(response.body);
+        assert.equal(body.scimType, "invalidFilter", `filter ${JSON.stringify(text)}: ${response.body}`);
       }),
       fuzzParams(RUNS),
     );

@@ -11,14 +11,22 @@ export interface OperatorAttemptLimiter {
   ): Promise<{ decision: RateLimitDecision; evaluate: boolean; release(): Promise<void> }>;
 }
 
-/** The identity the operator's failed attempts are counted under, per source address. */
-const OPERATOR = "operator";
+/** The identity the operator's failed attempts are counted under, per source address (`--client-id operator`). */
+export const OPERATOR = "operator";
 
 /**
  * Authenticates the platform operator: every attempt reserves a failure point of the operator at
- * its source address first (the same budget rules as client authentication), given back on
- * success, so the operator credential cannot be guessed at speed. As for clients, a spent budget
- * refuses wrong credentials, not the right one, while the locked-guess budget lasts.
+ * its source address first, given back on success, and wrong credentials are refused with 429 once
+ * an address has spent its failure budget (the same budget as client authentication, shown and
+ * lifted by `lockout show|reset --client-id operator`).
+ *
+ * Unlike a client's, the right operator credential is never refused, whatever has been guessed
+ * (docs/operations.md, "The operator and the lockout"): it is held to at least 32 characters at
+ * start, so the guess bound that a client's locked-guess budget enforces adds nothing against
+ * guessing, while it let anyone at the operator's address (a NAT, a balancer) lock the operator
+ * out of the one surface that lifts lockouts. Checking it costs an in-memory comparison, no
+ * database read. As Hydra's admin API, the operator surface is meant to be reached over the admin
+ * port, where network placement, not a lockout, keeps strangers away.
  */
 export class OperatorAuthenticator {
   constructor(
@@ -28,10 +36,9 @@ export class OperatorAuthenticator {
 
   async authenticate(presented: string | undefined, address: string): Promise<void> {
     const reservation = await this.limiter.reserveAttempt(OPERATOR, true, address);
-    const limited = () => tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
-    if (!reservation.evaluate) throw limited();
     if (presented === undefined || !this.credential.matches(presented)) {
-      throw reservation.decision.allowed ? unauthenticated("A valid operator credential is required") : limited();
+      if (reservation.decision.allowed) throw unauthenticated("A valid operator credential is required");
+      throw tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
     }
     await reservation.release();
   }

@@ -1,4 +1,15 @@
 import { parse, type Filter } from "scim2-parse-filter";
+import { holdsForbiddenText } from "../shared/text.js";
+
+/**
+ * A string of the filter that breaks the text rule once its JSON escapes are decoded (`"\u0000"`,
+ * a lone `"\ud800"`): the edge sees only the escape, so the rule is applied here to the value.
+ */
+export class ForbiddenFilterText extends Error {
+  constructor() {
+    super("A string in the filter contains control characters or invalid Unicode");
+  }
+}
 
 /** The JSON escapes of RFC 8259 §7 other than \uXXXX, and what each stands for. */
 const JSON_ESCAPES: Readonly<Record<string, string>> = {
@@ -19,7 +30,8 @@ const JSON_ESCAPES: Readonly<Record<string, string>> = {
  * fail to parse, and `"a\\b"` comes out with two backslashes. Each string is therefore read here
  * and stood in for by its index ("0", "1", …), the library parses the rest, and the values are put
  * back. A backslash that starts no JSON escape stays a backslash, as the library kept it
- * (`"DOMAIN\user"`). Throws on a filter the grammar refuses.
+ * (`"DOMAIN\user"`). Throws on a filter the grammar refuses, and ForbiddenFilterText on a decoded
+ * string the text rule refuses.
  */
 export function parseFilterSyntax(text: string): Filter {
   const values: string[] = [];
@@ -31,6 +43,7 @@ export function parseFilterSyntax(text: string): Filter {
     }
     const literal = readString(text, i + 1);
     if (!literal) throw new Error("unterminated string");
+    if (holdsForbiddenText(literal.value)) throw new ForbiddenFilterText();
     placeheld += `"${values.length}"`;
     values.push(literal.value);
     i = literal.end;

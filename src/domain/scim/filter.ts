@@ -1,6 +1,6 @@
 import type { Filter } from "scim2-parse-filter";
 import { DomainError } from "../../errors/domain-error.js";
-import { parseFilterSyntax } from "./filter-syntax.js";
+import { ForbiddenFilterText, parseFilterSyntax } from "./filter-syntax.js";
 import {
   MAX_FILTER_LENGTH,
   MAX_FILTER_TERMS,
@@ -49,7 +49,8 @@ export function parseUserFilter(text: string): UserFilter | undefined {
   let tree: Filter;
   try {
     tree = parseFilterSyntax(text);
-  } catch {
+  } catch (error) {
+    if (error instanceof ForbiddenFilterText) throw invalidFilter(error.message);
     throw invalidFilter("The filter is not a valid SCIM filter expression");
   }
   const counter = { terms: 0 };

@@ -1,4 +1,4 @@
-import { Code, type ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { DomainError } from "../../errors/domain-error.js";
 import { printable } from "./printable.js";
 
@@ -19,10 +19,11 @@ const CLIENT_CAUSED_INTERNAL =
  * does not decode, a body that does not decompress, a bad envelope, an unknown content encoding, a
  * timeout header that is not one, a unary call with no message or two — is the caller's:
  * INVALID_ARGUMENT naming connect's reason (escaped, cut short), never INTERNAL. A message over
- * the size limit is PAYLOAD_TOO_LARGE, as on REST. Anything else is INTERNAL_ERROR, with the
+ * the size limit is PAYLOAD_TOO_LARGE, as on REST; over gRPC and gRPC-Web (`grpc`), an unknown
+ * encoding is UNIMPLEMENTED. Anything else is INTERNAL_ERROR, with the
  * original as the cause for the log.
  */
-export function protocolRefusal(error: ConnectError): DomainError {
+export function protocolRefusal(error: ConnectError, grpc = false): DomainError {
   const reason = error.rawMessage;
   switch (error.code) {
     case Code.ResourceExhausted:
@@ -36,7 +37,11 @@ export function protocolRefusal(error: ConnectError): DomainError {
     case Code.InvalidArgument:
       return undecodable(reason, error);
     case Code.Unimplemented:
-      // "protocol error: missing/extra input message", "unknown compression": gRPC's UNIMPLEMENTED, yet nothing is missing on our side.
+      // gRPC's compression.md: an encoding the server does not support is UNIMPLEMENTED (Connect's
+      // protocol keeps its 400). "protocol error: missing/extra input message": gRPC's
+      // UNIMPLEMENTED, yet nothing is missing on our side.
+      if (grpc && reason.startsWith("unknown compression"))
+        return new DomainError("NOT_IMPLEMENTED", printable(reason, MAX_REASON_LENGTH), { cause: error });
       if (/^(protocol error|unknown compression)/.test(reason)) return undecodable(reason, error);
       break;
     case Code.Internal:
@@ -47,6 +52,22 @@ export function protocolRefusal(error: ConnectError): DomainError {
   }
   return new DomainError("INTERNAL_ERROR", "An internal error occurred", { cause: error });
 }
+
+/**
+ * A failure of Connect's protocol layer met inside the interceptor chain: a streaming call's
+ * messages are read while the handler runs (the credential-change stream, health Watch,
+ * reflection), so a body that does not decode, decompress or frame fails there, as a bare
+ * ConnectError. It is the caller's refusal (protocolRefusal's), or undefined for anything else:
+ * errors that carry details are the chain's own (the ErrorResponse, protovalidate's violations).
+ */
+export function chainProtocolRefusal(error: unknown, grpc: boolean): DomainError | undefined {
+  if (!(error instanceof ConnectError) || error.details.length > 0) return undefined;
+  const refusal = protocolRefusal(error, grpc);
+  return CALLERS_BYTES.has(refusal.code) ? refusal : undefined;
+}
+
+/** The refusals of protocolRefusal that are about the request's bytes. */
+const CALLERS_BYTES: ReadonlySet<string> = new Set(["API_VALIDATION_FAILED", "PAYLOAD_TOO_LARGE", "NOT_IMPLEMENTED"]);
 
 /** The message whose error could not even be written (it was not well-formed Unicode): the request's bytes, which only the protocol layer quotes. */
 export function unwritableRefusal(cause: unknown): DomainError {

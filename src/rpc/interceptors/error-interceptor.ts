@@ -1,8 +1,10 @@
-import { Code, type Interceptor } from "@connectrpc/connect";
+import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { Logger } from "../../domain/shared/observability.js";
 import { DomainError } from "../../errors/domain-error.js";
 import { errorDialectOf } from "../contract.js";
 import { toConnectError, translateError } from "../errors/error-response.js";
+import { printable } from "../errors/printable.js";
+import { chainProtocolRefusal } from "../errors/protocol-errors.js";
 import { requestInfoOf } from "../request-context.js";
 
 /**
@@ -18,14 +20,17 @@ export function errorInterceptor(
   return (next) => async (req) => {
     const fail = (thrown: unknown) => {
       const { requestId, refused } = requestInfoOf(req.contextValues);
+      const rpc = `${req.service.typeName}/${req.method.name}`;
+      // A stream's message that does not decode: the caller's bytes, logged as the protocol layer's refusals are.
+      const protocol = chainProtocolRefusal(thrown, /^application\/grpc/i.test(req.header.get("content-type") ?? ""));
       // A driver's failure the composition root knows how to name (the database is unavailable: 503).
-      const error = thrown instanceof DomainError ? thrown : (classify(thrown) ?? thrown);
+      const error = thrown instanceof DomainError ? thrown : (protocol ?? classify(thrown) ?? thrown);
       const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
-      if (translated.code === Code.Internal || error !== thrown) {
-        logger.error(
-          { reqId: requestId, rpc: `${req.service.typeName}/${req.method.name}`, err: thrown },
-          "rpc failed",
-        );
+      if (protocol) {
+        const cause = printable((thrown as ConnectError).rawMessage, 300);
+        logger.info({ reqId: requestId, rpc, errorCode: protocol.code, cause }, "rpc refused by the protocol layer");
+      } else if (translated.code === Code.Internal || error !== thrown) {
+        logger.error({ reqId: requestId, rpc, err: thrown }, "rpc failed");
       } else if (!(error instanceof DomainError)) {
         logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
       }
@@ -34,7 +39,7 @@ export function errorInterceptor(
         refused?.({
           errorCode: first.errorCode,
           message: first.message,
-          rpc: `${req.service.typeName}/${req.method.name}`,
+          rpc,
           errorParameters: first.errorParameters.map(({ name, value }) => ({ name, value })),
           ...(error instanceof DomainError && error.logged ? { logged: error.logged } : {}),
         });

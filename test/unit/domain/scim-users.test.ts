@@ -89,7 +89,7 @@ describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
       return tree.filter.filter.value;
     };
     // Each value as JSON.stringify writes it (the fuzz test's generator), read back as it was.
-    for (const value of ["\\", "a\\", "a\\b", '"', '\\"', "\n\t\u0001", "/", "DOMAIN\\user", "é😀"]) {
+    for (const value of ["\\", "a\\", "a\\b", '"', '\\"', "\n\t\r", "/", "DOMAIN\\user", "é😀"]) {
       assert.equal(valueOf(`not (not (externalId eq ${JSON.stringify(value)}))`), value, JSON.stringify(value));
     }
     // The escapes JSON.stringify does not write, and a backslash that starts no escape (kept, as before).
@@ -101,6 +101,15 @@ describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
         { kind: "compare", attribute: "userName", op: "eq", value: "\\" },
       ],
     });
+    // Decoded, a value is held to the text rule: an escaped control character or lone surrogate is
+    // refused as the character itself would be (Postgres cannot even compare with NUL).
+    for (const value of ["\\u0000", "\\u0001", "\\u007f", "\\ud800", "\\udc00", "x\\ud83d"]) {
+      assert.throws(
+        () => parseUserFilter(`externalId eq "${value}"`),
+        (e: unknown) => e instanceof DomainError && e.code === "INVALID_FILTER" && /control characters/.test(e.message),
+        value,
+      );
+    }
   });
 
   test("anything else is INVALID_FILTER", async () => {
