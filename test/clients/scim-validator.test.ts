@@ -1,0 +1,193 @@
+// Microsoft's SCIM validator (the Postman collection of AzureAD/SCIMReferenceCode, vendored in
+// test/clients/scim-validator/ with its license) run with newman against the service, as an
+// identity-provider team runs it before connecting Entra ID. The suite's own departures from
+// RFC 7643/7644 are repaired on a copy at run time (scim-validator/repairs.ts, listed in its
+// README). Every failed assertion is then either declared unsupported (a /Groups request: the
+// service's ResourceTypes and ServiceProviderConfig say it serves Users only) or caused by the
+// service, and the test requires none of the latter.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { after, before, describe, test } from "node:test";
+import newman from "newman";
+import { backend } from "../helpers/backend.js";
+import { dropStorage, startService, type RunningService } from "../helpers/service.js";
+import { newScimCompany, newTmc, type ScimTenant } from "../scim/scim-kit.js";
+import {
+  repairedCollection,
+  requestsOf,
+  testScriptOf,
+  urlOf,
+  type PostmanFolder,
+  type PostmanItem,
+} from "./scim-validator/repairs.js";
+
+const SCIM_BASE = "/v2/scim/v2";
+const VENDORED = new URL("./scim-validator/PostmanCollection.json", import.meta.url);
+
+type Folder = "Discovery" | "Users" | "Groups";
+const FOLDERS: readonly Folder[] = ["Discovery", "Users", "Groups"];
+
+/** One request of the run: what was sent, what came back, and each assertion its script declares. */
+interface Execution {
+  readonly name: string;
+  readonly folder: Folder;
+  method: string;
+  url: string;
+  status?: number;
+  body?: string;
+  scriptError?: string;
+  readonly declared: readonly string[];
+  readonly results: { name: string; error?: string }[];
+}
+
+interface Failure {
+  readonly execution: Execution;
+  readonly assertion: string;
+  readonly expected: string;
+  readonly cause: "declared unsupported" | "service";
+}
+
+/** Discovery, Users or Groups: the resource a request's URL names (the folder names mix them). */
+function folderOf(url: string): Folder {
+  if (/\/Groups\b/.test(url)) return "Groups";
+  if (/\/Users\b/.test(url)) return "Users";
+  return "Discovery";
+}
+
+/** The assertions a request's test script declares (pm.test names), whether or not the script reaches them. */
+function declaredAssertions(item: PostmanItem): string[] {
+  return [...testScriptOf(item).matchAll(/pm\.test\("([^"]*)"/g)].map((match) => match[1]!);
+}
+
+/** Runs the collection; resolves with one Execution per request, in order. */
+function runNewman(collection: PostmanFolder, environment: Record<string, string>): Promise<Execution[]> {
+  // Requests run in collection order (the suite never calls setNextRequest); names repeat, so the
+  // nth item event is the nth request.
+  const items = requestsOf(collection);
+  const executions: Execution[] = [];
+  const current = () => executions.at(-1)!;
+  return new Promise((resolve, reject) => {
+    newman
+      .run(
+        {
+          collection,
+          environment: { values: Object.entries(environment).map(([key, value]) => ({ key, value, enabled: true })) },
+          reporters: [],
+          timeoutRequest: 20_000,
+          ignoreRedirects: true,
+        },
+        (error) => (error ? reject(error) : resolve(executions)),
+      )
+      .on("beforeItem", (_error, args: newman.RunEventArgs) => {
+        // A request out of order keeps its own name, and the test's order check fails.
+        const item = items[executions.length];
+        const declared = item?.name === args.item.name ? declaredAssertions(item) : [];
+        const folder = folderOf(item ? urlOf(item) : "");
+        executions.push({ name: args.item.name, folder, method: "", url: "", declared, results: [] });
+      })
+      .on("request", (error: Error | null, args: newman.RunEventArgs) => {
+        const execution = current();
+        execution.method = args.request?.method ?? "";
+        execution.url = args.request?.url.toString() ?? "";
+        if (error) execution.scriptError = `no response: ${error.message}`;
+        execution.status = args.response?.code;
+        execution.body = args.response?.text();
+      })
+      .on("assertion", (_error, args: newman.RunEventArgs) => {
+        current().results.push({ name: args.assertion ?? "", error: args.error?.message });
+      })
+      .on("script", (error: Error | null) => {
+        if (error) current().scriptError = error.message;
+      });
+  });
+}
+
+/** Each declared assertion that did not pass (failed, or never reached because its script stopped). */
+function failuresOf(executions: readonly Execution[], groupsDeclaredUnsupported: boolean): Failure[] {
+  return executions.flatMap((execution) => {
+    const results = [...execution.results];
+    return execution.declared.flatMap((assertion): Failure[] => {
+      const index = results.findIndex((result) => result.name === assertion);
+      const result = index >= 0 ? results.splice(index, 1)[0] : undefined;
+      if (result && result.error === undefined) return [];
+      const expected = result?.error ?? `not reached: ${execution.scriptError ?? "the script stopped before it"}`;
+      // Declared unsupported only as the service declares it: no /Groups resource type, and 404 for
+      // the route (a 5xx, a hang or a 200 there would be the service's).
+      const unsupported = execution.folder === "Groups" && groupsDeclaredUnsupported && execution.status === 404;
+      const cause = unsupported ? "declared unsupported" : "service";
+      return [{ execution, assertion, expected, cause }];
+    });
+  });
+}
+
+function describeFailure({ execution, assertion, expected }: Failure): string {
+  const body = (execution.body ?? "").replace(/\s+/g, " ").slice(0, 300);
+  return `${execution.method} ${execution.url.replace(/^https?:\/\/[^/]+/, "")} (${execution.name}): "${assertion}" expected ${expected}; got ${execution.status ?? "no response"} ${body}`;
+}
+
+describe(`Microsoft's SCIM validator with newman (${backend})`, () => {
+  let running: RunningService;
+  let tenant: ScimTenant;
+  before(async () => {
+    running = await startService();
+    const tmcId = await newTmc(running.baseUrl, "SCIM validator TMC");
+    tenant = await newScimCompany(running.baseUrl, tmcId, "SCIM validator company");
+  });
+  after(async () => {
+    await running.stop();
+    await dropStorage(running.storage);
+  });
+
+  async function discovery(path: string): Promise<any> {
+    const response = await fetch(`${running.baseUrl}${SCIM_BASE}${path}`, {
+      headers: { authorization: `Bearer ${tenant.scimToken}`, accept: "application/scim+json" },
+    });
+    assert.equal(response.status, 200, path);
+    return response.json();
+  }
+
+  test("the repaired collection: 0 failures caused by the service; /Groups declared unsupported", async () => {
+    // What the service declares: Groups is not among its resource types.
+    const resourceTypes = await discovery("/ResourceTypes");
+    const endpoints = (resourceTypes.Resources as { endpoint: string }[]).map((type) => type.endpoint);
+    const groupsDeclaredUnsupported = !endpoints.includes("/Groups");
+    assert.deepEqual(endpoints, ["/Users"]);
+
+    const original = JSON.parse(fs.readFileSync(VENDORED, "utf8")) as PostmanFolder;
+    const { collection, changes } = repairedCollection(original);
+    for (const { repair, requests } of changes)
+      assert.ok(requests.length > 0, `repair ${repair.id} changed no request: the vendored collection moved`);
+
+    const { hostname, port } = new URL(running.baseUrl);
+    const executions = await runNewman(collection, {
+      Protocol: "http",
+      Server: hostname,
+      Port: `:${port}`,
+      Api: SCIM_BASE.slice(1),
+      token: tenant.scimToken,
+    });
+    assert.deepEqual(
+      executions.map((execution) => execution.name),
+      requestsOf(collection).map((item) => item.name),
+      "every request of the collection ran, once, in order",
+    );
+
+    const failures = failuresOf(executions, groupsDeclaredUnsupported);
+    for (const folder of FOLDERS) {
+      const total = executions.filter((e) => e.folder === folder).reduce((sum, e) => sum + e.declared.length, 0);
+      const failed = failures.filter((f) => f.execution.folder === folder).length;
+      console.log(`scim-validator: ${folder} ${total - failed}/${total}`);
+    }
+    for (const { repair, requests } of changes)
+      console.log(`scim-validator: repair ${repair.id}: ${requests.join(", ")}`);
+    const declared = failures.filter((f) => f.cause === "declared unsupported");
+    console.log(`scim-validator: ${declared.length} failed assertions on /Groups (declared unsupported)`);
+
+    const serviceCaused = failures.filter((f) => f.cause === "service");
+    assert.equal(
+      serviceCaused.length,
+      0,
+      `failures caused by the service:\n${serviceCaused.map(describeFailure).join("\n")}`,
+    );
+  });
+});
