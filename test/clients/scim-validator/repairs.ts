@@ -134,6 +134,26 @@ export const REPAIRS: readonly Repair[] = [
       editEach(collection, (item) => editBody(item, (raw) => raw.replaceAll("${__UUID}", "{{$guid}}"))),
   },
   {
+    id: "shared-external-id",
+    deviation:
+      'Every user of the "User tests with garbage" folder is created with one externalId, "22fbc523-6032-4c5f-939d-5d4850cf3e52". An externalId is the provisioning client\'s identifier for the resource (RFC 7643 section 3.1): one value for five users identifies none of them, and this service declares it uniqueness "server" in /Schemas (docs/scim.md), so the second create is 409.',
+    repair:
+      'Each POST sends a fresh {{$guid}} instead (the PUTs keep the literal: they replace the user created first). "Post emp3 exists" still collides, on its userName.',
+    apply: (collection) =>
+      editEach(collection, (item) => {
+        if (item.request.method !== "POST") return;
+        editBody(item, (raw) => raw.replace('"22fbc523-6032-4c5f-939d-5d4850cf3e52"', '"{{$guid}}"'));
+      }),
+  },
+  {
+    id: "manager-reference",
+    deviation:
+      '"Post EnterpriseUser" names its manager { "Value": "SuzzyQ" }, which is no resource\'s id; the enterprise extension\'s manager.value is "the id of the SCIM resource representing the User\'s manager" (RFC 7643 section 4.3), and this service refuses one that names no user of the company (400 invalidValue, docs/scim.md).',
+    repair: 'The manager is the user the folder created just before: { "Value": "{{id1}}" }.',
+    apply: (collection) =>
+      editEach(collection, (item) => editBody(item, (raw) => raw.replace(/("Value"\s*:\s*)"SuzzyQ"/, '$1"{{id1}}"'))),
+  },
+  {
     id: "username-email",
     deviation:
       'userName literals that are not e-mail addresses ("UserName123", "emp1", "OMalley", PATCH values "ryan3", "newusername"): this service\'s userName is the user\'s business e-mail address (docs/scim.md), which RFC 7643 section 4.1.1 leaves to the service provider.',
