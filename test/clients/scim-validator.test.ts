@@ -147,6 +147,39 @@ function describeFailure({ execution, assertion, expected }: Failure): string {
   return `${execution.method} ${execution.url.replace(/^https?:\/\/[^/]+/, "")} (${execution.name}): "${assertion}" expected ${expected}; got ${execution.status ?? "no response"} ${body}`;
 }
 
+test("the repairs leave none of the deviations they list in the collection newman runs", () => {
+  const original = JSON.parse(fs.readFileSync(VENDORED, "utf8")) as PostmanFolder;
+  const found = (collection: PostmanFolder) => {
+    const items = requestsOf(collection);
+    const bodies = items.map((item) => item.request.body?.raw ?? "");
+    const urls = items.map(urlOf);
+    return {
+      tokenEndpoint: urls.filter((url) => url.endsWith("/Token")).length,
+      serviceConfiguration: urls.filter((url) => url.includes("/serviceConfiguration")).length,
+      lowerCaseUsers: urls.filter((url) => /\/users\b/.test(url)).length,
+      uuidPlaceholder: bodies.filter((body) => body.includes("${__UUID}")).length,
+      sharedExternalId: items.filter(
+        (item) =>
+          item.request.method === "POST" && item.request.body?.raw?.includes("22fbc523-6032-4c5f-939d-5d4850cf3e52"),
+      ).length,
+      managerNamesNoResource: bodies.filter((body) => body.includes('"SuzzyQ"')).length,
+      userNameNotAnEmail: bodies.flatMap((body) => [...body.matchAll(/"userName"\s*:\s*"([^"@]*)"/g)]).length,
+      emailValueNotAnEmail: bodies.filter((body) => body.includes('"emailName357"')).length,
+      attributesWithValueFilter: urls.filter((url) => /[?&]attributes=[^&]*%5B/.test(url)).length,
+      unquotedFilterValue: urls.filter((url) => / (eq|co|sw|gt) [^"\s]/.test(url)).length,
+      patchExpectsOnly204: items.filter(
+        (item) => item.request.method === "PATCH" && testScriptOf(item).includes("to.have.status(204)"),
+      ).length,
+    };
+  };
+  const before = found(original);
+  // Each deviation is there as published (so the checks can fail), and gone from what runs.
+  for (const [deviation, count] of Object.entries(before))
+    assert.ok(count > 0, `${deviation} not in the vendored file`);
+  const after = found(repairedCollection(original).collection);
+  assert.deepEqual(after, Object.fromEntries(Object.keys(before).map((key) => [key, 0])));
+});
+
 describe(`Microsoft's SCIM validator with newman (${backend})`, () => {
   let running: RunningService;
   let tenant: ScimTenant;
