@@ -2,9 +2,9 @@
 // test/clients/scim-validator/ with its license) run with newman against the service, as an
 // identity-provider team runs it before connecting Entra ID. The suite's own departures from
 // RFC 7643/7644 are repaired on a copy at run time (scim-validator/repairs.ts, listed in its
-// README). Every failed assertion is then either declared unsupported (a /Groups request: the
-// service's ResourceTypes and ServiceProviderConfig say it serves Users only) or caused by the
-// service, and the test requires none of the latter.
+// README). Every failed assertion is then either declared unsupported (a /Groups request, which
+// the service's /ResourceTypes does not list; an attribute its /Schemas does not return) or
+// caused by the service, and the test requires none of the latter.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { after, before, describe, test } from "node:test";
