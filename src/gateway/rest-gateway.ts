@@ -47,9 +47,17 @@ export function registerRestRoutes(
   tracer?: Tracer,
 ): void {
   // Media types the contract declares (travel.common.v1.rest content_type, e.g. application/scim+json) are JSON.
-  for (const type of new Set(routes.map((r) => r.contentType).filter((t) => t !== "" && t !== "application/json"))) {
-    if (!app.hasContentTypeParser(type))
-      app.addContentTypeParser(type, { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
+  // A DELETE has no body to parse (RFC 9110 9.3.5): a Content-Type sent without one (as Entra ID and
+  // Okta do) is ignored rather than an empty JSON document refused.
+  const json = app.getDefaultJsonParser("error", "error");
+  const parser: typeof json = (request, body, done) => {
+    if (request.method === "DELETE" && body === "") done(null, undefined);
+    // Fastify's default JSON parser answers through done; nothing waits for what it returns.
+    else void json(request, body, done);
+  };
+  for (const type of new Set(["application/json", ...routes.map((r) => r.contentType).filter((t) => t !== "")])) {
+    if (type === "application/json" && app.hasContentTypeParser(type)) app.removeContentTypeParser(type);
+    if (!app.hasContentTypeParser(type)) app.addContentTypeParser(type, { parseAs: "string" }, parser);
   }
   for (const route of routes) {
     // SCIM clients append a slash to the collection (GET /Users/?filter=…): without its own route

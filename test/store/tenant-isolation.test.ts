@@ -620,6 +620,8 @@ describe(`tenant isolation of every repository method (${backend})`, () => {
     active: true,
     externalId: undefined,
     businessInfo: { employeeId: "E-1" },
+    preferredLanguage: { value: "en-GB" },
+    kept: { phoneNumbers: [{ value: "+1 555 0100", type: "work" }] },
   });
   const scimUserOfB = async () => {
     const { users } = await repos.scimUsers.list(

@@ -19,9 +19,9 @@ type Kind = "string" | "caseExact" | "boolean" | "date";
 const ATTRIBUTES: Readonly<Record<string, { attribute: FilterAttribute; kind: Kind; ops: readonly string[] }>> = {
   id: { attribute: "id", kind: "caseExact", ops: ["eq", "ne", "pr"] },
   username: { attribute: "userName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
-  // The one work email is the userName.
-  emails: { attribute: "userName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
-  "emails.value": { attribute: "userName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
+  // Any of the user's emails, or its userName (which stands in when it has none).
+  emails: { attribute: "emails", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
+  "emails.value": { attribute: "emails", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
   externalid: { attribute: "externalId", kind: "caseExact", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
   "name.givenname": { attribute: "givenName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
   "name.familyname": { attribute: "familyName", kind: "string", ops: ["eq", "ne", "co", "sw", "ew", "pr"] },
@@ -35,7 +35,7 @@ const ATTRIBUTES: Readonly<Record<string, { attribute: FilterAttribute; kind: Ki
 const MIN_FILTER_YEAR = 1;
 const MAX_FILTER_YEAR = 9999;
 
-/** Inside emails[...]: the one email object {type: "work", primary: true, value: userName}. */
+/** Inside emails[...]: value compares every email; type and primary are those of the userName's work email. */
 const EMAIL_SUBATTRIBUTES = new Set(["type", "primary", "value"]);
 
 /**
@@ -84,7 +84,11 @@ function translate(node: Filter, counter: { terms: number }): UserFilter {
   }
 }
 
-/** emails[<filter>]: `type eq "work"` and `primary eq true` hold for the one email; `value` is the userName. */
+/**
+ * emails[<filter>]: `value` compares the userName and every stored email; `type eq "work"` and
+ * `primary eq true` hold (the userName is always the user's primary work identity); the parts of a
+ * value filter are not matched against one email together.
+ */
 function translateEmail(node: Filter, counter: { terms: number }): UserFilter {
   if (++counter.terms > MAX_FILTER_TERMS) throw invalidFilter(`The filter has more than ${MAX_FILTER_TERMS} terms`);
   switch (node.op) {
@@ -101,7 +105,7 @@ function translateEmail(node: Filter, counter: { terms: number }): UserFilter {
       if (!EMAIL_SUBATTRIBUTES.has(name))
         throw invalidFilter(`emails has no sub-attribute "${printable(leaf.attrPath)}"`);
       if (name === "value") {
-        if (leaf.op === "pr") return { kind: "present", attribute: "userName" };
+        if (leaf.op === "pr") return { kind: "present", attribute: "emails" };
         const spec = lookup("emails.value", leaf.op);
         return {
           kind: "compare",

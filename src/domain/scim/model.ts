@@ -45,6 +45,10 @@ export interface ScimUser {
   readonly active: boolean;
   readonly externalId: string | undefined;
   readonly businessInfo: BusinessInfo;
+  /** personalInfo.preferredLanguage of the profile. */
+  readonly preferredLanguage: string | undefined;
+  /** The SCIM attributes the profile has no place for (users.scim_attributes), as the IdP sent them. */
+  readonly kept: KeptAttributes;
   readonly created: Date;
   readonly lastModified: Date;
 }
@@ -54,17 +58,73 @@ export interface ScimUser {
  * case-insensitively, values checked against their type, length and format; attributes /Schemas
  * does not list dropped), so the domain never reads wire JSON. Absent: not sent; null: cleared.
  */
-export interface ScimName {
+export interface ScimName extends KeptName {
   readonly givenName?: string | null;
   readonly familyName?: string | null;
   readonly formatted?: string | null;
 }
 
-/** The one email (RFC 7643 4.1.2): the work email, which is the userName. */
-export interface ScimEmail {
+/** The name parts the profile has no column for, kept as sent. */
+export interface KeptName {
+  readonly middleName?: string | null;
+  readonly honorificPrefix?: string | null;
+  readonly honorificSuffix?: string | null;
+}
+
+/** One value of a multi-valued attribute (RFC 7643 2.4): emails, phoneNumbers. */
+export interface ScimMultiValue {
   readonly value?: string | null;
+  readonly display?: string | null;
   readonly type?: string | null;
   readonly primary?: boolean | null;
+}
+
+/** An email (RFC 7643 4.1.2); any number of them, of any type: the userName is the identity, not an email of the list. */
+export type ScimEmail = ScimMultiValue;
+
+/** An address (RFC 7643 4.1.2). */
+export interface ScimAddress {
+  readonly formatted?: string | null;
+  readonly streetAddress?: string | null;
+  readonly locality?: string | null;
+  readonly region?: string | null;
+  readonly postalCode?: string | null;
+  readonly country?: string | null;
+  readonly type?: string | null;
+  readonly primary?: boolean | null;
+}
+
+/**
+ * The SCIM attributes kept as the IdP sent them, because the profile has no place for them
+ * (users.scim_attributes): the emails (absent: none sent, the userName stands in as the one work
+ * email), phone numbers, addresses and the simple core strings.
+ */
+export interface KeptAttributes {
+  readonly emails?: readonly ScimEmail[];
+  readonly phoneNumbers?: readonly ScimMultiValue[];
+  readonly addresses?: readonly ScimAddress[];
+  readonly nickName?: string;
+  readonly profileUrl?: string;
+  readonly userType?: string;
+  readonly locale?: string;
+  readonly timezone?: string;
+  readonly name?: KeptName;
+}
+
+/** The simple core strings kept as sent. */
+export const KEPT_STRINGS = ["nickName", "profileUrl", "userType", "locale", "timezone"] as const;
+
+/**
+ * The email the user's profile shows (personalInfo.email, when the profile has none of its own):
+ * the primary one, else the first of type work, else the first; only a value that looks like an
+ * address. undefined: none (the profile shows the userName).
+ */
+export function profileEmailOf(emails: readonly ScimEmail[] | undefined): string | undefined {
+  const addresses = (emails ?? []).filter((e) => typeof e.value === "string" && /^[^\s@]+@[^\s@]+$/.test(e.value));
+  return (
+    (addresses.find((e) => e.primary === true) ?? addresses.find((e) => e.type === "work") ?? addresses[0])?.value ??
+    undefined
+  );
 }
 
 /** manager (RFC 7643 4.3): value is written, $ref and displayName are the service's. */
@@ -91,6 +151,14 @@ export interface ScimUserDocument {
   readonly displayName?: string | null;
   readonly title?: string | null;
   readonly emails?: readonly ScimEmail[] | null;
+  readonly phoneNumbers?: readonly ScimMultiValue[] | null;
+  readonly addresses?: readonly ScimAddress[] | null;
+  readonly preferredLanguage?: string | null;
+  readonly nickName?: string | null;
+  readonly profileUrl?: string | null;
+  readonly userType?: string | null;
+  readonly locale?: string | null;
+  readonly timezone?: string | null;
   readonly active?: boolean | null;
   readonly [ENTERPRISE_USER_SCHEMA]?: ScimEnterprise | null;
 }
@@ -101,7 +169,7 @@ export interface ScimUserResource extends ScimUserDocument {
   readonly id: string;
   readonly userName: string;
   readonly name: ScimName;
-  readonly emails: readonly ScimEmail[];
+  readonly emails?: readonly ScimEmail[];
   readonly active: boolean;
   readonly meta: ScimMeta;
 }
@@ -126,7 +194,16 @@ export interface ScimListResponse<T> {
 }
 
 /** What a PATCH operation may write (RFC 7644 3.5.2), decoded for its target's type at the RPC edge. */
-export type ScimValue = string | boolean | null | ScimName | ScimEmail | readonly ScimEmail[] | ScimManager;
+export type ScimValue =
+  | string
+  | boolean
+  | null
+  | ScimName
+  | ScimMultiValue
+  | readonly ScimMultiValue[]
+  | ScimAddress
+  | readonly ScimAddress[]
+  | ScimManager;
 
 /**
  * One PATCH operation with its target resolved against the schema table (resolveTarget in
@@ -144,6 +221,8 @@ export interface PatchTarget {
   /** The value filter of a multi-valued attribute, e.g. `[type eq "work"]`, brackets included. */
   readonly filter: string | undefined;
   readonly sub: string | undefined;
+  /** An attribute /Schemas lists as accepted and ignored (returned never): the operation is dropped. */
+  readonly ignored?: true;
 }
 
 /** The enterprise extension's attributes (RFC 7643 4.3); absent = not set. */
@@ -170,16 +249,29 @@ export interface ScimUserAttributes {
   readonly enterprise: EnterpriseAttributes | undefined;
   /** title (businessInfo.designation); undefined: not sent (a replace keeps it), {value: undefined}: removed. */
   readonly title: { readonly value: string | undefined } | undefined;
+  /** preferredLanguage (personalInfo.preferredLanguage), like title. */
+  readonly preferredLanguage: { readonly value: string | undefined } | undefined;
+  readonly kept: KeptAttributes;
 }
 
-/** What the repository writes: the columns, and businessInfo when it changes (undefined keeps it). */
+/** What the repository writes: the columns, and businessInfo / preferredLanguage when they change (undefined keeps them). */
 export interface ScimUserRecord extends Omit<ScimUserAttributes, "enterprise" | "title"> {
   readonly businessInfo: BusinessInfo | undefined;
 }
 
 /** The stored attributes a filter may compare (the repository maps each to a column). */
 export type FilterAttribute =
-  "id" | "userName" | "externalId" | "givenName" | "familyName" | "displayName" | "active" | "created" | "lastModified";
+  | "id"
+  | "userName"
+  /** Any of the user's emails, or its userName. */
+  | "emails"
+  | "externalId"
+  | "givenName"
+  | "familyName"
+  | "displayName"
+  | "active"
+  | "created"
+  | "lastModified";
 
 export type CompareOperator = "eq" | "ne" | "co" | "sw" | "ew" | "gt" | "ge" | "lt" | "le";
 

@@ -7,9 +7,12 @@ import {
   RESOURCE_TYPE_SCHEMA,
   SERVICE_PROVIDER_CONFIG_SCHEMA,
   USER_SCHEMA,
+  KEPT_STRINGS,
   type EnterpriseAttributes,
+  type KeptAttributes,
   type ProjectedUser,
   type ScimEmail,
+  type ScimMultiValue,
   type ScimEnterprise,
   type ScimListResponse,
   type ScimUser,
@@ -42,6 +45,7 @@ export function userResource(user: ScimUser, baseUrl: string): ScimUserResource 
   };
   const hasExtension = Object.keys(extension).length > 0;
   const title = titleOf(user.businessInfo);
+  const { emails, name: keptName, ...kept } = user.kept;
   return {
     schemas: hasExtension ? [USER_SCHEMA, ENTERPRISE_USER_SCHEMA] : [USER_SCHEMA],
     id: user.id,
@@ -51,10 +55,14 @@ export function userResource(user: ScimUser, baseUrl: string): ScimUserResource 
       givenName: user.givenName,
       familyName: user.familyName,
       ...(user.formattedName !== undefined ? { formatted: user.formattedName } : {}),
+      ...keptName,
     },
     ...(user.displayName !== undefined ? { displayName: user.displayName } : {}),
     ...(title !== undefined ? { title } : {}),
-    emails: [{ value: user.userName, type: "work", primary: true }],
+    ...(user.preferredLanguage !== undefined ? { preferredLanguage: user.preferredLanguage } : {}),
+    // Without emails of its own (none sent), the userName stands in as the one work email.
+    ...(emails === undefined ? { emails: defaultEmails(user.userName) } : emails.length > 0 ? { emails } : {}),
+    ...kept,
     active: user.active,
     ...(hasExtension ? { [ENTERPRISE_USER_SCHEMA]: extension } : {}),
     meta: {
@@ -88,13 +96,15 @@ export function userAttributes(document: ScimUserDocument, mode: ReadMode): Scim
   const current = mode.kind === "create" ? undefined : mode.current;
   if (typeof document.userName !== "string" || document.userName === "")
     throw invalidValue("userName is required and must be a string", "userName");
-  const userName = emailOf(document.emails, document.userName, mode);
+  const userName = document.userName;
   const name = document.name ?? {};
   const givenName = name.givenName ?? "";
   const familyName = name.familyName ?? "";
   const fullName = [givenName, familyName].filter((p) => p !== "").join(" ") || undefined;
   const defaulted = (value: string | null | undefined) =>
     value ? value : mode.kind === "patch" ? undefined : fullName;
+  // title and preferredLanguage live in the profile: a whole resource without them keeps them.
+  const sent = (attribute: "title" | "preferredLanguage") => document[attribute] !== undefined || mode.kind === "patch";
   return {
     userName,
     givenName,
@@ -104,29 +114,61 @@ export function userAttributes(document: ScimUserDocument, mode: ReadMode): Scim
     active: document.active ?? current?.active ?? true,
     externalId: document.externalId || undefined,
     enterprise: enterpriseAttributes(document[ENTERPRISE_USER_SCHEMA], mode),
-    title: document.title !== undefined || mode.kind === "patch" ? { value: document.title || undefined } : undefined,
+    title: sent("title") ? { value: document.title || undefined } : undefined,
+    preferredLanguage: sent("preferredLanguage") ? { value: document.preferredLanguage || undefined } : undefined,
+    kept: keptAttributes(document, mode),
   };
 }
 
+/** The one work email a user without emails of its own shows: its userName. */
+function defaultEmails(userName: string): ScimEmail[] {
+  return [{ value: userName, type: "work", primary: true }];
+}
+
 /**
- * emails is the userName seen as the one work email (RFC 7643 4.1.2), so the two never disagree:
- * in a whole resource they must be equal; in a PATCH, a changed work email changes the userName.
- * A second email, or (PATCH) no email at all is refused rather than dropped (another type, or a
- * primary of false, is refused where the value is decoded).
+ * The attributes kept as sent (users.scim_attributes), from a whole resource or a patched one:
+ * what is absent is unassigned (a PUT replaces them all, RFC 7644 3.5.1). emails stays unassigned
+ * (the userName standing in) unless the client sent or changed them.
  */
-function emailOf(emails: readonly ScimEmail[] | null | undefined, userName: string, mode: ReadMode): string {
-  if (!emails || emails.length === 0) {
-    if (mode.kind === "patch")
-      throw invalidValue("emails holds the userName (the work email) and cannot be removed", "emails");
-    return userName;
-  }
-  if (emails.length > 1) throw invalidValue('emails holds exactly one email, of type "work" (the userName)', "emails");
-  const value = emails[0]!.value;
-  if (!value) throw invalidValue("emails.value is required and must be a string", "emails.value");
-  if (value.toLowerCase() === userName.toLowerCase()) return userName;
-  if (mode.kind === "patch" && value === mode.current.userName) return userName;
-  if (mode.kind === "patch" && userName === mode.current.userName) return value;
-  throw invalidValue('emails[type eq "work"].value is the userName: the two must be equal', "emails.value");
+function keptAttributes(document: ScimUserDocument, mode: ReadMode): KeptAttributes {
+  const text = (value: string | null | undefined) => (value ? value : undefined);
+  const name = document.name ?? {};
+  const stands =
+    mode.kind === "patch" &&
+    mode.current.kept.emails === undefined &&
+    JSON.stringify(document.emails) === JSON.stringify(defaultEmails(mode.current.userName));
+  const kept: Record<string, unknown> = {
+    emails: stands || document.emails === undefined ? undefined : withOnePrimary(document.emails ?? []),
+    phoneNumbers: present(withOnePrimary(document.phoneNumbers ?? [])),
+    addresses: present(withOnePrimary(document.addresses ?? [])),
+    name: present(
+      prune({
+        middleName: text(name.middleName),
+        honorificPrefix: text(name.honorificPrefix),
+        honorificSuffix: text(name.honorificSuffix),
+      }),
+    ),
+  };
+  for (const key of KEPT_STRINGS) kept[key] = text(document[key]);
+  return prune(kept) as KeptAttributes;
+}
+
+/**
+ * RFC 7643 2.4: "primary" true appears at most once; RFC 7644 3.5.2: a value added as primary
+ * takes it from the others. The last one marked primary keeps it; values with nothing set are dropped.
+ */
+function withOnePrimary<T extends ScimMultiValue | object>(values: readonly T[]): T[] {
+  const set = values.map((v) => prune(v as Record<string, unknown>) as T).filter((v) => Object.keys(v).length > 0);
+  const last = set.map((v) => (v as ScimMultiValue).primary === true).lastIndexOf(true);
+  return set.map((v, i) => ((v as ScimMultiValue).primary === true && i !== last ? { ...v, primary: false } : v));
+}
+
+function present<T extends object>(value: T): T | undefined {
+  return Object.keys(value).length > 0 ? value : undefined;
+}
+
+function prune<T extends Record<string, unknown>>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined && v !== null)) as T;
 }
 
 /** The enterprise extension's attributes: absent (in a whole resource) keeps the stored ones, empty values are unset. */

@@ -10,6 +10,7 @@ import {
   DEFAULT_PAGE_COUNT,
   MAX_PAGE_COUNT,
   type EnterpriseAttributes,
+  type KeptAttributes,
   type ScimCaller,
   type ScimUser,
   type ScimUserAttributes,
@@ -189,7 +190,7 @@ export class ScimUsers {
     current: ScimUser | undefined,
     attributes: ScimUserAttributes,
   ): Promise<ScimUserRecord> {
-    const { enterprise, title, ...columns } = attributes;
+    const { enterprise, title, preferredLanguage, ...columns } = attributes;
     const before = current?.businessInfo ?? {};
     let businessInfo = before;
     if (title !== undefined && title.value !== titleOf(before)) businessInfo = withTitle(businessInfo, title.value);
@@ -203,7 +204,15 @@ export class ScimUsers {
         await this.managerNameOf(tx, caller, current, enterprise, stored.managerId, storedManagerName),
       );
     }
-    return { ...columns, businessInfo: businessInfo === before ? undefined : businessInfo };
+    return {
+      ...columns,
+      businessInfo: businessInfo === before ? undefined : businessInfo,
+      // Written only when it changes, like businessInfo.
+      preferredLanguage:
+        preferredLanguage !== undefined && preferredLanguage.value !== current?.preferredLanguage
+          ? preferredLanguage
+          : undefined,
+    };
   }
 
   /**
@@ -251,11 +260,15 @@ function userNotFound(userId: string): DomainError {
 /** The SCIM attribute names a create wrote: the audit trail holds no personal data. */
 function writtenNames(attributes: ScimUserAttributes): AuditedNames {
   const names = Object.entries(attributes).flatMap(([key, value]) =>
-    key === "enterprise" || value === undefined || (key === "title" && attributes.title?.value === undefined)
+    key === "enterprise" ||
+    key === "kept" ||
+    value === undefined ||
+    ((key === "title" || key === "preferredLanguage") && (value as { value?: string }).value === undefined)
       ? []
       : [key],
   );
   for (const key of Object.keys(attributes.enterprise ?? {})) names.push(`enterprise.${key}`);
+  names.push(...Object.keys(attributes.kept));
   return { names, active: attributes.active };
 }
 
@@ -264,6 +277,9 @@ function changedNames(before: ScimUser, after: ScimUser): AuditedNames {
   const core = ["userName", "givenName", "familyName", "formattedName", "displayName", "active", "externalId"] as const;
   const names: string[] = core.filter((key) => before[key] !== after[key]);
   if (titleOf(before.businessInfo) !== titleOf(after.businessInfo)) names.push("title");
+  if (before.preferredLanguage !== after.preferredLanguage) names.push("preferredLanguage");
+  for (const key of new Set([...Object.keys(before.kept), ...Object.keys(after.kept)]) as Set<keyof KeptAttributes>)
+    if (JSON.stringify(before.kept[key]) !== JSON.stringify(after.kept[key])) names.push(key);
   const [was, is] = [enterpriseOf(before.businessInfo), enterpriseOf(after.businessInfo)];
   for (const key of new Set([...Object.keys(was), ...Object.keys(is)])) {
     if (key !== "managerName" && was[key as keyof typeof was] !== is[key as keyof typeof is])

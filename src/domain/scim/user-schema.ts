@@ -30,6 +30,11 @@ export interface AttributeDefinition {
    * answered 200 and ignored.
    */
   readonly alwaysHeld?: true;
+  /**
+   * Accepted and ignored (RFC 7644 3.3): an IdP may send it, in a whole resource or a PATCH, and
+   * nothing is stored; /Schemas renders it writeOnly and returned "never", so no client expects it back.
+   */
+  readonly ignored?: true;
 }
 
 export interface SchemaDefinition {
@@ -39,11 +44,35 @@ export interface SchemaDefinition {
   readonly attributes: readonly AttributeDefinition[];
 }
 
+/** Where the attributes the profile has no place for are kept. */
+const KEPT = "Stored as sent (users.scim_attributes)";
+
+/** value, display, type and primary of a multi-valued attribute (RFC 7643 2.4); type is stored lower-cased. */
+function multiValueSubs(types: readonly string[]): AttributeDefinition[] {
+  return [
+    { name: "value", type: "string", mutability: "readWrite", description: "Stored as sent" },
+    { name: "display", type: "string", mutability: "readWrite", description: "Stored as sent" },
+    {
+      name: "type",
+      type: "string",
+      mutability: "readWrite",
+      canonicalValues: types,
+      description: "Stored lower-cased",
+    },
+    {
+      name: "primary",
+      type: "boolean",
+      mutability: "readWrite",
+      description: "At most one value is primary: the last one written as primary stays so",
+    },
+  ];
+}
+
 const USER: SchemaDefinition = {
   id: USER_SCHEMA,
   name: "User",
   description:
-    "A user of the API user's company. Only the attributes listed are held: on create and replace other attributes are ignored; a PATCH naming one is refused (noTarget).",
+    'User Account: a user of the API user\'s company. The attributes listed are stored and returned, except those returned "never", which are accepted and ignored; on create and replace any other attribute is ignored, and a PATCH naming one is refused (noTarget).',
   attributes: [
     {
       name: "id",
@@ -85,6 +114,9 @@ const USER: SchemaDefinition = {
           mutability: "readWrite",
           description: 'Stored as sent; on create and replace without one, "givenName familyName"',
         },
+        { name: "middleName", type: "string", mutability: "readWrite", description: KEPT },
+        { name: "honorificPrefix", type: "string", mutability: "readWrite", description: KEPT },
+        { name: "honorificSuffix", type: "string", mutability: "readWrite", description: KEPT },
       ],
     },
     {
@@ -105,20 +137,49 @@ const USER: SchemaDefinition = {
       multiValued: true,
       mutability: "readWrite",
       description:
-        'Exactly one email, the work email, which is the userName: writing emails[type eq "work"].value changes userName; other types are refused (invalidValue)',
+        "Stored as sent, any number and type (users.scim_attributes); userName stays the identity. Without emails, the userName is shown as the one work email. The profile shows the primary one, else the first work one, else the first (personalInfo.email, when the profile has none of its own)",
+      subAttributes: multiValueSubs(["work", "home", "other"]),
+    },
+    {
+      name: "phoneNumbers",
+      type: "complex",
+      multiValued: true,
+      mutability: "readWrite",
+      description: `${KEPT} (the profile's phoneNumbers have no SCIM type)`,
+      subAttributes: multiValueSubs(["work", "home", "mobile", "fax", "pager", "other"]),
+    },
+    {
+      name: "addresses",
+      type: "complex",
+      multiValued: true,
+      mutability: "readWrite",
+      description: KEPT,
       subAttributes: [
-        { name: "value", type: "string", mutability: "readWrite", description: "The userName" },
+        ...["formatted", "streetAddress", "locality", "region", "postalCode", "country"].map(
+          (name): AttributeDefinition => ({ name, type: "string", mutability: "readWrite", description: KEPT }),
+        ),
         {
           name: "type",
           type: "string",
           mutability: "readWrite",
-          canonicalValues: ["work"],
-          description: "Always work",
-          alwaysHeld: true,
+          canonicalValues: ["work", "home", "other"],
+          description: KEPT,
         },
-        { name: "primary", type: "boolean", mutability: "readWrite", description: "Always true", alwaysHeld: true },
+        { name: "primary", type: "boolean", mutability: "readWrite", description: KEPT },
       ],
     },
+    {
+      name: "preferredLanguage",
+      type: "string",
+      mutability: "readWrite",
+      description: "personalInfo.preferredLanguage of the profile; a replace without it keeps it",
+    },
+    ...["nickName", "profileUrl", "userType", "locale", "timezone"].map((name): AttributeDefinition => ({
+      name,
+      type: "string",
+      mutability: "readWrite",
+      description: KEPT,
+    })),
     {
       name: "active",
       type: "boolean",
@@ -126,6 +187,14 @@ const USER: SchemaDefinition = {
       description: 'isActive; also accepted as the strings "True" and "False"',
       alwaysHeld: true,
     },
+    ...["password", "ims", "photos", "entitlements", "roles", "x509Certificates"].map((name): AttributeDefinition => ({
+      name,
+      type: name === "password" ? "string" : "complex",
+      ...(name === "password" ? {} : { multiValued: true }),
+      mutability: "readWrite",
+      description: "Accepted and ignored: not stored, never returned",
+      ignored: true,
+    })),
   ],
 };
 
@@ -208,8 +277,8 @@ export function schemaDocument(schema: SchemaDefinition, baseUrl: string): Recor
     description: a.description,
     required: a.required ?? false,
     caseExact: a.caseExact ?? false,
-    mutability: a.mutability,
-    returned: a.returned ?? "default",
+    mutability: a.ignored ? "writeOnly" : a.mutability,
+    returned: a.ignored ? "never" : (a.returned ?? "default"),
     uniqueness: a.uniqueness ?? "none",
     ...(a.canonicalValues ? { canonicalValues: a.canonicalValues } : {}),
     ...(a.referenceTypes ? { referenceTypes: a.referenceTypes } : {}),
@@ -265,6 +334,9 @@ export function resolveTarget(path: string, index: number): PatchTarget {
       `The User resource holds no attribute "${printable(attribute!)}" (see /Schemas)`,
       at,
     );
+  // Accepted and ignored, whatever part of it the path names.
+  if (definition.ignored)
+    return { schema: schema.id, attribute: definition.name, filter: bracket, sub: undefined, ignored: true };
   if (definition.mutability === "readOnly")
     throw new DomainError("MUTABILITY", `"${definition.name}" is read-only`, at);
   if (bracket !== undefined && !definition.multiValued)

@@ -38,6 +38,11 @@ export interface UserProfileRecord {
   readonly isActive: boolean;
   /** Owned by the IdP (SCIM externalId). */
   readonly externalId: string | undefined;
+  /**
+   * The email the IdP provisioned for the profile (SCIM emails: the primary one, then work, then
+   * first; profileEmailOf in domain/scim/model.ts); undefined when it sent none.
+   */
+  readonly provisionedEmail?: string;
   /** The stored rest of the document (no identity field). */
   readonly profile: ProfileDocument;
 }

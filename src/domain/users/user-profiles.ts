@@ -183,8 +183,8 @@ export function documentOf(user: UserProfileRecord): ProfileDocument {
   delete document.contractingTmcRef;
   const personalInfo: ProfileDocument = { ...(objectAt(document, "personalInfo") ?? {}) };
   personalInfo.name = { ...(objectAt(personalInfo, "name") ?? {}), given: user.givenName, family1: user.familyName };
-  // Without a personal email of its own, the profile shows the account's.
-  if (nonEmpty(personalInfo.email) === undefined) personalInfo.email = user.email;
+  // Without a personal email of its own, the profile shows the one the IdP provisioned, else the account's.
+  if (nonEmpty(personalInfo.email) === undefined) personalInfo.email = user.provisionedEmail ?? user.email;
   const company = { id: user.companyId, name: user.companyName };
   const businessInfo: ProfileDocument = {
     ...(objectAt(document, "businessInfo") ?? {}),

@@ -2,14 +2,17 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import {
   ENTERPRISE_USER_SCHEMA,
+  KEPT_STRINGS,
   MAX_PATCH_OPERATIONS,
   PATCH_OP_SCHEMA,
   USER_SCHEMA,
   type PatchOperation,
   type PatchTarget,
   type ScimCaller,
+  type ScimAddress,
   type ScimEmail,
   type ScimEnterprise,
+  type ScimMultiValue,
   type ScimManager,
   type ScimName,
   type ScimUserDocument,
@@ -77,13 +80,21 @@ export function userDocumentOf(body: JsonObject | undefined): ScimUserDocument {
   // In the order the values are checked.
   const fields: Array<[string, string, (value: JsonValue) => unknown]> = [
     ["username", "userName", userNameOf],
-    ["emails", "emails", emailsOf],
+    ["emails", "emails", listOf("emails", emailOf)],
     ["name", "name", nameOf],
     ["externalid", "externalId", externalIdOf],
     ["displayname", "displayName", text("displayName")],
     ["active", "active", booleanOf],
     [ENTERPRISE_USER_SCHEMA.toLowerCase(), ENTERPRISE_USER_SCHEMA, enterpriseOf],
     ["title", "title", text("title")],
+    ["phonenumbers", "phoneNumbers", listOf("phoneNumbers", phoneOf)],
+    ["addresses", "addresses", listOf("addresses", addressOf)],
+    ["preferredlanguage", "preferredLanguage", text("preferredLanguage")],
+    ...KEPT_STRINGS.map((name): [string, string, (value: JsonValue) => unknown] => [
+      name.toLowerCase(),
+      name,
+      text(name),
+    ]),
   ];
   for (const [key, name, decode] of fields) {
     const value = attrs.get(key);
@@ -119,7 +130,8 @@ export function patchOperationsOf(body: JsonObject | undefined): PatchOperation[
     throw invalidArgument(`A PATCH request has at most ${MAX_PATCH_OPERATIONS} operations`, [
       { name: "Operations", value: "too many" },
     ]);
-  const targeted = operations.flatMap((raw, index) => targetedOperations(raw, index));
+  // Attributes /Schemas lists as accepted and ignored (returned never) are dropped here.
+  const targeted = operations.flatMap((raw, index) => targetedOperations(raw, index)).filter((t) => !t.target.ignored);
   for (const { op, target, value, index } of targeted) {
     const { attribute, sub } = definitionsOf(target);
     if ((op === "remove" || value === null) && (sub ?? attribute).alwaysHeld)
@@ -216,6 +228,8 @@ function checkKeys(value: JsonValue | undefined, depth = 0): void {
 /** The longest userName (an email address, RFC 5321) and other strings held. */
 const MAX_USER_NAME = 320;
 const MAX_TEXT = 256;
+/** The most values of one multi-valued attribute. */
+const MAX_VALUES = 50;
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -240,11 +254,21 @@ const DECODERS: Readonly<Record<string, Decode>> = {
   "name.formatted": text("name.formatted"),
   displayName: text("displayName"),
   title: text("title"),
-  emails: patchedEmailsOf,
-  "emails[]": emailOf,
+  "name.middleName": text("name.middleName"),
+  "name.honorificPrefix": text("name.honorificPrefix"),
+  "name.honorificSuffix": text("name.honorificSuffix"),
+  ...multiValueDecoders("emails", emailOf),
   "emails.value": emailValueOf,
-  "emails.type": emailTypeOf,
-  "emails.primary": emailPrimaryOf,
+  ...multiValueDecoders("phoneNumbers", phoneOf),
+  ...multiValueDecoders("addresses", addressOf),
+  ...Object.fromEntries(
+    ["formatted", "streetAddress", "locality", "region", "postalCode", "country"].map((sub) => [
+      `addresses.${sub}`,
+      text(`addresses.${sub}`),
+    ]),
+  ),
+  preferredLanguage: text("preferredLanguage"),
+  ...Object.fromEntries(KEPT_STRINGS.map((name) => [name, text(name)])),
   active: booleanOf,
   [`${ENTERPRISE}employeeNumber`]: text("employeeNumber"),
   [`${ENTERPRISE}costCenter`]: text("costCenter"),
@@ -258,7 +282,7 @@ const DECODERS: Readonly<Record<string, Decode>> = {
 for (const schema of USER_SCHEMAS) {
   const prefix = schema.id === USER_SCHEMA ? "" : `${schema.id}:`;
   for (const attribute of schema.attributes) {
-    if (attribute.mutability === "readOnly") continue;
+    if (attribute.mutability === "readOnly" || attribute.ignored) continue;
     const paths = [
       attribute.name,
       ...(attribute.multiValued ? [`${attribute.name}[]`] : []),
@@ -311,50 +335,93 @@ function nameOf(value: JsonValue): ScimName | null {
     givenName: decoded(attrs.get("givenname"), text("name.givenName")),
     familyName: decoded(attrs.get("familyname"), text("name.familyName")),
     formatted: decoded(attrs.get("formatted"), text("name.formatted")),
+    middleName: decoded(attrs.get("middlename"), text("name.middleName")),
+    honorificPrefix: decoded(attrs.get("honorificprefix"), text("name.honorificPrefix")),
+    honorificSuffix: decoded(attrs.get("honorificsuffix"), text("name.honorificSuffix")),
   });
 }
 
-/** emails in a whole resource: the one work email (RFC 7643 4.1.2); how many there may be is the domain's rule. */
-function emailsOf(value: JsonValue): readonly ScimEmail[] | null {
-  if (value === null) return null;
-  if (!Array.isArray(value))
-    throw invalidValue('emails holds exactly one email, of type "work" (the userName)', "emails");
-  return value.map(emailOf);
+/** A multi-valued attribute in a whole resource: a list of its values (one object is taken as a list of one). */
+function listOf<T>(attribute: string, element: (value: JsonValue) => T): (value: JsonValue) => readonly T[] | null {
+  return (value) => {
+    if (value === null) return null;
+    if (isObject(value)) return [element(value)];
+    if (!Array.isArray(value) || value.length > MAX_VALUES)
+      throw invalidValue(`${attribute} must be a list of at most ${MAX_VALUES} values`, attribute);
+    return value.map(element);
+  };
 }
 
-/** emails as a PATCH value: also one email object (an add appends it, a replace writes it over each email). */
-function patchedEmailsOf(value: JsonValue): readonly ScimEmail[] | ScimEmail | null {
-  return isObject(value) ? emailOf(value) : emailsOf(value);
+/**
+ * A multi-valued attribute's decoders by PATCH target: the attribute (a list, or one value an add
+ * appends), one element (`attr[filter]`), and type, primary and display (value is the caller's).
+ */
+function multiValueDecoders(attribute: string, element: (value: JsonValue) => object): Record<string, Decode> {
+  return {
+    [attribute]: (value) => (isObject(value) ? element(value) : listOf(attribute, element)(value)) as ScimValue,
+    [`${attribute}[]`]: element as Decode,
+    [`${attribute}.type`]: typeOf(attribute),
+    [`${attribute}.primary`]: primaryOf,
+    ...(attribute === "addresses" ? {} : { [`${attribute}.display`]: text(`${attribute}.display`) }),
+    ...(attribute === "phoneNumbers" ? { [`${attribute}.value`]: text(`${attribute}.value`) } : {}),
+  };
+}
+
+function multiValueOf(attribute: string, value: JsonValue, decodeValue: (value: JsonValue) => string | null) {
+  const attrs = caseInsensitive(isObject(value) ? value : {});
+  return prune({
+    value: decoded(attrs.get("value"), decodeValue),
+    display: decoded(attrs.get("display"), text(`${attribute}.display`)),
+    type: decoded(attrs.get("type"), typeOf(attribute)),
+    primary: decoded(attrs.get("primary"), primaryOf),
+  });
 }
 
 /** One email; anything but an object is an email without a value. */
 function emailOf(value: JsonValue): ScimEmail {
+  return multiValueOf("emails", value, emailValueOf);
+}
+
+function phoneOf(value: JsonValue): ScimMultiValue {
+  return multiValueOf("phoneNumbers", value, text("phoneNumbers.value"));
+}
+
+function addressOf(value: JsonValue): ScimAddress {
   const attrs = caseInsensitive(isObject(value) ? value : {});
+  const part = (name: string) => decoded(attrs.get(name.toLowerCase()), text(`addresses.${name}`));
   return prune({
-    type: decoded(attrs.get("type"), emailTypeOf),
-    primary: decoded(attrs.get("primary"), emailPrimaryOf),
-    value: decoded(attrs.get("value"), emailValueOf),
+    formatted: part("formatted"),
+    streetAddress: part("streetAddress"),
+    locality: part("locality"),
+    region: part("region"),
+    postalCode: part("postalCode"),
+    country: part("country"),
+    type: decoded(attrs.get("type"), typeOf("addresses")),
+    primary: decoded(attrs.get("primary"), primaryOf),
   });
 }
 
-function emailTypeOf(value: JsonValue): string | null {
-  if (value === null) return null;
-  if (typeof value !== "string" || value.toLowerCase() !== "work")
-    throw invalidValue('Only the "work" email is held (it is the userName)', "emails.type");
-  return "work";
+/** A type label (RFC 7643 2.4: canonical values are lower-case; any label is kept, lower-cased). */
+function typeOf(attribute: string): (value: JsonValue) => string | null {
+  return (value) => {
+    const label = text(`${attribute}.type`)(value);
+    return label === null ? null : label.toLowerCase();
+  };
 }
 
-function emailPrimaryOf(value: JsonValue): boolean | null {
-  if (value === null) return null;
-  if (booleanOf(value) !== true) throw invalidValue("The work email is the primary email", "emails.primary");
-  return true;
+function primaryOf(value: JsonValue): boolean | null {
+  return booleanOf(value, "primary");
 }
 
+/**
+ * An email value: any text of at most 320 characters, kept as sent (RFC 7643 leaves its syntax to
+ * the IdP; only the userName must be an address, and the profile takes only one that looks like one).
+ */
 function emailValueOf(value: JsonValue): string | null {
   if (value === null) return null;
-  if (typeof value !== "string") throw invalidValue("emails.value is required and must be a string", "emails.value");
-  const trimmed = value.trim();
-  return trimmed === "" ? "" : emailAddress(trimmed, "emails.value");
+  if (typeof value !== "string" || value.length > MAX_USER_NAME)
+    throw invalidValue(`emails.value must be a string of at most ${MAX_USER_NAME} characters`, "emails.value");
+  return value.trim();
 }
 
 function emailAddress(value: string, attribute: string): string {
@@ -365,11 +432,11 @@ function emailAddress(value: string, attribute: string): string {
 }
 
 /** RFC 7643 boolean, or the strings Entra ID sends ("True", "False"). */
-function booleanOf(value: JsonValue): boolean | null {
+function booleanOf(value: JsonValue, attribute = "active"): boolean | null {
   if (value === null) return null;
   if (typeof value === "boolean") return value;
   if (typeof value === "string" && /^(true|false)$/i.test(value.trim())) return value.trim().toLowerCase() === "true";
-  throw invalidValue("active must be true or false", "active");
+  throw invalidValue(`${attribute} must be true or false`, attribute);
 }
 
 /** The enterprise extension object (attribute names case-insensitive). */
@@ -391,7 +458,9 @@ function enterpriseOf(value: JsonValue): ScimEnterprise | null {
 /** manager as {value} or, as Entra ID sends it, the id alone; $ref and displayName are the service's. */
 function managerOf(value: JsonValue): ScimManager | null {
   if (value === null) return null;
-  const id = isObject(value) ? (caseInsensitive(value).get("value") ?? null) : value;
+  // Entra's "Update Manager" request sends a list of one manager object.
+  const single = Array.isArray(value) && value.length === 1 ? value[0]! : value;
+  const id = isObject(single) ? (caseInsensitive(single).get("value") ?? null) : single;
   return { value: managerIdOf(id) };
 }
 

@@ -37,6 +37,8 @@ export interface UserRow {
   updated_at: Date;
   /** Set by a SCIM DELETE (users_scim migration): hidden from SCIM, still readable as an inactive profile. */
   scim_deleted_at: Date | null;
+  /** SCIM attributes the profile has no place for, as the IdP sent them (users_scim_attributes migration). */
+  scim_attributes: Record<string, unknown> | null;
 }
 
 export interface ApiUserRow {

@@ -16,6 +16,7 @@ import * as resourceServers from "./20261126000100_resource_servers.js";
 import * as ssfPollPositions from "./20261126000200_ssf_poll_positions.js";
 import * as auditPartitions from "./20261126001000_audit_partitions.js";
 import * as apiUserLastToken from "./20261126001100_api_user_last_token.js";
+import * as usersScimAttributes from "./20261129000100_users_scim_attributes.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -39,6 +40,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261126000200_ssf_poll_positions", ssfPollPositions],
   ["20261126001000_audit_partitions", auditPartitions],
   ["20261126001100_api_user_last_token", apiUserLastToken],
+  ["20261129000100_users_scim_attributes", usersScimAttributes],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -3,7 +3,9 @@ import type { Knex } from "knex";
 import { DomainError } from "../../../errors/domain-error.js";
 import type {
   BusinessInfo,
+  CompareOperator,
   FilterAttribute,
+  KeptAttributes,
   ScimUser,
   ScimUserRecord,
   UserFilter,
@@ -17,7 +19,11 @@ import { pageWithTotal } from "../paging.js";
 import { knexOf, rethrowDbError } from "../unit-of-work.js";
 
 /** The columns of `users` SCIM reads, and of the profile document only businessInfo (the enterprise extension). */
-type ScimUserRow = Omit<UserRow, "profile"> & { profile?: unknown; business_info: BusinessInfo | string | null };
+type ScimUserRow = Omit<UserRow, "profile"> & {
+  profile?: unknown;
+  business_info: BusinessInfo | string | null;
+  preferred_language: unknown;
+};
 
 const COLUMNS = [
   "id",
@@ -30,16 +36,27 @@ const COLUMNS = [
   "name_formatted",
   "is_active",
   "external_id",
+  "scim_attributes",
   "created_at",
   "updated_at",
 ] as const;
-/** The columns and the profile's businessInfo (not the whole document: it holds personal data SCIM never shows). */
-const selected = (db: Knex | Knex.Transaction) => [...COLUMNS, db.raw("profile->'businessInfo' as business_info")];
+/** The columns, the profile's businessInfo and preferredLanguage (not the whole document: it holds personal data SCIM never shows). */
+const selected = (db: Knex | Knex.Transaction) => [
+  ...COLUMNS,
+  db.raw("profile->'businessInfo' as business_info"),
+  db.raw("profile->'personalInfo'->'preferredLanguage' as preferred_language"),
+];
+
+/** The stored emails' values, for a filter on emails.value (none when scim_attributes holds no list). */
+const EMAIL_VALUES =
+  "(select lower(e->>'value') as v from jsonb_array_elements(case when jsonb_typeof(scim_attributes->'emails') = 'array' then scim_attributes->'emails' else '[]'::jsonb end) as e)";
 
 /** Stored attribute → column; case-insensitive attributes compare lower-cased columns (email_normalized is lower(email)). */
 const COLUMN: Readonly<Record<FilterAttribute, { column: string; lower?: string }>> = {
   id: { column: "id" },
   userName: { column: "email_normalized", lower: "email_normalized" },
+  // The userName, or any stored email (compared by emailCondition).
+  emails: { column: "email_normalized", lower: "email_normalized" },
   externalId: { column: "external_id" },
   givenName: { column: "given_name", lower: "lower(given_name)" },
   familyName: { column: "family_name", lower: "lower(family_name)" },
@@ -171,17 +188,41 @@ function columnsOf(db: Knex | Knex.Transaction, user: ScimUserRecord, write: "in
     name_formatted: user.formattedName ?? null,
     is_active: user.active,
     external_id: user.externalId ?? null,
-    // Only businessInfo changes; the rest of the profile document stays as the profile API wrote it.
-    ...(user.businessInfo === undefined
-      ? {}
-      : write === "insert"
-        ? { profile: JSON.stringify({ businessInfo: user.businessInfo }) }
-        : {
-            profile: db.raw("jsonb_set(coalesce(profile, '{}'::jsonb), '{businessInfo}', ?::jsonb)", [
-              JSON.stringify(user.businessInfo),
-            ]),
-          }),
+    scim_attributes: JSON.stringify(user.kept) as unknown as Record<string, unknown>,
+    ...profileOf(db, user, write),
   };
+}
+
+/**
+ * Only businessInfo and personalInfo.preferredLanguage change, when given; the rest of the profile
+ * document stays as the profile API wrote it.
+ */
+function profileOf(db: Knex | Knex.Transaction, user: ScimUserRecord, write: "insert" | "update") {
+  const language = user.preferredLanguage;
+  if (user.businessInfo === undefined && language === undefined) return {};
+  if (write === "insert") {
+    return {
+      profile: JSON.stringify({
+        ...(user.businessInfo !== undefined ? { businessInfo: user.businessInfo } : {}),
+        ...(language?.value !== undefined ? { personalInfo: { preferredLanguage: language.value } } : {}),
+      }),
+    };
+  }
+  let sql = "coalesce(profile, '{}'::jsonb)";
+  const bindings: string[] = [];
+  if (user.businessInfo !== undefined) {
+    sql = `jsonb_set(${sql}, '{businessInfo}', ?::jsonb)`;
+    bindings.push(JSON.stringify(user.businessInfo));
+  }
+  if (language !== undefined) {
+    const personal = "coalesce(profile->'personalInfo', '{}'::jsonb)";
+    sql =
+      language.value === undefined
+        ? `jsonb_set(${sql}, '{personalInfo}', ${personal} - 'preferredLanguage')`
+        : `jsonb_set(${sql}, '{personalInfo}', ${personal} || jsonb_build_object('preferredLanguage', ?::text))`;
+    if (language.value !== undefined) bindings.push(language.value);
+  }
+  return { profile: db.raw(sql, bindings) };
 }
 
 /** A UserFilter as a knex condition: every value a bound parameter. */
@@ -201,6 +242,12 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
       return;
     case "present": {
       const { column } = COLUMN[filter.attribute];
+      if (filter.attribute === "emails") {
+        qb.where((inner) => {
+          inner.where(column, "<>", "").orWhereRaw(`exists ${EMAIL_VALUES}`);
+        });
+        return;
+      }
       if (filter.attribute === "externalId") qb.whereNotNull(column).andWhere(column, "<>", "");
       else if (column === "given_name" || column === "family_name" || column === "email_normalized")
         qb.where(column, "<>", "");
@@ -216,6 +263,10 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
       // Postgres fail the cast), so eq matches nothing and ne matches every user.
       if (filter.attribute === "id" && !isUuid(String(value))) {
         qb.whereRaw(filter.op === "ne" ? "true" : "false");
+        return;
+      }
+      if (filter.attribute === "emails") {
+        emailCondition(qb, filter.op, String(value));
         return;
       }
       switch (filter.op) {
@@ -244,6 +295,25 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
   }
 }
 
+/**
+ * emails.value: the userName or any stored email matches (RFC 7644 3.4.2.2: a multi-valued
+ * attribute matches when one of its values does); ne holds when none is equal.
+ */
+function emailCondition(qb: Knex.QueryBuilder, op: CompareOperator, value: string): void {
+  const comparison = (target: string): [string, string] => {
+    if (op === "co" || op === "sw" || op === "ew") {
+      const escaped = value.replace(/[\\%_]/g, (c) => `\\${c}`);
+      const pattern = op === "sw" ? `${escaped}%` : op === "ew" ? `%${escaped}` : `%${escaped}%`;
+      return [`${target} like ? escape '\\'`, pattern];
+    }
+    return [`${target} ${SQL_OPERATOR[op === "ne" ? "eq" : op]} ?`, value];
+  };
+  const [onUserName, first] = comparison("email_normalized");
+  const [onStored, second] = comparison("v");
+  const any = `(${onUserName} or exists (select 1 from ${EMAIL_VALUES} as emails where ${onStored}))`;
+  qb.whereRaw(op === "ne" ? `not ${any}` : any, [first, second]);
+}
+
 function rethrowUniqueness(error: unknown): never {
   const constraint = (error as { constraint?: unknown }).constraint;
   if (constraint === "users_company_external_id_unique")
@@ -253,8 +323,14 @@ function rethrowUniqueness(error: unknown): never {
 
 /** jsonb comes back parsed from pg and PGlite; a non-object (never written by the profile API) counts as none. */
 function businessInfoOf(value: BusinessInfo | string | null): BusinessInfo {
+  return (jsonObjectOf(value) ?? {}) as BusinessInfo;
+}
+
+function jsonObjectOf(value: unknown): Record<string, unknown> | undefined {
   const parsed: unknown = typeof value === "string" ? JSON.parse(value) : value;
-  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as BusinessInfo) : {};
+  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
+    ? (parsed as Record<string, unknown>)
+    : undefined;
 }
 
 function isUuid(value: string): boolean {
@@ -274,6 +350,9 @@ function toScimUser(row: ScimUserRow): ScimUser {
     active: row.is_active,
     externalId: row.external_id ?? undefined,
     businessInfo: businessInfoOf(row.business_info),
+    preferredLanguage:
+      typeof row.preferred_language === "string" && row.preferred_language !== "" ? row.preferred_language : undefined,
+    kept: (jsonObjectOf(row.scim_attributes) ?? {}) as KeptAttributes,
     created: new Date(row.created_at),
     lastModified: new Date(row.updated_at),
   };

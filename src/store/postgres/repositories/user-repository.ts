@@ -3,6 +3,7 @@ import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { ProfileChange, ProfileDocument, UserProfileRecord } from "../../../domain/users/model.js";
 import type { UserProfileRepository } from "../../../domain/users/ports.js";
+import { profileEmailOf, type ScimEmail } from "../../../domain/scim/model.js";
 import type { UserRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
 
@@ -65,8 +66,19 @@ function toRecord(row: ProfileRow): UserProfileRecord {
     familyName: row.family_name,
     isActive: row.is_active,
     externalId: row.external_id ?? undefined,
+    ...provisioned(profileEmailOf(emailsOf(row.scim_attributes))),
     profile: profileOf(row.profile),
   };
+}
+
+function provisioned(email: string | undefined): { provisionedEmail?: string } {
+  return email === undefined ? {} : { provisionedEmail: email };
+}
+
+/** The SCIM emails kept in scim_attributes (none when it holds no list). */
+function emailsOf(value: unknown): ScimEmail[] | undefined {
+  const emails = profileOf(value).emails;
+  return Array.isArray(emails) ? (emails as ScimEmail[]) : undefined;
 }
 
 /** jsonb arrives parsed from pg and PGlite alike; a string (a driver that did not parse it) is parsed here. */
