@@ -77,11 +77,12 @@ describe(`SCIM provisioning as Entra ID and Okta send it (${backend})`, () => {
         displayName: "Grace Hopper",
         title: "Rear Admiral",
         emails: [{ value: "Grace@Entra.example", type: "work", primary: true }],
+        phoneNumbers: [{ type: "work", value: "+1 555 0100" }],
         active: true,
         "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": { department: "Navy", employeeNumber: "42" },
         meta: { resourceType: "User", created: "-", lastModified: "-", location: "-" },
       },
-      "attributes outside /Schemas (phoneNumbers) are ignored in a whole resource; title and the enterprise extension are held",
+      "phoneNumbers, title and the enterprise extension are held",
     );
 
     // Filter by userName (case-insensitive), by externalId, and by the work email.

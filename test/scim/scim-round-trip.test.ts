@@ -17,6 +17,7 @@ interface Attribute {
   readonly multiValued: boolean;
   readonly required: boolean;
   readonly mutability: string;
+  readonly returned?: string;
   readonly canonicalValues?: readonly string[];
   readonly subAttributes?: readonly Attribute[];
 }
@@ -101,7 +102,12 @@ describe(`SCIM PATCH → GET round trip over every attribute /Schemas lists (${b
         const after = await get(user.id);
         const context = `${form} ${label} (${JSON.stringify(operation)}) → ${answer.status} ${JSON.stringify(answer.body)}`;
         const readOnly = target.attribute.mutability === "readOnly" || target.sub?.mutability === "readOnly";
-        if (readOnly && form === "path-less replace" && answer.status === 200) {
+        const ignored = target.attribute.returned === "never";
+        if (ignored) {
+          // Accepted and ignored (writeOnly, returned never): a 200 that stores nothing, as /Schemas says.
+          assert.equal(answer.status, 200, `ignored: ${context}`);
+          assert.deepEqual(withoutLastModified(after), withoutLastModified(before), `nothing stored: ${context}`);
+        } else if (readOnly && form === "path-less replace" && answer.status === 200) {
           // RFC 7644 3.3: a read-only value a client echoes back inside a path-less value is ignored.
           // (The write still stamps meta.lastModified.)
           assert.deepEqual(
@@ -115,9 +121,13 @@ describe(`SCIM PATCH → GET round trip over every attribute /Schemas lists (${b
         } else if (answer.status === 200) {
           assert.deepEqual(answer.body, after, `the PATCH answer is what GET shows: ${context}`);
           const held = valueAt(target, after);
+          const message = `GET shows the value written, not ${JSON.stringify(held)}: ${context}`;
           if (form === "remove")
             assert.ok(isUnassigned(held), `removed, GET shows ${JSON.stringify(held)}: ${context}`);
-          else assertHolds(held, value, `GET shows the value written, not ${JSON.stringify(held)}: ${context}`);
+          // RFC 7644 3.5.2.1: add to a multi-valued attribute appends the values.
+          else if (form === "add" && target.attribute.multiValued && !target.sub && Array.isArray(value))
+            assertHolds(Array.isArray(held) ? held.slice(-value.length) : held, value, message);
+          else assertHolds(held, value, message);
         } else {
           assert.equal(answer.status, 400, context);
           // A replace of a writable attribute with a value of its type is never refused; an add to a
@@ -129,7 +139,9 @@ describe(`SCIM PATCH → GET round trip over every attribute /Schemas lists (${b
             assert.equal(answer.body.scimType, "invalidValue", `required: ${context}`);
         }
         if (answer.status !== 200) assert.deepEqual(after, before, `a refusal writes nothing: ${context}`);
-        outcomes.push(`${form}: ${answer.status !== 200 ? answer.body.scimType : readOnly ? "ignored" : "applied"}`);
+        outcomes.push(
+          `${form}: ${answer.status !== 200 ? answer.body.scimType : readOnly || ignored ? "ignored" : "applied"}`,
+        );
       }
       checked.set(label, outcomes);
     }
@@ -147,7 +159,14 @@ describe(`SCIM PATCH → GET round trip over every attribute /Schemas lists (${b
     // Required and always-held attributes are refused on remove, not answered 200 and kept.
     assert.equal(checked.get("userName")?.at(-1), "remove: invalidValue");
     assert.equal(checked.get("active")?.at(-1), "remove: mutability");
-    assert.equal(checked.get("emails.type")?.at(-1), "remove: mutability");
+    // Stored as sent: an email's type can be removed like any value.
+    assert.equal(checked.get("emails.type")?.at(-1), "remove: applied");
+    assert.deepEqual(checked.get("password"), [
+      "replace: ignored",
+      "add: ignored",
+      "path-less replace: ignored",
+      "remove: ignored",
+    ]);
   });
 });
 

@@ -93,8 +93,31 @@ describe(`SCIM rules: discovery, company isolation, malformed input, uniqueness,
       assert.equal(user.id, USER_SCHEMA);
       assert.deepEqual(
         user.attributes.map((x: any) => x.name),
-        ["id", "userName", "externalId", "name", "displayName", "title", "emails", "active"],
-        "exactly the supported attributes",
+        [
+          "id",
+          "userName",
+          "externalId",
+          "name",
+          "displayName",
+          "title",
+          "emails",
+          "phoneNumbers",
+          "addresses",
+          "preferredLanguage",
+          "nickName",
+          "profileUrl",
+          "userType",
+          "locale",
+          "timezone",
+          "active",
+          "password",
+          "ims",
+          "photos",
+          "entitlements",
+          "roles",
+          "x509Certificates",
+        ],
+        "exactly the supported attributes (stored, or accepted and ignored)",
       );
       const one = await scim(running, a.scimToken, "GET", `${base}/Schemas/${encodeURIComponent(USER_SCHEMA)}`);
       assert.deepEqual(one.body, user);

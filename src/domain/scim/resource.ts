@@ -138,7 +138,14 @@ function keptAttributes(document: ScimUserDocument, mode: ReadMode): KeptAttribu
     mode.current.kept.emails === undefined &&
     JSON.stringify(document.emails) === JSON.stringify(defaultEmails(mode.current.userName));
   const kept: Record<string, unknown> = {
-    emails: stands || document.emails === undefined ? undefined : withOnePrimary(document.emails ?? []),
+    // Absent from a patched resource: removed (none shown); from a whole one: not sent.
+    emails: stands
+      ? undefined
+      : document.emails === undefined
+        ? mode.kind === "patch"
+          ? []
+          : undefined
+        : withOnePrimary(document.emails ?? []),
     phoneNumbers: present(withOnePrimary(document.phoneNumbers ?? [])),
     addresses: present(withOnePrimary(document.addresses ?? [])),
     name: present(

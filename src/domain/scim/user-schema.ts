@@ -47,7 +47,7 @@ export interface SchemaDefinition {
 /** Where the attributes the profile has no place for are kept. */
 const KEPT = "Stored as sent (users.scim_attributes)";
 
-/** value, display, type and primary of a multi-valued attribute (RFC 7643 2.4); type is stored lower-cased. */
+/** value, display, type and primary of a multi-valued attribute (RFC 7643 2.4), stored as sent. */
 function multiValueSubs(types: readonly string[]): AttributeDefinition[] {
   return [
     { name: "value", type: "string", mutability: "readWrite", description: "Stored as sent" },
@@ -57,7 +57,7 @@ function multiValueSubs(types: readonly string[]): AttributeDefinition[] {
       type: "string",
       mutability: "readWrite",
       canonicalValues: types,
-      description: "Stored lower-cased",
+      description: "Stored as sent",
     },
     {
       name: "primary",

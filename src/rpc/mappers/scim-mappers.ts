@@ -401,12 +401,9 @@ function addressOf(value: JsonValue): ScimAddress {
   });
 }
 
-/** A type label (RFC 7643 2.4: canonical values are lower-case; any label is kept, lower-cased). */
+/** A type label (RFC 7643 2.4: the canonical values are suggestions; any label is kept as sent). */
 function typeOf(attribute: string): (value: JsonValue) => string | null {
-  return (value) => {
-    const label = text(`${attribute}.type`)(value);
-    return label === null ? null : label.toLowerCase();
-  };
+  return text(`${attribute}.type`);
 }
 
 function primaryOf(value: JsonValue): boolean | null {

@@ -63,7 +63,7 @@ describe("SCIM filter translation (scim2-parse-filter → UserFilter)", () => {
       kind: "and",
       filters: [
         { kind: "constant", value: true },
-        { kind: "compare", attribute: "userName", op: "eq", value: "x@y.z" },
+        { kind: "compare", attribute: "emails", op: "eq", value: "x@y.z" },
       ],
     });
     assert.deepEqual(parseUserFilter('emails[type eq "home"]'), { kind: "constant", value: false });
@@ -194,7 +194,7 @@ describe("SCIM PATCH (scim-patch, checked and wrapped)", () => {
       () =>
         applyPatch(
           resource,
-          operations({ schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "T" }] }),
+          operations({ schemas: [PATCH], Operations: [{ op: "add", path: "nickName2", value: "T" }] }),
         ),
       (e: unknown) => (e as { code?: string }).code === "NO_TARGET",
       "an attribute the schema lacks is refused, not dropped",
