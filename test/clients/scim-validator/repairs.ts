@@ -180,17 +180,6 @@ export const REPAIRS: readonly Repair[] = [
       }),
   },
   {
-    id: "email-value",
-    deviation:
-      'An emails value "emailName357" that is not an e-mail address (RFC 7643 section 4.1.2: the value SHOULD be specified according to RFC 5321).',
-    repair: `It is sent as emailName357@${USERNAME_DOMAIN}; the assertions that look for "emailName357" still do.`,
-    apply: (collection) =>
-      editEach(collection, (item) => {
-        editBody(item, (raw) => raw.replace(/"emailName357"/g, `"emailName357@${USERNAME_DOMAIN}"`));
-        editUrl(item, (url) => url.replace(/%22emailName357%22/g, `%22emailName357%40${USERNAME_DOMAIN}%22`));
-      }),
-  },
-  {
     id: "attributes-value-filter",
     deviation:
       'attributes=emails[type eq "work"] and attributes=emails[value eq "…"]: the attributes parameter lists attribute names (RFC 7644 section 3.4.2.5); selecting values is the filter parameter\'s work (3.4.2.2).',
