@@ -12,7 +12,7 @@ const MANAGER = "0E1F2A3B-4C5D-4E6F-8A9B-0C1D2E3F4A5B";
 const code = (expected: string) => (e: unknown) => (e as { code?: string }).code === expected;
 
 describe("SCIM User resource → ScimUserDocument", () => {
-  test("names case-insensitive, unknown and read-only attributes dropped, Entra's forms decoded, null kept as cleared", () => {
+  test("names case-insensitive, unknown, ignored and read-only attributes dropped, Entra's forms decoded, null kept as cleared", () => {
     const document = userDocumentOf({
       schemas: [USER.toUpperCase()],
       UserName: " ada@example.com ",
@@ -22,6 +22,8 @@ describe("SCIM User resource → ScimUserDocument", () => {
       active: "False",
       title: null,
       phoneNumbers: [{ value: "+1 555" }],
+      roles: [{ value: "ignored" }],
+      favouriteColour: "unknown",
       id: "ignored",
       meta: { created: "ignored" },
       [ENTERPRISE.toLowerCase()]: { Manager: MANAGER, DEPARTMENT: "R&D" },
@@ -29,12 +31,14 @@ describe("SCIM User resource → ScimUserDocument", () => {
     assert.deepEqual(document, {
       schemas: [USER.toUpperCase()],
       userName: "ada@example.com",
-      emails: [{ type: "work", primary: true, value: "ada@example.com" }],
-      name: { givenName: "Ada", familyName: "Lovelace" },
+      // Types are kept as sent.
+      emails: [{ type: "Work", primary: true, value: "ada@example.com" }],
+      name: { givenName: "Ada", familyName: "Lovelace", middleName: "dropped" },
       displayName: "Ada",
       active: false,
       [ENTERPRISE]: { manager: { value: MANAGER.toLowerCase() }, department: "R&D" },
       title: null,
+      phoneNumbers: [{ value: "+1 555" }],
     });
   });
 
@@ -49,9 +53,11 @@ describe("SCIM User resource → ScimUserDocument", () => {
       { name: { givenName: "x".repeat(257) } },
       { externalId: 7 },
       { active: "yes" },
-      { emails: { value: "a@b.c" } },
-      { emails: [{ value: "a@b.c", type: "home" }] },
-      { emails: [{ value: "a@b.c", primary: false }] },
+      { emails: "a@b.c" },
+      { emails: [{ value: 5 }] },
+      { emails: [{ value: "a@b.c", primary: "maybe" }] },
+      { phoneNumbers: [{ value: "x".repeat(257) }] },
+      { addresses: Array.from({ length: 51 }, () => ({ country: "DE" })) },
       { [ENTERPRISE]: "R&D" },
       { [ENTERPRISE]: { manager: { value: "not-a-uuid" } } },
     ]) {
@@ -94,7 +100,7 @@ describe("SCIM PatchOp → PatchOperations", () => {
       [{ Operations: [{ op: "add", path: "title", value: "T" }] }, "API_VALIDATION_FAILED"],
       [{ schemas: [PATCH], Operations: [] }, "API_VALIDATION_FAILED"],
       [{ schemas: [PATCH], Operations: [{ op: "move", path: "title" }] }, "API_VALIDATION_FAILED"],
-      [{ schemas: [PATCH], Operations: [{ op: "add", path: "nickName", value: "N" }] }, "NO_TARGET"],
+      [{ schemas: [PATCH], Operations: [{ op: "add", path: "nickName2", value: "N" }] }, "NO_TARGET"],
       [{ schemas: [PATCH], Operations: [{ op: "replace", path: "id", value: "x" }] }, "MUTABILITY"],
       [
         { schemas: [PATCH], Operations: [{ op: "replace", path: `${ENTERPRISE}:manager.$ref`, value: "x" }] },
@@ -105,14 +111,14 @@ describe("SCIM PatchOp → PatchOperations", () => {
       [{ schemas: [PATCH], Operations: [{ op: "replace", path: "name", value: "Ada" }] }, "INVALID_VALUE"],
       [{ schemas: [PATCH], Operations: [{ op: "remove", path: "active" }] }, "MUTABILITY"],
       [{ schemas: [PATCH], Operations: [{ op: "replace", path: "active", value: null }] }, "MUTABILITY"],
-      [{ schemas: [PATCH], Operations: [{ op: "remove", path: 'emails[type eq "work"].type' }] }, "MUTABILITY"],
+      [{ schemas: [PATCH], Operations: [{ op: "replace", path: "phoneNumbers.value", value: 5 }] }, "INVALID_VALUE"],
       // Every path is checked before any value.
       [
         {
           schemas: [PATCH],
           Operations: [
             { op: "replace", path: "displayName", value: 5 },
-            { op: "replace", path: "nickName", value: "N" },
+            { op: "replace", path: "nickName2", value: "N" },
           ],
         },
         "NO_TARGET",

@@ -240,21 +240,9 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
     case "constant":
       qb.whereRaw(filter.value ? "true" : "false");
       return;
-    case "present": {
-      const { column } = COLUMN[filter.attribute];
-      if (filter.attribute === "emails") {
-        qb.where((inner) => {
-          inner.where(column, "<>", "").orWhereRaw(`exists ${EMAIL_VALUES}`);
-        });
-        return;
-      }
-      if (filter.attribute === "externalId") qb.whereNotNull(column).andWhere(column, "<>", "");
-      else if (column === "given_name" || column === "family_name" || column === "email_normalized")
-        qb.where(column, "<>", "");
-      else if (column === "display_name") qb.whereNotNull(column).andWhere(column, "<>", "");
-      else qb.whereNotNull(column);
+    case "present":
+      presentCondition(qb, filter.attribute);
       return;
-    }
     case "compare": {
       const { column, lower } = COLUMN[filter.attribute];
       const target = lower ?? column;
@@ -293,6 +281,22 @@ function condition(qb: Knex.QueryBuilder, filter: UserFilter): void {
       }
     }
   }
+}
+
+/** `attr pr`: assigned (an empty string is unassigned, RFC 7643 2.5). */
+function presentCondition(qb: Knex.QueryBuilder, attribute: FilterAttribute): void {
+  const { column } = COLUMN[attribute];
+  if (attribute === "emails") {
+    qb.where((inner) => {
+      inner.where(column, "<>", "").orWhereRaw(`exists ${EMAIL_VALUES}`);
+    });
+    return;
+  }
+  if (attribute === "externalId") qb.whereNotNull(column).andWhere(column, "<>", "");
+  else if (column === "given_name" || column === "family_name" || column === "email_normalized")
+    qb.where(column, "<>", "");
+  else if (column === "display_name") qb.whereNotNull(column).andWhere(column, "<>", "");
+  else qb.whereNotNull(column);
 }
 
 /**
