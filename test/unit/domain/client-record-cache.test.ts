@@ -66,25 +66,25 @@ describe("ClientRecordCache: API-user records in process, used only while their 
     };
     const cache = new ClientRecordCache<ApiUser>(generations, 10, { ttlMs: 5_000, capacity: 2, now: () => now });
     const existing = new Set<string>();
-    let loads = 0;
+    const count = { loads: 0 };
     const find = (id: string) =>
-      cache.find(id, async () => (loads++, existing.has(id) ? record(tmcId, id) : undefined));
+      cache.find(id, async () => (count.loads++, existing.has(id) ? record(tmcId, id) : undefined));
     assert.equal(await find("x"), undefined);
     assert.equal(await find("x"), undefined);
-    assert.equal(loads, 1, "remembered");
+    assert.equal(count.loads, 1, "remembered");
     now += 5_000;
     // Created meanwhile (only an operator's restore could bring back an id already presented): the ttl bounds it.
     existing.add("x");
     assert.equal((await find("x"))?.clientId, "x", "after the ttl the database answers again");
-    assert.equal(loads, 2);
+    assert.equal(count.loads, 2);
     await find("y");
     await find("z");
     await find("w"); // y leaves the unknown ids
-    const before = loads;
+    const before = count.loads;
     await find("y");
-    assert.equal(loads, before + 1, "bounded: the oldest unknown id was forgotten");
+    assert.equal(count.loads, before + 1, "bounded: the oldest unknown id was forgotten");
     await find("w");
-    assert.equal(loads, before + 1, "w is still remembered");
+    assert.equal(count.loads, before + 1, "w is still remembered");
   });
 
   test("bounded: the least recently used record leaves first", async () => {
