@@ -80,7 +80,7 @@ describe("ClientRecordCache: API-user records in process, used only while their 
     await find("y");
     await find("z");
     await find("w"); // y leaves the unknown ids
-    const before = count.loads;
+    const before: number = count.loads;
     await find("y");
     assert.equal(count.loads, before + 1, "bounded: the oldest unknown id was forgotten");
     await find("w");
