@@ -311,7 +311,13 @@ describe(`isolation: a flooding party keeps to its share (${backend})`, () => {
     assert.deepEqual(
       withFlood.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.code}`),
       [],
-      `every read of the other TMC is 200 (${unavailable} × 503)`,
+      `every read of the other TMC is 200 (${unavailable} × 503; the server said: ${server
+        .stdout()
+        .split("\n")
+        .filter((l) => l.includes("DEPENDENCY_UNAVAILABLE"))
+        .slice(-2)
+        .join(" | ")
+        .slice(0, 2000)})`,
     );
     const refused = answers.filter((a) => a.status === 429 || a.status === 503);
     assert.ok(refused.length > 0, "the flooding party was held to its share");
