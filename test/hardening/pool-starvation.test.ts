@@ -383,7 +383,7 @@ describe(
       );
     });
 
-    test("R9: 200 concurrent unauthenticated token requests with made-up client ids from 50 addresses: the other TMC's reads all 200; the flood gets 401/429/503, every 429/503 with Retry-After", async () => {
+    test("R9: 200 concurrent unauthenticated token requests with made-up client ids from 50 addresses: the other TMC's reads all 200; the flood gets 403 invalid_client or 429/503, every 429/503 with Retry-After", async () => {
       await isolation("200 concurrent token requests with made-up client ids from 50 addresses", 200, (i) =>
         fetch(`${baseUrl}${TOKEN_PATH}`, {
           method: "POST",
