@@ -32,6 +32,7 @@ import type { CredentialStateSource } from "../domain/tokens/credential-generati
 import { credentialStateSource } from "../domain/tokens/credential-state-source.js";
 import { SigningKeyRing } from "../domain/tokens/signing-key-ring.js";
 import { TokenEndpoint } from "../domain/tokens/token-endpoint.js";
+import { FairAdmission, type Admission } from "../domain/shared/admission.js";
 import { TokenRevocation } from "../domain/tokens/token-revocation.js";
 import { TokenService } from "../domain/tokens/token-service.js";
 import { maxTokenLifetimeSeconds } from "../domain/tokens/model.js";
@@ -73,19 +74,10 @@ export function createDomainServices(inputs: DomainInputs) {
   const { signingKeys, generations, accessTokens, trustedIssuers } = tokens;
   const auditLog = auditLogOf(inputs);
   const limiters = limitersOf(inputs);
-  const tenants = new TenantService(uow, repos.tenants);
-  const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
-  const apiUserAdmin = new ApiUserAdmin(
-    uow,
-    repos.apiUsers,
-    repos.refreshTokens,
-    repos.audit,
-    provisioning,
-    generations,
-    keys,
-    clock,
-  );
+  const { tenants, provisioning, apiUserAdmin } = apiUserServices(inputs, generations);
   const resourceServers = resourceServerServices(inputs, generations);
+  // One per instance: the bearer RPCs (through the RPC core) and the token endpoints share it.
+  const admission = new FairAdmission(config.admission, config.storage.databasePoolMax);
   return {
     signingKeys,
     generations,
@@ -94,7 +86,8 @@ export function createDomainServices(inputs: DomainInputs) {
     limiter: limiters.limiter,
     /** Authenticates resource servers (introspection); the audiences each serves come with it. */
     resourceServerAuthenticator: resourceServers.authenticator,
-    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiters, auditLog, resourceServers.authenticator),
+    admission,
+    tokenEndpoint: tokenEndpointOf(inputs, tokens, limiters, auditLog, resourceServers.authenticator, admission),
     apiUserAdmin,
     // meta.location and Location: the SCIM base URL under the service's public address (its issuer).
     scimUsers: new ScimUsers(
@@ -125,6 +118,25 @@ export function createDomainServices(inputs: DomainInputs) {
       scimTokens: new ScimAuthenticator(uow, repos.apiUsers, keys),
       audience: config.tokens.audience,
     },
+  };
+}
+
+/** TMCs and their API users: provisioning and the TMC admin's operations. */
+function apiUserServices({ uow, repositories: repos, keys, clock }: DomainInputs, generations: CredentialGenerations) {
+  const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
+  return {
+    tenants: new TenantService(uow, repos.tenants),
+    provisioning,
+    apiUserAdmin: new ApiUserAdmin(
+      uow,
+      repos.apiUsers,
+      repos.refreshTokens,
+      repos.audit,
+      provisioning,
+      generations,
+      keys,
+      clock,
+    ),
   };
 }
 
@@ -316,6 +328,7 @@ function tokenEndpointOf(
   { limiter, resourceServerLimiter }: ReturnType<typeof limitersOf>,
   auditLog: AuditLog,
   resourceServers: ResourceServerAuthenticator,
+  admission: Admission,
 ): TokenEndpoint {
   const clientRecords = new ClientRecordCache<ApiUser>(tokens.generations, CLIENT_RECORD_CACHE_SIZE);
   return new TokenEndpoint(
@@ -339,6 +352,7 @@ function tokenEndpointOf(
       introspections: metrics.resourceServerIntrospections,
       changeStream: tokens.changeStream,
       securityEvents: tokens.securityEvents,
+      admission,
     },
   );
 }

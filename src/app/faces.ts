@@ -59,7 +59,7 @@ export async function createFaces(
       classifyError: classifyDatabaseError,
       deadlineMs: http.requestDeadlineMs,
       tracer: observers.tracer,
-      principalBudget: config.principalBudget,
+      principalBudget: { ...config.principalBudget, admission: domain.admission },
     },
     { health, admin: adminHealth && { health: adminHealth } },
   );

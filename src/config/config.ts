@@ -4,6 +4,7 @@ import type { AuditConfig } from "../domain/audit/model.js";
 import type { TokenConfig } from "../domain/tokens/model.js";
 import type { AdminListenerConfig, HttpConfig } from "../http/settings.js";
 import type { TracingConfig } from "../observability/tracing.js";
+import type { AdmissionConfig } from "../domain/shared/admission.js";
 import type { PrincipalBudgetConfig } from "../rpc/interceptors/principal-budget-interceptor.js";
 import type { DatabasePoolMode, RedisMode, StorageConfig } from "../store/settings.js";
 import type { RateLimits } from "../domain/rate-limit/model.js";
@@ -26,8 +27,10 @@ export interface Config {
   readonly rateLimits: RateLimits;
   /** Resource servers' budgets at introspection (RESOURCE_SERVER_RATE_LIMIT), counted apart. */
   readonly resourceServerRateLimits: RateLimits;
-  /** What one authenticated principal may ask of one instance at once and per window. */
+  /** What one authenticated principal may ask of one instance per window. */
   readonly principalBudget: PrincipalBudgetConfig;
+  /** Each TMC's, resource server's and the unauthenticated callers' share of one instance, and its adaptive limit. */
+  readonly admission: AdmissionConfig;
   readonly jobs: JobsConfig;
   readonly audit: AuditConfig;
   readonly tracing: TracingConfig;
@@ -224,9 +227,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const issuer = urlFrom(env, "TOKEN_ISSUER", defaultIssuer(env, host, port));
   const { signingKeyReloadIntervalMs, signingKeyPrepublishSeconds } = signingKeyTimingsFrom(env);
   const { databaseQueryTimeoutMs, databaseLockTimeoutMs } = databaseTimeoutsFrom(env);
+  const http = httpFrom(env, { host, port, admin, shutdownTimeoutMs, shutdownDrainMs });
+  const storage = storageFrom(env, { databaseSchema, databaseQueryTimeoutMs, databaseLockTimeoutMs });
   return {
-    http: httpFrom(env, { host, port, admin, shutdownTimeoutMs, shutdownDrainMs }),
-    storage: storageFrom(env, { databaseSchema, databaseQueryTimeoutMs, databaseLockTimeoutMs }),
+    http,
+    storage,
     secrets: {
       masterKey: secretSetting(env, "MASTER_KEY"),
       operatorToken: secretSetting(env, "OPERATOR_TOKEN"),
@@ -234,11 +239,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokens: tokensFrom(env, { issuer, signingKeyPrepublishSeconds }),
     rateLimits: rateLimitsFromEnv(env),
     resourceServerRateLimits: resourceServerRateLimitsFromEnv(env),
-    principalBudget: {
-      concurrency: intFrom(env, "RPC_CONCURRENCY_PER_PRINCIPAL", 4, 1, 10_000),
-      queue: intFrom(env, "RPC_QUEUE_PER_PRINCIPAL", 64, 0, 100_000),
-      rate: budgetFrom(env, "RPC_RATE_LIMIT_PER_PRINCIPAL", { points: 5_000, durationSeconds: 10 }),
-    },
+    principalBudget: { rate: budgetFrom(env, "RPC_RATE_LIMIT_PER_PRINCIPAL", { points: 5_000, durationSeconds: 10 }) },
+    admission: admissionFrom(env, storage.databasePoolMax, http.requestDeadlineMs),
     jobs: jobsFrom(env, signingKeyReloadIntervalMs),
     audit: {
       batchSize: intFrom(env, "AUDIT_BATCH_SIZE", 500, 1, 10_000),
@@ -256,6 +258,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serverUrl,
     adminUrl,
     cliRequestTimeoutMs: intFrom(env, "CLI_REQUEST_TIMEOUT_MS", 30_000, 100, HOUR_MS),
+  };
+}
+
+/** The ADMISSION_* settings; a queued call must give up before half the request deadline (429/503, not 504). */
+function admissionFrom(env: NodeJS.ProcessEnv, poolMax: number, requestDeadlineMs: number): AdmissionConfig {
+  const queueWaitMs = intFrom(env, "ADMISSION_QUEUE_WAIT_MS", Math.min(1_000, requestDeadlineMs / 2), 0, HOUR_MS);
+  if (queueWaitMs > requestDeadlineMs / 2)
+    throw new ConfigError(
+      `ADMISSION_QUEUE_WAIT_MS must be at most half of REQUEST_DEADLINE_MS (${requestDeadlineMs}), got ${queueWaitMs}`,
+    );
+  return {
+    partyShare: intFrom(env, "ADMISSION_PARTY_SHARE_PERCENT", 50, 1, 100) / 100,
+    unauthenticatedShare: intFrom(env, "ADMISSION_UNAUTHENTICATED_SHARE_PERCENT", 50, 1, 100) / 100,
+    queuePerParty: intFrom(env, "ADMISSION_QUEUE_PER_PARTY", 64, 0, 100_000),
+    queueWaitMs,
+    limitMax: intFrom(env, "ADMISSION_LIMIT_MAX", 4 * poolMax, 1, 1_000_000),
   };
 }
 

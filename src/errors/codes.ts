@@ -134,7 +134,7 @@ export const ERROR_CODES = {
   TOO_MANY_CONCURRENT_REQUESTS: {
     kind: "RESOURCE_EXHAUSTED",
     description:
-      "The caller already has RPC_CONCURRENCY_PER_PRINCIPAL calls running and RPC_QUEUE_PER_PRINCIPAL waiting on this instance; retry after Retry-After seconds",
+      "The caller's TMC (or resource server, or unauthenticated callers together) already runs its share of this instance (ADMISSION_PARTY_SHARE of DATABASE_POOL_MAX) with ADMISSION_QUEUE_PER_PARTY waiting; retry after Retry-After seconds",
   },
   TOO_MANY_OPEN_STREAMS: {
     kind: "RESOURCE_EXHAUSTED",
@@ -155,6 +155,11 @@ export const ERROR_CODES = {
   // The service
   NOT_IMPLEMENTED: { kind: "UNIMPLEMENTED", description: "The operation is not implemented yet" },
   SERVICE_NOT_READY: { kind: "UNAVAILABLE", description: "A dependency of the service is unreachable" },
+  SERVICE_OVERLOADED: {
+    kind: "UNAVAILABLE",
+    description:
+      "This instance sheds load: it is at its adaptive concurrency limit, or the calls ahead of this one are not finishing (a stalled database); retry after Retry-After seconds (another instance may have room)",
+  },
   DEPENDENCY_UNAVAILABLE: {
     kind: "UNAVAILABLE",
     description: "The database did not answer in time; retry with backoff",

@@ -59,8 +59,8 @@ export function createRpcCore(
     classifyError?: (error: unknown) => DomainError | undefined;
     deadlineMs?: number;
     tracer?: Tracer;
-    /** Per-principal concurrency and rate on bearer-authenticated RPCs; absent: none. */
-    principalBudget?: Omit<PrincipalBudget, "maxQueueWaitMs">;
+    /** Per-principal rate and the TMC's admission on bearer-authenticated RPCs; absent: none. */
+    principalBudget?: PrincipalBudget;
   },
   faces: RpcFaces = {},
 ): RpcCore {
@@ -87,16 +87,8 @@ export function createRpcCore(
     deadlineInterceptor(observers.deadlineMs ?? 10_000),
     textInterceptor(),
     authenticationInterceptor(domain.verifiers),
-    // After authentication (it budgets the principal), before anything that may touch the database.
-    // A queued call gives up at half the deadline: the caller gets 429 with Retry-After, not a 504.
-    ...(observers.principalBudget
-      ? [
-          principalBudgetInterceptor({
-            ...observers.principalBudget,
-            maxQueueWaitMs: (observers.deadlineMs ?? 10_000) / 2,
-          }),
-        ]
-      : []),
+    // After authentication (it budgets the principal and admits its TMC), before anything that may touch the database.
+    ...(observers.principalBudget ? [principalBudgetInterceptor(observers.principalBudget)] : []),
     createValidateInterceptor(),
   ];
   return {

@@ -11,6 +11,25 @@ export interface GenerationalRecord {
   readonly credentialGeneration: number;
 }
 
+/** How the cache remembers client ids the database did not know (the negative cache). */
+export interface UnknownClientMemory {
+  /** How long an unknown id is answered without reading Postgres again. */
+  readonly ttlMs: number;
+  /** Most unknown ids remembered; least recently seen out. */
+  readonly capacity: number;
+  /** Milliseconds clock. */
+  readonly now: () => number;
+}
+
+/**
+ * Unknown ids are remembered for 5 s: a flood of made-up client ids repeated costs one database
+ * read per id and 5 s, not one per request. Safe without any announcement of creations: client
+ * ids are 128 random bits generated at creation and shown only once it committed, so no instance
+ * can have met a client's id before that client existed (the ttl bounds what only an operator
+ * could cause: a restore or import that brings back ids already presented).
+ */
+export const UNKNOWN_CLIENTS: Omit<UnknownClientMemory, "now"> = { ttlMs: 5_000, capacity: 10_000 };
+
 /**
  * Client records (API users', resource servers') kept in process so that authenticating does not
  * read Postgres. A record is used only while its credential generation is the current one, asked
@@ -21,14 +40,21 @@ export interface GenerationalRecord {
  */
 export class ClientRecordCache<R extends GenerationalRecord> {
   private readonly records = new Map<string, R>();
+  /** Ids the database did not know, with when that answer expires (insertion order: oldest first). */
+  private readonly unknown = new Map<string, number>();
 
   constructor(
     private readonly generations: CurrentGenerations,
     private readonly capacity: number,
+    private readonly unknownClients: UnknownClientMemory = { ...UNKNOWN_CLIENTS, now: () => performance.now() },
   ) {}
 
-  /** The client's record: the cached one if still current, otherwise `load()`'s (remembered when found). */
+  /**
+   * The client's record: the cached one if still current, otherwise `load()`'s (remembered when
+   * found; when not, the id is remembered as unknown for a few seconds, see UNKNOWN_CLIENTS).
+   */
   async find(clientId: string, load: () => Promise<R | undefined>): Promise<R | undefined> {
+    if (this.knownUnknown(clientId)) return undefined;
     const cached = this.records.get(clientId);
     if (cached) {
       this.records.delete(clientId);
@@ -40,6 +66,7 @@ export class ClientRecordCache<R extends GenerationalRecord> {
     }
     const loaded = await load();
     if (loaded) this.remember(loaded);
+    else this.rememberUnknown(clientId);
     return loaded;
   }
 
@@ -58,6 +85,20 @@ export class ClientRecordCache<R extends GenerationalRecord> {
 
   get size(): number {
     return this.records.size;
+  }
+
+  private knownUnknown(clientId: string): boolean {
+    const expiresAt = this.unknown.get(clientId);
+    if (expiresAt === undefined) return false;
+    if (expiresAt > this.unknownClients.now()) return true;
+    this.unknown.delete(clientId);
+    return false;
+  }
+
+  private rememberUnknown(clientId: string): void {
+    this.unknown.delete(clientId);
+    this.unknown.set(clientId, this.unknownClients.now() + this.unknownClients.ttlMs);
+    if (this.unknown.size > this.unknownClients.capacity) this.unknown.delete(this.unknown.keys().next().value!);
   }
 
   private remember(record: R): void {

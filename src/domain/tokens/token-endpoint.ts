@@ -1,5 +1,6 @@
 import { DomainError } from "../../errors/domain-error.js";
 import type { ApiUser } from "../api-users/model.js";
+import { admitted, UNAUTHENTICATED, type Admission, type Party as AdmittedParty } from "../shared/admission.js";
 import { isResourceServerId, type ResourceServer } from "../resource-servers/model.js";
 import type { AuditSink } from "../audit/model.js";
 import type { LabelledCounter } from "../shared/observability.js";
@@ -49,6 +50,11 @@ export class TokenEndpoint {
       readonly changeStream?: CredentialChangeStream;
       /** The same changes as Security Event Tokens, polled (pollSecurityEvents()). */
       readonly securityEvents?: SecurityEventPoll;
+      /**
+       * The instance's fair-share admission: a client lookup runs in the unauthenticated share,
+       * the work after authentication in the client's TMC's or the resource server's. Absent: none.
+       */
+      readonly admission?: Admission;
     } = {},
   ) {}
 
@@ -58,7 +64,7 @@ export class TokenEndpoint {
       const client = await this.admit(request.credentials, call, authenticated, () =>
         TokenService.checkGrantType(request.grantType),
       );
-      return this.tokens.grant(client, request);
+      return this.admitted(tmcOf(client), () => this.tokens.grant(client, request));
     });
   }
 
@@ -66,7 +72,7 @@ export class TokenEndpoint {
   legacyToken(credentials: PresentedCredentials, call: TokenCall): Promise<IssuedToken> {
     return this.audited(credentials, "legacy", call, async (authenticated) => {
       const client = await this.admit(credentials, call, authenticated);
-      return this.tokens.legacyToken(client);
+      return this.admitted(tmcOf(client), () => this.tokens.legacyToken(client));
     });
   }
 
@@ -84,7 +90,8 @@ export class TokenEndpoint {
       this.recordRefusal("TOKEN_INTROSPECTION_REFUSED", credentials, client, error, call, {});
       throw error;
     }
-    const principal = await this.tokens.introspect(client, token);
+    const caller = client;
+    const principal = await this.admitted(tmcOf(caller), () => this.tokens.introspect(caller, token));
     this.audit.record({
       action: "TOKEN_INTROSPECTED",
       outcome: "SUCCESS",
@@ -131,7 +138,7 @@ export class TokenEndpoint {
       only: "The credential-change stream is for resource servers only",
       details: { stream: "true" },
     });
-    return stream.watch(sinceCursor, signal, server.clientId);
+    return this.admitted(serverOf(server), () => stream.watch(sinceCursor, signal, server.clientId), signal);
   }
 
   /** Ends every open change stream and every waiting SET poll (at shutdown, before HTTP closes). */
@@ -158,7 +165,10 @@ export class TokenEndpoint {
       only: "Security event polling is for resource servers only",
       details: { ssf: "true" },
     });
-    return events.poll(server.clientId, request, signal);
+    // A long poll waits (without a connection) far longer than any call may hold a slot: only
+    // an immediate poll's work is admitted; open polls are bounded per resource server apart.
+    if (!request.returnImmediately) return events.poll(server.clientId, request, signal);
+    return this.admitted(serverOf(server), () => events.poll(server.clientId, request, signal), signal);
   }
 
   /**
@@ -175,7 +185,7 @@ export class TokenEndpoint {
     refusal: ResourceServerOnlyRefusal = { details: {} },
   ): Promise<Array<Principal | undefined>> {
     const server = await this.admittedResourceServer(credentials, call, refusal);
-    const principals = await this.tokens.introspectFor(server.audiences, tokens);
+    const principals = await this.admitted(serverOf(server), () => this.tokens.introspectFor(server.audiences, tokens));
     const counter = this.wiring.introspections;
     if (counter) {
       const active = principals.filter((p) => p !== undefined).length;
@@ -245,7 +255,7 @@ export class TokenEndpoint {
     call: TokenCall,
     limiter: TokenRequestLimiter,
   ): Promise<ResourceServer> {
-    const attempt = await servers.lookUp(credentials);
+    const attempt = await this.admitted(UNAUTHENTICATED, () => servers.lookUp(credentials));
     const reservation = await limiter.reserveAttempt(
       attempt.clientId,
       attempt.server !== undefined,
@@ -368,6 +378,11 @@ export class TokenEndpoint {
     });
   }
 
+  /** `work` in a slot of `party`'s share of the instance (no admission wired: as it is). */
+  private admitted<T>(party: AdmittedParty, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    return admitted(this.wiring.admission, party, work, signal);
+  }
+
   /** Every request spends a point of its source address's budget, first. */
   private async limitAddress(call: TokenCall, limiter = this.limiter): Promise<RateLimitDecision> {
     const decision = await limiter.consumeAddress(call.remoteAddress);
@@ -395,7 +410,7 @@ export class TokenEndpoint {
    * locked-guess budget is spent too), and otherwise for a wrong secret only — the right one passes.
    */
   private async authenticate(credentials: PresentedCredentials, call: TokenCall): Promise<ApiUser> {
-    const attempt = await this.clients.lookUp(credentials);
+    const attempt = await this.admitted(UNAUTHENTICATED, () => this.clients.lookUp(credentials));
     const reservation = await this.limiter.reserveAttempt(
       attempt.clientId,
       attempt.client !== undefined,
@@ -478,6 +493,10 @@ interface Party {
 }
 
 const platformParty = (server: ResourceServer): Party => ({ clientId: server.clientId, tmcId: null });
+
+/** Whose share an authenticated caller's work takes: its TMC's, or the resource server's own. */
+const tmcOf = (client: ApiUser): AdmittedParty => ({ kind: "tmc", id: client.tmcId });
+const serverOf = (server: ResourceServer): AdmittedParty => ({ kind: "resource-server", id: server.clientId });
 
 /** Whether the credentials name a resource server: its ids are its own (model.ts), so the id alone says. */
 function namesResourceServer(credentials: PresentedCredentials): boolean {

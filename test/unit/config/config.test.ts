@@ -124,11 +124,16 @@ describe("configuration", () => {
       ],
       [2_000, 500, 1_000, 2],
     );
-    assert.deepEqual(config.principalBudget, {
-      concurrency: 4,
-      queue: 64,
-      rate: { points: 5_000, durationSeconds: 10 },
+    assert.deepEqual(config.principalBudget, { rate: { points: 5_000, durationSeconds: 10 } });
+    assert.deepEqual(config.admission, {
+      partyShare: 0.5,
+      unauthenticatedShare: 0.5,
+      queuePerParty: 64,
+      queueWaitMs: 1_000,
+      limitMax: 40,
     });
+    assert.equal(loadConfig({ DATABASE_POOL_MAX: "20" }).admission.limitMax, 80, "four times the pool");
+    assert.equal(loadConfig({ ADMISSION_PARTY_SHARE_PERCENT: "25" }).admission.partyShare, 0.25);
     assert.equal(
       loadConfig({ DATABASE_QUERY_TIMEOUT_MS: "3000" }).storage.databaseLockTimeoutMs,
       1_500,
@@ -142,7 +147,11 @@ describe("configuration", () => {
       () => loadConfig({ DATABASE_LOCK_TIMEOUT_MS: "1000" }),
       /DATABASE_LOCK_TIMEOUT_MS must be below DATABASE_QUERY_TIMEOUT_MS/,
     );
-    assert.throws(() => loadConfig({ RPC_CONCURRENCY_PER_PRINCIPAL: "0" }), ConfigError);
+    assert.throws(() => loadConfig({ ADMISSION_PARTY_SHARE_PERCENT: "0" }), ConfigError);
+    assert.throws(
+      () => loadConfig({ REQUEST_DEADLINE_MS: "1000", ADMISSION_QUEUE_WAIT_MS: "600" }),
+      /ADMISSION_QUEUE_WAIT_MS must be at most half of REQUEST_DEADLINE_MS/,
+    );
     assert.throws(() => loadConfig({ RPC_RATE_LIMIT_PER_PRINCIPAL: "lots" }), ConfigError);
   });
 

@@ -50,10 +50,41 @@ describe("ClientRecordCache: API-user records in process, used only while their 
     await rejectsWith(authenticate(other.clientId, other.secret), invalidClient);
   });
 
-  test("unknown client ids are not cached and cost one database read each", async () => {
+  test("an unknown client id is remembered a few seconds: a flood of it costs one database read, and it is still refused", async () => {
     const before = lookUps();
     for (let i = 0; i < 3; i++) await rejectsWith(authenticate("UNKNOWNCLIENTID0000000000A", "x"), invalidClient);
-    assert.equal(lookUps(), before + 3);
+    assert.equal(lookUps(), before + 1);
+    await rejectsWith(authenticate("UNKNOWNCLIENTID0000000000B", "x"), invalidClient);
+    assert.equal(lookUps(), before + 2, "each id once");
+  });
+
+  test("the unknown answer expires after its ttl, is bounded (oldest out), and never hides a client the database knows", async () => {
+    let now = 0;
+    const generations = {
+      current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 1])),
+      believableFrom: () => 0,
+    };
+    const cache = new ClientRecordCache<ApiUser>(generations, 10, { ttlMs: 5_000, capacity: 2, now: () => now });
+    const existing = new Set<string>();
+    const count = { loads: 0 };
+    const find = (id: string) =>
+      cache.find(id, async () => (count.loads++, existing.has(id) ? record(tmcId, id) : undefined));
+    assert.equal(await find("x"), undefined);
+    assert.equal(await find("x"), undefined);
+    assert.equal(count.loads, 1, "remembered");
+    now += 5_000;
+    // Created meanwhile (only an operator's restore could bring back an id already presented): the ttl bounds it.
+    existing.add("x");
+    assert.equal((await find("x"))?.clientId, "x", "after the ttl the database answers again");
+    assert.equal(count.loads, 2);
+    await find("y");
+    await find("z");
+    await find("w"); // y leaves the unknown ids
+    const before: number = count.loads;
+    await find("y");
+    assert.equal(count.loads, before + 1, "bounded: the oldest unknown id was forgotten");
+    await find("w");
+    assert.equal(count.loads, before + 1, "w is still remembered");
   });
 
   test("bounded: the least recently used record leaves first", async () => {
@@ -62,17 +93,8 @@ describe("ClientRecordCache: API-user records in process, used only while their 
       believableFrom: () => 0,
     };
     const cache = new ClientRecordCache<ApiUser>(generations, 2);
-    const record = (clientId: string): ApiUser => ({
-      clientId,
-      tmcId,
-      orgId: undefined,
-      role: "TMC_ADMIN",
-      credentialType: "CLIENT_CREDENTIALS",
-      secretHash: Buffer.alloc(32),
-      credentialGeneration: 1,
-    });
     let loads = 0;
-    const find = (id: string) => cache.find(id, async () => (loads++, record(id)));
+    const find = (id: string) => cache.find(id, async () => (loads++, record(tmcId, id)));
     await find("a");
     await find("b");
     await find("a");
@@ -86,3 +108,15 @@ describe("ClientRecordCache: API-user records in process, used only while their 
     assert.equal(loads, before + 1, "b was evicted");
   });
 });
+
+function record(tmcId: string, clientId: string): ApiUser {
+  return {
+    clientId,
+    tmcId,
+    orgId: undefined,
+    role: "TMC_ADMIN",
+    credentialType: "CLIENT_CREDENTIALS",
+    secretHash: Buffer.alloc(32),
+    credentialGeneration: 1,
+  };
+}

@@ -58,6 +58,7 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   NOT_IMPLEMENTED: { code: Code.Unimplemented, status: 501 },
   SERVICE_NOT_READY: { code: Code.Unavailable, status: 503 },
   DEPENDENCY_UNAVAILABLE: { code: Code.Unavailable, status: 503 },
+  SERVICE_OVERLOADED: { code: Code.Unavailable, status: 503 },
   CANCELED: { code: Code.Canceled, status: 499 },
   DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, status: 504 },
   INTERNAL_ERROR: { code: Code.Internal, status: 500 },
