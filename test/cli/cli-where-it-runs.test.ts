@@ -89,63 +89,71 @@ describe("the CLI says where it runs and creates no store unasked", { timeout: 6
     },
   );
 
+  /**
+   * A server started on an empty DATA_DIR, and `whileStarting` run against it before it has
+   * announced itself; it gets the started server's address once the start has ended.
+   */
+  async function duringFirstStart(
+    whileStarting: (env: Record<string, string>, dataDir: string) => Promise<(address: string) => void>,
+  ): Promise<void> {
+    const s = storage({ emptyDataDir: true });
+    const env = serviceEnv(s);
+    const starting = spawnServer(env);
+    let server: Awaited<typeof starting> | undefined;
+    try {
+      const check = await whileStarting(env, s.dataDir);
+      server = await starting;
+      check(server.address);
+    } finally {
+      server ??= await starting.catch(() => undefined);
+      await server?.stop();
+    }
+  }
+
   test(
     "a command sent while the server is still starting waits for it and goes through it",
     { skip: isPostgres && "embedded backend only (the DATA_DIR lock)" },
-    async () => {
+    () =>
       // A first start (initdb, then migrations) is long enough to send a command while it runs.
-      const s = storage({ emptyDataDir: true });
-      const env = serviceEnv(s);
-      const starting = spawnServer(env);
-      let server: Awaited<typeof starting> | undefined;
-      try {
+      duringFirstStart(async (env, dataDir) => {
         // The server holds DATA_DIR (owner.pid) and has not announced its address (server.json): it is migrating.
-        await waitFor("the server to claim DATA_DIR", () => fs.existsSync(path.join(s.dataDir, "owner.pid")), {
+        await waitFor("the server to claim DATA_DIR", () => fs.existsSync(path.join(dataDir, "owner.pid")), {
           timeoutMs: 60_000,
         });
-        assert.equal(fs.existsSync(path.join(s.dataDir, "server.json")), false, "the server is still starting");
+        assert.equal(fs.existsSync(path.join(dataDir, "server.json")), false, "the server is still starting");
         const seeded = await runCli(["seed"], env);
-        server = await starting;
-        assert.equal(seeded.code, 0, seeded.stderr);
-        assert.match(
-          seeded.stderr,
-          /^cli: DATA_DIR .* is held by process \d+, which has not announced a server yet; waiting for it/m,
-        );
-        assert.match(
-          seeded.stderr,
-          new RegExp(
-            `^cli: using the server at ${server.address} \\(recorded by server process \\d+ in ${s.dataDir}/server\\.json\\)$`,
-            "m",
-          ),
-        );
-        assert.doesNotMatch(seeded.stderr, /in-process/);
-        const seed = JSON.parse(seeded.stdout) as { tmcId: string };
-        assert.ok(seed.tmcId);
-      } finally {
-        server ??= await starting.catch(() => undefined);
-        await server?.stop();
-      }
-    },
+        return (address) => {
+          assert.equal(seeded.code, 0, seeded.stderr);
+          assert.match(
+            seeded.stderr,
+            /^cli: DATA_DIR .* is held by process \d+, which has not announced a server yet; waiting for it/m,
+          );
+          assert.match(
+            seeded.stderr,
+            new RegExp(
+              `^cli: using the server at ${address} \\(recorded by server process \\d+ in ${dataDir}/server\\.json\\)$`,
+              "m",
+            ),
+          );
+          assert.doesNotMatch(seeded.stderr, /in-process/);
+          const seed = JSON.parse(seeded.stdout) as { tmcId: string };
+          assert.ok(seed.tmcId);
+        };
+      }),
   );
+
   test(
     "a command run at the same moment as the server's start (npm start in another terminal) waits for it",
     { skip: isPostgres && "embedded backend only (the DATA_DIR lock)" },
-    async () => {
+    () =>
       // Nothing in DATA_DIR yet: the CLI must not tell the operator to pass --init to a server that is starting.
-      const s = storage({ emptyDataDir: true });
-      const env = serviceEnv(s);
-      const starting = spawnServer(env);
-      let server: Awaited<typeof starting> | undefined;
-      try {
+      duringFirstStart(async (env) => {
         const listed = await runCli(["tmc", "list"], env);
-        server = await starting;
-        assert.equal(listed.code, 0, listed.stderr);
-        assert.doesNotMatch(listed.stderr, /--init|in-process/);
-        assert.match(listed.stderr, new RegExp(`^cli: using the server at ${server.address} \\(recorded by`, "m"));
-      } finally {
-        server ??= await starting.catch(() => undefined);
-        await server?.stop();
-      }
-    },
+        return (address) => {
+          assert.equal(listed.code, 0, listed.stderr);
+          assert.doesNotMatch(listed.stderr, /--init|in-process/);
+          assert.match(listed.stderr, new RegExp(`^cli: using the server at ${address} \\(recorded by`, "m"));
+        };
+      }),
   );
 });
