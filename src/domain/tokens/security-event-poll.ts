@@ -59,9 +59,8 @@ export const SSF_POLL_MAX_OPEN_PER_RECEIVER = 10;
  */
 export class SecurityEventPoll {
   private stopped = false;
-  private readonly open = new Set<() => void>();
-  /** Open polls per receiver on this instance. */
-  private readonly openOf = new Map<string, number>();
+  /** The wake-up of every open poll (what stop() ends), with its receiver (what the cap counts). */
+  private readonly open = new Map<() => void, string>();
   private readonly longPollMs: number;
   private readonly maxOpenPerReceiver: number;
   private readonly reads: SecurityEventFeedReads;
@@ -86,7 +85,7 @@ export class SecurityEventPoll {
   /** Ends every waiting poll (each answers with what it has); new ones do not wait. */
   stop(): void {
     this.stopped = true;
-    for (const wake of this.open) wake();
+    for (const wake of this.open.keys()) wake();
   }
 
   /**
@@ -101,13 +100,13 @@ export class SecurityEventPoll {
   ): Promise<SecurityEventPollResult> {
     const acknowledged = acknowledgedSeqs([...request.ack, ...request.setErrs]);
     const max = request.maxEvents ?? SSF_DEFAULT_MAX_EVENTS;
-    const release = this.admit(receiverId);
+    this.admit(receiverId);
     const deadline = performance.now() + this.longPollMs;
     const wake = new Wakeup();
     const off = this.committed.onCommitted(() => wake.ring());
     const ring = () => wake.ring();
     signal.addEventListener("abort", ring);
-    this.open.add(ring);
+    this.open.set(ring, receiverId);
     try {
       let pending = acknowledged;
       for (;;) {
@@ -123,13 +122,13 @@ export class SecurityEventPoll {
       off();
       signal.removeEventListener("abort", ring);
       this.open.delete(ring);
-      release();
     }
   }
 
-  /** Takes one of the receiver's open-poll slots on this instance, or refuses; returns its release. */
-  private admit(receiverId: string): () => void {
-    const open = this.openOf.get(receiverId) ?? 0;
+  /** Refuses a poll when its receiver already holds its open polls on this instance (the poll then takes its place in `open`). */
+  private admit(receiverId: string): void {
+    let open = 0;
+    for (const holder of this.open.values()) if (holder === receiverId) open++;
     if (open >= this.maxOpenPerReceiver)
       throw new DomainError(
         "TOO_MANY_OPEN_POLLS",
@@ -140,12 +139,6 @@ export class SecurityEventPoll {
           logged: { receiver: receiverId, open: String(open) },
         },
       );
-    this.openOf.set(receiverId, open + 1);
-    return () => {
-      const left = (this.openOf.get(receiverId) ?? 1) - 1;
-      if (left > 0) this.openOf.set(receiverId, left);
-      else this.openOf.delete(receiverId);
-    };
   }
 
   /** One read of the feed (one transaction, NOWAIT on the position), its SETs signed once for every poll that shares it. */
