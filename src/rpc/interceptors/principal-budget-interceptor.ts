@@ -1,5 +1,5 @@
 import type { Interceptor } from "@connectrpc/connect";
-import type { Admission, Party } from "../../domain/shared/admission.js";
+import { admitted, type Admission } from "../../domain/shared/admission.js";
 import type { Budget } from "../../domain/rate-limit/model.js";
 import { DomainError } from "../../errors/domain-error.js";
 import { principalKey, scimClientKey } from "./authentication-interceptor.js";
@@ -42,14 +42,7 @@ export function principalBudgetInterceptor(budget: PrincipalBudget): Interceptor
         retryAfterSeconds,
       });
     }
-    if (!budget.admission) return next(req);
-    const party: Party = { kind: "tmc", id: caller.tmcId };
-    const release = await budget.admission.enter(party, req.signal);
-    try {
-      return await next(req);
-    } finally {
-      release();
-    }
+    return admitted(budget.admission, { kind: "tmc", id: caller.tmcId }, () => next(req), req.signal);
   };
 }
 
