@@ -252,7 +252,7 @@ class ResetBudget {
   private bucketOf(address: string): Bucket {
     const at = this.now();
     const bucket = this.buckets.get(address) ?? { tokens: this.burst, updatedMs: at, spent: false };
-    bucket.tokens = Math.min(this.burst, bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.perSecond);
+    bucket.tokens = tokensAt(bucket, at, this.burst, this.perSecond);
     bucket.updatedMs = at;
     if (bucket.tokens >= this.burst / 2) bucket.spent = false;
     this.buckets.set(address, bucket);
@@ -262,9 +262,14 @@ class ResetBudget {
   private forgetFull(): void {
     const at = this.now();
     for (const [address, bucket] of this.buckets) {
-      if (bucket.tokens + ((at - bucket.updatedMs) / 1000) * this.perSecond >= this.burst) this.buckets.delete(address);
+      if (tokensAt(bucket, at, this.burst, this.perSecond) >= this.burst) this.buckets.delete(address);
     }
   }
+}
+
+/** A token bucket's tokens at `at`: what it held at `updatedMs`, refilled at `perSecond`, at most `burst`. */
+function tokensAt(bucket: { tokens: number; updatedMs: number }, at: number, burst: number, perSecond: number): number {
+  return Math.min(burst, bucket.tokens + ((at - bucket.updatedMs) / 1000) * perSecond);
 }
 
 /** An open session as the instance's reset budget sees it. */
@@ -287,8 +292,7 @@ const RECENT_HALF_LIFE_MS = 1_000;
  * one ended (`endOffender`), not whichever reset happened to find it empty.
  */
 class InstanceResetBudget {
-  private tokens: number;
-  private updatedMs: number;
+  private readonly bucket: { tokens: number; updatedMs: number };
   private readonly sessions = new Set<TrackedSession>();
 
   constructor(
@@ -296,8 +300,7 @@ class InstanceResetBudget {
     private readonly now: () => number,
     private readonly endOffender: (offender: TrackedSession) => void,
   ) {
-    this.tokens = limits.h2InstanceResetBurst;
-    this.updatedMs = now();
+    this.bucket = { tokens: limits.h2InstanceResetBurst, updatedMs: now() };
   }
 
   /** Follows `session` until it closes. */
@@ -312,13 +315,11 @@ class InstanceResetBudget {
   spend(tracked: TrackedSession): void {
     const at = this.now();
     this.score(tracked, at, 1);
-    this.tokens = Math.min(
-      this.limits.h2InstanceResetBurst,
-      this.tokens + ((at - this.updatedMs) / 1000) * this.limits.h2InstanceResetsPerSecond,
-    );
-    this.updatedMs = at;
-    if (this.tokens >= 1) {
-      this.tokens -= 1;
+    const { h2InstanceResetBurst, h2InstanceResetsPerSecond } = this.limits;
+    this.bucket.tokens = tokensAt(this.bucket, at, h2InstanceResetBurst, h2InstanceResetsPerSecond);
+    this.bucket.updatedMs = at;
+    if (this.bucket.tokens >= 1) {
+      this.bucket.tokens -= 1;
       return;
     }
     const offender = this.worst(at);
