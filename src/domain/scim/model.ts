@@ -82,17 +82,14 @@ export interface ScimMultiValue {
 /** An email (RFC 7643 4.1.2); any number of them, of any type: the userName is the identity, not an email of the list. */
 export type ScimEmail = ScimMultiValue;
 
+/** An address's string parts (RFC 7643 4.1.2), as /Schemas lists them and the mappers read them. */
+export const ADDRESS_PARTS = ["formatted", "streetAddress", "locality", "region", "postalCode", "country"] as const;
+
 /** An address (RFC 7643 4.1.2). */
-export interface ScimAddress {
-  readonly formatted?: string | null;
-  readonly streetAddress?: string | null;
-  readonly locality?: string | null;
-  readonly region?: string | null;
-  readonly postalCode?: string | null;
-  readonly country?: string | null;
+export type ScimAddress = { readonly [part in (typeof ADDRESS_PARTS)[number]]?: string | null } & {
   readonly type?: string | null;
   readonly primary?: boolean | null;
-}
+};
 
 /**
  * The SCIM attributes kept as the IdP sent them, because the profile has no place for them

@@ -1,5 +1,5 @@
 import { DomainError } from "../../errors/domain-error.js";
-import { ENTERPRISE_USER_SCHEMA, SCHEMA_SCHEMA, USER_SCHEMA, type PatchTarget } from "./model.js";
+import { ADDRESS_PARTS, ENTERPRISE_USER_SCHEMA, SCHEMA_SCHEMA, USER_SCHEMA, type PatchTarget } from "./model.js";
 import { parseFilterSyntax } from "./filter-syntax.js";
 
 /**
@@ -155,9 +155,12 @@ const USER: SchemaDefinition = {
       mutability: "readWrite",
       description: KEPT,
       subAttributes: [
-        ...["formatted", "streetAddress", "locality", "region", "postalCode", "country"].map(
-          (name): AttributeDefinition => ({ name, type: "string", mutability: "readWrite", description: KEPT }),
-        ),
+        ...ADDRESS_PARTS.map((name): AttributeDefinition => ({
+          name,
+          type: "string",
+          mutability: "readWrite",
+          description: KEPT,
+        })),
         {
           name: "type",
           type: "string",

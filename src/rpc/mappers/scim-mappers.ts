@@ -2,6 +2,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import {
   ENTERPRISE_USER_SCHEMA,
+  ADDRESS_PARTS,
   KEPT_STRINGS,
   MAX_PATCH_OPERATIONS,
   PATCH_OP_SCHEMA,
@@ -261,12 +262,7 @@ const DECODERS: Readonly<Record<string, Decode>> = {
   "emails.value": emailValueOf,
   ...multiValueDecoders("phoneNumbers", phoneOf),
   ...multiValueDecoders("addresses", addressOf),
-  ...Object.fromEntries(
-    ["formatted", "streetAddress", "locality", "region", "postalCode", "country"].map((sub) => [
-      `addresses.${sub}`,
-      text(`addresses.${sub}`),
-    ]),
-  ),
+  ...Object.fromEntries(ADDRESS_PARTS.map((sub) => [`addresses.${sub}`, text(`addresses.${sub}`)])),
   preferredLanguage: text("preferredLanguage"),
   ...Object.fromEntries(KEPT_STRINGS.map((name) => [name, text(name)])),
   active: booleanOf,
@@ -390,12 +386,7 @@ function addressOf(value: JsonValue): ScimAddress {
   const attrs = caseInsensitive(isObject(value) ? value : {});
   const part = (name: string) => decoded(attrs.get(name.toLowerCase()), text(`addresses.${name}`));
   return prune({
-    formatted: part("formatted"),
-    streetAddress: part("streetAddress"),
-    locality: part("locality"),
-    region: part("region"),
-    postalCode: part("postalCode"),
-    country: part("country"),
+    ...Object.fromEntries(ADDRESS_PARTS.map((name) => [name, part(name)])),
     type: decoded(attrs.get("type"), typeOf("addresses")),
     primary: decoded(attrs.get("primary"), primaryOf),
   });
