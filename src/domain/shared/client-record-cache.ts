@@ -1,3 +1,5 @@
+import { LruMap } from "./lru-map.js";
+
 /** What the cache validates against: the current generation of each client (undefined: revoked or unknown). */
 export interface CurrentGenerations {
   current(clientIds: readonly string[]): Promise<Map<string, number | undefined>>;
@@ -39,15 +41,18 @@ export const UNKNOWN_CLIENTS: Omit<UnknownClientMemory, "now"> = { ttlMs: 5_000,
  * least recently used out.
  */
 export class ClientRecordCache<R extends GenerationalRecord> {
-  private readonly records = new Map<string, R>();
-  /** Ids the database did not know, with when that answer expires (insertion order: oldest first). */
-  private readonly unknown = new Map<string, number>();
+  private readonly records: LruMap<string, R>;
+  /** Ids the database did not know, with when that answer expires. */
+  private readonly unknown: LruMap<string, number>;
 
   constructor(
     private readonly generations: CurrentGenerations,
-    private readonly capacity: number,
+    capacity: number,
     private readonly unknownClients: UnknownClientMemory = { ...UNKNOWN_CLIENTS, now: () => performance.now() },
-  ) {}
+  ) {
+    this.records = new LruMap(capacity);
+    this.unknown = new LruMap(unknownClients.capacity);
+  }
 
   /**
    * The client's record: the cached one if still current, otherwise `load()`'s (remembered when
@@ -96,14 +101,10 @@ export class ClientRecordCache<R extends GenerationalRecord> {
   }
 
   private rememberUnknown(clientId: string): void {
-    this.unknown.delete(clientId);
     this.unknown.set(clientId, this.unknownClients.now() + this.unknownClients.ttlMs);
-    if (this.unknown.size > this.unknownClients.capacity) this.unknown.delete(this.unknown.keys().next().value!);
   }
 
   private remember(record: R): void {
-    this.records.delete(record.clientId);
     this.records.set(record.clientId, record);
-    if (this.records.size > this.capacity) this.records.delete(this.records.keys().next().value!);
   }
 }

@@ -1,3 +1,4 @@
+import { LruMap } from "../shared/lru-map.js";
 import type { Principal } from "./model.js";
 
 /**
@@ -11,23 +12,18 @@ import type { Principal } from "./model.js";
  * it can never hit. Bounded; least recently used out.
  */
 export class VerifiedTokens {
-  private readonly entries = new Map<string, VerifiedToken>();
+  private readonly entries: LruMap<string, VerifiedToken>;
 
-  constructor(private readonly capacity: number) {}
+  constructor(capacity: number) {
+    this.entries = new LruMap(capacity);
+  }
 
   get(token: string): VerifiedToken | undefined {
-    const entry = this.entries.get(token);
-    if (entry) {
-      this.entries.delete(token);
-      this.entries.set(token, entry);
-    }
-    return entry;
+    return this.entries.touch(token);
   }
 
   remember(token: string, entry: VerifiedToken): void {
-    this.entries.delete(token);
     this.entries.set(token, entry);
-    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
   }
 
   forget(token: string): void {
