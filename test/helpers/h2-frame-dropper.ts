@@ -1,4 +1,5 @@
 import net from "node:net";
+import { connectUpstream } from "./tcp-proxy.js";
 
 /**
  * A loopback TCP proxy for h2c that loses one message while the link stays up: it reads the
@@ -37,16 +38,7 @@ export async function startFrameDropper(targetPort: number, targetHost = "127.0.
     return false;
   };
   const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, targetHost);
-    const pair = [client, upstream];
-    for (const s of pair) {
-      sockets.add(s);
-      s.on("close", () => {
-        sockets.delete(s);
-        pair.forEach((peer) => peer.destroy());
-      });
-      s.on("error", () => s.destroy());
-    }
+    const upstream = connectUpstream(client, targetPort, targetHost, sockets);
     client.pipe(upstream);
     // HTTP/2 when the client opens with the preface (else HTTP/1.1, the JWKS fetch: passed as is).
     let h2: boolean | undefined;

@@ -16,22 +16,36 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
+/**
+ * The upstream connection of a proxied `client`, both kept in `sockets` while open: either side
+ * going away takes the other with it, as a real connection loss would. Piping is the caller's.
+ */
+export function connectUpstream(
+  client: net.Socket,
+  targetPort: number,
+  targetHost: string,
+  sockets: Set<net.Socket>,
+): net.Socket {
+  const upstream = net.connect(targetPort, targetHost);
+  const pair = [client, upstream];
+  for (const s of pair) {
+    sockets.add(s);
+    s.on("close", () => {
+      sockets.delete(s);
+      pair.forEach((peer) => peer.destroy());
+    });
+    s.on("error", () => s.destroy());
+  }
+  return upstream;
+}
+
 export async function startTcpProxy(initialTargetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
   let targetPort = initialTargetPort;
   const sockets = new Set<net.Socket>();
   let stalled = false;
   const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, targetHost);
+    const upstream = connectUpstream(client, targetPort, targetHost, sockets);
     const pair = [client, upstream];
-    for (const s of pair) {
-      sockets.add(s);
-      // Either side going away takes the other with it, as a real connection loss would.
-      s.on("close", () => {
-        sockets.delete(s);
-        pair.forEach((peer) => peer.destroy());
-      });
-      s.on("error", () => s.destroy());
-    }
     client.pipe(upstream).pipe(client);
     // After pipe(), which resumes its source: a connection opened during a stall is stalled too.
     if (stalled) pair.forEach((s) => s.pause());
