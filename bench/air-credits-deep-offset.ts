@@ -1,4 +1,4 @@
-// Deep pages of the air-credit list (issue 19): p50/p95 of POST
+// Deep pages of the air-credit list: p50/p95 of POST
 // /v3/air/company-transferable-unused-credits/list at a few offsets over one company with
 // CREDITS transferable credits (inserted with one SQL statement, not through the import, so
 // seeding takes seconds). Runs on the backend TEST_BACKEND names (postgres: DATABASE_URL of

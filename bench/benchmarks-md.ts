@@ -3,6 +3,7 @@
 // file of their own instead of the README, and the prose around them stays as written.
 import fs from "node:fs";
 import {
+  credentialRatiosLine,
   fmtMs,
   fmtRate,
   goalsTable,
@@ -16,6 +17,7 @@ import {
   type InvalidationSummary,
   type ScalingSummary,
   type ScenarioSummary,
+  type VerifierLocalSummary,
 } from "./report.js";
 
 export const BEGIN_MARKER = "<!-- bench:latest-run:begin -->";
@@ -49,6 +51,7 @@ export interface RunResults {
   readonly goals: readonly Goal[];
   /** Absent in runs before the scaling scenario. */
   readonly scaling?: ScalingSummary;
+  readonly verifierLocal?: VerifierLocalSummary;
 }
 
 /** The section's body (without the markers): the run's setting, the scenario table, invalidation, goals. */
@@ -67,6 +70,8 @@ export function renderLatestRun(r: RunResults): string {
     scenarioTable(r.scenarios),
     "",
     `${invalidationLine(r.invalidation)}.`,
+    "",
+    `${credentialRatiosLine(r.goals, r.verifierLocal)}.`,
     "",
     ...(r.scaling?.steps.length ? [`Scaling: ${scalingSetting(r.scaling)}.`, "", scalingTable(r.scaling), ""] : []),
     "Goals:",

@@ -7,7 +7,7 @@
 //                        (0 or negative = before the rotate call returned)
 //
 // The same measure, with the probe aimed at the sample protected service (examples/) that
-// follows B's change stream, is the propagation delay of issue 23: there a refusal after the
+// follows B's change stream, is the propagation delay: there a refusal after the
 // answer is expected (the event travels after the commit) and what must never happen is an
 // accept after the first refusal (acceptedAfterRefusal).
 //

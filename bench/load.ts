@@ -8,6 +8,7 @@ import { performance } from "node:perf_hooks";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import autocannon from "autocannon";
+import { clientAssertion, dpopProof, type AssertionSpec, type DpopSpec } from "./client-proofs.js";
 
 /** What one measured run saw. */
 export interface LoadSample {
@@ -65,6 +66,10 @@ export interface HttpRequestSpec {
   readonly path: string;
   readonly headers?: Record<string, string>;
   readonly body?: string;
+  /** A form body gets `&client_assertion=` a fresh private_key_jwt assertion for each request (each is usable once). */
+  readonly assertion?: AssertionSpec;
+  /** Each request gets a fresh DPoP proof for this request (each is usable once) in its DPoP header. */
+  readonly dpop?: DpopSpec;
 }
 
 export function runAutocannon(
@@ -96,8 +101,8 @@ export function runAutocannon(
                 ...request,
                 method: v.method,
                 path: v.path,
-                headers: { ...request.headers, ...v.headers },
-                body: v.body ?? "",
+                headers: { ...request.headers, ...v.headers, ...(v.dpop ? { dpop: dpopProof(v.dpop) } : {}) },
+                body: v.assertion ? `${v.body ?? ""}&client_assertion=${clientAssertion(v.assertion)}` : (v.body ?? ""),
               };
             },
           },

@@ -7,6 +7,8 @@
 // On the bench's 2-core machine this process still competes with the servers for CPU — as it
 // does for every scenario alike. Server CPU per request (from /proc) does not depend on that
 // competition the way req/s does.
+import { dpopProof } from "./client-proofs.js";
+import { request as httpRequest } from "./http.js";
 import {
   grpcAuthClients,
   grpcCall,
@@ -94,9 +96,11 @@ const repoRoot = new URL("../", import.meta.url).pathname;
 
 type SingleJob = Exclude<LoadJob, { kind: "mixed" }>;
 
-function loadOnce(job: SingleJob, durationS: number, expected: ReadonlySet<string>): Promise<LoadSample> {
-  if (job.kind === "http")
-    return runAutocannon(job.baseUrl, job.variants, { connections: job.connections, durationS, expected });
+async function loadOnce(job: SingleJob, durationS: number, expected: ReadonlySet<string>): Promise<LoadSample> {
+  if (job.kind === "http") {
+    const variants = await withDpopNonces(job.baseUrl, job.variants);
+    return runAutocannon(job.baseUrl, variants, { connections: job.connections, durationS, expected });
+  }
   const targets = typeof job.target === "string" ? [job.target] : job.target;
   const key = `${targets.join(",")}/${job.channels}`;
   let clients = grpcClients.get(key);
@@ -121,6 +125,27 @@ function loadOnce(job: SingleJob, durationS: number, expected: ReadonlySet<strin
     },
     { concurrency: job.concurrency, durationS, expected },
   );
+}
+
+/**
+ * DPoP variants with the server's current nonce, asked for as a client does (a proof without one
+ * is answered use_dpop_nonce with the DPoP-Nonce header): a nonce is accepted for a minute at
+ * least, longer than any measured run.
+ */
+async function withDpopNonces(
+  baseUrl: string | readonly string[],
+  variants: readonly HttpRequestSpec[],
+): Promise<readonly HttpRequestSpec[]> {
+  const probe = variants.find((v) => v.dpop);
+  if (!probe?.dpop) return variants;
+  const answer = await httpRequest(`${typeof baseUrl === "string" ? baseUrl : baseUrl[0]}${probe.path}`, {
+    method: probe.method,
+    headers: { ...probe.headers, dpop: dpopProof({ ...probe.dpop, nonce: undefined }) },
+    body: probe.body,
+  });
+  const nonce = answer.headers["dpop-nonce"];
+  if (typeof nonce !== "string") throw new Error(`no DPoP-Nonce from ${probe.path} (status ${answer.status})`);
+  return variants.map((v) => (v.dpop ? { ...v, dpop: { ...v.dpop, nonce } } : v));
 }
 
 /** Every part of the job at once; a single job is one part. */

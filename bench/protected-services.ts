@@ -1,4 +1,4 @@
-// Issue 23's measurements beside the load rounds: the verifier package's local verification rate
+// The protected services' measurements beside the load rounds: the verifier package's local verification rate
 // (a child process, bench/verifier-local.ts) and, in report.ts, the propagation delay to the sample
 // protected service (bench/sample-service.ts) measured with bench/invalidation.ts's probe.
 import { execFile } from "node:child_process";
@@ -12,6 +12,17 @@ export interface VerifierLocalRound {
   readonly bare: number;
   readonly firstSight: number;
   readonly cached: number;
+  /** verifyRequest on a cached token: Bearer, and DPoP with a fresh proof each (absent in runs before issue 35). */
+  readonly bearerRequest?: number;
+  readonly dpopRequest?: number;
+}
+
+/** A DPoP-bound token for the sample audience, a Bearer one, and the key the bound one's proofs are signed with. */
+export interface VerifierDpopInput {
+  readonly bound: string;
+  readonly bearer: string;
+  readonly privateKeyPem: string;
+  readonly publicJwk: object;
 }
 
 export interface VerifierLocalRun {
@@ -23,10 +34,13 @@ export interface VerifierLocalRun {
 export async function runVerifierLocal(
   env: Record<string, string>,
   tokens: readonly string[],
+  dpop: VerifierDpopInput,
 ): Promise<VerifierLocalRun> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-verifier-"));
   const tokensFile = path.join(dir, "tokens.json");
   fs.writeFileSync(tokensFile, JSON.stringify(tokens));
+  const dpopFile = path.join(dir, "dpop.json");
+  fs.writeFileSync(dpopFile, JSON.stringify(dpop));
   try {
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile(
@@ -34,7 +48,7 @@ export async function runVerifierLocal(
         ["--expose-gc", "--import", "tsx", path.join("bench", "verifier-local.ts")],
         {
           cwd: repoRoot,
-          env: { ...process.env, ...env, VERIFIER_TOKENS_FILE: tokensFile },
+          env: { ...process.env, ...env, VERIFIER_TOKENS_FILE: tokensFile, VERIFIER_DPOP_FILE: dpopFile },
           maxBuffer: 1 << 20,
           timeout: 600_000,
         },

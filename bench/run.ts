@@ -1,7 +1,7 @@
 // `npm run bench`: the service's hot paths on real Postgres + Redis against four baselines
 // measured in the same run — a bare Fastify route, a minimal Fastify token route, that route with
-// the service's guarantees (admission in Redis, audit in Postgres) and node-oidc-provider issuing
-// JWT access tokens — plus the invalidation delay between two instances. Scenarios are
+// the service's guarantees (admission in Redis, audit in Postgres), the same work behind grpc-js's
+// own gRPC server, and node-oidc-provider issuing JWT access tokens — plus the invalidation delay between two instances. Scenarios are
 // interleaved in rounds (each round runs every scenario once, in a rotated order) so machine noise
 // hits all alike; the table shows medians over rounds and ratios of same-round figures. Writes bench/results.json and the "Latest full run" section of
 // BENCHMARKS.md. See HELP below and BENCHMARKS.md.
@@ -12,17 +12,20 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import knexPkg from "knex";
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
 import { FORM, JSON_TYPE, agent, form, request } from "./http.js";
 import { measureInvalidationOnce, readOn, type InvalidationSample, type Victim } from "./invalidation.js";
 import { runVerifierLocal, type VerifierLocalRun } from "./protected-services.js";
+import { clientAssertion, dpopProof } from "./client-proofs.js";
 import { grpcAuthClients, grpcCall, grpcIssue, type HttpRequestSpec } from "./load.js";
 import type { LoadJob, LoadReply, LoadRequest, LoadResult } from "./loadgen.js";
 import { writeLatestRun, writeScaling } from "./benchmarks-md.js";
 import { quietMachine, rssBytes } from "./procstat.js";
 import {
+  AUDIT_VOLUME_READS,
   BASELINE_LABEL,
   BASELINES,
+  credentialRatiosLine,
   fmtMs,
   fmtRate,
   goalsTable,
@@ -72,19 +75,26 @@ const SCIM_CONNECTIONS = 4;
 const AIR_CREDITS = 100_000;
 const AIR_CREDITS_PER_IMPORT = 150;
 const AIR_CREDITS_CONNECTIONS = 2;
-/** The audit-volume scenarios (issue 24): one tenant's trail of AUDIT_EVENTS token events, read by the operator. */
-const AUDIT_VOLUME_SCENARIOS = ["audit-search-action", "audit-search-client", "operator-api-user-list"] as const;
+/** The audit-volume scenarios: one tenant's trail of AUDIT_EVENTS token events, read by the operator. */
+const AUDIT_VOLUME_SCENARIOS = AUDIT_VOLUME_READS.map((read) => read.key);
 const AUDIT_EVENTS = 1_000_000;
 const AUDIT_CLIENTS = 20;
-const AUDIT_CONNECTIONS = 2;
-/** The scaling scenario (issue 24): the same mixed load on 1, 2, … this many instances. */
+/** How far back the seeded trail reaches, in days. */
+const AUDIT_DAYS = 30;
+/** "scenario connections" of each audit-volume read, for the help. */
+const AUDIT_VOLUME_CONNECTIONS = AUDIT_VOLUME_READS.map((read) => `${read.key} ${read.connections}`);
+/** Issue 35's ratios, measured side by side: `--only issuance-ratios` runs just them. */
+const ISSUANCE_RATIO_SCENARIOS = ["rest-issuance", "pkjwt-issuance", "dpop-issuance", "verifier-local"];
+
+/** The scaling scenario: the same mixed load on 1, 2, … this many instances. */
 const SCALING_INSTANCES = 3;
 
 const HELP = `Usage: npm run -s bench -- [options]
 
 Starts, as child processes on 127.0.0.1: the service twice (instances A and B, one fresh
 Postgres schema and Redis key prefix, both removed at the end), a bare Fastify route, a minimal
-Fastify token route, the same-guarantees route and node-oidc-provider (bench/baselines/), and a
+Fastify token route, the same-guarantees route, its gRPC twin on grpc-js's own server and
+node-oidc-provider (bench/baselines/), and a
 separate load-generator process (bench/loadgen.ts). Seeds the service with --clients API users
 through OperatorService, checks every scenario's answer (tokens are verified against each
 server's JWKS), then runs --rounds rounds; each round runs every scenario once (warm-up, then
@@ -93,6 +103,11 @@ writes bench/results.json and the "Latest full run" section of BENCHMARKS.md.
 
 Scenarios (all on instance A but invalidation):
   rest-issuance        POST /v2/auth/oauth2-token, client_credentials, clients round-robin
+  pkjwt-issuance       the same with private_key_jwt: each request a fresh Ed25519 client
+                       assertion (goal: ≥ 0.7 × rest-issuance's req/s in the same run)
+  dpop-issuance        rest-issuance with a DPoP proof: each request a fresh Ed25519 proof with
+                       the server's nonce (token_type DPoP; goal: ≥ 0.7 × rest-issuance's req/s
+                       in the same run)
   grpc-issuance        AuthService.FetchOauth2Token over grpc-js (--connections calls in flight
                        on --grpc-channels HTTP/2 connections), clients round-robin
   authenticated-read   GET /v2/api-users?limit=10 with each client's token round-robin
@@ -110,6 +125,10 @@ Scenarios (all on instance A but invalidation):
                        one Redis EVALSHA of the service's admission script per request
                        (generation check, address and client budgets) and every token an audit
                        row in Postgres, one insert per 100 ms (not with --embedded)
+  same-guarantees-grpc baseline, the limit for gRPC issuance: the same-guarantees route's work
+                       (admission in Redis, audit in Postgres) served by @grpc/grpc-js's own
+                       Server on AuthService.FetchOauth2Token, loaded like grpc-issuance
+                       (not with --embedded)
   same-guarantees-read baseline, the limit for the authenticated read: GET /api-users?limit=10 on
                        the same-guarantees route with its tokens, each verified (node:crypto),
                        checked against the service's generation cache (one MGET) and answered
@@ -118,20 +137,25 @@ Scenarios (all on instance A but invalidation):
   invalidation         rotate a client on A, time until B refuses its old token
   propagation          rotate a client on A, time until the sample protected service
                        (examples/protected-service, the verifier package) following B's change
-                       stream refuses its old token (issue 23)
+                       stream refuses its old token
   verifier-local       the verifier package's local verification rate on one core, first sight
-                       and cached, beside a bare crypto.verify of the same tokens (a child process)
+                       and cached, beside a bare crypto.verify of the same tokens (a child process);
+                       and its request check of a cached token: DPoP (a fresh proof each, made
+                       beforehand) ÷ Bearer
   scim-filtered-list   SCIM lists of a company of ${SCIM_USERS} users (created over SCIM first):
                        GET /v2/scim/v2/Users?filter=userName eq "…" (other users round-robin)
                        and, as scim-filtered-list-sw, a userName sw "…" filter (10 matches each);
                        at most ${SCIM_CONNECTIONS} connections (latency, not throughput, is the question)
-  audit-search-action, audit-search-client, operator-api-user-list (opt-in: --only audit-volume;
-                       Postgres only)
-                       one tenant with ${AUDIT_EVENTS} TOKEN_ISSUED audit events (SQL generate_series
-                       into the service's schema, then ANALYZE) of ${AUDIT_CLIENTS} API users, read over
-                       OperatorService (Connect JSON): ListAuditEvents by action + since (the last
-                       1-24 hours), by client id, and ListApiUsers with each user's last token time;
-                       ${AUDIT_CONNECTIONS} connections (goal: p99 under 100 ms each)
+  ${AUDIT_VOLUME_SCENARIOS.join(", ")}
+                       (opt-in: --only audit-volume for all, or any one alone; Postgres only)
+                       one tenant with ${AUDIT_EVENTS} TOKEN_ISSUED audit events of the last ${AUDIT_DAYS} days (SQL
+                       generate_series into the service's schema, then ANALYZE) of ${AUDIT_CLIENTS} API users,
+                       read over OperatorService (Connect JSON), as the CLI's "audit list" does:
+                       ListAuditEvents by action + since (the last 1-24 hours), by client id, with
+                       until (6-29 days back: most of the trail is newer), and ListApiUsers with each
+                       user's last token time; goal: p99 under 100 ms each, on its connections:
+                       ${AUDIT_VOLUME_CONNECTIONS.slice(0, 2).join(", ")},
+                       ${AUDIT_VOLUME_CONNECTIONS.slice(2).join(", ")}
   scaling              (not with --embedded) the service built as production runs it (tsc, node
                        dist/src/main.js) in a fresh schema and key prefix of its own, started 1,
                        then 2, then ${SCALING_INSTANCES} times (the other scenarios' servers stopped first); at
@@ -158,7 +182,8 @@ Options:
                       for a full run)
   --invalidation N    invalidation repetitions, spread over the rounds (default 21)
   --propagation N     propagation repetitions, spread over the rounds (default 21)
-  --only KEYS         comma-separated scenarios to run (default: all)
+  --only KEYS         comma-separated scenarios to run (default: all); issuance-ratios: issue 35's
+                      ratios alone (${ISSUANCE_RATIO_SCENARIOS.join(", ")})
   --log-level L       the service's LOG_LEVEL (default info, as deployed: it logs every request)
   --embedded          PGlite + in-process Redis stand-in (one instance: no invalidation)
   --quick             smoke run (about a minute): --duration 3 --rounds 1 --invalidation 5 --propagation 5
@@ -176,11 +201,13 @@ Options:
 
 Storage: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) and
 BENCH_REDIS_URL (default redis://127.0.0.1:6379); only the run's own schemas and key prefixes
-(the service's, and the same-guarantees route's beside them) are written and removed, also on
+(the service's, and the same-guarantees routes' beside them) are written and removed, also on
 Ctrl-C or failure.`;
 
 const ALL_SCENARIOS = [
   "rest-issuance",
+  "pkjwt-issuance",
+  "dpop-issuance",
   "grpc-issuance",
   "authenticated-read",
   "introspection",
@@ -190,6 +217,7 @@ const ALL_SCENARIOS = [
   "bare-fastify",
   "minimal-token-route",
   "same-guarantees-route",
+  "same-guarantees-grpc",
   "same-guarantees-read",
   "oidc-provider",
   "invalidation",
@@ -204,7 +232,10 @@ const ALL_SCENARIOS = [
 /** Opt-in (--only): seeding a million audit events takes a minute and grows the run's schema by ~300 MB. */
 const OPT_IN: ReadonlySet<string> = new Set(AUDIT_VOLUME_SCENARIOS);
 /** `--only audit-volume` names all three. */
-const ALIASES: Readonly<Record<string, readonly string[]>> = { "audit-volume": AUDIT_VOLUME_SCENARIOS };
+const ALIASES: Readonly<Record<string, readonly string[]>> = {
+  "audit-volume": AUDIT_VOLUME_SCENARIOS,
+  "issuance-ratios": ISSUANCE_RATIO_SCENARIOS,
+};
 
 /** Scenarios that are measurements of their own, not load rounds. */
 const NOT_LOAD: ReadonlySet<string> = new Set(["invalidation", "propagation", "verifier-local", "scaling"]);
@@ -293,6 +324,10 @@ function parseOptions(argv: string[]): Options {
   for (const key of only)
     if (!(ALL_SCENARIOS as readonly string[]).includes(key))
       usage(`--only: unknown scenario "${key}" (${ALL_SCENARIOS.join(", ")})`);
+  // A million rows written with SQL into the run's own schema: PGlite lives inside the service's
+  // process, where the bench cannot write, and answers one query at a time.
+  if (values.embedded && AUDIT_VOLUME_SCENARIOS.some((key) => only.has(key)))
+    usage(`--embedded: ${AUDIT_VOLUME_SCENARIOS.filter((key) => only.has(key)).join(", ")} run on Postgres only`);
   // bench/results.json is the committed record of a full run: a partial or smoke run does not
   // overwrite it unless --out says so.
   const full =
@@ -420,14 +455,137 @@ async function operator(
   method: string,
   body: object,
 ): Promise<Record<string, unknown>> {
-  const answer = await request(`${service.operatorUrl}/travel.operator.v1.OperatorService/${method}`, {
-    headers: { ...JSON_TYPE, authorization: `Bearer ${token}` },
-    body: JSON.stringify(body),
-    timeoutMs: 30_000,
-  });
+  const send = () =>
+    request(`${service.operatorUrl}/travel.operator.v1.OperatorService/${method}`, {
+      headers: { ...JSON_TYPE, authorization: `Bearer ${token}` },
+      body: JSON.stringify(body),
+      timeoutMs: 30_000,
+    });
+  let answer = await send();
+  // On a busy machine the seeding's parallel writes to one TMC can meet its row lock, or the
+  // database its statement timeout: the service answers RESOURCE_BUSY ("retry shortly") or 503
+  // ("retry with backoff"), and a console would retry.
+  const retryable = () =>
+    (answer.status === 409 && answer.text.includes("RESOURCE_BUSY")) ||
+    (answer.status === 503 && answer.text.includes("DEPENDENCY_UNAVAILABLE"));
+  for (let attempt = 1; attempt <= 5 && retryable(); attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+    answer = await send();
+  }
   if (answer.status !== 200)
     throw new Error(`OperatorService.${method} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   return answer.json();
+}
+
+/**
+ * Token issuance with private_key_jwt: options.clients API users of their own, each with an
+ * Ed25519 key registered through OperatorService, each request a fresh assertion (a jti is
+ * usable once) signed in the load generator as a client library would.
+ */
+async function privateKeyJwtScenario(
+  A: ServiceInstance,
+  operatorToken: string,
+  tmcId: string,
+  options: { clients: number; connections: number },
+  issuer: string,
+): Promise<LoadScenario> {
+  const clients = await createTmcAdmins(A, operatorToken, tmcId, options.clients);
+  const variants: HttpRequestSpec[] = await inParallel(clients.length, 6, async (i) => {
+    const { publicKey, privateKey } = crypto.generateKeyPairSync("ed25519");
+    const kid = `bench-${i}`;
+    const jwk = { ...publicKey.export({ format: "jwk" }), kid };
+    await operator(A, operatorToken, "SetApiUserKeys", {
+      tmcId,
+      clientId: clients[i]!.clientId,
+      jwks: JSON.stringify({ keys: [jwk] }),
+    });
+    return {
+      method: "POST",
+      path: "/v2/auth/oauth2-token",
+      headers: FORM,
+      body: form({
+        grant_type: "client_credentials",
+        client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+      }),
+      assertion: {
+        clientId: clients[i]!.clientId,
+        kid,
+        privateKeyPem: privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+        audience: issuer,
+      },
+    };
+  });
+  const probe = variants[0]!;
+  const answer = await request(`${A.baseUrl}${probe.path}`, {
+    headers: FORM,
+    body: `${probe.body}&client_assertion=${clientAssertion(probe.assertion!)}`,
+  });
+  const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
+  if (!token) throw new Error(`private_key_jwt issuance answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  const verified = await verifyJwt(token, `${A.baseUrl}/.well-known/jwks.json`, {
+    issuer,
+    subject: clients[0]!.clientId,
+  });
+  return {
+    key: "pkjwt-issuance",
+    title: "REST issuance, private_key_jwt (service)",
+    kind: "service",
+    face: "REST",
+    server: A,
+    job: { kind: "http", baseUrl: A.baseUrl, variants, connections: options.connections },
+    expected: ["200"],
+    answered: `200 access_token for each of ${clients.length} clients (a fresh assertion per request): ${verified}`,
+  };
+}
+
+/**
+ * Token issuance with DPoP: the rest-issuance clients and requests, each request with a fresh
+ * proof (a jti is usable once) by the client's own Ed25519 key, signed in the load generator as a
+ * client library would, with the server's nonce (the generator asks for it before each run).
+ */
+async function dpopIssuanceScenario(
+  A: ServiceInstance,
+  tokenVariants: readonly HttpRequestSpec[],
+  connections: number,
+  issuer: string,
+  subject: string,
+): Promise<LoadScenario> {
+  const url = `${A.baseUrl}/v2/auth/oauth2-token`;
+  const variants: HttpRequestSpec[] = tokenVariants.map((v) => {
+    const { publicKey, privateKey } = crypto.generateKeyPairSync("ed25519");
+    return {
+      ...v,
+      dpop: {
+        privateKeyPem: privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+        publicJwk: publicKey.export({ format: "jwk" }),
+        url,
+      },
+    };
+  });
+  const probe = variants[0]!;
+  const ask = (nonce?: string) =>
+    request(url, { headers: { ...FORM, dpop: dpopProof({ ...probe.dpop!, nonce }) }, body: probe.body! });
+  const first = await ask();
+  const nonce = first.headers["dpop-nonce"];
+  if (first.status !== 400 || typeof nonce !== "string" || !first.text.includes("use_dpop_nonce"))
+    throw new Error(`DPoP issuance without a nonce answered ${first.status}: ${first.text.slice(0, 300)}`);
+  const answer = await ask(nonce);
+  const body = answer.status === 200 ? answer.json<{ access_token?: string; token_type?: string }>() : {};
+  if (!body.access_token || body.token_type !== "DPoP")
+    throw new Error(`DPoP issuance answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  if (typeof (decodeJwt(body.access_token).cnf as { jkt?: unknown } | undefined)?.jkt !== "string")
+    throw new Error("DPoP issuance: the access token has no cnf.jkt");
+  const verified = await verifyJwt(body.access_token, `${A.baseUrl}/.well-known/jwks.json`, { issuer, subject });
+  return {
+    key: "dpop-issuance",
+    title: "REST issuance, DPoP (service)",
+    kind: "service",
+    face: "REST",
+    server: A,
+    job: { kind: "http", baseUrl: A.baseUrl, variants, connections },
+    expected: ["200"],
+    answered: `400 use_dpop_nonce without a nonce, then 200 token_type DPoP with cnf.jkt for each of ${variants.length} clients (a fresh proof per request): ${verified}`,
+  };
 }
 
 async function inParallel<T>(count: number, width: number, task: (i: number) => Promise<T>): Promise<T[]> {
@@ -469,6 +627,32 @@ async function issueRest(baseUrl: string, c: Credentials, extra: Record<string, 
   const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
   if (!token) throw new Error(`POST /v2/auth/oauth2-token answered ${answer.status}: ${answer.text.slice(0, 300)}`);
   return token;
+}
+
+/** A DPoP-bound token for `audience` (the nonce asked for first, as a client does), and the Ed25519 key it is bound to. */
+async function issueBoundRest(
+  baseUrl: string,
+  c: Credentials,
+  audience: string,
+): Promise<{ bound: string; privateKeyPem: string; publicJwk: object }> {
+  const { publicKey, privateKey } = crypto.generateKeyPairSync("ed25519");
+  const key = {
+    privateKeyPem: privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+    publicJwk: publicKey.export({ format: "jwk" }),
+  };
+  const url = `${baseUrl}/v2/auth/oauth2-token`;
+  const body = form({
+    grant_type: "client_credentials",
+    client_id: c.clientId,
+    client_secret: c.clientSecret,
+    resource: audience,
+  });
+  const ask = (nonce?: string) => request(url, { headers: { ...FORM, dpop: dpopProof({ ...key, url, nonce }) }, body });
+  const nonce = (await ask()).headers["dpop-nonce"];
+  const answer = await ask(typeof nonce === "string" ? nonce : undefined);
+  const token = answer.status === 200 ? answer.json<{ access_token?: string }>().access_token : undefined;
+  if (!token) throw new Error(`DPoP issuance for ${audience} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+  return { bound: token, ...key };
 }
 
 function gitCommit(): string {
@@ -553,6 +737,8 @@ async function main(): Promise<number> {
     const wants = (key: string) => options.only.has(key);
     const wantsService = [
       "rest-issuance",
+      "pkjwt-issuance",
+      "dpop-issuance",
       "grpc-issuance",
       "authenticated-read",
       "introspection",
@@ -606,13 +792,25 @@ async function main(): Promise<number> {
               TOKEN_RATE_LIMIT_PER_ADDRESS: backend.serviceEnv.TOKEN_RATE_LIMIT_PER_ADDRESS,
             })
           : undefined,
+      "same-guarantees-grpc":
+        wants("same-guarantees-grpc") && backend.grpcBaseline
+          ? startBaseline("same-guarantees-grpc", "same-guarantees-grpc.ts", {
+              ...baselineEnv,
+              BENCH_DATABASE_URL,
+              BENCH_REDIS_URL,
+              BENCH_AUDIT_SCHEMA: backend.grpcBaseline.schema,
+              BENCH_REDIS_KEY_PREFIX: backend.grpcBaseline.redisKeyPrefix,
+              TOKEN_RATE_LIMIT_PER_CLIENT: backend.serviceEnv.TOKEN_RATE_LIMIT_PER_CLIENT,
+              TOKEN_RATE_LIMIT_PER_ADDRESS: backend.serviceEnv.TOKEN_RATE_LIMIT_PER_ADDRESS,
+            })
+          : undefined,
       "oidc-provider":
         wants("oidc-provider") || wants("rest-issuance")
           ? startBaseline("oidc-provider", "oidc-provider.ts", baselineEnv)
           : undefined,
     };
     for (const p of Object.values(baselineStarts)) p?.catch(() => {}); // awaited below
-    for (const key of ["same-guarantees-route", "same-guarantees-read"])
+    for (const key of ["same-guarantees-route", "same-guarantees-grpc", "same-guarantees-read"])
       if (wants(key) && !backend.baseline) progress(`${key}: not run with --embedded (it needs Postgres and Redis)`);
     if (wantsService) {
       serviceA = await startService(backend, {
@@ -650,7 +848,8 @@ async function main(): Promise<number> {
       const admin = { clientId: seed.clientId, clientSecret: seed.clientSecret };
       await operator(A, backend.operatorToken, "SetTmcApiUserLimit", {
         tmcId: seed.tmcId,
-        maxApiUsers: options.clients + 10,
+        // The private_key_jwt scenario's clients come on top (a user with keys has no secret).
+        maxApiUsers: 2 * options.clients + 10,
       });
       // TMC admins: their tokens may read /v2/api-users. Two more: the invalidation and propagation probes.
       const created = await createTmcAdmins(A, backend.operatorToken, seed.tmcId, options.clients + 2);
@@ -691,6 +890,12 @@ async function main(): Promise<number> {
           expected: ["200"],
           answered: restAnswer,
         });
+      }
+      if (wants("pkjwt-issuance")) {
+        scenarios.push(await privateKeyJwtScenario(A, backend.operatorToken, seed.tmcId, options, issuer));
+      }
+      if (wants("dpop-issuance")) {
+        scenarios.push(await dpopIssuanceScenario(A, tokenVariants, options.connections, issuer, clients[0]!.clientId));
       }
       if (wants("grpc-issuance")) {
         const [probe] = grpcAuthClients(repoRoot, host, 1);
@@ -859,6 +1064,9 @@ async function main(): Promise<number> {
         answered: `200 access_token: ${verified}`,
       });
     }
+    const sameGuaranteesGrpc = baselines["same-guarantees-grpc"];
+    if (sameGuaranteesGrpc)
+      scenarios.push(await sameGuaranteesGrpcScenario(sameGuaranteesGrpc, baselineClients, options));
     const sameGuarantees = baselines["same-guarantees-route"];
     if (sameGuarantees && wants("same-guarantees-read"))
       scenarios.push(await sameGuaranteesReadScenario(sameGuarantees, baselineClients, options.connections));
@@ -963,7 +1171,8 @@ async function main(): Promise<number> {
       progress(
         `  verifier-local: machine ${quiet.quiet ? "quiet" : "still busy"} after ${(quiet.waitedMs / 1000).toFixed(0)} s (${quiet.busyCores.toFixed(2)} cores busy)`,
       );
-      verifierLocal = await runVerifierLocal(sampleEnv(serviceA.baseUrl), tokens);
+      const bound = await issueBoundRest(serviceA.baseUrl, clients[0]!, SAMPLE_AUDIENCE);
+      verifierLocal = await runVerifierLocal(sampleEnv(serviceA.baseUrl), tokens, { ...bound, bearer: tokens[0]! });
       progress(
         `  verifier-local: ${verifierLocal.rounds
           .map(
@@ -1052,7 +1261,7 @@ async function main(): Promise<number> {
     setup: {
       service: "node --import tsx src/main.ts (instances A and B), LOG_LEVEL to a file",
       baselines:
-        "node --import tsx bench/baselines/<name>.ts, no logging; the same-guarantees route on its own Postgres schema and Redis key prefix",
+        "node --import tsx bench/baselines/<name>.ts, no logging; each same-guarantees route on its own Postgres schema and Redis key prefix",
       loadGenerator: "node --import tsx bench/loadgen.ts (autocannon; grpc-js closed loop), a separate process",
       cpu: "server process tree utime+stime (+cutime+cstime) from /proc over the measured window, all threads included",
     },
@@ -1085,9 +1294,11 @@ async function main(): Promise<number> {
     "",
     "req/s, p50, p99, CPU: medians over rounds; spread: ±half the range of req/s over rounds; ÷ baseline: median of same-round req/s ratios;",
     "CPU µs/req: the server's process-tree CPU (all threads) per answered request; CPU × <baseline>: ratio to that baseline's, same round;",
-    `${BASELINE_LABEL["same-guarantees-route"]}: the same-guarantees route (the minimal token route + one Redis admission per request + batched Postgres audit).`,
+    `${BASELINE_LABEL["same-guarantees-route"]}: the same-guarantees route (the minimal token route + one Redis admission per request + batched Postgres audit); ` +
+      `${BASELINE_LABEL["same-guarantees-grpc"]}: the same work served by grpc-js's own gRPC server.`,
     invalidationLine(invalidation),
     ...protectedServicesLines(propagation, verifierLocalSummary),
+    credentialRatiosLine(goals, verifierLocalSummary),
     ...(scaling
       ? [scalingLine(scaling), scalingTable(scaling), scalingLimit(scaling)]
       : [`scaling: not measured (${scalingSkipped})`]),
@@ -1119,6 +1330,53 @@ async function main(): Promise<number> {
  * /v2/scim/v2/Users, 16 in flight), then two loads on it: an `eq` filter on userName and a `sw`
  * filter matching 10 users, each with request variants spread over the company.
  */
+/**
+ * The same-guarantees gRPC route: its answer checked over grpc-js (a token verified against its
+ * JWKS, a wrong secret UNAUTHENTICATED), then loaded as grpc-issuance is.
+ */
+async function sameGuaranteesGrpcScenario(
+  server: ServerProcess,
+  clients: readonly Credentials[],
+  options: Options,
+): Promise<LoadScenario> {
+  const target = server.grpcTarget;
+  if (!target) throw new Error("same-guarantees-grpc announced no gRPC address");
+  const c = clients[0]!;
+  const [probe] = grpcAuthClients(repoRoot, target, 1);
+  const [answer, wrong] = await Promise.all([
+    grpcIssue(probe!, { grantType: "client_credentials", clientId: c.clientId, clientSecret: c.clientSecret }),
+    grpcIssue(probe!, { grantType: "client_credentials", clientId: c.clientId, clientSecret: `${c.clientSecret}x` }),
+  ]).finally(() => probe!.close());
+  if (answer.status !== "OK" || !answer.accessToken)
+    throw new Error(`same-guarantees-grpc FetchOauth2Token answered ${answer.status}`);
+  if (wrong.status !== "UNAUTHENTICATED")
+    throw new Error(`same-guarantees-grpc answered a wrong secret with ${wrong.status}`);
+  const verified = await verifyJwt(answer.accessToken, `${server.baseUrl}/jwks`, {
+    issuer: "http://same-guarantees-grpc.bench.invalid",
+    subject: c.clientId,
+  });
+  return {
+    key: "same-guarantees-grpc",
+    title: "same-guarantees gRPC route, grpc-js server (baseline)",
+    kind: "baseline",
+    face: "gRPC",
+    server,
+    job: {
+      kind: "grpc",
+      target,
+      channels: options.grpcChannels,
+      concurrency: options.connections,
+      requests: clients.map((x) => ({
+        grantType: "client_credentials",
+        clientId: x.clientId,
+        clientSecret: x.clientSecret,
+      })),
+    },
+    expected: ["OK"],
+    answered: `OK accessToken: ${verified} (a wrong secret: UNAUTHENTICATED)`,
+  };
+}
+
 /** The same-guarantees read: a token per baseline client from the route, each reading GET /api-users?limit=10. */
 async function sameGuaranteesReadScenario(
   server: ServerProcess,
@@ -1470,8 +1728,8 @@ async function airCreditScenario(
 }
 
 /**
- * audit-volume (issue 24): a tenant with AUDIT_CLIENTS API users (through OperatorService) whose
- * trail holds AUDIT_EVENTS TOKEN_ISSUED events of the last 30 days (ids rising with time, as the
+ * audit-volume: a tenant with AUDIT_CLIENTS API users (through OperatorService) whose
+ * trail holds AUDIT_EVENTS TOKEN_ISSUED events of the last AUDIT_DAYS days (ids rising with time, as the
  * token endpoint writes them), written with SQL into the
  * service's schema (the token endpoint at the benchmarked rate would take about 7 minutes), then
  * ANALYZEd as autovacuum would have. One real token per user goes through the token endpoint, so
@@ -1507,10 +1765,11 @@ async function auditVolumeScenarios(
     for (let from = 1; from <= AUDIT_EVENTS; from += slice)
       await db.raw(
         `insert into audit_events (occurred_at, action, outcome, actor, tmc_id, target_client_id, debug_identifier, details)
-         select now() - interval '30 days' * (1 - i::float8 / ?), 'TOKEN_ISSUED', 'SUCCESS', c, ?::uuid, c,
+         select now() - interval '1 day' * ? * (1 - i::float8 / ?), 'TOKEN_ISSUED', 'SUCCESS', c, ?::uuid, c,
                 'bench-' || i, '{"grantType":"client_credentials"}'::jsonb
            from generate_series(?::int, ?::int) as i, lateral (select (?::text[])[1 + i % ?] as c) as client`,
         [
+          AUDIT_DAYS,
           AUDIT_EVENTS,
           tmc.tmcId,
           from,
@@ -1539,6 +1798,11 @@ async function auditVolumeScenarios(
     rpc("ListAuditEvents", { tmcId: tmc.tmcId, actions: ["TOKEN_ISSUED"], since: sinceHoursAgo(h + 1), limit: 50 }),
   );
   const byClient = users.map((u) => rpc("ListAuditEvents", { tmcId: tmc.tmcId, clientId: u.clientId, limit: 50 }));
+  // A past window's newest page: `until` 6-29 days back, where 20-97 % of the trail is newer.
+  const untils = Array.from({ length: 24 }, (_, d) => new Date(started - (d + 6) * 86_400_000));
+  const byUntil = untils.map((until) =>
+    rpc("ListAuditEvents", { tmcId: tmc.tmcId, until: until.toISOString(), limit: 50 }),
+  );
   const apiUsers = [rpc("ListApiUsers", { tmcId: tmc.tmcId, limit: 50 })];
   // Checked through the same protocol: full pages of the seeded events, and every user's last
   // token time (the flush runs every 250 ms) no older than the token just issued.
@@ -1554,6 +1818,25 @@ async function auditVolumeScenarios(
     throw new Error("audit-volume: the audit search did not answer full pages of the seeded events");
   if (!clientPage.events.every((e) => e.actor === users[0]!.clientId || e.targetClientId === users[0]!.clientId))
     throw new Error("audit-volume: the client filter answered another client's events");
+  // The window's newest events: all before `until`, the first within two seed intervals of it.
+  const seedIntervalMs = (AUDIT_DAYS * 86_400_000) / AUDIT_EVENTS;
+  for (const i of [0, untils.length - 1]) {
+    const until = untils[i]!;
+    const page = (await ask(byUntil[i]!)) as {
+      events?: Array<{ occurredAt?: string }>;
+      nextPageToken?: string;
+    };
+    const times = (page.events ?? []).map((e) => Date.parse(e.occurredAt ?? ""));
+    if (
+      times.length !== 50 ||
+      !page.nextPageToken ||
+      !times.every((t) => t < until.getTime()) ||
+      until.getTime() - times[0]! > 2 * seedIntervalMs
+    )
+      throw new Error(
+        `audit-volume: the search with until ${until.toISOString()} did not answer the window's newest page: ${JSON.stringify(page).slice(0, 300)}`,
+      );
+  }
   let listed: { apiUsers?: Array<{ lastTokenIssuedAt?: string }> } = {};
   for (let attempt = 0; attempt < 20; attempt++) {
     listed = (await ask(apiUsers[0]!)) as typeof listed;
@@ -1568,13 +1851,23 @@ async function auditVolumeScenarios(
     throw new Error(
       `audit-volume: ListApiUsers did not show the tokens just issued: ${JSON.stringify(listed).slice(0, 300)}`,
     );
-  const scenario = (key: string, title: string, variants: HttpRequestSpec[], answered: string): LoadScenario => ({
+  const scenario = (
+    key: (typeof AUDIT_VOLUME_SCENARIOS)[number],
+    title: string,
+    variants: HttpRequestSpec[],
+    answered: string,
+  ): LoadScenario => ({
     key,
     title,
     kind: "service",
     face: "REST",
     server: A,
-    job: { kind: "http", baseUrl: A.operatorUrl, variants, connections: AUDIT_CONNECTIONS },
+    job: {
+      kind: "http",
+      baseUrl: A.operatorUrl,
+      variants,
+      connections: AUDIT_VOLUME_READS.find((read) => read.key === key)!.connections,
+    },
     expected: ["200"],
     answered,
   });
@@ -1590,6 +1883,12 @@ async function auditVolumeScenarios(
       `operator audit search by client id, ${AUDIT_EVENTS} events (service)`,
       byClient,
       "200 with 50 events of the client",
+    ),
+    scenario(
+      "audit-search-until",
+      `operator audit search with until 6-29 days back, ${AUDIT_EVENTS} events (service)`,
+      byUntil,
+      "200 with the 50 newest events before until",
     ),
     scenario(
       "operator-api-user-list",
@@ -1695,7 +1994,7 @@ function scalingJob(
 }
 
 /**
- * scaling (issue 24): the built service started 1, then 2, … SCALING_INSTANCES times on one
+ * scaling: the built service started 1, then 2, … SCALING_INSTANCES times on one
  * schema, and at each count the same mixed load spread over the instances by the generator: REST
  * connections and gRPC channels assigned to them round-robin, as a balancer without affinity
  * would. Every new instance answers each request of the mix before the load (tokens verified

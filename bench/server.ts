@@ -4,8 +4,9 @@
 //
 // Storage: a fresh Postgres schema bench_<random> and Redis key prefix bench:<random>: shared by
 // the service instances of one run, dropped and deleted at the end (also on Ctrl-C or failure);
-// the same-guarantees baseline gets a schema and key prefix of its own beside them
-// (bench_<random>_same_guarantees, bench-same-guarantees:<random>:), removed the same way;
+// the same-guarantees baselines get a schema and key prefix of their own beside them
+// (bench_<random>_same_guarantees, bench-same-guarantees:<random>: for the REST route, …_grpc
+// and bench-same-guarantees-grpc:<random>: for the gRPC one), removed the same way;
 // nothing else in the database or Redis is touched (no FLUSHDB, no other prefix). `--embedded` gives each instance a fresh
 // PGlite DATA_DIR instead. The service logs to a file in the run's temp dir, as a deployment
 // logs to disk: the bench neither parses those lines under load nor back-pressures them.
@@ -78,6 +79,8 @@ export interface Backend {
   readonly redisKeyPrefix: string;
   /** The same-guarantees baseline's own audit schema and Redis key prefix (postgres only). */
   readonly baseline: { readonly schema: string; readonly redisKeyPrefix: string } | undefined;
+  /** The same-guarantees gRPC route's, beside it (postgres only). */
+  readonly grpcBaseline: { readonly schema: string; readonly redisKeyPrefix: string } | undefined;
   readonly operatorToken: string;
   /** Temp dir of the run: DATA_DIRs and log files. */
   readonly tmpDir: string;
@@ -94,6 +97,9 @@ export function createBackend(embedded: boolean): Backend {
   const redisKeyPrefix = `bench:${tag}:`;
   const baseline = schema
     ? { schema: `${schema}_same_guarantees`, redisKeyPrefix: `bench-same-guarantees:${tag}:` }
+    : undefined;
+  const grpcBaseline = schema
+    ? { schema: `${schema}_same_guarantees_grpc`, redisKeyPrefix: `bench-same-guarantees-grpc:${tag}:` }
     : undefined;
   const operatorToken = crypto.randomBytes(24).toString("base64url");
   const serviceEnv: Record<string, string> = {
@@ -116,9 +122,9 @@ export function createBackend(embedded: boolean): Backend {
   const teardown = () =>
     (done ??= (async () => {
       const problems: string[] = [];
-      if (schema && baseline) {
+      if (schema && baseline && grpcBaseline) {
         const db = knexPkg.knex({ client: "pg", connection: BENCH_DATABASE_URL, pool: { min: 0, max: 1 } });
-        for (const name of [schema, baseline.schema]) {
+        for (const name of [schema, baseline.schema, grpcBaseline.schema]) {
           try {
             await db.raw(`drop schema if exists "${name}" cascade`);
           } catch (error) {
@@ -130,7 +136,7 @@ export function createBackend(embedded: boolean): Backend {
         redis.on("error", () => {});
         try {
           await redis.connect();
-          for (const prefix of [redisKeyPrefix, baseline.redisKeyPrefix]) {
+          for (const prefix of [redisKeyPrefix, baseline.redisKeyPrefix, grpcBaseline.redisKeyPrefix]) {
             try {
               const keys: string[] = [];
               for await (const batch of redis.scanIterator({ MATCH: `${prefix}*`, COUNT: 1000 })) keys.push(...batch);
@@ -153,6 +159,7 @@ export function createBackend(embedded: boolean): Backend {
     schema,
     redisKeyPrefix,
     baseline,
+    grpcBaseline,
     operatorToken,
     tmpDir,
     serviceEnv,
@@ -166,6 +173,8 @@ export interface ServerProcess {
   readonly name: string;
   readonly pid: number;
   readonly baseUrl: string;
+  /** host:port of the child's gRPC server, when it announced one beside baseUrl. */
+  readonly grpcTarget?: string;
   /** Why the child exited early, or undefined while it runs. */
   exitReason(): string | undefined;
   /** Recent stderr of the child (for error messages). */
@@ -221,7 +230,10 @@ export function startBaseline(name: string, file: string, env: Record<string, st
   return startListeningChild(name, path.join("bench", "baselines", file), env);
 }
 
-/** A child process (a script under the repository) that prints {"listening": url} on stdout once it serves. */
+/**
+ * A child process (a script under the repository) that prints {"listening": url} on stdout once
+ * it serves ({"listening": url, "grpc": "host:port"} when it serves gRPC too).
+ */
 export async function startListeningChild(
   name: string,
   script: string,
@@ -230,15 +242,15 @@ export async function startListeningChild(
   const { child, exitReason, stderr, stop } = spawnChild(name, script, childEnv(env), "pipe");
   const proc = { name, pid: child.pid!, baseUrl: "", exitReason, stderr, stop };
   children.add(proc);
-  const baseUrl = await new Promise<string>((resolve, reject) => {
+  const announced = await new Promise<{ listening: string; grpc?: string }>((resolve, reject) => {
     let buffered = "";
     const timer = setTimeout(() => reject(new Error(`${name} did not start within 60 s\n${stderr()}`)), 60_000);
     child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       buffered += chunk;
-      const match = /\{"listening":"([^"]+)"\}/.exec(buffered);
+      const match = /^\{"listening":"[^"]+"[^\n]*\}$/m.exec(buffered);
       if (match) {
         clearTimeout(timer);
-        resolve(match[1]!);
+        resolve(JSON.parse(match[0]) as { listening: string; grpc?: string });
       }
     });
     child.once("exit", () => {
@@ -249,7 +261,7 @@ export async function startListeningChild(
     await stop();
     throw error;
   });
-  return { ...proc, baseUrl };
+  return { ...proc, baseUrl: announced.listening, ...(announced.grpc ? { grpcTarget: announced.grpc } : {}) };
 }
 
 export interface ServiceInstance extends ServerProcess {

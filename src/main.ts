@@ -1,7 +1,9 @@
 import type { Service } from "./app/compose.js";
 import { SchemaBehindError } from "./app/schema-wait.js";
+import { DatabaseUnreachableError } from "./app/startup-retry.js";
 import { ConfigError, loadConfig, type Config } from "./config/config.js";
-import { removeServerRecord, writeServerRecord } from "./store/server-record.js";
+import { removeServerRecord, serverRecordFile, writeServerRecord } from "./store/server-record.js";
+import { DataDirUnwritableError } from "./store/data-dir.js";
 import { DataDirBusyError, ownDataDir } from "./store/data-dir-lock.js";
 import { MigrationLockTimeoutError } from "./store/postgres/migration-lock.js";
 
@@ -30,8 +32,7 @@ async function main(): Promise<void> {
   const { createService } = await import("./app/compose.js");
   const service = await createService(config, { dataDirClaim });
   const address = await service.listen();
-  // The CLI of another terminal finds this server here, whatever its port.
-  writeServerRecord(config.storage.dataDir, { url: address, adminUrl: service.adminAddress, pid: process.pid });
+  recordServer(service, config, address);
   const stop = drainThenStop(service, config);
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
@@ -40,6 +41,25 @@ async function main(): Promise<void> {
     { address, adminAddress: service.adminAddress, ...service.about },
     "service listening (REST over HTTP/1.1; gRPC, gRPC-Web and Connect on the same port)",
   );
+}
+
+/**
+ * Leaves where this server listens in DATA_DIR, for the CLI of another terminal on this host. Only
+ * a convenience: an instance on Postgres whose DATA_DIR cannot be written (a read-only container
+ * filesystem) warns once and serves; a CLI then reaches it through SERVER_URL/ADMIN_URL.
+ */
+function recordServer(service: Service, config: Config, address: string): void {
+  const { dataDir } = config.storage;
+  try {
+    writeServerRecord(dataDir, { url: address, adminUrl: service.adminAddress, pid: process.pid });
+  } catch (error) {
+    const code = error instanceof DataDirUnwritableError ? error.code : (error as NodeJS.ErrnoException).code;
+    service.app.log.warn(
+      { file: serverRecordFile(dataDir), code },
+      `DATA_DIR ${dataDir} is not writable (${code}): ${serverRecordFile(dataDir)} not written; ` +
+        "a CLI on this host finds this server only through SERVER_URL/ADMIN_URL",
+    );
+  }
 }
 
 /**
@@ -91,12 +111,16 @@ function drainThenStop(service: Service, config: Config): (signal: string) => vo
 }
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || error instanceof DataDirBusyError) {
+  if (error instanceof ConfigError || error instanceof DataDirBusyError || error instanceof DataDirUnwritableError) {
     process.stderr.write(`configuration error: ${error.message}\n`);
     process.exit(2);
   }
   // Expected ends of a start, said plainly (their message says what to do), not as a crash.
-  if (error instanceof SchemaBehindError || error instanceof MigrationLockTimeoutError) {
+  if (
+    error instanceof SchemaBehindError ||
+    error instanceof MigrationLockTimeoutError ||
+    error instanceof DatabaseUnreachableError
+  ) {
     process.stderr.write(`failed to start: ${error.message}\n`);
     process.exit(1);
   }

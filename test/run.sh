@@ -13,6 +13,9 @@
 #      their tests in 12 min, against both tiers in 16.5 min one after the other.)
 #   3. a set of end-to-end files (test/pgbouncer-tier.txt) once more on Postgres through a PgBouncer in
 #      transaction mode.
+#   4. containers (test/container): the service image built (deploy/image/build.sh, its root filesystem
+#      reused from the cache), then the dev topology and the production-like one run from it with podman,
+#      one file at a time (each starts several containers; side by side they fight for the two cores).
 # Every test process loads test/helpers/exit-watchdog.ts: a file whose process outlives its last test by a
 # minute (a leaked socket or timer) fails, naming what kept it alive, instead of hanging the run.
 # `test/run.sh fast` runs the fast tier alone (npm run test:fast).
@@ -61,7 +64,7 @@ if [ "${1:-all}" != "fast" ]; then
   for backend in postgres embedded; do
     echo "## tier: storage and end-to-end, backend: $backend"
     started=$SECONDS
-    TEST_BACKEND=$backend run 'test/!(unit)/**/*.test.ts' 'packages/*/test/*.test.ts'
+    TEST_BACKEND=$backend run 'test/!(unit|container)/**/*.test.ts' 'packages/*/test/*.test.ts'
     echo "## tier $backend took $((SECONDS - started)) s"
   done
   # 3. the end-to-end files that cover every feature once more on Postgres, every pool through a
@@ -72,6 +75,11 @@ if [ "${1:-all}" != "fast" ]; then
   started=$SECONDS
   TEST_BACKEND=postgres TEST_PGBOUNCER=1 run $(grep -v '^#' test/pgbouncer-tier.txt)
   echo "## tier pgbouncer took $((SECONDS - started)) s"
+  echo "## tier: containers (podman)"
+  started=$SECONDS
+  run test/container/image.test.ts
+  run --test-concurrency=1 'test/container/!(image).test.ts'
+  echo "## tier containers took $((SECONDS - started)) s"
 fi
 # The failures again at the end, where a log that keeps only its tail (CI's) still shows them.
 # (A todo test's "not ok ... # TODO" is not a failure.)

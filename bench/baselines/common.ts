@@ -23,13 +23,17 @@ export function benchClients(): BenchClient[] {
   return clients;
 }
 
-/** Prints the address line the bench waits for, and closes the server on SIGTERM/SIGINT. */
+/**
+ * Prints the address line the bench waits for (with `also`, more addresses of the same process:
+ * a gRPC port), and closes the server on SIGTERM/SIGINT.
+ */
 export function announce(
   server: Server,
   close: () => Promise<void> = () => new Promise((r) => server.close(() => r())),
+  also: Record<string, string> = {},
 ): void {
   const { port } = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ listening: `http://127.0.0.1:${port}` })}\n`);
+  process.stdout.write(`${JSON.stringify({ listening: `http://127.0.0.1:${port}`, ...also })}\n`);
   let closing = false;
   const stop = () => {
     if (closing) return;
@@ -62,17 +66,72 @@ const ERRORS = { 401: "invalid_client", 429: "slow_down", 503: "temporarily_unav
 
 /**
  * How a baseline signs its EdDSA (Ed25519) access tokens: with jose's SignJWT (WebCrypto; the
- * minimal route as the first bench defined it, which issue 21's read goal is stated against), or
+ * minimal route as the first bench defined it, which the read goal is stated against), or
  * with node:crypto's one-shot Ed25519, the cheapest known way and the service's (the
- * same-guarantees route, as issue 21 describes it).
+ * same-guarantees route: the service's guarantees on the cheapest signing).
  */
 export type TokenSigning = "jose" | "node:crypto";
 
+/** A token request's fields, whatever face carried them (a form, a protobuf message). */
+export interface TokenForm {
+  readonly grantType: string | undefined;
+  readonly clientId: string | undefined;
+  readonly clientSecret: string | undefined;
+}
+
+/** What the token core answers: a token, or the status (HTTP's) and OAuth error of a refusal. */
+export type TokenAnswer =
+  | { readonly status: 200; readonly accessToken: string }
+  | { readonly status: 400 | 401 | 429 | 503; readonly error: string };
+
+/** The token work of a baseline, whichever face serves it (serveTokenRoute's Fastify route, a grpc-js server). */
+export interface TokenCore {
+  readonly jwks: { keys: object[] };
+  readonly verificationKey: crypto.KeyObject;
+  issue(form: TokenForm, requestId: string, address: string): Promise<TokenAnswer>;
+}
+
+/** The expiry and scope every baseline token carries. */
+export const TOKEN_LIFETIME_S = 3600;
+export const TOKEN_SCOPE = "api";
+
 /**
- * The least a client-credentials token endpoint can do in Fastify — the bench's clients in memory
+ * The least a client-credentials token endpoint can do — the bench's clients in memory
  * (HMAC-SHA-256 of each secret under a random pepper, as the service stores them), one hash and
- * one constant-time compare per request, an EdDSA JWT access token signed as `signing` says, no
- * logging — plus `guarantees`, if given. POST /token (form: grant_type, client_id,
+ * one constant-time compare per request, an EdDSA JWT access token signed as `signing` says —
+ * plus `guarantees`, if given.
+ */
+export async function tokenCore(
+  issuer: string,
+  kid: string,
+  signing: TokenSigning,
+  guarantees?: Omit<TokenRouteGuarantees, "routes" | "close">,
+): Promise<TokenCore> {
+  // A KeyObject key: node:crypto checks a Buffer key the slow way on every call.
+  const pepper = crypto.createSecretKey(crypto.randomBytes(32));
+  const hmac = (secret: string) => crypto.createHmac("sha256", pepper).update(secret).digest();
+  const secretHashes = new Map(benchClients().map((c) => [c.clientId, hmac(c.clientSecret)]));
+  const signer = await tokenSigner(signing, issuer, kid);
+  return {
+    jwks: { keys: [{ ...signer.publicJwk, kid, alg: "EdDSA", use: "sig" }] },
+    verificationKey: signer.verificationKey,
+    async issue(form, requestId, address) {
+      if (form.grantType !== "client_credentials") return { status: 400, error: "unsupported_grant_type" };
+      const clientId = form.clientId ?? "";
+      const given = hmac(form.clientSecret ?? "");
+      const stored = secretHashes.get(clientId);
+      const matched = stored !== undefined && crypto.timingSafeEqual(stored, given);
+      const status = stored && guarantees ? await guarantees.admit(clientId, matched, address) : matched ? 200 : 401;
+      if (status !== 200) return { status, error: ERRORS[status] };
+      const accessToken = await signer.sign(clientId);
+      guarantees?.issued(clientId, requestId, address);
+      return { status, accessToken };
+    },
+  };
+}
+
+/**
+ * tokenCore served by Fastify, no logging: POST /token (form: grant_type, client_id,
  * client_secret) and GET /jwks; announces itself once listening.
  */
 export async function serveTokenRoute(
@@ -81,30 +140,22 @@ export async function serveTokenRoute(
   signing: TokenSigning,
   guarantees?: TokenRouteGuarantees,
 ): Promise<void> {
-  // A KeyObject key: node:crypto checks a Buffer key the slow way on every call.
-  const pepper = crypto.createSecretKey(crypto.randomBytes(32));
-  const hmac = (secret: string) => crypto.createHmac("sha256", pepper).update(secret).digest();
-  const secretHashes = new Map(benchClients().map((c) => [c.clientId, hmac(c.clientSecret)]));
-  const signer = await tokenSigner(signing, issuer, kid);
-  const jwks = { keys: [{ ...signer.publicJwk, kid, alg: "EdDSA", use: "sig" }] };
+  const core = await tokenCore(issuer, kid, signing, guarantees);
   const app = Fastify({ logger: false });
   await app.register(formbody);
-  app.get("/jwks", async () => jwks);
+  app.get("/jwks", async () => core.jwks);
   app.post("/token", async (request, reply) => {
     const form = (request.body ?? {}) as Record<string, string | undefined>;
-    if (form.grant_type !== "client_credentials") return reply.code(400).send({ error: "unsupported_grant_type" });
-    const clientId = form.client_id ?? "";
-    const given = hmac(form.client_secret ?? "");
-    const stored = secretHashes.get(clientId);
-    const matched = stored !== undefined && crypto.timingSafeEqual(stored, given);
-    const status = stored && guarantees ? await guarantees.admit(clientId, matched, request.ip) : matched ? 200 : 401;
-    if (status !== 200) return reply.code(status).send({ error: ERRORS[status] });
-    const accessToken = await signer.sign(clientId);
-    guarantees?.issued(clientId, request.id, request.ip);
+    const answer = await core.issue(
+      { grantType: form.grant_type, clientId: form.client_id, clientSecret: form.client_secret },
+      request.id,
+      request.ip,
+    );
+    if (answer.status !== 200) return reply.code(answer.status).send({ error: answer.error });
     reply.header("cache-control", "no-store");
-    return { access_token: accessToken, token_type: "Bearer", expires_in: 3600, scope: "api" };
+    return { access_token: answer.accessToken, token_type: "Bearer", expires_in: TOKEN_LIFETIME_S, scope: TOKEN_SCOPE };
   });
-  guarantees?.routes?.(app, signer.verificationKey, issuer);
+  guarantees?.routes?.(app, core.verificationKey, issuer);
   await app.listen({ host: "127.0.0.1", port: 0 });
   announce(app.server, async () => {
     await app.close();
@@ -120,7 +171,7 @@ async function tokenSigner(
   issuer: string,
   kid: string,
 ): Promise<{ publicJwk: object; verificationKey: crypto.KeyObject; sign(clientId: string): Promise<string> | string }> {
-  const claims = (clientId: string) => ({ client_id: clientId, scope: "api", sub: clientId });
+  const claims = (clientId: string) => ({ client_id: clientId, scope: TOKEN_SCOPE, sub: clientId });
   if (signing === "jose") {
     const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519" });
     return {
@@ -133,7 +184,7 @@ async function tokenSigner(
           .setIssuer(issuer)
           .setAudience(`${issuer}/api`)
           .setIssuedAt(now)
-          .setExpirationTime(now + 3600)
+          .setExpirationTime(now + TOKEN_LIFETIME_S)
           .setJti(crypto.randomUUID())
           .sign(privateKey);
       },
@@ -151,7 +202,7 @@ async function tokenSigner(
         iss: issuer,
         aud: `${issuer}/api`,
         iat: now,
-        exp: now + 3600,
+        exp: now + TOKEN_LIFETIME_S,
         jti: crypto.randomUUID(),
       });
       return `${header}.${payload}.${crypto.sign(null, Buffer.from(`${header}.${payload}`), privateKey).toString("base64url")}`;

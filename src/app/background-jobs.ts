@@ -3,6 +3,7 @@ import type { Knex } from "knex";
 import type { Config } from "../config/config.js";
 import type { Clock } from "../domain/shared/clock.js";
 import type { Logger } from "../domain/shared/observability.js";
+import type { Metrics } from "../observability/metrics.js";
 import { maintainAuditPartitions } from "../store/postgres/audit-partitions.js";
 import type { DomainServices } from "./domain-services.js";
 
@@ -13,6 +14,8 @@ export interface BackgroundJob {
   readonly run: () => Promise<unknown>;
   /** True when a run now would have nothing to do: it still runs, but makes no span (an empty audit flush, 4 times a second). */
   readonly idle?: () => boolean;
+  /** Runs once as soon as the jobs start, then on the interval (a long interval's first run is not an interval away). */
+  readonly runAtStart?: boolean;
 }
 
 /**
@@ -28,7 +31,7 @@ export function startBackgroundJobs(
   const inFlight = new Set<Promise<unknown>>();
   const timers = jobs.map((job) => {
     let running: Promise<unknown> | undefined;
-    const timer = setInterval(() => {
+    const tick = () => {
       if (running) return;
       running = (tracer && !job.idle?.() ? traced(tracer, job) : job.run())
         .catch((err: unknown) =>
@@ -39,8 +42,10 @@ export function startBackgroundJobs(
           running = undefined;
         });
       inFlight.add(running);
-    }, job.intervalMs);
+    };
+    const timer = setInterval(tick, job.intervalMs);
     timer.unref();
+    if (job.runAtStart) tick();
     return timer;
   });
   return {
@@ -104,23 +109,35 @@ const AUDIT_MONTHS_AHEAD = 3;
 
 /**
  * The audit trail's partitions (src/store/postgres/audit-partitions.ts): the months ahead
- * created, those past AUDIT_RETENTION_MONTHS dropped whole. Every instance runs it; one at a time
- * acts (an advisory lock), the others find nothing to do.
+ * created, those past AUDIT_RETENTION_MONTHS dropped whole. Every instance runs it, at start and
+ * then every AUDIT_PARTITION_INTERVAL_MS; one at a time acts (an advisory lock), the others find
+ * nothing to do. The gauges say how many months are created ahead and when retention last ran,
+ * for the alerts (deploy/prometheus-alerts.yml) that a failing job would otherwise never raise.
  */
 export function auditPartitionJob(
   config: Pick<Config, "jobs" | "audit">,
   jobsDb: Knex,
   clock: Clock,
   logger: Logger,
+  gauges: Pick<Metrics, "auditPartitionsAhead" | "auditPartitionMaintained">,
 ): BackgroundJob {
   return {
     name: "audit partition maintenance",
     intervalMs: config.jobs.auditPartitionIntervalMs,
+    runAtStart: true,
     run: async () => {
-      const { created, dropped } = await maintainAuditPartitions(jobsDb, clock(), {
+      const now = clock();
+      const { created, dropped, moved, acted, monthsAhead } = await maintainAuditPartitions(jobsDb, now, {
         monthsAhead: AUDIT_MONTHS_AHEAD,
         retentionMonths: config.audit.retentionMonths,
       });
+      gauges.auditPartitionsAhead.set(monthsAhead);
+      if (acted) gauges.auditPartitionMaintained.set(now.getTime() / 1000);
+      if (moved > 0)
+        logger.warn(
+          { events: moved, partitions: created },
+          "audit events dated ahead were in the default partition: moved into the months created for them",
+        );
       if (created.length > 0) logger.info({ partitions: created }, "audit partitions created");
       if (dropped.length > 0)
         logger.warn(

@@ -14,7 +14,7 @@ import { createFaces } from "./faces.js";
 import { Lifecycle } from "./lifecycle.js";
 import type { Service, ServiceOptions } from "./service.js";
 import { openStorage } from "./storage.js";
-import { retryWhileDatabaseUnavailable } from "./startup-retry.js";
+import { retryWhileDatabaseUnavailable, startupRetryOf } from "./startup-retry.js";
 import { registerInternals } from "./test-access.js";
 
 export type { Service, ServiceOptions };
@@ -35,6 +35,28 @@ function startServiceTracing(config: Config, options: ServiceOptions, lifecycle:
   return tracing.tracer;
 }
 
+/** Every instance's background jobs: the domain's, and the audit trail's partitions. */
+function startJobs(
+  config: Config,
+  domain: ReturnType<typeof createDomainServices>,
+  storage: Awaited<ReturnType<typeof openStorage>>,
+  observers: {
+    readonly logger: ReturnType<typeof createLogger>;
+    readonly metrics: ReturnType<typeof createMetrics>;
+    readonly tracer: ReturnType<typeof startServiceTracing>;
+  },
+  clock: () => Date,
+  lifecycle: Lifecycle,
+): void {
+  const { logger, metrics } = observers;
+  const jobs = startBackgroundJobs(
+    [...domainJobs(config.jobs, domain), auditPartitionJob(config, storage.database.jobsDb, clock, logger, metrics)],
+    logger,
+    observers.tracer,
+  );
+  lifecycle.started("background jobs", () => jobs.stop());
+}
+
 /**
  * The composition root: config → storage → domain → RPC core → HTTP face. It only wires: each
  * part takes its config group whole, and everything an instance must share with its peers lives
@@ -52,7 +74,7 @@ export async function createService(config: Config, options: ServiceOptions = {}
     const metrics = createMetrics();
     const clock = options.now ?? (() => new Date());
     const observers = { logger, metrics, tracer: startServiceTracing(config, options, lifecycle) };
-    const storage = await openStorage(config, lifecycle, observers, options.skipMigrations);
+    const storage = await openStorage(config, lifecycle, observers, options.migrateOnly);
     const domain = createDomainServices({
       ...storage,
       config,
@@ -62,22 +84,19 @@ export async function createService(config: Config, options: ServiceOptions = {}
       metrics,
       clock,
     });
-    // The CLI's offline `migrate` starts without migrations and neither issues nor checks tokens.
-    if (!options.skipMigrations) {
-      await retryWhileDatabaseUnavailable("loading signing keys", () => domain.signingKeys.start(), logger);
-      await retryWhileDatabaseUnavailable("reading credential changes", () => domain.generations.start(), logger);
+    // The CLI's offline `migrate` (a migration job) serves Migrate alone: nothing that reads the
+    // schema before it is migrated (signing keys, the change feed, the background jobs).
+    if (!options.migrateOnly) {
+      const retry = startupRetryOf(config.storage, logger);
+      await retryWhileDatabaseUnavailable("loading signing keys", () => domain.signingKeys.start(), retry);
+      await retryWhileDatabaseUnavailable("reading credential changes", () => domain.generations.start(), retry);
       lifecycle.started("credential change feed", () => domain.generations.stop());
     }
     lifecycle.started("audit log", () => domain.auditLog.close());
-    const jobs = startBackgroundJobs(
-      [...domainJobs(config.jobs, domain), auditPartitionJob(config, storage.database.jobsDb, clock, logger)],
-      logger,
-      observers.tracer,
-    );
-    lifecycle.started("background jobs", () => jobs.stop());
+    if (!options.migrateOnly) startJobs(config, domain, storage, observers, clock, lifecycle);
 
     const faces = await createFaces(config, domain, storage, observers, lifecycle);
-    lifecycle.started("change streams and SET polls", () => domain.tokenEndpoint.stopWatches()); // before HTTP closes
+    lifecycle.started("change streams and SET polls", () => domain.credentialChanges.stop()); // before HTTP closes
     const { database, shared } = storage;
     const service: Service = {
       app: faces.app,

@@ -23,7 +23,7 @@ export function readinessOf(
     return { database: databaseUp ? "up" : "down", redis };
   };
   // One check at a time, shared by every caller that asks meanwhile. Each check used to take a
-  // pool connection: a flood of /readyz (issue 18: HTTP/2 streams reset as soon as sent, whose
+  // pool connection: a flood of /readyz (HTTP/2 streams reset as soon as sent, whose
   // handlers ran on regardless) queued hundreds of pings ahead of real requests, which then
   // timed out waiting for a connection (503).
   let inFlight: Promise<Record<string, DependencyStatus>> | undefined;
@@ -47,7 +47,7 @@ export interface Readiness {
 
 /**
  * Answers from the state a background check refreshes every `intervalMs`, instead of checking per
- * probe: under CPU load a probe's own ping waited behind the request queue (over 1 s, issue 24),
+ * probe: under CPU load a probe's own ping waited behind the request queue (over 1 s),
  * and HAProxy marked busy but healthy servers DOWN. A dependency that dies is seen within
  * `intervalMs` plus the check's timeout.
  */

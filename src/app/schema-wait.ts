@@ -4,13 +4,19 @@ import type { Database } from "../store/postgres/database.js";
 
 /** Thrown when the schema is still behind the code at the end of the wait. */
 export class SchemaBehindError extends Error {
-  constructor(pending: readonly string[], waitedMs: number, embedded: boolean) {
+  /**
+   * `neverMigrated`: no migration was ever applied to the schema (a new schema, or a wrong
+   * DATABASE_SCHEMA), said first and plainly instead of a list of every migration there is.
+   */
+  constructor(pending: readonly string[], waitedMs: number, embedded: boolean, neverMigrated = false) {
     const how = embedded
       ? "the embedded database is this process's alone: stop it and run the CLI's `migrate`, or start with MIGRATE_ON_START=true"
       : "run the migration job (the CLI's `migrate`) or start with MIGRATE_ON_START=true; MIGRATION_WAIT_TIMEOUT_MS bounds the wait";
     super(
-      `the database schema is behind this version after ${waitedMs} ms: ${pending.length} migration(s) pending ` +
-        `(${pending.join(", ")}); ${how}`,
+      neverMigrated
+        ? `the schema is not migrated: no migration applied after ${waitedMs} ms (${pending.length} pending); ${how}`
+        : `the database schema is behind this version after ${waitedMs} ms: ${pending.length} migration(s) pending ` +
+            `(${pending.join(", ")}); ${how}`,
     );
     this.name = "SchemaBehindError";
   }
@@ -45,7 +51,12 @@ export async function awaitCurrentSchema(database: Database, options: SchemaWait
       if (loggedAt !== undefined) logger.info({ waitedMs }, "start-up: the schema is current; starting");
       return;
     }
-    if (waitedMs >= timeoutMs) throw new SchemaBehindError(pending, waitedMs, embedded);
+    if (waitedMs >= timeoutMs) {
+      // Loaded here, not at the top: main.ts imports this module before the service's modules load.
+      const { migrationSource } = await import("../store/postgres/migrations/index.js");
+      const known = await migrationSource.getMigrations([]);
+      throw new SchemaBehindError(pending, waitedMs, embedded, pending.length === known.length);
+    }
     if (loggedAt === undefined || Date.now() - loggedAt >= logEveryMs) {
       loggedAt = Date.now();
       logger.warn(

@@ -6,8 +6,11 @@ import type { SpanExporter } from "../observability/tracing.js";
 export interface ServiceOptions {
   /** Where JSON logs go (stdout by default); tests capture them. */
   readonly logStream?: NodeJS.WritableStream;
-  /** Skip applying migrations at start (the CLI's offline `migrate` applies them itself). */
-  readonly skipMigrations?: boolean;
+  /**
+   * The CLI's offline `migrate`: no migration at start (Migrate applies them), no background jobs,
+   * no change feed; only what serves the Migrate call.
+   */
+  readonly migrateOnly?: boolean;
   /** The clock tokens are issued and verified with (tests move it). */
   readonly now?: Clock;
   /**

@@ -86,6 +86,9 @@ const COMMAND_NAMES: Readonly<Record<string, string>> = {
   ResetTokenLockout: "lockout reset",
   ImportAirCredits: "credits import",
   RotateResourceServerSecret: "resource-server rotate",
+  SetApiUserKeys: "api-user set-keys",
+  SetApiUserDpopPolicy: "api-user set-dpop",
+  SetResourceServerKeys: "resource-server set-keys",
 };
 /** Options: the field name in kebab case ("tmc_id" → --tmc-id), except these (Method.field → option). */
 const OPTION_NAMES: Readonly<Record<string, string>> = {

@@ -8,7 +8,6 @@ import {
   type JsonObject,
   type Message,
 } from "@bufbuild/protobuf";
-import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
@@ -18,6 +17,7 @@ import { operatorTokenFile } from "../config/secret-files.js";
 import { readServerRecord, serverRecordFile, type ServerRecord } from "../store/server-record.js";
 import { withRestDefaults } from "../gateway/json-shape.js";
 import { DataDirBusyError, dataDirOwner } from "../store/data-dir-lock.js";
+import { contractValidator } from "../rpc/contract-validator.js";
 import { requestInfoKey } from "../rpc/request-context.js";
 import { Answered, optionOfField, parseCommand, usage, UsageError, type OutputFormat } from "./arguments.js";
 import { renderTable } from "./table.js";
@@ -79,7 +79,7 @@ function parseInvocation(argv: readonly string[]): Invocation {
   const method = command.spec.method;
   const request = fromJson(method.input, command.request);
   // Checked here too, so wrong arguments fail with exit 2 before anything is sent or written.
-  const result = createValidator().validate(method.input, request);
+  const result = contractValidator([method.parent.file]).validate(method.input, request);
   if (result.kind !== "valid") {
     // Name the option the user typed: "tmc_id: must be a valid UUID" → "--tmc-id: must be a valid UUID".
     throw new UsageError(
@@ -138,7 +138,7 @@ async function callServerOrInProcess(
   );
   offline.service = await createService(config, {
     logStream: process.stderr,
-    skipMigrations: method.name === "Migrate",
+    migrateOnly: method.name === "Migrate",
   });
   return call(offline.service.transport, operatorToken(config), method, request, config.cliRequestTimeoutMs);
 }

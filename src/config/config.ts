@@ -134,7 +134,7 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 /**
- * Issue 18 (finding 7): reachable beyond loopback with no TRUSTED_PROXIES, every client behind a
+ * Reachable beyond loopback with no TRUSTED_PROXIES, every client behind a
  * balancer arrives with the balancer's address, so one client's failed logins lock out all of
  * them and the per-address HTTP/2 limits count them as one. A warning, not a refusal: directly
  * exposed (no proxy) is a valid deployment and the default HOST is 0.0.0.0, and the field does
@@ -158,7 +158,7 @@ export function warnWithoutTrustedProxies(
 }
 
 /**
- * Issue 22: ALLOWED_AUDIENCES still works (token requests may name its audiences), but a resource
+ * ALLOWED_AUDIENCES still works (token requests may name its audiences), but a resource
  * server registered for an audience also gets credentials of its own to introspect the tokens
  * addressed to it. Said once at start-up, at warn.
  */
@@ -375,6 +375,7 @@ function storageFrom(
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? "./data"),
     ...poolSizesFrom(env),
     databaseAcquireTimeoutMs: intFrom(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 500, 100, 10 * MINUTE_MS),
+    databaseStartupWaitMs: intFrom(env, "DATABASE_STARTUP_WAIT_MS", 30_000, 0, HOUR_MS),
     ...redisConnectionFrom(env),
     redisConnectTimeoutMs: intFrom(env, "REDIS_CONNECT_TIMEOUT_MS", 2_000, 100, MINUTE_MS),
     redisReconnectMaxDelayMs: intFrom(env, "REDIS_RECONNECT_MAX_DELAY_MS", 2_000, 10, MINUTE_MS),
@@ -479,6 +480,8 @@ function tokensFrom(
     jwksFetchTimeoutMs: intFrom(env, "JWKS_FETCH_TIMEOUT_MS", 3_000, 100, MINUTE_MS),
     jwksCooldownMs: intFrom(env, "JWKS_COOLDOWN_MS", 30_000, 0, HOUR_MS),
     jwksCacheMaxAgeMs: intFrom(env, "JWKS_CACHE_MAX_AGE_MS", 600_000, 1_000, 24 * HOUR_MS),
+    jwksCacheMinAgeMs: intFrom(env, "JWKS_CACHE_MIN_AGE_MS", 60_000, 1_000, 24 * HOUR_MS),
+    jwksUriAllowHttpLoopback: boolFrom(env, "JWKS_URI_ALLOW_HTTP_LOOPBACK", false),
     externalTokenMaxLifetimeSeconds: intFrom(env, "EXTERNAL_TOKEN_MAX_LIFETIME_SECONDS", 86_400, 60, 30 * 86_400),
     changeStreamMaxOpen: intFrom(env, "CHANGE_STREAM_MAX_OPEN", 1_000, 1, 100_000),
     changeStreamMaxOpenPerResourceServer: intFrom(env, "CHANGE_STREAM_MAX_OPEN_PER_RESOURCE_SERVER", 50, 1, 100_000),

@@ -1,6 +1,7 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { makeDataDir } from "../store/data-dir.js";
 import { ConfigError } from "./config-error.js";
 import type { Config } from "./config.js";
 
@@ -74,7 +75,7 @@ function decodeMasterKey(value: string, source: string): Buffer {
 
 /** Reads a secret kept in DATA_DIR, creating it (mode 0600) on first use; safe if two processes race. */
 export function readOrCreateSecretFile(file: string, generate: () => string): string {
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  makeDataDir(path.dirname(file));
   try {
     fs.writeFileSync(file, generate() + "\n", { flag: "wx", mode: 0o600 });
   } catch (error) {

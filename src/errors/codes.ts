@@ -127,6 +127,15 @@ export const ERROR_CODES = {
   INVALID_SCOPE: { kind: "INVALID_ARGUMENT", description: "The requested scope is malformed or wider than allowed" },
   INVALID_TARGET: { kind: "INVALID_ARGUMENT", description: "The requested audience is not allowed" },
   UNSUPPORTED_GRANT_TYPE: { kind: "INVALID_ARGUMENT", description: "The grant_type is not supported" },
+  INVALID_DPOP_PROOF: {
+    kind: "INVALID_ARGUMENT",
+    description:
+      "The DPoP proof (RFC 9449) is missing where the client must send one, malformed, replayed, or does not match the request",
+  },
+  USE_DPOP_NONCE: {
+    kind: "INVALID_ARGUMENT",
+    description: "The DPoP proof must carry the nonce of the DPoP-Nonce response header (RFC 9449 8)",
+  },
   TOO_MANY_REQUESTS: {
     kind: "RESOURCE_EXHAUSTED",
     description: "A rate limit is exhausted; retry after Retry-After seconds",

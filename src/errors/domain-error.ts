@@ -16,6 +16,8 @@ export interface DomainErrorOptions {
   readonly challenge?: string;
   /** Seconds after which a retry may succeed, sent as the Retry-After header (RFC 9110 10.2.3) on 429, 503 and 409 ABORTED. */
   readonly retryAfterSeconds?: number;
+  /** The nonce the next DPoP proof must carry (RFC 9449 8 and 9), sent as the DPoP-Nonce header. */
+  readonly dpopNonce?: string;
   /**
    * For the operator's log line of the refusal only, never sent to the caller: which client, which
    * check failed, where the wire answer is deliberately uniform (INVALID_CLIENT). Never a secret.
@@ -33,6 +35,7 @@ export class DomainError extends Error {
   readonly detail: string;
   readonly challenge: string | undefined;
   readonly retryAfterSeconds: number | undefined;
+  readonly dpopNonce: string | undefined;
   readonly logged: Readonly<Record<string, string>> | undefined;
 
   constructor(
@@ -46,6 +49,7 @@ export class DomainError extends Error {
     this.detail = options.detail ?? "";
     this.challenge = options.challenge;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.dpopNonce = options.dpopNonce;
     this.logged = options.logged;
   }
 

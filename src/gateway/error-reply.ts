@@ -1,8 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ErrorDialect, ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
-import { DomainError } from "../errors/domain-error.js";
-import { translateError } from "../rpc/errors/error-response.js";
+import { errorAtEdge } from "../rpc/errors/error-response.js";
 import { httpStatusOf } from "./http-status.js";
 
 /** Why a request was refused, for its log line: the catalogue code, the message, and the RPC when one ran. */
@@ -34,16 +33,8 @@ export function sendError(
   error: unknown,
   dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED,
 ): FastifyReply {
-  const { status, json, body } = renderError(error, reply.request.id, dialect);
-  const first = body.errorMessages[0];
-  if (first) {
-    noteRefusal(reply.request, {
-      errorCode: first.errorCode,
-      message: first.message,
-      errorParameters: first.errorParameters.map(({ name, value }) => ({ name, value })),
-      ...(error instanceof DomainError && error.logged ? { logged: error.logged } : {}),
-    });
-  }
+  const { status, json, refusal } = renderError(error, reply.request.id, dialect);
+  if (refusal) noteRefusal(reply.request, refusal);
   return reply
     .code(status)
     .header("x-request-id", reply.request.id)
@@ -59,11 +50,11 @@ export function errorContentTypeOf(dialect: ErrorDialect): string {
 
 /** The HTTP status and JSON body of any failure, for replies written outside Fastify (a raw socket). */
 export function renderError(error: unknown, requestId: string, dialect = ErrorDialect.ERROR_DIALECT_UNSPECIFIED) {
-  const { code, body } = translateError(error, requestId, undefined, dialect);
+  const { code, body, refusal } = errorAtEdge(error, requestId, dialect);
   // Errors relayed from the RPC carry the id of the same request already; make sure of it.
   body.debugIdentifier = requestId;
   const status = httpStatusOf(code, body.errorMessages[0]?.errorCode);
   // The SCIM dialect (RFC 7644 3.12) carries the HTTP status in the body, as a string.
   if (dialect === ErrorDialect.SCIM) body.status = String(status);
-  return { status, json: toJson(ErrorResponseSchema, body), body };
+  return { status, json: toJson(ErrorResponseSchema, body), body, refusal };
 }

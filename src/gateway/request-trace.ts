@@ -7,8 +7,7 @@ export function noteTrace(request: FastifyRequest, traceId: string): void {
   traceIds.set(request, traceId);
 }
 
-/** `{trace_id}` (the OpenTelemetry name, as the logger's other lines) for a traced request's log line, else nothing. */
-export function traceFields(request: FastifyRequest): { trace_id?: string } {
-  const traceId = traceIds.get(request);
-  return traceId === undefined ? {} : { trace_id: traceId };
+/** The trace id of a traced request, for its one log line; undefined while tracing is off. */
+export function traceIdOf(request: FastifyRequest): string | undefined {
+  return traceIds.get(request);
 }

@@ -23,6 +23,7 @@ import { withRestDefaults } from "./json-shape.js";
 
 /** Response headers an RPC may set for REST callers. */
 const FORWARDED_RESPONSE_HEADERS = [
+  "dpop-nonce",
   "cache-control",
   "pragma",
   "deprecation",
@@ -150,6 +151,8 @@ async function handle(
       requestId: request.id,
       remoteAddress: request.ip,
       protocol: "rest",
+      // Fastify's protocol and host apply TRUSTED_PROXIES to X-Forwarded-Proto and -Host.
+      target: { method: request.method, url: `${request.protocol}://${request.host}${request.url}` },
       refused: (refusal) => noteRefusal(request, refusal),
       traced: (traceId) => noteTrace(request, traceId),
     });

@@ -13,8 +13,9 @@ import Fastify, {
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { registerDialectNotFound } from "../gateway/dialect-not-found.js";
 import { errorContentTypeOf, refusalOf, renderError, sendError } from "../gateway/error-reply.js";
-import { traceFields } from "../gateway/request-trace.js";
-import { recordRequest, refusalFields } from "./request-log.js";
+import { traceIdOf } from "../gateway/request-trace.js";
+import { AccessLog, recordRequest, type Outcome } from "./protocol/access-log.js";
+import { proxyTrustOf } from "./protocol/client-address.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
 import { dialectPathSpaces, pathSpaceOf } from "../gateway/path-dialects.js";
@@ -23,9 +24,9 @@ import type { Metrics } from "../observability/metrics.js";
 import { ErrorDialect } from "../rpc/contract.js";
 import { contractServices } from "../rpc/areas.js";
 import type { RpcCore } from "../rpc/routes.js";
-import { connectRoutes } from "./connect-handlers.js";
-import { createDualProtocolServer, type ParserError } from "./dual-protocol-server.js";
-import { createGrpcUnary } from "./grpc-unary.js";
+import { connectRoutes } from "./protocol/connect-handlers.js";
+import { createDualProtocolServer, type ParserError } from "./protocol/dual-protocol-server.js";
+import { createGrpcUnary } from "./protocol/grpc-unary.js";
 import { registerOperationalRoutes, type OperationalDeps } from "./operational-routes.js";
 import type { HttpConfig } from "./settings.js";
 
@@ -69,14 +70,14 @@ export async function createRpcApp(
   dialectOfPath: (url: string) => ErrorDialect | undefined = () => undefined,
 ): Promise<FastifyInstance> {
   const dialectOf = (url: string | undefined) => (url === undefined ? undefined : dialectOfPath(url));
-  const requestLines = new OneLinePerRequest(observers.logger);
-  // Unary gRPC calls of the contract, served from their HTTP/2 streams ahead of Fastify and Connect.
+  const requestLines = new OneLinePerRequest(new AccessLog(observers.logger));
+  const proxyTrust = proxyTrustOf(settings.trustedProxies);
   const grpcUnary = createGrpcUnary({
+    ...observers,
     transport: rpc.transport,
     readMaxBytes: settings.bodyLimitBytes,
-    trustedProxies: settings.trustedProxies,
-    logger: observers.logger,
-    metrics: observers.metrics,
+    proxyTrust,
+    accessLog: requestLines.accessLog,
   });
   const app = Fastify({
     loggerInstance: observers.logger,
@@ -84,8 +85,8 @@ export async function createRpcApp(
     requestIdHeader: false,
     logController: requestLines,
     bodyLimit: settings.bodyLimitBytes,
-    // X-Forwarded-For is believed only from the configured proxies.
-    trustProxy: settings.trustedProxies.length > 0 ? [...settings.trustedProxies] : false,
+    // X-Forwarded-For is believed only from the configured proxies (the one rule, client-address.ts).
+    trustProxy: proxyTrust,
     // Arriving while closing (after a drain took the instance out of its balancer), a request is
     // served with `Connection: close` (Fastify adds it on HTTP/1.1), not refused with 503.
     return503OnClosing: false,
@@ -201,25 +202,12 @@ function setErrorAnswers(app: FastifyInstance, dialectOf: (url: string | undefin
 }
 
 /**
- * One log line per request at info, written when it ends, with the request, the status and the
- * time (Fastify writes two: a line per request was a tenth of the CPU under load); its `reqId` is
- * the debugIdentifier of any error the request got. Arrivals are logged at debug only.
- *
- * The completed line holds fixed fields only — the `req` and `res` serializers (logger.ts) pick the
- * method, the URL without its query values, the address and the status; the refusal fields below
- * are messages written for callers and parameters whose credential values are replaced — so it
- * is written by a child of the app's logger without the redaction pass, which looked for
- * secret-named keys in every field of every line (about 5 times the cost of the line itself) and
- * could never find one here. Every other line, an errored request's with its error included,
- * keeps the redaction. test/server/logging.test.ts sends secrets every way a caller can and
- * looks for them in the log.
+ * Fastify's request lines, written by the one access-log writer (access-log.ts); arrivals are
+ * logged at debug only.
  */
 class OneLinePerRequest extends LogController {
-  private readonly lines: FastifyBaseLogger;
-
-  constructor(logger: FastifyBaseLogger) {
+  constructor(readonly accessLog: AccessLog) {
     super();
-    this.lines = logger.child({}, { redact: [] });
   }
 
   override incomingRequest(request: FastifyRequest): void {
@@ -227,25 +215,34 @@ class OneLinePerRequest extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error) reply.log.error({ ...OneLinePerRequest.line(request, reply), err: error }, "request errored");
+    if (error)
+      AccessLog.errored(
+        reply.log,
+        error,
+        request,
+        reply,
+        reply.elapsedTime,
+        traceIdOf(request),
+        outcomeOf(request, reply),
+      );
     else this.completed(request, reply);
   }
 
   completed(request: FastifyRequest, reply: FastifyReply): void {
-    this.lines.info({ reqId: request.id, ...OneLinePerRequest.line(request, reply) }, "request completed");
+    this.accessLog.completed(
+      request.id,
+      request,
+      reply,
+      reply.elapsedTime,
+      traceIdOf(request),
+      outcomeOf(request, reply),
+    );
   }
+}
 
-  /** The request, its answer and time, and why it was refused (an answer of 400 or more). */
-  private static line(request: FastifyRequest, reply: FastifyReply): object {
-    const refusal = reply.statusCode >= 400 ? refusalOf(request) : undefined;
-    return {
-      req: request,
-      res: reply,
-      responseTime: reply.elapsedTime,
-      ...traceFields(request),
-      ...refusalFields(refusal),
-    };
-  }
+/** Why the request was refused (an answer of 400 or more). */
+function outcomeOf(request: FastifyRequest, reply: FastifyReply): Outcome {
+  return reply.statusCode >= 400 ? refusalOf(request) : undefined;
 }
 
 /** What a connection-level parser error means for the caller; undefined when there is no one to answer. */

@@ -1,4 +1,4 @@
-import type { DualProtocolOptions } from "./dual-protocol-server.js";
+import type { DualProtocolOptions } from "./protocol/dual-protocol-server.js";
 
 /**
  * The HTTP settings (HOST, PORT, ADMIN_*, HTTP_*, HTTP2_*, BODY_LIMIT_BYTES, TRUSTED_PROXIES and

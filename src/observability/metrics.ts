@@ -27,6 +27,10 @@ export interface Metrics {
   readonly auditWriteFailures: Counter;
   readonly auditDropped: Counter;
   readonly auditRejected: Counter;
+  /** Months after the current one whose audit partition exists, as the partition job last saw them (it keeps 3). */
+  readonly auditPartitionsAhead: Gauge;
+  /** Unix time of the partition job's last run that acted (created ahead and applied retention). */
+  readonly auditPartitionMaintained: Gauge;
   /** 1 while the Redis circuit breaker is open (the instance is degraded, serving through its fallbacks). */
   readonly redisBreakerOpen: Gauge;
   /** 1 for the status each readiness dependency is in ("up", "degraded", "down"), 0 for the others; read at each scrape. */
@@ -131,6 +135,16 @@ export function createMetrics(): Metrics {
     auditDropped: new Counter({
       name: "audit_events_dropped_total",
       help: "Audit events lost: buffer overflow or shutdown with the database down",
+      registers: [registry],
+    }),
+    auditPartitionsAhead: new Gauge({
+      name: "audit_partitions_months_ahead",
+      help: "Months after the current one with an audit partition created (the partition job keeps 3)",
+      registers: [registry],
+    }),
+    auditPartitionMaintained: new Gauge({
+      name: "audit_partition_maintenance_last_success_timestamp_seconds",
+      help: "Unix time of the audit partition job's last successful run on this instance (partitions ahead and retention)",
       registers: [registry],
     }),
     redisBreakerOpen: new Gauge({

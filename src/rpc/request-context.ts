@@ -1,11 +1,11 @@
 import { createContextKey, type ContextValues } from "@connectrpc/connect";
 
 /**
- * The request headers the RPC core reads (authorization; W3C trace context, so the RPC's span
+ * The request headers the RPC core reads (authorization and its DPoP proof; W3C trace context, so the RPC's span
  * continues the caller's trace; the user agent), all a face hands it: everything else stays at
  * the edge, and copying the rest into a Headers per call was measurable.
  */
-export const RPC_REQUEST_HEADERS = ["authorization", "user-agent", "traceparent", "tracestate"] as const;
+export const RPC_REQUEST_HEADERS = ["authorization", "dpop", "user-agent", "traceparent", "tracestate"] as const;
 
 /** Those of RPC_REQUEST_HEADERS a request carries, as the transport takes them (a repeated one once per value). */
 export function rpcRequestHeaders(
@@ -34,6 +34,11 @@ export interface RequestInfo {
   readonly remoteAddress: string;
   /** Unset: the face did not say (taken as Connect). */
   readonly protocol?: CallProtocol;
+  /**
+   * The HTTP request as the client addressed it, behind TRUSTED_PROXIES as the proxy forwarded it
+   * (X-Forwarded-Proto and -Host): what a DPoP proof's `htm` and `htu` must name. Unset for the CLI.
+   */
+  readonly target?: { readonly method: string; readonly url: string };
   /** Told the trace id of the call's span when tracing is on (the face puts it in the request's log line). */
   readonly traced?: (traceId: string) => void;
   /** Told why the RPC was refused (the face puts it in the request's log line). */
@@ -52,7 +57,7 @@ export interface RpcRefusal {
 }
 
 /**
- * Set by whoever hands a request to the RPC core: the network faces (src/http/connect-handlers.ts)
+ * Set by whoever hands a request to the RPC core: the network faces (src/http/protocol/)
  * and the REST gateway from the Fastify request, the CLI for its own calls. Headers would not
  * do: network callers could forge them.
  */
@@ -63,4 +68,12 @@ export const requestInfoKey = createContextKey<RequestInfo | undefined>(undefine
 /** Takes the context values of a handler (ctx.values) or an interceptor (req.contextValues). */
 export function requestInfoOf(values: ContextValues): RequestInfo {
   return values.get(requestInfoKey) ?? { requestId: "unknown", remoteAddress: "unknown" };
+}
+
+/** The request's DPoP proof (RFC 9449 4.1) and what it must name: the request as the client addressed it. */
+export function dpopRequestOf(
+  header: Headers,
+  values: ContextValues,
+): { readonly proof: string | undefined; readonly target: RequestInfo["target"] } {
+  return { proof: header.get("dpop") ?? undefined, target: requestInfoOf(values).target };
 }

@@ -6,7 +6,8 @@ import type { DomainError } from "../errors/domain-error.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracer } from "@opentelemetry/api";
 import type { Face } from "./area.js";
-import { AREAS, areasOn, reflectionFilesOn, type RpcDomain } from "./areas.js";
+import { AREAS, areasOn, contractServices, reflectionFilesOn, type RpcDomain } from "./areas.js";
+import { contractValidator } from "./contract-validator.js";
 import { registerHealth, type HealthService } from "./health.js";
 import { createInProcessTransport } from "./in-process-transport.js";
 import { authenticationInterceptor } from "./interceptors/authentication-interceptor.js";
@@ -89,7 +90,7 @@ export function createRpcCore(
     authenticationInterceptor(domain.verifiers),
     // After authentication (it budgets the principal and admits its TMC), before anything that may touch the database.
     ...(observers.principalBudget ? [principalBudgetInterceptor(observers.principalBudget)] : []),
-    createValidateInterceptor(),
+    createValidateInterceptor({ validator: contractValidator(contractServices.map((service) => service.file)) }),
   ];
   return {
     routes: routesOn("public", faces.health),

@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { makeDataDir } from "./data-dir.js";
 
 export class DataDirBusyError extends Error {}
 
@@ -12,7 +13,7 @@ const heldByThisProcess = new Set<string>();
  * gone is taken over.
  */
 export function ownDataDir(dataDir: string): () => void {
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDataDir(dataDir);
   const key = fs.realpathSync(dataDir);
   if (heldByThisProcess.has(key))
     throw new DataDirBusyError(`${dataDir} is in use by process ${process.pid} (this process)`);

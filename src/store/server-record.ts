@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { makeDataDir } from "./data-dir.js";
 import { processIsAlive } from "./data-dir-lock.js";
 
 /**
@@ -21,7 +22,7 @@ export function serverRecordFile(dataDir: string): string {
 }
 
 export function writeServerRecord(dataDir: string, record: ServerRecord): void {
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDataDir(dataDir);
   const file = serverRecordFile(dataDir);
   // Written whole, then renamed: a reader never sees half a record.
   const temporary = `${file}.${record.pid}.tmp`;

@@ -20,6 +20,8 @@ export interface StorageConfig {
   readonly migrateOnStart: boolean;
   /** How long a start without migrations waits for the schema to catch up with the code, then exits. */
   readonly migrationWaitTimeoutMs: number;
+  /** DATABASE_STARTUP_WAIT_MS: how long start-up retries its first database work while the database does not answer. */
+  readonly databaseStartupWaitMs: number;
   /** How long a migration waits for another instance's migration (the lock), then fails. */
   readonly migrationLockTimeoutMs: number;
   /** Postgres schema holding the service's tables (lets test runs and deployments of one server stay apart). */

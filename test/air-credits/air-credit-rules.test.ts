@@ -14,6 +14,15 @@ function rowsOf(credits: unknown[]) {
 
 const parse = (credits: unknown[]) => parseCredits(rowsOf(credits), creditVocabulary);
 
+/** A valid import row with only the required fields, for the rows that get one thing wrong. */
+const base = {
+  ticketNumber: "0017779139217",
+  airlineCode: "AA",
+  totalFare: { amount: 1, currencyCode: "USD" },
+  issueDate: { iso8601: "2026-01-31" },
+  expiryDate: { iso8601: "2027-01-31" },
+};
+
 /** The air-credit rules without storage: dates, access, migration checks, the import's row checks. */
 describe("air-credit rules", () => {
   test("calendar dates: only days that exist, in YYYY-MM-DD", () => {
@@ -86,7 +95,7 @@ describe("air-credit rules", () => {
     assert.equal(credits[0]!.airlineCode, "AA");
     assert.equal(credits[0]!.airlineName, "American Airlines");
     assert.deepEqual(credits[0]!.totalFare, { amount: "412.3", currencyCode: "USD" });
-    // The instant is kept (issue 18, finding 8), in UTC; a date alone is its midnight UTC.
+    // The instant is kept, in UTC; a date alone is its midnight UTC.
     assert.equal(credits[0]!.expiryDate, "2027-01-31T08:00:00.000Z");
     assert.equal(credits[1]!.expiryDate, "2026-01-31T00:00:00.000Z");
     assert.deepEqual(
@@ -104,13 +113,6 @@ describe("air-credit rules", () => {
   });
 
   test("import rows: every problem named by row index and field", () => {
-    const base = {
-      ticketNumber: "0017779139217",
-      airlineCode: "AA",
-      totalFare: { amount: 1, currencyCode: "USD" },
-      issueDate: { iso8601: "2026-01-31" },
-      expiryDate: { iso8601: "2027-01-31" },
-    };
     const { credits, errors } = parse([
       base,
       { ...base, ticketNumber: "0017779139216", status: "LOST", segmentsAvailable: "UNKNOWN" },
@@ -137,6 +139,37 @@ describe("air-credit rules", () => {
           "must be an ISO 8601 date (YYYY-MM-DD) or a date-time with Z or an offset (YYYY-MM-DDThh:mm[:ss]±hh:mm) that exists",
       },
     ]);
+  });
+
+  test("import rows: the contract's field rules (ImportedAirCredit in operator.proto) come first in their row, worded as the service's own", () => {
+    const { credits, errors } = parse([
+      base,
+      { ...base, ticketNumber: "12345", airlineCode: "American", departureCountry: "usa", status: "LOST" },
+      { ...base, ticketNumber: "0017779139218", pcc: "P".repeat(33), fopLabel: "Visa\tGold", email: "not an address" },
+      {
+        ...base,
+        ticketNumber: "0017779139219",
+        paymentSourceId: "0F1C3A52-4B7E-4F7A-9D41-1B2A3C4D5E6F",
+        email: "A@B.CO",
+      },
+    ]);
+    assert.deepEqual(errors, [
+      { name: "credits[1].ticketNumber", value: "must be 6 to 20 digits or capital letters" },
+      { name: "credits[1].airlineCode", value: "must be a 2-character IATA airline code" },
+      { name: "credits[1].departureCountry", value: "must be a 3-letter country code" },
+      { name: "credits[1].airlineCode", value: "is required (or airlineInfo.airlineCode)" },
+      { name: "credits[1].status", value: `must be one of ${creditVocabulary.status.join(", ")}` },
+      { name: "credits[2].pcc", value: "must be at most 32 characters" },
+      { name: "credits[2].email", value: "must be an email address" },
+      { name: "credits[2].fopLabel", value: "must not hold control characters" },
+    ]);
+    assert.deepEqual(
+      credits.map((c) => [c.ticketNumber, c.paymentSourceId, c.email]),
+      [
+        ["0017779139217", "", undefined],
+        ["0017779139219", "0f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f", "a@b.co"],
+      ],
+    );
   });
 
   test("import rows: the enum names are the contract's (v3 enums), the zero value only where the reference has it", () => {

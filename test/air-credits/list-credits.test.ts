@@ -376,7 +376,7 @@ describe(`air credits: list (${backend})`, () => {
         assertErrorAnswer(await listA1(face, undefined, { offset: -1 }), 400, "API_VALIDATION_FAILED", "offset");
       });
 
-      test("offset is bounded (issue 19): 10000 is the deepest page, 10001 and beyond → 400 naming offset", async () => {
+      test("offset is bounded: 10000 is the deepest page, 10001 and beyond → 400 naming offset", async () => {
         const deepest = await call(face, { companyId: { id: companyA2 }, offset: 10_000 });
         assert.equal(deepest.status, 200, JSON.stringify(deepest.body));
         assert.deepEqual([tickets(deepest).length, totalOf(deepest)], [0, 250]);

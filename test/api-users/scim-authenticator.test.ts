@@ -19,7 +19,7 @@ describe("SCIM token authentication", () => {
   before(async () => {
     running = await startService();
     const { db, keys } = internalsOf(running.service);
-    scim = new ScimAuthenticator(new KnexUnitOfWork(db), new PostgresApiUserRepository(), keys);
+    scim = new ScimAuthenticator({ uow: new KnexUnitOfWork(db), apiUsers: new PostgresApiUserRepository(), keys });
     const seed = await operatorCall<{ tmcId: string; orgId: string; clientId: string; clientSecret: string }>(
       running.baseUrl,
       "Seed",

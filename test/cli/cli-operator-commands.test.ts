@@ -302,6 +302,19 @@ describe("CLI: help, version, suggestions, --output table and the operator's lis
       /--audience is required for "resource-server create"/,
     );
     await usageError(["resource-server", "create", "--name", "Bad", "--audience", "not a uri"], /--audience: .*URI/);
+    // --jwks-uri reaches the service, which checks the URL before it registers anything.
+    for (const args of [
+      ["resource-server", "create", "--name", "By URL", "--audience", "urn:trips:keys"],
+      ["resource-server", "set-keys", "--client-id", created.clientId],
+    ]) {
+      const byUrl = await cli(...args, "--jwks-uri", "http://keys.example/jwks.json");
+      assert.equal(byUrl.code, 2, show(args, byUrl));
+      assert.match(
+        byUrl.stderr,
+        /jwks_uri must use https \(API_VALIDATION_FAILED; jwksUri=invalid\)/,
+        show(args, byUrl),
+      );
+    }
 
     const rotated = await json("resource-server", "rotate", "--client-id", created.clientId);
     assert.equal(rotated.clientId, created.clientId);

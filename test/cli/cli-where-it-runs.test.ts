@@ -1,4 +1,4 @@
-// Issue 19's CLI traps: `cli seed` with a DATA_DIR where no server runs silently created and
+// CLI traps: `cli seed` with a DATA_DIR where no server runs silently created and
 // seeded a new store (exit 0, nothing on stderr) whose credentials the running server refused;
 // a seed sent while the server was still starting collided with it. Now the CLI says on stderr
 // where it runs, refuses to create a store without --init, and waits for a starting server.

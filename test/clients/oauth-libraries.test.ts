@@ -1,4 +1,4 @@
-// Issue 19: the service driven by third-party OAuth and gRPC clients, unmodified, as their users
+// The service driven by third-party OAuth and gRPC clients, unmodified, as their users
 // run them: authlib (Debian's python3-authlib) validating both discovery documents, openid-client
 // and oauth4webapi discovering the server through http://127.0.0.1:PORT with the default issuer,
 // simple-oauth2 fetching and revoking a token, and grpc-js reading an error's details.
@@ -9,14 +9,12 @@ import * as grpc from "@grpc/grpc-js";
 import * as oauth from "oauth4webapi";
 import * as client from "openid-client";
 import simpleOauth2 from "simple-oauth2";
-import { freePort } from "../helpers/free-port.js";
 import type { RunningService } from "../helpers/service.js";
 import {
   disposeService,
   grpcClients,
   newTenant,
-  ROOMY_RATE_LIMITS,
-  startTokenService,
+  startServiceAtOwnAddress,
   TOKEN_PATH,
   type Client,
 } from "../helpers/token-kit.js";
@@ -30,15 +28,7 @@ let admin: Client;
 
 before(async () => {
   // TOKEN_ISSUER unset (the test default names a fixed issuer): the default must be this address.
-  running = await startTokenService({
-    env: {
-      ...ROOMY_RATE_LIMITS,
-      HOST: "127.0.0.1",
-      PORT: String(await freePort()),
-      TOKEN_ISSUER: "",
-      TOKEN_AUDIENCE: "",
-    },
-  });
+  running = await startServiceAtOwnAddress();
   baseUrl = running.baseUrl;
   admin = (await newTenant(baseUrl)).admin;
 });

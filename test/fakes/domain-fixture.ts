@@ -1,17 +1,25 @@
+import { invalidArgument } from "../../src/errors/domain-error.js";
 import crypto from "node:crypto";
 import type { Knex } from "knex";
-import { ApiUserAdmin } from "../../src/domain/api-users/api-user-admin.js";
-import { ApiUserProvisioning } from "../../src/domain/api-users/api-user-provisioning.js";
+import type { ApiUserAdmin } from "../../src/domain/api-users/api-user-admin.js";
+import type { ApiUserProvisioning } from "../../src/domain/api-users/api-user-provisioning.js";
+import { createApiUserArea } from "../../src/domain/api-users/index.js";
 import type { ApiUser, ApiUserCredentialType, ApiUserRole } from "../../src/domain/api-users/model.js";
-import { ScimAuthenticator } from "../../src/domain/api-users/scim-authenticator.js";
+import type { ScimAuthenticator } from "../../src/domain/api-users/scim-authenticator.js";
 import { deriveKeyMaterial, type KeyMaterial } from "../../src/domain/shared/key-material.js";
 import { openScimToken } from "../../src/domain/shared/scim-token.js";
 import { tenantScope } from "../../src/domain/shared/tenant-scope.js";
-import { TenantService } from "../../src/domain/tenants/tenant-service.js";
+import { createTenantArea } from "../../src/domain/tenants/index.js";
+import type { TenantService } from "../../src/domain/tenants/tenant-service.js";
 import { VerifiedTokens } from "../../src/domain/tokens/verified-tokens.js";
 import { AccessTokens } from "../../src/domain/tokens/access-tokens.js";
 import { ClientAuthenticator } from "../../src/domain/tokens/client-authenticator.js";
 import { ClientRecordCache } from "../../src/domain/shared/client-record-cache.js";
+import {
+  clientCredentialsOf,
+  type ClientCredentials,
+  type PresentedCredentials,
+} from "../../src/domain/shared/client-credentials.js";
 import {
   CredentialGenerations,
   type CredentialGenerationsOptions,
@@ -74,6 +82,8 @@ export interface DomainFixtureOver<S extends FixtureStore> extends Instance {
   readonly keys: KeyMaterial;
   readonly cache: FakeGenerationCache;
   readonly generationOptions: CredentialGenerationsOptions;
+  /** Key sets registered by URL: always refused as unreachable (no network). */
+  readonly keySets: { registered(uri: string): Promise<never> };
   readonly signingKeys: SigningKeyRing;
   readonly trustedIssuers: TrustedIssuers;
   readonly tokenService: TokenService;
@@ -136,14 +146,16 @@ async function wire<S extends FixtureStore>(
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
   const generations = new CredentialGenerations(
-    uow,
-    credentialStatesOf(repos, clock),
-    repos.credentialChanges,
-    cache,
-    feed,
-    logger,
-    fallbacks,
-    clock.now,
+    {
+      uow,
+      source: credentialStatesOf(repos, clock),
+      changes: repos.credentialChanges,
+      cache,
+      feed,
+      logger,
+      fallbacks,
+      clock: clock.now,
+    },
     generationOptions,
   );
   await startGenerations(generations, feed);
@@ -151,25 +163,28 @@ async function wire<S extends FixtureStore>(
   cache.reads.length = 0;
   cache.writes.length = 0;
   const signingKeys = new SigningKeyRing(
-    uow,
-    repos.signingKeys,
-    feed,
-    keys.signingKeyEncryptionKey,
+    { uow, keys: repos.signingKeys, feed, encryptionKey: keys.signingKeyEncryptionKey, now: clock.now },
     {
       signingKeyPrepublishSeconds: PREPUBLISH_SECONDS,
       accessTokenTtlSeconds: ACCESS_TTL,
       legacyTokenTtlSeconds: LEGACY_TTL,
       unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? 5_000,
     },
-    clock.now,
   );
   await signingKeys.start();
   const { accessTokens, verifiedTokens } = instanceTokens(signingKeys, generations, clock.now);
-  const trustedIssuers = new TrustedIssuers(uow, repos.tenants, repos.trustedIssuers, clock.now, logger, {
-    jwksFetchTimeoutMs: 100,
-    jwksCooldownMs: 0,
-    jwksCacheMaxAgeMs: 1_000,
-    externalTokenMaxLifetimeSeconds: 86_400,
+  const trustedIssuers = new TrustedIssuers({
+    uow,
+    tenants: repos.tenants,
+    issuers: repos.trustedIssuers,
+    now: clock.now,
+    logger,
+    settings: {
+      jwksFetchTimeoutMs: 100,
+      jwksCooldownMs: 0,
+      jwksCacheMaxAgeMs: 1_000,
+      externalTokenMaxLifetimeSeconds: 86_400,
+    },
   });
   const settings: TokenServiceSettings = {
     audience: AUDIENCE,
@@ -181,18 +196,29 @@ async function wire<S extends FixtureStore>(
     issuer: ISSUER,
     ...options.settings,
   };
-  const tokenService = new TokenService(
+  const tokenService = new TokenService({
     uow,
-    accessTokens,
+    tokens: accessTokens,
     trustedIssuers,
-    repos.tenants,
-    repos.refreshTokens,
-    repos.apiUsers,
-    { registered: (audiences) => repos.resourceServers.registeredAudiences(uow.direct, audiences) },
+    tenants: repos.tenants,
+    refreshTokens: repos.refreshTokens,
+    apiUsers: repos.apiUsers,
+    audiences: { registered: (audiences) => repos.resourceServers.registeredAudiences(uow.direct, audiences) },
     settings,
-    clock.now,
-  );
-  const provisioning = new ApiUserProvisioning(uow, repos.tenants, repos.apiUsers, repos.audit, keys);
+    now: clock.now,
+  });
+  // No network in domain tests: a key set registered by URL is refused as unreachable.
+  const keySets = {
+    registered: () => Promise.reject(invalidArgument("jwks_uri could not be reached", [])),
+  };
+  const apiUsers = createApiUserArea({
+    uow,
+    repositories: repos,
+    credentials: generations,
+    keys,
+    clock: clock.now,
+    keySets,
+  });
   return {
     clock,
     store,
@@ -202,6 +228,7 @@ async function wire<S extends FixtureStore>(
     keys,
     cache,
     generationOptions,
+    keySets,
     feed,
     fallbacks,
     logger,
@@ -211,25 +238,16 @@ async function wire<S extends FixtureStore>(
     verifiedTokens,
     trustedIssuers,
     tokenService,
-    tenants: new TenantService(uow, repos.tenants),
-    provisioning,
-    admin: new ApiUserAdmin(
+    tenants: createTenantArea({ uow, repositories: repos }).tenants,
+    provisioning: apiUsers.provisioning,
+    admin: apiUsers.admin,
+    clients: new ClientAuthenticator({
       uow,
-      repos.apiUsers,
-      repos.refreshTokens,
-      repos.audit,
-      provisioning,
-      generations,
-      keys,
-      clock.now,
-    ),
-    clients: new ClientAuthenticator(
-      uow,
-      repos.apiUsers,
-      keys.secretPepper,
-      new ClientRecordCache<ApiUser>(generations, 100),
-    ),
-    scim: new ScimAuthenticator(uow, repos.apiUsers, keys),
+      apiUsers: repos.apiUsers,
+      pepper: keys.secretPepper,
+      records: new ClientRecordCache<ApiUser>(generations, 100),
+    }),
+    scim: apiUsers.scimAuthenticator,
   };
 }
 
@@ -245,14 +263,16 @@ export async function startInstance(
   const fallbacks = new RecordingLabelledCounter<"operation">();
   const logger = new RecordingLogger();
   const generations = new CredentialGenerations(
-    f.uow,
-    credentialStatesOf(f.repos, f.clock),
-    f.repos.credentialChanges,
-    f.cache,
-    feed,
-    logger,
-    fallbacks,
-    f.clock.now,
+    {
+      uow: f.uow,
+      source: credentialStatesOf(f.repos, f.clock),
+      changes: f.repos.credentialChanges,
+      cache: f.cache,
+      feed,
+      logger,
+      fallbacks,
+      clock: f.clock.now,
+    },
     f.generationOptions,
   );
   await startGenerations(generations, feed);
@@ -367,9 +387,18 @@ export function auditOf(f: AnyFixture, tmcId: string) {
   return f.repos.audit.list(f.uow.direct, tenantScope(tmcId), 1000);
 }
 
-/** client_secret_post credentials. */
-export function postCredentials(clientId: string, clientSecret: string) {
-  return { formClientId: clientId, formClientSecret: clientSecret, authorization: null };
+/** client_secret_post credentials, parsed as the RPC edge parses them. */
+export function postCredentials(clientId: string, clientSecret: string): ClientCredentials {
+  return clientCredentialsOf({ formClientId: clientId, formClientSecret: clientSecret, authorization: null });
+}
+
+/** Credentials as a request presents them (form fields and/or Basic), parsed as the RPC edge parses them. */
+export function presentedCredentials(
+  formClientId: string,
+  formClientSecret: string,
+  authorization: string | null,
+): ClientCredentials {
+  return clientCredentialsOf({ formClientId, formClientSecret, authorization });
 }
 
 /** RFC 6749 2.3.1: Basic base64(form-urlencode(id) ":" form-urlencode(secret)). */
@@ -389,14 +418,16 @@ export function tokenRequest(
     requestedTokenType: string;
     resources: readonly string[];
   }> & {
-    credentials?:
-      | ReturnType<typeof postCredentials>
-      | { formClientId: string; formClientSecret: string; authorization: string | null };
+    credentials?: ClientCredentials | PresentedCredentials;
   } = {},
 ) {
   return {
     grantType: fields.grantType ?? "client_credentials",
-    credentials: fields.credentials ?? postCredentials("", ""),
+    credentials: !fields.credentials
+      ? postCredentials("", "")
+      : "method" in fields.credentials
+        ? fields.credentials
+        : clientCredentialsOf(fields.credentials),
     scope: fields.scope ?? "",
     audience: fields.audience ?? "",
     subjectToken: fields.subjectToken ?? "",

@@ -1,4 +1,4 @@
-// Property-based fuzzing of every header that carries a credential (issue 18: a NUL in HTTP Basic
+// Property-based fuzzing of every header that carries a credential (a NUL in HTTP Basic
 // reached Postgres and answered 500; the fuzzers sent only fixed wrong credentials). Generated
 // ids, secrets and tokens — control bytes, NUL, lone surrogates, percent sequences, long values,
 // raw bytes — go into:

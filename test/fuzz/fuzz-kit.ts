@@ -807,6 +807,12 @@ export function validRequests(method: { parent: { typeName: string }; name: stri
       return [
         { name: "Fuzz resource server", audiences: ["https://fuzz.example/api"] },
         { name: "Fuzz resource server", audiences: ["urn:fuzz:a", "https://fuzz.example/b?x=1"] },
+        { name: "Fuzz keyed server", audiences: ["urn:fuzz:keys"], jwks: '{"keys":[{"kty":"OKP","crv":"Ed25519"}]}' },
+      ];
+    case "travel.operator.v1.OperatorService/SetResourceServerKeys":
+      return [
+        { clientId: "rs-nobody", jwks: '{"keys":[]}' },
+        { clientId: w.adminClientId, jwks: "not json" },
       ];
     case "travel.operator.v1.OperatorService/ListResourceServers":
       return [{ limit: 10, offset: 0 }, {}];

@@ -10,7 +10,7 @@ import { dropStorage } from "../helpers/service.js";
 import { grpcClients, newTenant, ROOMY_RATE_LIMITS, type GrpcClients } from "../helpers/token-kit.js";
 
 /**
- * Issue 18, finding 1: HTTP/2 rapid reset (CVE-2023-44487) from one unauthenticated h2c
+ * HTTP/2 rapid reset (CVE-2023-44487) from one unauthenticated h2c
  * connection made an instance unresponsive for everyone on it, HTTP/1.1 clients included. On the
  * server of commit 8b0dbf5 this test fails: with a 5 s attack the victims' reads took up to 15 s
  * and got 500, 503 and 504 (gRPC DEADLINE_EXCEEDED). Victims read over REST (HTTP/1.1, fetch) and
@@ -23,7 +23,7 @@ import { grpcClients, newTenant, ROOMY_RATE_LIMITS, type GrpcClients } from "../
 const ATTACK_MS = Number(process.env.RAPID_RESET_MS ?? 3_000);
 /** The attacker's address: the victims connect from 127.0.0.1, as any other client would from its own. */
 const ATTACKER_ADDRESS = "127.0.0.2";
-/** Sixteen attacking addresses at once (127.0.0.10–25), as in issue 31's run: each alone stays within its own budget for a while. */
+/** Sixteen attacking addresses at once (127.0.0.10–25), as in the run that found it: each alone stays within its own budget for a while. */
 const ATTACKER_ADDRESSES = Array.from({ length: 16 }, (_, i) => `127.0.0.${10 + i}`);
 const VICTIM_LOOPS = 2;
 const P99_BOUND_MS = 1_000;
@@ -185,7 +185,7 @@ describe(`HTTP/2 abuse from one client leaves the others served (${backend}, att
   });
 
   for (const mode of ["client", "raw"] as const) {
-    test(`issue 18 finding 1: rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads on that instance keep p99 < 1 s with no errors`, async () => {
+    test(`rapid reset (${mode} frames) on one connection: other clients' REST and gRPC reads on that instance keep p99 < 1 s with no errors`, async () => {
       const server = attacked.server;
       const attacker = runAttacker({
         url: server.address,

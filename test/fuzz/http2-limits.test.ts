@@ -7,7 +7,7 @@ import { rapidReset } from "../helpers/rapid-reset.js";
 import { dropStorage, startService, type RunningService } from "../helpers/service.js";
 
 /**
- * Issue 18, finding 1, the HTTP/2 abuse cases beside rapid reset (test/fuzz/http2-abuse.test.ts):
+ * The HTTP/2 abuse cases beside rapid reset (test/fuzz/http2-abuse.test.ts):
  * many streams at once, tiny flow-control windows with responses never read, too many sessions
  * from one address, and the admin listener holding the same limits. Each client here writes raw
  * frames on its own socket (no client-side limits) from an address of its own (127.0.0.x), so the
@@ -264,7 +264,7 @@ describe(`HTTP/2 limits per client (${backend})`, () => {
 });
 
 /**
- * Issue 31, R1: many addresses resetting at once each stayed within their own budget, yet together
+ * Many addresses resetting at once each stayed within their own budget, yet together
  * slowed every client of the instance. The instance's own budget (small here, the per-address one
  * out of reach) ends the sessions resetting the most, not the others.
  */

@@ -26,7 +26,7 @@
 // those signatures (FUZZ_STRICT=1 does not). The ones found so far (connect's protocol layer refusing
 // requests before the interceptor chain: no ErrorResponse, INTERNAL for undecodable or truncated
 // compressed bodies, an empty 200 when an error message held a lone surrogate, a hang after an
-// oversized message on a reused HTTP/1.1 connection) are fixed (src/http/connect-handlers.ts); the
+// oversized message on a reused HTTP/1.1 connection) are fixed (src/http/protocol/connect-handlers.ts); the
 // tests at the end reproduce each of them.
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -93,7 +93,7 @@ const FORBIDDEN_CODES = new Set([Code.Internal, Code.Unknown, Code.Unavailable, 
  * Known src/ problems: the properties tolerate exactly these signatures (FUZZ_STRICT=1 does not);
  * each is reported at the end of a run that reached it. None is open: connect's protocol refusals
  * (decode, decompression, content type, verb, envelope, timeout header, size limit) carry the
- * ErrorResponse since src/http/connect-handlers.ts rewrites them; the tests at the end of the file
+ * ErrorResponse since src/http/protocol/connect-handlers.ts rewrites them; the tests at the end of the file
  * reproduce each former entry. A new one gets a name in this union, a signature in knownProblemOf and a
  * `todo` test.
  */
@@ -918,7 +918,7 @@ describe(`RPC fuzzing (${backend}, FUZZ_RUNS=${FUZZ_RUNS}, FUZZ_SEED=${FUZZ_SEED
 
   test("the run kept its admin: its token still works", () => assertAdminTokenWorks("by the end of the run"));
 
-  // ---- the former known problems, reproduced (they were `todo` until src/http/connect-handlers.ts) ----
+  // ---- the former known problems, reproduced (they were `todo` until src/http/protocol/connect-handlers.ts) ----
 
   const rotate = "/travel.apiuser.v2.ApiUserService/RotateClientSecret";
   const adminHeaders = () => ({ authorization: `Bearer ${world.admin.token}` });

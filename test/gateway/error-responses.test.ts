@@ -45,7 +45,7 @@ describe("ErrorResponse for every failure", () => {
     assert.equal(body.errorMessages[0].message, "No route for GET /v2/nothing-here");
   });
 
-  // Issue 19: RFC 9110 15.5.6, the path exists (it was 404 before).
+  // RFC 9110 15.5.6, the path exists (it was 404 before).
   test("wrong method on a known path → 405 METHOD_NOT_ALLOWED with Allow", async () => {
     const response = await inject({ method: "DELETE", url: "/v2/api-users" });
     const body = assertErrorResponse(response, 405, "METHOD_NOT_ALLOWED");
@@ -95,7 +95,7 @@ describe("ErrorResponse for every failure", () => {
     assert.match(body.errorMessages[0].message, /credentialtype/);
   });
 
-  test('issue 18 finding 8, issue 31 L10: an integer in a query string is canonical decimal only: 0x10, 1e2, 1.0, +5, " 5", -0, 007 → 400 naming the parameter', async () => {
+  test('an integer in a query string is canonical decimal only: 0x10, 1e2, 1.0, +5, " 5", -0, 007 → 400 naming the parameter', async () => {
     for (const value of [
       "0x10",
       "1e2",

@@ -261,7 +261,7 @@ describe("readiness when a dependency is down", () => {
   );
 
   test(
-    "Postgres stalled: /readyz still answers in milliseconds, from the last check, while the check waits out its timeout (issue 24)",
+    "Postgres stalled: /readyz still answers in milliseconds, from the last check, while the check waits out its timeout",
     { skip: !isPostgres && "the embedded database cannot be stalled" },
     async () => {
       const { proxy, url } = await proxyInFrontOf(TEST_DATABASE_URL, 5432);

@@ -1,4 +1,4 @@
-// Issue 19's operator traps seen from outside: a wrong method on a known REST path is 405 with
+// Operator traps seen from outside: a wrong method on a known REST path is 405 with
 // Allow (not 404); a refused INVALID_CLIENT is logged with the client id and the check that
 // failed (the wire answer stays uniform); validation refusals are logged with their
 // errorParameters, never with a credential.

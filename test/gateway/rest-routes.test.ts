@@ -18,6 +18,8 @@ const DOCUMENTED = [
   ["GET", "/v2/api-users", "travel.apiuser.v2.ApiUserService.GetApiUsers", "getApiUsers"],
   ["POST", "/v2/api-users/revoke", "travel.apiuser.v2.ApiUserService.DeleteApiUser", "deleteApiUser"],
   ["POST", "/v2/api-users/rotate", "travel.apiuser.v2.ApiUserService.RotateClientSecret", "rotateClientSecret"],
+  ["POST", "/v2/api-users/keys", "travel.apiuser.v2.ApiUserService.SetClientKeys", "setClientKeys"],
+  ["POST", "/v2/api-users/dpop", "travel.apiuser.v2.ApiUserService.SetClientDpopPolicy", "setClientDpopPolicy"],
   ["GET", "/v2/users/{user_id}", "travel.user.v2.UserService.GetUser", "getUserInfo"],
   ["PUT", "/v2/users/{user_id}", "travel.user.v2.UserService.UpdateUser", "updateUser"],
   [
@@ -95,6 +97,17 @@ const VALID_REQUEST: Record<string, { url: string; payload?: string; contentType
   "GET /v2/api-users": { url: "/v2/api-users?limit=10&offset=0" },
   "/v2/api-users/revoke": { url: "/v2/api-users/revoke", payload: JSON.stringify({ clientId: "abc" }) },
   "/v2/api-users/rotate": { url: "/v2/api-users/rotate", payload: JSON.stringify({ clientId: "abc" }) },
+  "/v2/api-users/keys": {
+    url: "/v2/api-users/keys",
+    payload: JSON.stringify({
+      clientId: "abc",
+      keys: [{ kty: "OKP", crv: "Ed25519", x: "UJx7EKp-xKWg_EniHNZ653W1xk8WMwFf62dD2E_kRdk" }],
+    }),
+  },
+  "/v2/api-users/dpop": {
+    url: "/v2/api-users/dpop",
+    payload: JSON.stringify({ clientId: "abc", dpopBoundAccessTokens: true }),
+  },
   "GET /v2/users/{user_id}": { url: "/v2/users/6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f?includeInactive=true" },
   "PUT /v2/users/{user_id}": {
     url: "/v2/users/6f1c3a52-4b7e-4f7a-9d41-1b2a3c4d5e6f",
@@ -162,6 +175,14 @@ const IMPLEMENTED: Record<string, { status: number; check: (body: any) => void }
     check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]),
   },
   "POST /v2/api-users/rotate": {
+    status: 404,
+    check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]),
+  },
+  "POST /v2/api-users/keys": {
+    status: 404,
+    check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]),
+  },
+  "POST /v2/api-users/dpop": {
     status: 404,
     check: (b) => assert.deepEqual(b.errorMessages[0].errorParameters, [{ name: "clientId", value: "abc" }]),
   },
@@ -262,9 +283,13 @@ describe("REST gateway routes", () => {
     assert.deepEqual(declared.map((d) => d.join(" ")).sort(), DOCUMENTED.map((d) => d.join(" ")).sort());
   });
 
-  for (const [verb, template, rpc] of DOCUMENTED) {
+  // Every route the contract declares (DOCUMENTED above pins that set): a new RPC with an HTTP rule
+  // is tested here once it has its VALID_REQUEST.
+  for (const { verb, template, method } of restRoutesOf(contractServices)) {
+    const rpc = `${method.parent.typeName}.${method.name}`;
     test(`${verb} ${template} reaches ${rpc}`, async () => {
-      const request = VALID_REQUEST[`${verb} ${template}`] ?? VALID_REQUEST[template]!;
+      const request = VALID_REQUEST[`${verb} ${template}`] ?? VALID_REQUEST[template];
+      assert.ok(request, `VALID_REQUEST needs a request for ${verb} ${template}`);
       const isTokenEndpoint = rpc.startsWith("travel.auth.v2.");
       const response = await running.service.app.inject({
         method: verb,

@@ -1,8 +1,8 @@
-// gRPC conformance (issue 21, item 2): every RPC of the contract through two independent gRPC
+// gRPC conformance: every RPC of the contract through two independent gRPC
 // clients, @grpc/grpc-js (generic clients built from the descriptors, test/helpers/grpc-js.ts)
 // and `buf curl --protocol grpc --http2-prior-knowledge` (connect-go; its schema a descriptor set
 // written from the same descriptors, reflection only where reflection is the subject). Unary calls
-// of the contract are served by the lean path on HTTP/2 streams (src/http/grpc-unary.ts),
+// of the contract are served by the lean path on HTTP/2 streams (src/http/protocol/grpc-unary.ts),
 // reflection and health by Connect-RPC behind Fastify: these are the things a gRPC caller relies on.
 //
 // The RPCs are the registry's (contractServices, src/rpc/areas.ts), never a list here: the first
@@ -25,64 +25,12 @@
 // SCIM, none), each on the first RPC that has it: the error encoding is per protocol and dialect,
 // not per RPC, and each buf curl call costs a process (about 0.2 s of CPU).
 //
-// RPC × case (✓ a case; — none a generic call can provoke: CASES says why for 400 and 404; a 403
-// exists only where a valid credential can lack a right (an access token's scope or role, a TMC
-// admin naming another TMC, the token endpoint's wrong secret): the operator credential has no
-// rights to lack, and SCIM tokens are issued only to the COMPANY_ADMIN of a company, so SCIM's
-// documented 403 cannot be reached. "tenant's …": another TMC's resource, NOT_FOUND like an unknown one):
-//
-// | RPC                                    | success | 401 none | 401 invalid | 403                 | 400 INVALID_ARGUMENT      | 404 NOT_FOUND          |
-// |----------------------------------------|---------|----------|-------------|---------------------|---------------------------|------------------------|
-// | AuthService/FetchOauth2Token           | ✓       | ✓        | → 403       | wrong secret        | client_id too long        | —                      |
-// | AuthService/IntrospectToken            | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
-// | AuthService/IntrospectTokens (resource server) | ✓ | ✓        | ✓           | an API user         | no token                  | —                      |
-// | AuthService/PollSecurityEvents (resource server) | ✓ | ✓      | ✓           | an API user         | maxEvents 1001            | —                      |
-// | AuthService/RevokeToken                | ✓       | ✓        | → 403       | wrong secret        | empty token               | —                      |
-// | AuthService/GetAuthToken               | ✓       | ✓        | → 403       | wrong secret        | clientId too long         | —                      |
-// | ApiUserService/CreateApiUser           | ✓       | ✓        | ✓           | scope, role, tmcId  | undefined role            | unknown company        |
-// | ApiUserService/GetApiUsers             | ✓       | ✓        | ✓           | scope, role         | limit 101                 | —                      |
-// | ApiUserService/DeleteApiUser           | ✓       | ✓        | ✓           | scope, role         | clientId too long         | tenant's API user      |
-// | ApiUserService/RotateClientSecret      | ✓       | ✓        | ✓           | scope, role         | clientId too long         | tenant's API user      |
-// | UserService/GetUser                    | ✓       | ✓        | ✓           | scope               | userId not a UUID         | tenant's user          |
-// | UserService/UpdateUser                 | ✓       | ✓        | ✓           | scope               | userId not a UUID         | tenant's user          |
-// | AirCreditService/ListCompany…Credits   | ✓       | ✓        | ✓           | scope               | companyId missing         | tenant's company       |
-// | AirCreditService/MigrateCompanyCredits | ✓       | ✓        | ✓           | scope               | no paymentSourceIds       | —                      |
-// | OperatorService/CreateTmc              | ✓       | ✓        | ✓           | —                   | empty name                | —                      |
-// | OperatorService/SetTmcApiUserLimit     | ✓       | ✓        | ✓           | —                   | maxApiUsers -1            | unknown TMC            |
-// | OperatorService/ListTmcs               | ✓       | ✓        | ✓           | —                   | limit 0                   | —                      |
-// | OperatorService/GetTmc                 | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown TMC            |
-// | OperatorService/CreateCompany          | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown TMC            |
-// | OperatorService/CreateUser             | ✓       | ✓        | ✓           | —                   | email not an address      | unknown company        |
-// | OperatorService/CreateApiUser          | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown TMC            |
-// | OperatorService/ListApiUsers           | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown TMC            |
-// | OperatorService/RevokeApiUser          | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown API user       |
-// | OperatorService/ListAuditEvents        | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | —                      |
-// | OperatorService/RotateSigningKey       | ✓ + 409 | ✓        | ✓           | —                   | —                         | —                      |
-// | OperatorService/ListSigningKeys        | ✓       | ✓        | ✓           | —                   | —                         | —                      |
-// | OperatorService/AddTrustedIssuer       | ✓       | ✓        | ✓           | —                   | empty issuer              | unknown TMC            |
-// | OperatorService/ListTrustedIssuers     | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown TMC            |
-// | OperatorService/RemoveTrustedIssuer    | ✓       | ✓        | ✓           | —                   | tmcId not a UUID          | unknown issuer         |
-// | OperatorService/CreateResourceServer   | ✓ + 409 | ✓        | ✓           | —                   | no audiences              | —                      |
-// | OperatorService/ListResourceServers    | ✓       | ✓        | ✓           | —                   | limit 0                   | —                      |
-// | OperatorService/GetResourceServer      | ✓       | ✓        | ✓           | —                   | empty clientId            | unknown resource server|
-// | OperatorService/RotateResource…Secret  | ✓       | ✓        | ✓           | —                   | empty clientId            | unknown resource server|
-// | OperatorService/RemoveResourceServer   | ✓       | ✓        | ✓           | —                   | empty clientId            | unknown resource server|
-// | OperatorService/GetTokenLockout        | ✓       | ✓        | ✓           | —                   | address not an IP         | —                      |
-// | OperatorService/ResetTokenLockout      | ✓       | ✓        | ✓           | —                   | address not an IP         | —                      |
-// | OperatorService/ImportAirCredits       | ✓       | ✓        | ✓           | —                   | companyId not a UUID      | unknown company        |
-// | OperatorService/Seed                   | ✓       | ✓        | ✓           | —                   | —                         | —                      |
-// | OperatorService/Migrate                | ✓       | ✓        | ✓           | —                   | —                         | —                      |
-// | ScimService/ListUsers                  | ✓       | ✓        | ✓           | —                   | filter grammar            | —                      |
-// | ScimService/GetUser                    | ✓       | ✓        | ✓           | —                   | unknown attribute         | tenant's user          |
-// | ScimService/CreateUser                 | ✓       | ✓        | ✓           | —                   | no schemas                | —                      |
-// | ScimService/ReplaceUser                | ✓       | ✓        | ✓           | —                   | no schemas                | unknown user           |
-// | ScimService/PatchUser                  | ✓       | ✓        | ✓           | —                   | unknown op                | unknown user           |
-// | ScimService/DeleteUser                 | ✓       | ✓        | ✓           | —                   | —                         | unknown user           |
-// | ScimService/GetServiceProviderConfig   | ✓       | ✓        | ✓           | —                   | —                         | —                      |
-// | ScimService/ListResourceTypes          | ✓       | ✓        | ✓           | —                   | —                         | —                      |
-// | ScimService/GetResourceType            | ✓       | ✓        | ✓           | —                   | —                         | unknown type           |
-// | ScimService/ListSchemas                | ✓       | ✓        | ✓           | —                   | —                         | —                      |
-// | ScimService/GetSchema                  | ✓       | ✓        | ✓           | —                   | —                         | unknown schema         |
+// Which cases an RPC has is its entry in CASES (no copy of them here, so none to keep in step): a
+// 400 or 404 case, or the reason a generic call cannot provoke one; a 403 exists only where a valid
+// credential can lack a right (an access token's scope or role, a TMC admin naming another TMC,
+// the token endpoint's wrong secret): the operator credential has no rights to lack, and SCIM
+// tokens are issued only to the COMPANY_ADMIN of a company, so SCIM's documented 403 cannot be
+// reached. "tenant's …": another TMC's resource, NOT_FOUND like an unknown one.
 //
 // Then, once, on chosen RPCs: a deadline shorter than the call (grpc-js: DEADLINE_EXCEEDED, the
 // channel still serves); a call cancelled by the client (CANCELLED, logged once, the channel still
@@ -288,6 +236,8 @@ const ticketNumber = () => `2${String(crypto.randomInt(0, 1e12)).padStart(12, "0
 const credit = (): JsonObject => creditJson(creditSpec(ticketNumber())) as JsonObject;
 /** Where a trusted issuer's keys are (not fetched when it is added) and the audience its tokens carry. */
 const ISSUER_KEYS = { jwksUri: "https://idp.example/.well-known/jwks.json", audience: "travel" };
+/** A public key an API user or a resource server may register (RFC 8037's Ed25519 example). */
+const CLIENT_KEY = { kty: "OKP", crv: "Ed25519", kid: "k1", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" };
 const isJwt = (value: unknown) => typeof value === "string" && /^[\w-]+\.[\w-]+\.[\w-]+$/.test(value);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -416,6 +366,22 @@ const CASES: Record<string, RpcCases> = {
     invalidArgument: { request: () => ({ clientId: "x".repeat(257) }), field: "clientId" },
     notFound: { request: (w) => ({ clientId: w.b.adminClientId }), field: "clientId" },
   },
+  "travel.apiuser.v2.ApiUserService/SetClientKeys": {
+    success: {
+      request: async (w) => ({ clientId: await freshApiUserOfA(w), keys: [CLIENT_KEY] }),
+      check: (r) => assert.deepEqual(r.keyIds, ["k1"], JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ clientId: "x".repeat(257), keys: [CLIENT_KEY] }), field: "clientId" },
+    notFound: { request: (w) => ({ clientId: w.b.adminClientId, keys: [CLIENT_KEY] }), field: "clientId" },
+  },
+  "travel.apiuser.v2.ApiUserService/SetClientDpopPolicy": {
+    success: {
+      request: async (w) => ({ clientId: await freshApiUserOfA(w), dpopBoundAccessTokens: true }),
+      check: (r) => assert.equal(r.dpopBoundAccessTokens, true, JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ clientId: "x".repeat(257) }), field: "clientId" },
+    notFound: { request: (w) => ({ clientId: w.b.adminClientId, dpopBoundAccessTokens: true }), field: "clientId" },
+  },
 
   // ---- UserService (ACCESS_TOKEN, users:read / users:write, any role) ----
   "travel.user.v2.UserService/GetUser": {
@@ -526,6 +492,21 @@ const CASES: Record<string, RpcCases> = {
     invalidArgument: { request: () => ({ tmcId: "not-a-uuid", clientId: "x" }), field: "tmcId" },
     notFound: { request: (w) => ({ tmcId: w.a.tmcId, clientId: "nobody" }), field: "clientId" },
   },
+  "travel.operator.v1.OperatorService/SetApiUserKeys": {
+    success: {
+      request: async (w) => ({
+        tmcId: w.a.tmcId,
+        clientId: await freshApiUserOfA(w),
+        jwks: JSON.stringify({ keys: [CLIENT_KEY] }),
+      }),
+      check: (r, w) => assert.deepEqual([r.tmcId, r.keyIds], [w.a.tmcId, ["k1"]], JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ tmcId: "not-a-uuid", clientId: "x", jwks: "{}" }), field: "tmcId" },
+    notFound: {
+      request: (w) => ({ tmcId: w.a.tmcId, clientId: "nobody", jwks: JSON.stringify({ keys: [CLIENT_KEY] }) }),
+      field: "clientId",
+    },
+  },
   "travel.operator.v1.OperatorService/ListAuditEvents": {
     success: {
       request: (w) => ({ tmcId: w.a.tmcId, limit: 5 }),
@@ -631,6 +612,20 @@ const CASES: Record<string, RpcCases> = {
     invalidArgument: { request: () => ({ clientId: "" }), field: "clientId" },
     notFound: { request: () => ({ clientId: "rs-nobody" }), field: "clientId" },
   },
+  "travel.operator.v1.OperatorService/SetResourceServerKeys": {
+    success: {
+      request: async (w) => ({
+        clientId: (await freshResourceServer(w)).clientId,
+        jwks: JSON.stringify({ keys: [CLIENT_KEY] }),
+      }),
+      check: (r) => assert.deepEqual(r.keyIds, ["k1"], JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ clientId: "rs-x", jwks: "{not json" }), field: "jwks" },
+    notFound: {
+      request: () => ({ clientId: "rs-nobody", jwks: JSON.stringify({ keys: [CLIENT_KEY] }) }),
+      field: "clientId",
+    },
+  },
   "travel.operator.v1.OperatorService/RemoveResourceServer": {
     success: {
       request: async (w) => ({ clientId: (await freshResourceServer(w)).clientId }),
@@ -666,6 +661,14 @@ const CASES: Record<string, RpcCases> = {
     success: { request: () => ({}), check: (r) => assert.deepEqual(r.applied ?? [], []) },
     invalidArgument: "it has no fields",
     notFound: "nothing is named",
+  },
+  "travel.operator.v1.OperatorService/SetApiUserDpopPolicy": {
+    success: {
+      request: async (w) => ({ tmcId: w.a.tmcId, clientId: await freshApiUserOfA(w), dpopBoundAccessTokens: true }),
+      check: (r, w) => assert.deepEqual([r.tmcId, r.dpopBoundAccessTokens], [w.a.tmcId, true], JSON.stringify(r)),
+    },
+    invalidArgument: { request: () => ({ tmcId: "not-a-uuid", clientId: "x" }), field: "tmcId" },
+    notFound: { request: (w) => ({ tmcId: w.a.tmcId, clientId: "nobody" }), field: "clientId" },
   },
 
   // ---- ScimService (SCIM_TOKEN of a COMPANY_ADMIN; SCIM error dialect) ----

@@ -57,7 +57,7 @@ describe("bad bytes never reach storage or break the audit trail", () => {
   /** Basic with the raw (not form-encoded) id and secret: the bytes reach the server as they are. */
   const rawBasic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`, "utf8").toString("base64")}`;
 
-  test("issue 18 finding 5: NUL and control bytes in HTTP Basic credentials are 400 naming the field on the token, introspection and revocation endpoints, not 500", async () => {
+  test("NUL and control bytes in HTTP Basic credentials are 400 naming the field on the token, introspection and revocation endpoints, not 500", async () => {
     const cases: Array<[string, string, "client_id" | "client_secret"]> = [
       [rawBasic("a\u0000", "x"), "NUL in the id", "client_id"],
       [basicAuthorization("a\u0000", "x"), "percent-encoded NUL in the id", "client_id"],
@@ -114,7 +114,7 @@ describe("bad bytes never reach storage or break the audit trail", () => {
     assert.equal(running.logs().includes("invalid byte sequence"), false, "nothing reached Postgres");
   });
 
-  test("issue 18 finding 8: Connect JSON that does not decode names no protobuf type, to an unauthenticated caller or anyone", async () => {
+  test("Connect JSON that does not decode names no protobuf type, to an unauthenticated caller or anyone", async () => {
     for (const [path, body] of [
       ["/travel.apiuser.v2.ApiUserService/GetApiUsers", '{"limit":"0x1z"}'],
       ["/travel.apiuser.v2.ApiUserService/GetApiUsers", '{"limit":[1]}'],

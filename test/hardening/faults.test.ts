@@ -133,7 +133,7 @@ describe(
 );
 
 /**
- * Issue 18, finding 3: under a closed loop of 8 workers a warm pool of 10 never opens a new
+ * Under a closed loop of 8 workers a warm pool of 10 never opens a new
  * connection, so a stall only ever surfaced as query timeouts, which were known. Here the service
  * runs in its own process (as deployed) behind a proxy to Postgres, and requests are fired at a
  * fixed rate whatever the answers (an open loop) from more principals than the pool has

@@ -69,7 +69,7 @@ describe("a lockout that protects without becoming a weapon", () => {
     );
   });
 
-  test("issue 18 finding 7: 10 wrong secrets from a shared address do not refuse the right secret there, while guessing stays bounded", async () => {
+  test("10 wrong secrets from a shared address do not refuse the right secret there, while guessing stays bounded", async () => {
     const { clientId, clientSecret } = await operatorCall<{ clientId: string; clientSecret: string }>(
       running.baseUrl,
       "CreateApiUser",
@@ -164,7 +164,7 @@ describe("a lockout that protects without becoming a weapon", () => {
     const statuses = [];
     for (let i = 0; i < 12; i++) statuses.push(await call(guesser, `guess-${i}`));
     assert.deepEqual(statuses, [...Array(10).fill(401), 429, 429]);
-    // As for clients (issue 18): the lockout refuses wrong credentials, not the right one.
+    // As for clients: the lockout refuses wrong credentials, not the right one.
     assert.equal(
       await call(guesser, operatorHeaders.authorization.slice("Bearer ".length)),
       200,
@@ -178,7 +178,7 @@ describe("a lockout that protects without becoming a weapon", () => {
     );
   });
 
-  test("issue 22: a resource server's introspection has the same lockout: wrong secrets are stopped where they are guessed, the right secret is never refused, elsewhere nothing changes", async () => {
+  test("a resource server's introspection has the same lockout: wrong secrets are stopped where they are guessed, the right secret is never refused, elsewhere nothing changes", async () => {
     const server = await operatorCall<{ clientId: string; clientSecret: string }>(
       running.baseUrl,
       "CreateResourceServer",

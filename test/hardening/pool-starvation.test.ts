@@ -28,7 +28,7 @@ import {
 import { creditJson, creditSpec, importCredits, MIGRATE_PATH, tokenFor, uuid } from "../air-credits/air-credit-kit.js";
 
 /**
- * Issue 18, finding 2: 30 concurrent MigrateCompanyCredits of one payment source by one company
+ * 30 concurrent MigrateCompanyCredits of one payment source by one company
  * admin held the pooled connections while they waited on SELECT … FOR UPDATE; another TMC's reads
  * on that instance got 503 (18 of 52) and the background jobs failed too. 12 concurrent creates
  * in one TMC did the same. The lock holder here is a transaction of the test's own (a slow
@@ -202,7 +202,7 @@ describe(`one tenant cannot starve the pool (${backend})`, () => {
 });
 
 /**
- * Issue 31: the budget was per principal, and a TMC has several; resource servers and
+ * The budget was per principal, and a TMC has several; resource servers and
  * unauthenticated token requests had none. 10 API users of one TMC × 10 concurrent migrations
  * made another TMC's reads 503 (9 of 46, p99 2.1 s); 8 callers × 100-token batches of forged
  * tokens raised its p99 to 1.2–2.1 s; 200 concurrent token requests with made-up client ids from
@@ -255,15 +255,25 @@ describe(
         Array.from({ length: readers }, async () => {
           while (answers.length < count) {
             const started = performance.now();
+            const read = () => getWith(baseUrl, "/v2/api-users?limit=1", { token: victimToken });
             answers.push(
-              await getWith(baseUrl, "/v2/api-users?limit=1", { token: victimToken }).then(
-                (r) => ({
-                  status: r.status,
-                  ms: performance.now() - started,
-                  code: r.body?.errorMessages?.[0]?.errorCode as string | undefined,
-                }),
-                () => ({ status: 0, ms: performance.now() - started, code: "no answer" }),
-              ),
+              // A GET is idempotent: a client may send it again when its kept-alive connection
+              // turns out closed before any answer (RFC 9110 §9.2.2), as browsers and undici's
+              // retry handler do; see closedBeforeAnswer.
+              await read()
+                .catch((error: unknown) => (closedBeforeAnswer(error) ? read() : Promise.reject(error)))
+                .then(
+                  (r) => ({
+                    status: r.status,
+                    ms: performance.now() - started,
+                    code: r.body?.errorMessages?.[0]?.errorCode as string | undefined,
+                  }),
+                  (error: unknown) => ({
+                    status: 0,
+                    ms: performance.now() - started,
+                    code: `no answer: ${causeOf(error)}`,
+                  }),
+                ),
             );
           }
         }),
@@ -289,7 +299,12 @@ describe(
                   code: body.errorMessages?.[0]?.errorCode,
                 };
               },
-              () => ({ status: 0, retryAfter: null, code: "no answer" }),
+              (error: unknown) => ({
+                status: 0,
+                retryAfter: null,
+                code: `no answer: ${causeOf(error)}`,
+                closedBeforeAnswer: closedBeforeAnswer(error),
+              }),
             );
             answers.push({ ...answer, ms: performance.now() - started });
           }
@@ -322,7 +337,7 @@ describe(
         `every read of the other TMC is 200 (${unavailable} × 503; the server said: ${server
           .stdout()
           .split("\n")
-          .filter((l) => l.includes("DEPENDENCY_UNAVAILABLE"))
+          .filter((l) => l.includes("DEPENDENCY_UNAVAILABLE") && l.includes("/v2/api-users"))
           .slice(-2)
           .join(" | ")
           .slice(0, 2000)})`,
@@ -333,8 +348,11 @@ describe(
         refused.every((a) => a.retryAfter === "1"),
         "every 429/503 of the flood carries Retry-After",
       );
-      assert.ok(
-        answers.every((a) => a.status !== 0 && a.status !== 500 && a.status !== 504),
+      assert.deepEqual(
+        answers
+          .filter((a) => a.status === 500 || a.status === 504 || (a.status === 0 && !a.closedBeforeAnswer))
+          .map((a) => `${a.status} ${a.code}`),
+        [],
         "the flood was answered, never a hang, a 500 or a 504",
       );
       return { without, withFlood, answers, ratio };
@@ -364,7 +382,10 @@ describe(
       });
     });
 
-    test("R7: 8 callers × 100-token IntrospectTokens batches of forged tokens: the other TMC's reads all 200; the resource server gets 429/503 with Retry-After", async () => {
+    // The report had 8 callers; a forged token is now refused on its signature before any database
+    // work, so 8 batches at once fit the resource server's share (5 running, 64 queued) and are all
+    // answered 200. 160 callers go well past the share: the excess must be refused, the victim served.
+    test("R7: 160 callers × 100-token IntrospectTokens batches of forged tokens: the other TMC's reads all 200; the resource server gets 429/503 with Retry-After", async () => {
       const rs = await registerResourceServer(baseUrl, "Flood");
       const genuine = await tokenFor(baseUrl, (await newTenant(baseUrl)).admin);
       const [header, payload] = genuine.split(".");
@@ -374,7 +395,7 @@ describe(
       );
       const body = JSON.stringify({ tokens: forged });
       const authorization = basicAuthorization(rs.clientId, rs.clientSecret);
-      await isolation("8 callers × 100-token IntrospectTokens batches of forged tokens", 8, () =>
+      await isolation("160 callers × 100-token IntrospectTokens batches of forged tokens", 160, () =>
         fetch(`${baseUrl}/travel.auth.v2.AuthService/IntrospectTokens`, {
           method: "POST",
           headers: { "content-type": "application/json", authorization },
@@ -410,9 +431,30 @@ interface VictimRead {
 
 interface FloodAnswer {
   readonly status: number;
+  /** The request went out on a kept-alive connection that was closed before any answer (see closedBeforeAnswer). */
+  readonly closedBeforeAnswer?: boolean;
   readonly retryAfter: string | null;
   readonly code: string | undefined;
   readonly ms: number;
+}
+
+/**
+ * Whether a fetch failed because its kept-alive connection was closed before any answer came:
+ * the keep-alive race of HTTP/1.1 (RFC 9112 §9.3.1), not a refusal or a hang. On this loaded
+ * 2-core machine either side can stall for seconds; the client then sends on a connection whose
+ * idle time it has not yet noticed was over, or the server's idle timer fires before it reads the
+ * request that arrived during its stall (Node runs timers before I/O). The service logs no such
+ * request: it never read it.
+ */
+function closedBeforeAnswer(error: unknown): boolean {
+  const code = (error as { cause?: { code?: string } }).cause?.code;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET";
+}
+
+/** What a failed fetch says: undici puts the socket's error in `cause`. */
+function causeOf(error: unknown): string {
+  const e = error as { message?: string; cause?: { code?: string; message?: string } };
+  return [e.message, e.cause?.code, e.cause?.message].filter(Boolean).join(" / ");
 }
 
 function percentile(samples: ReadonlyArray<{ ms: number }>, q: number): number {

@@ -7,7 +7,7 @@ import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.j
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
 /**
- * Issue 21: the token admission script goes to Redis by its digest (EVALSHA), not as 1.4 KB of
+ * The token admission script goes to Redis by its digest (EVALSHA), not as 1.4 KB of
  * Lua per request (EVAL). A Redis that lost its script cache (a restart, SCRIPT FLUSH) answers
  * NOSCRIPT: the request must still succeed, and the next one go by digest again. Redis's MONITOR
  * on a private server shows which command each request sent.

@@ -10,8 +10,8 @@ import { fileURLToPath } from "node:url";
  * server or with the clients whose latency a test measures.
  *
  * Two ways to send the frames:
- * - "client": node:http2's own client (request, then close with CANCEL), as the outside attack
- *   of issue 18 did. nghttp2 on the client side obeys the server's SETTINGS.
+ * - "client": node:http2's own client (request, then close with CANCEL), as an outside attacker
+ *   would. nghttp2 on the client side obeys the server's SETTINGS.
  * - "raw": hand-written frames on a plain socket (HPACK literals, no client-side limits, no
  *   reading of the server's frames but GOAWAY), i.e. what an attacker who ignores every setting
  *   sends.

@@ -95,6 +95,11 @@ export const CHILD_HUNG_MS = 240_000;
 export interface SpawnOptions {
   /** Called with everything the child has written to stdout so far, on every write, before it listens too. */
   readonly onStdout?: (stdout: string) => void;
+  /**
+   * What runs the server instead of this Node on `src/main.ts`: e.g. `podman run` of the image
+   * (test/helpers/container.ts), in the foreground, so SIGTERM and the exit status pass through it.
+   */
+  readonly command?: { readonly file: string; readonly args: readonly string[] };
 }
 
 /**
@@ -102,7 +107,8 @@ export interface SpawnOptions {
  * "service listening" log line. Rejects (after killing the child) if it exits or stays silent.
  */
 export async function spawnServer(env: Record<string, string>, options: SpawnOptions = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, entryPoint("src/main.ts"), {
+  const command = options.command ?? { file: process.execPath, args: entryPoint("src/main.ts") };
+  const child = spawn(command.file, command.args, {
     cwd: repoRoot,
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
@@ -216,8 +222,18 @@ export function runCli(
   env: Record<string, string>,
   timeoutMs = CHILD_HUNG_MS,
 ): Promise<CliResult> {
+  return runToExit("src/cli/main.ts", args, env, timeoutMs);
+}
+
+/** Runs an entry point (see entryPoint) with exactly the given service settings until it exits: a server that fails to start, a CLI command. */
+export function runToExit(
+  entry: "src/main.ts" | "src/cli/main.ts",
+  args: readonly string[],
+  env: Record<string, string>,
+  timeoutMs = CHILD_HUNG_MS,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...entryPoint("src/cli/main.ts"), ...args], {
+    const child = spawn(process.execPath, [...entryPoint(entry), ...args], {
       cwd: repoRoot,
       env: childEnv(env),
       stdio: ["ignore", "pipe", "pipe"],
@@ -230,7 +246,7 @@ export function runCli(
       child.kill("SIGKILL");
       reject(
         new Error(
-          `cli ${args.join(" ")} did not finish within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`,
+          `${entry} ${args.join(" ")} did not finish within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`,
         ),
       );
     }, timeoutMs);

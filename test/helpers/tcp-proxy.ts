@@ -13,6 +13,14 @@ export interface TcpProxy {
   resume(): void;
   /** Sends new connections to another port from now on (a dependency restarted elsewhere). */
   retarget(targetPort: number): void;
+  /**
+   * From now on, a connection whose client sends `marker` (e.g. one SQL statement's text) gets no
+   * more answers from the server, while the client's side stays open: the server stalls that one
+   * query. A statement is written in one chunk on loopback, so the marker is not split.
+   */
+  holdAnswersAfter(marker: string): void;
+  /** The sockets open now, both sides of every proxied connection counted. */
+  openSockets(): number;
   close(): Promise<void>;
 }
 
@@ -43,10 +51,17 @@ export async function startTcpProxy(initialTargetPort: number, targetHost = "127
   let targetPort = initialTargetPort;
   const sockets = new Set<net.Socket>();
   let stalled = false;
+  let heldAfter: Buffer | undefined;
   const server = net.createServer((client) => {
     const upstream = connectUpstream(client, targetPort, targetHost, sockets);
     const pair = [client, upstream];
     client.pipe(upstream).pipe(client);
+    client.on("data", (chunk: Buffer) => {
+      if (heldAfter && chunk.includes(heldAfter)) {
+        upstream.unpipe(client);
+        upstream.pause();
+      }
+    });
     // After pipe(), which resumes its source: a connection opened during a stall is stalled too.
     if (stalled) pair.forEach((s) => s.pause());
   });
@@ -79,6 +94,10 @@ export async function startTcpProxy(initialTargetPort: number, targetHost = "127
     retarget(port: number) {
       targetPort = port;
     },
+    holdAnswersAfter(marker: string) {
+      heldAfter = Buffer.from(marker);
+    },
+    openSockets: () => sockets.size,
   };
 }
 

@@ -7,6 +7,7 @@ import { PassThrough } from "node:stream";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import * as DPoP from "dpop";
 import { importJWK, type CryptoKey, type JWK } from "jose";
 import { createService } from "../../src/app/compose.js";
 import { loadConfig } from "../../src/config/config.js";
@@ -14,6 +15,7 @@ import { internalsOf } from "../../src/app/test-access.js";
 import { open } from "../../src/domain/shared/aead.js";
 import type { ErrorResponse } from "../../gen/travel/common/v1/error_pb.js";
 import { newStorage, serviceEnv, type Storage } from "./backend.js";
+import { freePort } from "./free-port.js";
 import { decodeRpcStatus, errorResponseIn } from "./grpc-status.js";
 import { dropStorage, operatorCall, type RunningService } from "./service.js";
 
@@ -74,6 +76,26 @@ export async function startTokenService(
   return { service, baseUrl, storage, logs: () => chunks.join(""), stop: () => service.close() };
 }
 
+/**
+ * A service with roomy budgets whose issuer is its own address (TOKEN_ISSUER and TOKEN_AUDIENCE
+ * unset, the defaults), so discovery clients (oauth4webapi, openid-client) check it as they would.
+ */
+export async function startServiceAtOwnAddress(
+  options: { now?: () => Date; env?: Record<string, string> } = {},
+): Promise<RunningService> {
+  return startTokenService({
+    ...options,
+    env: {
+      ...ROOMY_RATE_LIMITS,
+      HOST: "127.0.0.1",
+      PORT: String(await freePort()),
+      TOKEN_ISSUER: "",
+      TOKEN_AUDIENCE: "",
+      ...options.env,
+    },
+  });
+}
+
 /** Stops the service and removes its storage (schema, Redis keys, data directory). */
 export async function disposeService(running: RunningService | undefined): Promise<void> {
   if (!running) return;
@@ -98,6 +120,22 @@ async function reply(response: Response): Promise<HttpReply> {
     // not JSON: keep the text
   }
   return { status: response.status, headers: response.headers, body };
+}
+
+/** Two instances on one storage (one Postgres and Redis): what one changes, the other must answer at once. */
+export async function startTwoTokenServices(
+  env: Record<string, string>,
+): Promise<{ a: RunningService; b: RunningService; stop(): Promise<void> }> {
+  const storage = newStorage();
+  const [a, b] = await Promise.all([startTokenService({ storage, env }), startTokenService({ storage, env })]);
+  return {
+    a,
+    b,
+    stop: async () => {
+      await Promise.all([a.stop(), b.stop()]);
+      await dropStorage(storage);
+    },
+  };
 }
 
 /** POST application/x-www-form-urlencoded. */
@@ -175,6 +213,25 @@ export function clientCredentials(
     client_secret: client.clientSecret,
     ...extra,
   });
+}
+
+/**
+ * A token request as `client` (client_secret_post) with `fields`; with `keys`, a DPoP proof by them
+ * (panva's `dpop` package), retried once with the nonce a use_dpop_nonce refusal offers (RFC 9449 8).
+ */
+export async function dpopTokenRequest(
+  baseUrl: string,
+  client: Client,
+  fields: Record<string, string>,
+  keys?: DPoP.KeyPair,
+): Promise<HttpReply> {
+  const body = { client_id: client.clientId, client_secret: client.clientSecret, ...fields };
+  const url = `${baseUrl}${TOKEN_PATH}`;
+  const send = async (nonce?: string) =>
+    postForm(baseUrl, TOKEN_PATH, body, keys ? { dpop: await DPoP.generateProof(keys, url, "POST", nonce) } : {});
+  const first = await send();
+  if (first.body?.error !== "use_dpop_nonce") return first;
+  return send(first.headers.get("dpop-nonce") ?? undefined);
 }
 
 /** An access token for the client, asserting success. */

@@ -577,7 +577,7 @@ function assertParity(route: RestRoute, c: Case, outcomes: readonly Outcome[], c
  * fix of a case, which then runs as `todo` ("not ok … # TODO" while broken, "ok … # TODO" once src
  * is fixed, when the entry must go). Nothing else is excused, and nothing is now: the last one
  * (oversized RPC messages refused by connect before the interceptors, without an ErrorResponse and
- * as RESOURCE_EXHAUSTED while REST says 413 PAYLOAD_TOO_LARGE) is fixed in src/http/connect-handlers.ts.
+ * as RESOURCE_EXHAUSTED while REST says 413 PAYLOAD_TOO_LARGE) is fixed in src/http/protocol/connect-handlers.ts.
  */
 function knownProblemOf(_route: RestRoute, _c: Case): string | undefined {
   return undefined;

@@ -1,4 +1,4 @@
-// Issue 23, item 5: the sample protected service (examples/protected-service, behind the verifier
+// The sample protected service (examples/protected-service, behind the verifier
 // package) against two instances of the auth service on one Postgres. Changes are made through
 // instance A; the sample service follows instance B's change stream through a TCP proxy the test
 // can stall, cut and point at a restarted B. Every case counts wrong accepts: a token answered 200
@@ -14,7 +14,7 @@ import {
   TripsService,
   type ProtectedService,
 } from "../../examples/protected-service/service.js";
-import { CHANGE_STREAM_HEARTBEAT_MS } from "../../src/domain/tokens/credential-change-stream.js";
+import { CHANGE_STREAM_HEARTBEAT_MS } from "../../src/domain/credential-changes/credential-change-stream.js";
 import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
 import { grpcJsUnary, jsonGrpcClient, type GenericGrpcClient } from "../helpers/grpc-js.js";
 import { dropStorage, type RunningService } from "../helpers/service.js";

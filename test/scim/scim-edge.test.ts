@@ -1,5 +1,5 @@
-// The SCIM edge as IdPs meet it (issue 18 finding 4 and item 8, issue 19's SCIM routing and
-// dialect): filters that used to reach Postgres as 500s, query parameters in the case Entra and
+// The SCIM edge as IdPs meet it (SCIM routing and dialect):
+// filters that used to reach Postgres as 500s, query parameters in the case Entra and
 // Okta send them, the trailing slash, every answer on a SCIM path in the SCIM error format
 // (unknown resources, unsupported endpoints, wrong methods, refusals before routing), and the
 // SCIM token taken only as issued. Through REST on a real port, on both backends.
@@ -45,7 +45,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
   const userNames = (answer: ScimAnswer) =>
     (answer.body.Resources as Array<{ userName: string }>).map((u) => u.userName).sort();
 
-  test("issue 18 #4: attribute names that are Object.prototype keys are 400 invalidFilter, not 500", async () => {
+  test("attribute names that are Object.prototype keys are 400 invalidFilter, not 500", async () => {
     for (const filter of [
       '__proto__ eq "x"',
       "constructor pr",
@@ -62,7 +62,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     }
   });
 
-  test("issue 18 #4: id with any operator and a value that is not a UUID: eq matches none, ne matches all", async () => {
+  test("id with any operator and a value that is not a UUID: eq matches none, ne matches all", async () => {
     const all = await get(q('id ne "x"'));
     assert.equal(all.status, 200, JSON.stringify(all.body));
     assert.deepEqual(userNames(all), ["ada@edge.example", "bob@edge.example", "cy@edge.example"]);
@@ -73,7 +73,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     assert.deepEqual(userNames(await get(q(`id eq "${adaId.toUpperCase()}"`))), ["ada@edge.example"]);
   });
 
-  test("issue 18 #4: date-times are limited to the years 0001–9999 (UTC); the bounds themselves work", async () => {
+  test("date-times are limited to the years 0001–9999 (UTC); the bounds themselves work", async () => {
     for (const date of [
       "0000-01-01T00:00:00Z",
       "0001-01-01T00:00:00+01:00",
@@ -163,7 +163,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     }
   });
 
-  test("issue 19: query parameter names in any case (Entra, Okta, DeltaSync); startIndex 0 means 1; unknown ones ignored", async () => {
+  test("query parameter names in any case (Entra, Okta, DeltaSync); startIndex 0 means 1; unknown ones ignored", async () => {
     const filter = encodeURIComponent('userName sw "b" or userName sw "c"');
     for (const query of [
       `startindex=1&count=1&filter=${filter}`,
@@ -215,7 +215,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     scimError(await get(`${USERS}?filter=a&filter=b`), 400, "invalidSyntax");
   });
 
-  test("issue 19: the collection with a trailing slash is the collection (GET with a filter, POST), not a user id", async () => {
+  test("the collection with a trailing slash is the collection (GET with a filter, POST), not a user id", async () => {
     const list = await get(`${USERS}/?filter=${encodeURIComponent('userName eq "ada@edge.example"')}`);
     assert.equal(list.status, 200, JSON.stringify(list.body));
     assert.deepEqual([list.body.schemas, list.body.totalResults], [[LIST_RESPONSE], 1]);
@@ -226,7 +226,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     assert.equal((await scim(running, a.scimToken, "DELETE", `${USERS}/${created.body.id}`)).status, 204);
   });
 
-  test("issue 19: unknown SCIM resources are 404, unsupported SCIM endpoints 501, wrong methods 405 with Allow — all SCIM errors", async () => {
+  test("unknown SCIM resources are 404, unsupported SCIM endpoints 501, wrong methods 405 with Allow — all SCIM errors", async () => {
     for (const base of ["/v2/scim/v2", "/v2/scim"]) {
       // Okta and Entra probe /Groups; this service serves Users only (ResourceTypes lists User).
       scimError(await get(`${base}/Groups`), 404);
@@ -294,7 +294,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
   /** A body over the default BODY_LIMIT_BYTES (the service here runs with the default). */
   const BIGGER_THAN_THE_BODY_LIMIT = loadConfig({}).http.bodyLimitBytes + 1;
 
-  test("issue 18 #8, 19: refusals before routing on SCIM paths are SCIM errors: 431 (fresh and reused connections), 414, 413, a URL not percent-encoded", async () => {
+  test("refusals before routing on SCIM paths are SCIM errors: 431 (fresh and reused connections), 414, 413, a URL not percent-encoded", async () => {
     // fetch: one write, usually a reused keep-alive connection.
     scimError(await scim(running, a.scimToken, "GET", `${USERS}?filter=x`, undefined), 400, "invalidFilter");
     const big = await fetch(`${running.baseUrl}${USERS}`, {
@@ -336,7 +336,7 @@ describe(`SCIM edge: filters, query parameters, routing, error dialect, token fo
     );
   });
 
-  test("issue 18 #8: the SCIM token is taken only as issued: padding cut or added, other trailing bits, an extra space are 401", async () => {
+  test("the SCIM token is taken only as issued: padding cut or added, other trailing bits, an extra space are 401", async () => {
     const token = a.scimToken;
     const ok = (header: string) => fetch(`${running.baseUrl}${USERS}?count=0`, { headers: { authorization: header } });
     assert.equal((await ok(`Bearer ${token}`)).status, 200);

@@ -5,7 +5,7 @@
 // 3.4.2.2) is generated from its parts: attribute names from a vocabulary with Object.prototype's
 // keys, every operator × every attribute type, values of every type and extreme dates (year 0000,
 // offsets across a year's edge); any such filter is 200 or 400 invalidFilter, and one built only
-// of supported attributes, allowed operators and typed values is 200 (issue 18 finding 4: these
+// of supported attributes, allowed operators and typed values is 200 (these
 // properties fail on the code before that fix). String values also come with JSON escapes (`\u0000`,
 // `\u001f`, lone `\ud800`/`\udc00`, `\"`, `\\`): one that decodes to text the text rule refuses is
 // 400 invalidFilter, never the database's 500. `npm test` runs RUNS cases per property;

@@ -1,4 +1,4 @@
-// SCIM as Microsoft Entra ID and Okta provision users (issue 19), written from RFC 7643/7644 and
+// SCIM as Microsoft Entra ID and Okta provision users, written from RFC 7643/7644 and
 // the Entra ID and Okta provisioning documentation: what an IdP writes is stored and read back, or
 // refused with a scimType — never answered 200 and dropped. The round-trip test walks /Schemas, so
 // the schema document and the behaviour cannot drift apart. On the backend TEST_BACKEND names.

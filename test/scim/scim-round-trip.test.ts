@@ -1,8 +1,8 @@
-// PATCH → GET round trip over every attribute and sub-attribute the live /Schemas lists (issue 20):
+// PATCH → GET round trip over every attribute and sub-attribute the live /Schemas lists:
 // each PATCH form an IdP uses (replace and add with a path, a path-less value, remove) is either
 // applied — GET shows the value written, or the attribute gone after a remove — or refused with
 // the scimType the attribute's characteristics call for, and a refusal writes nothing. Never a
-// 200 that changes nothing (issue 20 named one: a PATCH of displayName accepted and dropped). The
+// 200 that changes nothing (one was: a PATCH of displayName accepted and dropped). The
 // attributes come from the /Schemas response, so an attribute added to user-schema.ts is covered
 // without touching this file. Over REST, on the backend TEST_BACKEND names.
 import assert from "node:assert/strict";
@@ -149,7 +149,7 @@ describe(`SCIM PATCH → GET round trip over every attribute /Schemas lists (${b
     // Every attribute and sub-attribute /Schemas lists was tried, in every form.
     assert.deepEqual([...checked.keys()], targets.map(labelOf));
     assert.ok(checked.size >= 23, [...checked.keys()].join(", "));
-    // The bug issue 20 named: displayName was accepted and dropped.
+    // The bug this guards against: displayName was accepted and dropped.
     assert.deepEqual(checked.get("displayName"), [
       "replace: applied",
       "add: applied",

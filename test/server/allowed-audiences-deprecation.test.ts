@@ -4,7 +4,7 @@ import { backend, newStorage } from "../helpers/backend.js";
 import { dropStorage, startService } from "../helpers/service.js";
 
 /**
- * Issue 22: ALLOWED_AUDIENCES keeps working, and a deployment that sets it is told once at
+ * ALLOWED_AUDIENCES keeps working, and a deployment that sets it is told once at
  * start-up to register each audience as a resource server instead.
  */
 const NOTICE =

@@ -1,4 +1,4 @@
-// Issue 24, item 3: on SIGTERM the instance first drains (SHUTDOWN_DRAIN_MS): /readyz 503 and gRPC
+// On SIGTERM the instance first drains (SHUTDOWN_DRAIN_MS): /readyz 503 and gRPC
 // health NOT_SERVING, so a load balancer takes it out, while every request is still served. Then it
 // closes its connections gracefully (HTTP/1.1 `Connection: close` on what is in flight, HTTP/2
 // GOAWAY), lets in-flight requests finish and exits 0. A second signal ends the drain at once.

@@ -1,5 +1,5 @@
 // Two instances through a PgBouncer in transaction mode, on a non-public DATABASE_SCHEMA of a
-// database whose `public` schema holds the very same tables (issue 24: with a per-connection
+// database whose `public` schema holds the very same tables (with a per-connection
 // search_path, the pooler lent a connection whose search_path was `public`, and writes went
 // there, silently). The SQL names its schema, so `public` stays empty. The rest of the
 // end-to-end tier runs through a pooler too (test/run.sh's PgBouncer tier); this file holds the

@@ -1,4 +1,4 @@
-// Issue 24, item 3: a restarted instance answered 500/503 while its pool (min 0) opened connections
+// A restarted instance answered 500/503 while its pool (min 0) opened connections
 // one request at a time, and a start failed outright when its first database reads were slow. Now
 // DATABASE_POOL_MIN connections are open before the port opens (and stay open), and start-up reads
 // that meet a stalled database retry with a bounded backoff.

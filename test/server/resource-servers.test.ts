@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { internalsOf } from "../../src/app/test-access.js";
+import { clientCredentialsOf } from "../../src/domain/shared/client-credentials.js";
 import { isPostgres, newStorage, type Storage } from "../helpers/backend.js";
 import { dropStorage, operatorCall, operatorHeaders, startService, type RunningService } from "../helpers/service.js";
 
@@ -9,11 +10,12 @@ interface Created {
   clientSecret: string;
 }
 
-const basic = (clientId: string, secret: string) => ({
-  formClientId: "",
-  formClientSecret: "",
-  authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString("base64")}`,
-});
+const basic = (clientId: string, secret: string) =>
+  clientCredentialsOf({
+    formClientId: "",
+    formClientSecret: "",
+    authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString("base64")}`,
+  });
 
 /** Resource-server authentication on `running` (what introspection by a resource server runs first). */
 async function authenticates(running: RunningService, clientId: string, secret: string): Promise<boolean> {
@@ -39,7 +41,7 @@ async function operatorAnswer(baseUrl: string, method: string, body: object) {
 
 // Several instances share state only through Postgres and Redis: the embedded default is one instance.
 describe(
-  "resource servers across two instances on one Postgres and Redis (issue 22)",
+  "resource servers across two instances on one Postgres and Redis",
   { skip: !isPostgres && "needs a shared Postgres and Redis" },
   () => {
     let storage: Storage;

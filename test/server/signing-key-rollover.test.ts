@@ -1,4 +1,4 @@
-// Issue 19: a signing-key rotation under load across instances refuses no valid token. The next
+// A signing-key rotation under load across instances refuses no valid token. The next
 // key is published (JWKS, verification on every instance) before any instance signs with it, all
 // instances switch at the activation instant stored in Postgres, and the retired key stays
 // published until the last token it signed has expired, then leaves. Two instances on Postgres;

@@ -8,7 +8,7 @@ import { proxyInFrontOf } from "../helpers/tcp-proxy.js";
 const RETRY_WARNING = "start-up: migrations failed because the database is unavailable; retrying";
 
 /**
- * Issue 20, item 8: an instance started before its database answers (a Postgres still starting, a
+ * An instance started before its database answers (a Postgres still starting, a
  * failover, a machine so busy the first connection misses the 500 ms acquire timeout) did not wait:
  * KnexTimeoutError in the migrations or in loading the signing keys, exit 1. Now start-up retries
  * that first work with a bounded backoff and starts once the database answers.

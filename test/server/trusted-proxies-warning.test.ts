@@ -4,7 +4,7 @@ import { backend, newStorage } from "../helpers/backend.js";
 import { dropStorage, startService } from "../helpers/service.js";
 
 /**
- * Issue 18 (finding 7's context): without TRUSTED_PROXIES, behind a balancer every client shares
+ * Without TRUSTED_PROXIES, behind a balancer every client shares
  * the balancer's address and with it the per-address budgets. A service reachable beyond loopback
  * with no TRUSTED_PROXIES says so loudly at start-up (a warning, not a refusal: see compose.ts).
  */

@@ -18,7 +18,7 @@ import { dropStorage } from "../helpers/service.js";
 const PARTITIONING = "20261126001000_audit_partitions";
 
 /**
- * The audit trail by month (issue 24): a database with events from before is converted in place
+ * The audit trail by month: a database with events from before is converted in place
  * (the old table becomes a partition, its file untouched: no copy, no rewrite), each API user's
  * last token time is backfilled from the trail and then raised by every batch, the search reads
  * across partitions newest first, and the partition job creates months ahead and drops whole
@@ -198,7 +198,7 @@ describe(`audit trail partitions (${backend})`, () => {
       "the current month and 3 ahead (months 0-2 came with the migration; past months are not made up)",
     );
     const second = await maintainAuditPartitions(db, now, { monthsAhead: 3, retentionMonths: 0 });
-    assert.deepEqual(second, { created: [], dropped: [] }, "idempotent");
+    assert.deepEqual(second, { created: [], dropped: [], moved: 0, acted: true, monthsAhead: 3 }, "idempotent");
 
     const kept = await maintainAuditPartitions(db, now, { monthsAhead: 3, retentionMonths: 2 });
     assert.deepEqual(kept.created, []);
@@ -217,5 +217,27 @@ describe(`audit trail partitions (${backend})`, () => {
     // The id sequence belonged to the old table: it must outlive it.
     await repos.audit.append(uow.direct, [issued(new Date(now.getTime() + 1000).toISOString(), "after the drop")]);
     assert.equal((await repos.audit.search(uow.direct, scope, all, 1))[0]!.debugIdentifier, "after the drop");
+  });
+  test("an event of a month not yet created waits in the default partition; the job moves it there instead of failing", async () => {
+    // The first month with no partition yet is "now"; the job creates it and the 3 after it.
+    const now = (await auditPartitions(db)).filter((p) => p.upper !== undefined).at(-1)!.upper!;
+    const month = monthStart(now, 3);
+    const name = `audit_events_p${month.getUTCFullYear()}${String(month.getUTCMonth() + 1).padStart(2, "0")}`;
+    await repos.audit.append(uow.direct, [issued(new Date(month.getTime() + 3_600_000).toISOString(), "stray")]);
+    const where = async () =>
+      (
+        (await db.raw(
+          "select tableoid::regclass::text as partition from audit_events where debug_identifier = 'stray'",
+        )) as {
+          rows: Array<{ partition: string }>;
+        }
+      ).rows.map((r) => r.partition.replace(/^.*\./, ""));
+    assert.deepEqual(await where(), ["audit_events_default"]);
+    // Before: ATTACH failed ("updated partition constraint for default partition would be violated"), every run.
+    const run = await maintainAuditPartitions(db, now, { monthsAhead: 3, retentionMonths: 0 });
+    assert.ok(run.created.includes(name), JSON.stringify(run));
+    assert.equal(run.moved, 1);
+    assert.equal(run.monthsAhead, 3);
+    assert.deepEqual(await where(), [name]);
   });
 });

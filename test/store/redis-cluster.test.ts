@@ -8,7 +8,7 @@ import { startPrivateRedisCluster, type PrivateRedisCluster } from "../helpers/p
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
 /**
- * Issue 24, item 2: against a Redis Cluster the service met MOVED, opened its breaker and sent
+ * Against a Redis Cluster the service met MOVED, opened its breaker and sent
  * every credential check to Postgres, with rate limits per instance. Two instances in
  * REDIS_MODE=cluster on a private three-primary cluster: revocations, shared budgets, and a
  * primary killed mid-run after a write its replica never received (0 wrong accepts throughout).

@@ -11,7 +11,7 @@ import {
 import { dropStorage, operatorCall, startService, type RunningService } from "../helpers/service.js";
 
 /**
- * Issue 24, item 2: REDIS_MODE=sentinel. One instance through a private sentinel: the revocation
+ * REDIS_MODE=sentinel. One instance through a private sentinel: the revocation
  * lands on the primary the sentinel names; the primary killed, the sentinel promotes the replica
  * and the instance follows it, refusing the revoked token throughout.
  */

@@ -99,7 +99,12 @@ describe(`resource servers in storage (${backend})`, () => {
     const { r, uow, db, schema, insert } = await store();
     await insert("rs-a", ["urn:a"]);
     const change = await uow.transaction(async (tx) => {
-      await r.resourceServers.setCredential(tx, "rs-a", { secretHash: crypto.randomBytes(32), generation: 2 });
+      await r.resourceServers.setCredential(tx, "rs-a", {
+        secretHash: crypto.randomBytes(32),
+        generation: 2,
+        publicKeys: null,
+        jwksUri: null,
+      });
       return r.credentialChanges.record(tx, "rs-a");
     });
     assert.deepEqual(change, { seq: 1, previous: 0 });
@@ -125,14 +130,15 @@ describe(`resource servers in storage (${backend})`, () => {
         recordChange: (): Promise<NumberedChange> => Promise.reject(new Error("registration is no credential change")),
         publish: async (clientId: string) => void published.push(clientId),
       };
-      const registry = new ResourceServerRegistry(
+      const registry = new ResourceServerRegistry({
         uow,
-        r.resourceServers,
-        r.audit,
-        publisher,
-        deriveKeyMaterial(crypto.randomBytes(32)).secretPepper,
-        "https://auth.example/v2",
-      );
+        servers: r.resourceServers,
+        audit: r.audit,
+        credentials: publisher,
+        pepper: deriveKeyMaterial(crypto.randomBytes(32)).secretPepper,
+        ownAudience: "https://auth.example/v2",
+        keySets: { registered: () => Promise.reject(new Error("no key set is registered by URL here")) },
+      });
       // The first registration claims the audience and holds its transaction open.
       let release!: () => void;
       const held = new Promise<void>((resolve) => (release = resolve));

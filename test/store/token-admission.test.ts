@@ -97,7 +97,7 @@ describe("one-round-trip token admission (Redis)", () => {
     );
   });
 
-  test("wrong secrets spend failure points of (client, address) only; once spent, wrong secrets are refused there, the right one is not (issue 18)", async () => {
+  test("wrong secrets spend failure points of (client, address) only; once spent, wrong secrets are refused there, the right one is not", async () => {
     const { admit } = await setUp({ ...LIMITS, perClient: { points: 100, durationSeconds: 60 } });
     const attacker = newAddress();
     assert.equal((await admit(attacker, false)).kind, "refused");

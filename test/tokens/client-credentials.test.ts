@@ -234,7 +234,7 @@ describe("the access token as an independent verifier sees it", () => {
     }
     assert.ok(meta.token_endpoint_auth_methods_supported.includes("client_secret_basic"));
     assert.ok(meta.token_endpoint_auth_methods_supported.includes("client_secret_post"));
-    // openid is granted but not advertised: there are no OpenID Connect endpoints (issue 19).
+    // openid is granted but not advertised: there are no OpenID Connect endpoints.
     assert.deepEqual([...meta.scopes_supported].sort(), TMC_ADMIN_SCOPES.filter((s) => s !== "openid").sort());
     assert.deepEqual(meta.response_types_supported, ["none"]);
     assert.equal(meta.introspection_endpoint, `${ISSUER}/v2/auth/introspect`);

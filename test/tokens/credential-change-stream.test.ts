@@ -1,4 +1,4 @@
-// Issue 23, item 1: the credential-change stream of resource servers (AuthService.WatchCredentialChanges),
+// The credential-change stream of resource servers (AuthService.WatchCredentialChanges),
 // through real protocols: grpc-js (a server-streaming call) and Connect (@connectrpc/connect-node),
 // gRPC-Web once. Resuming from a cursor replays exactly the missed changes in order; an RFC 7009
 // revocation is a token_revoked; heartbeats come at least every second; no or an expired cursor

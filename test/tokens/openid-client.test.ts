@@ -1,11 +1,12 @@
 // The service with a standard OAuth client library, unmodified: openid-client v6 (oauth4webapi
 // underneath). Client credentials with client_secret_basic and client_secret_post, token
-// exchange through genericGrantRequest, refresh, introspection, and RFC 8414 discovery.
+// exchange through genericGrantRequest, refresh, introspection, RFC 8414 discovery, and DPoP
+// (RFC 9449: getDPoPHandle, with its own nonce retry, then fetchProtectedResource).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import * as client from "openid-client";
-import { createRemoteJWKSet, jwtVerify } from "jose";
-import type { RunningService } from "../helpers/service.js";
+import { calculateJwkThumbprint, createRemoteJWKSet, exportJWK, jwtVerify } from "jose";
+import { operatorCall, type RunningService } from "../helpers/service.js";
 import {
   AUDIENCE,
   disposeService,
@@ -200,6 +201,46 @@ describe("openid-client", () => {
     const tokens = await client.clientCredentialsGrant(config, { scope: "openid users:read" });
     assert.equal(tokens.scope, "openid users:read");
     assert.equal((await verify(tokens.access_token)).sub, admin.clientId);
+  });
+
+  test("DPoP (getDPoPHandle): a client that must use DPoP gets a DPoP-bound token after the nonce retry, and calls a protected REST path with it", async () => {
+    const bound = await newApiUser(baseUrl, admin.tmcId, "TMC_ADMIN");
+    await operatorCall(baseUrl, "SetApiUserDpopPolicy", {
+      tmcId: admin.tmcId,
+      clientId: bound.clientId,
+      dpopBoundAccessTokens: true,
+    });
+    const config = configuration(bound, "basic");
+    const answers: string[] = [];
+    config[client.customFetch] = async (url, options) => {
+      const response = await fetch(url, options as RequestInit);
+      answers.push(`${new URL(url).pathname} ${response.status}`);
+      return response;
+    };
+    // Without a proof, refused (RFC 9449 5.2: the policy requires one).
+    await assert.rejects(client.clientCredentialsGrant(config), (error: unknown) => {
+      assert.ok(error instanceof client.ResponseBodyError, String(error));
+      assert.equal(error.error, "invalid_request");
+      return true;
+    });
+    const keyPair = await client.randomDPoPKeyPair("ES256");
+    const DPoP = client.getDPoPHandle(config, keyPair);
+    answers.length = 0;
+    const tokens = await client.clientCredentialsGrant(config, { scope: "api-users" }, { DPoP });
+    assert.deepEqual(answers, [`${TOKEN_PATH} 400`, `${TOKEN_PATH} 200`], "the first proof had no nonce: retried once");
+    assert.equal(tokens.token_type, "dpop");
+    const claims = await verify(tokens.access_token);
+    assert.deepEqual(claims.cnf, { jkt: await calculateJwkThumbprint(await exportJWK(keyPair.publicKey)) });
+
+    const api = new URL(`${baseUrl}/v2/api-users`);
+    const listed = await client.fetchProtectedResource(config, tokens.access_token, api, "GET", undefined, undefined, {
+      DPoP,
+    });
+    assert.equal(listed.status, 200, await listed.clone().text());
+    assert.ok(((await listed.json()) as { totalCount: number }).totalCount >= 1);
+    // The same token without its proof (as a bearer token): refused.
+    const asBearer = await fetch(api, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+    assert.equal(asBearer.status, 401);
   });
 
   test("discovery of the RFC 8414 metadata (issuer http://auth.test reached through customFetch)", async () => {

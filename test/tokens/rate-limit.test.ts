@@ -184,7 +184,7 @@ describe("token endpoint rate limits", () => {
     assertRateLimitHeaders(refused, 5);
   });
 
-  test("failed authentications: after 2 at one address, further wrong secrets there → 429, the right one is served (issue 18); elsewhere the client is served", async () => {
+  test("failed authentications: after 2 at one address, further wrong secrets there → 429, the right one is served; elsewhere the client is served", async () => {
     const { address, admin, baseUrl } = await scenario();
     for (let i = 0; i < 2; i++) {
       assertOAuthError(

@@ -1,4 +1,4 @@
-// Issue 22, items 3 and 4: a resource server (a platform service the operator registered with the
+// A resource server (a platform service the operator registered with the
 // audiences it serves) introspects the tokens addressed to it, over REST (RFC 7662, form or
 // HTTP Basic) and gRPC, one by one or in batches (IntrospectTokens), across TMCs; any other
 // token is {"active": false}. Two instances on one Postgres and Redis: what A changes, B answers

@@ -1,4 +1,4 @@
-// Issue 23, item 2: the credential changes as Security Event Tokens (RFC 8417) by RFC 8936 poll
+// The credential changes as Security Event Tokens (RFC 8417) by RFC 8936 poll
 // (AuthService.PollSecurityEvents, POST /v2/ssf/poll), through real HTTP: the SETs verify against
 // the JWKS with jose (typ secevent+jwt, iss, aud = the resource server's client id); a rotation
 // is a CAEP credential-change (update, with the new generation and the change's time), an API
@@ -89,7 +89,7 @@ describe("SET polling (RFC 8936) and the SSF transmitter configuration", () => {
       issuer: ISSUER,
       jwks_uri: `${ISSUER}/.well-known/jwks.json`,
       delivery_methods_supported: ["urn:ietf:rfc:8936"],
-      authorization_schemes: [{ spec_urn: "urn:ietf:rfc:7617" }],
+      authorization_schemes: [{ spec_urn: "urn:ietf:rfc:7617" }, { spec_urn: "urn:ietf:rfc:7523" }],
       default_subjects: "ALL",
     });
   });

@@ -1,4 +1,4 @@
-// User profiles (issue 10, items 1 and 2): GET and PUT /v2/users/{userId} through REST (fetch
+// User profiles: GET and PUT /v2/users/{userId} through REST (fetch
 // against a started service) and gRPC (@grpc/grpc-js, an independent client built from the
 // .proto files), on the backend TEST_BACKEND names. Every access rule, the 404 rule (another
 // tenant's or company's user looks exactly like an unknown id), inactive users, validation, the
@@ -702,7 +702,7 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       assert.deepEqual(await userRow(id), rowBefore, "nothing was written");
     });
 
-    test("round trip (issue 19): a GET body is accepted back by PUT unchanged and GET answers the same, with and without optional fields", async () => {
+    test("round trip: a GET body is accepted back by PUT unchanged and GET answers the same, with and without optional fields", async () => {
       const plain = await createUser(a.orgId, `plain.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const rich = await createUser(a.orgId, `roundtrip.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const richEmail = (await userRow(rich)).email as string;
@@ -781,7 +781,7 @@ describe(`user profiles: GET and PUT /v2/users/{userId} (${backend})`, () => {
       assert.equal((await rest(baseUrl, "PUT", `/v2/users/${id}`, tokens.tmcAdmin, upper)).status, 200);
     });
 
-    test("legalEntityRef (issue 18, finding 8): another TMC's company, another company of the TMC and an unknown id get the same 400; nothing written", async () => {
+    test("legalEntityRef: another TMC's company, another company of the TMC and an unknown id get the same 400; nothing written", async () => {
       const id = await createUser(a.orgId, `legal.${crypto.randomUUID().slice(0, 8)}@acme.example`);
       const foreignId = await createUser(b.orgId, `legal.${crypto.randomUUID().slice(0, 8)}@beta.example`);
       const rowBefore = await userRow(id);

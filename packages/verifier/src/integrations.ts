@@ -1,11 +1,13 @@
 // The verifier in front of a service: a Connect interceptor, a grpc-js server interceptor and a
-// Fastify onRequest hook. Each takes the bearer token from the Authorization header, refuses with
-// UNAUTHENTICATED (Connect, gRPC) or 401 (HTTP) and a WWW-Authenticate challenge (RFC 6750), and
-// hands the claims to the handler. grpc-js and Fastify are used for their types only.
+// Fastify onRequest hook. Each takes the token from the Authorization header (Bearer, or DPoP with
+// the DPoP header's proof, RFC 9449), refuses with UNAUTHENTICATED (Connect, gRPC) or 401 (HTTP)
+// and a WWW-Authenticate challenge (RFC 6750, RFC 9449 7.1; DPoP-Nonce when a nonce is to be
+// used), and hands the claims to the handler. grpc-js and Fastify are used for their types only.
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { Metadata, ServerInterceptingCallInterface, ServerInterceptor } from "@grpc/grpc-js";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { AccessTokenClaims, RefusalReason, Verifier } from "./verifier.js";
+import { authorizationOf, DPOP_ALGORITHMS } from "./dpop-proof.js";
+import type { AccessTokenClaims, PresentedRequest, RefusalReason, RequestOutcome, Verifier } from "./verifier.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -29,15 +31,25 @@ export function grpcClaimsOf(call: { metadata: Metadata }): AccessTokenClaims | 
 
 /** The token of an `Authorization: Bearer …` value; undefined when there is none. */
 export function bearerTokenOf(authorization: string | undefined | null): string | undefined {
-  if (!authorization) return undefined;
-  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization);
-  return match?.[1];
+  const presented = authorizationOf(authorization);
+  return presented?.scheme === "Bearer" ? presented.token : undefined;
 }
 
-/** RFC 6750 3: no error code when no token was sent; invalid_token with the reason otherwise. */
-export function challengeOf(realm: string, reason: RefusalReason | undefined): string {
-  const base = `Bearer realm="${realm.replace(/["\\]/g, "")}"`;
-  return reason ? `${base}, error="invalid_token", error_description="${descriptionOf(reason)}"` : base;
+/**
+ * RFC 6750 3: no error code when no token was sent; invalid_token with the reason otherwise. A
+ * token sent under DPoP is answered in the DPoP scheme (RFC 9449 7.1), naming the proof's error
+ * (invalid_dpop_proof, use_dpop_nonce) and the algorithms accepted.
+ */
+export function challengeOf(
+  realm: string,
+  reason: RefusalReason | undefined,
+  scheme: "Bearer" | "DPoP" = "Bearer",
+): string {
+  const base = `${scheme} realm="${realm.replace(/["\\]/g, "")}"`;
+  const algs = scheme === "DPoP" ? `, algs="${DPOP_ALGORITHMS.join(" ")}"` : "";
+  if (!reason) return base;
+  const error = reason === "invalid_dpop_proof" || reason === "use_dpop_nonce" ? reason : "invalid_token";
+  return `${base}, error="${error}", error_description="${descriptionOf(reason)}"${algs}`;
 }
 
 function descriptionOf(reason: RefusalReason): string {
@@ -48,53 +60,81 @@ function descriptionOf(reason: RefusalReason): string {
       return "The access token expired";
     case "revoked":
       return "The access token has been revoked";
+    case "invalid_dpop_proof":
+      return "The DPoP proof is not valid for this request and token";
+    case "use_dpop_nonce":
+      return "The DPoP proof must carry the nonce of DPoP-Nonce";
+    case "wrong_scheme":
+      return "A DPoP-bound token needs the DPoP scheme and a proof; an unbound one the Bearer scheme";
     default:
       return "The access token is invalid";
   }
 }
 
-type Judged = { ok: true; claims: AccessTokenClaims } | { ok: false; reason: RefusalReason | undefined };
-
-async function judge(verifier: Verifier, authorization: string | undefined | null): Promise<Judged> {
-  const token = bearerTokenOf(authorization);
-  if (token === undefined) return { ok: false, reason: undefined };
-  return verifier.verify(token);
+/** The response headers of a refusal: the challenge, and the nonce the next proof must carry. */
+function refusalHeaders(realm: string, judged: RequestOutcome & { ok: false }): Record<string, string> {
+  return {
+    "www-authenticate": challengeOf(realm, judged.reason, judged.scheme),
+    ...(judged.dpopNonce !== undefined ? { "dpop-nonce": judged.dpopNonce } : {}),
+  };
 }
+
+const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(", ") : value);
 
 export function connectInterceptor(verifier: Verifier, realm: string): Interceptor {
   return (next) => async (req) => {
-    const judged = await judge(verifier, req.header.get("authorization"));
+    const judged = await verifier.verifyRequest({
+      authorization: req.header.get("authorization"),
+      dpop: req.header.get("dpop") ?? undefined,
+      method: req.requestMethod,
+      url: req.url,
+    });
     if (!judged.ok)
       throw new ConnectError(
         judged.reason ? "The access token is not valid" : "An access token is required",
         Code.Unauthenticated,
-        { "www-authenticate": challengeOf(realm, judged.reason) },
+        refusalHeaders(realm, judged),
       );
     req.contextValues.set(tokenClaimsKey, judged.claims);
-    return next(req);
+    const res = await next(req);
+    if (judged.dpopNonce !== undefined) res.header.set("dpop-nonce", judged.dpopNonce);
+    return res;
   };
 }
 
 export function grpcServerInterceptor(verifier: Verifier, realm: string): ServerInterceptor {
   // The class is grpc-js's; taken from the module when the first call comes, so grpc-js stays optional.
-  return (_method, call) => new (requireGrpc().ServerInterceptingCall)(call, responder(verifier, realm, call));
+  return (method, call) =>
+    new (requireGrpc().ServerInterceptingCall)(call, responder(verifier, realm, call, method.path));
 }
 
-function responder(verifier: Verifier, realm: string, call: ServerInterceptingCallInterface) {
+function responder(verifier: Verifier, realm: string, call: ServerInterceptingCallInterface, path: string) {
+  let offered: string | undefined;
   return {
     start(next: (listener?: object) => void) {
       next({
         onReceiveMetadata(metadata: Metadata, forward: (metadata: Metadata) => void) {
-          const header = metadata.get("authorization")[0];
-          void judge(verifier, typeof header === "string" ? header : undefined).then(
+          const text = (name: string) => {
+            const value = metadata.get(name)[0];
+            return typeof value === "string" ? value : undefined;
+          };
+          // gRPC calls are POSTs to the method's path; the origin is the verifier's publicOrigin.
+          const presented: PresentedRequest = {
+            authorization: text("authorization"),
+            dpop: text("dpop"),
+            method: "POST",
+            url: path,
+          };
+          void verifier.verifyRequest(presented).then(
             (judged) => {
               if (judged.ok) {
+                offered = judged.dpopNonce;
                 grpcClaims.set(metadata, judged.claims);
                 forward(metadata);
                 return;
               }
               const trailer = new (requireGrpc().Metadata)();
-              trailer.set("www-authenticate", challengeOf(realm, judged.reason));
+              for (const [name, value] of Object.entries(refusalHeaders(realm, judged))) trailer.set(name, value);
               call.sendStatus({
                 code: GRPC_UNAUTHENTICATED,
                 details: judged.reason ? "The access token is not valid" : "An access token is required",
@@ -105,6 +145,10 @@ function responder(verifier: Verifier, realm: string, call: ServerInterceptingCa
           );
         },
       });
+    },
+    sendMetadata(metadata: Metadata, next: (metadata: Metadata) => void) {
+      if (offered !== undefined) metadata.set("dpop-nonce", offered);
+      next(metadata);
     },
   };
 }
@@ -121,14 +165,21 @@ function requireGrpc(): typeof import("@grpc/grpc-js") {
 
 export function fastifyHook(verifier: Verifier, realm: string) {
   return async function verifyBearerToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const judged = await judge(verifier, request.headers.authorization);
+    const judged = await verifier.verifyRequest({
+      authorization: request.headers.authorization,
+      dpop: single(request.headers.dpop),
+      method: request.method,
+      // Fastify's protocol and host follow its trustProxy setting (X-Forwarded-Proto and -Host).
+      url: `${request.protocol}://${request.host}${request.url}`,
+    });
     if (judged.ok) {
       request.tokenClaims = judged.claims;
+      if (judged.dpopNonce !== undefined) reply.header("dpop-nonce", judged.dpopNonce);
       return;
     }
     await reply
       .code(401)
-      .header("www-authenticate", challengeOf(realm, judged.reason))
+      .headers(refusalHeaders(realm, judged))
       .header("cache-control", "no-store")
       .send({
         error: "invalid_token",

@@ -23,6 +23,11 @@ export class KeySet {
     return this.keys.size;
   }
 
+  /** Every usable key now, by kid (no fetch). */
+  get all(): ReadonlyMap<string, crypto.KeyObject> {
+    return this.keys;
+  }
+
   /** The key of `kid` if it is known now (no fetch). */
   known(kid: string): crypto.KeyObject | undefined {
     return this.keys.get(kid);

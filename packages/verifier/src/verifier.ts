@@ -1,7 +1,6 @@
 // createVerifier: local verification of the auth service's access tokens (EdDSA JWTs, RFC 9068
 // profile) with the revocations the credential-change stream pushes, failing closed when the
 // stream is not known to be current.
-import { isAscii } from "node:buffer";
 import crypto from "node:crypto";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
@@ -11,9 +10,12 @@ import { createConnectTransport, createGrpcTransport, Http2SessionManager } from
 import { AuthService, type Heartbeat, type WatchCredentialChangesResponse } from "./gen/travel/auth/v2/auth_pb.js";
 import * as integrations from "./integrations.js";
 import { KeySet } from "./jwks.js";
+import { refusalCheckOf, timeCheck, unverifiedJsonOf, verifyJws, type JwtRules, type VerifiedJws } from "./jws.js";
+import { authorizationOf, BindingRefused, checkPresentation, DpopNonces, DpopRejected } from "./dpop-proof.js";
 import { Lru } from "./lru.js";
+import { ProofReplayCache } from "./proof-replay.js";
 import { RevocationState } from "./state.js";
-import { ALGORITHM, hasRequiredClaims, TOKEN_TYPES } from "./token-format.js";
+import { ALGORITHM, hasRequiredClaims, PRESENCE_CHECKED_CLAIMS, TOKEN_TYPE } from "./token-format.js";
 
 export interface VerifierOptions {
   /** Where the auth service answers (JWKS, the change stream, introspection), e.g. `https://auth.example`. */
@@ -37,7 +39,37 @@ export interface VerifierOptions {
   cacheSize?: number;
   /** An unknown kid refetches the JWKS at most once per this many ms. Default 10000. */
   jwksCooldownMs?: number;
+  /**
+   * The origin clients address this service by (`https://bookings.example.com`), for the `htu` of
+   * DPoP proofs: needed behind a proxy that changes the scheme or host, and for the grpc-js
+   * interceptor (which does not know the scheme). Unset: the request's own (Fastify, Connect).
+   */
+  publicOrigin?: string;
+  /** DPoP proofs remembered as used, per process (ProofReplayCache); full, new proofs are refused. Default 100000. */
+  dpopReplayCacheSize?: number;
 }
+
+/** A request's credential as an integration reads it: the Authorization value, the DPoP proof, the request. */
+export interface PresentedRequest {
+  readonly authorization: string | null | undefined;
+  readonly dpop: string | undefined;
+  readonly method: string;
+  /** The request's URL (absolute), or its path when `publicOrigin` supplies the origin. */
+  readonly url: string;
+}
+
+/**
+ * A request judged: the claims (and the nonce to offer after a DPoP request), or the refusal (no
+ * reason: no token at all) with the scheme the token came under and, for DPoP, the nonce to use.
+ */
+export type RequestOutcome =
+  | { readonly ok: true; readonly claims: AccessTokenClaims; readonly dpopNonce?: string }
+  | {
+      readonly ok: false;
+      readonly reason: RefusalReason | undefined;
+      readonly scheme?: "Bearer" | "DPoP";
+      readonly dpopNonce?: string;
+    };
 
 /** Why a token was refused (Outcome.reason). */
 export const REFUSAL_REASONS = [
@@ -50,6 +82,10 @@ export const REFUSAL_REASONS = [
   "wrong_audience",
   "revoked",
   "stale",
+  // DPoP (RFC 9449): a bad proof, a proof without the current nonce, a token under the wrong scheme for its binding.
+  "invalid_dpop_proof",
+  "use_dpop_nonce",
+  "wrong_scheme",
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
@@ -73,6 +109,8 @@ export interface AccessTokenClaims {
   /** Other credentials an exchanged token depends on: [clientId, generation]. */
   readonly creds?: ReadonlyArray<readonly [string, number]>;
   readonly act?: Record<string, unknown>;
+  /** RFC 9449 6.1: the thumbprint of the key a DPoP-bound token is bound to. */
+  readonly cnf?: { readonly jkt: string };
   readonly [claim: string]: unknown;
 }
 
@@ -124,7 +162,13 @@ export interface VerifierMetrics {
 export interface Verifier {
   /** Resolves once the first snapshot is applied and a heartbeat arrived; rejects after timeoutMs (default 10000). */
   ready(timeoutMs?: number): Promise<void>;
+  /** A bearer token alone: a DPoP-bound one is refused (`wrong_scheme`), its proof cannot be checked here. */
   verify(token: string): Promise<Outcome>;
+  /**
+   * A request's credential (what the integrations call): a bearer token, or a DPoP-bound token
+   * under the DPoP scheme with a proof by its key for this request (RFC 9449 7), used once.
+   */
+  verifyRequest(request: PresentedRequest): Promise<RequestOutcome>;
   status(): VerifierStatus;
   metrics(): VerifierMetrics;
   /** Called on each refusal with its reason and the token's client_id when it was readable (never the token). */
@@ -156,7 +200,27 @@ export const DEFAULT_STALE_AFTER_MS = 3 * STREAM_HEARTBEAT_MS;
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;
 const INTROSPECT_BATCH = 100;
-const HEADER_CACHE_SIZE = 64;
+
+/**
+ * The refusal reason of each check the shared JWS module names (jws.ts, refusalCheckOf; the
+ * service logs the same names). A check not listed (a missing claim, a malformed `iat`, the
+ * claims' shape) is "malformed".
+ */
+const REASON_OF_CHECK: Readonly<Record<string, RefusalReason>> = {
+  format: "malformed",
+  type: "malformed",
+  claims: "malformed",
+  algorithm: "bad_signature",
+  signature: "bad_signature",
+  key: "unknown_key",
+  expiry: "expired",
+  "not yet valid": "not_yet_valid",
+  issuer: "wrong_issuer",
+  audience: "wrong_audience",
+};
+
+/** The package's refusal reason for a check the service's log names (its `refusalReason`). */
+export const refusalReasonOfCheck = (check: string): RefusalReason => REASON_OF_CHECK[check] ?? "malformed";
 
 /**
  * A verifier for one resource server: starts fetching the JWKS and following the change stream at
@@ -179,13 +243,17 @@ class StreamVerifier implements Verifier {
   private readonly fallback: "refuse" | "introspect";
   private readonly keys: KeySet;
   private readonly cache: Lru<string, CachedToken>;
-  private readonly headers = new Map<string, Record<string, unknown>>();
+  /** What a token must satisfy (jws.ts), judged at the system clock's time. */
+  private readonly rules: JwtRules;
   private readonly state = new RevocationState();
   private readonly client: Client<typeof AuthService>;
   /** The HTTP/2 connection of the grpc transport, dropped with a stalled stream so the next attempt opens a fresh one. */
   private readonly session: Http2SessionManager | undefined;
   private readonly listeners = new Set<(reason: RefusalReason, clientId: string | undefined) => void>();
   private readonly realm: string;
+  /** DPoP nonces from the resource server's credentials: every instance of it offers and accepts the same. */
+  private readonly nonces: DpopNonces;
+  private readonly proofs: ProofReplayCache;
 
   private connected = false;
   private caughtUp = false;
@@ -230,7 +298,21 @@ class StreamVerifier implements Verifier {
     this.fallback = options.fallback ?? "refuse";
     this.keys = new KeySet(`${base}/.well-known/jwks.json`, options.jwksCooldownMs ?? 10_000);
     this.cache = new Lru(options.cacheSize ?? 10_000);
+    this.rules = {
+      issuer: options.issuer,
+      audience: options.audience,
+      algorithms: new Set([ALGORITHM]),
+      typ: TOKEN_TYPE,
+      requiredClaims: PRESENCE_CHECKED_CLAIMS,
+      clockToleranceSeconds: this.toleranceSeconds,
+    };
     this.realm = options.audience;
+    this.nonces = new DpopNonces(
+      crypto.createSecretKey(
+        Buffer.from(crypto.hkdfSync("sha256", options.clientSecret, options.clientId, "dpop-nonce/v1", 32)),
+      ),
+    );
+    this.proofs = new ProofReplayCache(options.dpopReplayCacheSize ?? 100_000);
     let transport: Transport;
     if (options.transport === "connect") transport = createConnectTransport({ baseUrl: base, httpVersion: "1.1" });
     else {
@@ -263,7 +345,10 @@ class StreamVerifier implements Verifier {
       Math.max(50, Math.min(1000, this.staleAfterMs / 4)),
     );
     this.watchdog.unref();
-    this.pruner = setInterval(() => this.state.prune(Date.now() - this.toleranceSeconds * 1000), 60_000);
+    this.pruner = setInterval(() => {
+      this.state.prune(Date.now() - this.toleranceSeconds * 1000);
+      this.proofs.prune(Date.now());
+    }, 60_000);
     this.pruner.unref();
   }
 
@@ -292,6 +377,50 @@ class StreamVerifier implements Verifier {
   }
 
   async verify(token: string): Promise<Outcome> {
+    const outcome = await this.verifyToken(token);
+    if (outcome.ok && outcome.claims.cnf !== undefined) return this.refuse("wrong_scheme", outcome.claims.client_id);
+    return outcome;
+  }
+
+  async verifyRequest(request: PresentedRequest): Promise<RequestOutcome> {
+    const presented = authorizationOf(request.authorization);
+    if (presented === undefined) return { ok: false, reason: undefined };
+    const { scheme } = presented;
+    const outcome = await this.verifyToken(presented.token);
+    if (!outcome.ok) return { ...outcome, scheme };
+    const nowMs = Date.now();
+    const offered = scheme === "DPoP" ? { dpopNonce: this.nonces.current(nowMs) } : {};
+    try {
+      // The service's verdict (dpop-proof.ts): bound tokens with a proof by their key, unbound ones as Bearer.
+      const proof = checkPresentation(presented, outcome.claims.cnf, request.dpop, {
+        method: request.method,
+        url: this.publicUrlOf(request.url),
+        nowMs,
+        nonces: this.nonces,
+      });
+      if (proof && !this.proofs.useOnce(proof.replayId, proof.expiresAtMs, nowMs))
+        throw new DpopRejected("invalid_dpop_proof", "The DPoP proof was used before", "replay");
+    } catch (error) {
+      const reason: RefusalReason =
+        error instanceof BindingRefused
+          ? "wrong_scheme"
+          : error instanceof DpopRejected
+            ? error.error
+            : "invalid_dpop_proof";
+      return { ...this.refuse(reason, outcome.claims.client_id), scheme, ...offered };
+    }
+    return { ...outcome, ...offered };
+  }
+
+  /** The URL a proof's `htu` must name: the request's, or its path under `publicOrigin`. */
+  private publicUrlOf(url: string): string {
+    const origin = this.options.publicOrigin;
+    if (origin === undefined) return url;
+    const path = URL.canParse(url) ? new URL(url).pathname : url;
+    return `${origin.replace(/\/+$/, "")}${path}`;
+  }
+
+  private async verifyToken(token: string): Promise<Outcome> {
     if (typeof token !== "string") return this.refuse("malformed", undefined);
     const cached = this.cache.get(token);
     let claims: AccessTokenClaims;
@@ -378,88 +507,52 @@ class StreamVerifier implements Verifier {
     await this.loop;
     this.session?.abort();
     this.cache.clear();
+    this.proofs.clear();
   }
 
   // ---- local checks -------------------------------------------------------------------------
 
-  /** Signature, header and claims of a token not seen before; remembered in the cache when they pass. */
   /**
-   * First sight: the shape, header and claims, then the signature and what it vouches for. Stays
-   * synchronous while the key is known (no promise per verification on the hot path); only an
-   * unknown kid waits for the JWKS.
+   * First sight: the token through the JWS module the service verifies with (jws.ts: shape,
+   * header, key, signature, then the registered claims), then the access-token shape
+   * (token-format.ts); remembered in the cache when it passes. Stays synchronous while the key is
+   * known (no promise per verification on the hot path); only an unknown kid waits for the JWKS.
    */
   private checkSigned(token: string): Checked | Promise<Checked> {
-    const first = token.indexOf(".");
-    const second = token.indexOf(".", first + 1);
-    if (first <= 0 || second <= first + 1 || second === token.length - 1 || token.indexOf(".", second + 1) !== -1)
-      return { ok: false, reason: "malformed" };
-    const header = this.headerOf(token.slice(0, first));
-    const payload = parseSegment(token.slice(first + 1, second)) as AccessTokenClaims | undefined;
-    if (!header || !payload) return { ok: false, reason: "malformed" };
-    const clientId = typeof payload.client_id === "string" ? payload.client_id : undefined;
-    // The service signs EdDSA with typ at+jwt (RFC 9068) and always names its kid.
-    const kid = header.kid;
-    if (header.alg !== ALGORITHM || typeof kid !== "string") return { ok: false, reason: "bad_signature", clientId };
-    if (!TOKEN_TYPES.has(header.typ)) return { ok: false, reason: "malformed", clientId };
-    if (!hasRequiredClaims(payload)) return { ok: false, reason: "malformed", clientId };
-    const key = this.keys.known(kid);
-    if (key) return this.checkSignature(token, second, kid, key, payload, clientId);
-    return this.keys
-      .keyFor(kid)
-      .then((fetched) =>
-        fetched
-          ? this.checkSignature(token, second, kid, fetched, payload, clientId)
-          : { ok: false, reason: "unknown_key", clientId },
-      );
-  }
-
-  private checkSignature(
-    token: string,
-    second: number,
-    kid: string,
-    key: crypto.KeyObject,
-    payload: AccessTokenClaims,
-    clientId: string | undefined,
-  ): Checked {
-    // A JWS is ASCII (anything else fails the signature): its characters are its bytes.
-    const signingInput = Buffer.from(token.slice(0, second), "latin1");
-    const signature = Buffer.from(token.slice(second + 1), "base64url");
-    if (signature.length !== 64 || !crypto.verify(null, signingInput, key, signature))
-      return { ok: false, reason: "bad_signature", clientId };
-    if (payload.iss !== this.options.issuer) return { ok: false, reason: "wrong_issuer", clientId };
-    const aud = payload.aud;
-    if (!(aud === this.options.audience || (Array.isArray(aud) && aud.includes(this.options.audience))))
-      return { ok: false, reason: "wrong_audience", clientId };
-    const late = this.timeRefusal(payload);
-    if (late) return { ok: false, reason: late, clientId };
-    this.cache.set(token, { claims: payload, kid });
-    return { ok: true, claims: payload };
-  }
-
-  /** Token headers repeat (one per signing key): each distinct one is parsed once, up to a bound. */
-  private headerOf(segment: string): Record<string, unknown> | undefined {
-    let header = this.headers.get(segment);
-    if (header === undefined) {
-      header = parseSegment(segment);
-      if (header === undefined) return undefined;
-      if (this.headers.size >= HEADER_CACHE_SIZE) this.headers.clear();
-      this.headers.set(segment, header);
+    let verified: VerifiedJws | Promise<VerifiedJws>;
+    try {
+      verified = verifyJws(token, this.keysFor, this.rules);
+    } catch (error) {
+      return refusalOf(token, error);
     }
-    return header;
+    if (verified instanceof Promise)
+      return verified.then(
+        (v) => this.accepted(token, v),
+        (error: unknown) => refusalOf(token, error),
+      );
+    return this.accepted(token, verified);
+  }
+
+  /** The keys for a token's `kid`: the JWKS as known, refetched first (within the cooldown) for a kid not in it. */
+  private readonly keysFor = (kid: unknown) => {
+    if (typeof kid !== "string" || kid === "" || this.keys.known(kid)) return this.keys.all;
+    return this.keys.keyFor(kid).then(() => this.keys.all);
+  };
+
+  private accepted(token: string, { header, claims }: VerifiedJws): Checked {
+    if (!hasRequiredClaims(claims)) return { ok: false, reason: "malformed", clientId: clientIdOf(claims) };
+    const accessClaims = claims as AccessTokenClaims;
+    // Without a kid (a JWKS of one key) there is no key to check a hit against: such a token is not remembered.
+    if (typeof header.kid === "string") this.cache.set(token, { claims: accessClaims, kid: header.kid });
+    return { ok: true, claims: accessClaims };
   }
 
   private timeRefusal(claims: AccessTokenClaims): RefusalReason | undefined {
-    const now = Date.now() / 1000;
-    if (now > claims.exp + this.toleranceSeconds) return "expired";
-    if (
-      claims.iat > now + this.toleranceSeconds ||
-      (claims.nbf !== undefined && claims.nbf > now + this.toleranceSeconds)
-    )
-      return "not_yet_valid";
-    return undefined;
+    const late = timeCheck(claims, Date.now(), this.toleranceSeconds);
+    return late === "exp" ? "expired" : late === "nbf" ? "not_yet_valid" : undefined;
   }
 
-  private refuse(reason: RefusalReason, clientId: string | undefined): Outcome {
+  private refuse(reason: RefusalReason, clientId: string | undefined): Outcome & { ok: false } {
     this.counters.refusals[reason]++;
     for (const listener of this.listeners) {
       try {
@@ -630,15 +723,13 @@ class StreamVerifier implements Verifier {
   }
 }
 
-function parseSegment(segment: string): Record<string, unknown> | undefined {
-  try {
-    const bytes = Buffer.from(segment, "base64url");
-    // Claims are nearly always ASCII, which decodes faster as latin1 (the same characters).
-    const value: unknown = JSON.parse(bytes.toString(isAscii(bytes) ? "latin1" : "utf8"));
-    return typeof value === "object" && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
+/** A refusal by the JWS module, with the client the token names when its payload is readable (for the metrics). */
+function refusalOf(token: string, error: unknown): Checked {
+  const first = token.indexOf(".");
+  const second = token.indexOf(".", first + 1);
+  const payload = first > 0 && second > first ? unverifiedJsonOf(token.slice(first + 1, second)) : undefined;
+  return { ok: false, reason: refusalReasonOfCheck(refusalCheckOf(error)), clientId: payload && clientIdOf(payload) };
 }
+
+const clientIdOf = (claims: Record<string, unknown>) =>
+  typeof claims.client_id === "string" ? claims.client_id : undefined;

@@ -1,7 +1,8 @@
 // The verifier in front of services: the Fastify hook, the grpc-js server interceptor and the
 // Connect interceptor accept a good token and hand its claims to the handler; they refuse a
 // missing, forged, revoked or stale one with 401 / UNAUTHENTICATED and an RFC 6750 challenge,
-// without reaching the handler.
+// without reaching the handler. A DPoP-bound token (RFC 9449) passes only with a proof by its key
+// for the request, with the resource server's nonce, once (proofs by panva's `dpop` package).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
@@ -24,9 +25,11 @@ import {
 import { waitFor } from "../../../test/helpers/wait.js";
 import { AuthService, IntrospectTokenResponseSchema } from "../src/gen/travel/auth/v2/auth_pb.js";
 import { createVerifier, grpcClaimsOf, tokenClaimsKey, type Verifier } from "../src/index.js";
+import * as DPoP from "dpop";
 
 const AUDIENCE = "https://trips.platform.test/api";
 const WHO_AM_I = "/test.Trips/WhoAmI";
+const PUBLIC_ORIGIN = "https://trips.platform.test";
 const json = {
   serialize: (value: unknown) => Buffer.from(JSON.stringify(value ?? {})),
   deserialize: (bytes: Buffer): unknown => (bytes.length ? JSON.parse(bytes.toString("utf8")) : {}),
@@ -59,6 +62,8 @@ describe("the verifier's Fastify hook, grpc-js interceptor and Connect intercept
       clientId: server.clientId,
       clientSecret: server.clientSecret,
       staleAfterMs: 1000,
+      // The origin clients address the three services by: DPoP proofs name it in their htu.
+      publicOrigin: PUBLIC_ORIGIN,
     });
     await verifier.ready();
 
@@ -218,4 +223,105 @@ describe("the verifier's Fastify hook, grpc-js interceptor and Connect intercept
     await verifier.ready();
     assert.equal((await rest(`Bearer ${token}`)).statusCode, 200, "accepted again once caught up");
   });
+
+  /** The three integrations, each called with the given headers: the status (0 = OK), the challenge and the DPoP-Nonce. */
+  const calls = {
+    rest: async (headers: Record<string, string>) => {
+      const reply = await app.inject({ method: "GET", url: "/who", headers });
+      const header = (name: string) => (reply.headers[name] as string | undefined) ?? undefined;
+      return {
+        code: reply.statusCode === 200 ? 0 : reply.statusCode,
+        challenge: header("www-authenticate"),
+        nonce: header("dpop-nonce"),
+      };
+    },
+    grpc: (headers: Record<string, string>) =>
+      new Promise<{ code: number; challenge?: string; nonce?: string }>((resolve) => {
+        const metadata = new grpc.Metadata();
+        for (const [name, value] of Object.entries(headers)) metadata.set(name, value);
+        let nonce: string | undefined;
+        const call = grpcClient.makeUnaryRequest(WHO_AM_I, json.serialize, json.deserialize, {}, metadata, (error) => {
+          const trailer = (name: string) => error?.metadata.get(name)[0] as string | undefined;
+          resolve({
+            code: error ? error.code : 0,
+            challenge: trailer("www-authenticate"),
+            nonce: error ? trailer("dpop-nonce") : nonce,
+          });
+        });
+        call.on("metadata", (m) => (nonce = m.get("dpop-nonce")[0] as string | undefined));
+      }),
+    connect: async (headers: Record<string, string>) => {
+      try {
+        const answer = await connectClient.introspectTokens({ tokens: ["x"] }, { headers });
+        return { code: answer.results[0]?.sub ? 0 : -1 };
+      } catch (error) {
+        const e = ConnectError.from(error);
+        return {
+          code: e.code as number,
+          challenge: e.metadata.get("www-authenticate") ?? undefined,
+          nonce: e.metadata.get("dpop-nonce") ?? undefined,
+        };
+      }
+    },
+  };
+  const request = {
+    rest: { method: "GET", url: `${PUBLIC_ORIGIN}/who` },
+    grpc: { method: "POST", url: `${PUBLIC_ORIGIN}${WHO_AM_I}` },
+    connect: { method: "POST", url: `${PUBLIC_ORIGIN}/travel.auth.v2.AuthService/IntrospectTokens` },
+  };
+
+  /** A token bound to `keys`, from the service's token endpoint (its nonce first). */
+  async function boundToken(keys: DPoP.KeyPair): Promise<string> {
+    const tokenUrl = `${running.baseUrl}/v2/auth/oauth2-token`;
+    const ask = async (proof: string) =>
+      postForm(
+        running.baseUrl,
+        "/v2/auth/oauth2-token",
+        { grant_type: "client_credentials", resource: AUDIENCE },
+        {
+          authorization: `Basic ${Buffer.from(`${user.clientId}:${user.clientSecret}`).toString("base64")}`,
+          dpop: proof,
+        },
+      );
+    const first = await ask(await DPoP.generateProof(keys, tokenUrl, "POST"));
+    const nonce = first.headers.get("dpop-nonce") ?? undefined;
+    const issued = await ask(await DPoP.generateProof(keys, tokenUrl, "POST", nonce));
+    assert.equal(issued.body.token_type, "DPoP", JSON.stringify(issued.body));
+    return issued.body.access_token as string;
+  }
+
+  for (const face of ["rest", "grpc", "connect"] as const) {
+    test(`DPoP over ${face}: a proof by the token's key, with the nonce, once; Bearer, another key, a replay refused`, async () => {
+      const keys = await DPoP.generateKeyPair("ES256");
+      const token = await boundToken(keys);
+      const { method, url } = request[face];
+      const call = calls[face];
+      const dpop = (proof: string) => ({ authorization: `DPoP ${token}`, dpop: proof });
+      // The first proof has no nonce: use_dpop_nonce, and the nonce to use.
+      const first = await call(dpop(await DPoP.generateProof(keys, url, method, undefined, token)));
+      assert.notEqual(first.code, 0);
+      assert.match(first.challenge ?? "", /^DPoP realm="[^"]+", error="use_dpop_nonce"/);
+      const nonce = first.nonce;
+      assert.ok(nonce, "the refusal carries DPoP-Nonce");
+      const good = await DPoP.generateProof(keys, url, method, nonce, token);
+      const before = handled;
+      const ok = await call(dpop(good));
+      assert.equal(ok.code, 0, ok.challenge);
+      assert.equal(handled, before + 1);
+      if (face !== "connect") assert.ok(ok.nonce, "the answer offers the next nonce");
+      const replayed = await call(dpop(good));
+      assert.match(replayed.challenge ?? "", /error="invalid_dpop_proof"/, "replay");
+      const other = await DPoP.generateKeyPair("ES256");
+      const stolen = await call(dpop(await DPoP.generateProof(other, url, method, nonce, token)));
+      assert.match(stolen.challenge ?? "", /error="invalid_dpop_proof"/, "another key");
+      const asBearer = await call({ authorization: `Bearer ${token}` });
+      assert.match(asBearer.challenge ?? "", /error="invalid_token"/, "as Bearer");
+      const wrongUrl = await call(
+        dpop(await DPoP.generateProof(keys, `${PUBLIC_ORIGIN}/elsewhere`, method, nonce, token)),
+      );
+      assert.match(wrongUrl.challenge ?? "", /error="invalid_dpop_proof"/, "wrong htu");
+      assert.equal(handled, before + 1, "no refused call reached the handler");
+      assert.equal((await verifier.verify(token)).ok, false, "verify() alone refuses a bound token");
+    });
+  }
 });

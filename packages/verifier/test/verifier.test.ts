@@ -150,7 +150,8 @@ describe("the verifier against a running auth service", () => {
         "signed with another key, genuine kid",
       ],
       [tampered, "bad_signature", "payload changed after signing"],
-      [`${b64({ ...partsOf(model).header, alg: "none" })}.${p}.`, "malformed", "alg none, no signature"],
+      // The checks and their order are the service's (jws.ts): an algorithm it does not sign with is a bad signature.
+      [`${b64({ ...partsOf(model).header, alg: "none" })}.${p}.`, "bad_signature", "alg none, no signature"],
       [
         await sign({ ...partsOf(model).header, alg: "HS256" }, partsOf(model).payload, stranger),
         "bad_signature",
@@ -162,7 +163,8 @@ describe("the verifier against a running auth service", () => {
         "unknown kid",
       ],
       [await crafted(model, { iat: now - 3600, exp: now - 60 }), "expired", "expired a minute ago"],
-      [await crafted(model, { iat: now + 600, exp: now + 1200 }), "not_yet_valid", "issued in the future"],
+      // As the service (and jose) judge it: `nbf` and `exp` are the time checks; an `iat` ahead is not refused.
+      [await crafted(model, { iat: now + 600, exp: now + 1200 }), "ok", "issued in the future"],
       [await crafted(model, { nbf: now + 600 }), "not_yet_valid", "nbf in the future"],
       [await crafted(model, { iss: "http://evil.test" }), "wrong_issuer", "another issuer"],
       [await crafted(model, { aud: "https://invoices.platform.test/api" }), "wrong_audience", "another audience"],
@@ -171,7 +173,10 @@ describe("the verifier against a running auth service", () => {
       [await crafted(model, { gen: "1" }), "malformed", "gen not a number"],
       ["not-a-jwt", "malformed", "no dots"],
       [`${h}.${p}`, "malformed", "two segments"],
-      [`${h}.!!!.${s}`, "malformed", "payload not base64url JSON"],
+      // The signature is checked before the payload is read: an altered payload is a bad signature.
+      [`${h}.!!!.${s}`, "bad_signature", "payload not base64url JSON"],
+      [`${h}.${b64("not an object")}.${s}`, "bad_signature", "payload a JSON string"],
+      [`${h}.e30.${s}`, "bad_signature", "payload {}"],
     ];
     for (const [token, reason, what] of cases) {
       assert.equal(reasonOf(await verifier.verify(token)), reason, what);

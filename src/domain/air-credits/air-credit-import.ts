@@ -5,17 +5,20 @@ import type { ImportedCredit, PassengerName } from "./model.js";
 import type { UnusedCreditRepository } from "./ports.js";
 import { isCalendarDate } from "./air-credit-listing.js";
 
-/** Credits per import request (the contract enforces it too). */
-export const MAX_IMPORT_CREDITS = 5000;
 /** At most this many invalid rows are named in one error. */
 const MAX_REPORTED = 100;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface ImportResult {
   readonly companyId: string;
   readonly created: number;
   readonly updated: number;
+}
+
+/** What AirCreditImport is built from. */
+export interface AirCreditImportDeps {
+  readonly uow: UnitOfWork;
+  readonly companies: CompanyDirectory;
+  readonly credits: UnusedCreditRepository;
 }
 
 /**
@@ -26,11 +29,7 @@ export interface ImportResult {
  * row names one), a new one inserts a credit.
  */
 export class AirCreditImport {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly companies: CompanyDirectory,
-    private readonly credits: UnusedCreditRepository,
-  ) {}
+  constructor(private readonly deps: AirCreditImportDeps) {}
 
   /** The rows as the contract typed them; `vocabulary` holds the contract's enum names each enum-valued field may take. */
   async import(
@@ -46,15 +45,15 @@ export class AirCreditImport {
         errors.slice(0, MAX_REPORTED),
       );
     }
-    const result = await this.uow.transaction(async (tx) => {
-      const scope = await this.companies.tenantOfCompany(tx, companyId);
+    const result = await this.deps.uow.transaction(async (tx) => {
+      const scope = await this.deps.companies.tenantOfCompany(tx, companyId);
       if (!scope) throw notFound("Company", [{ name: "companyId", value: companyId }]);
-      const counts = await this.credits.upsertCredits(tx, scope, companyId, credits);
+      const counts = await this.deps.credits.upsertCredits(tx, scope, companyId, credits);
       return { companyId, ...counts };
     });
     // A bulk import can change the table's shape faster than autovacuum notices: the list's
     // plans depend on fresh statistics.
-    await this.credits.refreshStatisticsIfStale(this.uow.direct);
+    await this.deps.credits.refreshStatisticsIfStale(this.deps.uow.direct);
     return result;
   }
 }
@@ -67,9 +66,12 @@ export interface ImportDate {
 /**
  * One row of an import as the contract typed it (ImportedAirCredit, a reference UnusedCreditInfo):
  * text is "" when absent; enum-valued fields hold names still to be checked against the
- * `CreditVocabulary`, so a wrong one is reported with its row.
+ * `CreditVocabulary`, so a wrong one is reported with its row. `violations` are what the
+ * contract's own rules of the row found (formats and lengths of its text fields), named by field:
+ * the rules here are those no field rule can say.
  */
 export interface CreditImportRow {
+  readonly violations: readonly { readonly field: string; readonly reason: string }[];
   readonly sourcePnr: string;
   readonly spotnanaPnr: string;
   readonly ticketNumber: string;
@@ -160,8 +162,8 @@ interface TextRule {
   readonly max?: number;
 }
 
+/** airlineInfo.airlineCode, a field of the v3 AirlineInfo (shared with the list's answers), as the contract's airlineCode. */
 const AIRLINE_CODE: TextRule = { pattern: /^[A-Z0-9]{2}$/, hint: "a 2-character IATA airline code" };
-const COUNTRY: TextRule = { pattern: /^[A-Z]{3}$/, hint: "a 3-letter country code" };
 
 class RowReader {
   private failed = false;
@@ -179,29 +181,26 @@ class RowReader {
   }
 
   credit(o: CreditImportRow): ImportedCredit | undefined {
-    const ticketNumber = this.text(o.ticketNumber, "ticketNumber", {
-      required: true,
-      pattern: /^[0-9A-Z]{6,20}$/,
-      hint: "6 to 20 digits or capital letters",
-    });
-    const airlineCode = this.airlineCode(o);
+    for (const { field, reason } of o.violations) this.fail(field, reason);
+    const refused = new Set(o.violations.map((v) => v.field));
+    /** A text field the contract checked: undefined when empty, or refused (the row has failed). */
+    const given = (field: keyof CreditImportRow, value: string) =>
+      value === "" || refused.has(field) ? undefined : value;
+    const ticketNumber = given("ticketNumber", o.ticketNumber);
+    const airlineCode = this.airlineCode(o, given("airlineCode", o.airlineCode));
     const totalFare = this.money(o);
     const issueDate = this.date(o.issueDate, "issueDate", true);
     const expiryDate = this.date(o.expiryDate, "expiryDate", true);
     const departureDate = this.date(o.departureDate, "departureDate", false);
     const usedDate = this.date(o.usedDate, "usedDate", false);
-    const paymentSourceId = this.text(o.paymentSourceId, "paymentSourceId", { pattern: UUID, hint: "a UUID" });
-    const email = this.text(o.email, "email", {
-      pattern: /^[^\s@]+@[^\s@]+\.[^\s@]+$/,
-      hint: "an email address",
-      max: 320,
-    });
+    const paymentSourceId = given("paymentSourceId", o.paymentSourceId);
+    const email = given("email", o.email);
     const credit = {
       // Empty: the credit keeps the payment source it has, or gets a new one.
       paymentSourceId: paymentSourceId?.toLowerCase() ?? "",
       ticketNumber: ticketNumber!,
-      sourcePnr: this.text(o.sourcePnr, "sourcePnr", { max: 32 }),
-      spotnanaPnr: this.text(o.spotnanaPnr, "spotnanaPnr", { max: 32 }),
+      sourcePnr: given("sourcePnr", o.sourcePnr),
+      spotnanaPnr: given("spotnanaPnr", o.spotnanaPnr),
       airlineCode: airlineCode!,
       airlineName: o.airlineInfo && this.text(o.airlineInfo.airlineName, "airlineInfo.airlineName", { max: 128 }),
       totalFare: totalFare!,
@@ -211,24 +210,24 @@ class RowReader {
       departureDate,
       segmentsAvailable: this.choice(o, "segmentsAvailable"),
       passengerName: this.name(o),
-      departureCountry: this.text(o.departureCountry, "departureCountry", COUNTRY),
-      arrivalCountry: this.text(o.arrivalCountry, "arrivalCountry", COUNTRY),
+      departureCountry: given("departureCountry", o.departureCountry),
+      arrivalCountry: given("arrivalCountry", o.arrivalCountry),
       ticketType: this.choice(o, "ticketType") ?? "ETICKET",
-      pcc: this.text(o.pcc, "pcc", { max: 32 }),
+      pcc: given("pcc", o.pcc),
       status: (this.choice(o, "status") ?? "OPEN") as ImportedCredit["status"],
       source: this.choice(o, "source") ?? "SABRE",
-      tripId: this.text(o.tripId, "tripId", { max: 64 }),
+      tripId: given("tripId", o.tripId),
       redeemVia: this.choice(o, "redeemVia"),
       sourceOfTruth: this.choice(o, "sourceOfTruth"),
-      owningPcc: this.text(o.owningPcc, "owningPcc", { max: 32 }),
+      owningPcc: given("owningPcc", o.owningPcc),
       creditUsageType: (this.choice(o, "creditUsageType") ?? "PERSONAL") as ImportedCredit["creditUsageType"],
       email: email?.toLowerCase(),
       fopInfo: o.fopInfo && masked(o.fopInfo),
-      fopLabel: this.text(o.fopLabel, "fopLabel", { max: 256 }),
+      fopLabel: given("fopLabel", o.fopLabel),
       previousTicket:
         o.exchangeInfo && this.text(o.exchangeInfo.previousTicket, "exchangeInfo.previousTicket", { max: 20 }),
       fopCardAccessType: this.choice(o, "fopCardAccessType"),
-      legalEntityName: this.text(o.legalEntityName, "legalEntityName", { max: 256 }),
+      legalEntityName: given("legalEntityName", o.legalEntityName),
     } satisfies ImportedCredit;
     if (issueDate && expiryDate && Date.parse(issueDate) > Date.parse(expiryDate))
       this.fail("expiryDate", "must not be before issueDate");
@@ -256,8 +255,8 @@ class RowReader {
     return value;
   }
 
-  private airlineCode(o: CreditImportRow): string | undefined {
-    const direct = this.text(o.airlineCode, "airlineCode", AIRLINE_CODE);
+  /** `direct`: airlineCode as the contract checked it (undefined when empty or refused). */
+  private airlineCode(o: CreditImportRow, direct: string | undefined): string | undefined {
     const nested = o.airlineInfo && this.text(o.airlineInfo.airlineCode, "airlineInfo.airlineCode", AIRLINE_CODE);
     if (direct && nested && direct !== nested) return this.fail("airlineInfo.airlineCode", "must equal airlineCode");
     if (!direct && !nested) return this.fail("airlineCode", "is required (or airlineInfo.airlineCode)");

@@ -37,32 +37,35 @@ export interface CreditListing {
 const COMPANY_FIELD = "companyId.id";
 const RANGE_FIELD = "companyCreditFilter.expiryDateRange";
 
+/** What AirCreditListing is built from. */
+export interface AirCreditListingDeps {
+  readonly uow: UnitOfWork;
+  readonly credits: UnusedCreditRepository;
+  readonly clock: Clock;
+}
+
 /**
  * Spec 4.7: a company's transferable unused credits. Who may list: a TMC admin of the company's
  * TMC, or a company admin of that very company; for anyone else the company does not exist (404,
  * the same answer as for an unknown company), so no caller learns about another tenant.
  */
 export class AirCreditListing {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly credits: UnusedCreditRepository,
-    private readonly clock: Clock,
-  ) {}
+  constructor(private readonly deps: AirCreditListingDeps) {}
 
   async list(caller: AirCreditCaller, query: ListCreditsQuery): Promise<CreditListing> {
     checkDateRange(query.filter);
     const companyNotFound = () => notFound("Company", [{ name: COMPANY_FIELD, value: query.companyId }]);
     if (!mayAccessCompany(caller, query.companyId)) throw companyNotFound();
     const scope = tenantScope(caller.tmcId);
-    const tx = this.uow.direct;
-    if (!(await this.credits.companyExists(tx, scope, query.companyId))) throw companyNotFound();
-    const on = transferableOn(this.clock);
+    const tx = this.deps.uow.direct;
+    if (!(await this.deps.credits.companyExists(tx, scope, query.companyId))) throw companyNotFound();
+    const on = transferableOn(this.deps.clock);
     const [page, values] = await Promise.all([
-      this.credits.listTransferable(tx, scope, query.companyId, on, query.filter, {
+      this.deps.credits.listTransferable(tx, scope, query.companyId, on, query.filter, {
         offset: query.offset,
         limit: CREDIT_PAGE_SIZE,
       }),
-      this.credits.transferableValues(tx, scope, query.companyId, on),
+      this.deps.credits.transferableValues(tx, scope, query.companyId, on),
     ]);
     // The airline's name is one fact (SUPPORTED_AIRLINES), whatever an import wrote; the
     // reference requires it in every airlineInfo.

@@ -20,6 +20,14 @@ export interface MigrationOutcome {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** What AirCreditMigration is built from. */
+export interface AirCreditMigrationDeps {
+  readonly uow: UnitOfWork;
+  readonly credits: UnusedCreditRepository;
+  readonly audit: AuditRepository;
+  readonly clock: Clock;
+}
+
 /**
  * Spec 4.8: moves the credits of payment sources between personal and company use. Each id is
  * its own transaction: its credits are locked (FOR UPDATE), checked, changed and audited
@@ -30,12 +38,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * SUCCESS that changes nothing and writes no audit event.
  */
 export class AirCreditMigration {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly credits: UnusedCreditRepository,
-    private readonly audit: AuditRepository,
-    private readonly clock: Clock,
-  ) {}
+  constructor(private readonly deps: AirCreditMigrationDeps) {}
 
   async migrate(
     caller: AirCreditCaller,
@@ -72,9 +75,9 @@ export class AirCreditMigration {
     });
     if (!UUID.test(paymentSourceId)) return failed("PAYMENT_SOURCE_NOT_FOUND");
     const scope = tenantScope(caller.tmcId);
-    const today = utcToday(this.clock);
-    return this.uow.transaction(async (tx) => {
-      const credits = await this.credits.lockByPaymentSource(tx, scope, paymentSourceId);
+    const today = utcToday(this.deps.clock);
+    return this.deps.uow.transaction(async (tx) => {
+      const credits = await this.deps.credits.lockByPaymentSource(tx, scope, paymentSourceId);
       // A company admin sees only its own company's credits: another company's are "not found".
       if (caller.role !== "TMC_ADMIN" && credits.some((c) => c.companyId !== caller.orgId))
         return failed("PAYMENT_SOURCE_NOT_FOUND");
@@ -82,8 +85,8 @@ export class AirCreditMigration {
       if (failure) return failed(failure);
       const from = credits.find((c) => c.creditUsageType !== target)?.creditUsageType;
       if (from === undefined) return { paymentSourceId, status: "SUCCESS", failureReason: undefined };
-      await this.credits.setUsageType(tx, scope, paymentSourceId, target);
-      await this.audit.append(tx, [
+      await this.deps.credits.setUsageType(tx, scope, paymentSourceId, target);
+      await this.deps.audit.append(tx, [
         migrated(caller, paymentSourceId, credits[0]!.companyId, from, target, credits.length, requestId),
       ]);
       return { paymentSourceId, status: "SUCCESS", failureReason: undefined };

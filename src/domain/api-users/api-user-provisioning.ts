@@ -9,19 +9,22 @@ import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { ApiUserCredentialType, CreateApiUserCommand, CreatedApiUser } from "./model.js";
 import type { ApiUserRepository } from "./ports.js";
 
+/** What ApiUserProvisioning is built from. */
+export interface ApiUserProvisioningDeps {
+  readonly uow: UnitOfWork;
+  readonly tenants: TenantRepository;
+  readonly apiUsers: ApiUserRepository;
+  readonly audit: AuditRepository;
+  readonly keys: KeyMaterial;
+}
+
 /**
  * Creates API users. The TMC row is locked for the transaction, so concurrent creates for one
  * tenant (on any instance) queue up and the limit cannot be overshot; the row and its audit
  * event commit together.
  */
 export class ApiUserProvisioning {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly tenants: TenantRepository,
-    private readonly apiUsers: ApiUserRepository,
-    private readonly audit: AuditRepository,
-    private readonly keys: KeyMaterial,
-  ) {}
+  constructor(private readonly deps: ApiUserProvisioningDeps) {}
 
   async create(command: CreateApiUserCommand): Promise<CreatedApiUser> {
     if (command.credentialType === "SCIM_TOKEN" && command.role !== "COMPANY_ADMIN") {
@@ -36,13 +39,13 @@ export class ApiUserProvisioning {
     const scope = tenantScope(command.tmcId);
     const clientId = generateClientId();
     const secret = generateClientSecret();
-    await this.uow.transaction(async (tx) => {
-      const tmc = await this.tenants.lockTmc(tx, scope);
+    await this.deps.uow.transaction(async (tx) => {
+      const tmc = await this.deps.tenants.lockTmc(tx, scope);
       if (!tmc) throw notFound("TMC", [{ name: "tmcId", value: command.tmcId }]);
-      if (command.orgId && !(await this.tenants.findCompany(tx, scope, command.orgId))) {
+      if (command.orgId && !(await this.deps.tenants.findCompany(tx, scope, command.orgId))) {
         throw notFound("Organization", [{ name: "orgId", value: command.orgId }]);
       }
-      const active = await this.apiUsers.countActive(tx, scope);
+      const active = await this.deps.apiUsers.countActive(tx, scope);
       if (active >= tmc.maxApiUsers) {
         throw new DomainError(
           "API_USER_LIMIT_EXCEEDED",
@@ -55,15 +58,15 @@ export class ApiUserProvisioning {
           },
         );
       }
-      await this.apiUsers.insert(tx, scope, {
+      await this.deps.apiUsers.insert(tx, scope, {
         clientId,
         orgId: command.orgId,
         role: command.role,
         credentialType: command.credentialType,
-        secretHash: hashClientSecret(this.keys.secretPepper, secret),
+        secretHash: hashClientSecret(this.deps.keys.secretPepper, secret),
         createdBy: command.actor,
       });
-      await this.audit.append(tx, [
+      await this.deps.audit.append(tx, [
         {
           action: "API_USER_CREATE",
           outcome: "SUCCESS",
@@ -75,7 +78,7 @@ export class ApiUserProvisioning {
         },
       ]);
     });
-    return credentialOf(this.keys, clientId, command.credentialType, secret);
+    return credentialOf(this.deps.keys, clientId, command.credentialType, secret);
   }
 }
 

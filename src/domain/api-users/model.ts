@@ -1,3 +1,4 @@
+import type { JSONWebKeySet } from "jose";
 export type ApiUserRole = "TMC_ADMIN" | "COMPANY_ADMIN";
 export type ApiUserCredentialType = "CLIENT_CREDENTIALS" | "SCIM_TOKEN";
 
@@ -9,10 +10,16 @@ export interface ApiUser {
   readonly orgId: string | undefined;
   readonly role: ApiUserRole;
   readonly credentialType: ApiUserCredentialType;
-  /** HMAC of the secret under the server pepper; never the secret. */
+  /** HMAC of the secret under the server pepper; never the secret. Empty: no secret (keys only). */
   readonly secretHash: Buffer;
   /** Bumped on rotation; every token carries the generation it was issued under. */
   readonly credentialGeneration: number;
+  /** The public keys its client assertions are signed with (private_key_jwt); undefined: none registered. */
+  readonly publicKeys?: JSONWebKeySet;
+  /** RFC 9449 5.2 (client metadata dpop_bound_access_tokens): every token request must carry a DPoP proof. */
+  readonly dpopBoundAccessTokens: boolean;
+  /** Or the URL its public keys are fetched from (never both). */
+  readonly jwksUri?: string;
 }
 
 export interface NewApiUser {
@@ -47,3 +54,5 @@ export interface CreateApiUserCommand {
   readonly actor: string;
   readonly requestId: string;
 }
+
+export type { ClientKeyRegistration, RegisteredClientKeys } from "../shared/client-key-registration.js";

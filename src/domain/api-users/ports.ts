@@ -1,3 +1,4 @@
+import type { JSONWebKeySet } from "jose";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import type { CredentialState } from "../tokens/model.js";
@@ -19,6 +20,22 @@ export interface ApiUserListing {
    * raised as the audit flush writes each batch (so it lags by the flush interval).
    */
   readonly lastTokenIssuedAt: Date | undefined;
+  /** Every token request must carry a DPoP proof (RFC 9449 5.2). */
+  readonly dpopBoundAccessTokens: boolean;
+}
+
+/**
+ * A new credential generation: the secret's hash, and what else changes with it (undefined: kept).
+ * Every change a cached client record could miss comes with a new generation (ClientRecordCache).
+ */
+export interface ApiUserCredentialChange {
+  readonly secretHash: Buffer;
+  readonly generation: number;
+  /** A new key set (private_key_jwt): inline, or its URL (one set, the other null); null: none. */
+  readonly publicKeys?: JSONWebKeySet | null;
+  readonly jwksUri?: string | null;
+  /** The DPoP policy (RFC 9449 5.2). */
+  readonly dpopBoundAccessTokens?: boolean;
 }
 
 /** API users, active and revoked (revoked rows stay as tombstones so a clientId is never reused). */
@@ -42,12 +59,7 @@ export interface ApiUserRepository {
   ): Promise<{ users: ApiUserListing[]; total: number }>;
   /** Locks an active user of the tenant for the rest of the transaction. */
   lockActive(tx: Tx, scope: TenantScope, clientId: string): Promise<ApiUser | undefined>;
-  setCredential(
-    tx: Tx,
-    scope: TenantScope,
-    clientId: string,
-    credential: { secretHash: Buffer; generation: number },
-  ): Promise<void>;
+  setCredential(tx: Tx, scope: TenantScope, clientId: string, credential: ApiUserCredentialChange): Promise<void>;
   markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void>;
   /**
    * The active API user a presented credential names. Unscoped by nature: authentication is

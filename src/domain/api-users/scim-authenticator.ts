@@ -6,6 +6,13 @@ import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { ApiUser } from "./model.js";
 import type { ApiUserRepository } from "./ports.js";
 
+/** What ScimAuthenticator is built from. */
+export interface ScimAuthenticatorDeps {
+  readonly uow: UnitOfWork;
+  readonly apiUsers: ApiUserRepository;
+  readonly keys: KeyMaterial;
+}
+
 /**
  * Authenticates a SCIM bearer token: strict decoding, decryption, then the secret inside checked
  * in constant time against the stored hash of an active SCIM_TOKEN API user. Every malformed,
@@ -13,22 +20,18 @@ import type { ApiUserRepository } from "./ports.js";
  * use this; client-credentials access tokens are refused there.)
  */
 export class ScimAuthenticator {
-  private readonly keys: ReadonlyMap<string, Buffer>;
+  private readonly tokenKeys: ReadonlyMap<string, Buffer>;
 
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly apiUsers: ApiUserRepository,
-    private readonly material: KeyMaterial,
-  ) {
-    this.keys = new Map([[material.scimTokenKeyId, material.scimTokenKey]]);
+  constructor(private readonly deps: ScimAuthenticatorDeps) {
+    this.tokenKeys = new Map([[deps.keys.scimTokenKeyId, deps.keys.scimTokenKey]]);
   }
 
   async authenticate(token: string): Promise<ApiUser> {
-    const envelope = openScimToken(this.keys, token);
-    const found = envelope ? await this.apiUsers.findActive(this.uow.direct, envelope.clientId) : undefined;
+    const envelope = openScimToken(this.tokenKeys, token);
+    const found = envelope ? await this.deps.apiUsers.findActive(this.deps.uow.direct, envelope.clientId) : undefined;
     const user = found?.credentialType === "SCIM_TOKEN" ? found : undefined;
     // The comparison runs even for a forged envelope, so every refusal costs the same.
-    const matches = verifyClientSecret(this.material.secretPepper, envelope?.secret ?? "", user?.secretHash);
+    const matches = verifyClientSecret(this.deps.keys.secretPepper, envelope?.secret ?? "", user?.secretHash);
     if (!user || !matches) throw unauthenticated("A valid SCIM token is required");
     return user;
   }

@@ -26,6 +26,15 @@ export interface AuditLogOptions extends Pick<AuditConfig, "batchSize" | "maxBuf
   readonly closeRetryDelaysMs?: readonly number[];
 }
 
+/** What AuditLog is built from. */
+export interface AuditLogDeps {
+  readonly uow: UnitOfWork;
+  readonly events: AuditRepository;
+  readonly logger: Logger;
+  readonly metrics: AuditLogMetrics;
+  readonly clock: Clock;
+}
+
 /**
  * Audit events from the hottest path (token issued, refused, rate limited) are written in
  * batches off the request path: a background job calls `flush` on an interval, and a full batch
@@ -37,11 +46,7 @@ export class AuditLog implements AuditSink {
   private flushing: Promise<void> | undefined;
 
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly events: AuditRepository,
-    private readonly logger: Logger,
-    private readonly metrics: AuditLogMetrics,
-    private readonly clock: Clock,
+    private readonly deps: AuditLogDeps,
     private readonly options: AuditLogOptions,
   ) {}
 
@@ -51,12 +56,12 @@ export class AuditLog implements AuditSink {
   }
 
   record(event: AuditEvent): void {
-    this.buffer.push(sanitized({ ...event, occurredAt: event.occurredAt ?? this.clock() }));
+    this.buffer.push(sanitized({ ...event, occurredAt: event.occurredAt ?? this.deps.clock() }));
     if (this.buffer.length > this.options.maxBuffered) {
       const excess = this.buffer.length - this.options.maxBuffered;
       this.buffer.splice(0, excess);
-      this.metrics.dropped.inc(excess);
-      this.logger.error({ dropped: excess }, "audit buffer full: oldest events dropped");
+      this.deps.metrics.dropped.inc(excess);
+      this.deps.logger.error({ dropped: excess }, "audit buffer full: oldest events dropped");
     }
     if (this.buffer.length >= this.options.batchSize) void this.flush();
   }
@@ -75,8 +80,8 @@ export class AuditLog implements AuditSink {
       await this.flush();
     }
     if (this.buffer.length > 0) {
-      this.metrics.dropped.inc(this.buffer.length);
-      this.logger.error({ lost: this.buffer.length }, "audit events could not be written before shutdown");
+      this.deps.metrics.dropped.inc(this.buffer.length);
+      this.deps.logger.error({ lost: this.buffer.length }, "audit events could not be written before shutdown");
     }
   }
 
@@ -84,12 +89,12 @@ export class AuditLog implements AuditSink {
     while (this.buffer.length > 0) {
       const batch = this.buffer.slice(0, this.options.batchSize);
       try {
-        await this.events.append(this.uow.direct, batch);
+        await this.deps.events.append(this.deps.uow.direct, batch);
         this.countWritten(batch);
       } catch (error) {
         if (!(error instanceof AuditRecordRejected)) {
-          this.metrics.writeFailures.inc();
-          this.logger.error(
+          this.deps.metrics.writeFailures.inc();
+          this.deps.logger.error(
             { err: { message: (error as Error).message }, pending: this.buffer.length },
             "audit write failed; will retry",
           );
@@ -106,7 +111,7 @@ export class AuditLog implements AuditSink {
   private countWritten(events: readonly AuditEvent[]): void {
     const perTenant = new Map<string, number>();
     for (const { tmcId } of events) perTenant.set(tmcId ?? "", (perTenant.get(tmcId ?? "") ?? 0) + 1);
-    for (const [tmc_id, count] of perTenant) this.metrics.written.inc({ tmc_id }, count);
+    for (const [tmc_id, count] of perTenant) this.deps.metrics.written.inc({ tmc_id }, count);
   }
 
   /** False when the database became unreachable meanwhile (the batch stays for the next attempt). */
@@ -114,18 +119,18 @@ export class AuditLog implements AuditSink {
     const written: AuditEvent[] = [];
     for (const event of batch) {
       try {
-        await this.events.append(this.uow.direct, [event]);
+        await this.deps.events.append(this.deps.uow.direct, [event]);
         written.push(event);
         this.countWritten([event]);
       } catch (error) {
         if (!(error instanceof AuditRecordRejected)) {
           // Keep only what is not written yet, in order.
           this.buffer.splice(0, batch.length, ...batch.filter((e) => !written.includes(e)));
-          this.metrics.writeFailures.inc();
+          this.deps.metrics.writeFailures.inc();
           return false;
         }
-        this.metrics.rejected.inc();
-        this.logger.error(
+        this.deps.metrics.rejected.inc();
+        this.deps.logger.error(
           {
             err: { message: (error.cause as Error)?.message },
             action: event.action,

@@ -41,7 +41,7 @@ export interface AuditRepository {
   append(tx: Tx, events: readonly AuditEvent[]): Promise<void>;
   /** A tenant's trail, newest first. */
   list(tx: Tx, scope: TenantScope, limit: number): Promise<RecordedAuditEvent[]>;
-  /** A tenant's trail narrowed by `filter`, newest (highest id) first, at most `limit` events. */
+  /** A tenant's trail narrowed by `filter`, newest first (highest id; in a time window, latest occurred_at, then id), at most `limit` events. */
   search(tx: Tx, scope: TenantScope, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]>;
   /**
    * The platform's own trail (events of no tenant: resource servers, refusals no tenant can be

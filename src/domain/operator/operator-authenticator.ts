@@ -14,6 +14,12 @@ export interface OperatorAttemptLimiter {
 /** The identity the operator's failed attempts are counted under, per source address (`--client-id operator`). */
 export const OPERATOR = "operator";
 
+/** What OperatorAuthenticator is built from. */
+export interface OperatorAuthenticatorDeps {
+  readonly credential: OperatorCredential;
+  readonly limiter: OperatorAttemptLimiter;
+}
+
 /**
  * Authenticates the platform operator: every attempt reserves a failure point of the operator at
  * its source address first, given back on success, and wrong credentials are refused with 429 once
@@ -29,16 +35,13 @@ export const OPERATOR = "operator";
  * port, where network placement, not a lockout, keeps strangers away.
  */
 export class OperatorAuthenticator {
-  constructor(
-    private readonly credential: OperatorCredential,
-    private readonly limiter: OperatorAttemptLimiter,
-  ) {}
+  constructor(private readonly deps: OperatorAuthenticatorDeps) {}
 
   async authenticate(presented: string | undefined, address: string): Promise<void> {
-    const reservation = await this.limiter.reserveAttempt(OPERATOR, true, address);
-    if (presented === undefined || !this.credential.matches(presented)) {
+    const reservation = await this.deps.limiter.reserveAttempt(OPERATOR, true, address);
+    if (presented === undefined || !this.deps.credential.matches(presented)) {
       if (reservation.decision.allowed) throw unauthenticated("A valid operator credential is required");
-      throw tooManyRequests(reservation.decision.retryAfterSeconds ?? 1);
+      throw tooManyRequests(reservation.decision);
     }
     await reservation.release();
   }

@@ -1,9 +1,9 @@
 import { DomainError } from "../../errors/domain-error.js";
 
-/** A refusal for a spent budget; the edge adds Retry-After. */
-export const tooManyRequests = (retryAfterSeconds: number) =>
+/** The refusal of a decision that spent a budget (a second when it names none); the edge adds Retry-After. */
+export const tooManyRequests = (decision: Pick<RateLimitDecision, "retryAfterSeconds">) =>
   new DomainError("TOO_MANY_REQUESTS", "Rate limit exceeded; retry later with exponential backoff", {
-    params: [{ name: "retryAfterSeconds", value: String(retryAfterSeconds) }],
+    params: [{ name: "retryAfterSeconds", value: String(decision.retryAfterSeconds ?? 1) }],
   });
 
 /** A fixed window: `points` requests per `durationSeconds`. */

@@ -50,7 +50,7 @@ export type HeldClientAdmission =
  *   back on success, so concurrent guesses can never overshoot the budget;
  * - a spent (client, address) failure budget refuses wrong secrets (429), not the right one: a
  *   stranger sharing the client's address (a NAT, or a balancer when TRUSTED_PROXIES is unset)
- *   cannot lock it out with ten wrong secrets (issue 18). To keep guessing bounded, every attempt
+ *   cannot lock it out with ten wrong secrets. To keep guessing bounded, every attempt
  *   evaluated at a locked-out address spends a point of the client's locked-guess budget (all
  *   addresses together, LOCKED_GUESSES_PER_FAILURE_POINT × the failure limit per window), given
  *   back when the secret was right; once that is spent, locked-out addresses are refused unevaluated.
@@ -86,6 +86,10 @@ export class TokenRateLimiter {
       points: limits.failures.points * LOCKED_GUESSES_PER_FAILURE_POINT,
       durationSeconds: limits.failures.durationSeconds,
     });
+  }
+
+  get oneRoundTrip(): boolean {
+    return this.admission !== undefined;
   }
 
   /** Called once per token request before anything else: one point of the source address's budget. */

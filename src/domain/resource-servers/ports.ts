@@ -1,3 +1,4 @@
+import type { JSONWebKeySet } from "jose";
 import type { Tx } from "../shared/unit-of-work.js";
 import type { CredentialState } from "../tokens/model.js";
 import type { NewResourceServer, ResourceServer, ResourceServerListing } from "./model.js";
@@ -24,7 +25,15 @@ export interface ResourceServerRepository {
   findActive(tx: Tx, clientId: string): Promise<ResourceServer | undefined>;
   /** Locks an active server for the rest of the transaction. */
   lockActive(tx: Tx, clientId: string): Promise<ResourceServer | undefined>;
-  setCredential(tx: Tx, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void>;
+  /**
+   * A new credential: a secret (`publicKeys` and `jwksUri` null: the keys go) or a key set, inline
+   * or by URL (with NO_SECRET; the other one null).
+   */
+  setCredential(
+    tx: Tx,
+    clientId: string,
+    credential: { secretHash: Buffer; generation: number; publicKeys: JSONWebKeySet | null; jwksUri: string | null },
+  ): Promise<void>;
   /** Marks it removed (the tombstone stays) and frees its audiences. */
   markRemoved(tx: Tx, clientId: string): Promise<void>;
   /** The subset of `audiences` served by an active resource server (token requests naming an audience). */

@@ -41,6 +41,13 @@ export interface Projection {
   readonly excludedAttributes: string;
 }
 
+/** What ScimUsers is built from. */
+export interface ScimUsersDeps {
+  readonly uow: UnitOfWork;
+  readonly users: ScimUserRepository;
+  readonly audit: AuditRepository;
+}
+
 /**
  * SCIM 2.0 provisioning of a company's users (RFC 7644). Every operation is confined to the
  * calling SCIM API user's company: another company's user is "not found", exactly like an
@@ -51,9 +58,7 @@ export interface Projection {
  */
 export class ScimUsers {
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly users: ScimUserRepository,
-    private readonly audit: AuditRepository,
+    private readonly deps: ScimUsersDeps,
     /** The SCIM base URL (…/v2/scim/v2) for meta.location and Location. */
     private readonly baseUrl: string,
   ) {}
@@ -66,8 +71,8 @@ export class ScimUsers {
     // RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; larger counts are capped.
     const startIndex = Math.max(1, request.startIndex ?? 1);
     const count = Math.min(MAX_PAGE_COUNT, Math.max(0, request.count ?? DEFAULT_PAGE_COUNT));
-    const { users, total } = await this.users.list(
-      this.uow.direct,
+    const { users, total } = await this.deps.users.list(
+      this.deps.uow.direct,
       tenantScope(caller.tmcId),
       caller.companyId,
       filter,
@@ -85,7 +90,7 @@ export class ScimUsers {
     userId: string,
     projection: Projection = { attributes: "", excludedAttributes: "" },
   ): Promise<ProjectedUser> {
-    const user = await this.users.find(this.uow.direct, tenantScope(caller.tmcId), caller.companyId, userId);
+    const user = await this.deps.users.find(this.deps.uow.direct, tenantScope(caller.tmcId), caller.companyId, userId);
     if (!user) throw userNotFound(userId);
     return project(userResource(user, this.baseUrl), projection.attributes, projection.excludedAttributes);
   }
@@ -96,10 +101,12 @@ export class ScimUsers {
     requestId: string,
   ): Promise<{ resource: ScimUserResource; location: string }> {
     const attributes = userAttributes(document, { kind: "create" });
-    const user = await this.uow.transaction(async (tx) => {
+    const user = await this.deps.uow.transaction(async (tx) => {
       const record = await this.recordOf(tx, caller, undefined, attributes);
-      const created = await this.users.insert(tx, tenantScope(caller.tmcId), caller.companyId, record);
-      await this.audit.append(tx, [event("SCIM_USER_CREATE", caller, created.id, requestId, writtenNames(attributes))]);
+      const created = await this.deps.users.insert(tx, tenantScope(caller.tmcId), caller.companyId, record);
+      await this.deps.audit.append(tx, [
+        event("SCIM_USER_CREATE", caller, created.id, requestId, writtenNames(attributes)),
+      ]);
       return created;
     });
     const resource = userResource(user, this.baseUrl);
@@ -132,9 +139,9 @@ export class ScimUsers {
 
   async delete(caller: ScimCaller, userId: string, requestId: string): Promise<void> {
     const scope = tenantScope(caller.tmcId);
-    await this.uow.transaction(async (tx) => {
-      if (!(await this.users.markDeleted(tx, scope, caller.companyId, userId))) throw userNotFound(userId);
-      await this.audit.append(tx, [event("SCIM_USER_DELETE", caller, userId, requestId)]);
+    await this.deps.uow.transaction(async (tx) => {
+      if (!(await this.deps.users.markDeleted(tx, scope, caller.companyId, userId))) throw userNotFound(userId);
+      await this.deps.audit.append(tx, [event("SCIM_USER_DELETE", caller, userId, requestId)]);
     });
   }
 
@@ -171,13 +178,13 @@ export class ScimUsers {
     next: (current: ScimUser) => ScimUserAttributes,
   ): Promise<ScimUserResource> {
     const scope = tenantScope(caller.tmcId);
-    const user = await this.uow.transaction(async (tx) => {
-      const current = await this.users.lock(tx, scope, caller.companyId, userId);
+    const user = await this.deps.uow.transaction(async (tx) => {
+      const current = await this.deps.users.lock(tx, scope, caller.companyId, userId);
       if (!current) throw userNotFound(userId);
       const record = await this.recordOf(tx, caller, current, next(current));
-      const updated = await this.users.update(tx, scope, caller.companyId, userId, record);
+      const updated = await this.deps.users.update(tx, scope, caller.companyId, userId, record);
       if (!updated) throw userNotFound(userId);
-      await this.audit.append(tx, [event(action, caller, userId, requestId, changedNames(current, updated))]);
+      await this.deps.audit.append(tx, [event(action, caller, userId, requestId, changedNames(current, updated))]);
       return updated;
     });
     return userResource(user, this.baseUrl);
@@ -233,7 +240,7 @@ export class ScimUsers {
       const manager =
         enterprise.managerId === current?.id
           ? undefined
-          : await this.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
+          : await this.deps.users.find(tx, tenantScope(caller.tmcId), caller.companyId, enterprise.managerId);
       if (!manager)
         throw new DomainError("INVALID_VALUE", "manager.value must be the id of another user of the company", {
           params: [{ name: "manager.value", value: "invalid" }],

@@ -14,35 +14,38 @@ export interface DemoSeed {
   airCreditCount: number;
 }
 
+/** What DemoSeeder is built from. */
+export interface DemoSeederDeps {
+  readonly uow: UnitOfWork;
+  readonly tenants: SeedTenants;
+  readonly apiUsers: SeedApiUsers;
+  readonly airCredits: UnusedCreditRepository;
+  readonly clock: Clock;
+}
+
 /** Demo data for `cli seed` (README, docs/scim.md and docs/air-credits.md walk-throughs): each run creates a fresh, independent demo tenant. */
 export class DemoSeeder {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly tenants: SeedTenants,
-    private readonly apiUsers: SeedApiUsers,
-    private readonly airCredits: UnusedCreditRepository,
-    private readonly clock: Clock,
-  ) {}
+  constructor(private readonly deps: DemoSeederDeps) {}
 
   async seed(requestId: string): Promise<DemoSeed> {
-    const tmc = await this.tenants.createTmc("Demo Travel Management");
-    const company = await this.tenants.createCompany(tmc.id, "Acme Corporation");
+    const tmc = await this.deps.tenants.createTmc("Demo Travel Management");
+    const company = await this.deps.tenants.createCompany(tmc.id, "Acme Corporation");
     const users = [
-      await this.tenants.createUser({
+      await this.deps.tenants.createUser({
         orgId: company.id,
         email: "ada.lovelace@acme.example",
         givenName: "Ada",
         familyName: "Lovelace",
         isActive: true,
       }),
-      await this.tenants.createUser({
+      await this.deps.tenants.createUser({
         orgId: company.id,
         email: "alan.turing@acme.example",
         givenName: "Alan",
         familyName: "Turing",
         isActive: true,
       }),
-      await this.tenants.createUser({
+      await this.deps.tenants.createUser({
         orgId: company.id,
         email: "grace.hopper@acme.example",
         givenName: "Grace",
@@ -51,14 +54,14 @@ export class DemoSeeder {
       }),
     ];
     const scope = tenantScope(tmc.id);
-    const today = this.clock();
+    const today = this.deps.clock();
     const inMonths = (months: number) =>
       new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth() + months, 15)).toISOString().slice(0, 10);
-    const airCreditCount = await this.uow.transaction(async (tx) => {
-      const { created } = await this.airCredits.upsertCredits(tx, scope, company.id, demoCredits(inMonths));
+    const airCreditCount = await this.deps.uow.transaction(async (tx) => {
+      const { created } = await this.deps.airCredits.upsertCredits(tx, scope, company.id, demoCredits(inMonths));
       return created;
     });
-    const admin = await this.apiUsers.create({
+    const admin = await this.deps.apiUsers.create({
       tmcId: tmc.id,
       orgId: undefined,
       role: "TMC_ADMIN",

@@ -19,6 +19,9 @@ export function hashClientSecret(pepper: KeyMaterial["secretPepper"], secret: st
   return crypto.createHmac("sha256", pepper).update(secret, "utf8").digest();
 }
 
+/** A keys-only client's secret hash: empty, which no presented secret can match (verifyClientSecret). */
+export const NO_SECRET = Buffer.alloc(0);
+
 /** Constant-time check; an absent hash still costs one comparison so unknown clients take as long. */
 export function verifyClientSecret(
   pepper: KeyMaterial["secretPepper"],

@@ -17,6 +17,8 @@ export interface KeyMaterial {
   readonly signingKeyEncryptionKey: Buffer;
   /** Short public id of the SCIM key, written into envelopes so the key can rotate. */
   readonly scimTokenKeyId: string;
+  /** HMAC key of the DPoP nonces (RFC 9449 8): every instance offers and accepts the same ones. */
+  readonly dpopNonceKey: crypto.KeyObject;
 }
 
 export function deriveKeyMaterial(masterKey: Buffer): KeyMaterial {
@@ -27,5 +29,6 @@ export function deriveKeyMaterial(masterKey: Buffer): KeyMaterial {
     scimTokenKey,
     signingKeyEncryptionKey: derive("signing-key-encryption/v1"),
     scimTokenKeyId: crypto.createHash("sha256").update(scimTokenKey).digest("hex").slice(0, 12),
+    dpopNonceKey: crypto.createSecretKey(derive("dpop-nonce/v1")),
   };
 }

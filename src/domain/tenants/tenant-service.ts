@@ -4,28 +4,31 @@ import type { UnitOfWork } from "../shared/unit-of-work.js";
 import { DEFAULT_MAX_API_USERS, type Company, type Tmc, type User } from "./model.js";
 import type { TenantRepository } from "./ports.js";
 
+/** What TenantService is built from. */
+export interface TenantServiceDeps {
+  readonly uow: UnitOfWork;
+  readonly tenants: TenantRepository;
+}
+
 /** Tenants as the platform operator manages them: TMCs, their companies and users. */
 export class TenantService {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly tenants: TenantRepository,
-  ) {}
+  constructor(private readonly deps: TenantServiceDeps) {}
 
   createTmc(name: string, maxApiUsers = DEFAULT_MAX_API_USERS): Promise<Tmc> {
-    return this.tenants.createTmc(this.uow.direct, name, maxApiUsers);
+    return this.deps.tenants.createTmc(this.deps.uow.direct, name, maxApiUsers);
   }
 
   async setApiUserLimit(tmcId: string, maxApiUsers: number): Promise<Tmc> {
-    const tmc = await this.tenants.setApiUserLimit(this.uow.direct, tenantScope(tmcId), maxApiUsers);
+    const tmc = await this.deps.tenants.setApiUserLimit(this.deps.uow.direct, tenantScope(tmcId), maxApiUsers);
     if (!tmc) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
     return tmc;
   }
 
   async createCompany(tmcId: string, name: string): Promise<Company> {
     const scope = tenantScope(tmcId);
-    return this.uow.transaction(async (tx) => {
-      if (!(await this.tenants.findTmc(tx, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
-      return this.tenants.createCompany(tx, scope, name);
+    return this.deps.uow.transaction(async (tx) => {
+      if (!(await this.deps.tenants.findTmc(tx, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+      return this.deps.tenants.createCompany(tx, scope, name);
     });
   }
 
@@ -36,11 +39,11 @@ export class TenantService {
     familyName: string;
     isActive: boolean;
   }): Promise<User> {
-    return this.uow.transaction(async (tx) => {
-      const scope = await this.tenants.tenantOfCompany(tx, input.orgId);
+    return this.deps.uow.transaction(async (tx) => {
+      const scope = await this.deps.tenants.tenantOfCompany(tx, input.orgId);
       if (!scope) throw notFound("Company", [{ name: "orgId", value: input.orgId }]);
       const { orgId, ...user } = input;
-      return this.tenants.createUser(tx, scope, orgId, user);
+      return this.deps.tenants.createUser(tx, scope, orgId, user);
     });
   }
 }

@@ -5,7 +5,15 @@ import type { Clock } from "../shared/clock.js";
 import { RandomBytePool } from "../shared/random-pool.js";
 import type { CredentialGenerations } from "./credential-generations.js";
 import { TOKEN_NOT_REVOKED, tokenCredentialId, type BoundCredential, type Principal } from "./model.js";
-import { JwtRejected, verifyJwt, type JwtRules } from "./jwt-verifier.js";
+// The one JWS implementation, shared with the verifier package (CONTRIBUTING.md, "The JWS module").
+import {
+  JwtRejected,
+  refusalCheckOf,
+  signCompactJws,
+  verifyJws,
+  type JwtRules,
+} from "../../../packages/verifier/src/jws.js";
+import { hasRequiredClaims, PRESENCE_CHECKED_CLAIMS } from "../../../packages/verifier/src/token-format.js";
 import type { VerifiedTokens } from "./verified-tokens.js";
 import { SIGNING_ALG, VERIFICATION_CLOCK_TOLERANCE_SECONDS, type SigningKeyRing } from "./signing-key-ring.js";
 
@@ -25,6 +33,8 @@ export interface NewAccessToken {
   /** First entry: the obtaining client's own credential (the `gen` claim). */
   credentials: readonly BoundCredential[];
   ttlSeconds: number;
+  /** The thumbprint of the DPoP proof key the token is bound to (`cnf.jkt`); undefined for a bearer token. */
+  boundKey?: string;
 }
 
 /** What every access token of this service must carry and be (RFC 9068), but the moment and the audience. */
@@ -32,7 +42,7 @@ export const ACCESS_TOKEN_RULES = {
   algorithms: new Set([SIGNING_ALG]),
   typ: "at+jwt",
   clockToleranceSeconds: VERIFICATION_CLOCK_TOLERANCE_SECONDS,
-  requiredClaims: ["sub", "exp", "iat", "jti", "aud", "client_id", "tmc_id", "role", "gen"],
+  requiredClaims: PRESENCE_CHECKED_CLAIMS,
 } as const satisfies Omit<JwtRules, "issuer" | "audience" | "now">;
 
 interface Claims extends JWTPayload {
@@ -45,6 +55,7 @@ interface Claims extends JWTPayload {
   gen: number;
   creds?: Array<[string, number]>;
   act?: Record<string, unknown>;
+  cnf?: { jkt: string };
 }
 
 /**
@@ -77,6 +88,7 @@ export class AccessTokens {
       gen: own[1],
       ...(others.length ? { creds: others.map(([id, g]) => [id, g] as [string, number]) } : {}),
       ...(token.act ? { act: token.act } : {}),
+      ...(token.boundKey !== undefined ? { cnf: { jkt: token.boundKey } } : {}),
     };
     const payload: Claims = {
       ...claims,
@@ -87,7 +99,7 @@ export class AccessTokens {
       exp: iat + token.ttlSeconds,
       jti: TOKEN_IDS.base64url(16),
     };
-    const accessToken = signCompactJws({ alg: SIGNING_ALG, typ: "at+jwt", kid }, payload, key);
+    const accessToken = signCompactJws({ alg: SIGNING_ALG, typ: "at+jwt", kid }, payload, keyObjectOf(key));
     return { accessToken, expiresIn: token.ttlSeconds };
   }
 
@@ -127,20 +139,20 @@ export class AccessTokens {
   private async signedPrincipal(token: string, audience?: string): Promise<Principal> {
     const known = this.knownPrincipal(token, audience);
     if (known) return known;
-    let payload: Claims;
+    let verified: { header: Record<string, unknown>; claims: Record<string, unknown> };
     try {
-      payload = (await verifyJwt(token, (kid, segment) => this.keys.verificationKeysFor(kid, segment), {
+      verified = await verifyJws(token, (kid, segment) => this.keys.verificationKeysFor(kid, segment), {
         ...ACCESS_TOKEN_RULES,
         issuer: this.issuer,
         ...(audience ? { audience } : {}),
         now: this.now(),
-      })) as Claims;
+      });
     } catch (error) {
-      throw refused(reasonOf(error), failedCheckOf(error));
+      throw refused(reasonOf(error), refusalCheckOf(error));
     }
-    const principal = toPrincipal(payload);
-    const kid = kidOf(token);
-    if (kid !== undefined) this.verified?.remember(token, { principal, kid });
+    const principal = toPrincipal(verified.claims as Claims);
+    const kid = verified.header.kid;
+    if (typeof kid === "string" && kid !== "") this.verified?.remember(token, { principal, kid });
     return principal;
   }
 
@@ -163,18 +175,6 @@ export class AccessTokens {
   }
 }
 
-/** The `kid` of a compact JWS's protected header (undefined when it has none or it cannot be read). */
-function kidOf(token: string): string | undefined {
-  try {
-    const header = JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as {
-      kid?: unknown;
-    };
-    return typeof header.kid === "string" && header.kid !== "" ? header.kid : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * What a token's validity depends on besides its signature: every credential it is bound to must
  * still have the generation it was issued under, and the token itself must not have been revoked
@@ -191,19 +191,6 @@ function stillValid(principal: Principal, current: ReadonlyMap<string, number | 
   );
 }
 
-/**
- * A compact JWS (RFC 7515) signed with node:crypto's one-shot Ed25519 signature: synchronous and
- * several times cheaper per token than WebCrypto's job queue, which jose's SignJWT goes through.
- * Verification (jwt-verifier.ts) is node:crypto's one-shot verify too.
- */
-function signCompactJws(header: Record<string, string>, payload: Claims, key: CryptoKey): string {
-  const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
-  const signature = crypto.sign(null, Buffer.from(input), keyObjectOf(key));
-  return `${input}.${signature.toString("base64url")}`;
-}
-
-const base64url = (text: string) => Buffer.from(text, "utf8").toString("base64url");
-
 /** The KeyObject of each WebCrypto key, converted once (keys live as long as the key ring keeps them). */
 const keyObjects = new WeakMap<CryptoKey, crypto.KeyObject>();
 function keyObjectOf(key: CryptoKey): crypto.KeyObject {
@@ -216,11 +203,9 @@ function keyObjectOf(key: CryptoKey): crypto.KeyObject {
 }
 
 function toPrincipal(p: Claims): Principal {
-  const malformed = () => refused("The access token is malformed", "claims");
-  if (typeof p.client_id !== "string" || typeof p.tmc_id !== "string" || typeof p.gen !== "number") throw malformed();
-  if (p.role !== "TMC_ADMIN" && p.role !== "COMPANY_ADMIN") throw malformed();
-  const creds = Array.isArray(p.creds) ? p.creds : [];
-  if (!creds.every((c) => Array.isArray(c) && typeof c[0] === "string" && typeof c[1] === "number")) throw malformed();
+  // The claims' shape as the verifier package checks it too (token-format.ts).
+  if (!hasRequiredClaims(p)) throw refused("The access token is malformed", "claims");
+  const creds = p.creds ?? [];
   return {
     clientId: p.client_id,
     tmcId: p.tmc_id,
@@ -236,6 +221,7 @@ function toPrincipal(p: Claims): Principal {
     issuer: p.iss!,
     issuedAt: p.iat!,
     expiresAt: p.exp!,
+    confirmation: p.cnf ? { jkt: p.cnf.jkt } : undefined,
   };
 }
 
@@ -246,37 +232,6 @@ function toPrincipal(p: Claims): Principal {
 function refused(message: string, check: string): DomainError {
   return new DomainError("USER_NOT_AUTHENTICATED", message, { logged: { refusalReason: check } });
 }
-
-/** Which check refused the token, for the log: format, algorithm, key, signature, expiry, audience, type, issuer, … */
-function failedCheckOf(error: unknown): string {
-  if (!(error instanceof JwtRejected)) return "verification";
-  switch (error.code) {
-    case "ERR_JWS_INVALID":
-    case "ERR_JWT_INVALID":
-    case "ERR_JOSE_NOT_SUPPORTED":
-      return "format";
-    case "ERR_JOSE_ALG_NOT_ALLOWED":
-      return "algorithm";
-    case "ERR_JWKS_NO_MATCHING_KEY":
-    case "ERR_JWKS_MULTIPLE_MATCHING_KEYS":
-      return "key";
-    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
-      return "signature";
-    case "ERR_JWT_EXPIRED":
-      return "expiry";
-    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
-      return CLAIM_CHECKS[error.claim ?? ""] ?? `claim ${error.claim ?? "unknown"}`;
-  }
-}
-
-/** The claim checks by the claim jose names. */
-const CLAIM_CHECKS: Readonly<Record<string, string>> = {
-  aud: "audience",
-  typ: "type",
-  iss: "issuer",
-  nbf: "not yet valid",
-  iat: "issued at",
-};
 
 /** Says why, in words safe for the caller: never key material or claims. */
 function reasonOf(error: unknown): string {

@@ -1,18 +1,22 @@
 import type { CredentialChangePublisher } from "../api-users/ports.js";
 import type { Clock } from "../shared/clock.js";
+import { CoalescedReads } from "../shared/coalesced-reads.js";
 import type { LabelledCounter, Logger } from "../shared/observability.js";
+import { RepeatedWarnings } from "../shared/repeated-warnings.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
 import { isTokenCredentialId, TOKEN_NOT_REVOKED, type CredentialState } from "./model.js";
-import type { ChangeFeed, CredentialChangeLog, GenerationCache, NumberedChange } from "./ports.js";
+import type {
+  ChangeFeed,
+  CredentialChangeLog,
+  CredentialStateSource,
+  GenerationCache,
+  NumberedChange,
+} from "./ports.js";
 
 /** Current generation per client id; undefined for a revoked or unknown client. */
 export type Generations = Map<string, number | undefined>;
 
 /** Where the truth about credential states is read (Postgres): API users, and revoked access tokens under their token credential ids. */
-export interface CredentialStateSource {
-  credentialStates(tx: Tx, ids: readonly string[]): Promise<Map<string, CredentialState>>;
-}
-
 export interface CredentialGenerationsOptions {
   /** Changes older than this are forgotten by the log: no cached state can be older (the cache's TTL). */
   readonly logRetentionSeconds: number;
@@ -43,16 +47,21 @@ export class CredentialGenerations implements CredentialChangePublisher {
   private knownSeq = 0;
   private reconciling: Promise<number> | undefined;
   private readonly committedListeners = new Set<(seq: number) => void>();
+  private readonly warnings = new RepeatedWarnings();
+  /** The requests' reads of the truth, coalesced: a cache outage costs one pooled connection, not one per request. */
+  private readonly requestReads = new CoalescedReads<string, CredentialState>((ids) => this.fromDatabase(ids));
 
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly source: CredentialStateSource,
-    private readonly changes: CredentialChangeLog,
-    private readonly cache: GenerationCache,
-    private readonly feed: ChangeFeed,
-    private readonly logger: Logger,
-    private readonly fallbacks: LabelledCounter<"operation">,
-    private readonly clock: Clock,
+    private readonly deps: {
+      readonly uow: UnitOfWork;
+      readonly source: CredentialStateSource;
+      readonly changes: CredentialChangeLog;
+      readonly cache: GenerationCache;
+      readonly feed: ChangeFeed;
+      readonly logger: Logger;
+      readonly fallbacks: LabelledCounter<"operation">;
+      readonly clock: Clock;
+    },
     private readonly options: CredentialGenerationsOptions,
   ) {}
 
@@ -61,34 +70,34 @@ export class CredentialGenerations implements CredentialChangePublisher {
    * what it may have missed before it believes the cache.
    */
   async start(): Promise<void> {
-    this.learn(await this.changes.latest(this.uow.direct));
-    this.feed.start(
+    this.learn(await this.deps.changes.latest(this.deps.uow.direct));
+    this.deps.feed.start(
       (seq) => this.learn(seq),
       async () => {
-        this.learn(await this.changes.latest(this.uow.direct));
+        this.learn(await this.deps.changes.latest(this.deps.uow.direct));
         void this.reconcile().catch((error: unknown) => this.fallback("write", error));
       },
     );
   }
 
   stop(): Promise<void> {
-    return this.feed.stop();
+    return this.deps.feed.stop();
   }
 
   async current(clientIds: readonly string[]): Promise<Generations> {
-    if (!this.feed.connected) return toGenerations(clientIds, await this.fromDatabase(clientIds));
+    if (!this.deps.feed.connected) return toGenerations(clientIds, await this.requestReads.get(clientIds));
     let read: { states: Array<CredentialState | undefined>; watermark: number };
     try {
-      read = await this.cache.read(clientIds);
+      read = await this.deps.cache.read(clientIds);
     } catch (error) {
       this.fallback("read", error);
-      return toGenerations(clientIds, await this.fromDatabase(clientIds));
+      return toGenerations(clientIds, await this.requestReads.get(clientIds));
     }
     if (read.watermark < this.knownSeq) {
       // The cache missed a committed change: believe none of it, and repair it in the background.
       this.fallback("stale", new Error(`cache watermark ${read.watermark} is behind change ${this.knownSeq}`));
       void this.reconcile().catch((error: unknown) => this.fallback("write", error));
-      return toGenerations(clientIds, await this.fromDatabase(clientIds));
+      return toGenerations(clientIds, await this.requestReads.get(clientIds));
     }
     const result: Generations = new Map();
     const missing: string[] = [];
@@ -101,10 +110,11 @@ export class CredentialGenerations implements CredentialChangePublisher {
       else result.set(id, state.generation);
     });
     if (missing.length > 0) {
-      const fresh = await this.fromDatabase(missing);
+      const read = await this.requestReads.get(missing);
+      const fresh = new Map(missing.map((id) => [id, read.get(id)!]));
       for (const id of missing) result.set(id, fresh.get(id)!.generation);
       // A fill carries the change number it reflects: it can never overwrite a newer state.
-      await this.cache.write(fresh).catch((error: unknown) => this.fallback("write", error));
+      await this.deps.cache.write(fresh).catch((error: unknown) => this.fallback("write", error));
     }
     return result;
   }
@@ -114,7 +124,7 @@ export class CredentialGenerations implements CredentialChangePublisher {
    * (what current() checks); undefined while the change feed is down and nothing can vouch for it.
    */
   believableFrom(): number | undefined {
-    return this.feed.connected ? this.knownSeq : undefined;
+    return this.deps.feed.connected ? this.knownSeq : undefined;
   }
 
   /**
@@ -128,7 +138,7 @@ export class CredentialGenerations implements CredentialChangePublisher {
 
   /** Numbers the change inside its transaction (the database announces it to every instance at commit). */
   recordChange(tx: Tx, clientId: string): Promise<NumberedChange> {
-    return this.changes.record(tx, clientId);
+    return this.deps.changes.record(tx, clientId);
   }
 
   /**
@@ -144,7 +154,7 @@ export class CredentialGenerations implements CredentialChangePublisher {
     // secret would be lost); every instance already refuses the old credential.
     try {
       const states = await this.fromDatabase([clientId]);
-      await this.cache.write(states, { to: change.seq, ifAtLeast: change.previous });
+      await this.deps.cache.write(states, { to: change.seq, ifAtLeast: change.previous });
     } catch (error) {
       this.fallback("write", error);
     }
@@ -162,31 +172,31 @@ export class CredentialGenerations implements CredentialChangePublisher {
 
   /** Forgets log entries older than any state the cache can still hold. */
   async pruneLog(): Promise<number> {
-    return this.changes.prune(
+    return this.deps.changes.prune(
       this.background.direct,
-      new Date(this.clock().getTime() - this.options.logRetentionSeconds * 1000),
+      new Date(this.deps.clock().getTime() - this.options.logRetentionSeconds * 1000),
     );
   }
 
   private get background(): UnitOfWork {
-    return this.options.backgroundUow ?? this.uow;
+    return this.options.backgroundUow ?? this.deps.uow;
   }
 
   private async reconcileOnce(): Promise<number> {
-    const latest = await this.changes.latest(this.background.direct);
+    const latest = await this.deps.changes.latest(this.background.direct);
     this.learn(latest);
-    const { watermark } = await this.cache.read([]);
+    const { watermark } = await this.deps.cache.read([]);
     if (watermark >= latest) return 0;
     // Changes commit in number order, so every change up to `latest` is in the log now (unless
     // pruned: older than any state the cache can still hold).
-    const missed = await this.changes.since(this.background.direct, watermark, this.options.reconcileBatch);
+    const missed = await this.deps.changes.since(this.background.direct, watermark, this.options.reconcileBatch);
     if (missed.length === 0) {
-      await this.cache.write(new Map(), { to: latest, ifAtLeast: watermark });
+      await this.deps.cache.write(new Map(), { to: latest, ifAtLeast: watermark });
       return 0;
     }
     const states = await this.fromDatabase([...new Set(missed.map((m) => m.clientId))], this.background);
-    await this.cache.write(states, { to: missed[missed.length - 1]!.seq, ifAtLeast: watermark });
-    this.logger.info(
+    await this.deps.cache.write(states, { to: missed[missed.length - 1]!.seq, ifAtLeast: watermark });
+    this.deps.logger.info(
       { count: missed.length, from: watermark },
       "credential state: republished changes the cache had missed",
     );
@@ -199,8 +209,8 @@ export class CredentialGenerations implements CredentialChangePublisher {
     for (const listener of this.committedListeners) listener(seq);
   }
 
-  private async fromDatabase(clientIds: readonly string[], uow = this.uow): Promise<Map<string, CredentialState>> {
-    const found = await this.source.credentialStates(uow.direct, clientIds);
+  private async fromDatabase(clientIds: readonly string[], uow = this.deps.uow): Promise<Map<string, CredentialState>> {
+    const found = await this.deps.source.credentialStates(uow.direct, clientIds);
     const absent = (id: string): CredentialState =>
       isTokenCredentialId(id)
         ? { generation: TOKEN_NOT_REVOKED, changeSeq: 0 }
@@ -215,12 +225,12 @@ export class CredentialGenerations implements CredentialChangePublisher {
    * "republished" line and in the metric.
    */
   private fallback(operation: "read" | "write" | "stale", error: unknown): void {
-    this.fallbacks.inc({ operation });
-    const level = operation === "stale" ? "debug" : "warn";
-    this.logger[level](
-      { err: { message: (error as Error).message }, operation },
-      "credential state: the cache cannot be used, using Postgres",
-    );
+    this.deps.fallbacks.inc({ operation });
+    const message = (error as Error).message;
+    const line = "credential state: the cache cannot be used, using Postgres";
+    if (operation === "stale") this.deps.logger.debug({ err: { message }, operation }, line);
+    // While Redis is down or its breaker open, every request falls back: one line per cause per interval.
+    else this.warnings.warn(this.deps.logger, `${operation}: ${message}`, { err: { message }, operation }, line);
   }
 }
 

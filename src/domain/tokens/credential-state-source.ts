@@ -1,6 +1,6 @@
 import type { Clock } from "../shared/clock.js";
 import type { Tx } from "../shared/unit-of-work.js";
-import type { CredentialStateSource } from "./credential-generations.js";
+import type { CredentialStateSource } from "./ports.js";
 import {
   credentialHolderOf,
   jtiOfTokenCredential,

@@ -1,18 +1,44 @@
+import { ASSERTION_ALGORITHMS } from "../shared/client-assertion.js";
+import { DPOP_ALGORITHMS } from "./dpop-proofs.js";
 import { SUPPORTED_GRANTS, type TokenConfig } from "./model.js";
 import { ADVERTISED_SCOPES } from "./scopes.js";
 
-/** RFC 8414: what this authorization server offers, consistent with what it issues. */
-export function authorizationServerMetadata(issuer: string): object {
+/** The endpoints that take a client credential, by their metadata name. */
+export function clientAuthEndpoints(issuer: string) {
   return {
-    issuer,
     token_endpoint: `${issuer}/v2/auth/oauth2-token`,
     introspection_endpoint: `${issuer}/v2/auth/introspect`,
+    revocation_endpoint: `${issuer}/v2/auth/revoke`,
+  };
+}
+
+/**
+ * What a client assertion's `aud` may name (RFC 7523 3): the issuer, or the URL of the endpoint
+ * it authenticates to (authlib sends the latter, oauth4webapi and openid-client the former).
+ */
+export function clientAssertionAudiences(issuer: string): string[] {
+  return [issuer, ...Object.values(clientAuthEndpoints(issuer))];
+}
+
+const CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "private_key_jwt"];
+
+/** RFC 8414: what this authorization server offers, consistent with what it issues. */
+export function authorizationServerMetadata(issuer: string): object {
+  const endpoints = clientAuthEndpoints(issuer);
+  const signing = [...ASSERTION_ALGORITHMS];
+  return {
+    issuer,
+    token_endpoint: endpoints.token_endpoint,
+    introspection_endpoint: endpoints.introspection_endpoint,
     jwks_uri: `${issuer}/.well-known/jwks.json`,
     grant_types_supported: SUPPORTED_GRANTS,
-    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
-    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
-    revocation_endpoint: `${issuer}/v2/auth/revoke`,
-    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+    token_endpoint_auth_signing_alg_values_supported: signing,
+    introspection_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+    introspection_endpoint_auth_signing_alg_values_supported: signing,
+    revocation_endpoint: endpoints.revocation_endpoint,
+    revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+    revocation_endpoint_auth_signing_alg_values_supported: signing,
     scopes_supported: ADVERTISED_SCOPES,
     // RFC 8414 makes this REQUIRED (and section 3.2 forbids an empty array), and validators such as
     // authlib refuse a document without it. There is no authorization endpoint (machine clients
@@ -24,6 +50,8 @@ export function authorizationServerMetadata(issuer: string): object {
     subject_types_supported: ["public"],
     // Access tokens are RFC 9068 JWTs signed EdDSA (RFC 9068 section 2.1 names this metadata).
     access_token_signing_alg_values_supported: ["EdDSA"],
+    // RFC 9449 5.1: the DPoP proof algorithms the token endpoint and every protected RPC accept.
+    dpop_signing_alg_values_supported: DPOP_ALGORITHMS,
   };
 }
 
@@ -53,8 +81,9 @@ export function ssfConfiguration(issuer: string): object {
     issuer,
     jwks_uri: `${issuer}/.well-known/jwks.json`,
     delivery_methods_supported: ["urn:ietf:rfc:8936"],
-    // Resource servers authenticate with their client id and secret: HTTP Basic (RFC 7617).
-    authorization_schemes: [{ spec_urn: "urn:ietf:rfc:7617" }],
+    // Resource servers authenticate with their client id and secret, HTTP Basic (RFC 7617), or a
+    // client assertion signed by a key they registered (RFC 7523).
+    authorization_schemes: [{ spec_urn: "urn:ietf:rfc:7617" }, { spec_urn: "urn:ietf:rfc:7523" }],
     // Every API user and every token of every tenant: a resource server verifies them all.
     default_subjects: "ALL",
   };

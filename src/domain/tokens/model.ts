@@ -1,5 +1,6 @@
 import type { ApiUserRole } from "../api-users/model.js";
 import { isResourceServerId } from "../resource-servers/model.js";
+import type { ClientCredentials } from "../shared/client-credentials.js";
 
 /** A credential a token depends on: the token is valid only while this is the client's generation. */
 export type BoundCredential = readonly [clientId: string, generation: number];
@@ -25,7 +26,12 @@ export interface Principal {
   readonly issuer: string;
   readonly issuedAt: number;
   readonly expiresAt: number;
+  /** RFC 9449 6.1 `cnf.jkt`: the thumbprint of the key a DPoP-bound token is bound to; undefined for a bearer token. */
+  readonly confirmation: { readonly jkt: string } | undefined;
 }
+
+/** The only signature algorithm this service issues and accepts for its own tokens (access tokens and SETs). */
+export const SIGNING_ALG = "EdDSA";
 
 export const GRANT_CLIENT_CREDENTIALS = "client_credentials";
 export const GRANT_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -39,16 +45,12 @@ export const TOKEN_TYPE_ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_
 export const TOKEN_TYPE_JWT = "urn:ietf:params:oauth:token-type:jwt";
 export const TOKEN_TYPE_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token";
 
-/** Credentials as the request carried them: form fields (client_secret_post) and/or a Basic header. */
-export interface PresentedCredentials {
-  readonly formClientId: string;
-  readonly formClientSecret: string;
-  readonly authorization: string | null;
-}
+export type { ClientCredentials, PresentedCredentials } from "../shared/client-credentials.js";
 
 export interface TokenRequest {
   readonly grantType: string;
-  readonly credentials: PresentedCredentials;
+  /** Parsed where the request entered (clientCredentialsOf). */
+  readonly credentials: ClientCredentials;
   readonly scope: string;
   readonly audience: string;
   readonly subjectToken: string;
@@ -58,11 +60,14 @@ export interface TokenRequest {
   readonly requestedTokenType?: string;
   /** RFC 8707 resource indicators (the parameter may repeat); empty when none is asked. */
   readonly resources?: readonly string[];
+  /** The DPoP proof key's thumbprint, set by the token endpoint once the proof passed: the token is bound to it. */
+  readonly boundKey?: string;
 }
 
 export interface IssuedToken {
   readonly accessToken: string;
-  readonly tokenType: "Bearer";
+  /** "DPoP" when the token is bound to the key of the request's DPoP proof (RFC 9449 5). */
+  readonly tokenType: "Bearer" | "DPoP";
   readonly expiresIn: number;
   readonly scope: string;
   readonly refreshToken?: string;
@@ -185,10 +190,17 @@ export interface TokenConfig {
    * SIGNING_KEY_RELOAD_INTERVAL_MS, so no verifier meets a token whose key it has not loaded.
    */
   readonly signingKeyPrepublishSeconds: number;
-  /** Fetching a trusted issuer's JWKS by URL: timeout, pause after a failure, and cache lifetime. */
+  /**
+   * Fetching a JWKS by URL (a trusted issuer's, a client's jwks_uri): timeout, least time between
+   * refetches (a client's: after a failure or for an unknown kid), and cache lifetime (its upper bound
+   * for a client's set; the lower one bounds the max-age its server asks for).
+   */
   readonly jwksFetchTimeoutMs: number;
   readonly jwksCooldownMs: number;
   readonly jwksCacheMaxAgeMs: number;
+  readonly jwksCacheMinAgeMs: number;
+  /** A client's jwks_uri may use http on a loopback host (development and tests); otherwise https only. */
+  readonly jwksUriAllowHttpLoopback: boolean;
   /** Longest lifetime accepted from an external subject token (exp − iat). */
   readonly externalTokenMaxLifetimeSeconds: number;
   /** Credential-change streams one instance holds open at once, in all and per resource server. */
@@ -202,3 +214,12 @@ export interface TokenConfig {
 export function maxTokenLifetimeSeconds(tokens: Pick<TokenConfig, "accessTokenTtlSeconds" | "legacyTokenTtlSeconds">) {
   return Math.max(tokens.accessTokenTtlSeconds, tokens.legacyTokenTtlSeconds);
 }
+
+/**
+ * How long the credential-change log is kept: a cached API-user state lives at most the cache's
+ * TTL; a revoked token's must be republishable (after Redis lost it), and a change stream able to
+ * resume, for as long as the token could be presented.
+ */
+export const credentialLogRetentionSeconds = (
+  tokens: Pick<TokenConfig, "credentialCacheSeconds" | "accessTokenTtlSeconds" | "legacyTokenTtlSeconds">,
+) => Math.max(tokens.credentialCacheSeconds, maxTokenLifetimeSeconds(tokens)) + 60;

@@ -1,4 +1,5 @@
 import { DomainError } from "../../errors/domain-error.js";
+import type { AssertionRefusal } from "../shared/client-assertion.js";
 
 /** Token-endpoint failures; the OAuth dialect adds RFC 6749's `error` at the edge. */
 export { invalidRequest } from "../shared/client-credentials.js";
@@ -19,7 +20,7 @@ export const invalidClient = (clientId?: string, reason?: InvalidClientReason) =
  * refuse than a wrong secret (a timing oracle for valid client ids).
  */
 export type InvalidClientReason =
-  "unknown or revoked client" | "wrong secret" | "not a client-credentials API user (SCIM token)";
+  "unknown or revoked client" | "wrong secret" | "not a client-credentials API user (SCIM token)" | AssertionRefusal;
 
 export const unsupportedGrantType = (grantType: string) =>
   new DomainError("UNSUPPORTED_GRANT_TYPE", `Unsupported grant_type "${grantType.slice(0, 80)}"`, {

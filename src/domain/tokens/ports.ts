@@ -1,11 +1,10 @@
 import type { DomainError } from "../../errors/domain-error.js";
 import type { RateLimitDecision } from "../rate-limit/model.js";
-import type { ResourceServer } from "../resource-servers/model.js";
+import type { ClientCredentials } from "../shared/client-credentials.js";
 import type { TenantScope } from "../shared/tenant-scope.js";
 import type { Tx } from "../shared/unit-of-work.js";
 import type {
   CredentialState,
-  PresentedCredentials,
   NewRefreshToken,
   NewSigningKey,
   RefreshTokenRecord,
@@ -60,25 +59,59 @@ export interface RevokedTokenRepository {
 }
 
 /**
- * Resource servers' authentication at introspection (implemented by the resource-servers area's
- * ResourceServerAuthenticator), in the token endpoint's steps: the held record in one round trip,
- * else look up → (reserve a failure point) → verify.
+ * How one kind of client authenticates (API users at the token endpoints, resource servers at
+ * introspection and the change feeds), in the client-authentication pipeline's steps: the held
+ * record in one round trip, else look up → (the pipeline reserves a failure point) → verify. A
+ * new method (an assertion, a proof of possession) is read from the ClientCredentials value by
+ * the authentication of the clients that may use it; the pipeline around it stays as it is.
  */
-export interface ResourceServerAuthentication {
-  heldAttempt(
-    presented: PresentedCredentials,
-  ): { readonly record: ResourceServer; readonly knownChange: number; readonly authenticated: boolean } | undefined;
-  lookUp(presented: PresentedCredentials): Promise<ResourceServerAttempt>;
-  verify(attempt: ResourceServerAttempt): ResourceServer;
+export interface ClientAuthentication<C extends AuthenticatedClient, A extends ClientAttempt<C> = ClientAttempt<C>> {
+  /**
+   * The one-round-trip path's first step: the record this instance holds for the named client,
+   * with the presented secret already compared to it (in constant time), still to be checked
+   * against the current generation with `knownChange`. Undefined when none is held or the
+   * credentials are not a plain id and secret: the step-by-step path answers those.
+   */
+  held(credentials: ClientCredentials): HeldClient<C> | undefined | Promise<HeldClient<C> | undefined>;
+  /** The client the credentials name (undefined: nobody who may use this endpoint); nothing verified yet. */
+  lookUp(credentials: ClientCredentials): Promise<A>;
+  /**
+   * Between the two, for a method whose check is asynchronous (a client assertion's signature and
+   * its jti): run once the attempt's failure point is reserved, outside the unauthenticated share's
+   * slot, so a locked-out caller costs no signature verification. Its verdict goes into the attempt.
+   */
+  prove?(attempt: A): Promise<A>;
+  /** Second step, in constant time: nobody runs the same comparison and gets the same answer as a wrong secret. */
+  verify(attempt: A): C;
   /** The refusal of a wrong secret: the one answer every failed authentication gets. */
   wrongSecret(clientId: string): DomainError;
 }
 
-/** A resource server's authentication in progress: what was presented, and whom it names (undefined: nobody). */
-export interface ResourceServerAttempt {
+/** What the pipeline needs of any authenticated client: its id, and the generation its held record is checked at. */
+export interface AuthenticatedClient {
+  readonly clientId: string;
+  readonly credentialGeneration: number;
+}
+
+/** A held record and whether the presented credential (a secret, an assertion) proves it. */
+export interface HeldClient<C> {
+  readonly record: C;
+  readonly knownChange: number;
+  readonly authenticated: boolean;
+  /** The refusal to answer when it does not (with its reason for the log); a wrong secret's when absent. */
+  readonly refusal?: DomainError;
+}
+
+/** An authentication in progress: what was presented, and who it names (undefined: nobody who may). */
+export interface ClientAttempt<C> {
   readonly clientId: string;
   readonly secret: string;
-  readonly server: ResourceServer | undefined;
+  readonly client: C | undefined;
+}
+
+/** The current credential state of each id (API users, resource servers, revoked tokens), read from Postgres. */
+export interface CredentialStateSource {
+  credentialStates(tx: Tx, ids: readonly string[]): Promise<Map<string, CredentialState>>;
 }
 
 /** The audiences registered resource servers serve (implemented by the resource-servers area). */
@@ -176,6 +209,8 @@ export interface SigningKeyChangeFeed {
 
 /** The token endpoints' budgets (implemented by the rate-limit area's TokenRateLimiter). */
 export interface TokenRequestLimiter {
+  /** Whether admitHeldClient can answer at all (a shared store for the one round trip); false: always `unknown`. */
+  readonly oneRoundTrip: boolean;
   consumeAddress(address: string): Promise<RateLimitDecision>;
   consumeClient(clientId: string): Promise<RateLimitDecision>;
   reserveAttempt(

@@ -4,11 +4,11 @@ import { DomainError } from "../../errors/domain-error.js";
 import { open, seal } from "../shared/aead.js";
 import type { Clock } from "../shared/clock.js";
 import type { Tx, UnitOfWork } from "../shared/unit-of-work.js";
-import { maxTokenLifetimeSeconds, type SigningKeyRecord, type TokenConfig } from "./model.js";
+import { maxTokenLifetimeSeconds, SIGNING_ALG, type SigningKeyRecord, type TokenConfig } from "./model.js";
 import type { SigningKeyChangeFeed, SigningKeyRepository } from "./ports.js";
+import { unverifiedJsonOf } from "../../../packages/verifier/src/jws.js";
 
-/** The only signature algorithm this service issues and accepts for its own tokens. */
-export const SIGNING_ALG = "EdDSA";
+export { SIGNING_ALG };
 
 /** How far past `exp` (and before `iat`) this service still accepts its own tokens. */
 export const VERIFICATION_CLOCK_TOLERANCE_SECONDS = 5;
@@ -119,28 +119,30 @@ export class SigningKeyRing {
   private readonly changeListeners = new Set<() => void>();
 
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly keys: SigningKeyRepository,
-    private readonly feed: SigningKeyChangeFeed,
-    private readonly encryptionKey: Buffer,
+    private readonly deps: {
+      readonly uow: UnitOfWork;
+      readonly keys: SigningKeyRepository;
+      readonly feed: SigningKeyChangeFeed;
+      readonly encryptionKey: Buffer;
+      readonly now: Clock;
+    },
     private readonly options: SigningKeyRingOptions,
-    private readonly now: Clock,
   ) {}
 
   /** Loads the keys, creating the first one (active at once) if there is none, and follows the change feed. */
   async start(): Promise<void> {
     await this.reload();
     if (!this.loaded?.length) {
-      await this.uow.transaction(async (tx) => {
-        await this.keys.lockForRotation(tx);
+      await this.deps.uow.transaction(async (tx) => {
+        await this.deps.keys.lockForRotation(tx);
         // Another instance starting at the same moment may have created it.
-        if ((await this.keys.listPublished(tx, this.now())).length === 0)
-          await this.createKey(tx, this.now(), this.now());
+        if ((await this.deps.keys.listPublished(tx, this.deps.now())).length === 0)
+          await this.createKey(tx, this.deps.now(), this.deps.now());
       });
       await this.reload();
     }
     // Errors are left to the periodic reload, which logs them and tries again.
-    this.feed.onSigningKeyChange(() => {
+    this.deps.feed.onSigningKeyChange(() => {
       if (this.reloading) this.announcedDuringReload = true;
       else void this.reload().catch(() => {});
     });
@@ -159,7 +161,7 @@ export class SigningKeyRing {
     await this.freshReload();
     return signingKeyStates(
       this.state().map((k) => k.record),
-      this.now(),
+      this.deps.now(),
     );
   }
 
@@ -190,10 +192,10 @@ export class SigningKeyRing {
    */
   async rotate(options: { immediately?: boolean } = {}): Promise<SigningKeyRotation> {
     const immediately = options.immediately ?? false;
-    const rotation = await this.uow.transaction(async (tx) => {
-      await this.keys.lockForRotation(tx);
-      const now = this.now();
-      const published = await this.keys.listPublished(tx, now);
+    const rotation = await this.deps.uow.transaction(async (tx) => {
+      await this.deps.keys.lockForRotation(tx);
+      const now = this.deps.now();
+      const published = await this.deps.keys.listPublished(tx, now);
       const waiting = published.find((r) => r.activatesAt.getTime() > now.getTime());
       if (waiting && !immediately) {
         throw new DomainError(
@@ -212,8 +214,8 @@ export class SigningKeyRing {
       const notAfter = immediately
         ? now
         : new Date(activatesAt.getTime() + (maxTokenLifetimeSeconds(this.options) + RETIRED_KEY_GRACE_SECONDS) * 1000);
-      await this.keys.retireAll(tx, activatesAt, notAfter, { except: kid, withdraw: immediately });
-      await this.keys.announceChange(tx);
+      await this.deps.keys.retireAll(tx, activatesAt, notAfter, { except: kid, withdraw: immediately });
+      await this.deps.keys.announceChange(tx);
       return { kid, activatesAt, withdrawnKids: immediately ? published.map((r) => r.kid) : [] };
     });
     await this.freshReload();
@@ -249,8 +251,8 @@ export class SigningKeyRing {
 
   private async load(): Promise<void> {
     this.lastReloadMs = Date.now();
-    this.lastReloadAt = this.now().getTime();
-    const records = await this.keys.listPublished(this.uow.direct, this.now());
+    this.lastReloadAt = this.deps.now().getTime();
+    const records = await this.deps.keys.listPublished(this.deps.uow.direct, this.deps.now());
     if (records.length === 0) return;
     const signature = records
       .map((r) => `${r.kid}/${r.activatesAt.getTime()}/${r.notAfter?.getTime() ?? ""}`)
@@ -289,12 +291,14 @@ export class SigningKeyRing {
     const iat = issuedAtOf(payloadSegment);
     const marginMs = (1 + VERIFICATION_CLOCK_TOLERANCE_SECONDS) * 1000;
     return (
-      iat !== undefined && iat * 1000 + marginMs > this.lastReloadAt && iat * 1000 <= this.now().getTime() + marginMs
+      iat !== undefined &&
+      iat * 1000 + marginMs > this.lastReloadAt &&
+      iat * 1000 <= this.deps.now().getTime() + marginMs
     );
   }
 
   private view(): View {
-    const t = this.now().getTime();
+    const t = this.deps.now().getTime();
     if (this.current && t >= this.current.from && t < this.current.until) return this.current;
     const loaded = this.state();
     const states = signingKeyStates(
@@ -337,12 +341,12 @@ export class SigningKeyRing {
     const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { crv: "Ed25519", extractable: true });
     const kid = crypto.randomBytes(12).toString("base64url");
     const privateJwk = await exportJWK(privateKey);
-    await this.keys.insert(tx, {
+    await this.deps.keys.insert(tx, {
       kid,
       alg: SIGNING_ALG,
       publicJwk: { ...(await exportJWK(publicKey)) },
       privateJwkCiphertext: seal(
-        this.encryptionKey,
+        this.deps.encryptionKey,
         Buffer.from(JSON.stringify(privateJwk)),
         `signing-key:${kid}`,
       ).toString("base64url"),
@@ -354,7 +358,7 @@ export class SigningKeyRing {
 
   private async privateKeyOf(row: SigningKeyRecord): Promise<CryptoKey> {
     const plaintext = open(
-      this.encryptionKey,
+      this.deps.encryptionKey,
       Buffer.from(row.privateJwkCiphertext, "base64url"),
       `signing-key:${row.kid}`,
     );
@@ -374,10 +378,6 @@ export class SigningKeyRing {
 
 /** The unverified `iat` of a compact JWS's payload segment, if it is a number. */
 function issuedAtOf(payloadSegment: string): number | undefined {
-  try {
-    const payload = JSON.parse(Buffer.from(payloadSegment, "base64url").toString("utf8")) as { iat?: unknown };
-    return typeof payload.iat === "number" && Number.isFinite(payload.iat) ? payload.iat : undefined;
-  } catch {
-    return undefined;
-  }
+  const iat = unverifiedJsonOf(payloadSegment)?.iat;
+  return typeof iat === "number" && Number.isFinite(iat) ? iat : undefined;
 }

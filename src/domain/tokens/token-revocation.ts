@@ -6,7 +6,7 @@ import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { AccessTokens } from "./access-tokens.js";
 import type { CredentialGenerations } from "./credential-generations.js";
-import { tokenCredentialId } from "./model.js";
+import { tokenCredentialId, type Principal } from "./model.js";
 import type { RefreshTokenRepository, RevokedTokenRepository } from "./ports.js";
 import { refreshTokenHash } from "./token-service.js";
 
@@ -30,13 +30,15 @@ export type RevocationOutcome = "refresh_token" | "access_token" | "nothing" | "
  */
 export class TokenRevocation {
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly accessTokens: AccessTokens,
-    private readonly refreshTokens: RefreshTokenRepository,
-    private readonly revokedTokens: RevokedTokenRepository,
-    private readonly generations: CredentialGenerations,
-    private readonly pepper: KeyMaterial["secretPepper"],
-    private readonly clock: Clock,
+    private readonly deps: {
+      readonly uow: UnitOfWork;
+      readonly accessTokens: AccessTokens;
+      readonly refreshTokens: RefreshTokenRepository;
+      readonly revokedTokens: RevokedTokenRepository;
+      readonly generations: CredentialGenerations;
+      readonly pepper: KeyMaterial["secretPepper"];
+      readonly clock: Clock;
+    },
   ) {}
 
   /** What the request did. The hint only orders the search (2.1). */
@@ -53,11 +55,11 @@ export class TokenRevocation {
   /** Undefined when the token is no refresh token: the next search goes on. */
   private async refreshToken(client: ApiUser, token: string): Promise<RevocationOutcome | undefined> {
     const scope = tenantScope(client.tmcId);
-    return this.uow.transaction(async (tx) => {
-      const found = await this.refreshTokens.lockByHash(tx, scope, refreshTokenHash(this.pepper, token));
+    return this.deps.uow.transaction(async (tx) => {
+      const found = await this.deps.refreshTokens.lockByHash(tx, scope, refreshTokenHash(this.deps.pepper, token));
       if (!found) return undefined;
       if (found.clientId !== client.clientId) return "another_clients_token";
-      if (!found.revokedAt) await this.refreshTokens.revokeFamily(tx, scope, found.familyId, this.clock());
+      if (!found.revokedAt) await this.deps.refreshTokens.revokeFamily(tx, scope, found.familyId, this.deps.clock());
       return "refresh_token";
     });
   }
@@ -65,25 +67,43 @@ export class TokenRevocation {
   private async accessToken(client: ApiUser, token: string): Promise<RevocationOutcome | undefined> {
     let principal;
     try {
-      principal = await this.accessTokens.verify(token);
+      principal = await this.deps.accessTokens.verify(token);
     } catch (error) {
       // Not a live token of ours (malformed, expired, already revoked, its credential rotated): nothing to do.
       if (error instanceof DomainError && error.kind === "UNAUTHENTICATED") return undefined;
       throw error;
     }
     if (principal.clientId !== client.clientId) return "another_clients_token";
+    await this.revokeAccessToken(principal);
+    return "access_token";
+  }
+
+  /**
+   * A resource server's revocation (Zitadel's rule: a token's audience may revoke it too): a live
+   * access token addressed to one of `audiences` is revoked as its own client's revocation would
+   * revoke it, at once on every instance. Anything else — a refresh token (its client's alone),
+   * a token of other audiences, a dead one — is left alone, and the caller gets the same 200.
+   */
+  async revokeAddressedTo(audiences: readonly string[], token: string): Promise<RevocationOutcome> {
+    const [principal] = await this.deps.accessTokens.verifyMany([token], audiences);
+    if (!principal) return "nothing";
+    await this.revokeAccessToken(principal);
+    return "access_token";
+  }
+
+  /** Revoked by its `jti`: numbered and published before the caller hears back. */
+  private async revokeAccessToken(principal: Principal): Promise<void> {
     const id = tokenCredentialId(principal.tokenId);
-    const change = await this.uow.transaction(async (tx) => {
-      const inserted = await this.revokedTokens.insert(tx, tenantScope(client.tmcId), {
+    const change = await this.deps.uow.transaction(async (tx) => {
+      const inserted = await this.deps.revokedTokens.insert(tx, tenantScope(principal.tmcId), {
         jti: principal.tokenId,
-        clientId: client.clientId,
+        clientId: principal.clientId,
         expiresAt: new Date(principal.expiresAt * 1000),
       });
       // Numbered last in the transaction (the numbering lock is held until commit).
-      return inserted ? this.generations.recordChange(tx, id) : undefined;
+      return inserted ? this.deps.generations.recordChange(tx, id) : undefined;
     });
     // Committed: every instance refuses the token from the cache before the caller hears back.
-    if (change) await this.generations.publish(id, change);
-    return "access_token";
+    if (change) await this.deps.generations.publish(id, change);
   }
 }

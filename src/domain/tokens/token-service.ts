@@ -44,16 +44,18 @@ export type TokenServiceSettings = Pick<
 /** The OAuth grants (spec 4.1, 5): client_credentials, token exchange (RFC 8693) and refresh. */
 export class TokenService {
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly tokens: AccessTokens,
-    private readonly trustedIssuers: TrustedIssuers,
-    private readonly tenants: TenantRepository,
-    private readonly refreshTokens: RefreshTokenRepository,
-    private readonly apiUsers: Pick<ApiUserRepository, "credentialStates" | "findActive">,
-    /** The audiences registered resource servers serve: each may be asked for. */
-    private readonly audiences: AudienceDirectory,
-    private readonly settings: TokenServiceSettings,
-    private readonly now: Clock,
+    private readonly deps: {
+      readonly uow: UnitOfWork;
+      readonly tokens: AccessTokens;
+      readonly trustedIssuers: TrustedIssuers;
+      readonly tenants: TenantRepository;
+      readonly refreshTokens: RefreshTokenRepository;
+      readonly apiUsers: Pick<ApiUserRepository, "credentialStates" | "findActive">;
+      /** The audiences registered resource servers serve: each may be asked for. */
+      readonly audiences: AudienceDirectory;
+      readonly settings: TokenServiceSettings;
+      readonly now: Clock;
+    },
   ) {}
 
   async grant(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
@@ -90,15 +92,15 @@ export class TokenService {
     return this.issueForClient(
       client,
       SCOPES_BY_ROLE[client.role],
-      [this.settings.audience],
-      this.settings.legacyTokenTtlSeconds,
+      [this.deps.settings.audience],
+      this.deps.settings.legacyTokenTtlSeconds,
     );
   }
 
   /** RFC 7662: active only for a valid token of the caller's own TMC. */
   async introspect(client: ApiUser, token: string): Promise<Principal | undefined> {
     try {
-      const principal = await this.tokens.verify(token);
+      const principal = await this.deps.tokens.verify(token);
       if (principal.tmcId !== client.tmcId) return undefined;
       // The same rule as exchange: a company admin learns only about tokens of its own company.
       return (await this.mayActFor(client, principal.subject, principal.subjectKind)) ? principal : undefined;
@@ -113,14 +115,20 @@ export class TokenService {
    * active and addressed to one of them (any TMC), else undefined; one revocation check for all.
    */
   introspectFor(audiences: readonly string[], tokens: readonly string[]): Promise<Array<Principal | undefined>> {
-    return this.tokens.verifyMany(tokens, audiences);
+    return this.deps.tokens.verifyMany(tokens, audiences);
   }
 
   private async clientCredentials(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (request.refreshToken || request.subjectToken)
       throw invalidRequest("client_credentials takes neither subject_token nor refresh_token");
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "allowed");
-    return this.issueForClient(client, scopes, await this.audiencesOf(request), this.settings.accessTokenTtlSeconds);
+    return this.issueForClient(
+      client,
+      scopes,
+      await this.audiencesOf(request),
+      this.deps.settings.accessTokenTtlSeconds,
+      request.boundKey,
+    );
   }
 
   private async issueForClient(
@@ -128,8 +136,9 @@ export class TokenService {
     scopes: readonly string[],
     audience: string[],
     ttlSeconds: number,
+    boundKey?: string,
   ): Promise<IssuedToken> {
-    const { accessToken, expiresIn } = await this.tokens.issue({
+    const { accessToken, expiresIn } = await this.deps.tokens.issue({
       ...issuedTo(client),
       scopes,
       subject: client.clientId,
@@ -137,8 +146,9 @@ export class TokenService {
       audience,
       credentials: [[client.clientId, client.credentialGeneration]],
       ttlSeconds,
+      ...(boundKey !== undefined ? { boundKey } : {}),
     });
-    return { accessToken, tokenType: "Bearer", expiresIn, scope: scopes.join(" ") };
+    return { accessToken, tokenType: tokenTypeOf(boundKey), expiresIn, scope: scopes.join(" ") };
   }
 
   private async exchange(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
@@ -156,7 +166,7 @@ export class TokenService {
   private async exchangeOwnToken(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     let subject: Principal;
     try {
-      subject = await this.tokens.verify(request.subjectToken);
+      subject = await this.deps.tokens.verify(request.subjectToken);
     } catch {
       throw invalidRequest("The subject_token is not an active access token", "subject_token");
     }
@@ -175,7 +185,16 @@ export class TokenService {
     if (wider !== undefined) throw invalidTarget(wider);
     const act = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
     const credentials = dedupe([ownCredential(client), ...subject.credentials]);
-    return this.issueExchanged(client, subject.subject, subject.subjectKind, scopes, audience, act, credentials);
+    return this.issueExchanged(
+      client,
+      subject.subject,
+      subject.subjectKind,
+      scopes,
+      audience,
+      act,
+      credentials,
+      request.boundKey,
+    );
   }
 
   /**
@@ -186,7 +205,7 @@ export class TokenService {
    * an email that several companies hold names no one (`TrustedIssuers.userNamed`).
    */
   private async exchangeTrustedIssuerToken(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
-    const verified = await this.trustedIssuers.verify(client.tmcId, request.subjectToken);
+    const verified = await this.deps.trustedIssuers.verify(client.tmcId, request.subjectToken);
     const ownCompany = client.role === "COMPANY_ADMIN" ? client.orgId : undefined;
     if (ownCompany !== undefined && verified.companyId !== undefined && verified.companyId !== ownCompany) {
       throw invalidRequest("The subject_token names no active user of the caller's company", "subject_token");
@@ -197,7 +216,7 @@ export class TokenService {
         : ownCompany !== undefined
           ? { companyId: ownCompany, whose: "caller's company" }
           : undefined;
-    const user = await this.trustedIssuers.userNamed(client, verified, scope);
+    const user = await this.deps.trustedIssuers.userNamed(client, verified, scope);
     if (!user) {
       throw invalidRequest(
         `The subject_token names no active user of the ${scope?.whose ?? "caller's TMC"}`,
@@ -207,9 +226,16 @@ export class TokenService {
     if (ownCompany !== undefined && user.companyId !== ownCompany) throw notYourSubject();
     const scopes = grantScopes(request.scope, SCOPES_BY_ROLE[client.role], "narrowed");
     const audience = await this.audiencesOf(request);
-    return this.issueExchanged(client, user.id, "USER", scopes, audience, { sub: client.clientId }, [
-      ownCredential(client),
-    ]);
+    return this.issueExchanged(
+      client,
+      user.id,
+      "USER",
+      scopes,
+      audience,
+      { sub: client.clientId },
+      [ownCredential(client)],
+      request.boundKey,
+    );
   }
 
   private async issueExchanged(
@@ -220,10 +246,11 @@ export class TokenService {
     audience: readonly string[],
     act: Record<string, unknown>,
     credentials: readonly BoundCredential[],
+    boundKey: string | undefined,
     familyId: string = crypto.randomUUID(),
-    tx: Tx = this.uow.direct,
+    tx: Tx = this.deps.uow.direct,
   ): Promise<IssuedToken> {
-    const { accessToken, expiresIn } = await this.tokens.issue({
+    const { accessToken, expiresIn } = await this.deps.tokens.issue({
       ...issuedTo(client),
       scopes,
       subject,
@@ -231,10 +258,11 @@ export class TokenService {
       audience,
       act,
       credentials,
-      ttlSeconds: this.settings.accessTokenTtlSeconds,
+      ttlSeconds: this.deps.settings.accessTokenTtlSeconds,
+      ...(boundKey !== undefined ? { boundKey } : {}),
     });
     const refreshToken = crypto.randomBytes(32).toString("base64url");
-    await this.refreshTokens.insert(tx, tenantScope(client.tmcId), {
+    await this.deps.refreshTokens.insert(tx, tenantScope(client.tmcId), {
       id: crypto.randomUUID(),
       tokenHash: this.refreshHash(refreshToken),
       familyId,
@@ -245,11 +273,11 @@ export class TokenService {
       audience: audience.join(" "),
       boundCredentials: credentials,
       act,
-      expiresAt: new Date(this.now().getTime() + this.settings.refreshTokenTtlSeconds * 1000),
+      expiresAt: new Date(this.deps.now().getTime() + this.deps.settings.refreshTokenTtlSeconds * 1000),
     });
     return {
       accessToken,
-      tokenType: "Bearer",
+      tokenType: tokenTypeOf(boundKey),
       expiresIn,
       scope: scopes.join(" "),
       refreshToken,
@@ -263,14 +291,14 @@ export class TokenService {
    */
   private async refresh(client: ApiUser, request: TokenRequest): Promise<IssuedToken> {
     if (!request.refreshToken) throw invalidRequest("refresh_token is required", "refresh_token");
-    const now = this.now();
+    const now = this.deps.now();
     const scope = tenantScope(client.tmcId);
-    const outcome = await this.uow.transaction(async (tx) => {
-      const token = await this.refreshTokens.lockByHash(tx, scope, this.refreshHash(request.refreshToken));
+    const outcome = await this.deps.uow.transaction(async (tx) => {
+      const token = await this.deps.refreshTokens.lockByHash(tx, scope, this.refreshHash(request.refreshToken));
       if (!token || token.clientId !== client.clientId)
         return { error: invalidGrant("The refresh token is not valid") };
       if (token.usedAt || token.revokedAt) {
-        await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
+        await this.deps.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token was already used; its family is revoked") };
       }
       if (token.expiresAt.getTime() <= now.getTime()) return { error: invalidGrant("The refresh token has expired") };
@@ -278,7 +306,7 @@ export class TokenService {
       // Every credential the family depends on (the client's own, and the subject's after an
       // exchange) must still be the one it was issued under: otherwise the new access token would
       // be dead on arrival, and the family dies with the credential.
-      const current = await this.apiUsers.credentialStates(
+      const current = await this.deps.apiUsers.credentialStates(
         tx,
         bound.map(([id]) => id),
       );
@@ -286,10 +314,10 @@ export class TokenService {
         bound[0]?.[1] !== client.credentialGeneration ||
         bound.some(([id, generation]) => current.get(id)?.generation !== generation)
       ) {
-        await this.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
+        await this.deps.refreshTokens.revokeFamily(tx, scope, token.familyId, now);
         return { error: invalidGrant("The refresh token's credential has been rotated") };
       }
-      await this.refreshTokens.markUsed(tx, scope, token.id, now);
+      await this.deps.refreshTokens.markUsed(tx, scope, token.id, now);
       const scopes = grantScopes(request.scope, parseScope(token.scope), "narrowed");
       return {
         issued: await this.issueExchanged(
@@ -300,6 +328,7 @@ export class TokenService {
           token.audience.split(" "),
           token.act,
           bound,
+          request.boundKey,
           token.familyId,
           tx,
         ),
@@ -317,8 +346,8 @@ export class TokenService {
     if (caller.role === "TMC_ADMIN") return true;
     const scope = tenantScope(caller.tmcId);
     if (kind === "USER")
-      return (await this.tenants.findActiveUser(this.uow.direct, scope, subject))?.companyId === caller.orgId;
-    const client = await this.apiUsers.findActive(this.uow.direct, subject);
+      return (await this.deps.tenants.findActiveUser(this.deps.uow.direct, scope, subject))?.companyId === caller.orgId;
+    const client = await this.deps.apiUsers.findActive(this.deps.uow.direct, subject);
     return (
       client !== undefined &&
       client.tmcId === caller.tmcId &&
@@ -334,27 +363,35 @@ export class TokenService {
    */
   private async audiencesOf(request: TokenRequest): Promise<string[]> {
     const requested = requestedAudiences(request);
-    if (requested.length === 0) return [this.settings.audience];
-    const { audience, allowedAudiences } = this.settings;
+    if (requested.length === 0) return [this.deps.settings.audience];
+    const { audience, allowedAudiences } = this.deps.settings;
     const others = requested.filter((a) => a !== audience && !allowedAudiences.includes(a));
-    const registered = others.length > 0 ? await this.audiences.registered(others) : new Set<string>();
+    const registered = others.length > 0 ? await this.deps.audiences.registered(others) : new Set<string>();
     const unknown = others.find((a) => !registered.has(a));
     if (unknown !== undefined) throw invalidTarget(unknown);
     return requested;
   }
 
   private refreshHash(token: string): Buffer {
-    return refreshTokenHash(this.settings.pepper, token);
+    return refreshTokenHash(this.deps.settings.pepper, token);
   }
 
   /** Our own tokens name us as issuer; any other JWT (an IdP's RFC 9068 token too) goes to the trusted issuers. */
   private looksLikeOwnToken(token: string): boolean {
     try {
-      return decodeJwt(token).iss === this.settings.issuer;
+      return decodeJwt(token).iss === this.deps.settings.issuer;
     } catch {
       return false;
     }
   }
+}
+
+/**
+ * RFC 9449 5: a token bound to the proof's key is of type DPoP. Refresh tokens stay unbound: this
+ * service's clients are confidential, and RFC 9449 5 binds refresh tokens of public clients only.
+ */
+function tokenTypeOf(boundKey: string | undefined): "Bearer" | "DPoP" {
+  return boundKey === undefined ? "Bearer" : "DPoP";
 }
 
 function notYourSubject() {

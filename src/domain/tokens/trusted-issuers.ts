@@ -56,25 +56,31 @@ export class TrustedIssuers {
   private readonly remoteKeySets = new Map<string, JWTVerifyGetKey>();
 
   constructor(
-    private readonly uow: UnitOfWork,
-    private readonly tenants: TenantRepository,
-    private readonly issuers: TrustedIssuerRepository,
-    private readonly now: Clock,
-    private readonly logger: Logger,
-    /**
-     * Fetching a JWKS by URL (timeout, pause after a failure, cache lifetime), and the longest
-     * lifetime (exp − iat, or exp − now without iat) accepted from an external token.
-     */
-    private readonly settings: Pick<
-      TokenConfig,
-      "jwksFetchTimeoutMs" | "jwksCooldownMs" | "jwksCacheMaxAgeMs" | "externalTokenMaxLifetimeSeconds"
-    >,
+    private readonly deps: {
+      readonly uow: UnitOfWork;
+      readonly tenants: TenantRepository;
+      readonly issuers: TrustedIssuerRepository;
+      readonly now: Clock;
+      readonly logger: Logger;
+      /**
+       * Fetching a JWKS by URL (timeout, pause after a failure, cache lifetime), and the longest
+       * lifetime (exp − iat, or exp − now without iat) accepted from an external token.
+       */
+      readonly settings: Pick<
+        TokenConfig,
+        "jwksFetchTimeoutMs" | "jwksCooldownMs" | "jwksCacheMaxAgeMs" | "externalTokenMaxLifetimeSeconds"
+      >;
+    },
   ) {}
 
   async add(tmcId: string, input: TrustedIssuerInput): Promise<void> {
     const scope = tenantScope(tmcId);
-    if (!(await this.tenants.findTmc(this.uow.direct, scope))) throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
-    if (input.companyId !== undefined && !(await this.tenants.findCompany(this.uow.direct, scope, input.companyId))) {
+    if (!(await this.deps.tenants.findTmc(this.deps.uow.direct, scope)))
+      throw notFound("TMC", [{ name: "tmcId", value: tmcId }]);
+    if (
+      input.companyId !== undefined &&
+      !(await this.deps.tenants.findCompany(this.deps.uow.direct, scope, input.companyId))
+    ) {
       throw notFound("Company of this TMC", [{ name: "companyId", value: input.companyId }]);
     }
     if (Boolean(input.jwksUri) === Boolean(input.jwks)) throw invalidArgument("Give exactly one of jwksUri and jwks");
@@ -93,7 +99,7 @@ export class TrustedIssuers {
         throw invalidArgument("jwks must be a JWKS document", [{ name: "jwks", value: "invalid" }]);
       }
     }
-    await this.issuers.upsert(this.uow.direct, scope, {
+    await this.deps.issuers.upsert(this.deps.uow.direct, scope, {
       issuer: input.issuer,
       jwksUri: input.jwksUri,
       jwks: jwks as { keys: unknown[] } | undefined,
@@ -115,7 +121,7 @@ export class TrustedIssuers {
     }
     if (typeof issuer !== "string") throw bad("no issuer");
     if (typeof kid !== "string" || kid === "") throw bad("no key id (kid)");
-    const trusted = await this.issuers.find(this.uow.direct, tenantScope(tmcId), issuer);
+    const trusted = await this.deps.issuers.find(this.deps.uow.direct, tenantScope(tmcId), issuer);
     if (!trusted) throw bad("its issuer is not trusted by the caller's TMC");
     // Issuers registered before the audience became required have none: refused, never "any audience".
     if (!trusted.audience) throw bad("its issuer is registered without an audience");
@@ -126,7 +132,7 @@ export class TrustedIssuers {
         issuer,
         audience: trusted.audience,
         algorithms: EXTERNAL_ALGORITHMS,
-        currentDate: this.now(),
+        currentDate: this.deps.now(),
         clockTolerance: 30,
         requiredClaims: ["exp"],
       }));
@@ -134,9 +140,9 @@ export class TrustedIssuers {
       throw bad("its signature or claims do not verify");
     }
     // An iat in the future must not stretch the allowed lifetime: count from now at the latest.
-    const now = Math.floor(this.now().getTime() / 1000);
+    const now = Math.floor(this.deps.now().getTime() / 1000);
     const issuedAt = typeof payload.iat === "number" ? Math.min(payload.iat, now) : now;
-    const maxLifetimeSeconds = this.settings.externalTokenMaxLifetimeSeconds;
+    const maxLifetimeSeconds = this.deps.settings.externalTokenMaxLifetimeSeconds;
     if (payload.exp! - issuedAt > maxLifetimeSeconds)
       throw bad(`its lifetime is longer than ${maxLifetimeSeconds} seconds`);
     if (payload.email_verified !== undefined && payload.email_verified !== true) throw bad("its email is not verified");
@@ -157,8 +163,8 @@ export class TrustedIssuers {
     token: VerifiedIdpToken,
     scope: EmailScope | undefined,
   ): Promise<User | undefined> {
-    const candidates = await this.tenants.findActiveUsersByEmail(
-      this.uow.direct,
+    const candidates = await this.deps.tenants.findActiveUsersByEmail(
+      this.deps.uow.direct,
       tenantScope(caller.tmcId),
       token.email,
       {
@@ -170,7 +176,7 @@ export class TrustedIssuers {
     const shared = candidates.length > 1;
     if (shared) {
       const outcome = !scope ? "refused" : user ? `named within the ${scope.whose}` : `none within the ${scope.whose}`;
-      this.logger.warn(
+      this.deps.logger.warn(
         {
           tmcId: caller.tmcId,
           clientId: caller.clientId,
@@ -190,9 +196,9 @@ export class TrustedIssuers {
     let keySet = this.remoteKeySets.get(uri);
     if (!keySet) {
       keySet = createRemoteJWKSet(new URL(uri), {
-        timeoutDuration: this.settings.jwksFetchTimeoutMs,
-        cooldownDuration: this.settings.jwksCooldownMs,
-        cacheMaxAge: this.settings.jwksCacheMaxAgeMs,
+        timeoutDuration: this.deps.settings.jwksFetchTimeoutMs,
+        cooldownDuration: this.deps.settings.jwksCooldownMs,
+        cacheMaxAge: this.deps.settings.jwksCacheMaxAgeMs,
       });
       this.remoteKeySets.set(uri, keySet);
     }

@@ -8,6 +8,13 @@ import type { UserProfileRepository } from "./ports.js";
 
 export const USER_UPDATED = "USER_UPDATED";
 
+/** What UserProfiles is built from. */
+export interface UserProfilesDeps {
+  readonly uow: UnitOfWork;
+  readonly users: UserProfileRepository;
+  readonly audit: AuditRepository;
+}
+
 /**
  * Reading and updating users' profiles (spec 4.6, reference getUserInfo and updateUser).
  *
@@ -26,14 +33,14 @@ export const USER_UPDATED = "USER_UPDATED";
  * unchanged (Kubernetes, Keycloak, SCIM RFC 7644 section 3.5.1).
  */
 export class UserProfiles {
-  constructor(
-    private readonly uow: UnitOfWork,
-    private readonly users: UserProfileRepository,
-    private readonly audit: AuditRepository,
-  ) {}
+  constructor(private readonly deps: UserProfilesDeps) {}
 
   async get(caller: ProfileCaller, userId: string, includeInactive: boolean): Promise<ProfileDocument> {
-    const user = visibleTo(caller, await this.users.find(this.uow.direct, tenantScope(caller.tmcId), userId), userId);
+    const user = visibleTo(
+      caller,
+      await this.deps.users.find(this.deps.uow.direct, tenantScope(caller.tmcId), userId),
+      userId,
+    );
     if (!user.isActive && !includeInactive) throw userNotFound(userId);
     return documentOf(user);
   }
@@ -41,8 +48,8 @@ export class UserProfiles {
   /** Replaces the user's document with `document` (the update request's JSON, without userId). */
   async update(caller: ProfileCaller, userId: string, document: ProfileDocument, requestId: string): Promise<void> {
     const scope = tenantScope(caller.tmcId);
-    await this.uow.transaction(async (tx) => {
-      const user = visibleTo(caller, await this.users.lock(tx, scope, userId), userId);
+    await this.deps.uow.transaction(async (tx) => {
+      const user = visibleTo(caller, await this.deps.users.lock(tx, scope, userId), userId);
       refuseIdentityChanges(user, userId, document);
       const name = objectAt(document, "personalInfo", "name");
       const change = {
@@ -51,8 +58,8 @@ export class UserProfiles {
         profile: withoutIdentity(document),
       };
       const changedFields = changedPaths(documentOf(user), documentOf({ ...user, ...change }));
-      await this.users.update(tx, scope, userId, change);
-      await this.audit.append(tx, [updated(caller, user, changedFields, requestId)]);
+      await this.deps.users.update(tx, scope, userId, change);
+      await this.deps.audit.append(tx, [updated(caller, user, changedFields, requestId)]);
     });
   }
 }
@@ -158,7 +165,7 @@ const FIXED_FIELDS: readonly FixedField[] = [
     refusal: "must be the TMC's name: a TMC is not renamed through a user",
   },
   // The same answer for an unknown id, another company's and another TMC's: nothing tells
-  // whether the id exists elsewhere (issue 18, finding 8).
+  // whether the id exists elsewhere.
   {
     name: LEGAL_ENTITY_ID,
     sent: (d) => nonEmpty(objectAt(d, "businessInfo", "legalEntityRef")?.id),

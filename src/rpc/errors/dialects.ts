@@ -15,6 +15,8 @@ export const OAUTH_ERROR_BY_CODE: Readonly<Partial<Record<ErrorCode, string>>> =
   INVALID_SCOPE: "invalid_scope",
   INVALID_TARGET: "invalid_target",
   UNSUPPORTED_GRANT_TYPE: "unsupported_grant_type",
+  INVALID_DPOP_PROOF: "invalid_dpop_proof",
+  USE_DPOP_NONCE: "use_dpop_nonce",
   TOO_MANY_REQUESTS: "slow_down",
 };
 

@@ -1,9 +1,10 @@
-import { create, type DescMessage } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { ViolationsSchema, type Violation } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDialect, ErrorResponseSchema, type ErrorResponse } from "../../../gen/travel/common/v1/error_pb.js";
 import { isErrorCode, specOf, type ErrorCode } from "../../errors/codes.js";
 import { DomainError, type ErrorParameter } from "../../errors/domain-error.js";
+import { errorDialectOf } from "../contract.js";
 import { CODE_BY_KIND } from "./connect-codes.js";
 import { OAUTH_ERROR_BY_CODE, SCIM_ERROR_SCHEMA, SCIM_TYPE_BY_CODE } from "./dialects.js";
 import { wellFormed } from "./printable.js";
@@ -12,6 +13,48 @@ export interface TranslatedError {
   readonly code: Code;
   readonly errorCode: ErrorCode;
   readonly body: ErrorResponse;
+}
+
+/** Why a request was refused, as its access-log line says it (never a secret: the access log redacts a parameter that names a credential). */
+export interface EdgeRefusal {
+  readonly errorCode: string;
+  readonly message: string;
+  /** The answer's errorParameters (which fields a validation refusal names). */
+  readonly errorParameters: ReadonlyArray<{ readonly name: string; readonly value: string }>;
+  /** The refusal's log-only fields (DomainError.logged: which client, which check failed); never sent. */
+  readonly logged?: Readonly<Record<string, string>>;
+}
+
+/** A failure as it leaves the service, on any face. */
+export interface ErrorAtEdge extends TranslatedError {
+  /** What the request's access-log line says of it (nothing for a relayed ErrorResponse without a message). */
+  readonly refusal: EdgeRefusal | undefined;
+  /** The same answer as a Connect error (every RPC protocol writes it; the REST gateway reads it back). */
+  connectError(): ConnectError;
+}
+
+/**
+ * The one error edge: every face turns a failure into its answer here — the RPC interceptor
+ * chain (errorInterceptor), the protocol layer's own refusals (src/http/protocol/), and the REST
+ * gateway's and Fastify's (gateway/error-reply.ts). `at` is the RPC (its input names a validation
+ * refusal's fields, its service the error dialect) or, outside any RPC, the path's dialect.
+ */
+export function errorAtEdge(error: unknown, requestId: string, at?: DescMethod | ErrorDialect): ErrorAtEdge {
+  const method = typeof at === "object" ? at : undefined;
+  const dialect = typeof at === "object" ? errorDialectOf(at.parent) : at;
+  const translated = translateError(error, requestId, method?.input, dialect);
+  const first = translated.body.errorMessages[0];
+  const logged = error instanceof DomainError ? error.logged : undefined;
+  return {
+    ...translated,
+    refusal: first && {
+      errorCode: first.errorCode,
+      message: first.message,
+      errorParameters: first.errorParameters.map(({ name, value }) => ({ name, value })),
+      ...(logged ? { logged } : {}),
+    },
+    connectError: () => toConnectError(translated, error instanceof DomainError ? error : {}),
+  };
 }
 
 /**
@@ -132,12 +175,13 @@ function fieldPathOf(violation: Violation, input: DescMessage | undefined): stri
  */
 export function toConnectError(
   translated: TranslatedError,
-  headers: { challenge?: string; retryAfterSeconds?: number } = {},
+  headers: { challenge?: string; retryAfterSeconds?: number; dpopNonce?: string } = {},
 ): ConnectError {
   const message = wellFormed(translated.body.errorMessages[0]?.message ?? "error");
   // The challenge and Retry-After travel as error metadata: response headers on every protocol and for REST.
   const metadata = new Headers();
   if (headers.challenge !== undefined) metadata.set("www-authenticate", headers.challenge);
+  if (headers.dpopNonce !== undefined) metadata.set("dpop-nonce", headers.dpopNonce);
   if (headers.retryAfterSeconds !== undefined)
     metadata.set("retry-after", String(Math.max(1, Math.ceil(headers.retryAfterSeconds))));
   return new ConnectError(message, translated.code, metadata, [{ desc: ErrorResponseSchema, value: translated.body }]);

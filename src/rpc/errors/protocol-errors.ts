@@ -85,7 +85,7 @@ function undecodable(reason: string, cause: ConnectError): DomainError {
 /**
  * A protobuf name with its package ("travel.apiuser.v2.ListApiUsersRequest", with ".limit" when
  * it names a field): the decoder's complaints carry them, and they tell a caller (before any
- * authentication) how the service is built, not what was wrong with the request (issue 18).
+ * authentication) how the service is built, not what was wrong with the request.
  */
 const QUALIFIED_NAME = /\b[a-z]\w*(?:\.[a-z]\w*)*\.(?:[A-Z]\w*\.)*[A-Z]\w*(?:\.([a-z_]\w*))?\b/g;
 

@@ -4,7 +4,8 @@ import type { ApiUser } from "../../domain/api-users/model.js";
 import type { Principal } from "../../domain/tokens/model.js";
 import { bearerTokenOf, scimTokenOf } from "../bearer-token.js";
 import { accessRuleOf, authenticationOf, AuthenticationKind, isPublicInfrastructure } from "../contract.js";
-import { requestInfoOf } from "../request-context.js";
+import { dpopRequestOf, requestInfoOf } from "../request-context.js";
+import { authorizationOf, DPOP_ALGORITHMS, type DpopProofs } from "../../domain/tokens/dpop-proofs.js";
 
 /** The verified caller of an RPC that requires an access token. */
 export const principalKey = createContextKey<Principal | undefined>(undefined, {
@@ -21,12 +22,33 @@ export const scimClientKey = createContextKey<ApiUser | undefined>(undefined, {
  * alone (no error code, as 3.1 asks); a token that failed: invalid_token with the reason; a
  * missing scope: insufficient_scope naming it. Other failures (a database that is down) pass as they are.
  */
-function challengeInvalidToken(error: unknown): never {
+function challengeInvalidToken(error: unknown, scheme: "Bearer" | "DPoP" = "Bearer"): never {
   if (error instanceof DomainError && error.kind === "UNAUTHENTICATED") {
-    throw withChallenge(error, `Bearer error="invalid_token", error_description="${quotable(error.message)}"`);
+    throw withChallenge(
+      error,
+      `${scheme} error="invalid_token", error_description="${quotable(error.message)}"${algsOf(scheme)}`,
+    );
   }
   throw error;
 }
+
+/**
+ * RFC 9449 7.1: a refused DPoP proof is a 401 whose DPoP challenge names the error
+ * (invalid_dpop_proof, or use_dpop_nonce with the nonce in DPoP-Nonce) and the algorithms accepted.
+ */
+function challengeDpop(error: unknown): never {
+  if (error instanceof DomainError && (error.code === "INVALID_DPOP_PROOF" || error.code === "USE_DPOP_NONCE")) {
+    const wire = error.code === "USE_DPOP_NONCE" ? "use_dpop_nonce" : "invalid_dpop_proof";
+    throw new DomainError("USER_NOT_AUTHENTICATED", error.message, {
+      challenge: `DPoP error="${wire}", error_description="${quotable(error.message)}"${algsOf("DPoP")}`,
+      ...(error.dpopNonce !== undefined ? { dpopNonce: error.dpopNonce } : {}),
+      ...(error.logged ? { logged: error.logged } : {}),
+    });
+  }
+  return challengeInvalidToken(error, "DPoP");
+}
+
+const algsOf = (scheme: "Bearer" | "DPoP") => (scheme === "DPoP" ? `, algs="${DPOP_ALGORITHMS.join(" ")}"` : "");
 
 function withChallenge(error: DomainError, challenge: string): DomainError {
   return new DomainError(error.code, error.message, {
@@ -34,6 +56,7 @@ function withChallenge(error: DomainError, challenge: string): DomainError {
     detail: error.detail,
     cause: error.cause,
     challenge,
+    ...(error.dpopNonce !== undefined ? { dpopNonce: error.dpopNonce } : {}),
     ...(error.logged ? { logged: error.logged } : {}),
   });
 }
@@ -47,6 +70,8 @@ function quotable(text: string): string {
 /** The verifiers each authentication kind dispatches to (domain services). */
 export interface Verifiers {
   readonly accessTokens: { verify(token: string, audience?: string): Promise<Principal> };
+  /** DPoP (RFC 9449): a bound token's proof, and the nonce each answer to a DPoP request offers. */
+  readonly dpop: Pick<DpopProofs, "checkPresented" | "nonce">;
   readonly operator: { authenticate(presented: string | undefined, address: string): Promise<void> };
   readonly scimTokens: { authenticate(token: string): Promise<ApiUser> };
   /** The audience this service's own RPCs accept in access tokens. */
@@ -62,23 +87,33 @@ export function authenticationInterceptor(verifiers: Verifiers): Interceptor {
   return (next) => async (req) => {
     switch (authenticationOf(req.method)) {
       case AuthenticationKind.ACCESS_TOKEN: {
-        const token = bearerTokenOf(req.header);
-        if (token === undefined)
+        const presented = authorizationOf(req.header.get("authorization"));
+        if (presented === undefined)
           throw withChallenge(unauthenticated("An access token is required (Authorization: Bearer <token>)"), "Bearer");
-        const principal = await verifiers.accessTokens.verify(token, verifiers.audience).catch(challengeInvalidToken);
+        const principal = await verifiers.accessTokens
+          .verify(presented.token, verifiers.audience)
+          .catch((error: unknown) => challengeInvalidToken(error, presented.scheme));
+        // A DPoP-bound token only with a proof by its key for this request; an unbound one only as Bearer.
+        await verifiers.dpop
+          .checkPresented(presented, principal.confirmation, dpopRequestOf(req.header, req.contextValues))
+          .catch(challengeDpop);
         const rule = accessRuleOf(req.method);
         // A protected method without a rule is a contract mistake: refuse rather than allow.
         if (!rule.scope) throw permissionDenied("This operation is not available to access tokens");
         if (!principal.scopes.includes(rule.scope)) {
           throw withChallenge(
             permissionDenied(`The access token lacks the scope "${rule.scope}"`),
-            `Bearer error="insufficient_scope", scope="${rule.scope}"`,
+            // RFC 9449 7.1: a request under the DPoP scheme is challenged in that scheme.
+            `${presented.scheme} error="insufficient_scope", scope="${rule.scope}"${algsOf(presented.scheme)}`,
           );
         }
         if (rule.roles.length > 0 && !rule.roles.includes(principal.role))
           throw permissionDenied(`This operation requires the role ${rule.roles.join(" or ")}`);
         req.contextValues.set(principalKey, principal);
-        return next(req);
+        const res = await next(req);
+        // RFC 9449 9: the nonce for the client's next proof, so it rarely meets use_dpop_nonce.
+        if (presented.scheme === "DPoP") res.header.set("dpop-nonce", verifiers.dpop.nonce());
+        return res;
       }
       case AuthenticationKind.OPERATOR: {
         await verifiers.operator.authenticate(

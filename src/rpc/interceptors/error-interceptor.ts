@@ -1,8 +1,8 @@
 import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { Logger } from "../../domain/shared/observability.js";
+import { RepeatedWarnings } from "../../domain/shared/repeated-warnings.js";
 import { DomainError } from "../../errors/domain-error.js";
-import { errorDialectOf } from "../contract.js";
-import { toConnectError, translateError } from "../errors/error-response.js";
+import { errorAtEdge } from "../errors/error-response.js";
 import { printable } from "../errors/printable.js";
 import { chainProtocolRefusal } from "../errors/protocol-errors.js";
 import { requestInfoOf } from "../request-context.js";
@@ -12,11 +12,15 @@ import { requestInfoOf } from "../request-context.js";
  * ErrorResponse (with the request id as debugIdentifier), in the service's error dialect.
  * Internal failures are logged with their cause and answered with a message that reveals nothing;
  * `classify` names failures of dependencies the RPC layer cannot know (a database that is down).
+ * Those are answered 503/409 and each request's access-log line says which (`databaseFailure`);
+ * their warning with the driver's error is logged once per RPC and code per interval, with the
+ * count held back: a Postgres outage logged one error line with a stack per request.
  */
 export function errorInterceptor(
   logger: Logger,
   classify: (error: unknown) => DomainError | undefined = () => undefined,
 ): Interceptor {
+  const dependencyWarnings = new RepeatedWarnings();
   return (next) => async (req) => {
     const fail = (thrown: unknown) => {
       const { requestId, refused } = requestInfoOf(req.contextValues);
@@ -25,26 +29,25 @@ export function errorInterceptor(
       const protocol = chainProtocolRefusal(thrown, /^application\/grpc/i.test(req.header.get("content-type") ?? ""));
       // A driver's failure the composition root knows how to name (the database is unavailable: 503).
       const error = thrown instanceof DomainError ? thrown : (protocol ?? classify(thrown) ?? thrown);
-      const translated = translateError(error, requestId, req.method.input, errorDialectOf(req.service));
+      const answer = errorAtEdge(error, requestId, req.method);
       if (protocol) {
         const cause = printable((thrown as ConnectError).rawMessage, 300);
         logger.info({ reqId: requestId, rpc, errorCode: protocol.code, cause }, "rpc refused by the protocol layer");
-      } else if (translated.code === Code.Internal || error !== thrown) {
+      } else if (answer.code === Code.Internal) {
         logger.error({ reqId: requestId, rpc, err: thrown }, "rpc failed");
+      } else if (error !== thrown) {
+        const { code } = error as DomainError;
+        dependencyWarnings.warn(
+          logger,
+          `${rpc} ${code}`,
+          { reqId: requestId, rpc, errorCode: code, err: thrown },
+          "rpc failed: a dependency",
+        );
       } else if (!(error instanceof DomainError)) {
-        logger.debug({ reqId: requestId, code: Code[translated.code] }, "rpc rejected");
+        logger.debug({ reqId: requestId, code: Code[answer.code] }, "rpc rejected");
       }
-      const first = translated.body.errorMessages[0];
-      if (first) {
-        refused?.({
-          errorCode: first.errorCode,
-          message: first.message,
-          rpc,
-          errorParameters: first.errorParameters.map(({ name, value }) => ({ name, value })),
-          ...(error instanceof DomainError && error.logged ? { logged: error.logged } : {}),
-        });
-      }
-      return toConnectError(translated, error instanceof DomainError ? error : {});
+      if (answer.refusal) refused?.({ ...answer.refusal, rpc });
+      return answer.connectError();
     };
     let res: Awaited<ReturnType<typeof next>>;
     try {

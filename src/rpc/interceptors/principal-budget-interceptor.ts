@@ -22,9 +22,8 @@ export interface PrincipalBudget extends PrincipalBudgetConfig {
  * after authentication, on every face alike (the REST gateway calls through this same chain):
  * - at most `rate.points` per `rate.durationSeconds` per principal (a fixed window); beyond that
  *   429 TOO_MANY_REQUESTS with Retry-After until the window ends;
- * - then admitted by its TMC's share of the instance (FairAdmission): issue 18 saw one company
- *   admin's thirty calls hold every pooled connection, issue 31 ten API users of one TMC do the
- *   same, so the share is the TMC's, whichever of its principals calls.
+ * - then admitted by its TMC's share of the instance (FairAdmission): one company admin's thirty
+ *   calls once held every pooled connection, and ten API users of one TMC did the same, so the share is the TMC's, whichever of its principals calls.
  * Both are in process, so the hot path gains no Redis round trip; a TMC spread over N instances
  * gets N times its share. The token endpoints admit their own work (TokenEndpoint); the
  * operator's surface is not budgeted.

@@ -31,11 +31,13 @@ import {
   type MigrateCompanyCreditsResponseSchema,
   type UnusedCreditInfoSchema,
 } from "../../../gen/travel/aircredit/v3/air_credit_pb.js";
-import type { ImportedAirCredit } from "../../../gen/travel/operator/v1/operator_pb.js";
+import { ImportedAirCreditSchema, type ImportedAirCredit } from "../../../gen/travel/operator/v1/operator_pb.js";
 import type { CreditImportRow, CreditVocabulary } from "../../domain/air-credits/air-credit-import.js";
 import type { CreditListing } from "../../domain/air-credits/air-credit-listing.js";
 import type { MigrationOutcome } from "../../domain/air-credits/air-credit-migration.js";
 import type { CreditFilter, UnusedCredit } from "../../domain/air-credits/model.js";
+import { contractValidator } from "../contract-validator.js";
+import type { Path } from "@bufbuild/protobuf/reflect";
 
 type EnumObject = Record<string, string | number>;
 
@@ -93,10 +95,45 @@ export const creditVocabulary: CreditVocabulary = {
   fopCardAccessType: namesOf(UnusedCreditFopCardAccessTypeSchema, false),
 };
 
-/** An import row as the domain reads it: the suffix by name, the FOP object as the JSON it is stored as. */
+/** A violated field as the JSON names it: "exchangeInfo.previousTicket", "items[2]". */
+function jsonPathOf(path: Path): string {
+  return path
+    .map((part) => {
+      switch (part.kind) {
+        case "field":
+        case "extension":
+          return `.${part.jsonName}`;
+        case "list_sub":
+          return `[${part.index}]`;
+        case "map_sub":
+          return `[${String(part.key)}]`;
+        case "oneof":
+          return `.${part.name}`;
+      }
+    })
+    .join("")
+    .slice(1);
+}
+
+/** ImportedAirCredit's rules (operator.proto), applied row by row: the request's own rules leave the rows to the service. */
+const rowValidator = contractValidator([ImportedAirCreditSchema.file]);
+
+/**
+ * An import row as the domain reads it: what the contract's rules found wrong with it (by JSON
+ * field name), the suffix by name, the FOP object as the JSON it is stored as.
+ */
 export function creditImportRow(c: ImportedAirCredit): CreditImportRow {
+  const checked = rowValidator.validate(ImportedAirCreditSchema, c);
+  if (checked.kind === "error") throw checked.error;
   return {
     ...c,
+    violations:
+      checked.kind === "valid"
+        ? []
+        : checked.error.violations.map((v) => ({
+            field: jsonPathOf(v.field),
+            reason: v.message,
+          })),
     passengerName: c.passengerName && {
       ...c.passengerName,
       suffix: c.passengerName.suffix ? NameSuffix[c.passengerName.suffix] : "",

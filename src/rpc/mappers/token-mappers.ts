@@ -5,7 +5,7 @@ import type {
   ChangedCredential,
   ChangeStreamEvent,
   RevokedToken,
-} from "../../domain/tokens/credential-change-stream.js";
+} from "../../domain/credential-changes/credential-change-stream.js";
 import type { IssuedToken, Principal } from "../../domain/tokens/model.js";
 
 export function tokenResponse(issued: IssuedToken) {
@@ -26,7 +26,8 @@ export function introspectionResponse(principal: Principal | undefined) {
     active: true,
     scope: principal.scopes.join(" "),
     clientId: principal.clientId,
-    tokenType: "Bearer",
+    // RFC 9449 6.2: a bound token is of type DPoP, and cnf names its key.
+    tokenType: principal.confirmation ? "DPoP" : "Bearer",
     exp: principal.expiresAt,
     iat: principal.issuedAt,
     sub: principal.subject,
@@ -37,6 +38,7 @@ export function introspectionResponse(principal: Principal | undefined) {
     role: principal.role,
     orgId: principal.orgId ?? "",
     ...(principal.act ? { act: actorOf(principal.act) } : {}),
+    ...(principal.confirmation ? { cnf: { jkt: principal.confirmation.jkt } } : {}),
   };
 }
 

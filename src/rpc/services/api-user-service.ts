@@ -5,6 +5,8 @@ import {
   type DeleteApiUserRequest,
   type GetApiUsersRequest,
   type RotateClientSecretRequest,
+  type SetClientDpopPolicyRequest,
+  type SetClientKeysRequest,
 } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import { DEFAULT_PAGE_SIZE, type ApiUserAdmin } from "../../domain/api-users/api-user-admin.js";
 import { callerOf } from "../caller.js";
@@ -40,6 +42,23 @@ export class ApiUserServiceHandler implements ServiceImpl<typeof ApiUserService>
     return credentialResponse(
       await this.admin.rotate(callerOf(ctx), req.clientId, requestInfoOf(ctx.values).requestId),
     );
+  }
+
+  async setClientKeys(req: SetClientKeysRequest, ctx: HandlerContext) {
+    const { requestId } = requestInfoOf(ctx.values);
+    // proto3 has no absence: no keys, or an empty URL, is the field not given.
+    const registration = {
+      jwks: req.keys.length > 0 ? { keys: req.keys } : undefined,
+      jwksUri: req.jwksUri === "" ? undefined : req.jwksUri,
+    };
+    const registered = await this.admin.setKeys(callerOf(ctx), req.clientId, registration, requestId);
+    return { clientId: req.clientId, ...registered };
+  }
+
+  async setClientDpopPolicy(req: SetClientDpopPolicyRequest, ctx: HandlerContext) {
+    const { requestId } = requestInfoOf(ctx.values);
+    const required = await this.admin.setDpopPolicy(callerOf(ctx), req.clientId, req.dpopBoundAccessTokens, requestId);
+    return { clientId: req.clientId, dpopBoundAccessTokens: required };
   }
 }
 

@@ -9,26 +9,41 @@ import {
   type RevokeTokenRequest,
   type WatchCredentialChangesRequest,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
-import type { PresentedCredentials } from "../../domain/tokens/model.js";
-import type { TokenCall, TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
+import type { CredentialChangeEndpoint } from "../../domain/credential-changes/credential-change-endpoint.js";
+import type { TokenCall } from "../../domain/shared/client-auth-pipeline.js";
+import { clientCredentialsOf, type ClientCredentials } from "../../domain/shared/client-credentials.js";
+import type { IntrospectionEndpoint } from "../../domain/tokens/introspection-endpoint.js";
+import type { RevocationEndpoint } from "../../domain/tokens/revocation-endpoint.js";
+import type { TokenEndpoint } from "../../domain/tokens/token-endpoint.js";
 import { DomainError } from "../../errors/domain-error.js";
 import { changeEvent, introspectionResponse, tokenResponse } from "../mappers/token-mappers.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
-import { requestInfoOf } from "../request-context.js";
+import { dpopRequestOf, requestInfoOf } from "../request-context.js";
 import { defineArea } from "../area.js";
 
 /** RFC 9745: the legacy endpoint has been deprecated since this date. */
 const LEGACY_DEPRECATED_AT = Date.UTC(2026, 0, 1) / 1000;
 
-/** The token endpoints: the flow is the domain's TokenEndpoint; here only headers and messages. */
+/** The endpoints that take a client credential, one domain module each. */
+export interface AuthEndpoints {
+  readonly tokenEndpoint: TokenEndpoint;
+  readonly introspection: IntrospectionEndpoint;
+  readonly revocation: RevocationEndpoint;
+  readonly credentialChanges: CredentialChangeEndpoint;
+}
+
+/**
+ * The token endpoints: the flow is the domain's endpoint modules; here the credentials are
+ * parsed (once, into the value every step reads), and only headers and messages.
+ */
 export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
-  constructor(private readonly endpoint: TokenEndpoint) {}
+  constructor(private readonly endpoints: AuthEndpoints) {}
 
   async fetchOauth2Token(req: FetchOauth2TokenRequest, ctx: HandlerContext) {
     noStore(ctx);
     const request = {
       grantType: req.grantType,
-      credentials: presented(req.clientId, req.clientSecret, ctx),
+      credentials: presented(req, ctx),
       scope: req.scope,
       audience: req.audience,
       subjectToken: req.subjectToken,
@@ -37,7 +52,10 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
       requestedTokenType: req.requestedTokenType,
       resources: req.resource,
     };
-    return tokenResponse(await challenged(ctx, this.endpoint.fetchToken(request, tokenCall(ctx))));
+    const dpop = dpopRequestOf(ctx.requestHeader, ctx.values);
+    // RFC 9449 8: a client that sends proofs is told the nonce for its next one, refused or not.
+    if (dpop.proof !== undefined) ctx.responseHeader.set("dpop-nonce", this.endpoints.tokenEndpoint.dpopNonce());
+    return tokenResponse(await challenged(ctx, this.endpoints.tokenEndpoint.fetchToken(request, tokenCall(ctx), dpop)));
   }
 
   async getAuthToken(req: GetAuthTokenRequest, ctx: HandlerContext) {
@@ -45,13 +63,13 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     ctx.responseHeader.set("deprecation", `@${LEGACY_DEPRECATED_AT}`);
     ctx.responseHeader.set("link", '</v2/auth/oauth2-token>; rel="successor-version"');
     // JSON body only: the legacy endpoint never took HTTP Basic.
-    const credentials: PresentedCredentials = {
+    const credentials = clientCredentialsOf({
       formClientId: req.clientId,
       formClientSecret: req.clientSecret,
       authorization: null,
-    };
+    });
     // No challenge here: the legacy endpoint takes its credentials in the JSON body only.
-    const issued = await this.endpoint.legacyToken(credentials, tokenCall(ctx));
+    const issued = await this.endpoints.tokenEndpoint.legacyToken(credentials, tokenCall(ctx));
     return { token: issued.accessToken, expiryTimeInSeconds: issued.expiresIn, type: "Bearer" };
   }
 
@@ -59,12 +77,7 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     noStore(ctx);
     await challenged(
       ctx,
-      this.endpoint.revoke(
-        presented(req.clientId, req.clientSecret, ctx),
-        req.token,
-        req.tokenTypeHint,
-        tokenCall(ctx),
-      ),
+      this.endpoints.revocation.revoke(presented(req, ctx), req.token, req.tokenTypeHint, tokenCall(ctx)),
     );
     return {};
   }
@@ -72,10 +85,7 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
   async introspectToken(req: IntrospectTokenRequest, ctx: HandlerContext) {
     noStore(ctx);
     return introspectionResponse(
-      await challenged(
-        ctx,
-        this.endpoint.introspect(presented(req.clientId, req.clientSecret, ctx), req.token, tokenCall(ctx)),
-      ),
+      await challenged(ctx, this.endpoints.introspection.introspect(presented(req, ctx), req.token, tokenCall(ctx))),
     );
   }
 
@@ -83,7 +93,7 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     noStore(ctx);
     const principals = await challenged(
       ctx,
-      this.endpoint.introspectMany(presented(req.clientId, req.clientSecret, ctx), req.tokens, tokenCall(ctx)),
+      this.endpoints.introspection.introspectMany(presented(req, ctx), req.tokens, tokenCall(ctx)),
     );
     return { results: principals.map(introspectionResponse) };
   }
@@ -93,12 +103,7 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     noStore(ctx);
     const events = await challenged(
       ctx,
-      this.endpoint.watchChanges(
-        presented(req.clientId, req.clientSecret, ctx),
-        req.sinceCursor,
-        ctx.signal,
-        tokenCall(ctx),
-      ),
+      this.endpoints.credentialChanges.watchChanges(presented(req, ctx), req.sinceCursor, ctx.signal, tokenCall(ctx)),
     );
     for await (const event of events) yield changeEvent(event);
   }
@@ -108,8 +113,8 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
     noStore(ctx);
     const result = await challenged(
       ctx,
-      this.endpoint.pollSecurityEvents(
-        presented(req.clientId, req.clientSecret, ctx),
+      this.endpoints.credentialChanges.pollSecurityEvents(
+        presented(req, ctx),
         {
           maxEvents: req.maxEvents,
           returnImmediately: req.returnImmediately,
@@ -128,15 +133,27 @@ export class AuthServiceHandler implements ServiceImpl<typeof AuthService> {
 export const authArea = defineArea({
   service: AuthService,
   face: "public",
-  handler: (domain: { readonly tokenEndpoint: TokenEndpoint }) => new AuthServiceHandler(domain.tokenEndpoint),
+  handler: ({ tokenEndpoint, introspection, revocation, credentialChanges }: AuthEndpoints) =>
+    new AuthServiceHandler({ tokenEndpoint, introspection, revocation, credentialChanges }),
 });
 
-function presented(clientId: string, clientSecret: string, ctx: HandlerContext): PresentedCredentials {
-  return {
-    formClientId: clientId,
-    formClientSecret: clientSecret,
+/** The request's client credentials, parsed once: the form fields (a client assertion's too) and the Basic header. */
+function presented(
+  req: {
+    readonly clientId: string;
+    readonly clientSecret: string;
+    readonly clientAssertionType?: string;
+    readonly clientAssertion?: string;
+  },
+  ctx: HandlerContext,
+): ClientCredentials {
+  return clientCredentialsOf({
+    formClientId: req.clientId,
+    formClientSecret: req.clientSecret,
     authorization: ctx.requestHeader.get("authorization"),
-  };
+    clientAssertionType: req.clientAssertionType,
+    clientAssertion: req.clientAssertion,
+  });
 }
 
 function tokenCall(ctx: HandlerContext): TokenCall {

@@ -168,6 +168,7 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
         createdBy: u.createdBy ?? "",
         rotatedAt: u.rotatedAt?.toISOString() ?? "",
         lastTokenIssuedAt: u.lastTokenIssuedAt?.toISOString() ?? "",
+        dpopBoundAccessTokens: u.dpopBoundAccessTokens,
       })),
       totalCount: total,
     };
@@ -176,6 +177,27 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
   async revokeApiUser(req: { tmcId: string; clientId: string }, ctx: HandlerContext) {
     await this.domain.console.revokeApiUser(req.tmcId, req.clientId, requestInfoOf(ctx.values).requestId);
     return { tmcId: req.tmcId, clientId: req.clientId };
+  }
+
+  async setApiUserKeys(req: { tmcId: string; clientId: string; jwks: string; jwksUri: string }, ctx: HandlerContext) {
+    const { requestId } = requestInfoOf(ctx.values);
+    const registered = await this.domain.console.setApiUserKeys(req.tmcId, req.clientId, keysOf(req), requestId);
+    return { tmcId: req.tmcId, clientId: req.clientId, ...registered };
+  }
+
+  async setApiUserDpopPolicy(
+    req: { tmcId: string; clientId: string; dpopBoundAccessTokens: boolean },
+    ctx: HandlerContext,
+  ) {
+    const { tmcId, clientId } = req;
+    const { requestId } = requestInfoOf(ctx.values);
+    const required = await this.domain.console.setApiUserDpopPolicy(
+      tmcId,
+      clientId,
+      req.dpopBoundAccessTokens,
+      requestId,
+    );
+    return { tmcId, clientId, dpopBoundAccessTokens: required };
   }
 
   async listTrustedIssuers(req: { tmcId: string }) {
@@ -196,13 +218,13 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
     return { tmcId: req.tmcId, issuer: req.issuer };
   }
 
-  async createResourceServer(req: { name: string; audiences: string[] }, ctx: HandlerContext) {
-    const created = await this.domain.resourceServers.register(
-      req.name,
-      req.audiences,
-      requestInfoOf(ctx.values).requestId,
-    );
-    return { ...created, audiences: [...created.audiences] };
+  async createResourceServer(
+    req: { name: string; audiences: string[]; jwks: string; jwksUri: string },
+    ctx: HandlerContext,
+  ) {
+    const { requestId } = requestInfoOf(ctx.values);
+    const created = await this.domain.resourceServers.register(req.name, req.audiences, requestId, keysOf(req));
+    return { ...created, audiences: [...created.audiences], keyIds: [...created.keyIds] };
   }
 
   async listResourceServers(req: { limit?: number; offset: number }) {
@@ -219,6 +241,14 @@ export class OperatorServiceHandler implements ServiceImpl<typeof OperatorServic
 
   async rotateResourceServerSecret(req: { clientId: string }, ctx: HandlerContext) {
     return this.domain.resourceServers.rotateSecret(req.clientId, requestInfoOf(ctx.values).requestId);
+  }
+
+  async setResourceServerKeys(req: { clientId: string; jwks: string; jwksUri: string }, ctx: HandlerContext) {
+    const { requestId } = requestInfoOf(ctx.values);
+    return {
+      clientId: req.clientId,
+      ...(await this.domain.resourceServers.setKeys(req.clientId, keysOf(req), requestId)),
+    };
   }
 
   async removeResourceServer(req: { clientId: string }, ctx: HandlerContext) {
@@ -286,7 +316,14 @@ function resourceServerOf(server: ResourceServerListing) {
     audiences: [...server.audiences],
     createdAt: server.createdAt.toISOString(),
     rotatedAt: server.rotatedAt?.toISOString() ?? "",
+    keyIds: [...server.keyIds],
+    jwksUri: server.jwksUri ?? "",
   };
+}
+
+/** A key registration as the requests carry it; proto3 has no absence: an empty field is the one not given. */
+function keysOf(req: { jwks: string; jwksUri: string }) {
+  return { jwks: req.jwks === "" ? undefined : req.jwks, jwksUri: req.jwksUri === "" ? undefined : req.jwksUri };
 }
 
 function tmcSummaryOf(tmc: { id: string; name: string; maxApiUsers: number; activeApiUsers: number }) {

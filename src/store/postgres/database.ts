@@ -2,10 +2,12 @@ import fs from "node:fs";
 import path from "node:path";
 import knexPkg, { type Knex } from "knex";
 import ClientPgLite from "knex-pglite";
+import { makeDataDir } from "../data-dir.js";
 import { silentLogger, type Logger } from "../../domain/shared/observability.js";
 import type { StorageConfig } from "../settings.js";
 import { withMigrationLock, type LockConnection } from "./migration-lock.js";
 import { migrationSource } from "./migrations/index.js";
+import { PgClient } from "./pg-client.js";
 import { setLocalOnBegin } from "./transaction-settings.js";
 import { SCHEMA_PARAM } from "./unit-of-work.js";
 
@@ -154,7 +156,8 @@ function connectPostgres(
   // A transaction-mode pooler refuses startup parameters: there they are set per transaction.
   const perSession = poolMode === "session";
   const db = knex({
-    client: "pg",
+    // Knex's "pg" dialect, closing a new connection whose setup queries fail (pg-client.ts).
+    client: PgClient,
     log: KNEX_LOG,
     connection: {
       connectionString,
@@ -211,7 +214,7 @@ export function embeddedDatabaseExists(dataDir: string): boolean {
 
 function openPglite(dataDir: string): Database {
   const directory = embeddedDatabaseDirectory(dataDir);
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDataDir(dataDir);
   const db = knex({
     client: ClientPgLite,
     dialect: "postgres",

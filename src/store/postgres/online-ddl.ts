@@ -51,3 +51,24 @@ export function inLockedTransaction<T>(knex: Knex, work: (trx: Knex.Transaction)
     return work(trx);
   });
 }
+
+/** Runs one statement on the connection of `onOneConnection` (or anything that runs raw SQL). */
+export type RunStatement = (sql: string, bindings?: readonly Knex.RawBinding[]) => Promise<unknown>;
+
+/** An index left invalid by an interrupted CREATE INDEX CONCURRENTLY (IF NOT EXISTS would keep it). */
+export async function isInvalidIndex(run: RunStatement, name: string): Promise<boolean> {
+  const { rows } = (await run(
+    "select not i.indisvalid as invalid from pg_index i where i.indexrelid = to_regclass(?)",
+    [name],
+  )) as { rows: Array<{ invalid: boolean }> };
+  return rows[0]?.invalid === true;
+}
+
+/** Whether the index `partition` is attached to the partitioned index `parent`. */
+export async function isIndexAttached(run: RunStatement, parent: string, partition: string): Promise<boolean> {
+  const { rows } = (await run(
+    "select 1 from pg_inherits where inhparent = to_regclass(?) and inhrelid = to_regclass(?)",
+    [parent, partition],
+  )) as { rows: unknown[] };
+  return rows.length === 1;
+}

@@ -21,20 +21,34 @@ const TOTAL = "page_total";
  * query's order is the one the answer keeps). `present`: a column never null in a real row.
  * A real row keeps the extra column; the mappers read named columns.
  */
-export async function pageWithTotal<Row>(
-  db: Knex,
-  parts: {
-    readonly count: Knex.QueryBuilder;
-    readonly page: Knex.QueryBuilder;
-    readonly order: string;
-    readonly present: keyof Row & string;
-  },
-): Promise<{ rows: Row[]; total: number }> {
-  const joined = (await db
-    .select("page.*", `total.${TOTAL}`)
-    .from(parts.count.count({ [TOTAL]: "*" }).as("total"))
-    // A query builder is a binding Knex inlines as a subquery (its type does not say so).
-    .joinRaw("left join ? on true", [parts.page.as("page") as unknown as Knex.Raw])
-    .orderByRaw(parts.order)) as Array<Row & { [TOTAL]: unknown }>;
+export async function pageWithTotal<Row>(db: Knex, parts: PageParts<Row>): Promise<{ rows: Row[]; total: number }> {
+  return pageOf(parts, (await pageWithTotalQuery(db, parts)) as Array<Row & { [TOTAL]: unknown }>);
+}
+
+/** What pageWithTotal joins: see there. */
+export interface PageParts<Row> {
+  readonly count: Knex.QueryBuilder;
+  readonly page: Knex.QueryBuilder;
+  readonly order: string;
+  readonly present: keyof Row & string;
+}
+
+/** pageWithTotal's statement, not run (for a compiled statement: compiled-statement.ts). */
+export function pageWithTotalQuery<Row>(db: Knex, parts: PageParts<Row>): Knex.QueryBuilder {
+  return (
+    db
+      .select("page.*", `total.${TOTAL}`)
+      .from(parts.count.count({ [TOTAL]: "*" }).as("total"))
+      // A query builder is a binding Knex inlines as a subquery (its type does not say so).
+      .joinRaw("left join ? on true", [parts.page.as("page") as unknown as Knex.Raw])
+      .orderByRaw(parts.order)
+  );
+}
+
+/** The page and the total out of pageWithTotal's rows: the row of nulls dropped. */
+export function pageOf<Row>(
+  parts: Pick<PageParts<Row>, "present">,
+  joined: ReadonlyArray<Row & { [TOTAL]?: unknown }>,
+): { rows: Row[]; total: number } {
   return { rows: joined.filter((row) => row[parts.present] !== null), total: toCount(joined[0]?.[TOTAL]) };
 }

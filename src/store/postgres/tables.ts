@@ -49,6 +49,12 @@ export interface ApiUserRow {
   credential_type: ApiUserCredentialType;
   secret_hash: Buffer;
   credential_generation: number;
+  /** jsonb: the client's public JWK Set (private_key_jwt), or null. */
+  public_keys: unknown;
+  /** RFC 9449 5.2: every token request must carry a DPoP proof. */
+  dpop_bound_access_tokens: boolean;
+  /** The URL of its JWK Set (private_key_jwt by jwks_uri), or null. */
+  jwks_uri: string | null;
   created_by: string | null;
   created_at: Date;
   updated_at: Date;
@@ -87,6 +93,11 @@ export interface PaymentSourceRow {
   transferable: boolean;
 }
 
+/**
+ * An air credit as written and read (the air_credits, air_credits_v3 and air_credit_instants
+ * migrations). Amounts and instants travel as text (never a float or a local-time Date); a
+ * jsonb column is written as JSON text and read back as the object (pg) or its text (PGlite).
+ */
 export interface AirCreditRow {
   id: string;
   company_id: string;
@@ -102,6 +113,29 @@ export interface AirCreditRow {
   issue_date: string;
   expiry_date: string;
   status: string;
+  spotnana_pnr: string | null;
+  airline_name: string | null;
+  departure_date: string | null;
+  used_date: string | null;
+  passenger_name: Record<string, unknown> | string | null;
+  email: string | null;
+  departure_country: string | null;
+  arrival_country: string | null;
+  segments_available: string | null;
+  ticket_type: string;
+  source: string;
+  trip_id: string | null;
+  redeem_via: string | null;
+  source_of_truth: string | null;
+  owning_pcc: string | null;
+  credit_usage_type: string;
+  fop_label: string | null;
+  fop_card_access_type: string | null;
+  fop_info: Record<string, unknown> | string | null;
+  previous_ticket: string | null;
+  legal_entity_name: string | null;
+  created_at: Date;
+  updated_at: Date;
 }
 
 export interface SigningKeyRow {
@@ -147,6 +181,10 @@ export interface ResourceServerRow {
   name: string;
   secret_hash: Buffer;
   credential_generation: number;
+  /** jsonb: the server's public JWK Set (private_key_jwt), or null. */
+  public_keys: unknown;
+  /** The URL of its JWK Set (private_key_jwt by jwks_uri), or null. */
+  jwks_uri: string | null;
   /** bigint: a string from pg, a number from PGlite. */
   change_seq: string | number;
   created_by: string;

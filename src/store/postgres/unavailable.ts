@@ -80,6 +80,36 @@ export function databaseFailureOf(error: unknown, depth = 0): DatabaseFailure | 
   return databaseFailureOf(e.cause, depth + 1);
 }
 
+/** What a socket code says, in words an operator acts on. */
+const SOCKET_WORDS: Record<string, string> = {
+  ECONNREFUSED: "connection refused",
+  ECONNRESET: "connection reset",
+  ETIMEDOUT: "connection timed out",
+  ENOTFOUND: "host not found",
+  EAI_AGAIN: "host name lookup failed",
+  EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
+};
+
+/**
+ * The deepest reason an unavailable database gives (a socket code, a SQLSTATE, a driver message),
+ * for a start-up that gives up: "connection refused (ECONNREFUSED)" rather than the pool's "Timeout
+ * acquiring a connection" that wraps it. Never the connection string (it may hold a password).
+ */
+export function databaseFailureCause(error: unknown, depth = 0): string {
+  if (depth > 4 || typeof error !== "object" || error === null) return String(error as string);
+  const e = error as ErrorLike;
+  const inners: unknown[] = Array.isArray(e.errors) ? (e.errors as unknown[]) : [];
+  const inner = [...inners, e.cause].find((candidate) => databaseFailureOf(candidate) !== undefined);
+  if (inner !== undefined) return databaseFailureCause(inner, depth + 1);
+  if (typeof e.code === "string" && SOCKET_CODES.has(e.code))
+    return `${SOCKET_WORDS[e.code] ?? "socket error"} (${e.code})`;
+  if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code) && typeof e.message === "string")
+    return `${e.message} (SQLSTATE ${e.code})`;
+  if (e.name === "KnexTimeoutError") return "no connection within DATABASE_ACQUIRE_TIMEOUT_MS";
+  return typeof e.message === "string" ? e.message : "an unknown failure";
+}
+
 /**
  * Whether a failure means Postgres is unreachable, stalled or shutting down: the caller gets 503
  * and may retry, instead of an internal error.
@@ -99,6 +129,9 @@ export function classifyDatabaseError(error: unknown): DomainError | undefined {
       return new DomainError("DEPENDENCY_UNAVAILABLE", "The database did not answer in time; retry with backoff", {
         cause: error,
         retryAfterSeconds: 1,
+        // The access-log line says which wait ran out (no connection, no answer, a refused
+        // connection), which the caller's message deliberately does not.
+        logged: { databaseFailure: databaseFailureCause(error).slice(0, 300) },
       });
     case "contended":
       return new DomainError("RESOURCE_BUSY", "Another request is changing the same resource; retry shortly", {

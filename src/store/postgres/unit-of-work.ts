@@ -33,7 +33,7 @@ export function inSchema(db: Knex): Knex {
 const qualifying = new WeakMap<Knex, Knex>();
 
 /** The schema a pool's queries name (database.ts sets it where the pool is made), on the pool or one of its transactions. */
-function schemaOf(db: Knex): string | undefined {
+export function schemaOf(db: Knex): string | undefined {
   const config = (db.client as { config: { userParams?: Record<string, unknown> } }).config;
   return config.userParams?.[SCHEMA_PARAM] as string | undefined;
 }
@@ -64,8 +64,8 @@ function asTx(db: Knex): Tx {
  * (Backstage's rethrowError): a unique violation is ALREADY_EXISTS, a missing reference NOT_FOUND.
  *
  * Row locks are taken with NOWAIT (and the session's lock_timeout bounds the implicit ones), so a
- * busy row fails the transaction at once instead of parking its pooled connection (issue 18,
- * finding 2). The transaction is then rolled back, its connection returned, and the whole unit
+ * busy row fails the transaction at once instead of parking its pooled connection (thirty
+ * waiters on one row once held every connection of the instance). The transaction is then rolled back, its connection returned, and the whole unit
  * retried after a short jittered pause, for at most `lockWaitMs`; past it the caller gets 409
  * RESOURCE_BUSY with Retry-After. A rolled-back attempt left nothing behind, so a retry is safe.
  */

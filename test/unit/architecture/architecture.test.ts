@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
@@ -72,9 +72,7 @@ describe("architecture: the import graph of src/ and gen/", () => {
     assert.ok(srcEdges.length >= 200, `only ${srcEdges.length} resolved edges between src files`);
     assert.ok(
       srcEdges.some(
-        (d) =>
-          d.module === "../domain/api-users/api-user-admin.js" &&
-          d.resolved === "src/domain/api-users/api-user-admin.ts",
+        (d) => d.module === "../domain/api-users/index.js" && d.resolved === "src/domain/api-users/index.ts",
       ),
       "a NodeNext import (.js) resolves to its .ts file",
     );
@@ -104,6 +102,9 @@ describe("architecture: the import graph of src/ and gen/", () => {
     const sdkTraceBase = result.modules
       .flatMap((m) => m.dependencies)
       .find((d) => d.module === "@opentelemetry/sdk-trace-base")?.resolved;
+    const connectProtocol = result.modules
+      .flatMap((m) => m.dependencies)
+      .find((d) => d.module === "@connectrpc/connect/protocol")?.resolved;
     assert.deepEqual(
       triples(result.summary.violations),
       [
@@ -136,6 +137,12 @@ describe("architecture: the import graph of src/ and gen/", () => {
         "gen-not-to-src | gen/demo_pb.ts | src/errors/codes.ts",
         // 12
         `opentelemetry-sdk-only-in-observability | src/store/traced.ts | ${sdkTraceBase}`,
+        // 13
+        `connect-private-sections-only-in-connect-internals | src/http/server.ts | ${connectProtocol}`,
+        // 14
+        "src-takes-only-the-shared-token-format-from-packages | src/domain/tokens/token-service.ts | packages/verifier/src/verifier.ts",
+        // 15
+        "shared-token-format-imports-only-node-and-itself | packages/verifier/src/jws.ts | src/domain/api-users/admin.ts",
         // an import that does not resolve
         "no-unresolvable | src/rpc/b.ts | ./missing.js",
       ].sort(),
@@ -146,6 +153,21 @@ describe("architecture: the import graph of src/ and gen/", () => {
     assert.deepEqual(
       [...new Set(result.summary.violations.map((v) => v.rule.name))].sort(),
       forbidden.map((r) => r.name!).sort(),
+    );
+  });
+
+  test("Connect's private sections are imported by connect-internals.ts alone, in test/, bench/ and scripts/ too", () => {
+    // src/ and gen/ are held by rule 13 above; the other trees are read as text (the fixtures break it on purpose).
+    const importsPrivate = /(?:from|import)\s*\(?\s*["']@connectrpc\/connect\/protocol[^"']*["']/;
+    const offenders = ["test", "bench", "scripts"]
+      .flatMap((dir) => tsFilesUnder(dir))
+      .filter((file) => !file.startsWith(`${FIXTURES}/`) && !file.includes("/node_modules/"))
+      .filter((file) => importsPrivate.test(readFileSync(`${root}/${file}`, "utf8")));
+    assert.deepEqual(offenders, [], `import them through src/http/protocol/connect-internals.ts`);
+    // Written in two parts, so that this file does not match itself.
+    assert.ok(
+      importsPrivate.test("import { x } from " + '"@connectrpc/connect/protocol-grpc";'),
+      "the pattern finds one",
     );
   });
 });

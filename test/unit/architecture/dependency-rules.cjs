@@ -12,6 +12,9 @@
  * another layer's types depends on it even if the import vanishes when compiled.
  */
 
+/** The files of packages/ that src/ may import (rule 14), wherever the tree is rooted. */
+const SHARED_FROM_PACKAGES = "(^|/)packages/verifier/src/(jws|token-format|dpop-proof)\\.ts$";
+
 /** Escapes a path for use inside a regular expression. */
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
@@ -46,10 +49,14 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
       {
         name: "config-imports-only-config-and-errors",
         comment:
-          "3. src/config may import values only from src/config and src/errors (and no generated code). It may `import type` a settings group from the layer that takes it whole, so each config shape is declared once, by its user; config stays a leaf at run time (a type import from app/ or cli/ would be a cycle, rule 1).",
+          "3. src/config may import values only from src/config and src/errors (and no generated code). It may `import type` a settings group from the layer that takes it whole, so each config shape is declared once, by its user; config stays a leaf at run time (a type import from app/ or cli/ would be a cycle, rule 1). One exception: src/store/data-dir.ts, a leaf (node:fs only) that makes DATA_DIR, where config writes the secrets it generates; one maker for every writer, since Node's recursive mkdir spins forever under /proc.",
         severity: "error",
         from: { path: in_("config") },
-        to: { path: `${S}|${G}`, pathNot: in_("config", "errors"), dependencyTypesNot: ["type-only"] },
+        to: {
+          path: `${S}|${G}`,
+          pathNot: [in_("config", "errors"), `${S}store/data-dir\\.ts$`],
+          dependencyTypesNot: ["type-only"],
+        },
       },
       {
         name: "domain-imports-only-domain-and-errors",
@@ -142,6 +149,30 @@ function configFor({ src = "src", gen = "gen", tsConfig = "tsconfig.json" } = {}
         severity: "error",
         from: { path: S, pathNot: in_("observability") },
         to: { dependencyTypes: npm, path: "(^|/)node_modules/@opentelemetry/(?!api/|semantic-conventions/)" },
+      },
+      {
+        name: "connect-private-sections-only-in-connect-internals",
+        comment:
+          "13. Connect's sections marked private and outside semver (@connectrpc/connect/protocol, /protocol-connect, /protocol-grpc, /protocol-grpc-web) are imported by src/http/protocol/connect-internals.ts alone, which names the pinned version and why each export is needed: a Connect upgrade is checked in one file (CONTRIBUTING.md, Upgrading Connect).",
+        severity: "error",
+        from: { path: `${S}|${G}`, pathNot: `${S}http/protocol/connect-internals\\.ts$` },
+        to: { dependencyTypes: npm, path: "(^|/)node_modules/@connectrpc/connect/dist/[^/]+/protocol[^/]*/" },
+      },
+      {
+        name: "src-takes-only-the-shared-token-format-from-packages",
+        comment:
+          "14. Of packages/, src/ may import only the verifier package's JWS module and access-token format (packages/verifier/src/jws.ts, token-format.ts): the one implementation the service and the package's resource servers verify with (CONTRIBUTING.md, \"The JWS module\"). The service's build compiles them in.",
+        severity: "error",
+        from: { path: S },
+        to: { path: "(^|/)packages/", pathNot: SHARED_FROM_PACKAGES },
+      },
+      {
+        name: "shared-token-format-imports-only-node-and-itself",
+        comment:
+          "15. The shared JWS module and token format import node built-ins and each other only, so the package stays self-contained and the service imports nothing else of it.",
+        severity: "error",
+        from: { path: SHARED_FROM_PACKAGES },
+        to: { dependencyTypesNot: ["core"], pathNot: SHARED_FROM_PACKAGES },
       },
       {
         name: "no-unresolvable",

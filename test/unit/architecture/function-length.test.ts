@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
 import ts from "typescript";
+import { assertFilesWithin, typeScriptFilesUnder, type Oversized } from "./allow-list.js";
 
 /*
  * No function of src/ is longer than a reader can hold: every function, method, constructor,
@@ -28,18 +27,14 @@ const ALLOWED: Readonly<Record<string, string>> = {
     "the metric catalogue: one object literal of Prometheus metric definitions (name, help, labels, buckets)",
 };
 
-interface LongFunction {
-  /** `path: name`: a method is `Class.method`, a function nested in another `outer/inner`. */
-  readonly key: string;
-  readonly line: number;
-  readonly bodyLines: number;
-}
-
-/** The functions of one source text whose body spans more than `max` lines. */
-function longFunctionsIn(path: string, text: string, max = MAX_BODY_LINES): LongFunction[] {
+/**
+ * The functions of one source text whose body spans more than `max` lines, each keyed `path: name`
+ * (a method is `Class.method`, a function nested in another `outer/inner`), its size the body's lines.
+ */
+function longFunctionsIn(path: string, text: string, max = MAX_BODY_LINES): Oversized[] {
   const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
   const lineOf = (pos: number) => source.getLineAndCharacterOfPosition(pos).line + 1;
-  const found: LongFunction[] = [];
+  const found: Oversized[] = [];
   const visit = (node: ts.Node, enclosing: string) => {
     let name = enclosing;
     if (ts.isClassLike(node)) name = qualify(enclosing, "/", node.name?.text ?? "(class)");
@@ -47,7 +42,7 @@ function longFunctionsIn(path: string, text: string, max = MAX_BODY_LINES): Long
       name = qualify(enclosing, ts.isClassLike(node.parent) ? "." : "/", nameOf(node, source));
       const first = lineOf(node.body.getStart(source));
       const bodyLines = lineOf(node.body.getEnd()) - first + 1;
-      if (bodyLines > max) found.push({ key: `${path}: ${name}`, line: first, bodyLines });
+      if (bodyLines > max) found.push({ key: `${path}: ${name}`, line: first, size: bodyLines });
     }
     ts.forEachChild(node, (child) => visit(child, name));
   };
@@ -74,28 +69,15 @@ function nameOf(node: ts.SignatureDeclaration, source: ts.SourceFile): string {
   return "(anonymous)";
 }
 
-const root = fileURLToPath(new URL("../../../", import.meta.url));
-
-function sourceFiles(): string[] {
-  return (readdirSync(`${root}src`, { recursive: true }) as string[])
-    .map((f) => `src/${f}`)
-    .filter((f) => f.endsWith(".ts") && !f.startsWith("src/store/postgres/migrations/"))
-    .sort();
-}
+const sourceFiles = () => typeScriptFilesUnder("src").filter((f) => !f.startsWith("src/store/postgres/migrations/"));
 
 describe("architecture: function length", () => {
   test(`no function of src/ has a body over ${MAX_BODY_LINES} lines, except the data tables allowed`, () => {
-    const files = sourceFiles();
-    assert.ok(files.length >= 100, `only ${files.length} source files seen`);
-    const long = files.flatMap((f) => longFunctionsIn(f, readFileSync(`${root}${f}`, "utf8")));
-    const offenders = long.filter((f) => !(f.key in ALLOWED));
-    assert.deepEqual(
-      offenders.map((f) => `${f.key} (line ${f.line}): ${f.bodyLines} lines`),
-      [],
-      "split these by meaning into named steps (or, for a pure data table, allow it above with its reason)",
-    );
-    const stale = Object.keys(ALLOWED).filter((key) => !long.some((f) => f.key === key));
-    assert.deepEqual(stale, [], "these allowed functions are no longer long (or were renamed): drop them from ALLOWED");
+    assertFilesWithin({ paths: sourceFiles(), atLeast: 100 }, longFunctionsIn, ALLOWED, {
+      unit: "lines",
+      fix: "split these by meaning into named steps (or, for a pure data table, allow it above with its reason)",
+      stale: "these allowed functions are no longer long (or were renamed): drop them from ALLOWED",
+    });
   });
 
   test("finds a long function wherever it is, and measures its body", () => {
@@ -112,7 +94,7 @@ describe("architecture: function length", () => {
       `const table = () => ({\n${Array.from({ length: MAX_BODY_LINES }, (_, i) => `  k${i}: ${i},`).join("\n")}\n});`,
     ].join("\n");
     assert.deepEqual(
-      longFunctionsIn("src/fixture.ts", text).map((f) => `${f.key}: ${f.bodyLines}`),
+      longFunctionsIn("src/fixture.ts", text).map((f) => `${f.key}: ${f.size}`),
       [
         `src/fixture.ts: overLimit: ${MAX_BODY_LINES + 1}`,
         `src/fixture.ts: Service.constructor: ${MAX_BODY_LINES + 1}`,

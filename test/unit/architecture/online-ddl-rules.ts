@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 
 /**
- * Online-DDL discipline (issue 24): a migration runs while the previous version keeps serving on
+ * Online-DDL discipline: a migration runs while the previous version keeps serving on
  * the same tables, so it may not take a lock that stops them for longer than a moment. THE rule
  * list (CONTRIBUTING.md points here); each rule says why. It applies to every migration newer
  * than CUTOFF: the ones before it ran when no fleet was live, and stay as they are.

@@ -15,7 +15,7 @@ describe("configuration", () => {
     assert.equal(config.storage.databaseSchema, "public");
   });
 
-  // Issue 19: discovery through http://127.0.0.1:PORT failed RFC 8414's issuer comparison because
+  // Discovery through http://127.0.0.1:PORT failed RFC 8414's issuer comparison because
   // the issuer defaulted to localhost whatever HOST said.
   test("the issuer defaults to the address clients use: SERVER_URL, else HOST when it names one address, else localhost", () => {
     assert.equal(loadConfig({}).tokens.issuer, "http://localhost:8080");
@@ -113,7 +113,7 @@ describe("configuration", () => {
     );
   });
 
-  test("issue 18: lock waits, the jobs pool and the per-principal budget have sane defaults; a lock timeout at or above the query timeout is refused", () => {
+  test("lock waits, the jobs pool and the per-principal budget have sane defaults; a lock timeout at or above the query timeout is refused", () => {
     const config = loadConfig({});
     assert.deepEqual(
       [
@@ -223,7 +223,7 @@ describe("configuration", () => {
     );
   });
 
-  test("issue 22: resource servers' budget is RESOURCE_SERVER_RATE_LIMIT (1000/s by default), per server and per address, with the token endpoint's failure limit", () => {
+  test("resource servers' budget is RESOURCE_SERVER_RATE_LIMIT (1000/s by default), per server and per address, with the token endpoint's failure limit", () => {
     const defaults = loadConfig({}).resourceServerRateLimits;
     assert.deepEqual(defaults.perClient, { points: 60_000, durationSeconds: 60 });
     assert.deepEqual(defaults.perAddress, defaults.perClient);
@@ -247,7 +247,7 @@ describe("configuration", () => {
     );
   });
 
-  test("issue 24: DATABASE_POOL_MODE is session by default; transaction (a PgBouncer in transaction mode) needs DATABASE_DIRECT_URL", () => {
+  test("DATABASE_POOL_MODE is session by default; transaction (a PgBouncer in transaction mode) needs DATABASE_DIRECT_URL", () => {
     assert.equal(loadConfig({ DATABASE_URL: "postgres://db/app" }).storage.databasePoolMode, "session");
     const pooled = loadConfig({
       DATABASE_URL: "postgres://u:secret@pooler:6432/app",
@@ -277,7 +277,7 @@ describe("configuration", () => {
     }
   });
 
-  test("issue 24: REDIS_MODE picks one server, a cluster (seed URLs) or Sentinel (sentinel URLs and the primary's name); mistakes refused without echoing a password", () => {
+  test("REDIS_MODE picks one server, a cluster (seed URLs) or Sentinel (sentinel URLs and the primary's name); mistakes refused without echoing a password", () => {
     assert.equal(loadConfig({ REDIS_URL: "redis://r:6379" }).storage.redisMode, "standalone");
     const cluster = loadConfig({ REDIS_MODE: "cluster", REDIS_URL: "redis://:pw@a:7000, redis://b:7001" }).storage;
     assert.deepEqual([cluster.redisMode, cluster.redisUrl], ["cluster", "redis://:pw@a:7000,redis://b:7001"]);

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { documentationPages } from "./markdown-checks.js";
 
-// Issue 19: the README's "Libraries, and why" table (now in CONTRIBUTING.md) was cut in two by a blank line; Markdown then
+// The README's "Libraries, and why" table (now in CONTRIBUTING.md) was cut in two by a blank line; Markdown then
 // renders its second half as a paragraph of pipes. A table row right after a blank line that
 // follows another table row is that break (a new table starts with a header and a |---| line).
 test("no Markdown table of the documentation (README, SECURITY.md, CONTRIBUTING.md, BENCHMARKS.md, docs/) is broken by a blank line", () => {

@@ -97,6 +97,7 @@ describe("AccessTokens", () => {
         issuer: ISSUER,
         issuedAt: f.clock.epochSeconds,
         expiresAt: f.clock.epochSeconds + ACCESS_TTL,
+        confirmation: undefined,
       },
     );
   });

@@ -302,6 +302,51 @@ describe("ApiUserAdmin", () => {
     });
   });
 
+  describe("setDpopPolicy", () => {
+    test("a change is a new generation (secret kept), audited with the policy and published in one transaction; the policy in force changes nothing", async () => {
+      const target = await newApiUser(f, tmcId);
+      const before = await apiUserRow(target.clientId);
+      assert.equal(await f.admin.setDpopPolicy(caller, target.clientId, true, "req-dpop"), true);
+      const after = await apiUserRow(target.clientId);
+      assert.equal(after?.credentialGeneration, 2);
+      assert.deepEqual(after?.secretHash, before?.secretHash, "the secret stays");
+      assert.equal((await f.repos.apiUsers.findActive(f.uow.direct, target.clientId))?.dpopBoundAccessTokens, true);
+      assert.deepEqual(
+        writesOf(["apiUsers.setCredential", "audit.append", "credentialChanges.record"]).oneTransaction,
+        true,
+      );
+      assert.deepEqual(f.store.notified, ["1"], "the change is announced");
+      const [event] = await auditOf(f, tmcId);
+      assert.deepEqual([event?.action, event?.details], ["API_USER_DPOP_POLICY_SET", { dpopBoundAccessTokens: true }]);
+      assert.equal(
+        (await authenticate(postCredentials(target.clientId, target.secret))).credentialGeneration,
+        2,
+        "the same secret authenticates, under the new generation",
+      );
+
+      const audited = (await auditOf(f, tmcId)).length;
+      assert.equal(await f.admin.setDpopPolicy(caller, target.clientId, true, "again"), true);
+      assert.equal((await apiUserRow(target.clientId))?.credentialGeneration, 2, "no new generation");
+      assert.equal((await auditOf(f, tmcId)).length, audited, "nothing audited");
+      assert.deepEqual(f.store.notified, ["1"], "nothing announced");
+    });
+
+    test("a SCIM-token user's policy cannot be set; another TMC's user is NOT_FOUND", async () => {
+      const scimUser = await newApiUser(f, tmcId, { role: "COMPANY_ADMIN", credentialType: "SCIM_TOKEN", orgId });
+      await rejectsWith(f.admin.setDpopPolicy(caller, scimUser.clientId, true, "r"), {
+        code: "API_VALIDATION_FAILED",
+        message: "Only a CLIENT_CREDENTIALS API user uses the token endpoint",
+        params: [{ name: "clientId", value: "not a client-credentials API user" }],
+      });
+      const other = await newTenant(f, 10);
+      const stranger = await newApiUser(f, other.tmcId);
+      await rejectsWith(
+        f.admin.setDpopPolicy(caller, stranger.clientId, true, "r"),
+        notFoundApiUser(stranger.clientId),
+      );
+    });
+  });
+
   describe("revoke", () => {
     test("permanent: a tombstone, its refresh tokens revoked, 'revoked' published, an audit event; then 404 for ever", async () => {
       const target = await newApiUser(f, tmcId);

@@ -66,11 +66,14 @@ describe("audit log batching", () => {
   test("a failed write is kept and counted; the next flush and close write everything, in order", async () => {
     const repository = new FlakyAuditRepository();
     const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
-      batchSize: 2,
-      maxBuffered: 100,
-      closeRetryDelaysMs: [1],
-    });
+    const log = new AuditLog(
+      { uow, events: repository, logger: silentLogger, metrics, clock: () => FIXED },
+      {
+        batchSize: 2,
+        maxBuffered: 100,
+        closeRetryDelaysMs: [1],
+      },
+    );
     for (let i = 0; i < 5; i++) log.record(event(i));
     await log.flush();
     assert.ok(metrics.writeFailures.value >= 1, "write failures are counted");
@@ -93,11 +96,14 @@ describe("audit log batching", () => {
   test("beyond maxBuffered the oldest events are dropped and counted; close gives up loudly", async () => {
     const repository = new FlakyAuditRepository();
     const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
-      batchSize: 100,
-      maxBuffered: 3,
-      closeRetryDelaysMs: [1, 1],
-    });
+    const log = new AuditLog(
+      { uow, events: repository, logger: silentLogger, metrics, clock: () => FIXED },
+      {
+        batchSize: 100,
+        maxBuffered: 3,
+        closeRetryDelaysMs: [1, 1],
+      },
+    );
     for (let i = 0; i < 5; i++) log.record(event(i));
     assert.equal(metrics.dropped.value, 2);
     await log.close();
@@ -116,11 +122,14 @@ describe("audit log batching", () => {
     const repository = new PoisonAwareRepository();
     repository.down = false;
     const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
-      batchSize: 10,
-      maxBuffered: 100,
-      closeRetryDelaysMs: [1],
-    });
+    const log = new AuditLog(
+      { uow, events: repository, logger: silentLogger, metrics, clock: () => FIXED },
+      {
+        batchSize: 10,
+        maxBuffered: 100,
+        closeRetryDelaysMs: [1],
+      },
+    );
     log.record(event(0));
     log.record({ ...event(1), actor: "poison" });
     log.record(event(2));
@@ -140,11 +149,14 @@ describe("audit log batching", () => {
     const repository = new FlakyAuditRepository();
     repository.down = false;
     const metrics = { written: tenantCounter(), writeFailures: counter(), dropped: counter(), rejected: counter() };
-    const log = new AuditLog(uow, repository, silentLogger, metrics, () => FIXED, {
-      batchSize: 10,
-      maxBuffered: 100,
-      closeRetryDelaysMs: [],
-    });
+    const log = new AuditLog(
+      { uow, events: repository, logger: silentLogger, metrics, clock: () => FIXED },
+      {
+        batchSize: 10,
+        maxBuffered: 100,
+        closeRetryDelaysMs: [],
+      },
+    );
     log.record({ ...event(0), actor: "a\u0000b\r\nc", details: { grantType: "x".repeat(1000), errorCode: "E\u0007" } });
     await log.close();
     const [row] = repository.rows;

@@ -10,9 +10,17 @@ import {
   IntrospectTokenRequestSchema,
   RevokeTokenRequestSchema,
 } from "../../../gen/travel/auth/v2/auth_pb.js";
-import { CLIENT_CREDENTIAL_MAX_LENGTH } from "../../../src/domain/shared/client-credentials.js";
+import crypto from "node:crypto";
+import type { ApiUser } from "../../../src/domain/api-users/model.js";
+import { CLIENT_ASSERTION_TYPE } from "../../../src/domain/shared/client-assertion.js";
+import { ClientRecordCache } from "../../../src/domain/shared/client-record-cache.js";
 import { ClientAuthenticator } from "../../../src/domain/tokens/client-authenticator.js";
-import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
+import {
+  claimedClientId,
+  CLIENT_CREDENTIAL_MAX_LENGTH,
+  clientCredentialsOf,
+  type ClientCredentials,
+} from "../../../src/domain/shared/client-credentials.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
   basicHeader,
@@ -51,13 +59,10 @@ describe("ClientAuthenticator", () => {
     client = await newApiUser(f, tmcId);
   });
 
-  const basic = (authorization: string, formClientId = "", formClientSecret = "") => ({
-    formClientId,
-    formClientSecret,
-    authorization,
-  });
-  /** Both steps, as TokenEndpoint runs them (with the rate limiter's reservation in between). */
-  const authenticate = async (presented: PresentedCredentials) => f.clients.verify(await f.clients.lookUp(presented));
+  const basic = (authorization: string, formClientId = "", formClientSecret = "") =>
+    clientCredentialsOf({ formClientId, formClientSecret, authorization });
+  /** Both steps, as the client-authentication pipeline runs them (with the rate limiter's reservation in between). */
+  const authenticate = async (credentials: ClientCredentials) => f.clients.verify(await f.clients.lookUp(credentials));
 
   test("client_secret_post: the form's id and secret", async () => {
     const user = await authenticate(postCredentials(client.clientId, client.secret));
@@ -104,7 +109,7 @@ describe("ClientAuthenticator", () => {
     );
   });
 
-  test("Basic id and secret obey the form fields' rules: the text rule and the contract's max_len (issue 18, finding 5)", async () => {
+  test("Basic id and secret obey the form fields' rules: the text rule and the contract's max_len", async () => {
     for (const schema of [FetchOauth2TokenRequestSchema, IntrospectTokenRequestSchema, RevokeTokenRequestSchema]) {
       for (const [name, max] of Object.entries(CLIENT_CREDENTIAL_MAX_LENGTH)) {
         const field = schema.fields.find((f) => f.name === name)!;
@@ -131,7 +136,10 @@ describe("ClientAuthenticator", () => {
   test("no client authentication at all (no id, no secret, no Basic) is CLIENT_AUTHENTICATION_REQUIRED: unauthenticated (401 invalid_client)", async () => {
     const refused = await rejectsWith(authenticate(postCredentials("", "")), noAuthentication);
     assert.equal(refused.kind, "UNAUTHENTICATED");
-    await rejectsWith(authenticate({ formClientId: "", formClientSecret: "", authorization: null }), noAuthentication);
+    await rejectsWith(
+      authenticate(clientCredentialsOf({ formClientId: "", formClientSecret: "", authorization: null })),
+      noAuthentication,
+    );
     await rejectsWith(authenticate(basic("")), noAuthentication); // an empty Authorization header
     await rejectsWith(authenticate(basic(`Bearer ${client.secret}`)), noAuthentication); // another scheme is no client authentication
     await rejectsWith(authenticate(basic(basicHeader("", ""))), noAuthentication); // Basic with an empty id and secret
@@ -190,7 +198,7 @@ describe("ClientAuthenticator", () => {
       secret: "p:a+s s",
       client: client.user,
     });
-    // Why nobody was found travels with the attempt, for the log line only (issue 19).
+    // Why nobody was found travels with the attempt, for the log line only.
     for (const [id, secret, refusal] of [
       ["unknownclientunknownclient", "s", "unknown or revoked client"],
       [revoked.clientId, revoked.secret, "unknown or revoked client"],
@@ -253,16 +261,68 @@ describe("ClientAuthenticator", () => {
     );
   });
 
-  test("the claimed client id (for rate limiting) is read before authentication", () => {
+  test("the claimed client id (for rate limiting and the audit) is parsed with the credentials, before authentication", () => {
     const header = basicHeader("basic-id", "s");
-    assert.equal(ClientAuthenticator.claimedClientId(postCredentials("form-id", "s")), "form-id");
-    assert.equal(ClientAuthenticator.claimedClientId(basic(header)), "basic-id");
-    assert.equal(
-      ClientAuthenticator.claimedClientId(basic(header, "form-id", "s")),
-      "form-id",
-      "conflicting methods: the form's",
+    assert.equal(claimedClientId(postCredentials("form-id", "s")), "form-id");
+    assert.equal(claimedClientId(basic(header)), "basic-id");
+    assert.equal(claimedClientId(basic(header, "form-id", "s")), "form-id", "conflicting methods: the form's");
+    assert.equal(claimedClientId(basic("Basic !!!")), undefined);
+    assert.equal(claimedClientId(postCredentials("", "")), undefined);
+  });
+
+  test("private_key_jwt on the one-round-trip path: the held record's keys verify and its jti is spent once; a stale record's step-by-step check does not spend it again", async () => {
+    const { publicKey, privateKey } = crypto.generateKeyPairSync("ed25519");
+    const user: ApiUser = {
+      ...client.user,
+      publicKeys: { keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k" }] },
+    };
+    const used = new Set<string>();
+    const generations = {
+      current: async (ids: readonly string[]) => new Map(ids.map((id) => [id, user.credentialGeneration])),
+      believableFrom: () => 0,
+    };
+    const records = new ClientRecordCache<ApiUser>(generations, 10);
+    await records.find(user.clientId, async () => user);
+    const clients = new ClientAuthenticator({
+      uow: f.uow,
+      apiUsers: f.repos.apiUsers,
+      pepper: f.keys.secretPepper,
+      records,
+      assertions: {
+        replay: {
+          useOnce: async (namespace, id) => !used.has(`${namespace}/${id}`) && !!used.add(`${namespace}/${id}`),
+        },
+        audiences: ["https://auth.test"],
+        clock: () => new Date(),
+      },
+    });
+    const now = Math.floor(Date.now() / 1000);
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString("base64url");
+    const input = `${part({ alg: "EdDSA", kid: "k" })}.${part({ iss: user.clientId, sub: user.clientId, aud: "https://auth.test", jti: "j1", exp: now + 60 })}`;
+    const jwt = `${input}.${crypto.sign(null, Buffer.from(input), privateKey).toString("base64url")}`;
+    const presented = () =>
+      clientCredentialsOf({
+        formClientId: "",
+        formClientSecret: "",
+        authorization: null,
+        clientAssertionType: CLIENT_ASSERTION_TYPE,
+        clientAssertion: jwt,
+      });
+    const credentials = presented();
+    const held = await clients.held(credentials);
+    assert.equal(held?.authenticated, true);
+    assert.deepEqual([...used], [`client-assertion/${user.clientId}:j1`], "spent once, by the held path");
+    // The store found the held record stale: the step-by-step path of the same request passes without spending it again.
+    assert.equal(clients.verify(await clients.prove(await clients.lookUp(credentials))).clientId, user.clientId);
+    assert.equal(used.size, 1);
+    // Another request with the same assertion (a replay) is refused on either path, its reason in the refusal.
+    await rejectsWith(
+      async () => clients.verify(await clients.prove(await clients.lookUp(presented()))),
+      invalidClient,
     );
-    assert.equal(ClientAuthenticator.claimedClientId(basic("Basic !!!")), undefined);
-    assert.equal(ClientAuthenticator.claimedClientId(postCredentials("", "")), undefined);
+    const replayed = await clients.held(presented());
+    assert.equal(replayed?.authenticated, false);
+    assert.equal(replayed?.refusal?.code, "INVALID_CLIENT");
+    assert.match(JSON.stringify(replayed?.refusal?.logged ?? {}), /assertion jti already used/);
   });
 });

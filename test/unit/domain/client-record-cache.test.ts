@@ -118,5 +118,6 @@ function record(tmcId: string, clientId: string): ApiUser {
     credentialType: "CLIENT_CREDENTIALS",
     secretHash: Buffer.alloc(32),
     credentialGeneration: 1,
+    dpopBoundAccessTokens: false,
   };
 }

@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
 import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js";
-import { CredentialChangeStream, type ChangeStreamEvent } from "../../../src/domain/tokens/credential-change-stream.js";
+import {
+  CredentialChangeStream,
+  type ChangeStreamEvent,
+} from "../../../src/domain/credential-changes/credential-change-stream.js";
 import { credentialStateSource } from "../../../src/domain/tokens/credential-state-source.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
 import {
@@ -44,17 +47,23 @@ describe("CredentialChangeStream", () => {
     abort = new AbortController();
     observed = { open: [], sent: new Map() };
     stream = new CredentialChangeStream(
-      f.uow,
-      f.repos.credentialChanges,
-      credentialStateSource(
-        { apiUsers: f.repos.apiUsers, resourceServers: f.repos.resourceServers, revokedTokens: f.repos.revokedTokens },
-        f.clock.now,
-      ),
-      f.repos.revokedTokens,
-      f.repos.credentialSnapshots,
-      f.generations,
-      f.signingKeys,
-      f.clock.now,
+      {
+        uow: f.uow,
+        changes: f.repos.credentialChanges,
+        states: credentialStateSource(
+          {
+            apiUsers: f.repos.apiUsers,
+            resourceServers: f.repos.resourceServers,
+            revokedTokens: f.repos.revokedTokens,
+          },
+          f.clock.now,
+        ),
+        revokedTokens: f.repos.revokedTokens,
+        snapshots: f.repos.credentialSnapshots,
+        committed: f.generations,
+        keys: f.signingKeys,
+        clock: f.clock.now,
+      },
       { logRetentionSeconds: 360, heartbeatMs: HEARTBEAT_MS, pageSize: 2, maxOpen: 3, maxOpenPerWatcher: 2, observer },
     );
   });

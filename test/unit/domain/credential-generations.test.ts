@@ -204,6 +204,53 @@ describe("CredentialGenerations", () => {
       assert.deepEqual(f.cache.writes, []);
     });
 
+    test("a cache that keeps failing (an open breaker) logs one warning per cause, not one per request", async () => {
+      f.cache.readFailure = new Error("Redis is not answering; the circuit breaker is open");
+      for (let i = 0; i < 50; i++) assert.equal(await generationOn(f, a), 1);
+      assert.equal(f.fallbacks.count({ operation: "read" }), 50, "every fallback counted");
+      assert.deepEqual(f.logger.messages("warn"), [STALE_MESSAGE], "one line in the interval");
+      f.cache.readFailure = new Error("ECONNREFUSED 127.0.0.1:6379");
+      await generationOn(f, a);
+      assert.equal(f.logger.messages("warn").length, 2, "another cause has a line of its own");
+    });
+
+    test("while the cache cannot be used, 200 requests at once share one database read (they come before admission: one read each took the pool)", async () => {
+      f.cache.readFailure = new Error("Redis is not answering; the circuit breaker is open");
+      f.store.invocations.length = 0;
+      const answers = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => f.generations.current([i % 2 ? a.clientId : b.clientId])),
+      );
+      assert.deepEqual(
+        answers.map((m) => [...m.values()][0]),
+        Array.from({ length: 200 }, () => 1),
+      );
+      assert.deepEqual(databaseReads(), [[b.clientId, a.clientId]], "one read of both ids");
+      assert.equal(f.fallbacks.count({ operation: "read" }), 200, "each request still counted as a fallback");
+    });
+
+    test("a shared read answers only the requests that came before it started: a revocation committed during it is seen by the next", async () => {
+      f.cache.readFailure = new Error("Redis is not answering; the circuit breaker is open");
+      let release!: () => void;
+      let readDone!: () => void;
+      const readHasRun = new Promise<void>((resolve) => (readDone = resolve));
+      f.store.afterNext("apiUsers.credentialStates", () => {
+        readDone();
+        return new Promise<void>((resolve) => (release = resolve));
+      });
+      f.store.invocations.length = 0;
+      const early = generationOn(f, b);
+      await readHasRun; // the read has answered "generation 1", and is held before it returns
+      await revoke(b);
+      const late = generationOn(f, b);
+      release();
+      assert.equal(await early, 1, "the request that came before the revocation may see it live");
+      assert.equal(
+        await late,
+        undefined,
+        "the one that came after it waited for a read of its own, and sees it revoked",
+      );
+    });
+
     test("a failed fill still answers, and is counted as a write fallback", async () => {
       f.cache.writeFailure = new Error("READONLY");
       assert.equal(await generationOn(f, a), 1);
@@ -587,14 +634,16 @@ describe("CredentialGenerations", () => {
       })();
       const fallbacks = new RecordingLabelledCounter<"operation">();
       const generations = new CredentialGenerations(
-        f.uow,
-        f.repos.apiUsers,
-        f.repos.credentialChanges,
-        f.cache,
-        feed,
-        new RecordingLogger(),
-        fallbacks,
-        f.clock.now,
+        {
+          uow: f.uow,
+          source: f.repos.apiUsers,
+          changes: f.repos.credentialChanges,
+          cache: f.cache,
+          feed,
+          logger: new RecordingLogger(),
+          fallbacks,
+          clock: f.clock.now,
+        },
         GENERATION_OPTIONS,
       );
       await generations.start();

@@ -4,10 +4,11 @@ import { describe, test } from "node:test";
 import fc from "fast-check";
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from "jose";
 import { ACCESS_TOKEN_RULES } from "../../../src/domain/tokens/access-tokens.js";
-import { verifyJwt, type JwtRules } from "../../../src/domain/tokens/jwt-verifier.js";
+import { verifyJwt, type JwtRules } from "../../../packages/verifier/src/jws.js";
+import { testKeys, type TestKey } from "../../helpers/ed25519-test-keys.js";
 
 /**
- * The access-token verifier on node:crypto (src/domain/tokens/jwt-verifier.ts) against jose's
+ * The access-token verifier on node:crypto (packages/verifier/src/jws.ts, shared by the service and the verifier package) against jose's
  * jwtVerify, which it replaced: over generated tokens — valid, expired, not yet valid, tampered
  * in header, payload or signature, signed by another key, `alg: none`, wrong `typ`, `crit`,
  * malformed (base64url, segments, JSON, UTF-8) and huge — both must accept the same tokens with
@@ -27,13 +28,8 @@ const AUDIENCE = "http://auth.test/v2";
 const NOW = 1_900_000_000;
 const TOLERANCE = ACCESS_TOKEN_RULES.clockToleranceSeconds;
 
-interface Key {
-  readonly kid: string;
-  readonly privateKey: crypto.KeyObject;
-  readonly publicKey: crypto.KeyObject;
-}
-const newKey = (kid: string): Key => ({ kid, ...crypto.generateKeyPairSync("ed25519") });
-const [k1, k2, outsider] = [newKey("k1-kid"), newKey("k2-kid"), newKey("outsider-kid")] as [Key, Key, Key];
+type Key = TestKey;
+const { k1, k2, outsider } = testKeys();
 const KEY_SETS = { one: [k1], two: [k1, k2] } as const;
 
 /** The same keys as jose's local JWK set (what the ring published) and as the new verifier's map. */

@@ -6,9 +6,11 @@ import {
   ResourceServerRegistry,
   type RegisteredResourceServer,
 } from "../../../src/domain/resource-servers/resource-server-registry.js";
+import { clientCredentialsOf } from "../../../src/domain/shared/client-credentials.js";
 import { ClientRecordCache } from "../../../src/domain/shared/client-record-cache.js";
 import type { CredentialGenerations } from "../../../src/domain/tokens/credential-generations.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
+import { assertion, ASSERTION_TYPE, keyPair, type KeyPair } from "../../helpers/client-assertion-kit.js";
 import {
   AUDIENCE,
   createPgliteFixture,
@@ -16,6 +18,18 @@ import {
   startInstance,
   type PgliteDomainFixture,
 } from "../../fakes/domain-fixture.js";
+
+/** The operator's registry over the fixture (instance A). */
+const registryOn = (f: PgliteDomainFixture) =>
+  new ResourceServerRegistry({
+    uow: f.uow,
+    servers: f.repos.resourceServers,
+    audit: f.repos.audit,
+    credentials: f.generations,
+    pepper: f.keys.secretPepper,
+    ownAudience: AUDIENCE,
+    keySets: f.keySets,
+  });
 
 const refused = { code: "RESOURCE_SERVER_AUTHENTICATION_FAILED", message: "Client authentication failed" } as const;
 
@@ -31,24 +45,17 @@ describe("ResourceServerAuthenticator: records held in process, believed at the 
   let server: RegisteredResourceServer;
   const reads = () => f.store.calls.filter((c) => c === "resourceServers.findActive").length;
   const authenticator = (generations: CredentialGenerations) =>
-    new ResourceServerAuthenticator(
-      f.uow,
-      f.repos.resourceServers,
-      f.keys.secretPepper,
-      new ClientRecordCache<ResourceServer>(generations, 10),
-    );
+    new ResourceServerAuthenticator({
+      uow: f.uow,
+      servers: f.repos.resourceServers,
+      pepper: f.keys.secretPepper,
+      records: new ClientRecordCache<ResourceServer>(generations, 10),
+    });
 
   beforeEach(async () => {
     f = await createPgliteFixture();
     const b = await startInstance(f);
-    onA = new ResourceServerRegistry(
-      f.uow,
-      f.repos.resourceServers,
-      f.repos.audit,
-      f.generations,
-      f.keys.secretPepper,
-      AUDIENCE,
-    );
+    onA = registryOn(f);
     onB = authenticator(b.generations);
     server = await onA.register("Trips", ["https://trips.example/api"], "req-create");
   });
@@ -107,5 +114,85 @@ describe("ResourceServerAuthenticator: records held in process, believed at the 
       params: [{ name: "client_id", value: "invalid" }],
     });
     assert.equal(reads(), before);
+  });
+});
+
+/**
+ * private_key_jwt: a resource server with keys is checked by the API users' assertion rules, and
+ * a new key set through A is the current credential on B at once (tiny fakes: a replay cache in a
+ * Set, the real clock).
+ */
+describe("ResourceServerAuthenticator: client assertions of a server with keys", () => {
+  const ISSUER = "https://auth.example";
+  let f: PgliteDomainFixture;
+  let onA: ResourceServerRegistry;
+  let onB: ResourceServerAuthenticator;
+  let key: KeyPair;
+  const used = new Set<string>();
+  const replay = {
+    useOnce: async (namespace: string, id: string) =>
+      !used.has(`${namespace} ${id}`) && !!used.add(`${namespace} ${id}`),
+  };
+  const presenting = (jwt: string) =>
+    clientCredentialsOf({
+      formClientId: "",
+      formClientSecret: "",
+      authorization: null,
+      clientAssertionType: ASSERTION_TYPE,
+      clientAssertion: jwt,
+    });
+  /** The reason the refusal gives the log (never the caller). */
+  const reasonOf = async (attempt: Promise<unknown>) => {
+    const error = await rejectsWith(attempt, refused);
+    return error.logged?.refusalReason;
+  };
+
+  beforeEach(async () => {
+    f = await createPgliteFixture();
+    const b = await startInstance(f);
+    onA = registryOn(f);
+    onB = new ResourceServerAuthenticator({
+      uow: f.uow,
+      servers: f.repos.resourceServers,
+      pepper: f.keys.secretPepper,
+      records: new ClientRecordCache<ResourceServer>(b.generations, 10),
+      assertions: { replay, audiences: [ISSUER], clock: () => new Date() },
+    });
+    key = await keyPair("EdDSA");
+  });
+
+  test("registered with keys: its assertion is accepted once; a secret, a replay and another key are refused, each naming why", async () => {
+    const server = await onA.register("Trips", ["https://trips.example/api"], "req", {
+      jwks: JSON.stringify({ keys: [key.jwk] }),
+    });
+    assert.equal(server.clientSecret, "");
+    const jwt = await assertion(key, server.clientId, ISSUER);
+    assert.equal((await onB.authenticate(presenting(jwt))).clientId, server.clientId);
+    assert.equal(await reasonOf(onB.authenticate(presenting(jwt))), "assertion jti already used");
+    const stranger = await keyPair("EdDSA");
+    assert.equal(
+      await reasonOf(onB.authenticate(presenting(await assertion(stranger, server.clientId, ISSUER)))),
+      "assertion signed by no registered key",
+    );
+    assert.equal(await reasonOf(onB.authenticate(postCredentials(server.clientId, "any-secret"))), "wrong secret");
+  });
+
+  test("keys set on A replace the secret: B refuses the secret at once; a secret rotation drops the keys", async () => {
+    const server = await onA.register("Trips", ["https://trips.example/api"], "req");
+    await onB.authenticate(postCredentials(server.clientId, server.clientSecret));
+    assert.deepEqual(await onA.setKeys(server.clientId, { jwks: JSON.stringify({ keys: [key.jwk] }) }, "req-keys"), {
+      keyIds: [key.jwk.kid],
+    });
+    assert.equal(
+      await reasonOf(onB.authenticate(postCredentials(server.clientId, server.clientSecret))),
+      "wrong secret",
+    );
+    await onB.authenticate(presenting(await assertion(key, server.clientId, ISSUER)));
+    const { clientSecret } = await onA.rotateSecret(server.clientId, "req-rotate");
+    assert.equal(
+      await reasonOf(onB.authenticate(presenting(await assertion(key, server.clientId, ISSUER)))),
+      "assertion from a client with no registered keys",
+    );
+    assert.equal((await onB.authenticate(postCredentials(server.clientId, clientSecret))).clientId, server.clientId);
   });
 });

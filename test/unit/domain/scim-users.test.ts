@@ -24,7 +24,10 @@ async function fixture() {
   const scope = tenantScope(tmc.id);
   const companyA = await store.repositories.tenants.createCompany(tx, scope, "A");
   const companyB = await store.repositories.tenants.createCompany(tx, scope, "B");
-  const scim = new ScimUsers(store.uow, store.repositories.scimUsers, store.repositories.audit, BASE);
+  const scim = new ScimUsers(
+    { uow: store.uow, users: store.repositories.scimUsers, audit: store.repositories.audit },
+    BASE,
+  );
   const a: ScimCaller = { clientId: "scim-a", tmcId: tmc.id, companyId: companyA.id };
   const b: ScimCaller = { clientId: "scim-b", tmcId: tmc.id, companyId: companyB.id };
   return { clock, store, scim, a, b, tmcId: tmc.id };

@@ -3,21 +3,24 @@ import { beforeEach, describe, test } from "node:test";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import type { ApiUserAdminCaller } from "../../../src/domain/api-users/model.js";
 import type { DomainError } from "../../../src/errors/domain-error.js";
-import { CredentialChangeReader, type LoggedChange } from "../../../src/domain/tokens/credential-change-reader.js";
+import {
+  CredentialChangeReader,
+  type LoggedChange,
+} from "../../../src/domain/credential-changes/credential-change-reader.js";
 import { credentialStateSource } from "../../../src/domain/tokens/credential-state-source.js";
 import type { UnitOfWork } from "../../../src/domain/shared/unit-of-work.js";
 import {
   longPollBoundMs,
   SecurityEventPoll,
   type SecurityEventPollOptions,
-} from "../../../src/domain/tokens/security-event-poll.js";
+} from "../../../src/domain/credential-changes/security-event-poll.js";
 import {
   CAEP_CREDENTIAL_CHANGE,
   CAEP_SESSION_REVOKED,
   eventTimestampOf,
   securityEventOf,
   seqOfSetId,
-} from "../../../src/domain/tokens/security-event-tokens.js";
+} from "../../../src/domain/credential-changes/security-event-tokens.js";
 import {
   createPgliteFixture,
   ISSUER,
@@ -156,13 +159,19 @@ describe("SecurityEventPoll", () => {
       f.clock.now,
     );
     return new SecurityEventPoll(
-      uow,
-      f.repos.credentialChanges,
-      new CredentialChangeReader(f.repos.credentialChanges, states, f.repos.revokedTokens),
-      f.repos.securityEventPositions,
-      f.generations,
-      f.signingKeys,
-      f.clock.now,
+      {
+        uow,
+        changes: f.repos.credentialChanges,
+        reader: new CredentialChangeReader({
+          changes: f.repos.credentialChanges,
+          states,
+          revokedTokens: f.repos.revokedTokens,
+        }),
+        positions: f.repos.securityEventPositions,
+        committed: f.generations,
+        keys: f.signingKeys,
+        clock: f.clock.now,
+      },
       options,
     );
   }

@@ -74,10 +74,13 @@ describe("SigningKeyRing", () => {
     await feed.connecting;
     const clock = options.clock ?? f.clock.now;
     const ring = new SigningKeyRing(
-      f.uow,
-      f.repos.signingKeys,
-      feed,
-      options.encryptionKey ?? f.keys.signingKeyEncryptionKey,
+      {
+        uow: f.uow,
+        keys: f.repos.signingKeys,
+        feed,
+        encryptionKey: options.encryptionKey ?? f.keys.signingKeyEncryptionKey,
+        now: clock,
+      },
       // -1: `Date.now() - lastReload > -1` always holds, so every unknown kid reloads (no real-time dependence).
       {
         signingKeyPrepublishSeconds: PREPUBLISH_SECONDS,
@@ -85,7 +88,6 @@ describe("SigningKeyRing", () => {
         legacyTokenTtlSeconds: LEGACY_TTL,
         unknownKeyReloadIntervalMs: options.unknownKeyReloadIntervalMs ?? -1,
       },
-      clock,
     );
     await ring.start();
     return { ring, feed, tokens: new AccessTokens(ring, f.generations, ISSUER, clock) };
@@ -331,7 +333,7 @@ describe("SigningKeyRing", () => {
     assert.equal((await other.tokens.verify(await issue())).clientId, client.clientId);
   });
 
-  test("an unknown kid reloads at once when the token was issued after the last reload, even within the reload interval (issue 19: 401 for up to 5 s)", async () => {
+  test("an unknown kid reloads at once when the token was issued after the last reload, even within the reload interval (401 for up to 5 s)", async () => {
     const a = await otherInstance({ unknownKeyReloadIntervalMs: 60_000 });
     a.feed.disconnect(); // the announcement is in flight, or lost
     await a.ring.reload(); // A's periodic reload ran shortly before
@@ -366,17 +368,19 @@ describe("SigningKeyRing", () => {
 
   test("nothing is served before start", () => {
     const ring = new SigningKeyRing(
-      f.uow,
-      f.repos.signingKeys,
-      f.feed,
-      f.keys.signingKeyEncryptionKey,
+      {
+        uow: f.uow,
+        keys: f.repos.signingKeys,
+        feed: f.feed,
+        encryptionKey: f.keys.signingKeyEncryptionKey,
+        now: f.clock.now,
+      },
       {
         signingKeyPrepublishSeconds: 60,
         accessTokenTtlSeconds: 60,
         legacyTokenTtlSeconds: 60,
         unknownKeyReloadIntervalMs: 0,
       },
-      f.clock.now,
     );
     assert.throws(() => ring.jwks, { message: "signing keys are not loaded" });
     assert.throws(() => ring.signingKey, { message: "signing keys are not loaded" });

@@ -3,7 +3,13 @@ import { beforeEach, describe, test } from "node:test";
 import type { RateLimitDecision, RateLimits } from "../../../src/domain/rate-limit/model.js";
 import { TokenRateLimiter } from "../../../src/domain/rate-limit/token-rate-limiter.js";
 import { ClientAuthenticator, type ClientAttempt } from "../../../src/domain/tokens/client-authenticator.js";
-import { TokenEndpoint, type TokenCall } from "../../../src/domain/tokens/token-endpoint.js";
+import { ResourceServerAuthenticator } from "../../../src/domain/resource-servers/resource-server-authenticator.js";
+import { ClientAuthPipeline, type TokenCall } from "../../../src/domain/shared/client-auth-pipeline.js";
+import { IntrospectionEndpoint } from "../../../src/domain/tokens/introspection-endpoint.js";
+import { TokenEndpoint } from "../../../src/domain/tokens/token-endpoint.js";
+import { DpopNonces, DpopProofs } from "../../../src/domain/tokens/dpop-proofs.js";
+
+const NO_DPOP = { proof: undefined, target: undefined };
 import { DomainError } from "../../../src/errors/domain-error.js";
 import { memoryBudgetCounters } from "../../../src/store/memory/budget-counters.js";
 import { rejectsWith } from "../../fakes/assert-domain-error.js";
@@ -18,7 +24,7 @@ import {
   type PgliteDomainFixture,
   type ProvisionedApiUser,
 } from "../../fakes/domain-fixture.js";
-import { RecordingAuditSink } from "../../fakes/observability.js";
+import { RecordingAuditSink, RecordingLabelledCounter } from "../../fakes/observability.js";
 
 const LIMITS: RateLimits = {
   perClient: { points: 5, durationSeconds: 60 },
@@ -44,17 +50,42 @@ describe("TokenEndpoint", () => {
   let clients: CountingAuthenticator;
   let limiter: TokenRateLimiter;
   let endpoint: TokenEndpoint;
-  /** A fresh limiter (budgets as `limits`) and endpoint; the fixture's domain stays. */
+  let introspection: IntrospectionEndpoint;
+  /** A fresh limiter (budgets as `limits`), pipeline and endpoints; the fixture's domain stays. */
   const useLimits = (limits: RateLimits) => {
     limiter = new TokenRateLimiter(limits, memoryBudgetCounters("t:"));
-    endpoint = new TokenEndpoint(limiter, clients, f.tokenService, audit);
+    const resourceServers = new ResourceServerAuthenticator({
+      uow: f.uow,
+      servers: f.repos.resourceServers,
+      pepper: f.keys.secretPepper,
+    });
+    const pipeline = new ClientAuthPipeline({
+      apiUsers: { authentication: clients, limiter },
+      resourceServers: { authentication: resourceServers, limiter },
+      audit,
+      admission: { enter: () => Promise.resolve(() => {}) },
+      admissions: new RecordingLabelledCounter<"path">(),
+    });
+    // These requests carry no DPoP proof: the replay store is never asked.
+    const dpop = new DpopProofs({
+      nonces: new DpopNonces(f.keys.dpopNonceKey),
+      replay: { useOnce: () => Promise.reject(new Error("no proof expected")) },
+      now: f.clock.now,
+    });
+    endpoint = new TokenEndpoint({ pipeline, tokens: f.tokenService, audit, dpop });
+    introspection = new IntrospectionEndpoint({
+      pipeline,
+      tokens: f.tokenService,
+      audit,
+      introspections: new RecordingLabelledCounter<"resource_server" | "active">(),
+    });
   };
   beforeEach(async () => {
     f = await createPgliteFixture();
     ({ tmcId } = await newTenant(f));
     client = await newApiUser(f, tmcId);
     audit = new RecordingAuditSink();
-    clients = new CountingAuthenticator(f.uow, f.repos.apiUsers, f.keys.secretPepper);
+    clients = new CountingAuthenticator({ uow: f.uow, apiUsers: f.repos.apiUsers, pepper: f.keys.secretPepper });
     useLimits(LIMITS);
   });
 
@@ -88,6 +119,7 @@ describe("TokenEndpoint", () => {
       promise: endpoint.fetchToken(
         tokenRequest({ credentials: postCredentials(clientId, secret), ...fields }),
         c.tokenCall,
+        NO_DPOP,
       ),
       decisions: c.decisions,
     };
@@ -330,6 +362,7 @@ describe("TokenEndpoint", () => {
         },
       }),
       basic.tokenCall,
+      NO_DPOP,
     );
 
     assert.deepEqual(
@@ -409,7 +442,7 @@ describe("TokenEndpoint", () => {
     const introspect = (who: ProvisionedApiUser, t: string, requestId: string) => {
       const c = call("192.0.2.61", requestId);
       return {
-        promise: endpoint.introspect(postCredentials(who.clientId, who.secret), t, c.tokenCall),
+        promise: introspection.introspect(postCredentials(who.clientId, who.secret), t, c.tokenCall),
         decisions: c.decisions,
       };
     };
@@ -426,7 +459,7 @@ describe("TokenEndpoint", () => {
     assert.equal(await introspect(foreign, token, "req-i2").promise, undefined);
     assert.equal(await introspect(peer, "not-a-token", "req-i3").promise, undefined);
     await rejectsWith(
-      endpoint.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62", "req-i4").tokenCall),
+      introspection.introspect(postCredentials(peer.clientId, "wrong"), token, call("192.0.2.62", "req-i4").tokenCall),
       invalidClient,
     );
     assert.deepEqual(
@@ -482,7 +515,7 @@ describe("TokenEndpoint", () => {
     const colleagueToken = (await fetch(colleague.clientId, colleague.secret, "192.0.2.63").promise).accessToken;
     const eventsBefore = audit.events.length;
     assert.equal(
-      await endpoint.introspect(
+      await introspection.introspect(
         postCredentials(companyAdmin.clientId, companyAdmin.secret),
         adminToken,
         call("192.0.2.64", "req-ca1").tokenCall,
@@ -491,7 +524,7 @@ describe("TokenEndpoint", () => {
     );
     assert.equal(
       (
-        await endpoint.introspect(
+        await introspection.introspect(
           postCredentials(companyAdmin.clientId, companyAdmin.secret),
           colleagueToken,
           call("192.0.2.64", "req-ca2").tokenCall,
@@ -535,7 +568,10 @@ describe("TokenEndpoint", () => {
     f.store.calls.length = 0;
     for (let i = 0; i < 4; i++) await rejectsWith(fetch("", "", address).promise, noAuthentication);
     await rejectsWith(endpoint.legacyToken(postCredentials("", ""), call(address).tokenCall), noAuthentication);
-    await rejectsWith(endpoint.introspect(postCredentials("", ""), "x", call(address).tokenCall), noAuthentication);
+    await rejectsWith(
+      introspection.introspect(postCredentials("", ""), "x", call(address).tokenCall),
+      noAuthentication,
+    );
     assert.deepEqual(f.store.calls, [], "refused before any lookup");
     assert.equal(clients.verifications, 0);
     assert.deepEqual(
@@ -660,7 +696,7 @@ describe("TokenEndpoint", () => {
         "client-at-address-failures",
         "a wrong secret, where the guessing happens",
       );
-      await issued(fetch(client.clientId, client.secret, attacker).promise); // the right one passes (issue 18): a stranger at the address cannot lock the client out
+      await issued(fetch(client.clientId, client.secret, attacker).promise); // the right one passes: a stranger at the address cannot lock the client out
 
       for (const office of ["192.0.2.20", "192.0.2.21"])
         await issued(fetch(client.clientId, client.secret, office).promise);
@@ -672,7 +708,7 @@ describe("TokenEndpoint", () => {
       assert.deepEqual(await lockoutOf(undefined, attacker), { failures: 1, limit: 3, lockedOut: false });
     });
 
-    test("issue 18 finding 7: past the lockout, guesses stay bounded by the client's locked-guess budget (10 × the failure limit, all addresses); then locked addresses are refused unevaluated", async () => {
+    test("past the lockout, guesses stay bounded by the client's locked-guess budget (10 × the failure limit, all addresses); then locked addresses are refused unevaluated", async () => {
       const shared = "198.51.100.77";
       for (let i = 0; i < 3; i++)
         await rejectsWith(fetch(client.clientId, `wrong-${i}`, shared).promise, invalidClient);
@@ -745,10 +781,10 @@ describe("TokenEndpoint", () => {
       // Introspection authenticates the same way: a wrong secret is refused there too.
       const peer = await newApiUser(f, tmcId);
       const token = (await fetch(peer.clientId, peer.secret, "192.0.2.70").promise).accessToken;
-      const introspection = call(attacker);
+      const introspecting = call(attacker);
       await rateLimited(
-        endpoint.introspect(postCredentials(client.clientId, "wrong"), token, introspection.tokenCall),
-        introspection.decisions,
+        introspection.introspect(postCredentials(client.clientId, "wrong"), token, introspecting.tokenCall),
+        introspecting.decisions,
       );
       assert.equal(clients.verifications, 6);
     });

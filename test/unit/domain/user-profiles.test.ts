@@ -32,8 +32,8 @@ describe("UserProfiles", () => {
 
   beforeEach(async () => {
     store = await pgliteTestStore();
-    const tenants = new TenantService(store.uow, store.repositories.tenants);
-    profiles = new UserProfiles(store.uow, store.repositories.users, store.repositories.audit);
+    const tenants = new TenantService({ uow: store.uow, tenants: store.repositories.tenants });
+    profiles = new UserProfiles({ uow: store.uow, users: store.repositories.users, audit: store.repositories.audit });
     tmcId = (await tenants.createTmc("Globetrotter")).id;
     orgId = (await tenants.createCompany(tmcId, "Acme")).id;
     otherOrgId = (await tenants.createCompany(tmcId, "Other")).id;

@@ -10,7 +10,7 @@ import { buildOpenApiDocument } from "../../../src/gateway/openapi.js";
 import { contractServices } from "../../../src/rpc/areas.js";
 
 /*
- * Issue 19: the generated OpenAPI document as client generators (openapi-typescript,
+ * The generated OpenAPI document as client generators (openapi-typescript,
  * @hey-api/openapi-ts) and `redocly lint` read it. The lint runs with the repository's
  * redocly.yaml (recommended rules; unused components, duplicate operationIds, missing servers
  * are errors) and must find no error.

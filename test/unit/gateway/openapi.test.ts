@@ -194,6 +194,15 @@ const validSamples: Record<string, SampleRequest[]> = {
   ],
   deleteApiUser: [{ body: { clientId: "abc" } }],
   rotateClientSecret: [{ body: { clientId: "abc" } }],
+  setClientKeys: [
+    {
+      body: {
+        clientId: "abc",
+        keys: [{ kty: "OKP", crv: "Ed25519", kid: "k1", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" }],
+      },
+    },
+  ],
+  setClientDpopPolicy: [{ body: { clientId: "abc", dpopBoundAccessTokens: true } }],
   getUserInfo: [{ path: { userId: USER } }, { path: { userId: USER }, query: { includeInactive: true } }],
   updateUser: [
     {

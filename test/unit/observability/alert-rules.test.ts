@@ -53,6 +53,7 @@ function selectors(expr: string): Array<{ metric: string; labels: Array<[string,
     "and",
     "or",
     "unless",
+    "time",
   ]);
   for (const m of expr.matchAll(pattern)) {
     const name = m[1]!;

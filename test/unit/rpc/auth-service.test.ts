@@ -269,11 +269,7 @@ describe("AuthService through the transport", () => {
       '"default";q=2;w=900',
       "the headers of the failure budget that refused",
     );
-    assert.equal(
-      (await fetch(client.clientSecret, attacker)).tokenType,
-      "Bearer",
-      "the right secret passes there (issue 18)",
-    );
+    assert.equal((await fetch(client.clientSecret, attacker)).tokenType, "Bearer", "the right secret passes there");
     assert.equal(
       (await fetch(client.clientSecret, "10.3.0.2")).tokenType,
       "Bearer",

@@ -50,6 +50,8 @@ const EXPECTED: Readonly<Record<ErrorCode, { code: Code; status: number; oauth?:
   INVALID_SCOPE: { code: Code.InvalidArgument, status: 400, oauth: "invalid_scope" },
   INVALID_TARGET: { code: Code.InvalidArgument, status: 400, oauth: "invalid_target" },
   UNSUPPORTED_GRANT_TYPE: { code: Code.InvalidArgument, status: 400, oauth: "unsupported_grant_type" },
+  INVALID_DPOP_PROOF: { code: Code.InvalidArgument, status: 400, oauth: "invalid_dpop_proof" },
+  USE_DPOP_NONCE: { code: Code.InvalidArgument, status: 400, oauth: "use_dpop_nonce" },
   TOO_MANY_REQUESTS: { code: Code.ResourceExhausted, status: 429, oauth: "slow_down" },
   TOO_MANY_CONCURRENT_REQUESTS: { code: Code.ResourceExhausted, status: 429 },
   TOO_MANY_OPEN_STREAMS: { code: Code.ResourceExhausted, status: 429 },

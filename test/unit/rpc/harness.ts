@@ -1,3 +1,4 @@
+import { PostgresReplayCache, PostgresReplayCacheBirths } from "../../../src/store/postgres/replay-cache.js";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -57,7 +58,14 @@ export async function startRpc(env: Record<string, string> = {}): Promise<RpcHar
   const keys = deriveKeyMaterial(crypto.randomBytes(32));
   const shared = openSharedState(
     { ...config.storage, redisUrl: undefined, redisKeyPrefix: "t:" },
-    { credentialCacheSeconds: 300, onRateLimitFallback: () => {} },
+    {
+      credentialCacheSeconds: 300,
+      onRateLimitFallback: () => {},
+      replay: {
+        database: new PostgresReplayCache(store.uow.direct),
+        births: new PostgresReplayCacheBirths(store.uow.direct),
+      },
+    },
     silentLogger,
   );
   const metrics = createMetrics();

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { withoutTypeNames } from "../../../src/rpc/errors/protocol-errors.js";
 
-test("issue 18 finding 8: decoder complaints lose their protobuf type names", () => {
+test("decoder complaints lose their protobuf type names", () => {
   assert.equal(
     withoutTypeNames('cannot decode field travel.apiuser.v2.ListApiUsersRequest.limit from JSON: "0x1z"'),
     'cannot decode field limit from JSON: "0x1z"',

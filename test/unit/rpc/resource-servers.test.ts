@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import type { PresentedCredentials } from "../../../src/domain/tokens/model.js";
+import { clientCredentialsOf } from "../../../src/domain/shared/client-credentials.js";
 import { AUDIENCE, asOperator, asRequest, rejectsWithRpc, startRpc, type RpcHarness } from "./harness.js";
 
 const invalid = (params: Array<{ name: string; value: string }>) =>
@@ -32,13 +33,13 @@ const form = (clientId: string, secret: string): PresentedCredentials => ({
   authorization: null,
 });
 
-describe("OperatorService: resource servers (issue 22, item 1)", () => {
+describe("OperatorService: resource servers", () => {
   let h: RpcHarness;
   before(async () => {
     h = await startRpc();
   });
   const authenticate = (presented: PresentedCredentials) =>
-    h.domain.resourceServerAuthenticator.authenticate(presented);
+    h.domain.resourceServerAuthenticator.authenticate(clientCredentialsOf(presented));
   /** The refusal every failed resource-server authentication gets, whatever failed. */
   const refusedAlike = async (presented: PresentedCredentials) => {
     const error = await authenticate(presented).then(

@@ -1,4 +1,4 @@
-// The RPC edge of SCIM: Struct bodies decoded into the domain's typed models (issue 20).
+// The RPC edge of SCIM: Struct bodies decoded into the domain's typed models.
 import type { JsonObject } from "@bufbuild/protobuf";
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

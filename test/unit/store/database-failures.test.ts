@@ -28,7 +28,7 @@ function knexWrapped(error: Error): Error {
 }
 
 /**
- * Issue 18, finding 3: a Postgres stall made node-postgres fail new connections with "timeout
+ * A Postgres stall made node-postgres fail new connections with "timeout
  * expired", which the old list did not know: 139 of 319 answers were 500. Every shape below is
  * one the drivers throw (or wrap) when the database cannot serve; each must be "unavailable" (503).
  */

@@ -6,16 +6,17 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.js";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import { file_travel_common_v1_access } from "../../common/v1/access_pb.js";
 import { file_travel_common_v1_authentication } from "../../common/v1/authentication_pb.js";
 import { file_travel_common_v1_rest } from "../../common/v1/rest_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file travel/apiuser/v2/api_user.proto.
  */
 export const file_travel_apiuser_v2_api_user: GenFile = /*@__PURE__*/
-  fileDesc("CiB0cmF2ZWwvYXBpdXNlci92Mi9hcGlfdXNlci5wcm90bxIRdHJhdmVsLmFwaXVzZXIudjIi1QEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhsKBnRtY19pZBgBIAEoCUILukgI2AEBcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiZgoSR2V0QXBpVXNlcnNSZXF1ZXN0Eh0KBWxpbWl0GAEgASgFQgm6SAYaBBhkKABIAIgBARIcCgZvZmZzZXQYAiABKAVCB7pIBBoCKABIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCIgCgtBcGlVc2VySW5mbxIRCgljbGllbnRfaWQYASABKAkiXQoTR2V0QXBpVXNlcnNSZXNwb25zZRIxCglhcGlfdXNlcnMYASADKAsyHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VySW5mbxITCgt0b3RhbF9jb3VudBgCIAEoBSI1ChREZWxldGVBcGlVc2VyUmVxdWVzdBIdCgljbGllbnRfaWQYASABKAlCCrpIB3IFEAEYgAIiFwoVRGVsZXRlQXBpVXNlclJlc3BvbnNlIjoKGVJvdGF0ZUNsaWVudFNlY3JldFJlcXVlc3QSHQoJY2xpZW50X2lkGAEgASgJQgq6SAdyBRABGIACIloKGlJvdGF0ZUNsaWVudFNlY3JldFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkqTgoLQXBpVXNlclJvbGUSHQoZQVBJX1VTRVJfUk9MRV9VTlNQRUNJRklFRBAAEg0KCVRNQ19BRE1JThABEhEKDUNPTVBBTllfQURNSU4QAippChVBcGlVc2VyQ3JlZGVudGlhbFR5cGUSKAokQVBJX1VTRVJfQ1JFREVOVElBTF9UWVBFX1VOU1BFQ0lGSUVEEAASFgoSQ0xJRU5UX0NSRURFTlRJQUxTEAESDgoKU0NJTV9UT0tFThACMoUGCg5BcGlVc2VyU2VydmljZRKzAQoNQ3JlYXRlQXBpVXNlchInLnRyYXZlbC5hcGl1c2VyLnYyLkNyZWF0ZUFwaVVzZXJSZXF1ZXN0GigudHJhdmVsLmFwaXVzZXIudjIuQ3JlYXRlQXBpVXNlclJlc3BvbnNlIk+SghkZCg1jcmVhdGVBcGlVc2VyGgiQA5EDkwOZA5qCGRYKCWFwaS11c2VycxIJVE1DX0FETUlOgtPkkwISOgEqIg0vdjIvYXBpLXVzZXJzEqgBCgtHZXRBcGlVc2VycxIlLnRyYXZlbC5hcGl1c2VyLnYyLkdldEFwaVVzZXJzUmVxdWVzdBomLnRyYXZlbC5hcGl1c2VyLnYyLkdldEFwaVVzZXJzUmVzcG9uc2UiSpKCGRcKC2dldEFwaVVzZXJzGgiQA5EDkwOUA5qCGRYKCWFwaS11c2VycxIJVE1DX0FETUlOgtPkkwIPEg0vdjIvYXBpLXVzZXJzEroBCg1EZWxldGVBcGlVc2VyEicudHJhdmVsLmFwaXVzZXIudjIuRGVsZXRlQXBpVXNlclJlcXVlc3QaKC50cmF2ZWwuYXBpdXNlci52Mi5EZWxldGVBcGlVc2VyUmVzcG9uc2UiVpKCGRkKDWRlbGV0ZUFwaVVzZXIaCJADkQOTA5QDmoIZFgoJYXBpLXVzZXJzEglUTUNfQURNSU6C0+STAhk6ASoiFC92Mi9hcGktdXNlcnMvcmV2b2tlEs4BChJSb3RhdGVDbGllbnRTZWNyZXQSLC50cmF2ZWwuYXBpdXNlci52Mi5Sb3RhdGVDbGllbnRTZWNyZXRSZXF1ZXN0Gi0udHJhdmVsLmFwaXVzZXIudjIuUm90YXRlQ2xpZW50U2VjcmV0UmVzcG9uc2UiW5KCGR4KEnJvdGF0ZUNsaWVudFNlY3JldBoIkAORA5MDlAOaghkWCglhcGktdXNlcnMSCVRNQ19BRE1JToLT5JMCGToBKiIUL3YyL2FwaS11c2Vycy9yb3RhdGUaBKCCGQFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_travel_common_v1_access, file_travel_common_v1_authentication, file_travel_common_v1_rest]);
+  fileDesc("CiB0cmF2ZWwvYXBpdXNlci92Mi9hcGlfdXNlci5wcm90bxIRdHJhdmVsLmFwaXVzZXIudjIi1QEKFENyZWF0ZUFwaVVzZXJSZXF1ZXN0EhsKBnRtY19pZBgBIAEoCUILukgI2AEBcgOwAQESGwoGb3JnX2lkGAIgASgJQgu6SAjYAQFyA7ABARI2CgRyb2xlGAMgASgOMh4udHJhdmVsLmFwaXVzZXIudjIuQXBpVXNlclJvbGVCCLpIBYIBAhABEksKD2NyZWRlbnRpYWxfdHlwZRgEIAEoDjIoLnRyYXZlbC5hcGl1c2VyLnYyLkFwaVVzZXJDcmVkZW50aWFsVHlwZUIIukgFggECEAEiVQoVQ3JlYXRlQXBpVXNlclJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiZgoSR2V0QXBpVXNlcnNSZXF1ZXN0Eh0KBWxpbWl0GAEgASgFQgm6SAYaBBhkKABIAIgBARIcCgZvZmZzZXQYAiABKAVCB7pIBBoCKABIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCIgCgtBcGlVc2VySW5mbxIRCgljbGllbnRfaWQYASABKAkiXQoTR2V0QXBpVXNlcnNSZXNwb25zZRIxCglhcGlfdXNlcnMYASADKAsyHi50cmF2ZWwuYXBpdXNlci52Mi5BcGlVc2VySW5mbxITCgt0b3RhbF9jb3VudBgCIAEoBSI1ChREZWxldGVBcGlVc2VyUmVxdWVzdBIdCgljbGllbnRfaWQYASABKAlCCrpIB3IFEAEYgAIiFwoVRGVsZXRlQXBpVXNlclJlc3BvbnNlIjoKGVJvdGF0ZUNsaWVudFNlY3JldFJlcXVlc3QSHQoJY2xpZW50X2lkGAEgASgJQgq6SAdyBRABGIACIloKGlJvdGF0ZUNsaWVudFNlY3JldFJlc3BvbnNlEhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJEhIKCnNjaW1fdG9rZW4YAyABKAkiggEKFFNldENsaWVudEtleXNSZXF1ZXN0Eh0KCWNsaWVudF9pZBgBIAEoCUIKukgHcgUQARiAAhIvCgRrZXlzGAIgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIIukgFkgECEAoSGgoIandrc191cmkYAyABKAlCCLpIBXIDGIAQIk0KFVNldENsaWVudEtleXNSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSDwoHa2V5X2lkcxgCIAMoCRIQCghqd2tzX3VyaRgDIAEoCSJdChpTZXRDbGllbnREcG9wUG9saWN5UmVxdWVzdBIdCgljbGllbnRfaWQYASABKAlCCrpIB3IFEAEYgAISIAoYZHBvcF9ib3VuZF9hY2Nlc3NfdG9rZW5zGAIgASgIIlIKG1NldENsaWVudERwb3BQb2xpY3lSZXNwb25zZRIRCgljbGllbnRfaWQYASABKAkSIAoYZHBvcF9ib3VuZF9hY2Nlc3NfdG9rZW5zGAIgASgIKk4KC0FwaVVzZXJSb2xlEh0KGUFQSV9VU0VSX1JPTEVfVU5TUEVDSUZJRUQQABINCglUTUNfQURNSU4QARIRCg1DT01QQU5ZX0FETUlOEAIqaQoVQXBpVXNlckNyZWRlbnRpYWxUeXBlEigKJEFQSV9VU0VSX0NSRURFTlRJQUxfVFlQRV9VTlNQRUNJRklFRBAAEhYKEkNMSUVOVF9DUkVERU5USUFMUxABEg4KClNDSU1fVE9LRU4QAjKTCQoOQXBpVXNlclNlcnZpY2USswEKDUNyZWF0ZUFwaVVzZXISJy50cmF2ZWwuYXBpdXNlci52Mi5DcmVhdGVBcGlVc2VyUmVxdWVzdBooLnRyYXZlbC5hcGl1c2VyLnYyLkNyZWF0ZUFwaVVzZXJSZXNwb25zZSJPkoIZGQoNY3JlYXRlQXBpVXNlchoIkAORA5MDmQOaghkWCglhcGktdXNlcnMSCVRNQ19BRE1JToLT5JMCEjoBKiINL3YyL2FwaS11c2VycxKoAQoLR2V0QXBpVXNlcnMSJS50cmF2ZWwuYXBpdXNlci52Mi5HZXRBcGlVc2Vyc1JlcXVlc3QaJi50cmF2ZWwuYXBpdXNlci52Mi5HZXRBcGlVc2Vyc1Jlc3BvbnNlIkqSghkXCgtnZXRBcGlVc2VycxoIkAORA5MDlAOaghkWCglhcGktdXNlcnMSCVRNQ19BRE1JToLT5JMCDxINL3YyL2FwaS11c2VycxK6AQoNRGVsZXRlQXBpVXNlchInLnRyYXZlbC5hcGl1c2VyLnYyLkRlbGV0ZUFwaVVzZXJSZXF1ZXN0GigudHJhdmVsLmFwaXVzZXIudjIuRGVsZXRlQXBpVXNlclJlc3BvbnNlIlaSghkZCg1kZWxldGVBcGlVc2VyGgiQA5EDkwOUA5qCGRYKCWFwaS11c2VycxIJVE1DX0FETUlOgtPkkwIZOgEqIhQvdjIvYXBpLXVzZXJzL3Jldm9rZRLOAQoSUm90YXRlQ2xpZW50U2VjcmV0EiwudHJhdmVsLmFwaXVzZXIudjIuUm90YXRlQ2xpZW50U2VjcmV0UmVxdWVzdBotLnRyYXZlbC5hcGl1c2VyLnYyLlJvdGF0ZUNsaWVudFNlY3JldFJlc3BvbnNlIluSghkeChJyb3RhdGVDbGllbnRTZWNyZXQaCJADkQOTA5QDmoIZFgoJYXBpLXVzZXJzEglUTUNfQURNSU6C0+STAhk6ASoiFC92Mi9hcGktdXNlcnMvcm90YXRlErgBCg1TZXRDbGllbnRLZXlzEicudHJhdmVsLmFwaXVzZXIudjIuU2V0Q2xpZW50S2V5c1JlcXVlc3QaKC50cmF2ZWwuYXBpdXNlci52Mi5TZXRDbGllbnRLZXlzUmVzcG9uc2UiVJKCGRkKDXNldENsaWVudEtleXMaCJADkQOTA5QDmoIZFgoJYXBpLXVzZXJzEglUTUNfQURNSU6C0+STAhc6ASoiEi92Mi9hcGktdXNlcnMva2V5cxLQAQoTU2V0Q2xpZW50RHBvcFBvbGljeRItLnRyYXZlbC5hcGl1c2VyLnYyLlNldENsaWVudERwb3BQb2xpY3lSZXF1ZXN0Gi4udHJhdmVsLmFwaXVzZXIudjIuU2V0Q2xpZW50RHBvcFBvbGljeVJlc3BvbnNlIlqSghkfChNzZXRDbGllbnREcG9wUG9saWN5GgiQA5EDkwOUA5qCGRYKCWFwaS11c2VycxIJVE1DX0FETUlOgtPkkwIXOgEqIhIvdjIvYXBpLXVzZXJzL2Rwb3AaBKCCGQFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_travel_common_v1_access, file_travel_common_v1_authentication, file_travel_common_v1_rest]);
 
 /**
  * CreateApiUsersRequest (spec 2.4).
@@ -244,6 +245,124 @@ export const RotateClientSecretResponseSchema: GenMessage<RotateClientSecretResp
   messageDesc(file_travel_apiuser_v2_api_user, 8);
 
 /**
+ * SetClientKeysRequest: the body is a JWK Set ({"keys": [...]}) with the API user's client id, or
+ * instead of the keys a jwks_uri the service fetches them from (exactly one of the two).
+ *
+ * @generated from message travel.apiuser.v2.SetClientKeysRequest
+ */
+export type SetClientKeysRequest = Message<"travel.apiuser.v2.SetClientKeysRequest"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * Public JWKs (RFC 7517): Ed25519 (EdDSA), P-256 (ES256) or RSA of at least 2048 bits (PS256,
+   * RS256); no private members; distinct kids. Empty when jwks_uri is given.
+   *
+   * @generated from field: repeated google.protobuf.Struct keys = 2;
+   */
+  keys: JsonObject[];
+
+  /**
+   * The https URL of the API user's JWK Set (http only on a loopback host, where allowed), with
+   * no user info nor fragment: fetched and checked now, then fetched by the service as assertions
+   * need it, within size, time and rate limits.
+   *
+   * @generated from field: string jwks_uri = 3;
+   */
+  jwksUri: string;
+};
+
+/**
+ * Describes the message travel.apiuser.v2.SetClientKeysRequest.
+ * Use `create(SetClientKeysRequestSchema)` to create a new message.
+ */
+export const SetClientKeysRequestSchema: GenMessage<SetClientKeysRequest> = /*@__PURE__*/
+  messageDesc(file_travel_apiuser_v2_api_user, 9);
+
+/**
+ * @generated from message travel.apiuser.v2.SetClientKeysResponse
+ */
+export type SetClientKeysResponse = Message<"travel.apiuser.v2.SetClientKeysResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * The registered keys' kids (#index for a key without one); for a jwks_uri, those it served now.
+   *
+   * @generated from field: repeated string key_ids = 2;
+   */
+  keyIds: string[];
+
+  /**
+   * The jwks_uri as registered (normalized), when the keys are registered by URL.
+   *
+   * @generated from field: string jwks_uri = 3;
+   */
+  jwksUri: string;
+};
+
+/**
+ * Describes the message travel.apiuser.v2.SetClientKeysResponse.
+ * Use `create(SetClientKeysResponseSchema)` to create a new message.
+ */
+export const SetClientKeysResponseSchema: GenMessage<SetClientKeysResponse> = /*@__PURE__*/
+  messageDesc(file_travel_apiuser_v2_api_user, 10);
+
+/**
+ * SetClientDpopPolicyRequest: whether the API user must send a DPoP proof with every token request.
+ *
+ * @generated from message travel.apiuser.v2.SetClientDpopPolicyRequest
+ */
+export type SetClientDpopPolicyRequest = Message<"travel.apiuser.v2.SetClientDpopPolicyRequest"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * RFC 9449 5.2: true, every token request must carry a DPoP proof; false, a proof is optional.
+   *
+   * @generated from field: bool dpop_bound_access_tokens = 2;
+   */
+  dpopBoundAccessTokens: boolean;
+};
+
+/**
+ * Describes the message travel.apiuser.v2.SetClientDpopPolicyRequest.
+ * Use `create(SetClientDpopPolicyRequestSchema)` to create a new message.
+ */
+export const SetClientDpopPolicyRequestSchema: GenMessage<SetClientDpopPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_travel_apiuser_v2_api_user, 11);
+
+/**
+ * @generated from message travel.apiuser.v2.SetClientDpopPolicyResponse
+ */
+export type SetClientDpopPolicyResponse = Message<"travel.apiuser.v2.SetClientDpopPolicyResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * The policy now in force.
+   *
+   * @generated from field: bool dpop_bound_access_tokens = 2;
+   */
+  dpopBoundAccessTokens: boolean;
+};
+
+/**
+ * Describes the message travel.apiuser.v2.SetClientDpopPolicyResponse.
+ * Use `create(SetClientDpopPolicyResponseSchema)` to create a new message.
+ */
+export const SetClientDpopPolicyResponseSchema: GenMessage<SetClientDpopPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_travel_apiuser_v2_api_user, 12);
+
+/**
  * ApiUserRoleEnum (spec 2.2). Unset means the default, TMC_ADMIN.
  *
  * @generated from enum travel.apiuser.v2.ApiUserRole
@@ -346,6 +465,33 @@ export const ApiUserService: GenService<{
     methodKind: "unary";
     input: typeof RotateClientSecretRequestSchema;
     output: typeof RotateClientSecretResponseSchema;
+  },
+  /**
+   * Registers the API user's public keys (private_key_jwt, RFC 7523): it authenticates with
+   * client assertions signed by one of them from then on, and has no secret any more. Replacing
+   * the set is key rotation: a removed key, and every token issued before, stop working at once
+   * on every instance (operation setClientKeys).
+   *
+   * @generated from rpc travel.apiuser.v2.ApiUserService.SetClientKeys
+   */
+  setClientKeys: {
+    methodKind: "unary";
+    input: typeof SetClientKeysRequestSchema;
+    output: typeof SetClientKeysResponseSchema;
+  },
+  /**
+   * Sets the API user's DPoP policy (RFC 9449 5.2, client metadata dpop_bound_access_tokens):
+   * when true, a token request without a DPoP proof is refused (400 invalid_request), so every token
+   * it obtains is bound to a key it holds. A change counts as a rotation of its credential (the
+   * secret or keys stay): every token issued before, and its refresh tokens, stop working at once
+   * on every instance (operation setClientDpopPolicy).
+   *
+   * @generated from rpc travel.apiuser.v2.ApiUserService.SetClientDpopPolicy
+   */
+  setClientDpopPolicy: {
+    methodKind: "unary";
+    input: typeof SetClientDpopPolicyRequestSchema;
+    output: typeof SetClientDpopPolicyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_travel_apiuser_v2_api_user, 0);

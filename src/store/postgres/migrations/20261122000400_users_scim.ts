@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * SCIM provisioning (issue 10) on the `users` table:
+ * SCIM provisioning on the `users` table:
  * - userName (email_normalized) and externalId become unique per company, not per TMC: a company
  *   provisions its users without learning about another company's; token exchange by email
  *   refuses an email that names more than one active user of the TMC;

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * Air credits v3 (issue 11): every UnusedCreditInfo field the list and the migration use, kept on
+ * Air credits v3: every UnusedCreditInfo field the list and the migration use, kept on
  * the credit row itself (denormalised from its payment source, so a list page is one index scan),
  * one credit per ticket number per company, and indexes for the list's filters.
  *

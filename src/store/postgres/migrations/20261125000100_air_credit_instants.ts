@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * Air-credit dates become instants (issue 18 finding 8, issue 19): the reference types issueDate,
+ * Air-credit dates become instants: the reference types issueDate,
  * expiryDate, usedDate and departureDate as DateTimeOffset, and an import that says
  * 2030-12-31T23:30:00-05:00 means 2031-01-01T04:30:00Z, which a DATE column cut to 2030-12-31.
  * timestamptz keeps the instant (in UTC); an existing date becomes its midnight UTC, the day it

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * SCIM name.formatted and displayName (issue 19): stored as the IdP sends them instead of being
+ * SCIM name.formatted and displayName: stored as the IdP sends them instead of being
  * derived from the name, so what Entra ID and Okta write reads back. Existing users keep what
  * SCIM showed them until now ("givenName familyName", nothing when both are empty).
  */

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * An identity provider bound to one company of its TMC (issue 18, finding 6): its tokens name
+ * An identity provider bound to one company of its TMC: its tokens name
  * users of that company only, so another company's users (a SCIM client may provision any
  * e-mail) can never make an exchange ambiguous or pick the wrong user. Null: TMC-wide, as before.
  * A nullable column without a default: no table rewrite.

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * Resource servers (issue 22): the platform's other services, each with a client id and secret
+ * Resource servers: the platform's other services, each with a client id and secret
  * of its own to check the tokens addressed to it. A removed row stays as a tombstone, so a client
  * id is never reused; its credential state takes part in the credential changes like an API
  * user's (`change_seq`). An audience is served by at most one active resource server: the primary

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 
 /**
- * RFC 8936 poll delivery of Security Event Tokens (issue 23): each resource server's position in
+ * RFC 8936 poll delivery of Security Event Tokens: each resource server's position in
  * the credential-change log, shared by every instance. `acknowledged_through`: every change up to
  * it is acknowledged (or was no event); ssf_acknowledged_sets: changes above it acknowledged one by
  * one, folded into the position once every change before them is.

@@ -1,12 +1,12 @@
 import type { Knex } from "knex";
 import { createMonthPartition, DEFAULT_PARTITION, LEGACY_PARTITION, monthStart } from "../audit-partitions.js";
-import { inLockedTransaction, onOneConnection } from "../online-ddl.js";
+import { inLockedTransaction, isIndexAttached, isInvalidIndex, onOneConnection } from "../online-ddl.js";
 
 /** CREATE INDEX CONCURRENTLY cannot run inside a transaction. */
 export const config = { transaction: false };
 
 /**
- * The audit trail's search (issue 24): one index per filter of the operator's audit search, each
+ * The audit trail's search: one index per filter of the operator's audit search, each
  * ending in id so a filter's newest page is an index range read backwards (the keyset order, id
  * desc). `audit_events_tmc_time_idx` (tmc_id, occurred_at) already serves the time range. The
  * platform's own trail (`tmc_id is null`) has partial indexes of its own: Postgres takes only an
@@ -100,11 +100,8 @@ function parentIndex(name: string): string {
 
 /** An index the parent had to build on the legacy table itself would have blocked writes while it ran. */
 async function assertIndexAdopted(trx: Knex.Transaction, parent: string, partition: string): Promise<void> {
-  const { rows } = (await trx.raw(
-    "select 1 from pg_inherits where inhparent = to_regclass(?) and inhrelid = to_regclass(?)",
-    [parent, partition],
-  )) as { rows: unknown[] };
-  if (rows.length !== 1) throw new Error(`${partition} was not adopted as a partition of ${parent}`);
+  if (!(await isIndexAttached((sql, bindings = []) => trx.raw(sql, [...bindings]), parent, partition)))
+    throw new Error(`${partition} was not adopted as a partition of ${parent}`);
 }
 
 async function isPartitioned(knex: Knex): Promise<boolean> {
@@ -112,17 +109,6 @@ async function isPartitioned(knex: Knex): Promise<boolean> {
     rows: Array<{ relkind: string }>;
   };
   return rows[0]?.relkind === "p";
-}
-
-async function isInvalidIndex(
-  run: (sql: string, bindings: string[]) => Promise<unknown>,
-  name: string,
-): Promise<boolean> {
-  const { rows } = (await run(
-    "select not i.indisvalid as invalid from pg_index i where i.indexrelid = to_regclass(?)",
-    [name],
-  )) as { rows: Array<{ invalid: boolean }> };
-  return rows[0]?.invalid === true;
 }
 
 async function databaseNow(knex: Knex): Promise<Date> {

@@ -8,7 +8,7 @@ export const config = { transaction: false };
 const SLICE = 500;
 
 /**
- * When each API user last got a token, kept beside it (issue 24): the operator's api-user list
+ * When each API user last got a token, kept beside it: the operator's api-user list
  * read it from the audit trail, a scan that grows with the trail. The audit flush raises it once
  * per batch (greatest(): never backwards). A table of its own rather than a column of api_users:
  * the flush would take a row lock on the user every 250 ms while it gets tokens, and a rotation or

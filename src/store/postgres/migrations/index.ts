@@ -17,6 +17,13 @@ import * as ssfPollPositions from "./20261126000200_ssf_poll_positions.js";
 import * as auditPartitions from "./20261126001000_audit_partitions.js";
 import * as apiUserLastToken from "./20261126001100_api_user_last_token.js";
 import * as usersScimAttributes from "./20261129000100_users_scim_attributes.js";
+import * as auditWindowIndex from "./20261129001000_audit_window_index.js";
+import * as replayCache from "./20261129002000_replay_cache.js";
+import * as apiUserPublicKeys from "./20261129002100_api_user_public_keys.js";
+import * as apiUserDpopBound from "./20261129002200_api_user_dpop_bound.js";
+import * as apiUserJwksUri from "./20261129002300_api_user_jwks_uri.js";
+import * as resourceServerPublicKeys from "./20261129002400_resource_server_public_keys.js";
+import * as resourceServerJwksUri from "./20261129002500_resource_server_jwks_uri.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -41,6 +48,13 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261126001000_audit_partitions", auditPartitions],
   ["20261126001100_api_user_last_token", apiUserLastToken],
   ["20261129000100_users_scim_attributes", usersScimAttributes],
+  ["20261129001000_audit_window_index", auditWindowIndex],
+  ["20261129002000_replay_cache", replayCache],
+  ["20261129002100_api_user_public_keys", apiUserPublicKeys],
+  ["20261129002200_api_user_dpop_bound", apiUserDpopBound],
+  ["20261129002300_api_user_jwks_uri", apiUserJwksUri],
+  ["20261129002400_resource_server_public_keys", resourceServerPublicKeys],
+  ["20261129002500_resource_server_jwks_uri", resourceServerJwksUri],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -17,7 +17,7 @@ import type { AirCreditRepository, UnusedCreditRepository } from "../../../domai
 import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import { pageWithTotal } from "../paging.js";
-import type { CompanyRow } from "../tables.js";
+import type { AirCreditRow, CompanyRow } from "../tables.js";
 import { knexOf, tableIn } from "../unit-of-work.js";
 
 export class PostgresAirCreditRepository implements AirCreditRepository, UnusedCreditRepository {
@@ -58,7 +58,7 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
         currency_code: c.currencyCode,
         issue_date: instantOf(c.issueDate),
         expiry_date: instantOf(c.expiryDate),
-      })),
+      })) satisfies Array<Partial<AirCreditRow>>,
     );
     return credits.length;
   }
@@ -158,12 +158,11 @@ export class PostgresAirCreditRepository implements AirCreditRepository, UnusedC
       credits.map((c) => c.ticketNumber),
       1000,
     )) {
-      const rows = await db("air_credits")
+      const rows = await db<AirCreditRow>("air_credits")
         .where({ company_id: companyId })
         .whereIn("ticket_number", tickets)
         .select("ticket_number", "payment_source_id");
-      for (const r of rows as Array<{ ticket_number: string; payment_source_id: string }>)
-        existing.set(r.ticket_number, r.payment_source_id);
+      for (const r of rows) existing.set(r.ticket_number, r.payment_source_id);
     }
     for (const batch of chunks(emails, 1000)) {
       const rows = await db("users")
@@ -232,41 +231,6 @@ async function assertCompaniesOfTenant(tx: Tx, scope: TenantScope, companyIds: r
 
 // ---- v3 helpers -------------------------------------------------------------------------------
 
-interface CreditRow {
-  payment_source_id: string;
-  company_id: string;
-  ticket_number: string;
-  source_pnr: string | null;
-  spotnana_pnr: string | null;
-  airline_code: string;
-  airline_name: string | null;
-  total_fare_amount: string;
-  currency_code: string;
-  issue_date: string;
-  expiry_date: string;
-  used_date: string | null;
-  departure_date: string | null;
-  segments_available: string | null;
-  passenger_name: PassengerNameJson | string | null;
-  departure_country: string | null;
-  arrival_country: string | null;
-  ticket_type: string;
-  pcc: string | null;
-  status: string;
-  source: string;
-  trip_id: string | null;
-  redeem_via: string | null;
-  source_of_truth: string | null;
-  owning_pcc: string | null;
-  credit_usage_type: string;
-  email: string | null;
-  fop_info: Record<string, unknown> | string | null;
-  fop_label: string | null;
-  previous_ticket: string | null;
-  fop_card_access_type: string | null;
-  legal_entity_name: string | null;
-}
-
 /** What Knex's raw() resolves to on pg and PGlite alike: the rows, typed where they are read. */
 type RawResult = { rows: unknown[] };
 
@@ -288,80 +252,77 @@ function nextDay(day: string): string {
   return date.toISOString().slice(0, 10);
 }
 
-/** Instants and amounts as text: the same on pg and PGlite, and never a float or a local-time Date. */
-const CREDIT_COLUMNS = [
-  "c.payment_source_id",
-  "c.company_id",
-  "c.ticket_number",
-  "c.source_pnr",
-  "c.spotnana_pnr",
-  "c.airline_code",
-  "c.airline_name",
-  "c.currency_code",
-  "c.segments_available",
-  "c.passenger_name",
-  "c.departure_country",
-  "c.arrival_country",
-  "c.ticket_type",
-  "c.pcc",
-  "c.status",
-  "c.source",
-  "c.trip_id",
-  "c.redeem_via",
-  "c.source_of_truth",
-  "c.owning_pcc",
-  "c.credit_usage_type",
-  "c.email",
-  "c.fop_info",
-  "c.fop_label",
-  "c.previous_ticket",
-  "c.fop_card_access_type",
-  "c.legal_entity_name",
-];
+/**
+ * What the store does with each air_credits column: how a listed credit reads it (`read`: as
+ * stored; `amount` and `instant` as text, the same on pg and PGlite and never a float or a
+ * local-time Date; absent: not read), and whether a re-imported ticket number overwrites it
+ * (`merge`; the conflict key, the id and the creation time stay). Typed over the row, so a new
+ * column must say both.
+ */
+const COLUMNS = {
+  id: { merge: false },
+  company_id: { read: "stored", merge: false },
+  payment_source_id: { read: "stored", merge: true },
+  traveler_user_id: { merge: true },
+  supplier: { merge: true },
+  pcc: { read: "stored", merge: true },
+  airline_code: { read: "stored", merge: true },
+  ticket_number: { read: "stored", merge: false },
+  source_pnr: { read: "stored", merge: true },
+  total_fare_amount: { read: "amount", merge: true },
+  currency_code: { read: "stored", merge: true },
+  issue_date: { read: "instant", merge: true },
+  expiry_date: { read: "instant", merge: true },
+  status: { read: "stored", merge: true },
+  spotnana_pnr: { read: "stored", merge: true },
+  airline_name: { read: "stored", merge: true },
+  departure_date: { read: "instant", merge: true },
+  used_date: { read: "instant", merge: true },
+  passenger_name: { read: "stored", merge: true },
+  email: { read: "stored", merge: true },
+  departure_country: { read: "stored", merge: true },
+  arrival_country: { read: "stored", merge: true },
+  segments_available: { read: "stored", merge: true },
+  ticket_type: { read: "stored", merge: true },
+  source: { read: "stored", merge: true },
+  trip_id: { read: "stored", merge: true },
+  redeem_via: { read: "stored", merge: true },
+  source_of_truth: { read: "stored", merge: true },
+  owning_pcc: { read: "stored", merge: true },
+  credit_usage_type: { read: "stored", merge: true },
+  fop_label: { read: "stored", merge: true },
+  fop_card_access_type: { read: "stored", merge: true },
+  fop_info: { read: "stored", merge: true },
+  previous_ticket: { read: "stored", merge: true },
+  legal_entity_name: { read: "stored", merge: true },
+  created_at: { merge: false },
+  updated_at: { merge: true },
+} as const satisfies { readonly [K in keyof AirCreditRow]: { readonly read?: ColumnRead; readonly merge: boolean } };
+
+type ColumnRead = "stored" | "amount" | "instant";
+type Column = keyof typeof COLUMNS;
+type ReadColumn = { [K in Column]: (typeof COLUMNS)[K] extends { read: ColumnRead } ? K : never }[Column];
+/** A listed credit as read by `creditColumns`. */
+type CreditRow = Pick<AirCreditRow, ReadColumn>;
+
+const COLUMN_USES = Object.entries(COLUMNS) as Array<[Column, { readonly read?: ColumnRead; readonly merge: boolean }]>;
 
 function creditColumns(db: Knex): Array<string | Knex.Raw> {
-  return [
-    ...CREDIT_COLUMNS,
-    db.raw("c.total_fare_amount::text as total_fare_amount"),
-    ...["issue_date", "expiry_date", "used_date", "departure_date"].map((column) => db.raw(instant(column))),
-  ];
+  return COLUMN_USES.flatMap(([column, { read }]): Array<string | Knex.Raw> => {
+    switch (read) {
+      case undefined:
+        return [];
+      case "stored":
+        return [`c.${column}`];
+      case "amount":
+        return [db.raw(`c.${column}::text as ${column}`)];
+      case "instant":
+        return [db.raw(instant(column))];
+    }
+  });
 }
 
-const MERGED_COLUMNS = [
-  "payment_source_id",
-  "traveler_user_id",
-  "supplier",
-  "pcc",
-  "airline_code",
-  "source_pnr",
-  "total_fare_amount",
-  "currency_code",
-  "issue_date",
-  "expiry_date",
-  "status",
-  "spotnana_pnr",
-  "airline_name",
-  "departure_date",
-  "used_date",
-  "passenger_name",
-  "email",
-  "departure_country",
-  "arrival_country",
-  "segments_available",
-  "ticket_type",
-  "source",
-  "trip_id",
-  "redeem_via",
-  "source_of_truth",
-  "owning_pcc",
-  "credit_usage_type",
-  "fop_label",
-  "fop_card_access_type",
-  "fop_info",
-  "previous_ticket",
-  "legal_entity_name",
-  "updated_at",
-];
+const MERGED_COLUMNS = COLUMN_USES.filter(([, use]) => use.merge).map(([column]) => column);
 
 /** The transferability rule (domain/air-credits/transferability.ts) in SQL, confined to the tenant. */
 function transferable(db: Knex, scope: TenantScope, companyId: string, on: TransferableOn): Knex.QueryBuilder {
@@ -418,8 +379,8 @@ async function distinctTransferable(
 }
 
 const optional = (value: string | null): string | undefined => (value === null || value === "" ? undefined : value);
-const json = <T>(value: T | string | null): T | undefined =>
-  value === null ? undefined : typeof value === "string" ? (JSON.parse(value) as T) : value;
+const json = <T>(value: object | string | null): T | undefined =>
+  value === null ? undefined : typeof value === "string" ? (JSON.parse(value) as T) : (value as T);
 
 function toCredit(r: CreditRow): UnusedCredit {
   return {
@@ -457,7 +418,12 @@ function toCredit(r: CreditRow): UnusedCredit {
   };
 }
 
-function creditRow(companyId: string, paymentSourceId: string, travelerUserId: string | undefined, c: ImportedCredit) {
+function creditRow(
+  companyId: string,
+  paymentSourceId: string,
+  travelerUserId: string | undefined,
+  c: ImportedCredit,
+): Omit<AirCreditRow, "created_at"> {
   return {
     id: crypto.randomUUID(),
     company_id: companyId,

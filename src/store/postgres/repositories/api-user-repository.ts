@@ -1,9 +1,11 @@
+import type { JSONWebKeySet } from "jose";
 import type { ApiUser, NewApiUser } from "../../../domain/api-users/model.js";
-import type { ApiUserListing, ApiUserRepository } from "../../../domain/api-users/ports.js";
-import type { TenantScope } from "../../../domain/shared/tenant-scope.js";
+import type { ApiUserCredentialChange, ApiUserListing, ApiUserRepository } from "../../../domain/api-users/ports.js";
+import { tenantScope, type TenantScope } from "../../../domain/shared/tenant-scope.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { CredentialState } from "../../../domain/tokens/model.js";
-import { pageWithTotal } from "../paging.js";
+import { compiledStatement } from "../compiled-statement.js";
+import { pageOf, pageWithTotal, pageWithTotalQuery } from "../paging.js";
 import { toCount, type ApiUserRow } from "../tables.js";
 import { knexOf, tableIn } from "../unit-of-work.js";
 import { credentialStatesIn, rotatedCredentialColumns } from "./credential-states.js";
@@ -31,7 +33,9 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     scope: TenantScope,
     page: { limit: number; offset: number },
   ): Promise<{ clientIds: string[]; total: number }> {
-    const { rows, total } = await activePage<Pick<ApiUserRow, "client_id">>(tx, scope, page, ["client_id"]);
+    // The hot read of GET /v2/api-users: its statement compiled once (compiled-statement.ts).
+    const joined = await ACTIVE_CLIENT_IDS<Pick<ApiUserRow, "client_id">>(tx, scope.tmcId, page.limit, page.offset);
+    const { rows, total } = pageOf(ACTIVE_PAGE, joined);
     return { clientIds: rows.map((r) => r.client_id), total };
   }
 
@@ -44,7 +48,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
       tx,
       scope,
       page,
-      ["client_id", "org_id", "role", "credential_type", "created_by", "rotated_at"],
+      ["client_id", "org_id", "role", "credential_type", "created_by", "rotated_at", "dpop_bound_access_tokens"],
       [lastTokenIssued(tx)],
     );
     return {
@@ -57,6 +61,7 @@ export class PostgresApiUserRepository implements ApiUserRepository {
         createdBy: r.created_by ?? undefined,
         rotatedAt: r.rotated_at ? new Date(r.rotated_at) : undefined,
         lastTokenIssuedAt: r.last_token_issued_at ? new Date(r.last_token_issued_at) : undefined,
+        dpopBoundAccessTokens: r.dpop_bound_access_tokens,
       })),
       total,
     };
@@ -71,10 +76,22 @@ export class PostgresApiUserRepository implements ApiUserRepository {
     tx: Tx,
     scope: TenantScope,
     clientId: string,
-    credential: { secretHash: Buffer; generation: number },
+    credential: ApiUserCredentialChange,
   ): Promise<void> {
     const db = knexOf(tx);
-    await active(tx, scope).where({ client_id: clientId }).update(rotatedCredentialColumns(db, credential));
+    await active(tx, scope)
+      .where({ client_id: clientId })
+      .update({
+        ...rotatedCredentialColumns(db, credential),
+        // A new secret leaves the keys as they are; a new key set replaces them (null: none).
+        ...(credential.publicKeys === undefined
+          ? {}
+          : { public_keys: credential.publicKeys === null ? null : JSON.stringify(credential.publicKeys) }),
+        ...(credential.jwksUri === undefined ? {} : { jwks_uri: credential.jwksUri }),
+        ...(credential.dpopBoundAccessTokens === undefined
+          ? {}
+          : { dpop_bound_access_tokens: credential.dpopBoundAccessTokens }),
+      });
   }
 
   async markRevoked(tx: Tx, scope: TenantScope, clientId: string): Promise<void> {
@@ -113,7 +130,21 @@ function activePage<Row extends Pick<ApiUserRow, "client_id">>(
   columns: ReadonlyArray<keyof ApiUserRow>,
   computed: readonly string[] = [],
 ): Promise<{ rows: Row[]; total: number }> {
-  return pageWithTotal<Row>(knexOf(tx), {
+  return pageWithTotal<Row>(knexOf(tx), activePageParts(tx, scope, page, columns, computed));
+}
+
+/** The order of a page and the column a real row always has (pageWithTotal). */
+const ACTIVE_PAGE = { order: "page.created_at, page.client_id", present: "client_id" } as const;
+
+function activePageParts(
+  tx: Tx,
+  scope: TenantScope,
+  page: { limit: number; offset: number },
+  columns: ReadonlyArray<keyof ApiUserRow>,
+  computed: readonly string[] = [],
+) {
+  return {
+    ...ACTIVE_PAGE,
     count: active(tx, scope),
     page: active(tx, scope)
       .select([...new Set([...columns, "created_at", "client_id"])])
@@ -121,10 +152,13 @@ function activePage<Row extends Pick<ApiUserRow, "client_id">>(
       .orderBy([{ column: "created_at" }, { column: "client_id" }])
       .limit(page.limit)
       .offset(page.offset),
-    order: "page.created_at, page.client_id",
-    present: "client_id",
-  });
+  };
 }
+
+/** listActive's statement: activePage of the client ids, compiled once. */
+const ACTIVE_CLIENT_IDS = compiledStatement((tx, tmcId: string, limit: number, offset: number) =>
+  pageWithTotalQuery(knexOf(tx), activePageParts(tx, tenantScope(tmcId), { limit, offset }, ["client_id"])),
+);
 
 function toApiUser(row: ApiUserRow): ApiUser {
   return {
@@ -135,5 +169,13 @@ function toApiUser(row: ApiUserRow): ApiUser {
     credentialType: row.credential_type,
     secretHash: row.secret_hash,
     credentialGeneration: row.credential_generation,
+    ...(row.public_keys ? { publicKeys: parsedJson<JSONWebKeySet>(row.public_keys) } : {}),
+    ...(row.jwks_uri ? { jwksUri: row.jwks_uri } : {}),
+    dpopBoundAccessTokens: row.dpop_bound_access_tokens,
   };
+}
+
+/** jsonb: parsed by pg, a string from PGlite's knex driver. */
+export function parsedJson<T>(value: unknown): T {
+  return (typeof value === "string" ? JSON.parse(value) : value) as T;
 }

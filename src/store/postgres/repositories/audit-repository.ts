@@ -15,11 +15,11 @@ import { knexOf, tableIn } from "../unit-of-work.js";
  * A batch of events as one JSON parameter, rows in array order. A multi-row VALUES insert takes
  * eight parameters per row, each bound and sent on its own, and a statement text per batch size;
  * this one is the same text for every batch and one string to send. Measured per row against the
- * multi-row insert (issue 21): 0.4-0.7x the client CPU on Postgres for batches of 100-500 (about
+ * multi-row insert: 0.4-0.7x the client CPU on Postgres for batches of 100-500 (about
  * 0.9x at 10), 0.7-0.9x on PGlite.
  *
  * The same statement raises each API user's last-token time to its newest TOKEN_ISSUED event of
- * the batch (issue 24), so the operator's api-user list reads a row per user instead of scanning
+ * the batch, so the operator's api-user list reads a row per user instead of scanning
  * the trail: one statement, so a retried batch never half-applies. Only users of the event's own
  * tenant; rows upserted in client_id order, so two instances flushing at once cannot deadlock.
  */
@@ -78,40 +78,56 @@ export class PostgresAuditRepository implements AuditRepository {
 type Trail = (query: Knex.QueryBuilder<AuditEventRow>) => Knex.QueryBuilder<AuditEventRow>;
 
 /**
- * One trail's events narrowed by `filter`, newest (highest id) first. Every filter has an index
- * ending in id (migration 20261126001000), so a page is a short backwards index read. "Actor or
- * target" is two such reads, each limited, merged: an OR would make Postgres combine both
- * indexes into a bitmap and sort every matching event before it could return the newest.
+ * One trail's events narrowed by `filter`, newest first. Every filter has an index ending in id
+ * (migration 20261126001000), so a page is a short backwards index read in id order. A time
+ * window (`since`, `until`) is read in the order of its own index, (tmc_id, occurred_at, id)
+ * (migration 20261129001000): newest `occurred_at` first, then id. Read by id instead, a past
+ * `until` in a busy tenant made Postgres walk every newer event of the tenant to skip it (1 M
+ * events: past the statement timeout). The two orders differ only for an event written after a
+ * later-dated one. A window's page token is still the last event's id: the next page starts below
+ * that event's (occurred_at, id). "Actor or target" is two such reads, each limited, merged: an
+ * OR would make Postgres combine both indexes into a bitmap and sort every matching event before
+ * it could return the newest.
  */
 async function searched(tx: Tx, trail: Trail, filter: AuditFilter, limit: number): Promise<NumberedAuditEvent[]> {
   const knex = knexOf(tx);
+  const windowed = filter.since !== undefined || filter.until !== undefined;
+  const newestFirst = <Q extends Knex.QueryBuilder>(query: Q): Q =>
+    (windowed ? query.orderBy("occurred_at", "desc").orderBy("id", "desc") : query.orderBy("id", "desc")) as Q;
   const narrowed = (query: Knex.QueryBuilder<AuditEventRow>) => {
     trail(query);
     if (filter.actions.length > 0) query.whereIn("action", [...filter.actions]);
     if (filter.since) query.where("occurred_at", ">=", filter.since);
     if (filter.until) query.where("occurred_at", "<", filter.until);
-    if (filter.beforeId !== undefined) query.where("id", "<", filter.beforeId);
-    return query.orderBy("id", "desc").limit(limit);
+    if (filter.beforeId !== undefined) {
+      if (windowed) {
+        const last = trail(
+          knex<AuditEventRow>("audit_events").select("occurred_at", "id").where("id", filter.beforeId),
+        );
+        query.whereRaw("(occurred_at, id) < (?)", [last]);
+      } else query.where("id", "<", filter.beforeId);
+    }
+    return newestFirst(query).limit(limit);
   };
   const clientId = filter.clientId;
   const query =
     clientId === undefined
       ? narrowed(knex<AuditEventRow>("audit_events"))
-      : knex
-          .select("*")
-          .from(
-            knex
-              .union(
-                [
-                  narrowed(knex<AuditEventRow>("audit_events").where("actor", clientId)),
-                  narrowed(knex<AuditEventRow>("audit_events").where("target_client_id", clientId)),
-                ],
-                true,
-              )
-              .as("either"),
-          )
-          .orderBy("id", "desc")
-          .limit(limit);
+      : newestFirst(
+          knex
+            .select("*")
+            .from(
+              knex
+                .union(
+                  [
+                    narrowed(knex<AuditEventRow>("audit_events").where("actor", clientId)),
+                    narrowed(knex<AuditEventRow>("audit_events").where("target_client_id", clientId)),
+                  ],
+                  true,
+                )
+                .as("either"),
+            ),
+        ).limit(limit);
   const rows = (await query) as AuditEventRow[];
   return rows.map((r) => ({ ...toEvent(r), id: String(r.id) }));
 }

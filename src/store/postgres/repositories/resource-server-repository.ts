@@ -1,3 +1,4 @@
+import type { JSONWebKeySet } from "jose";
 import type { Knex } from "knex";
 import type {
   ResourceServer,
@@ -5,11 +6,13 @@ import type {
   ResourceServerListing,
 } from "../../../domain/resource-servers/model.js";
 import type { ResourceServerRepository } from "../../../domain/resource-servers/ports.js";
+import { registeredKeyIds } from "../../../domain/shared/client-assertion.js";
 import type { Tx } from "../../../domain/shared/unit-of-work.js";
 import type { CredentialState } from "../../../domain/tokens/model.js";
 import { pageWithTotal } from "../paging.js";
 import type { ResourceServerAudienceRow, ResourceServerRow } from "../tables.js";
 import { knexOf, tableIn } from "../unit-of-work.js";
+import { parsedJson } from "./api-user-repository.js";
 import { credentialStatesIn, rotatedCredentialColumns } from "./credential-states.js";
 
 /** A server's audiences, sorted, as a JSON array in the same statement as its row. */
@@ -24,6 +27,8 @@ export class PostgresResourceServerRepository implements ResourceServerRepositor
       client_id: server.clientId,
       name: server.name,
       secret_hash: server.secretHash,
+      public_keys: server.publicKeys ? JSON.stringify(server.publicKeys) : null,
+      jwks_uri: server.jwksUri ?? null,
       created_by: server.createdBy,
     });
   }
@@ -49,7 +54,16 @@ export class PostgresResourceServerRepository implements ResourceServerRepositor
     const { rows, total } = await pageWithTotal<RowWithAudiences>(db, {
       count: active(tx),
       page: active(tx)
-        .select("client_id", "name", "created_by", "created_at", "rotated_at", db.raw(audiences(tx)))
+        .select(
+          "client_id",
+          "name",
+          "created_by",
+          "created_at",
+          "rotated_at",
+          "public_keys",
+          "jwks_uri",
+          db.raw(audiences(tx)),
+        )
         .orderBy([{ column: "created_at" }, { column: "client_id" }])
         .limit(page.limit)
         .offset(page.offset),
@@ -74,9 +88,16 @@ export class PostgresResourceServerRepository implements ResourceServerRepositor
     return row && toResourceServer(row);
   }
 
-  async setCredential(tx: Tx, clientId: string, credential: { secretHash: Buffer; generation: number }): Promise<void> {
+  async setCredential(
+    tx: Tx,
+    clientId: string,
+    credential: { secretHash: Buffer; generation: number; publicKeys: JSONWebKeySet | null; jwksUri: string | null },
+  ): Promise<void> {
     const db = knexOf(tx);
-    await active(tx).where({ client_id: clientId }).update(rotatedCredentialColumns(db, credential));
+    const publicKeys = credential.publicKeys === null ? null : JSON.stringify(credential.publicKeys);
+    await active(tx)
+      .where({ client_id: clientId })
+      .update({ ...rotatedCredentialColumns(db, credential), public_keys: publicKeys, jwks_uri: credential.jwksUri });
   }
 
   async markRemoved(tx: Tx, clientId: string): Promise<void> {
@@ -123,6 +144,8 @@ function toListing(row: RowWithAudiences): ResourceServerListing {
     createdAt: new Date(row.created_at),
     createdBy: row.created_by,
     rotatedAt: row.rotated_at ? new Date(row.rotated_at) : undefined,
+    keyIds: row.public_keys ? registeredKeyIds(parsedJson<JSONWebKeySet>(row.public_keys)) : [],
+    ...(row.jwks_uri !== null ? { jwksUri: row.jwks_uri } : {}),
   };
 }
 
@@ -133,5 +156,7 @@ function toResourceServer(row: RowWithAudiences): ResourceServer {
     audiences: audiencesOf(row),
     secretHash: row.secret_hash,
     credentialGeneration: row.credential_generation,
+    ...(row.public_keys ? { publicKeys: parsedJson<JSONWebKeySet>(row.public_keys) } : {}),
+    ...(row.jwks_uri !== null ? { jwksUri: row.jwks_uri } : {}),
   };
 }

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file travel/auth/v2/auth.proto.
  */
 export const file_travel_auth_v2_auth: GenFile = /*@__PURE__*/
-  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLMAwoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEiEKCHJlc291cmNlGAogAygJQg+6SAySAQkQCiIFcgMYgBAi4QEKGEZldGNoT2F1dGgyVG9rZW5SZXNwb25zZRIiCgxhY2Nlc3NfdG9rZW4YASABKAlSDGFjY2Vzc190b2tlbhIeCgp0b2tlbl90eXBlGAIgASgJUgp0b2tlbl90eXBlEh4KCmV4cGlyZXNfaW4YAyABKAVSCmV4cGlyZXNfaW4SJAoNcmVmcmVzaF90b2tlbhgEIAEoCVINcmVmcmVzaF90b2tlbhINCgVzY29wZRgFIAEoCRIsChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCVIRaXNzdWVkX3Rva2VuX3R5cGUiUwoTR2V0QXV0aFRva2VuUmVxdWVzdBIbCgljbGllbnRfaWQYASABKAlCCLpIBXIDGIACEh8KDWNsaWVudF9zZWNyZXQYAiABKAlCCLpIBXIDGIAIIlMKFEdldEF1dGhUb2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEh4KFmV4cGlyeV90aW1lX2luX3NlY29uZHMYAiABKAUSDAoEdHlwZRgDIAEoCSK/AQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBIaCgV0b2tlbhgBIAEoCUILukgIcgYQARiAgAESMQoPdG9rZW5fdHlwZV9oaW50GAIgASgJQge6SARyAhhAUg90b2tlbl90eXBlX2hpbnQSJgoJY2xpZW50X2lkGAMgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYBCABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0IpcBChdJbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBIkCgZ0b2tlbnMYASADKAlCFLpIEZIBDggBEGQiCHIGEAEYgIABEiYKCWNsaWVudF9pZBgCIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAMgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCJUChhJbnRyb3NwZWN0VG9rZW5zUmVzcG9uc2USOAoHcmVzdWx0cxgBIAMoCzInLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlc3BvbnNlIrsBChJSZXZva2VUb2tlblJlcXVlc3QSGgoFdG9rZW4YASABKAlCC7pICHIGEAEYgIABEjEKD3Rva2VuX3R5cGVfaGludBgCIAEoCUIHukgEcgIYQFIPdG9rZW5fdHlwZV9oaW50EiYKCWNsaWVudF9pZBgDIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAQgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCIVChNSZXZva2VUb2tlblJlc3BvbnNlIrYCChdJbnRyb3NwZWN0VG9rZW5SZXNwb25zZRITCgZhY3RpdmUYASABKAhIAIgBARINCgVzY29wZRgCIAEoCRIcCgljbGllbnRfaWQYAyABKAlSCWNsaWVudF9pZBIeCgp0b2tlbl90eXBlGAQgASgJUgp0b2tlbl90eXBlEgsKA2V4cBgFIAEoDRILCgNpYXQYBiABKA0SCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAMoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhYKBnRtY19pZBgLIAEoCVIGdG1jX2lkEgwKBHJvbGUYDCABKAkSFgoGb3JnX2lkGA0gASgJUgZvcmdfaWQSIgoDYWN0GA4gASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3JCCQoHX2FjdGl2ZSI4CgVBY3RvchILCgNzdWIYASABKAkSIgoDYWN0GAIgASgLMhUudHJhdmVsLmF1dGgudjIuQWN0b3IipAEKHVdhdGNoQ3JlZGVudGlhbENoYW5nZXNSZXF1ZXN0EisKDHNpbmNlX2N1cnNvchgBIAEoCUIHukgEcgIYFFIMc2luY2VfY3Vyc29yEiYKCWNsaWVudF9pZBgCIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAMgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldCKWAwoeV2F0Y2hDcmVkZW50aWFsQ2hhbmdlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRJTChJjcmVkZW50aWFsX2NoYW5nZWQYAiABKAsyIS50cmF2ZWwuYXV0aC52Mi5DcmVkZW50aWFsQ2hhbmdlZEgAUhJjcmVkZW50aWFsX2NoYW5nZWQSRAoNdG9rZW5fcmV2b2tlZBgDIAEoCzIcLnRyYXZlbC5hdXRoLnYyLlRva2VuUmV2b2tlZEgAUg10b2tlbl9yZXZva2VkElgKFHNpZ25pbmdfa2V5c19jaGFuZ2VkGAQgASgLMiIudHJhdmVsLmF1dGgudjIuU2lnbmluZ0tleXNDaGFuZ2VkSABSFHNpZ25pbmdfa2V5c19jaGFuZ2VkEi4KCWhlYXJ0YmVhdBgFIAEoCzIZLnRyYXZlbC5hdXRoLnYyLkhlYXJ0YmVhdEgAEjYKCHNuYXBzaG90GAYgASgLMiIudHJhdmVsLmF1dGgudjIuQ3JlZGVudGlhbFNuYXBzaG90SABCBwoFZXZlbnQiRQoRQ3JlZGVudGlhbENoYW5nZWQSHAoJY2xpZW50X2lkGAEgASgJUgljbGllbnRfaWQSEgoKZ2VuZXJhdGlvbhgCIAEoBSJXCgxUb2tlblJldm9rZWQSCwoDanRpGAEgASgJEjoKCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wUgpleHBpcmVzX2F0IhQKElNpZ25pbmdLZXlzQ2hhbmdlZCKZAQoJSGVhcnRiZWF0EjwKC3NlcnZlcl90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcFILc2VydmVyX3RpbWUSLAoRbGFzdF9ldmVudF9jdXJzb3IYAiABKAlSEWxhc3RfZXZlbnRfY3Vyc29yEiAKC2V2ZW50c19zZW50GAMgASgEUgtldmVudHNfc2VudCKwAQoSQ3JlZGVudGlhbFNuYXBzaG90EjYKC2NyZWRlbnRpYWxzGAEgAygLMiEudHJhdmVsLmF1dGgudjIuQ3JlZGVudGlhbENoYW5nZWQSRAoOcmV2b2tlZF90b2tlbnMYAiADKAsyHC50cmF2ZWwuYXV0aC52Mi5Ub2tlblJldm9rZWRSDnJldm9rZWRfdG9rZW5zEhwKCWxhc3RfcGFnZRgDIAEoCFIJbGFzdF9wYWdlIpQDChlQb2xsU2VjdXJpdHlFdmVudHNSZXF1ZXN0EiMKCm1heF9ldmVudHMYASABKAVCCrpIBxoFGOgHKABIAIgBARIaChJyZXR1cm5faW1tZWRpYXRlbHkYAiABKAgSHgoDYWNrGAMgAygJQhG6SA6SAQsQ6AciBnIEEAEYQBJbCghzZXRfZXJycxgEIAMoCzI2LnRyYXZlbC5hdXRoLnYyLlBvbGxTZWN1cml0eUV2ZW50c1JlcXVlc3QuU2V0RXJyc0VudHJ5QhG6SA6aAQsQ6AciBnIEEAEYQBImCgljbGllbnRfaWQYBSABKAlCCLpIBXIDGIACUgljbGllbnRfaWQSLgoNY2xpZW50X3NlY3JldBgGIAEoCUIIukgFcgMYgAhSDWNsaWVudF9zZWNyZXQaUgoMU2V0RXJyc0VudHJ5EgsKA2tleRgBIAEoCRIxCgV2YWx1ZRgCIAEoCzIiLnRyYXZlbC5hdXRoLnYyLlNlY3VyaXR5RXZlbnRFcnJvcjoCOAFCDQoLX21heF9ldmVudHMiSQoSU2VjdXJpdHlFdmVudEVycm9yEhQKA2VychgBIAEoCUIHukgEcgIYQBIdCgtkZXNjcmlwdGlvbhgCIAEoCUIIukgFcgMYgAgipQEKGlBvbGxTZWN1cml0eUV2ZW50c1Jlc3BvbnNlEkIKBHNldHMYASADKAsyNC50cmF2ZWwuYXV0aC52Mi5Qb2xsU2VjdXJpdHlFdmVudHNSZXNwb25zZS5TZXRzRW50cnkSFgoObW9yZV9hdmFpbGFibGUYAiABKAgaKwoJU2V0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEymggKC0F1dGhTZXJ2aWNlEqcBChBGZXRjaE9hdXRoMlRva2VuEicudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QaKC50cmF2ZWwuYXV0aC52Mi5GZXRjaE9hdXRoMlRva2VuUmVzcG9uc2UiQJKCGRwKEGZldGNoT2F1dGgyVG9rZW4QARoGkAOTA60DgtPkkwIaOgEqIhUvdjIvYXV0aC9vYXV0aDItdG9rZW4SowEKD0ludHJvc3BlY3RUb2tlbhImLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlcXVlc3QaJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZSI/koIZHQoPaW50cm9zcGVjdFRva2VuEAEaBpADkwOtAygBgtPkkwIYOgEqIhMvdjIvYXV0aC9pbnRyb3NwZWN0EmUKEEludHJvc3BlY3RUb2tlbnMSJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBooLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlbnNSZXNwb25zZRJ5ChZXYXRjaENyZWRlbnRpYWxDaGFuZ2VzEi0udHJhdmVsLmF1dGgudjIuV2F0Y2hDcmVkZW50aWFsQ2hhbmdlc1JlcXVlc3QaLi50cmF2ZWwuYXV0aC52Mi5XYXRjaENyZWRlbnRpYWxDaGFuZ2VzUmVzcG9uc2UwARKkAQoSUG9sbFNlY3VyaXR5RXZlbnRzEikudHJhdmVsLmF1dGgudjIuUG9sbFNlY3VyaXR5RXZlbnRzUmVxdWVzdBoqLnRyYXZlbC5hdXRoLnYyLlBvbGxTZWN1cml0eUV2ZW50c1Jlc3BvbnNlIjeSghkcChJwb2xsU2VjdXJpdHlFdmVudHMaBpADkwOtA4LT5JMCEToBKiIML3YyL3NzZi9wb2xsEpIBCgtSZXZva2VUb2tlbhIiLnRyYXZlbC5hdXRoLnYyLlJldm9rZVRva2VuUmVxdWVzdBojLnRyYXZlbC5hdXRoLnYyLlJldm9rZVRva2VuUmVzcG9uc2UiOpKCGRwKC3Jldm9rZVRva2VuEAEaCJADkQOTA60DIMgBgtPkkwIUOgEqIg8vdjIvYXV0aC9yZXZva2USkgEKDEdldEF1dGhUb2tlbhIjLnRyYXZlbC5hdXRoLnYyLkdldEF1dGhUb2tlblJlcXVlc3QaJC50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXNwb25zZSI3iAIBkoIZFgoMZ2V0QXV0aFRva2VuGgaQA5MDrQOC0+STAhQ6ASoiDy9nZXQtYXV0aC10b2tlbhoIoIIZAqiCGQFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
+  fileDesc("Chl0cmF2ZWwvYXV0aC92Mi9hdXRoLnByb3RvEg50cmF2ZWwuYXV0aC52MiLCBAoXRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QSKAoKZ3JhbnRfdHlwZRgBIAEoCUIIukgFcgMYgAJSCmdyYW50X3R5cGUSJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0EhoKCGF1ZGllbmNlGAQgASgJQgi6SAVyAxiAEBIvCg1zdWJqZWN0X3Rva2VuGAUgASgJQgm6SAZyBBiAgAFSDXN1YmplY3RfdG9rZW4SOAoSc3ViamVjdF90b2tlbl90eXBlGAYgASgJQgi6SAVyAxiAAlISc3ViamVjdF90b2tlbl90eXBlEhcKBXNjb3BlGAcgASgJQgi6SAVyAxiAEBIuCg1yZWZyZXNoX3Rva2VuGAggASgJQgi6SAVyAxiACFINcmVmcmVzaF90b2tlbhI8ChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgJIAEoCUIIukgFcgMYgAJSFHJlcXVlc3RlZF90b2tlbl90eXBlEiEKCHJlc291cmNlGAogAygJQg+6SAySAQkQCiIFcgMYgBASPgoVY2xpZW50X2Fzc2VydGlvbl90eXBlGAsgASgJQgi6SAVyAxiAAlIVY2xpZW50X2Fzc2VydGlvbl90eXBlEjQKEGNsaWVudF9hc3NlcnRpb24YDCABKAlCCLpIBXIDGIBAUhBjbGllbnRfYXNzZXJ0aW9uIuEBChhGZXRjaE9hdXRoMlRva2VuUmVzcG9uc2USIgoMYWNjZXNzX3Rva2VuGAEgASgJUgxhY2Nlc3NfdG9rZW4SHgoKdG9rZW5fdHlwZRgCIAEoCVIKdG9rZW5fdHlwZRIeCgpleHBpcmVzX2luGAMgASgFUgpleHBpcmVzX2luEiQKDXJlZnJlc2hfdG9rZW4YBCABKAlSDXJlZnJlc2hfdG9rZW4SDQoFc2NvcGUYBSABKAkSLAoRaXNzdWVkX3Rva2VuX3R5cGUYBiABKAlSEWlzc3VlZF90b2tlbl90eXBlIlMKE0dldEF1dGhUb2tlblJlcXVlc3QSGwoJY2xpZW50X2lkGAEgASgJQgi6SAVyAxiAAhIfCg1jbGllbnRfc2VjcmV0GAIgASgJQgi6SAVyAxiACCJTChRHZXRBdXRoVG9rZW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRIeChZleHBpcnlfdGltZV9pbl9zZWNvbmRzGAIgASgFEgwKBHR5cGUYAyABKAkitQIKFkludHJvc3BlY3RUb2tlblJlcXVlc3QSGgoFdG9rZW4YASABKAlCC7pICHIGEAEYgIABEjEKD3Rva2VuX3R5cGVfaGludBgCIAEoCUIHukgEcgIYQFIPdG9rZW5fdHlwZV9oaW50EiYKCWNsaWVudF9pZBgDIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAQgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldBI+ChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBSABKAlCCLpIBXIDGIACUhVjbGllbnRfYXNzZXJ0aW9uX3R5cGUSNAoQY2xpZW50X2Fzc2VydGlvbhgGIAEoCUIIukgFcgMYgEBSEGNsaWVudF9hc3NlcnRpb24ijQIKF0ludHJvc3BlY3RUb2tlbnNSZXF1ZXN0EiQKBnRva2VucxgBIAMoCUIUukgRkgEOCAEQZCIIcgYQARiAgAESJgoJY2xpZW50X2lkGAIgASgJQgi6SAVyAxiAAlIJY2xpZW50X2lkEi4KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIAIUg1jbGllbnRfc2VjcmV0Ej4KFWNsaWVudF9hc3NlcnRpb25fdHlwZRgEIAEoCUIIukgFcgMYgAJSFWNsaWVudF9hc3NlcnRpb25fdHlwZRI0ChBjbGllbnRfYXNzZXJ0aW9uGAUgASgJQgi6SAVyAxiAQFIQY2xpZW50X2Fzc2VydGlvbiJUChhJbnRyb3NwZWN0VG9rZW5zUmVzcG9uc2USOAoHcmVzdWx0cxgBIAMoCzInLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlc3BvbnNlIrECChJSZXZva2VUb2tlblJlcXVlc3QSGgoFdG9rZW4YASABKAlCC7pICHIGEAEYgIABEjEKD3Rva2VuX3R5cGVfaGludBgCIAEoCUIHukgEcgIYQFIPdG9rZW5fdHlwZV9oaW50EiYKCWNsaWVudF9pZBgDIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAQgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldBI+ChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBSABKAlCCLpIBXIDGIACUhVjbGllbnRfYXNzZXJ0aW9uX3R5cGUSNAoQY2xpZW50X2Fzc2VydGlvbhgGIAEoCUIIukgFcgMYgEBSEGNsaWVudF9hc3NlcnRpb24iFQoTUmV2b2tlVG9rZW5SZXNwb25zZSLhAgoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USEwoGYWN0aXZlGAEgASgISACIAQESDQoFc2NvcGUYAiABKAkSHAoJY2xpZW50X2lkGAMgASgJUgljbGllbnRfaWQSHgoKdG9rZW5fdHlwZRgEIAEoCVIKdG9rZW5fdHlwZRILCgNleHAYBSABKA0SCwoDaWF0GAYgASgNEgsKA3N1YhgHIAEoCRILCgNhdWQYCCADKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRIWCgZ0bWNfaWQYCyABKAlSBnRtY19pZBIMCgRyb2xlGAwgASgJEhYKBm9yZ19pZBgNIAEoCVIGb3JnX2lkEiIKA2FjdBgOIAEoCzIVLnRyYXZlbC5hdXRoLnYyLkFjdG9yEikKA2NuZhgPIAEoCzIcLnRyYXZlbC5hdXRoLnYyLkNvbmZpcm1hdGlvbkIJCgdfYWN0aXZlIhsKDENvbmZpcm1hdGlvbhILCgNqa3QYASABKAkiOAoFQWN0b3ISCwoDc3ViGAEgASgJEiIKA2FjdBgCIAEoCzIVLnRyYXZlbC5hdXRoLnYyLkFjdG9yIpoCCh1XYXRjaENyZWRlbnRpYWxDaGFuZ2VzUmVxdWVzdBIrCgxzaW5jZV9jdXJzb3IYASABKAlCB7pIBHICGBRSDHNpbmNlX2N1cnNvchImCgljbGllbnRfaWQYAiABKAlCCLpIBXIDGIACUgljbGllbnRfaWQSLgoNY2xpZW50X3NlY3JldBgDIAEoCUIIukgFcgMYgAhSDWNsaWVudF9zZWNyZXQSPgoVY2xpZW50X2Fzc2VydGlvbl90eXBlGAQgASgJQgi6SAVyAxiAAlIVY2xpZW50X2Fzc2VydGlvbl90eXBlEjQKEGNsaWVudF9hc3NlcnRpb24YBSABKAlCCLpIBXIDGIBAUhBjbGllbnRfYXNzZXJ0aW9uIpYDCh5XYXRjaENyZWRlbnRpYWxDaGFuZ2VzUmVzcG9uc2USDgoGY3Vyc29yGAEgASgJElMKEmNyZWRlbnRpYWxfY2hhbmdlZBgCIAEoCzIhLnRyYXZlbC5hdXRoLnYyLkNyZWRlbnRpYWxDaGFuZ2VkSABSEmNyZWRlbnRpYWxfY2hhbmdlZBJECg10b2tlbl9yZXZva2VkGAMgASgLMhwudHJhdmVsLmF1dGgudjIuVG9rZW5SZXZva2VkSABSDXRva2VuX3Jldm9rZWQSWAoUc2lnbmluZ19rZXlzX2NoYW5nZWQYBCABKAsyIi50cmF2ZWwuYXV0aC52Mi5TaWduaW5nS2V5c0NoYW5nZWRIAFIUc2lnbmluZ19rZXlzX2NoYW5nZWQSLgoJaGVhcnRiZWF0GAUgASgLMhkudHJhdmVsLmF1dGgudjIuSGVhcnRiZWF0SAASNgoIc25hcHNob3QYBiABKAsyIi50cmF2ZWwuYXV0aC52Mi5DcmVkZW50aWFsU25hcHNob3RIAEIHCgVldmVudCJFChFDcmVkZW50aWFsQ2hhbmdlZBIcCgljbGllbnRfaWQYASABKAlSCWNsaWVudF9pZBISCgpnZW5lcmF0aW9uGAIgASgFIlcKDFRva2VuUmV2b2tlZBILCgNqdGkYASABKAkSOgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBSCmV4cGlyZXNfYXQiFAoSU2lnbmluZ0tleXNDaGFuZ2VkIpkBCglIZWFydGJlYXQSPAoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wUgtzZXJ2ZXJfdGltZRIsChFsYXN0X2V2ZW50X2N1cnNvchgCIAEoCVIRbGFzdF9ldmVudF9jdXJzb3ISIAoLZXZlbnRzX3NlbnQYAyABKARSC2V2ZW50c19zZW50IrABChJDcmVkZW50aWFsU25hcHNob3QSNgoLY3JlZGVudGlhbHMYASADKAsyIS50cmF2ZWwuYXV0aC52Mi5DcmVkZW50aWFsQ2hhbmdlZBJECg5yZXZva2VkX3Rva2VucxgCIAMoCzIcLnRyYXZlbC5hdXRoLnYyLlRva2VuUmV2b2tlZFIOcmV2b2tlZF90b2tlbnMSHAoJbGFzdF9wYWdlGAMgASgIUglsYXN0X3BhZ2UiigQKGVBvbGxTZWN1cml0eUV2ZW50c1JlcXVlc3QSIwoKbWF4X2V2ZW50cxgBIAEoBUIKukgHGgUY6AcoAEgAiAEBEhoKEnJldHVybl9pbW1lZGlhdGVseRgCIAEoCBIeCgNhY2sYAyADKAlCEbpIDpIBCxDoByIGcgQQARhAElsKCHNldF9lcnJzGAQgAygLMjYudHJhdmVsLmF1dGgudjIuUG9sbFNlY3VyaXR5RXZlbnRzUmVxdWVzdC5TZXRFcnJzRW50cnlCEbpIDpoBCxDoByIGcgQQARhAEiYKCWNsaWVudF9pZBgFIAEoCUIIukgFcgMYgAJSCWNsaWVudF9pZBIuCg1jbGllbnRfc2VjcmV0GAYgASgJQgi6SAVyAxiACFINY2xpZW50X3NlY3JldBI+ChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYByABKAlCCLpIBXIDGIACUhVjbGllbnRfYXNzZXJ0aW9uX3R5cGUSNAoQY2xpZW50X2Fzc2VydGlvbhgIIAEoCUIIukgFcgMYgEBSEGNsaWVudF9hc3NlcnRpb24aUgoMU2V0RXJyc0VudHJ5EgsKA2tleRgBIAEoCRIxCgV2YWx1ZRgCIAEoCzIiLnRyYXZlbC5hdXRoLnYyLlNlY3VyaXR5RXZlbnRFcnJvcjoCOAFCDQoLX21heF9ldmVudHMiSQoSU2VjdXJpdHlFdmVudEVycm9yEhQKA2VychgBIAEoCUIHukgEcgIYQBIdCgtkZXNjcmlwdGlvbhgCIAEoCUIIukgFcgMYgAgipQEKGlBvbGxTZWN1cml0eUV2ZW50c1Jlc3BvbnNlEkIKBHNldHMYASADKAsyNC50cmF2ZWwuYXV0aC52Mi5Qb2xsU2VjdXJpdHlFdmVudHNSZXNwb25zZS5TZXRzRW50cnkSFgoObW9yZV9hdmFpbGFibGUYAiABKAgaKwoJU2V0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEymggKC0F1dGhTZXJ2aWNlEqcBChBGZXRjaE9hdXRoMlRva2VuEicudHJhdmVsLmF1dGgudjIuRmV0Y2hPYXV0aDJUb2tlblJlcXVlc3QaKC50cmF2ZWwuYXV0aC52Mi5GZXRjaE9hdXRoMlRva2VuUmVzcG9uc2UiQJKCGRwKEGZldGNoT2F1dGgyVG9rZW4QARoGkAOTA60DgtPkkwIaOgEqIhUvdjIvYXV0aC9vYXV0aDItdG9rZW4SowEKD0ludHJvc3BlY3RUb2tlbhImLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlblJlcXVlc3QaJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZSI/koIZHQoPaW50cm9zcGVjdFRva2VuEAEaBpADkwOtAygBgtPkkwIYOgEqIhMvdjIvYXV0aC9pbnRyb3NwZWN0EmUKEEludHJvc3BlY3RUb2tlbnMSJy50cmF2ZWwuYXV0aC52Mi5JbnRyb3NwZWN0VG9rZW5zUmVxdWVzdBooLnRyYXZlbC5hdXRoLnYyLkludHJvc3BlY3RUb2tlbnNSZXNwb25zZRJ5ChZXYXRjaENyZWRlbnRpYWxDaGFuZ2VzEi0udHJhdmVsLmF1dGgudjIuV2F0Y2hDcmVkZW50aWFsQ2hhbmdlc1JlcXVlc3QaLi50cmF2ZWwuYXV0aC52Mi5XYXRjaENyZWRlbnRpYWxDaGFuZ2VzUmVzcG9uc2UwARKkAQoSUG9sbFNlY3VyaXR5RXZlbnRzEikudHJhdmVsLmF1dGgudjIuUG9sbFNlY3VyaXR5RXZlbnRzUmVxdWVzdBoqLnRyYXZlbC5hdXRoLnYyLlBvbGxTZWN1cml0eUV2ZW50c1Jlc3BvbnNlIjeSghkcChJwb2xsU2VjdXJpdHlFdmVudHMaBpADkwOtA4LT5JMCEToBKiIML3YyL3NzZi9wb2xsEpIBCgtSZXZva2VUb2tlbhIiLnRyYXZlbC5hdXRoLnYyLlJldm9rZVRva2VuUmVxdWVzdBojLnRyYXZlbC5hdXRoLnYyLlJldm9rZVRva2VuUmVzcG9uc2UiOpKCGRwKC3Jldm9rZVRva2VuEAEaCJADkQOTA60DIMgBgtPkkwIUOgEqIg8vdjIvYXV0aC9yZXZva2USkgEKDEdldEF1dGhUb2tlbhIjLnRyYXZlbC5hdXRoLnYyLkdldEF1dGhUb2tlblJlcXVlc3QaJC50cmF2ZWwuYXV0aC52Mi5HZXRBdXRoVG9rZW5SZXNwb25zZSI3iAIBkoIZFgoMZ2V0QXV0aFRva2VuGgaQA5MDrQOC0+STAhQ6ASoiDy9nZXQtYXV0aC10b2tlbhoIoIIZAqiCGQFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp, file_travel_common_v1_authentication, file_travel_common_v1_error, file_travel_common_v1_rest]);
 
 /**
  * OAuthTokenRequest (spec 2.9). Field names are the RFC 6749 form field names.
@@ -91,6 +91,20 @@ export type FetchOauth2TokenRequest = Message<"travel.auth.v2.FetchOauth2TokenRe
    * @generated from field: repeated string resource = 10;
    */
   resource: string[];
+
+  /**
+   * private_key_jwt (RFC 7523 2.2): urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+   *
+   * @generated from field: string client_assertion_type = 11 [json_name = "client_assertion_type"];
+   */
+  clientAssertionType: string;
+
+  /**
+   * private_key_jwt: a JWT signed by a key the client registered (instead of client_secret).
+   *
+   * @generated from field: string client_assertion = 12 [json_name = "client_assertion"];
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -222,6 +236,20 @@ export type IntrospectTokenRequest = Message<"travel.auth.v2.IntrospectTokenRequ
    * @generated from field: string client_secret = 4 [json_name = "client_secret"];
    */
   clientSecret: string;
+
+  /**
+   * private_key_jwt (RFC 7523 2.2): urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+   *
+   * @generated from field: string client_assertion_type = 5 [json_name = "client_assertion_type"];
+   */
+  clientAssertionType: string;
+
+  /**
+   * private_key_jwt: a JWT signed by a key the client registered (instead of client_secret).
+   *
+   * @generated from field: string client_assertion = 6 [json_name = "client_assertion"];
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -251,6 +279,20 @@ export type IntrospectTokensRequest = Message<"travel.auth.v2.IntrospectTokensRe
    * @generated from field: string client_secret = 3 [json_name = "client_secret"];
    */
   clientSecret: string;
+
+  /**
+   * private_key_jwt (RFC 7523 2.2): urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+   *
+   * @generated from field: string client_assertion_type = 4 [json_name = "client_assertion_type"];
+   */
+  clientAssertionType: string;
+
+  /**
+   * private_key_jwt: a JWT signed by a key the resource server registered (instead of client_secret).
+   *
+   * @generated from field: string client_assertion = 5 [json_name = "client_assertion"];
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -305,6 +347,20 @@ export type RevokeTokenRequest = Message<"travel.auth.v2.RevokeTokenRequest"> & 
    * @generated from field: string client_secret = 4 [json_name = "client_secret"];
    */
   clientSecret: string;
+
+  /**
+   * private_key_jwt (RFC 7523 2.2): urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+   *
+   * @generated from field: string client_assertion_type = 5 [json_name = "client_assertion_type"];
+   */
+  clientAssertionType: string;
+
+  /**
+   * private_key_jwt: a JWT signed by a key the client registered (instead of client_secret).
+   *
+   * @generated from field: string client_assertion = 6 [json_name = "client_assertion"];
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -417,6 +473,14 @@ export type IntrospectTokenResponse = Message<"travel.auth.v2.IntrospectTokenRes
    * @generated from field: travel.auth.v2.Actor act = 14;
    */
   act?: Actor | undefined;
+
+  /**
+   * RFC 9449 6.2: the key a DPoP-bound token is bound to (token_type is then "DPoP"); absent for a
+   * bearer token.
+   *
+   * @generated from field: travel.auth.v2.Confirmation cnf = 15;
+   */
+  cnf?: Confirmation | undefined;
 };
 
 /**
@@ -425,6 +489,25 @@ export type IntrospectTokenResponse = Message<"travel.auth.v2.IntrospectTokenRes
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
   messageDesc(file_travel_auth_v2_auth, 9);
+
+/**
+ * RFC 7800 confirmation: RFC 9449's SHA-256 JWK thumbprint (RFC 7638) of the proof key.
+ *
+ * @generated from message travel.auth.v2.Confirmation
+ */
+export type Confirmation = Message<"travel.auth.v2.Confirmation"> & {
+  /**
+   * @generated from field: string jkt = 1;
+   */
+  jkt: string;
+};
+
+/**
+ * Describes the message travel.auth.v2.Confirmation.
+ * Use `create(ConfirmationSchema)` to create a new message.
+ */
+export const ConfirmationSchema: GenMessage<Confirmation> = /*@__PURE__*/
+  messageDesc(file_travel_auth_v2_auth, 10);
 
 /**
  * RFC 8693 4.1 "act": who acts, and the earlier actor it acted for.
@@ -448,7 +531,7 @@ export type Actor = Message<"travel.auth.v2.Actor"> & {
  * Use `create(ActorSchema)` to create a new message.
  */
 export const ActorSchema: GenMessage<Actor> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 10);
+  messageDesc(file_travel_auth_v2_auth, 11);
 
 /**
  * @generated from message travel.auth.v2.WatchCredentialChangesRequest
@@ -471,6 +554,20 @@ export type WatchCredentialChangesRequest = Message<"travel.auth.v2.WatchCredent
    * @generated from field: string client_secret = 3 [json_name = "client_secret"];
    */
   clientSecret: string;
+
+  /**
+   * private_key_jwt (RFC 7523 2.2): urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+   *
+   * @generated from field: string client_assertion_type = 4 [json_name = "client_assertion_type"];
+   */
+  clientAssertionType: string;
+
+  /**
+   * private_key_jwt: a JWT signed by a key the resource server registered (instead of client_secret).
+   *
+   * @generated from field: string client_assertion = 5 [json_name = "client_assertion"];
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -478,7 +575,7 @@ export type WatchCredentialChangesRequest = Message<"travel.auth.v2.WatchCredent
  * Use `create(WatchCredentialChangesRequestSchema)` to create a new message.
  */
 export const WatchCredentialChangesRequestSchema: GenMessage<WatchCredentialChangesRequest> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 11);
+  messageDesc(file_travel_auth_v2_auth, 12);
 
 /**
  * One event of the credential-change stream (WatchCredentialChanges).
@@ -537,7 +634,7 @@ export type WatchCredentialChangesResponse = Message<"travel.auth.v2.WatchCreden
  * Use `create(WatchCredentialChangesResponseSchema)` to create a new message.
  */
 export const WatchCredentialChangesResponseSchema: GenMessage<WatchCredentialChangesResponse> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 12);
+  messageDesc(file_travel_auth_v2_auth, 13);
 
 /**
  * An API user's credential was rotated or revoked: its tokens of any other generation are no
@@ -566,7 +663,7 @@ export type CredentialChanged = Message<"travel.auth.v2.CredentialChanged"> & {
  * Use `create(CredentialChangedSchema)` to create a new message.
  */
 export const CredentialChangedSchema: GenMessage<CredentialChanged> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 13);
+  messageDesc(file_travel_auth_v2_auth, 14);
 
 /**
  * A single access token was revoked (RFC 7009): refuse the token with this jti until it expires.
@@ -590,7 +687,7 @@ export type TokenRevoked = Message<"travel.auth.v2.TokenRevoked"> & {
  * Use `create(TokenRevokedSchema)` to create a new message.
  */
 export const TokenRevokedSchema: GenMessage<TokenRevoked> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 14);
+  messageDesc(file_travel_auth_v2_auth, 15);
 
 /**
  * The published signing keys changed (a rotation, or a key withdrawn): fetch the JWKS again.
@@ -606,7 +703,7 @@ export type SigningKeysChanged = Message<"travel.auth.v2.SigningKeysChanged"> & 
  * Use `create(SigningKeysChangedSchema)` to create a new message.
  */
 export const SigningKeysChangedSchema: GenMessage<SigningKeysChanged> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 15);
+  messageDesc(file_travel_auth_v2_auth, 16);
 
 /**
  * Sent every 500 ms while the server hears of every change: every change up to the event's
@@ -647,7 +744,7 @@ export type Heartbeat = Message<"travel.auth.v2.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 16);
+  messageDesc(file_travel_auth_v2_auth, 17);
 
 /**
  * A page of the state as of the event's cursor, to replace everything the receiver knew (sent
@@ -684,7 +781,7 @@ export type CredentialSnapshot = Message<"travel.auth.v2.CredentialSnapshot"> & 
  * Use `create(CredentialSnapshotSchema)` to create a new message.
  */
 export const CredentialSnapshotSchema: GenMessage<CredentialSnapshot> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 17);
+  messageDesc(file_travel_auth_v2_auth, 18);
 
 /**
  * RFC 8936 section 2.4: a poll request (JSON members as the RFC names them), plus the resource
@@ -730,6 +827,20 @@ export type PollSecurityEventsRequest = Message<"travel.auth.v2.PollSecurityEven
    * @generated from field: string client_secret = 6 [json_name = "client_secret"];
    */
   clientSecret: string;
+
+  /**
+   * private_key_jwt (RFC 7523 2.2): urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+   *
+   * @generated from field: string client_assertion_type = 7 [json_name = "client_assertion_type"];
+   */
+  clientAssertionType: string;
+
+  /**
+   * private_key_jwt: a JWT signed by a key the resource server registered (instead of client_secret).
+   *
+   * @generated from field: string client_assertion = 8 [json_name = "client_assertion"];
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -737,7 +848,7 @@ export type PollSecurityEventsRequest = Message<"travel.auth.v2.PollSecurityEven
  * Use `create(PollSecurityEventsRequestSchema)` to create a new message.
  */
 export const PollSecurityEventsRequestSchema: GenMessage<PollSecurityEventsRequest> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 18);
+  messageDesc(file_travel_auth_v2_auth, 19);
 
 /**
  * RFC 8935 section 2.3: why a receiver refused a SET.
@@ -761,7 +872,7 @@ export type SecurityEventError = Message<"travel.auth.v2.SecurityEventError"> & 
  * Use `create(SecurityEventErrorSchema)` to create a new message.
  */
 export const SecurityEventErrorSchema: GenMessage<SecurityEventError> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 19);
+  messageDesc(file_travel_auth_v2_auth, 20);
 
 /**
  * RFC 8936 section 2.5: the SETs, by jti, oldest change first.
@@ -789,7 +900,7 @@ export type PollSecurityEventsResponse = Message<"travel.auth.v2.PollSecurityEve
  * Use `create(PollSecurityEventsResponseSchema)` to create a new message.
  */
 export const PollSecurityEventsResponseSchema: GenMessage<PollSecurityEventsResponse> = /*@__PURE__*/
-  messageDesc(file_travel_auth_v2_auth, 20);
+  messageDesc(file_travel_auth_v2_auth, 21);
 
 /**
  * Issues OAuth 2.0 access tokens to API users (spec 4.1, 5).
@@ -827,8 +938,8 @@ export const AuthService: GenService<{
   /**
    * Batch introspection for gateways: up to 100 tokens, answered one by one in the same order,
    * each as IntrospectToken would answer it, with one revocation check for the whole batch.
-   * Resource servers only (HTTP Basic or client_id and client_secret); an API user is refused
-   * (403 unauthorized_client). Served over gRPC, gRPC-Web and Connect; no REST path.
+   * Resource servers only (HTTP Basic, client_id and client_secret, or private_key_jwt); an API
+   * user is refused (403 unauthorized_client). Served over gRPC, gRPC-Web and Connect; no REST path.
    *
    * @generated from rpc travel.auth.v2.AuthService.IntrospectTokens
    */
@@ -840,8 +951,8 @@ export const AuthService: GenService<{
   /**
    * The credential-change stream for resource servers that verify tokens themselves: every change
    * that can invalidate an access token, numbered, as it commits on any instance. Resource servers
-   * only (HTTP Basic or client_id and client_secret; an API user is refused with 403
-   * unauthorized_client), counted once per call against the resource server's budget. Served over
+   * only (HTTP Basic, client_id and client_secret, or private_key_jwt; an API user is refused
+   * with 403 unauthorized_client), counted once per call against the resource server's budget. Served over
    * gRPC, gRPC-Web and Connect; no REST path.
    *
    * With since_cursor empty (or older than the retained log, which keeps at least the longest token
@@ -864,8 +975,8 @@ export const AuthService: GenService<{
    * with the access tokens' key, typ secevent+jwt), for resource servers that speak the OpenID
    * Shared Signals Framework instead of this contract: CAEP credential-change for an API user's
    * rotation (update) or revocation (revoke), CAEP session-revoked with a jwt_id subject for a
-   * single access token revoked (RFC 7009). Resource servers only (HTTP Basic or client_id and
-   * client_secret; an API user is refused with 403 unauthorized_client). The body and the answer
+   * single access token revoked (RFC 7009). Resource servers only (HTTP Basic, client_id and
+   * client_secret, or private_key_jwt; an API user is refused with 403 unauthorized_client). The body and the answer
    * are RFC 8936's JSON; each resource server has one feed, its position kept in Postgres (every
    * instance serves it). Acknowledged SETs (ack, or reported in setErrs) are never sent again; the
    * others are sent again, with the same jti, until they are. With returnImmediately false (the
@@ -884,7 +995,9 @@ export const AuthService: GenService<{
    * it. Client-authenticated like the token endpoint. Answers 200 with no body, also for a token
    * that is unknown, invalid or expired (RFC 7009 section 2.2), and for a live token issued to
    * another client, which is left alone: the answers are the same, so revocation tells nobody
-   * whether a token is alive. A revoked access token is refused at once on every instance.
+   * whether a token is alive. A revoked access token is refused at once on every instance. A
+   * resource server (its own credentials) may revoke an access token addressed to one of its
+   * audiences, and nothing else.
    *
    * @generated from rpc travel.auth.v2.AuthService.RevokeToken
    */
