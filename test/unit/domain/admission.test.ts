@@ -107,6 +107,47 @@ describe("fair-share admission (one instance, pool of 10)", () => {
   });
 });
 
+describe("fair-share admission at the limit: the heaviest party is shed first", () => {
+  test("a steady TMC at its even part of the limit is still admitted while a flood holds more; the flood is shed", async () => {
+    // limitMax 6, three parties: the even part is 2. The finding (ssf-poll-flood in CI): the victim's
+    // third read in flight got 503 although the flood, not it, held most of the limit.
+    const admission = new FairAdmission({ ...CONFIG, limitMax: 6, queuePerParty: 0 }, 10);
+    const flood = await Promise.all(Array.from({ length: 3 }, () => admission.enter(server("rs-flood"))));
+    const rotator = await admission.enter(tmc("rotator"));
+    const victim = await Promise.all([admission.enter(tmc("victim")), admission.enter(tmc("victim"))]);
+    assert.equal(admission.state.running, 6, "at the limit");
+    assertRefused(await outcome(admission.enter(server("rs-flood"))), "SERVICE_OVERLOADED");
+    // The victim runs 2 (its even part), lighter than the flood (3): one more brings it level.
+    const third = await admission.enter(tmc("victim"));
+    // Now as heavy as the flood: both are shed.
+    assertRefused(await outcome(admission.enter(tmc("victim"))), "SERVICE_OVERLOADED");
+    assertRefused(await outcome(admission.enter(server("rs-flood"))), "SERVICE_OVERLOADED");
+    for (const release of [...flood, rotator, ...victim, third]) release();
+    assert.equal(admission.state.running, 0);
+  });
+
+  test("a lighter party's second call goes over the limit only while fewer than limit + one party's share run", async () => {
+    const admission = new FairAdmission({ ...CONFIG, limitMax: 6, queuePerParty: 0 }, 10);
+    const held: Release[] = [];
+    for (let i = 0; i < 5; i++) held.push(await admission.enter(server("rs-flood")));
+    held.push(await admission.enter(tmc("t0")));
+    assert.equal(admission.state.running, 6, "at the limit");
+    for (let i = 1; i <= 12; i++) {
+      // A party running nothing is always admitted (its even part is at least 1).
+      held.push(await admission.enter(tmc(`t${i}`)));
+      const runningBefore: number = admission.state.running;
+      const second = await outcome(admission.enter(tmc(`t${i}`)));
+      if (runningBefore < 6 + 5)
+        assert.equal(typeof second, "function", `t${i}'s second call at ${runningBefore} running`);
+      else assertRefused(second, "SERVICE_OVERLOADED");
+      if (typeof second === "function") held.push(second);
+    }
+    assert.ok(admission.state.running > 6 + 5, "the first calls went past");
+    for (const release of held) release();
+    assert.equal(admission.state.running, 0);
+  });
+});
+
 describe("the adaptive limit (Gradient2's rule)", () => {
   test("grows while latency holds and the limit is used, holds when it is not used, and is cut when latency grows", () => {
     const limit = new AdaptiveLimit({ initial: 20, min: 6, max: 40 });
