@@ -5,7 +5,7 @@
 // self-contained. test/unit/domain/dpop-proof.test.ts holds the thumbprint to jose's and the
 // verdicts to proofs made by the `dpop` package and oauth4webapi.
 import crypto from "node:crypto";
-import { unverifiedJsonOf } from "./jws.js";
+import { SIGNATURE_KEYS, signatureHoldsFor, unverifiedJsonOf } from "./jws.js";
 
 /**
  * The proof algorithms accepted (RFC 9449 4.3 step 5: asymmetric only; `none` and HMAC never).
@@ -88,7 +88,7 @@ export function verifyDpopProof(proof: string | undefined, rules: ProofRules): V
   const [headerSegment, payloadSegment, signatureSegment] = parts as [string, string, string];
   const { key, jkt, alg } = proofKeyOf(headerSegment);
   const signature = Buffer.from(signatureSegment, "base64url");
-  if (!signatureHolds(alg, key, `${headerSegment}.${payloadSegment}`, signature))
+  if (!signatureHoldsFor(alg, key, `${headerSegment}.${payloadSegment}`, signature))
     throw invalid("signature", "The DPoP proof's signature does not verify with its key");
   const claims = unverifiedJsonOf(payloadSegment);
   if (!claims) throw invalid("format", "The DPoP proof's claims are not a JSON object");
@@ -154,21 +154,11 @@ function proofKeyOf(segment: string): ProofKey {
   return found;
 }
 
-/** The key type and curve each algorithm takes. */
-const KEY_OF_ALG: Readonly<Record<string, { kty: string; crv?: string }>> = {
-  EdDSA: { kty: "OKP", crv: "Ed25519" },
-  Ed25519: { kty: "OKP", crv: "Ed25519" },
-  ES256: { kty: "EC", crv: "P-256" },
-  ES384: { kty: "EC", crv: "P-384" },
-  PS256: { kty: "RSA" },
-  RS256: { kty: "RSA" },
-};
-
 /** JWK members that only a private or symmetric key has (RFC 7518 6.2.2, 6.3.2, 6.4.1): never in a public key. */
 export const PRIVATE_JWK_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
 
 function publicKeyOf(jwk: Record<string, unknown>, alg: string): crypto.KeyObject {
-  const expected = KEY_OF_ALG[alg]!;
+  const expected = SIGNATURE_KEYS[alg]!;
   if (PRIVATE_JWK_MEMBERS.some((member) => member in jwk))
     throw invalid("key", "The DPoP proof's jwk must be a public key");
   if (jwk.kty !== expected.kty || (expected.crv !== undefined && jwk.crv !== expected.crv))
@@ -208,34 +198,6 @@ export function jwkThumbprint(jwk: object): string {
 /** RFC 9449 4.2 `ath`: base64url of the SHA-256 of the access token's ASCII text. */
 export function tokenHashOf(token: string): string {
   return crypto.createHash("sha256").update(token, "latin1").digest("base64url");
-}
-
-function signatureHolds(alg: string, key: crypto.KeyObject, input: string, signature: Buffer): boolean {
-  const data = Buffer.from(input, "latin1");
-  try {
-    switch (alg) {
-      case "EdDSA":
-      case "Ed25519":
-        return crypto.verify(null, data, key, signature);
-      case "ES256":
-        return crypto.verify("sha256", data, { key, dsaEncoding: "ieee-p1363" }, signature);
-      case "ES384":
-        return crypto.verify("sha384", data, { key, dsaEncoding: "ieee-p1363" }, signature);
-      case "PS256":
-        return crypto.verify(
-          "sha256",
-          data,
-          { key, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 },
-          signature,
-        );
-      case "RS256":
-        return crypto.verify("sha256", data, key, signature);
-      default:
-        return false;
-    }
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -198,6 +198,59 @@ function signatureHolds(signingInput: string, key: crypto.KeyObject, signature: 
   }
 }
 
+/**
+ * The asymmetric JWS algorithms (RFC 7518 3, RFC 8037, RFC 9864) clients sign with here — DPoP
+ * proofs and client assertions — and the key type and curve each takes. `none` and HMAC are not
+ * among them: nothing verified here is signed with a shared secret.
+ */
+export const SIGNATURE_KEYS: Readonly<Record<string, { readonly kty: string; readonly crv?: string }>> = {
+  EdDSA: { kty: "OKP", crv: "Ed25519" },
+  Ed25519: { kty: "OKP", crv: "Ed25519" },
+  ES256: { kty: "EC", crv: "P-256" },
+  ES384: { kty: "EC", crv: "P-384" },
+  PS256: { kty: "RSA" },
+  RS256: { kty: "RSA" },
+};
+
+/**
+ * Whether `signature` over `signingInput` (header.payload, ASCII) holds for `key` under `alg`, with
+ * node:crypto's one-shot verify (synchronous, no WebCrypto job): ECDSA signatures in JWS's
+ * fixed-length form (IEEE P1363), RSA-PSS with a salt of the hash's length. An algorithm not in
+ * SIGNATURE_KEYS, or a key of another type, does not hold.
+ */
+export function signatureHoldsFor(
+  alg: string,
+  key: crypto.KeyObject,
+  signingInput: string,
+  signature: Buffer,
+): boolean {
+  const data = Buffer.from(signingInput, "latin1");
+  try {
+    switch (alg) {
+      case "EdDSA":
+      case "Ed25519":
+        return key.asymmetricKeyType === "ed25519" && crypto.verify(null, data, key, signature);
+      case "ES256":
+        return crypto.verify("sha256", data, { key, dsaEncoding: "ieee-p1363" }, signature);
+      case "ES384":
+        return crypto.verify("sha384", data, { key, dsaEncoding: "ieee-p1363" }, signature);
+      case "PS256":
+        return crypto.verify(
+          "sha256",
+          data,
+          { key, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 },
+          signature,
+        );
+      case "RS256":
+        return crypto.verify("sha256", data, key, signature);
+      default:
+        return false;
+    }
+  } catch {
+    return false;
+  }
+}
+
 function decodeSegment(segment: string, label: string, plain?: boolean): Buffer {
   try {
     return decodeBase64url(segment, plain);

@@ -1,15 +1,8 @@
-import {
-  createLocalJWKSet,
-  decodeJwt,
-  decodeProtectedHeader,
-  errors,
-  importJWK,
-  jwtVerify,
-  type JSONWebKeySet,
-  type JWK,
-} from "jose";
+import crypto from "node:crypto";
+import { decodeJwt, importJWK, type JSONWebKeySet, type JWK } from "jose";
 import { invalidArgument } from "../../errors/domain-error.js";
 import { PRIVATE_JWK_MEMBERS } from "../../../packages/verifier/src/dpop-proof.js";
+import { SIGNATURE_KEYS, signatureHoldsFor, unverifiedJsonOf } from "../../../packages/verifier/src/jws.js";
 
 /**
  * private_key_jwt (RFC 7523 2.2, RFC 7521 4.2, OpenID Connect Core 9): a client proves who it is
@@ -115,64 +108,112 @@ export interface VerifiedAssertion {
 /** Why an assertion was refused, for the log only (never the assertion itself). */
 export type AssertionRefusal = `assertion ${string}`;
 
-/** A key set prepared once per registered set: jose imports each key at first use and keeps it. */
-const keySets = new WeakMap<JSONWebKeySet, ReturnType<typeof createLocalJWKSet>>();
+/** A registered key imported once, with what selecting it by a header's `alg` and `kid` reads. */
+interface PreparedKey {
+  readonly jwk: JWK;
+  readonly key: crypto.KeyObject;
+}
+
+/** Each registered set's keys imported once (a set is replaced, never changed, when keys rotate). */
+const preparedSets = new WeakMap<JSONWebKeySet, readonly PreparedKey[]>();
+
+function preparedKeysOf(jwks: JSONWebKeySet): readonly PreparedKey[] {
+  let prepared = preparedSets.get(jwks);
+  if (!prepared) {
+    prepared = jwks.keys.flatMap((jwk) => {
+      try {
+        return [{ jwk, key: crypto.createPublicKey({ key: jwk as crypto.JsonWebKey, format: "jwk" }) }];
+      } catch {
+        return []; // checked at registration (clientKeySetOf): only a set that bypassed it has such a key
+      }
+    });
+    preparedSets.set(jwks, prepared);
+  }
+  return prepared;
+}
+
+/**
+ * The registered keys that may have signed under `alg` and `kid`, as jose's local JWK Set picks
+ * them: the algorithm's key type and curve, the same `kid` when the header names one, the key's
+ * own `alg` when it has one (an Ed25519 key's EdDSA and Ed25519 are one algorithm), `use` sig.
+ */
+function candidatesFor(keys: readonly PreparedKey[], alg: string, kid: unknown): PreparedKey[] {
+  const wanted = SIGNATURE_KEYS[alg]!;
+  return keys.filter(({ jwk }) => {
+    if (jwk.kty !== wanted.kty || (wanted.crv !== undefined && jwk.crv !== wanted.crv)) return false;
+    if (kid !== undefined && (typeof kid !== "string" || kid !== jwk.kid)) return false;
+    if (jwk.alg !== undefined && jwk.kty !== "OKP" && jwk.alg !== alg) return false;
+    return jwk.use === undefined || jwk.use === "sig";
+  });
+}
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
 /**
  * Verifies `assertion` for `clientId`: signed by a key of `jwks` with an allowed algorithm,
  * `iss` = `sub` = the client id, `aud` one of `audiences`, an `exp` in the future and at most
  * ASSERTION_MAX_LIFETIME_SECONDS ahead, a `jti`. The refusal names which rule failed.
+ *
+ * Synchronous, with node:crypto on keys imported once per registered set (the verifier
+ * package's signature check, jws.ts): jose's `jwtVerify` went through WebCrypto's job queue, the
+ * largest cost of a private_key_jwt token request. It decides as `jwtVerify` did with these rules,
+ * check for check (test/unit/domain/client-assertion.test.ts compares both), except that any
+ * `crit` header is refused (jose understands `b64`; no client assertion uses it).
  */
-export async function verifyClientAssertion(
+export function verifyClientAssertion(
   assertion: string,
   jwks: JSONWebKeySet,
   expected: { readonly clientId: string; readonly audiences: readonly string[]; readonly now: Date },
-): Promise<VerifiedAssertion | AssertionRefusal> {
-  let alg: string | undefined;
-  try {
-    alg = decodeProtectedHeader(assertion).alg;
-  } catch {
-    return "assertion is not a JWS";
-  }
-  if (!(ASSERTION_ALGORITHMS as readonly string[]).includes(alg ?? ""))
+): VerifiedAssertion | AssertionRefusal {
+  const parts = assertion.split(".");
+  if (parts.length !== 3) return "assertion is not a JWS";
+  const [headerSegment, payloadSegment, signatureSegment] = parts as [string, string, string];
+  const header = BASE64URL.test(headerSegment) ? unverifiedJsonOf(headerSegment) : undefined;
+  if (!header) return "assertion is not a JWS";
+  const alg = header.alg;
+  if (typeof alg !== "string" || !(ASSERTION_ALGORITHMS as readonly string[]).includes(alg))
     return `assertion algorithm not allowed: ${String(alg).slice(0, 20)}`;
-  let keySet = keySets.get(jwks);
-  if (!keySet) keySets.set(jwks, (keySet = createLocalJWKSet(verificationSet(jwks))));
-  const nowSeconds = Math.floor(expected.now.getTime() / 1000);
-  try {
-    const { payload } = await jwtVerify(assertion, keySet, {
-      algorithms: [...ASSERTION_ALGORITHMS],
-      issuer: expected.clientId,
-      subject: expected.clientId,
-      audience: [...expected.audiences],
-      currentDate: expected.now,
-      requiredClaims: ["exp", "jti"],
-    });
-    if (payload.exp! > nowSeconds + ASSERTION_MAX_LIFETIME_SECONDS)
-      return `assertion exp more than ${ASSERTION_MAX_LIFETIME_SECONDS} s ahead`;
-    if (typeof payload.jti !== "string" || payload.jti === "" || payload.jti.length > 256)
-      return "assertion jti missing or too long";
-    return { jti: payload.jti, expiresAt: new Date(payload.exp! * 1000) };
-  } catch (error) {
-    return refusalOf(error);
-  }
+  if (header.crit !== undefined) return "assertion invalid (ERR_JOSE_NOT_SUPPORTED)";
+  const candidates = candidatesFor(preparedKeysOf(jwks), alg, header.kid);
+  // None, or more than one without a kid to tell them apart (jose: JWKSMultipleMatchingKeys).
+  if (candidates.length !== 1) return "assertion signed by no registered key";
+  if (!BASE64URL.test(signatureSegment)) return "assertion invalid (ERR_JWS_INVALID)";
+  const signature = Buffer.from(signatureSegment, "base64url");
+  if (!signatureHoldsFor(alg, candidates[0]!.key, `${headerSegment}.${payloadSegment}`, signature))
+    return "assertion signature does not verify";
+  const claims = BASE64URL.test(payloadSegment) ? unverifiedJsonOf(payloadSegment) : undefined;
+  if (!claims) return "assertion invalid (ERR_JWT_INVALID)";
+  return claimsRefusal(claims, expected) ?? acceptedClaims(claims, expected.now);
 }
 
-/**
- * The set as jose matches it: an Ed25519 key registered with alg EdDSA also verifies what is
- * signed under the algorithm's fully-specified name, Ed25519 (and the other way round).
- */
-function verificationSet(jwks: JSONWebKeySet): JSONWebKeySet {
-  return { keys: jwks.keys.map((key) => (key.kty === "OKP" ? { ...key, alg: undefined } : key)) };
+/** jose's claim checks for these rules, in its order: presence (jti, exp, aud, sub, iss), iss, sub, aud, iat, nbf, exp. */
+function claimsRefusal(
+  claims: Record<string, unknown>,
+  expected: { readonly clientId: string; readonly audiences: readonly string[]; readonly now: Date },
+): AssertionRefusal | undefined {
+  for (const claim of ["jti", "exp", "aud", "sub", "iss"])
+    if (!Object.hasOwn(claims, claim)) return `assertion claim ${claim} missing`;
+  if (claims.iss !== expected.clientId) return "assertion claim iss check_failed";
+  if (claims.sub !== expected.clientId) return "assertion claim sub check_failed";
+  const aud = claims.aud;
+  const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : [];
+  if (!audiences.some((a) => expected.audiences.includes(a as string))) return "assertion claim aud check_failed";
+  const notNumber = (claim: string) => claims[claim] !== undefined && typeof claims[claim] !== "number";
+  const now = Math.floor(expected.now.getTime() / 1000);
+  if (notNumber("iat")) return "assertion claim iat invalid";
+  if (notNumber("nbf")) return "assertion claim nbf invalid";
+  if (claims.nbf !== undefined && (claims.nbf as number) > now) return "assertion claim nbf check_failed";
+  if (notNumber("exp")) return "assertion claim exp invalid";
+  if ((claims.exp as number) <= now) return "assertion expired";
+  return undefined;
 }
 
-function refusalOf(error: unknown): AssertionRefusal {
-  if (error instanceof errors.JWTExpired) return "assertion expired";
-  if (error instanceof errors.JWTClaimValidationFailed) return `assertion claim ${error.claim} ${error.reason}`;
-  if (error instanceof errors.JWSSignatureVerificationFailed) return "assertion signature does not verify";
-  if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys)
-    return "assertion signed by no registered key";
-  if (error instanceof errors.JOSEAlgNotAllowed) return "assertion algorithm not allowed";
-  if (error instanceof errors.JOSEError) return `assertion invalid (${error.code})`;
-  return "assertion invalid";
+/** The limits of this service on top of jose's rules: `exp` not too far ahead, a usable `jti`. */
+function acceptedClaims(claims: Record<string, unknown>, now: Date): VerifiedAssertion | AssertionRefusal {
+  const exp = claims.exp as number;
+  if (exp > Math.floor(now.getTime() / 1000) + ASSERTION_MAX_LIFETIME_SECONDS)
+    return `assertion exp more than ${ASSERTION_MAX_LIFETIME_SECONDS} s ahead`;
+  const jti = claims.jti;
+  if (typeof jti !== "string" || jti === "" || jti.length > 256) return "assertion jti missing or too long";
+  return { jti, expiresAt: new Date(exp * 1000) };
 }
