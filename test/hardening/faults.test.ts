@@ -23,10 +23,30 @@ import { loadConfig } from "../../src/config/config.js";
 interface Sample {
   readonly ms: number;
   readonly status: number;
+  /** A refusal's errorCode (from its ErrorResponse), so a failure says which refusal it was. */
+  readonly errorCode?: string;
+}
+
+/** A response's status, and its errorCode when it is not 200 (the body read either way). */
+async function answerOf(response: Response): Promise<{ status: number; errorCode?: string }> {
+  const text = await response.text();
+  if (response.status === 200) return { status: 200 };
+  const parsed = (() => {
+    try {
+      return JSON.parse(text) as { errorMessages?: Array<{ errorCode?: string }> };
+    } catch {
+      return undefined;
+    }
+  })();
+  return { status: response.status, errorCode: parsed?.errorMessages?.[0]?.errorCode ?? "(no ErrorResponse)" };
 }
 
 /** `workers` loops sending `request` until `stop()` resolves; every answer's latency and status. */
-async function load(workers: number, request: () => Promise<number>, stop: Promise<void>): Promise<Sample[]> {
+async function load(
+  workers: number,
+  request: () => Promise<{ status: number; errorCode?: string }>,
+  stop: Promise<void>,
+): Promise<Sample[]> {
   const samples: Sample[] = [];
   let stopped = false;
   void stop.then(() => (stopped = true));
@@ -34,8 +54,8 @@ async function load(workers: number, request: () => Promise<number>, stop: Promi
     Array.from({ length: workers }, async () => {
       while (!stopped) {
         const started = performance.now();
-        const status = await request().catch(() => 0);
-        samples.push({ ms: performance.now() - started, status });
+        const answer = await request().catch(() => ({ status: 0, errorCode: "no answer" }));
+        samples.push({ ms: performance.now() - started, ...answer });
       }
     }),
   );
@@ -94,12 +114,9 @@ describe(
     });
 
     const mixed = async () => {
-      const issued = await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret);
-      await issued.arrayBuffer();
-      if (issued.status !== 200) return issued.status;
-      const read = await callApi(running.baseUrl, "/v2/api-users?limit=1", token);
-      await read.arrayBuffer();
-      return read.status;
+      const issued = await answerOf(await fetchToken(running.baseUrl, seed.clientId, seed.clientSecret));
+      if (issued.status !== 200) return issued;
+      return answerOf(await callApi(running.baseUrl, "/v2/api-users?limit=1", token));
     };
 
     test("Redis stalled (SIGSTOP) for 20 s: every request still answered 200, p99 under 2 s, readiness degraded, then back to normal", async () => {
