@@ -702,6 +702,14 @@ export function logLine(name: string, l: LogSummary): string[] {
   return [
     `${name} log: ${l.lines} lines (${(l.bytes / 1e6).toFixed(1)} MB), ${l.warn} warn, ${l.error} error/fatal`,
     ...l.samples.map((s) => `  ${s}`),
+    ...(Object.keys(l.refusals ?? {}).length
+      ? [
+          `  refused (status errorCode, the probes' and nonce challenges' included): ${Object.entries(l.refusals)
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, n]) => `${k} ×${n}`)
+            .join(", ")}`,
+        ]
+      : []),
   ];
 }
 

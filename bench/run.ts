@@ -1194,7 +1194,10 @@ async function main(): Promise<number> {
     // Read the logs before teardown deletes them.
     for (const s of [serviceA, serviceB, ...scalingInstances])
       if (s)
-        logs.push([s.name, await s.logSummary().catch(() => ({ bytes: 0, lines: 0, warn: 0, error: 0, samples: [] }))]);
+        logs.push([
+          s.name,
+          await s.logSummary().catch(() => ({ bytes: 0, lines: 0, warn: 0, error: 0, samples: [], refusals: {} })),
+        ]);
     await cleanup();
   }
   if (interrupted) return 130;

@@ -280,6 +280,8 @@ export interface LogSummary {
   readonly warn: number;
   readonly error: number;
   readonly samples: string[];
+  /** Refused requests by "status errorCode", from the access log (a scenario's errors say only the status). */
+  readonly refusals: Record<string, number>;
 }
 
 export async function startService(
@@ -413,13 +415,25 @@ export async function buildService(backend: Backend): Promise<string> {
 }
 
 async function summariseLog(logFile: string): Promise<LogSummary> {
-  const summary = { bytes: 0, lines: 0, warn: 0, error: 0, samples: [] as string[] };
+  const summary = {
+    bytes: 0,
+    lines: 0,
+    warn: 0,
+    error: 0,
+    samples: [] as string[],
+    refusals: {} as Record<string, number>,
+  };
   if (!fs.existsSync(logFile)) return summary;
   summary.bytes = fs.statSync(logFile).size;
   const seen = new Set<string>();
   const lines = readline.createInterface({ input: fs.createReadStream(logFile, "utf8"), crlfDelay: Infinity });
   for await (const line of lines) {
     summary.lines++;
+    const errorCode = line.includes('"errorCode":"') ? /"errorCode":"([A-Z_]+)"/.exec(line)?.[1] : undefined;
+    if (errorCode) {
+      const key = `${/"statusCode":(\d{3})/.exec(line)?.[1] ?? "?"} ${errorCode}`;
+      summary.refusals[key] = (summary.refusals[key] ?? 0) + 1;
+    }
     // pino levels: 40 warn, 50 error, 60 fatal. Parse only those lines.
     const match = /"level":(\d+)/.exec(line.slice(0, 40));
     const level = match ? Number(match[1]) : 0;
