@@ -83,7 +83,8 @@ export function registeredKeyIds(jwks: JSONWebKeySet): string[] {
   return jwks.keys.map((key, index) => key.kid ?? `#${index}`);
 }
 
-function publicJwk(jwk: JWK): JWK {
+/** A key's public members (what a verifier needs), nothing else it carried: no x5c, no key_ops, no extra members. */
+export function publicJwk(jwk: JWK): JWK {
   const members = ["kty", "kid", "use", "alg", "crv", "x", "y", "n", "e"] as const;
   return Object.fromEntries(members.filter((m) => jwk[m] !== undefined).map((m) => [m, jwk[m]])) as JWK;
 }
