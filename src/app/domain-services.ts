@@ -62,7 +62,10 @@ export function createDomainServices(inputs: DomainInputs) {
   const fetcher = new HttpJwksDocumentFetcher(config.tokens.jwksFetchTimeoutMs);
   const keySets = new RemoteKeySets(fetcher, config.tokens, clientKeySetOf);
   const issuerKeySets = new RemoteKeySets(fetcher, config.tokens, issuerKeySetOf);
-  const tokens = tokenAreaOf(inputs, audit.auditLog, rateLimit, admission, { clients: keySets, issuers: issuerKeySets });
+  const tokens = tokenAreaOf(inputs, audit.auditLog, rateLimit, admission, {
+    clients: keySets,
+    issuers: issuerKeySets,
+  });
   const credentialChanges = credentialChangesAreaOf(inputs, tokens);
   const tenants = createTenantArea(ports);
   const apiUsers = createApiUserArea({ ...ports, credentials: tokens.generations, keySets });
