@@ -150,6 +150,20 @@ describe(`token exchange with a trusted issuer's jwksUri (${backend})`, () => {
     assert.equal(jwks.requests("/rotating.json"), fetched + 1, "one refetch, for the unknown kid");
   });
 
+  test("a key withdrawn at the IdP is cut off at once by registering the issuer again (the held set is dropped)", async () => {
+    const [withdrawn, kept] = [await idpKey("RS256"), await idpKey("ES256")];
+    serve("/withdrawn.json", [withdrawn, kept]);
+    const issuer = await trust("/withdrawn.json");
+    assertExchanged(await exchange(withdrawn, issuer));
+    serve("/withdrawn.json", [kept]);
+    assertExchanged(await exchange(withdrawn, issuer)); // the held set lives up to 3 s
+    const fetched = jwks.requests("/withdrawn.json");
+    await trust("/withdrawn.json");
+    assertRefused(await exchange(withdrawn, issuer));
+    assertExchanged(await exchange(kept, issuer));
+    assert.equal(jwks.requests("/withdrawn.json"), fetched + 1, "one fetch for the new registration");
+  });
+
   test("an oversized, slow, redirected or unusable set refuses the exchange (400, reason logged); others go on", async () => {
     const key = await idpKey("ES256");
     const steady = await trust("/steady.json");

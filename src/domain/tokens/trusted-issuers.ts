@@ -205,8 +205,8 @@ export class TrustedIssuers {
    * (at most once per cooldown for this issuer of this TMC) when it lacks the token's kid. A URL
    * the rules no longer accept (registered before they applied) or no set to verify with gives
    * undefined, with the reason logged (fail closed; never the document). The owner is the issuer
-   * of the TMC; its version stays 0: what is held is keyed by the URL as well, so a registration
-   * naming another URL drops it, and nothing else in a registration changes the keys at a URL.
+   * of the TMC, its version the registration number: registering the issuer again (another URL,
+   * or the same one to cut a withdrawn key off) drops what every instance held, at its next exchange.
    */
   private async verifiedByUri(
     tmcId: string,
@@ -227,7 +227,7 @@ export class TrustedIssuers {
     } catch (error) {
       return unavailable(error instanceof DomainError ? error.message : "jwks_uri is not accepted");
     }
-    const owner = { id: `${tmcId} ${trusted.issuer}`, version: 0, jwksUri };
+    const owner = { id: `${tmcId} ${trusted.issuer}`, version: trusted.registration ?? 0, jwksUri };
     const held = await this.deps.keySets.keySetOf(owner);
     if ("unavailable" in held) return unavailable(`jwks_uri ${held.unavailable}`);
     try {
