@@ -6,6 +6,7 @@ import { describe, test } from "node:test";
 import type { JWK } from "jose";
 import { DomainError } from "../../../src/errors/domain-error.js";
 import { clientKeySetOf } from "../../../src/domain/shared/client-assertion.js";
+import { issuerKeySetOf } from "../../../src/domain/tokens/issuer-key-set.js";
 import {
   JWKS_URI_MAX_CONCURRENT_FETCHES,
   KeySetFetchFailed,
@@ -14,6 +15,14 @@ import {
   type RemoteKeySetSettings,
 } from "../../../src/domain/shared/remote-key-sets.js";
 
+/** A P-256 public key (RFC 7517 A.1). */
+const EC_KEY: JWK = {
+  kty: "EC",
+  crv: "P-256",
+  x: "MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
+  y: "4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM",
+  kid: "1",
+};
 const KEY: JWK = { kty: "OKP", crv: "Ed25519", x: "UJx7EKp-xKWg_EniHNZ653W1xk8WMwFf62dD2E_kRdk", kid: "k1" };
 const SETTINGS: RemoteKeySetSettings = {
   jwksFetchTimeoutMs: 1000,
@@ -136,6 +145,15 @@ describe("RemoteKeySets", () => {
     assert.deepEqual(set, {
       unavailable: "is not a usable JWK Set: jwks.keys[0]: only Ed25519, P-256 and RSA keys are accepted",
     });
+  });
+
+  test("the instance's check decides what is held: an IdP's lenient one keeps the usable keys of the same document", async () => {
+    const document = { keys: [{ ...EC_KEY, kid: "enc", use: "enc" }, EC_KEY] };
+    const fetcher = fakeFetcher(() => ({ document, maxAgeSeconds: undefined }));
+    const strict = await new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, clock().now).keySetOf(owner("c"));
+    assert.deepEqual(strict, { unavailable: 'is not a usable JWK Set: jwks.keys[0]: use must be "sig"' });
+    const lenient = await new RemoteKeySets(fetcher, SETTINGS, issuerKeySetOf, clock().now).keySetOf(owner("i"));
+    assert.deepEqual(lenient, { keys: { keys: [EC_KEY] } });
   });
 
   test("URL rules: https; http only on loopback and only when allowed; no user info nor fragment", () => {
