@@ -56,19 +56,11 @@ export function createDomainServices(inputs: DomainInputs) {
   const rateLimit = createRateLimitArea(inputs.shared, config);
   // One per instance: the bearer RPCs (through the RPC core) and the token endpoints share it.
   const admission = new FairAdmission(config.admission, config.storage.databasePoolMax);
-  // One of each per instance, with the same URL rules and limits: the client key sets registered
-  // by URL (registration and assertions, strict key rules), and trusted issuers' (token exchange,
-  // an IdP's lenient key rules; their fetches are counted apart, so neither starves the other).
-  const fetcher = new HttpJwksDocumentFetcher(config.tokens.jwksFetchTimeoutMs);
-  const keySets = new RemoteKeySets(fetcher, config.tokens, clientKeySetOf);
-  const issuerKeySets = new RemoteKeySets(fetcher, config.tokens, issuerKeySetOf);
-  const tokens = tokenAreaOf(inputs, audit.auditLog, rateLimit, admission, {
-    clients: keySets,
-    issuers: issuerKeySets,
-  });
+  const keySets = remoteKeySetsOf(config);
+  const tokens = tokenAreaOf(inputs, audit.auditLog, rateLimit, admission, keySets);
   const credentialChanges = credentialChangesAreaOf(inputs, tokens);
   const tenants = createTenantArea(ports);
-  const apiUsers = createApiUserArea({ ...ports, credentials: tokens.generations, keySets });
+  const apiUsers = createApiUserArea({ ...ports, credentials: tokens.generations, keySets: keySets.clients });
   const operator = createOperatorArea(
     { ...ports, revoker: apiUsers.admin, limiter: rateLimit.limiter },
     { token: inputs.operatorToken },
@@ -110,6 +102,20 @@ export function createDomainServices(inputs: DomainInputs) {
       scimTokens: apiUsers.scimAuthenticator,
       audience: config.tokens.audience,
     },
+  };
+}
+
+/**
+ * One of each per instance, with the same URL rules, limits and fetcher: the client key sets
+ * registered by URL (registration and assertions, a client's strict key rules), and trusted
+ * issuers' (token exchange, an IdP's lenient key rules; their fetches are counted apart, so
+ * neither starves the other).
+ */
+function remoteKeySetsOf(config: Config) {
+  const fetcher = new HttpJwksDocumentFetcher(config.tokens.jwksFetchTimeoutMs);
+  return {
+    clients: new RemoteKeySets(fetcher, config.tokens, clientKeySetOf),
+    issuers: new RemoteKeySets(fetcher, config.tokens, issuerKeySetOf),
   };
 }
 
