@@ -11,7 +11,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from "jose";
 import { ErrorResponseSchema } from "../../gen/travel/common/v1/error_pb.js";
 import { backend } from "../helpers/backend.js";
-import { startJwksServer, type JwksServer } from "../helpers/jwks-server.js";
+import { COOLDOWN_MS, JWKS_URI_ENV, startJwksServer, type JwksServer } from "../helpers/jwks-server.js";
 import { operatorCall, operatorHeaders, type RunningService } from "../helpers/service.js";
 import {
   assertOAuthError,
@@ -29,15 +29,6 @@ import {
   type Tenant,
 } from "../helpers/token-kit.js";
 
-/** Short bounds, so the tests can wait them out: 0.5 s per fetch, 1 s cooldown, sets held 1 to 3 s. */
-const JWKS_URI_ENV = {
-  JWKS_URI_ALLOW_HTTP_LOOPBACK: "true",
-  JWKS_FETCH_TIMEOUT_MS: "500",
-  JWKS_COOLDOWN_MS: "1000",
-  JWKS_CACHE_MIN_AGE_MS: "1000",
-  JWKS_CACHE_MAX_AGE_MS: "3000",
-};
-const COOLDOWN_MS = 1000;
 const IDP_AUDIENCE = "https://travel.test/token-exchange";
 const EMAIL = "ada.lovelace@acme.example";
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

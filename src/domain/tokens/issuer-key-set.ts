@@ -1,8 +1,7 @@
 import { importJWK, type JSONWebKeySet, type JWK } from "jose";
-import { invalidArgument } from "../../errors/domain-error.js";
 import { PRIVATE_JWK_MEMBERS } from "../../../packages/verifier/src/dpop-proof.js";
 import { SIGNATURE_KEYS } from "../../../packages/verifier/src/jws.js";
-import { publicJwk } from "../shared/client-assertion.js";
+import { keySetMembersOf, publicJwk, refusedKeySet } from "../shared/client-assertion.js";
 
 /** Algorithms accepted from external issuers (the platform documents RS256; ES256 too). */
 export const EXTERNAL_ALGORITHMS = ["RS256", "ES256"] as const;
@@ -22,20 +21,16 @@ export const MAX_ISSUER_KEYS = 100;
  * no usable key left.
  */
 export async function issuerKeySetOf(document: unknown): Promise<JSONWebKeySet> {
-  const refuse = (message: string) => invalidArgument(message, [{ name: "jwks", value: "invalid" }]);
-  const keys = (document as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(keys) || keys.length === 0 || keys.length > MAX_ISSUER_KEYS)
-    throw refuse(`jwks must be a JWK Set with 1 to ${MAX_ISSUER_KEYS} keys`);
   const usable: JWK[] = [];
-  for (const [index, key] of (keys as unknown[]).entries()) {
+  for (const [index, key] of keySetMembersOf(document, MAX_ISSUER_KEYS).entries()) {
     if (typeof key !== "object" || key === null) continue;
     if (PRIVATE_JWK_MEMBERS.some((member) => member in key))
-      throw refuse(`jwks.keys[${index}] must be a public key (no private members)`);
+      throw refusedKeySet(`jwks.keys[${index}] must be a public key (no private members)`);
     const checked = await verificationKeyOf(key as JWK);
     if (checked) usable.push(checked);
   }
   if (usable.length === 0)
-    throw refuse(`jwks has no key usable for ${EXTERNAL_ALGORITHMS.join(" or ")} signatures with a kid`);
+    throw refusedKeySet(`jwks has no key usable for ${EXTERNAL_ALGORITHMS.join(" or ")} signatures with a kid`);
   return { keys: usable };
 }
 
