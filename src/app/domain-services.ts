@@ -13,10 +13,12 @@ import { FairAdmission } from "../domain/shared/admission.js";
 import type { Clock } from "../domain/shared/clock.js";
 import type { KeyMaterial } from "../domain/shared/key-material.js";
 import type { Logger } from "../domain/shared/observability.js";
+import { clientKeySetOf } from "../domain/shared/client-assertion.js";
 import { RemoteKeySets } from "../domain/shared/remote-key-sets.js";
 import type { UnitOfWork } from "../domain/shared/unit-of-work.js";
 import { createTenantArea } from "../domain/tenants/index.js";
 import { createTokenArea } from "../domain/tokens/area.js";
+import { issuerKeySetOf } from "../domain/tokens/issuer-key-set.js";
 import { credentialLogRetentionSeconds } from "../domain/tokens/model.js";
 import type { ChangeFeed } from "../domain/tokens/ports.js";
 import { createUserArea } from "../domain/users/index.js";
@@ -54,12 +56,11 @@ export function createDomainServices(inputs: DomainInputs) {
   const rateLimit = createRateLimitArea(inputs.shared, config);
   // One per instance: the bearer RPCs (through the RPC core) and the token endpoints share it.
   const admission = new FairAdmission(config.admission, config.storage.databasePoolMax);
-  // One per instance: the client key sets registered by URL, for registration and assertions.
-  const keySets = new RemoteKeySets(new HttpJwksDocumentFetcher(config.tokens.jwksFetchTimeoutMs), config.tokens);
+  const keySets = remoteKeySetsOf(config);
   const tokens = tokenAreaOf(inputs, audit.auditLog, rateLimit, admission, keySets);
   const credentialChanges = credentialChangesAreaOf(inputs, tokens);
   const tenants = createTenantArea(ports);
-  const apiUsers = createApiUserArea({ ...ports, credentials: tokens.generations, keySets });
+  const apiUsers = createApiUserArea({ ...ports, credentials: tokens.generations, keySets: keySets.clients });
   const operator = createOperatorArea(
     { ...ports, revoker: apiUsers.admin, limiter: rateLimit.limiter },
     { token: inputs.operatorToken },
@@ -104,6 +105,20 @@ export function createDomainServices(inputs: DomainInputs) {
   };
 }
 
+/**
+ * One of each per instance, with the same URL rules, limits and fetcher: the client key sets
+ * registered by URL (registration and assertions, a client's strict key rules), and trusted
+ * issuers' (token exchange, an IdP's lenient key rules; their fetches are counted apart, so
+ * neither starves the other).
+ */
+function remoteKeySetsOf(config: Config) {
+  const fetcher = new HttpJwksDocumentFetcher(config.tokens.jwksFetchTimeoutMs);
+  return {
+    clients: new RemoteKeySets(fetcher, config.tokens, clientKeySetOf),
+    issuers: new RemoteKeySets(fetcher, config.tokens, issuerKeySetOf),
+  };
+}
+
 /** The audit trail is written off the request path, by the audit flush job: on the jobs' connections. */
 function auditPortsOf({ jobsUow, repositories, logger, metrics, clock }: DomainInputs) {
   const counters = {
@@ -121,7 +136,7 @@ function tokenAreaOf(
   audit: ReturnType<typeof createAuditArea>["auditLog"],
   { limiter, resourceServerLimiter }: ReturnType<typeof createRateLimitArea>,
   admission: FairAdmission,
-  keySets: RemoteKeySets,
+  keySets: { readonly clients: RemoteKeySets; readonly issuers: RemoteKeySets },
 ) {
   return createTokenArea(
     {
@@ -130,7 +145,8 @@ function tokenAreaOf(
       repositories: repos,
       generationCache: shared.generationCache,
       replayCache: shared.replayCache,
-      keySets,
+      keySets: keySets.clients,
+      issuerKeySets: keySets.issuers,
       changeFeed,
       keys,
       logger,
@@ -152,7 +168,7 @@ function tokenAreaOf(
             generations,
             pepper: keys.secretPepper,
             assertions,
-            keySets,
+            keySets: keySets.clients,
           },
           { ownAudience: config.tokens.audience },
         ),

@@ -28,6 +28,8 @@ import { credentialStateSource } from "../../src/domain/tokens/credential-state-
 import { SigningKeyRing } from "../../src/domain/tokens/signing-key-ring.js";
 import { TokenService, type TokenServiceSettings } from "../../src/domain/tokens/token-service.js";
 import { TrustedIssuers } from "../../src/domain/tokens/trusted-issuers.js";
+import { issuerKeySetOf } from "../../src/domain/tokens/issuer-key-set.js";
+import { KeySetFetchFailed, RemoteKeySets } from "../../src/domain/shared/remote-key-sets.js";
 import type { UnitOfWork } from "../../src/domain/shared/unit-of-work.js";
 import type { Repositories } from "../../src/store/postgres/repositories/index.js";
 import { FakeChangeFeed, type NotificationSource } from "./change-feed.js";
@@ -179,12 +181,19 @@ async function wire<S extends FixtureStore>(
     issuers: repos.trustedIssuers,
     now: clock.now,
     logger,
-    settings: {
-      jwksFetchTimeoutMs: 100,
-      jwksCooldownMs: 0,
-      jwksCacheMaxAgeMs: 1_000,
-      externalTokenMaxLifetimeSeconds: 86_400,
-    },
+    // No network in domain tests: an issuer's key set registered by URL is unreachable.
+    keySets: new RemoteKeySets(
+      { fetch: () => Promise.reject(new KeySetFetchFailed("could not be reached")) },
+      {
+        jwksFetchTimeoutMs: 100,
+        jwksCooldownMs: 0,
+        jwksCacheMinAgeMs: 1_000,
+        jwksCacheMaxAgeMs: 1_000,
+        jwksUriAllowHttpLoopback: false,
+      },
+      issuerKeySetOf,
+    ),
+    settings: { externalTokenMaxLifetimeSeconds: 86_400 },
   });
   const settings: TokenServiceSettings = {
     audience: AUDIENCE,

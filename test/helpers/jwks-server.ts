@@ -4,6 +4,19 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { JWK } from "jose";
 
+/**
+ * The service's JWKS settings for tests with a JWKS server: http on loopback allowed, and short
+ * bounds the tests can wait out (0.5 s per fetch, a COOLDOWN_MS cooldown, sets held 1 to 3 s).
+ */
+export const JWKS_URI_ENV = {
+  JWKS_URI_ALLOW_HTTP_LOOPBACK: "true",
+  JWKS_FETCH_TIMEOUT_MS: "500",
+  JWKS_COOLDOWN_MS: "1000",
+  JWKS_CACHE_MIN_AGE_MS: "1000",
+  JWKS_CACHE_MAX_AGE_MS: "3000",
+} as const;
+export const COOLDOWN_MS = 1000;
+
 export interface JwksAnswer {
   status?: number;
   headers?: Record<string, string>;

@@ -78,7 +78,7 @@ async function newKey(alg: "RS256" | "ES256", kid: string): Promise<SigningKey> 
 
 before(async () => {
   running = await startTokenService({
-    env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE },
+    env: { ...ROOMY_RATE_LIMITS, ALLOWED_AUDIENCES: PARTNER_AUDIENCE, JWKS_URI_ALLOW_HTTP_LOOPBACK: "true" },
     now: clock.now,
   });
   baseUrl = running.baseUrl;

@@ -17,7 +17,7 @@ import {
   type KeyPair,
 } from "../helpers/client-assertions.js";
 import { backend, isPostgres, newStorage, type Storage } from "../helpers/backend.js";
-import { startJwksServer, type JwksServer } from "../helpers/jwks-server.js";
+import { COOLDOWN_MS, JWKS_URI_ENV, startJwksServer, type JwksServer } from "../helpers/jwks-server.js";
 import { dropStorage, operatorCall, type RunningService } from "../helpers/service.js";
 import {
   accessTokenOf,
@@ -34,15 +34,6 @@ import {
   type Client,
 } from "../helpers/token-kit.js";
 
-/** Short bounds, so the tests can wait them out: 0.5 s per fetch, 1 s cooldown, sets held 1 to 3 s. */
-const JWKS_URI_ENV = {
-  JWKS_URI_ALLOW_HTTP_LOOPBACK: "true",
-  JWKS_FETCH_TIMEOUT_MS: "500",
-  JWKS_COOLDOWN_MS: "1000",
-  JWKS_CACHE_MIN_AGE_MS: "1000",
-  JWKS_CACHE_MAX_AGE_MS: "3000",
-};
-const COOLDOWN_MS = 1000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe(`private_key_jwt with a jwks_uri (${backend})`, () => {

@@ -34,39 +34,49 @@ export const MAX_CLIENT_KEYS = 10;
  * exactly the keys' public members, never anything else the request carried.
  */
 export async function clientKeySetOf(jwks: unknown): Promise<JSONWebKeySet> {
-  const refuse = (message: string) => invalidArgument(message, [{ name: "jwks", value: "invalid" }]);
-  const keys = (jwks as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(keys) || keys.length === 0 || keys.length > MAX_CLIENT_KEYS)
-    throw refuse(`jwks must be a JWK Set with 1 to ${MAX_CLIENT_KEYS} keys`);
   const kids = new Set<string>();
   const checked: JWK[] = [];
-  for (const [index, key] of (keys as unknown[]).entries()) {
+  for (const [index, key] of keySetMembersOf(jwks, MAX_CLIENT_KEYS).entries()) {
     const jwk = key as JWK;
     const at = `jwks.keys[${index}]`;
-    if (typeof jwk !== "object" || jwk === null || typeof jwk.kty !== "string") throw refuse(`${at} is not a JWK`);
+    if (typeof jwk !== "object" || jwk === null || typeof jwk.kty !== "string")
+      throw refusedKeySet(`${at} is not a JWK`);
     if (PRIVATE_JWK_MEMBERS.some((member) => member in jwk))
-      throw refuse(`${at} must be a public key (no private members)`);
+      throw refusedKeySet(`${at} must be a public key (no private members)`);
     const curves = KEY_TYPES[jwk.kty];
     if (!curves || (curves.length > 0 && !curves.includes(String(jwk.crv))))
-      throw refuse(`${at}: only Ed25519, P-256 and RSA keys are accepted`);
-    if (jwk.use !== undefined && jwk.use !== "sig") throw refuse(`${at}: use must be "sig"`);
+      throw refusedKeySet(`${at}: only Ed25519, P-256 and RSA keys are accepted`);
+    if (jwk.use !== undefined && jwk.use !== "sig") throw refusedKeySet(`${at}: use must be "sig"`);
     if (jwk.alg !== undefined && !(ASSERTION_ALGORITHMS as readonly string[]).includes(jwk.alg))
-      throw refuse(`${at}: alg must be one of ${ASSERTION_ALGORITHMS.join(", ")}`);
+      throw refusedKeySet(`${at}: alg must be one of ${ASSERTION_ALGORITHMS.join(", ")}`);
     if (jwk.kid !== undefined && (typeof jwk.kid !== "string" || kids.has(jwk.kid)))
-      throw refuse(`${at}: kid must be a string, distinct within the set`);
+      throw refusedKeySet(`${at}: kid must be a string, distinct within the set`);
     if (jwk.kid !== undefined) kids.add(jwk.kid);
     const alg = jwk.alg ?? (jwk.kty === "OKP" ? "EdDSA" : jwk.kty === "EC" ? "ES256" : "RS256");
     const publicMembers = publicJwk(jwk);
     try {
       await importJWK(publicMembers, alg);
     } catch {
-      throw refuse(`${at} is not a valid ${jwk.kty} public key`);
+      throw refusedKeySet(`${at} is not a valid ${jwk.kty} public key`);
     }
     if (jwk.kty === "RSA" && Buffer.from(String(jwk.n), "base64url").length * 8 < 2048)
-      throw refuse(`${at}: RSA keys must have at least 2048 bits`);
+      throw refusedKeySet(`${at}: RSA keys must have at least 2048 bits`);
     checked.push(publicMembers);
   }
   return { keys: checked };
+}
+
+/** A key set refused where it enters: 400 naming `jwks`, with the rule it breaks. */
+export function refusedKeySet(message: string) {
+  return invalidArgument(message, [{ name: "jwks", value: "invalid" }]);
+}
+
+/** The members of a JWK Set document holding 1 to `max` keys (each still to check), or refusedKeySet. */
+export function keySetMembersOf(jwks: unknown, max: number): readonly unknown[] {
+  const keys = (jwks as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys) || keys.length === 0 || keys.length > max)
+    throw refusedKeySet(`jwks must be a JWK Set with 1 to ${max} keys`);
+  return keys as unknown[];
 }
 
 /** A key set given as a JSON document (the operator's commands): the document, or 400 naming `jwks`. */
@@ -83,7 +93,8 @@ export function registeredKeyIds(jwks: JSONWebKeySet): string[] {
   return jwks.keys.map((key, index) => key.kid ?? `#${index}`);
 }
 
-function publicJwk(jwk: JWK): JWK {
+/** A key's public members (what a verifier needs), nothing else it carried: no x5c, no key_ops, no extra members. */
+export function publicJwk(jwk: JWK): JWK {
   const members = ["kty", "kid", "use", "alg", "crv", "x", "y", "n", "e"] as const;
   return Object.fromEntries(members.filter((m) => jwk[m] !== undefined).map((m) => [m, jwk[m]])) as JWK;
 }

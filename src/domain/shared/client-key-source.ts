@@ -37,7 +37,7 @@ export async function verifyWithClientKeys(
   const owner = { id: source.clientId, version: source.version, jwksUri: source.jwksUri };
   const held = await remote.keySetOf(owner);
   if ("unavailable" in held) return `assertion key set unavailable: jwks_uri ${held.unavailable}`;
-  const verified = await verifyClientAssertion(assertion, held.keys, expected);
+  const verified = verifyClientAssertion(assertion, held.keys, expected);
   if (verified !== NO_MATCHING_KEY) return verified;
   const refetched = await remote.keySetOf(owner, true);
   if ("unavailable" in refetched || refetched.keys === held.keys) return verified;

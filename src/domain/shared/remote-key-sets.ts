@@ -1,17 +1,18 @@
 import type { JSONWebKeySet } from "jose";
 import { DomainError, invalidArgument } from "../../errors/domain-error.js";
-import { clientKeySetOf } from "./client-assertion.js";
 import { LruMap } from "./lru-map.js";
 
 /**
- * Public key sets registered by URL (a client's `jwks_uri`, RFC 7591 2): fetched when needed,
- * checked like an inline set, kept per owner for a bounded time. One place for every kind of
- * client (API users now, resource servers later): an owner is an id, the version of its
- * registration, and the URL.
+ * Public key sets registered by URL (a client's `jwks_uri`, RFC 7591 2; a trusted issuer's
+ * `jwksUri`): fetched when needed, checked by the instance's key-set check (a client's strict
+ * rules, or an identity provider's lenient ones), kept per owner for a bounded time. One place
+ * for every owner of a URL (API users, resource servers, trusted issuers): an owner is an id, the
+ * version of its registration, and the URL. The URL rules (uriOf) and the limits are the same for
+ * all of them.
  *
- * Why not jose's createRemoteJWKSet (a dependency already, used for trusted issuers): it has no
- * cap on the body it reads, ignores Cache-Control, cannot run our key rules (allow-listed key
- * types, no private members) on what it fetched, and keys its cooldown by URL, not by client.
+ * Why not jose's createRemoteJWKSet (a dependency already): it has no cap on the body it reads,
+ * ignores Cache-Control, cannot run our key rules (allow-listed key types, no private members) on
+ * what it fetched, and keys its cooldown by URL, not by owner.
  */
 
 /** The largest JWKS document read (ten RSA-4096 keys take about 8 KiB); a longer one is refused. */
@@ -57,6 +58,13 @@ export interface RemoteKeySetSettings {
   readonly jwksUriAllowHttpLoopback: boolean;
 }
 
+/**
+ * What a fetched document must be to be held: the set to verify with (only the keys to keep), or
+ * a throw (a DomainError's message is the reason logged). A client's set: clientKeySetOf; a
+ * trusted issuer's: issuerKeySetOf.
+ */
+export type KeySetCheck = (document: unknown) => Promise<JSONWebKeySet>;
+
 /** Whose set: an id, the version of its registration (a new one drops what was held), and its URL. */
 export interface KeySetOwner {
   readonly id: string;
@@ -83,6 +91,7 @@ export class RemoteKeySets {
   constructor(
     private readonly fetcher: JwksDocumentFetcher,
     private readonly settings: RemoteKeySetSettings,
+    private readonly check: KeySetCheck,
     private readonly now: () => number = () => performance.now(),
   ) {}
 
@@ -160,7 +169,7 @@ export class RemoteKeySets {
     const { document, maxAgeSeconds } = await this.fetcher.fetch(uri);
     let keys: JSONWebKeySet;
     try {
-      keys = await clientKeySetOf(document);
+      keys = await this.check(document);
     } catch (error) {
       throw new KeySetFetchFailed(
         `is not a usable JWK Set: ${error instanceof DomainError ? error.message : "invalid"}`,

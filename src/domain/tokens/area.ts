@@ -70,6 +70,8 @@ export interface TokenAreaDeps<RS> {
   readonly replayCache: ReplayCache;
   /** Client key sets registered by URL (jwks_uri), fetched and held by this instance. */
   readonly keySets: RemoteKeySets;
+  /** Trusted issuers' key sets registered by URL (jwksUri), fetched and held by this instance (an IdP's key rules). */
+  readonly issuerKeySets: RemoteKeySets;
   readonly logger: Logger;
   readonly clock: Clock;
   readonly audit: AuditSink;
@@ -192,6 +194,7 @@ function grantsOf(deps: TokenAreaDeps<unknown>, config: TokenConfig, accessToken
     issuers: repos.trustedIssuers,
     now: clock,
     logger: deps.logger,
+    keySets: deps.issuerKeySets,
     settings: config,
   });
   const grants = new TokenService({

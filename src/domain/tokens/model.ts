@@ -121,6 +121,11 @@ export interface TrustedIssuer {
   readonly audience: string | undefined;
   /** The one company whose users its tokens may name; undefined: any company of the TMC. */
   readonly companyId: string | undefined;
+  /**
+   * Raised by the store on every registration of the issuer (1 for the first; ignored on upsert):
+   * the version of its key set held by URL, so registering it again drops what was held.
+   */
+  readonly registration?: number;
 }
 
 /**

@@ -1,26 +1,26 @@
 import {
   createLocalJWKSet,
-  createRemoteJWKSet,
   decodeJwt,
   decodeProtectedHeader,
+  errors,
   jwtVerify,
   type JSONWebKeySet,
   type JWTPayload,
   type JWTVerifyGetKey,
+  type JWTVerifyOptions,
 } from "jose";
 import { DomainError, invalidArgument, notFound } from "../../errors/domain-error.js";
 import type { Clock } from "../shared/clock.js";
 import type { Logger } from "../shared/observability.js";
+import type { RemoteKeySets } from "../shared/remote-key-sets.js";
 import { tenantScope } from "../shared/tenant-scope.js";
 import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { User } from "../tenants/model.js";
 import type { TenantRepository } from "../tenants/ports.js";
 import { invalidRequest } from "./oauth-errors.js";
-import type { TokenConfig } from "./model.js";
+import { EXTERNAL_ALGORITHMS } from "./issuer-key-set.js";
+import type { TokenConfig, TrustedIssuer } from "./model.js";
 import type { TrustedIssuerRepository } from "./ports.js";
-
-/** Algorithms accepted from external issuers (the platform documents RS256; ES256 too). */
-const EXTERNAL_ALGORITHMS = ["RS256", "ES256"];
 
 export interface TrustedIssuerInput {
   issuer: string;
@@ -48,12 +48,18 @@ export interface EmailScope {
 /** Users of other companies returned with the one looked for: enough to log who shares the e-mail. */
 const EMAIL_CANDIDATES = 10;
 
+/** Why a subject token is refused when the issuer's key set cannot be had (the reason is logged only). */
+const NOT_VERIFIED = "its signature or claims do not verify";
+
 /**
  * External identity providers a TMC trusts for token exchange: their JWTs are verified against
- * the issuer's JWKS (fetched and cached by jose, or configured inline) and name a user by email.
+ * the issuer's JWKS (configured inline, or registered by URL and fetched as RemoteKeySets allows:
+ * the rules and limits of a client's `jwks_uri`, an IdP's lenient key check) and name a user by
+ * email.
  */
 export class TrustedIssuers {
-  private readonly remoteKeySets = new Map<string, JWTVerifyGetKey>();
+  /** A jose verifier per held key set (a set is replaced, never changed, when it is refetched). */
+  readonly #localSets = new WeakMap<JSONWebKeySet, JWTVerifyGetKey>();
 
   constructor(
     private readonly deps: {
@@ -62,14 +68,10 @@ export class TrustedIssuers {
       readonly issuers: TrustedIssuerRepository;
       readonly now: Clock;
       readonly logger: Logger;
-      /**
-       * Fetching a JWKS by URL (timeout, pause after a failure, cache lifetime), and the longest
-       * lifetime (exp − iat, or exp − now without iat) accepted from an external token.
-       */
-      readonly settings: Pick<
-        TokenConfig,
-        "jwksFetchTimeoutMs" | "jwksCooldownMs" | "jwksCacheMaxAgeMs" | "externalTokenMaxLifetimeSeconds"
-      >;
+      /** Issuers' key sets registered by URL: the URL rules (uriOf) and the held, fetched sets (keySetOf). */
+      readonly keySets: Pick<RemoteKeySets, "uriOf" | "keySetOf">;
+      /** The longest lifetime (exp − iat, or exp − now without iat) accepted from an external token. */
+      readonly settings: Pick<TokenConfig, "externalTokenMaxLifetimeSeconds">;
     },
   ) {}
 
@@ -89,6 +91,9 @@ export class TrustedIssuers {
       throw invalidArgument("audience is required: the audience the issuer's tokens carry for this platform", [
         { name: "audience", value: "" },
       ]);
+    // The rules of a client's jwks_uri (https only, …). Not fetched here, as Keycloak's identity
+    // providers are not at save: an unreachable or unusable URL refuses the exchanges (logged).
+    const jwksUri = input.jwksUri ? this.deps.keySets.uriOf(input.jwksUri) : undefined;
     let jwks: JSONWebKeySet | undefined;
     if (input.jwks) {
       try {
@@ -101,7 +106,7 @@ export class TrustedIssuers {
     }
     await this.deps.issuers.upsert(this.deps.uow.direct, scope, {
       issuer: input.issuer,
-      jwksUri: input.jwksUri,
+      jwksUri,
       jwks: jwks as { keys: unknown[] } | undefined,
       audience: input.audience,
       companyId: input.companyId,
@@ -125,20 +130,23 @@ export class TrustedIssuers {
     if (!trusted) throw bad("its issuer is not trusted by the caller's TMC");
     // Issuers registered before the audience became required have none: refused, never "any audience".
     if (!trusted.audience) throw bad("its issuer is registered without an audience");
-    const keys = trusted.jwks ? createLocalJWKSet(trusted.jwks as JSONWebKeySet) : this.remoteKeySet(trusted.jwksUri!);
-    let payload: JWTPayload;
+    const expected: JWTVerifyOptions = {
+      issuer,
+      audience: trusted.audience,
+      algorithms: [...EXTERNAL_ALGORITHMS],
+      currentDate: this.deps.now(),
+      clockTolerance: 30,
+      requiredClaims: ["exp"],
+    };
+    let payload: JWTPayload | undefined;
     try {
-      ({ payload } = await jwtVerify(token, keys, {
-        issuer,
-        audience: trusted.audience,
-        algorithms: EXTERNAL_ALGORITHMS,
-        currentDate: this.deps.now(),
-        clockTolerance: 30,
-        requiredClaims: ["exp"],
-      }));
+      payload = trusted.jwks
+        ? (await jwtVerify(token, createLocalJWKSet(trusted.jwks as JSONWebKeySet), expected)).payload
+        : await this.verifiedByUri(tmcId, trusted, token, expected);
     } catch {
-      throw bad("its signature or claims do not verify");
+      throw bad(NOT_VERIFIED);
     }
+    if (!payload) throw bad(NOT_VERIFIED);
     // An iat in the future must not stretch the allowed lifetime: count from now at the latest.
     const now = Math.floor(this.deps.now().getTime() / 1000);
     const issuedAt = typeof payload.iat === "number" ? Math.min(payload.iat, now) : now;
@@ -192,17 +200,53 @@ export class TrustedIssuers {
     return user;
   }
 
-  private remoteKeySet(uri: string): JWTVerifyGetKey {
-    let keySet = this.remoteKeySets.get(uri);
-    if (!keySet) {
-      keySet = createRemoteJWKSet(new URL(uri), {
-        timeoutDuration: this.deps.settings.jwksFetchTimeoutMs,
-        cooldownDuration: this.deps.settings.jwksCooldownMs,
-        cacheMaxAge: this.deps.settings.jwksCacheMaxAgeMs,
-      });
-      this.remoteKeySets.set(uri, keySet);
+  /**
+   * The token's claims verified with the issuer's set at its jwksUri: the held one, refetched once
+   * (at most once per cooldown for this issuer of this TMC) when it lacks the token's kid. A URL
+   * the rules no longer accept (registered before they applied) or no set to verify with gives
+   * undefined, with the reason logged (fail closed; never the document). The owner is the issuer
+   * of the TMC, its version the registration number: registering the issuer again (another URL,
+   * or the same one to cut a withdrawn key off) drops what every instance held, at its next exchange.
+   */
+  private async verifiedByUri(
+    tmcId: string,
+    trusted: TrustedIssuer,
+    token: string,
+    expected: JWTVerifyOptions,
+  ): Promise<JWTPayload | undefined> {
+    const unavailable = (reason: string) => {
+      this.deps.logger.warn(
+        { tmcId, issuer: trusted.issuer, reason },
+        "token exchange: the trusted issuer's key set is unavailable",
+      );
+      return undefined;
+    };
+    let jwksUri: string;
+    try {
+      jwksUri = this.deps.keySets.uriOf(trusted.jwksUri ?? "");
+    } catch (error) {
+      return unavailable(error instanceof DomainError ? error.message : "jwks_uri is not accepted");
     }
-    return keySet;
+    const owner = { id: `${tmcId} ${trusted.issuer}`, version: trusted.registration ?? 0, jwksUri };
+    const held = await this.deps.keySets.keySetOf(owner);
+    if ("unavailable" in held) return unavailable(`jwks_uri ${held.unavailable}`);
+    try {
+      return (await jwtVerify(token, this.localSetOf(held.keys), expected)).payload;
+    } catch (error) {
+      if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
+      const refetched = await this.deps.keySets.keySetOf(owner, true);
+      if ("unavailable" in refetched || refetched.keys === held.keys) throw error;
+      return (await jwtVerify(token, this.localSetOf(refetched.keys), expected)).payload;
+    }
+  }
+
+  private localSetOf(keys: JSONWebKeySet): JWTVerifyGetKey {
+    let local = this.#localSets.get(keys);
+    if (!local) {
+      local = createLocalJWKSet(keys);
+      this.#localSets.set(keys, local);
+    }
+    return local;
   }
 }
 

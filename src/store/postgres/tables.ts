@@ -174,6 +174,7 @@ export interface TrustedIssuerRow {
   jwks: { keys: unknown[] } | null;
   audience: string | null;
   company_id: string | null;
+  registration: number;
 }
 
 export interface ResourceServerRow {

@@ -5,6 +5,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { JWK } from "jose";
 import { DomainError } from "../../../src/errors/domain-error.js";
+import { clientKeySetOf } from "../../../src/domain/shared/client-assertion.js";
+import { issuerKeySetOf } from "../../../src/domain/tokens/issuer-key-set.js";
 import {
   JWKS_URI_MAX_CONCURRENT_FETCHES,
   KeySetFetchFailed,
@@ -13,6 +15,14 @@ import {
   type RemoteKeySetSettings,
 } from "../../../src/domain/shared/remote-key-sets.js";
 
+/** A P-256 public key (RFC 7517 A.1). */
+const EC_KEY: JWK = {
+  kty: "EC",
+  crv: "P-256",
+  x: "MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
+  y: "4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM",
+  kid: "1",
+};
 const KEY: JWK = { kty: "OKP", crv: "Ed25519", x: "UJx7EKp-xKWg_EniHNZ653W1xk8WMwFf62dD2E_kRdk", kid: "k1" };
 const SETTINGS: RemoteKeySetSettings = {
   jwksFetchTimeoutMs: 1000,
@@ -61,7 +71,7 @@ describe("RemoteKeySets", () => {
     ] as const) {
       const fetcher = fakeFetcher(() => ({ document: { keys: [KEY] }, maxAgeSeconds }));
       const time = clock();
-      const sets = new RemoteKeySets(fetcher, SETTINGS, time.now);
+      const sets = new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, time.now);
       await sets.keySetOf(owner("c"));
       time.advance(livesMs - 1);
       await sets.keySetOf(owner("c"));
@@ -75,7 +85,7 @@ describe("RemoteKeySets", () => {
   test("clients of one URL waiting together share one fetch", async () => {
     const fetcher = fakeFetcher();
     fetcher.hold();
-    const sets = new RemoteKeySets(fetcher, SETTINGS, clock().now);
+    const sets = new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, clock().now);
     const waiting = Array.from({ length: 10 }, (_, i) => sets.keySetOf(owner(`c${i}`)));
     fetcher.release();
     for (const set of await Promise.all(waiting)) assert.ok("keys" in set);
@@ -85,7 +95,7 @@ describe("RemoteKeySets", () => {
   test("at most JWKS_URI_MAX_CONCURRENT_FETCHES URLs are fetched at once; beyond, refused without a fetch", async () => {
     const fetcher = fakeFetcher();
     fetcher.hold();
-    const sets = new RemoteKeySets(fetcher, SETTINGS, clock().now);
+    const sets = new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, clock().now);
     const waiting = Array.from({ length: JWKS_URI_MAX_CONCURRENT_FETCHES }, (_, i) =>
       sets.keySetOf(owner(`c${i}`, `https://keys.example/${i}`)),
     );
@@ -99,7 +109,7 @@ describe("RemoteKeySets", () => {
 
   test("a new registration (version) or another URL drops the held set", async () => {
     const fetcher = fakeFetcher();
-    const sets = new RemoteKeySets(fetcher, SETTINGS, clock().now);
+    const sets = new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, clock().now);
     await sets.keySetOf(owner("c"));
     await sets.keySetOf(owner("c"));
     await sets.keySetOf(owner("c", undefined, 2));
@@ -114,7 +124,7 @@ describe("RemoteKeySets", () => {
       return { document: { keys: [KEY] }, maxAgeSeconds: undefined };
     });
     const time = clock();
-    const sets = new RemoteKeySets(fetcher, SETTINGS, time.now);
+    const sets = new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, time.now);
     await sets.keySetOf(owner("c"));
     fail = true;
     time.advance(SETTINGS.jwksCacheMaxAgeMs);
@@ -131,15 +141,24 @@ describe("RemoteKeySets", () => {
       document: { keys: [{ kty: "EC", crv: "P-384", x: "AA", y: "AA" }] },
       maxAgeSeconds: undefined,
     }));
-    const set = await new RemoteKeySets(fetcher, SETTINGS, clock().now).keySetOf(owner("c"));
+    const set = await new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, clock().now).keySetOf(owner("c"));
     assert.deepEqual(set, {
       unavailable: "is not a usable JWK Set: jwks.keys[0]: only Ed25519, P-256 and RSA keys are accepted",
     });
   });
 
+  test("the instance's check decides what is held: an IdP's lenient one keeps the usable keys of the same document", async () => {
+    const document = { keys: [{ ...EC_KEY, kid: "enc", use: "enc" }, EC_KEY] };
+    const fetcher = fakeFetcher(() => ({ document, maxAgeSeconds: undefined }));
+    const strict = await new RemoteKeySets(fetcher, SETTINGS, clientKeySetOf, clock().now).keySetOf(owner("c"));
+    assert.deepEqual(strict, { unavailable: 'is not a usable JWK Set: jwks.keys[0]: use must be "sig"' });
+    const lenient = await new RemoteKeySets(fetcher, SETTINGS, issuerKeySetOf, clock().now).keySetOf(owner("i"));
+    assert.deepEqual(lenient, { keys: { keys: [EC_KEY] } });
+  });
+
   test("URL rules: https; http only on loopback and only when allowed; no user info nor fragment", () => {
-    const strict = new RemoteKeySets(fakeFetcher(), SETTINGS);
-    const loose = new RemoteKeySets(fakeFetcher(), { ...SETTINGS, jwksUriAllowHttpLoopback: true });
+    const strict = new RemoteKeySets(fakeFetcher(), SETTINGS, clientKeySetOf);
+    const loose = new RemoteKeySets(fakeFetcher(), { ...SETTINGS, jwksUriAllowHttpLoopback: true }, clientKeySetOf);
     assert.equal(strict.uriOf("https://keys.example/jwks"), "https://keys.example/jwks");
     for (const uri of ["http://127.0.0.1:8080/j", "http://localhost/j", "http://[::1]/j", "http://127.9.9.9/j"]) {
       assert.equal(loose.uriOf(uri), uri);

@@ -763,6 +763,65 @@ describe("TokenService", () => {
       );
     });
 
+    test("a jwksUri is registered under a client's jwks_uri rules: http to another host is API_VALIDATION_FAILED naming jwksUri", async () => {
+      const other = "https://idp.http.example";
+      for (const [jwksUri, message] of [
+        ["http://idp.http.example/jwks", "jwks_uri must use https"],
+        ["https://user:pw@idp.http.example/jwks", "jwks_uri must not carry user info"],
+        ["https://idp.http.example/jwks#k", "jwks_uri must not carry a fragment"],
+        ["not a url", "jwks_uri must be an absolute URL"],
+      ]) {
+        await rejectsWith(
+          f.trustedIssuers.add(tmcId, { issuer: other, jwksUri, jwks: undefined, audience: IDP_AUDIENCE }),
+          {
+            code: "API_VALIDATION_FAILED",
+            message: message!,
+            params: [{ name: "jwksUri", value: "invalid" }],
+          },
+        );
+      }
+      assert.equal(await f.repos.trustedIssuers.find(f.uow.direct, tenantScope(tmcId), other), undefined);
+      // An https URL is registered as the URL parser writes it, and not fetched (the fixture has no network).
+      await f.trustedIssuers.add(tmcId, {
+        issuer: other,
+        jwksUri: "HTTPS://IdP.Http.Example:443/jwks",
+        jwks: undefined,
+        audience: IDP_AUDIENCE,
+      });
+      assert.equal(
+        (await f.repos.trustedIssuers.find(f.uow.direct, tenantScope(tmcId), other))?.jwksUri,
+        "https://idp.http.example/jwks",
+      );
+    });
+
+    test("an issuer whose key set cannot be had refuses the exchange like a token that does not verify, reason logged", async () => {
+      const cases = [
+        // Registered before the URL rules applied: never fetched in clear text.
+        ["http://idp.example/jwks", "jwks_uri must use https"],
+        // The fixture's fetcher reaches nothing.
+        ["https://idp.example/jwks", "jwks_uri could not be reached"],
+      ] as const;
+      for (const [jwksUri, reason] of cases) {
+        await f.repos.trustedIssuers.upsert(f.uow.direct, tenantScope(tmcId), {
+          issuer: IDP,
+          jwksUri,
+          jwks: undefined,
+          audience: IDP_AUDIENCE,
+          companyId: undefined,
+        });
+        await rejectsWith(
+          viaJwt(admin, await signIdp({ email: "ada@acme.example" })),
+          bad("its signature or claims do not verify"),
+        );
+        const warning = f.logger.lines.findLast((l) => l.level === "warn");
+        assert.deepEqual(warning, {
+          level: "warn",
+          object: { tmcId, issuer: IDP, reason },
+          message: "token exchange: the trusted issuer's key set is unavailable",
+        });
+      }
+    });
+
     test("the token must carry the registered audience", async () => {
       await rejectsWith(
         viaJwt(admin, await signIdp({ email: "ada@acme.example" }, { aud: "https://another-relying-party.example" })),

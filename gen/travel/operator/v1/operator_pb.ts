@@ -585,7 +585,9 @@ export type AddTrustedIssuerRequest = Message<"travel.operator.v1.AddTrustedIssu
   issuer: string;
 
   /**
-   * Where the issuer publishes its JWKS; or give `jwks` inline.
+   * Where the issuer publishes its JWKS; or give `jwks` inline. Under the rules of an API user's
+   * `jwks_uri` (`https` only, no user info, no fragment; otherwise API_VALIDATION_FAILED naming
+   * jwksUri). Not fetched now: at the first token exchange that needs it, within the same limits.
    *
    * @generated from field: string jwks_uri = 3;
    */

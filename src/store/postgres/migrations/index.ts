@@ -24,6 +24,7 @@ import * as apiUserDpopBound from "./20261129002200_api_user_dpop_bound.js";
 import * as apiUserJwksUri from "./20261129002300_api_user_jwks_uri.js";
 import * as resourceServerPublicKeys from "./20261129002400_resource_server_public_keys.js";
 import * as resourceServerJwksUri from "./20261129002500_resource_server_jwks_uri.js";
+import * as trustedIssuerRegistration from "./20261129002600_trusted_issuer_registration.js";
 
 /**
  * One static list shared by the server and the CLI: the knex CLI cannot load .ts migrations,
@@ -55,6 +56,7 @@ const migrations: ReadonlyArray<readonly [string, Knex.Migration]> = [
   ["20261129002300_api_user_jwks_uri", apiUserJwksUri],
   ["20261129002400_resource_server_public_keys", resourceServerPublicKeys],
   ["20261129002500_resource_server_jwks_uri", resourceServerJwksUri],
+  ["20261129002600_trusted_issuer_registration", trustedIssuerRegistration],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -6,18 +6,19 @@ import type { TrustedIssuerRow } from "../tables.js";
 import { knexOf } from "../unit-of-work.js";
 
 export class PostgresTrustedIssuerRepository implements TrustedIssuerRepository {
+  /** Registers the issuer, or replaces its registration and raises its registration number. */
   async upsert(tx: Tx, scope: TenantScope, issuer: TrustedIssuer): Promise<void> {
-    await knexOf(tx)("trusted_issuers")
-      .insert({
-        tmc_id: scope.tmcId,
-        issuer: issuer.issuer,
-        jwks_uri: issuer.jwksUri ?? null,
-        jwks: issuer.jwks ? JSON.stringify(issuer.jwks) : null,
-        audience: issuer.audience ?? null,
-        company_id: issuer.companyId ?? null,
-      })
+    const knex = knexOf(tx);
+    const registered = {
+      jwks_uri: issuer.jwksUri ?? null,
+      jwks: issuer.jwks ? JSON.stringify(issuer.jwks) : null,
+      audience: issuer.audience ?? null,
+      company_id: issuer.companyId ?? null,
+    };
+    await knex("trusted_issuers")
+      .insert({ tmc_id: scope.tmcId, issuer: issuer.issuer, ...registered })
       .onConflict(["tmc_id", "issuer"])
-      .merge();
+      .merge({ ...registered, registration: knex.raw("trusted_issuers.registration + 1") });
   }
 
   async find(tx: Tx, scope: TenantScope, issuer: string): Promise<TrustedIssuer | undefined> {
@@ -50,5 +51,6 @@ function toIssuer(row: TrustedIssuerRow): TrustedIssuer {
     jwks: row.jwks ?? undefined,
     audience: row.audience ?? undefined,
     companyId: row.company_id ?? undefined,
+    registration: row.registration,
   };
 }
