@@ -87,8 +87,23 @@ export async function startPrivateRedisCluster(): Promise<PrivateRedisCluster> {
       return promoted === undefined || String(await command(promoted, ["ROLE"])).startsWith("master");
     });
   };
+  // Every replica through its first sync: cluster_state:ok does not wait for it, and a test that
+  // waits for a write to reach a replica (redis-cluster.test.ts) must not also wait out the sync.
+  const replicasInSync = () =>
+    until("every replica linked to its primary", async () => {
+      for (const port of live()) {
+        const role = String(await command(port, ["ROLE"]));
+        if (
+          role.startsWith("slave") &&
+          !String(await command(port, ["INFO", "replication"])).includes("master_link_status:up")
+        )
+          return false;
+      }
+      return true;
+    });
   try {
     await healthy();
+    await replicasInSync();
   } catch (error) {
     await nodes.stop();
     throw error;

@@ -171,7 +171,17 @@ describe("Redis Cluster", { skip: !isPostgres && "the embedded default has no Re
   }
 
   async function untilReplicated(port: number, key: string, value: RegExp) {
-    await until(`${key} on the replica`, async () => value.test(String(await replicaValue(port, key))));
+    try {
+      await until(`${key} on the replica`, async () => value.test(String(await replicaValue(port, key))));
+    } catch (error) {
+      // Say why: the replica's link to its primary and what it holds for the key.
+      const replication = String(await cluster.command(port, ["INFO", "replication"]).catch((e: unknown) => e));
+      const held = await replicaValue(port, key).catch((e: unknown) => String(e));
+      throw new Error(
+        `${String(error)}; the replica holds ${String(held)}; its INFO replication: ${replication.replace(/\r?\n/g, " ")}`,
+        { cause: error },
+      );
+    }
   }
 });
 
