@@ -100,7 +100,10 @@ export class FairAdmission implements Admission {
   ) {
     this.#partyMax = Math.max(1, Math.floor(poolMax * config.partyShare));
     this.#unauthenticatedMax = Math.max(1, Math.floor(poolMax * config.unauthenticatedShare));
-    const min = Math.min(config.limitMax, this.#partyMax + 1);
+    // Never below the pool: calls up to its size each get a connection at once, so shedding there
+    // refuses work the database could start now (a Redis stall's slow samples cut the limit to one
+    // share + 1, and a TMC and the unauthenticated lookups, 3 each, got 503 with nothing queued).
+    const min = Math.min(config.limitMax, Math.max(this.#partyMax + 1, poolMax));
     const initial = Math.min(config.limitMax, Math.max(min, poolMax * 2));
     this.#limit = new AdaptiveLimit({ initial, min, max: config.limitMax });
   }

@@ -148,6 +148,28 @@ describe("fair-share admission at the limit: the heaviest party is shed first", 
   });
 });
 
+describe("the adaptive limit's floor", () => {
+  test("latency growth cuts the limit no lower than the pool: two parties at their shares (5 + 5 of 10) are both admitted", async () => {
+    let now = 0;
+    const admission = new FairAdmission({ ...CONFIG, queuePerParty: 0 }, 10, () => now);
+    // Calls of 1 ms, then of 200 ms: the limit is cut to its floor (and grows back once the long-term latency follows).
+    let lowest = admission.state.limit;
+    for (let i = 0; i < 300 && !(i > 100 && admission.state.limit > lowest); i++) {
+      const release = await admission.enter(tmc("a"));
+      now += i < 100 ? 1 : 200;
+      release();
+      lowest = Math.min(lowest, admission.state.limit);
+    }
+    assert.equal(lowest, 10, "cut to the pool's size, not to one share + 1 (6)");
+    const held = [
+      ...(await Promise.all(Array.from({ length: 5 }, () => admission.enter(tmc("a"))))),
+      ...(await Promise.all(Array.from({ length: 5 }, () => admission.enter(tmc("b"))))),
+    ];
+    assert.equal(admission.state.running, 10);
+    for (const release of held) release();
+  });
+});
+
 describe("the adaptive limit (Gradient2's rule)", () => {
   test("grows while latency holds and the limit is used, holds when it is not used, and is cut when latency grows", () => {
     const limit = new AdaptiveLimit({ initial: 20, min: 6, max: 40 });
