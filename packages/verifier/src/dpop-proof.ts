@@ -5,7 +5,7 @@
 // self-contained. test/unit/domain/dpop-proof.test.ts holds the thumbprint to jose's and the
 // verdicts to proofs made by the `dpop` package and oauth4webapi.
 import crypto from "node:crypto";
-import { SIGNATURE_KEYS, signatureHoldsFor, unverifiedJsonOf } from "./jws.js";
+import { keyTypeFits, signatureHoldsFor, unverifiedJsonOf } from "./jws.js";
 
 /**
  * The proof algorithms accepted (RFC 9449 4.3 step 5: asymmetric only; `none` and HMAC never).
@@ -158,18 +158,16 @@ function proofKeyOf(segment: string): ProofKey {
 export const PRIVATE_JWK_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
 
 function publicKeyOf(jwk: Record<string, unknown>, alg: string): crypto.KeyObject {
-  const expected = SIGNATURE_KEYS[alg]!;
   if (PRIVATE_JWK_MEMBERS.some((member) => member in jwk))
     throw invalid("key", "The DPoP proof's jwk must be a public key");
-  if (jwk.kty !== expected.kty || (expected.crv !== undefined && jwk.crv !== expected.crv))
-    throw invalid("key", `The DPoP proof's jwk is not a key for ${alg}`);
+  if (!keyTypeFits(jwk, alg)) throw invalid("key", `The DPoP proof's jwk is not a key for ${alg}`);
   let key: crypto.KeyObject;
   try {
     key = crypto.createPublicKey({ key: jwk as crypto.JsonWebKey, format: "jwk" });
   } catch {
     throw invalid("key", "The DPoP proof's jwk is not a valid public key");
   }
-  if (expected.kty === "RSA" && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS)
+  if (jwk.kty === "RSA" && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS)
     throw invalid("key", `The DPoP proof's RSA key must have at least ${MIN_RSA_BITS} bits`);
   return key;
 }

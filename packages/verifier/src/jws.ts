@@ -203,7 +203,7 @@ function signatureHolds(signingInput: string, key: crypto.KeyObject, signature: 
  * proofs and client assertions — and the key type and curve each takes. `none` and HMAC are not
  * among them: nothing verified here is signed with a shared secret.
  */
-export const SIGNATURE_KEYS: Readonly<Record<string, { readonly kty: string; readonly crv?: string }>> = {
+const SIGNATURE_KEYS: Readonly<Record<string, { readonly kty: string; readonly crv?: string }>> = {
   EdDSA: { kty: "OKP", crv: "Ed25519" },
   Ed25519: { kty: "OKP", crv: "Ed25519" },
   ES256: { kty: "EC", crv: "P-256" },
@@ -211,6 +211,12 @@ export const SIGNATURE_KEYS: Readonly<Record<string, { readonly kty: string; rea
   PS256: { kty: "RSA" },
   RS256: { kty: "RSA" },
 };
+
+/** Whether `jwk` is of the key type (and curve) `alg` signs with; false for an algorithm not in SIGNATURE_KEYS. */
+export function keyTypeFits(jwk: { readonly kty?: unknown; readonly crv?: unknown }, alg: string): boolean {
+  const wanted = SIGNATURE_KEYS[alg];
+  return wanted !== undefined && jwk.kty === wanted.kty && (wanted.crv === undefined || jwk.crv === wanted.crv);
+}
 
 /**
  * Whether `signature` over `signingInput` (header.payload, ASCII) holds for `key` under `alg`, with

@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import { decodeJwt, importJWK, type JSONWebKeySet, type JWK } from "jose";
 import { invalidArgument } from "../../errors/domain-error.js";
 import { PRIVATE_JWK_MEMBERS } from "../../../packages/verifier/src/dpop-proof.js";
-import { SIGNATURE_KEYS, signatureHoldsFor, unverifiedJsonOf } from "../../../packages/verifier/src/jws.js";
+import { keyTypeFits, signatureHoldsFor, unverifiedJsonOf } from "../../../packages/verifier/src/jws.js";
 
 /**
  * private_key_jwt (RFC 7523 2.2, RFC 7521 4.2, OpenID Connect Core 9): a client proves who it is
@@ -149,9 +149,8 @@ function preparedKeysOf(jwks: JSONWebKeySet): readonly PreparedKey[] {
  * own `alg` when it has one (an Ed25519 key's EdDSA and Ed25519 are one algorithm), `use` sig.
  */
 function candidatesFor(keys: readonly PreparedKey[], alg: string, kid: unknown): PreparedKey[] {
-  const wanted = SIGNATURE_KEYS[alg]!;
   return keys.filter(({ jwk }) => {
-    if (jwk.kty !== wanted.kty || (wanted.crv !== undefined && jwk.crv !== wanted.crv)) return false;
+    if (!keyTypeFits(jwk, alg)) return false;
     if (kid !== undefined && (typeof kid !== "string" || kid !== jwk.kid)) return false;
     if (jwk.alg !== undefined && jwk.kty !== "OKP" && jwk.alg !== alg) return false;
     return jwk.use === undefined || jwk.use === "sig";

@@ -1,6 +1,6 @@
 import { importJWK, type JSONWebKeySet, type JWK } from "jose";
 import { PRIVATE_JWK_MEMBERS } from "../../../packages/verifier/src/dpop-proof.js";
-import { SIGNATURE_KEYS } from "../../../packages/verifier/src/jws.js";
+import { keyTypeFits } from "../../../packages/verifier/src/jws.js";
 import { keySetMembersOf, publicJwk, refusedKeySet } from "../shared/client-assertion.js";
 
 /** Algorithms accepted from external issuers (the platform documents RS256; ES256 too). */
@@ -39,11 +39,9 @@ async function verificationKeyOf(jwk: JWK): Promise<JWK | undefined> {
   if (typeof jwk.kid !== "string" || jwk.kid === "") return undefined;
   if (jwk.use !== undefined && jwk.use !== "sig") return undefined;
   if (jwk.key_ops !== undefined && !(Array.isArray(jwk.key_ops) && jwk.key_ops.includes("verify"))) return undefined;
-  const alg = EXTERNAL_ALGORITHMS.find((candidate) => {
-    const wanted = SIGNATURE_KEYS[candidate]!;
-    if (jwk.kty !== wanted.kty || (wanted.crv !== undefined && jwk.crv !== wanted.crv)) return false;
-    return jwk.alg === undefined || jwk.alg === candidate;
-  });
+  const alg = EXTERNAL_ALGORITHMS.find(
+    (candidate) => keyTypeFits(jwk, candidate) && (jwk.alg === undefined || jwk.alg === candidate),
+  );
   if (alg === undefined) return undefined;
   const publicMembers = publicJwk(jwk);
   try {
