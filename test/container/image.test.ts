@@ -7,7 +7,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { buildServiceImage, imageLabels, podman, podmanMissing, treeRevision } from "../helpers/container-image.js";
+import {
+  buildServiceImage,
+  imageLabels,
+  podman,
+  podmanMissing,
+  serviceSbomPath,
+  treeRevision,
+} from "../helpers/container-image.js";
 import { freePort } from "../helpers/free-port.js";
 import { repoRoot } from "../helpers/server-process.js";
 import { waitFor } from "../helpers/wait.js";
@@ -80,9 +87,10 @@ describe("the service image", { skip: podmanMissing }, () => {
     assert.equal(labels["org.opencontainers.image.version"], packageJson.version);
     assert.ok(labels["org.opencontainers.image.source"], "a source label");
     assert.ok(labels["org.opencontainers.image.licenses"], "a licenses label");
-    const sbom = JSON.parse(
-      fs.readFileSync(path.join(repoRoot, "dist/image", `service-${packageJson.version}.cdx.json`), "utf8"),
-    ) as { bomFormat: string; components: { name: string }[] };
+    const sbom = JSON.parse(fs.readFileSync(serviceSbomPath, "utf8")) as {
+      bomFormat: string;
+      components: { name: string }[];
+    };
     assert.equal(sbom.bomFormat, "CycloneDX");
     assert.ok(
       sbom.components.some((component) => component.name === "fastify"),

@@ -44,12 +44,18 @@ export function imageLabels(image: string): Record<string, string> | undefined {
   return result.status === 0 ? (JSON.parse(result.stdout) as Record<string, string>) : undefined;
 }
 
+/** The CycloneDX SBOM deploy/image/build.sh writes beside the service image (IMAGE_OUT_DIR's default). */
+export const serviceSbomPath = path.join(repoRoot, "dist/image", `service-${packageJson.version}.cdx.json`);
+
 /**
- * The service image of this tree: built by deploy/image/build.sh unless an image of this very
- * revision exists (its root filesystem is cached, so a rebuild takes the npm and tsc steps only).
+ * The service image of this tree and its SBOM: built by deploy/image/build.sh unless an image of
+ * this very revision exists with its SBOM beside it (its root filesystem is cached, so a rebuild
+ * takes the npm and tsc steps only). Podman's store outlives a clone; dist/ does not, so an image
+ * of this revision built from another clone is built again here.
  */
 export function buildServiceImage(): string {
-  if (imageLabels(serviceImage)?.["org.opencontainers.image.revision"] !== treeRevision()) build(["service"]);
+  const current = imageLabels(serviceImage)?.["org.opencontainers.image.revision"] === treeRevision();
+  if (!current || !fs.existsSync(serviceSbomPath)) build(["service"]);
   return serviceImage;
 }
 
