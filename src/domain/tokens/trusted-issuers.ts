@@ -10,6 +10,7 @@ import {
   type JWTVerifyOptions,
 } from "jose";
 import { DomainError, invalidArgument, notFound } from "../../errors/domain-error.js";
+import { jwksDocumentOf } from "../shared/client-assertion.js";
 import type { Clock } from "../shared/clock.js";
 import type { Logger } from "../shared/observability.js";
 import type { RemoteKeySets } from "../shared/remote-key-sets.js";
@@ -18,7 +19,7 @@ import type { UnitOfWork } from "../shared/unit-of-work.js";
 import type { User } from "../tenants/model.js";
 import type { TenantRepository } from "../tenants/ports.js";
 import { invalidRequest } from "./oauth-errors.js";
-import { EXTERNAL_ALGORITHMS } from "./issuer-key-set.js";
+import { EXTERNAL_ALGORITHMS, issuerKeySetOf } from "./issuer-key-set.js";
 import type { TokenConfig, TrustedIssuer } from "./model.js";
 import type { TrustedIssuerRepository } from "./ports.js";
 
@@ -94,16 +95,9 @@ export class TrustedIssuers {
     // The rules of a client's jwks_uri (https only, …). Not fetched here, as Keycloak's identity
     // providers are not at save: an unreachable or unusable URL refuses the exchanges (logged).
     const jwksUri = input.jwksUri ? this.deps.keySets.uriOf(input.jwksUri) : undefined;
-    let jwks: JSONWebKeySet | undefined;
-    if (input.jwks) {
-      try {
-        jwks = JSON.parse(input.jwks) as JSONWebKeySet;
-        if (!Array.isArray(jwks.keys) || jwks.keys.length === 0) throw new Error("no keys");
-        createLocalJWKSet(jwks);
-      } catch {
-        throw invalidArgument("jwks must be a JWKS document", [{ name: "jwks", value: "invalid" }]);
-      }
-    }
+    // An inline set passes the rule of a fetched one (issuerKeySetOf): a private or symmetric key
+    // is refused, never stored; of the rest, only the public members of usable keys are kept.
+    const jwks = input.jwks ? await issuerKeySetOf(jwksDocumentOf(input.jwks)) : undefined;
     await this.deps.issuers.upsert(this.deps.uow.direct, scope, {
       issuer: input.issuer,
       jwksUri,

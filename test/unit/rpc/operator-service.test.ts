@@ -3,6 +3,7 @@ import crypto from "node:crypto";
 import { before, describe, test } from "node:test";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
+import { exportJWK, generateKeyPair } from "jose";
 import { ApiUserCredentialType, ApiUserRole } from "../../../gen/travel/apiuser/v2/api_user_pb.js";
 import {
   accessToken,
@@ -14,6 +15,11 @@ import {
   startRpc,
   type RpcHarness,
 } from "./harness.js";
+
+/** A fresh P-256 public key as a JWK. */
+async function ecPublicJwk() {
+  return exportJWK((await generateKeyPair("ES256", { extractable: true })).publicKey);
+}
 
 const invalid = (params: Array<{ name: string; value: string }>) =>
   ({
@@ -180,7 +186,7 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
       {
         tmcId: tenant.tmcId,
         issuer: "https://a.idp.example",
-        jwks: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}',
+        jwks: JSON.stringify({ keys: [{ ...(await ecPublicJwk()), kid: "a-1" }] }),
         audience: "aud-a",
       },
       asOperator,
@@ -236,6 +242,52 @@ describe("OperatorService: TMCs, API users, trusted issuers and the audit trail"
     await rejectsWithRpc(
       h.operator.removeTrustedIssuer({ tmcId: tenant.tmcId, issuer: "" }, asOperator),
       invalid([{ name: "issuer", value: "must be at least 1 characters" }]),
+    );
+  });
+
+  test("an inline jwks is held to the rule of a fetched one: a private or symmetric key is refused and nothing is stored", async () => {
+    const tenant = await provisionTmc(h, 5);
+    const { privateKey } = await generateKeyPair("ES256", { extractable: true });
+    const add = (jwks: string) =>
+      h.operator.addTrustedIssuer(
+        { tmcId: tenant.tmcId, issuer: "https://inline.idp.example", jwks, audience: "aud" },
+        asOperator,
+      );
+    const refused = (message: string, value = "invalid") =>
+      ({ ...invalid([{ name: "jwks", value }]), message }) as const;
+    // An IdP's private key pasted by mistake, or a shared secret: never stored, not even in part.
+    await rejectsWithRpc(
+      add(JSON.stringify({ keys: [{ ...(await exportJWK(privateKey)), kid: "leaked" }] })),
+      refused("jwks.keys[0] must be a public key (no private members)"),
+    );
+    await rejectsWithRpc(
+      add(JSON.stringify({ keys: [{ kty: "oct", kid: "hmac", k: "c2VjcmV0" }] })),
+      refused("jwks.keys[0] must be a public key (no private members)"),
+    );
+    // Keys no subject token could be verified with: none named by a kid, or none of RS256/ES256.
+    await rejectsWithRpc(
+      add(JSON.stringify({ keys: [await ecPublicJwk()] })),
+      refused("jwks has no key usable for RS256 or ES256 signatures with a kid"),
+    );
+    await rejectsWithRpc(
+      add(
+        JSON.stringify({
+          keys: [{ kty: "OKP", crv: "Ed25519", kid: "ed", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" }],
+        }),
+      ),
+      refused("jwks has no key usable for RS256 or ES256 signatures with a kid"),
+    );
+    await rejectsWithRpc(add('{"keys":[]}'), refused("jwks must be a JWK Set with 1 to 100 keys"));
+    await rejectsWithRpc(add("{not json"), refused("jwks must be a JSON document", "not JSON"));
+    assert.deepEqual((await h.operator.listTrustedIssuers({ tmcId: tenant.tmcId }, asOperator)).issuers, []);
+
+    // A set as IdPs publish it (a signing key beside an encryption key) is accepted.
+    const signing = { ...(await ecPublicJwk()), kid: "sig-1", use: "sig" };
+    const encryption = { ...(await ecPublicJwk()), kid: "enc-1", use: "enc" };
+    await add(JSON.stringify({ keys: [encryption, signing] }));
+    assert.deepEqual(
+      (await h.operator.listTrustedIssuers({ tmcId: tenant.tmcId }, asOperator)).issuers.map((i) => i.inlineJwks),
+      [true],
     );
   });
 

@@ -67,7 +67,7 @@ export const docs: Readonly<Record<string, string>> = {
   "travel.operator.v1.AddTrustedIssuerRequest.tmc_id": "The TMC (a UUID).",
   "travel.operator.v1.AddTrustedIssuerRequest.issuer": "The `iss` claim of the issuer's JWTs.",
   "travel.operator.v1.AddTrustedIssuerRequest.jwks_uri": "Where the issuer publishes its JWKS; or give `jwks` inline. Under the rules of an API user's `jwks_uri` (`https` only, no user info, no fragment; otherwise API_VALIDATION_FAILED naming jwksUri). Not fetched now: at the first token exchange that needs it, within the same limits.",
-  "travel.operator.v1.AddTrustedIssuerRequest.jwks": "An inline JWKS document (JSON), for issuers without a reachable JWKS URL.",
+  "travel.operator.v1.AddTrustedIssuerRequest.jwks": "An inline JWKS document (JSON), for issuers without a reachable JWKS URL. Checked as a set fetched from `jwks_uri` is: a key with private members (`d`, `k`, …), no key usable for RS256 or ES256 with a `kid`, or more than 100 keys refuse it (API_VALIDATION_FAILED naming jwks, nothing stored); of the rest, the usable keys' public members are kept.",
   "travel.operator.v1.AddTrustedIssuerRequest.audience": "The audience the issuer's tokens carry for this platform: the subject token's `aud` must contain it. Required: an issuer trusted for any audience would accept tokens minted for another relying party.",
   "travel.operator.v1.AddTrustedIssuerRequest.company_id": "Binds the issuer to one company of the TMC (the company's own IdP): its tokens then name users of that company only, whoever exchanges them. Empty: any company of the TMC.",
   "travel.operator.v1.ListAuditEventsRequest.tmc_id": "The TMC (a UUID); required unless `platform` is set.",

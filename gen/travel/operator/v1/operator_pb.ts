@@ -594,7 +594,10 @@ export type AddTrustedIssuerRequest = Message<"travel.operator.v1.AddTrustedIssu
   jwksUri: string;
 
   /**
-   * An inline JWKS document (JSON), for issuers without a reachable JWKS URL.
+   * An inline JWKS document (JSON), for issuers without a reachable JWKS URL. Checked as a set
+   * fetched from `jwks_uri` is: a key with private members (`d`, `k`, …), no key usable for RS256
+   * or ES256 with a `kid`, or more than 100 keys refuse it (API_VALIDATION_FAILED naming jwks,
+   * nothing stored); of the rest, the usable keys' public members are kept.
    *
    * @generated from field: string jwks = 4;
    */
