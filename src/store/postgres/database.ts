@@ -172,11 +172,29 @@ function connectPostgres(
     // direct URL's), and in session mode raw SQL of tools and tests; never behind a transaction pooler.
     ...(perSession || !timeouts ? { searchPath: [schema] } : {}),
     // Tarn keeps `min` connections past their idle timeout, but opens them only on demand: warmUp does.
-    pool: { min, max },
+    pool: { min, max, ...(timeouts ? {} : { afterCreate: exemptFromIdleTimeout }) },
     acquireConnectionTimeout: timeouts ? acquireTimeoutMs : 60_000,
   });
   if (!perSession) setLocalOnBegin(db, serverTimeouts);
   return db;
+}
+
+/**
+ * The migrator's sessions are exempt from a server-wide idle_in_transaction_session_timeout: a
+ * migration's transaction idles between its statements (on a busy host, past a strict server's
+ * 100 ms: the CI failure of a fresh schema's migrations), and the lock's transaction idles while
+ * they all run. A SET after connecting, since a startup parameter loses to `options` in the URL.
+ */
+function exemptFromIdleTimeout(
+  connection: CallbackConnection,
+  done: (error: Error | null, connection: unknown) => void,
+) {
+  connection.query("set idle_in_transaction_session_timeout = 0", (error) => done(error, connection));
+}
+
+/** A new pg connection as Knex's pool hands it to `afterCreate`. */
+interface CallbackConnection {
+  query(sql: string, callback: (error: Error | null) => void): void;
 }
 
 /**
