@@ -156,7 +156,7 @@ async function handle(
       refused: (refusal) => noteRefusal(request, refusal),
       traced: (traceId) => noteTrace(request, traceId),
     });
-    const response = await transport.unary(route.method, undefined, undefined, headers, message, context);
+    const response = await transport.unary(route.method, callerGone(reply), undefined, headers, message, context);
     for (const name of FORWARDED_RESPONSE_HEADERS) {
       const value = response.header.get(name);
       if (value !== null) reply.header(name, value);
@@ -189,6 +189,23 @@ async function handle(
     }
     return sendError(reply, error, route.dialect);
   }
+}
+
+/**
+ * Aborted when the client closes its connection (or its HTTP/2 stream) before the answer is
+ * written, as Connect aborts a gRPC handler's signal: the call's work still queued for a slot
+ * (admission.ts) is dropped, not run for nobody. A retry storm of clients that time out and hang
+ * up otherwise fills its TMC's queue with work whose answers nobody reads.
+ */
+function callerGone(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  const hangUp = () => controller.abort(new DomainError("CANCELED", "The client closed the request"));
+  if (reply.raw.destroyed) hangUp();
+  else
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableEnded) hangUp();
+    });
+  return controller.signal;
 }
 
 /** google.api.http response_body: the named response field's JSON is the whole answer. */

@@ -114,6 +114,8 @@ export class FairAdmission implements Admission {
   }
 
   async enter(party: Party, signal?: AbortSignal): Promise<Release> {
+    // The caller is gone already: nothing to start for it.
+    if (signal?.aborted) throw signal.reason;
     const key = keyOf(party);
     let entry = this.#parties.get(key);
     if (!entry) this.#parties.set(key, (entry = { running: 0, waiting: [], lastReleaseAt: this.now() }));

@@ -20,6 +20,8 @@ export interface TokenCall {
   readonly remoteAddress: string;
   /** Told the rate-limit decision as soon as it is made (the edge turns it into headers, 429 or not). */
   readonly onRateLimit: (decision: RateLimitDecision) => void;
+  /** Aborted when the caller goes away (or its deadline passes): its work still queued for a slot is dropped. */
+  readonly signal?: AbortSignal;
 }
 
 /** One kind of client the pipeline admits: how it authenticates, its budgets, and whose share its work takes. */
@@ -147,7 +149,7 @@ export class ClientAuthPipeline {
     );
   }
 
-  /** `work` in a slot of `party`'s share of the instance. */
+  /** `work` in a slot of `party`'s share of the instance; dropped from the queue when `signal` aborts. */
   slot<T>(party: AdmittedParty, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     return admitted(this.deps.admission, party, work, signal);
   }
@@ -227,7 +229,7 @@ export class ClientAuthPipeline {
     call: TokenCall,
   ): Promise<C> {
     const { authentication, limiter } = kind;
-    const attempt = await this.slot(UNAUTHENTICATED, () => authentication.lookUp(credentials));
+    const attempt = await this.slot(UNAUTHENTICATED, () => authentication.lookUp(credentials), call.signal);
     const reservation = await limiter.reserveAttempt(
       attempt.clientId,
       attempt.client !== undefined,

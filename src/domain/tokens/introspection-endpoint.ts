@@ -35,7 +35,11 @@ export class IntrospectionEndpoint {
     if (!decision.ok)
       throw pipeline.refused("TOKEN_INTROSPECTION_REFUSED", pipeline.apiUsers, credentials, decision, call, {});
     const { client } = decision;
-    const principal = await pipeline.slot(pipeline.apiUsers.party(client), () => tokens.introspect(client, token));
+    const principal = await pipeline.slot(
+      pipeline.apiUsers.party(client),
+      () => tokens.introspect(client, token),
+      call.signal,
+    );
     audit.record({
       action: "TOKEN_INTROSPECTED",
       outcome: "SUCCESS",
@@ -76,8 +80,10 @@ export class IntrospectionEndpoint {
   ): Promise<Array<Principal | undefined>> {
     const { pipeline, introspections } = this.deps;
     const server = await pipeline.admitResourceServer(credentials, call, refusal);
-    const principals = await pipeline.slot(pipeline.resourceServers.party(server), () =>
-      this.deps.tokens.introspectFor(server.audiences, tokens),
+    const principals = await pipeline.slot(
+      pipeline.resourceServers.party(server),
+      () => this.deps.tokens.introspectFor(server.audiences, tokens),
+      call.signal,
     );
     const active = principals.filter((p) => p !== undefined).length;
     if (active > 0) introspections.inc({ resource_server: server.clientId, active: "true" }, active);

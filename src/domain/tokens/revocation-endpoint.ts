@@ -57,8 +57,10 @@ export class RevocationEndpoint {
       details: {},
       action: "TOKEN_REVOCATION_REFUSED",
     });
-    const outcome = await pipeline.slot(pipeline.resourceServers.party(server), () =>
-      revocation.revokeAddressedTo(server.audiences, token),
+    const outcome = await pipeline.slot(
+      pipeline.resourceServers.party(server),
+      () => revocation.revokeAddressedTo(server.audiences, token),
+      call.signal,
     );
     audit.record({
       action: "TOKEN_REVOKED",

@@ -73,7 +73,7 @@ export class TokenEndpoint {
     const { client } = decision;
     let issued: IssuedToken;
     try {
-      issued = await pipeline.slot(pipeline.apiUsers.party(client), await grantOf(client));
+      issued = await pipeline.slot(pipeline.apiUsers.party(client), await grantOf(client), call.signal);
     } catch (error) {
       throw pipeline.refused("TOKEN_REFUSED", pipeline.apiUsers, credentials, { client, error }, call, details);
     }

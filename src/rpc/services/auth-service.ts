@@ -161,6 +161,9 @@ function tokenCall(ctx: HandlerContext): TokenCall {
   return {
     requestId,
     remoteAddress,
+    // Aborted when the caller hangs up or its deadline passes (Connect's), or when the REST client
+    // closes its connection (the gateway's).
+    signal: ctx.signal,
     onRateLimit: (decision) => {
       for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.responseHeader.set(name, value);
     },

@@ -92,6 +92,18 @@ describe("fair-share admission (one instance, pool of 10)", () => {
     );
   });
 
+  test("a caller gone before it enters takes no slot, even with slots free", async () => {
+    const admission = new FairAdmission(CONFIG, 10);
+    const gone = new AbortController();
+    gone.abort(new Error("client went away"));
+    const refused = await admission.enter(tmc("a"), gone.signal).catch((e: unknown) => e);
+    assert.equal((refused as Error).message, "client went away");
+    assert.deepEqual(
+      { running: admission.state.running, parties: admission.state.parties },
+      { running: 0, parties: 0 },
+    );
+  });
+
   test("at the adaptive limit a party already running its fair part is shed at once with 503, while a party below it is still admitted", async () => {
     // limitMax 4 caps the limit below the sum of the shares (5 + 5).
     const admission = new FairAdmission({ ...CONFIG, limitMax: 4, queuePerParty: 0 }, 10);

@@ -4,6 +4,7 @@ import type { RateLimitDecision, RateLimits } from "../../../src/domain/rate-lim
 import { TokenRateLimiter } from "../../../src/domain/rate-limit/token-rate-limiter.js";
 import { ClientAuthenticator, type ClientAttempt } from "../../../src/domain/tokens/client-authenticator.js";
 import { ResourceServerAuthenticator } from "../../../src/domain/resource-servers/resource-server-authenticator.js";
+import { FairAdmission, type Admission, type Party } from "../../../src/domain/shared/admission.js";
 import { ClientAuthPipeline, type TokenCall } from "../../../src/domain/shared/client-auth-pipeline.js";
 import { IntrospectionEndpoint } from "../../../src/domain/tokens/introspection-endpoint.js";
 import { TokenEndpoint } from "../../../src/domain/tokens/token-endpoint.js";
@@ -52,7 +53,7 @@ describe("TokenEndpoint", () => {
   let endpoint: TokenEndpoint;
   let introspection: IntrospectionEndpoint;
   /** A fresh limiter (budgets as `limits`), pipeline and endpoints; the fixture's domain stays. */
-  const useLimits = (limits: RateLimits) => {
+  const useLimits = (limits: RateLimits, admission: Admission = { enter: () => Promise.resolve(() => {}) }) => {
     limiter = new TokenRateLimiter(limits, memoryBudgetCounters("t:"));
     const resourceServers = new ResourceServerAuthenticator({
       uow: f.uow,
@@ -63,7 +64,7 @@ describe("TokenEndpoint", () => {
       apiUsers: { authentication: clients, limiter },
       resourceServers: { authentication: resourceServers, limiter },
       audit,
-      admission: { enter: () => Promise.resolve(() => {}) },
+      admission,
       admissions: new RecordingLabelledCounter<"path">(),
     });
     // These requests carry no DPoP proof: the replay store is never asked.
@@ -212,6 +213,58 @@ describe("TokenEndpoint", () => {
       { failures: 0, limit: 3, lockedOut: false },
       "the success gave its point back",
     );
+  });
+
+  test("a caller gone while its request waits for its TMC's slot is dropped from the queue: no token, no introspection, the token refusal audited CANCELED", async () => {
+    // A pool of 2 at half each: the TMC runs one call at a time, and the test holds that slot.
+    const fair = new FairAdmission(
+      { partyShare: 0.5, unauthenticatedShare: 0.5, queuePerParty: 4, queueWaitMs: 10_000, limitMax: 100 },
+      2,
+    );
+    let queued: (() => void) | undefined;
+    useLimits(LIMITS, {
+      enter: (party: Party, signal?: AbortSignal) => {
+        const entering = fair.enter(party, signal);
+        if (party.kind === "tmc") queued?.();
+        return entering;
+      },
+    });
+    const { accessToken } = await endpoint.fetchToken(
+      tokenRequest({ credentials: postCredentials(client.clientId, client.secret) }),
+      call("198.51.100.9").tokenCall,
+      NO_DPOP,
+    );
+    const held = await fair.enter({ kind: "tmc", id: tmcId });
+    audit.events.length = 0;
+    const closed = new DomainError("CANCELED", "The client closed the request");
+    const calls = [
+      (tokenCall: TokenCall) =>
+        endpoint.fetchToken(
+          tokenRequest({ credentials: postCredentials(client.clientId, client.secret) }),
+          tokenCall,
+          NO_DPOP,
+        ),
+      (tokenCall: TokenCall) =>
+        introspection.introspect(postCredentials(client.clientId, client.secret), accessToken, tokenCall),
+    ];
+    for (const [index, start] of calls.entries()) {
+      const gone = new AbortController();
+      const inQueue = new Promise<void>((resolve) => (queued = resolve));
+      const answer = start({ ...call("198.51.100.9", `req-gone-${index}`).tokenCall, signal: gone.signal }).catch(
+        (error: unknown) => error,
+      );
+      await inQueue;
+      gone.abort(closed);
+      const settled = await Promise.race([answer, new Promise((r) => setTimeout(r, 2_000, "still queued"))]);
+      assert.equal(settled, closed, "the call left the queue with the caller's reason");
+    }
+    held();
+    // The token endpoint audits every refusal; introspection audits the answers it gives, and gave none.
+    assert.deepEqual(
+      audit.events.map((e) => [e.action, e.debugIdentifier, e.details?.errorCode]),
+      [["TOKEN_REFUSED", "req-gone-0", "CANCELED"]],
+    );
+    assert.deepEqual({ running: fair.state.running, parties: fair.state.parties }, { running: 0, parties: 0 });
   });
 
   test("the per-client budget is spent only by authenticated requests: wrong secrets never exhaust it; the sixth in the window is 429, audited TOKEN_RATE_LIMITED", async () => {
