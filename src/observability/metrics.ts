@@ -37,6 +37,18 @@ export interface Metrics {
   readonly readinessStatus: Gauge<"dependency" | "status">;
   /** Gives readinessStatus the readiness check it reads (the composition root's, shared with /readyz). */
   observeReadiness(checks: () => Promise<Record<string, DependencyStatus>>): void;
+  /** The admission's adaptive limit, and its calls running and waiting (admission.ts); read at each scrape. */
+  readonly admissionLimit: Gauge;
+  readonly admissionCalls: Gauge<"state">;
+  /** Gives the admission gauges the state they read (the instance's FairAdmission). */
+  observeAdmission(state: () => AdmissionFigures): void;
+}
+
+/** What the admission gauges read: the adaptive limit, and the calls running and waiting. */
+export interface AdmissionFigures {
+  readonly limit: number;
+  readonly running: number;
+  readonly waiting: number;
 }
 
 /** The statuses readiness (src/app/readiness.ts) gives a dependency: written here, where the gauge lists them all. */
@@ -59,6 +71,7 @@ export function createMetrics(): Metrics {
   for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
   const buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
   let readiness: (() => Promise<Record<string, DependencyStatus>>) | undefined;
+  let admission: (() => AdmissionFigures) | undefined;
   return {
     registry,
     httpRequests: new Counter({
@@ -172,6 +185,29 @@ export function createMetrics(): Metrics {
     }),
     observeReadiness(checks) {
       readiness = checks;
+    },
+    admissionLimit: new Gauge({
+      name: "admission_concurrency_limit",
+      help: "The adaptive limit of calls that take a database connection running at once on this instance",
+      registers: [registry],
+      collect() {
+        if (admission) this.set(admission().limit);
+      },
+    }),
+    admissionCalls: new Gauge({
+      name: "admission_calls",
+      help: "Calls that take a database connection on this instance: running, or waiting in memory for their party's slot",
+      labelNames: ["state"],
+      registers: [registry],
+      collect() {
+        if (!admission) return;
+        const { running, waiting } = admission();
+        this.set({ state: "running" }, running);
+        this.set({ state: "waiting" }, waiting);
+      },
+    }),
+    observeAdmission(state) {
+      admission = state;
     },
   };
 }

@@ -92,6 +92,10 @@ describe("probes, metrics and the API description", () => {
     assert.match(text, /readiness_dependency_status\{dependency="database",status="up"\} 1\n/);
     assert.match(text, /readiness_dependency_status\{dependency="redis",status="up"\} 1\n/);
     assert.match(text, /readiness_dependency_status\{dependency="redis",status="degraded"\} 0\n/);
+    // Admission, read at the scrape: the adaptive limit (twice the pool to start), nothing running now.
+    assert.match(text, /^admission_concurrency_limit \d+$/m);
+    assert.match(text, /^admission_calls\{state="running"\} 0$/m);
+    assert.match(text, /^admission_calls\{state="waiting"\} 0$/m);
   });
 
   test("GET /metrics passes `promtool check metrics` (Prometheus's own linter of the exposition format)", async () => {

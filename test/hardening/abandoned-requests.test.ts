@@ -69,6 +69,23 @@ describe(
     /** Whether `promise` is still unsettled once the timers that are due have run. */
     const pending = async (promise: Promise<unknown>) =>
       (await Promise.race([promise.then(() => false), sleep(0).then(() => true)])) === true;
+    /** The instance's admission as /metrics shows it: calls running and waiting. */
+    const admission = async () => {
+      const text = await (await fetch(`${running.baseUrl}/metrics`)).text();
+      const gauge = (state: string) =>
+        Number(new RegExp(`^admission_calls\\{state="${state}"\\} (\\d+)$`, "m").exec(text)?.[1]);
+      return { running: gauge("running"), waiting: gauge("waiting") };
+    };
+    /** Waits (up to 10 s) until /metrics shows `expected`. */
+    const admissionReaches = async (expected: { running: number; waiting: number }, why: string) => {
+      const deadline = Date.now() + 10_000;
+      let seen = await admission();
+      while (seen.running !== expected.running || seen.waiting !== expected.waiting) {
+        assert.ok(Date.now() < deadline, `${why}: /metrics shows ${JSON.stringify(seen)}`);
+        await sleep(20);
+        seen = await admission();
+      }
+    };
 
     test("2 creates stall on a held row, 6 more queue and their clients hang up: only the 2 run", async () => {
       const atStart = await apiUsers();
@@ -78,7 +95,7 @@ describe(
         await holder.raw("select id from tmcs where id = ? for update", [tmcId]);
         // The first creates take the TMC's two slots and retry on the held row.
         const stalled = Array.from({ length: RUNNING }, () => create());
-        await sleep(500);
+        await admissionReaches({ running: RUNNING, waiting: 0 }, "the first creates hold the TMC's slots");
         const hangUp = new AbortController();
         const abandoned = Array.from({ length: ABANDONED }, () =>
           create(hangUp.signal).then(
@@ -87,10 +104,11 @@ describe(
           ),
         );
         // Queued in memory behind them, holding no connection.
-        await sleep(300);
-        for (const call of stalled) assert.ok(await pending(call), "the first creates still wait for the row");
+        await admissionReaches({ running: RUNNING, waiting: ABANDONED }, "the later creates queue");
         hangUp.abort();
         assert.deepEqual(await Promise.all(abandoned), Array(ABANDONED).fill("AbortError"));
+        await admissionReaches({ running: RUNNING, waiting: 0 }, "the abandoned creates leave the queue");
+        for (const call of stalled) assert.ok(await pending(call), "the first creates still wait for the row");
         // The slots free up only now: an abandoned call still queued would take one and run.
         await sleep(300);
         await holder.commit();

@@ -51,6 +51,14 @@ export interface AdmissionConfig {
   readonly limitMax: number;
 }
 
+/** What an instance's admission is doing now: its adaptive limit, the calls running and waiting, the parties they are for. */
+export interface AdmissionState {
+  readonly limit: number;
+  readonly running: number;
+  readonly waiting: number;
+  readonly parties: number;
+}
+
 interface Waiter {
   readonly grant: () => void;
 }
@@ -92,6 +100,7 @@ export class FairAdmission implements Admission {
   readonly #partyMax: number;
   readonly #unauthenticatedMax: number;
   #running = 0;
+  #waiting = 0;
 
   constructor(
     private readonly config: AdmissionConfig,
@@ -108,9 +117,9 @@ export class FairAdmission implements Admission {
     this.#limit = new AdaptiveLimit({ initial, min, max: config.limitMax });
   }
 
-  /** The adaptive limit now, and how many calls run (metrics, tests). */
-  get state(): { limit: number; running: number; parties: number } {
-    return { limit: this.#limit.current, running: this.#running, parties: this.#parties.size };
+  /** The adaptive limit now, how many calls run and wait, and for how many parties (metrics, tests). */
+  get state(): AdmissionState {
+    return { limit: this.#limit.current, running: this.#running, waiting: this.#waiting, parties: this.#parties.size };
   }
 
   async enter(party: Party, signal?: AbortSignal): Promise<Release> {
@@ -176,6 +185,7 @@ export class FairAdmission implements Admission {
         const at = state.waiting.indexOf(waiter);
         if (at < 0) return;
         state.waiting.splice(at, 1);
+        this.#waiting--;
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
         this.#forgetIfIdle(key, state);
@@ -194,6 +204,7 @@ export class FairAdmission implements Admission {
         );
       const waiter: Waiter = {
         grant: () => {
+          this.#waiting--;
           clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);
           resolve();
@@ -202,6 +213,7 @@ export class FairAdmission implements Admission {
       const timer = setTimeout(onTimeout, this.config.queueWaitMs);
       signal?.addEventListener("abort", onAbort, { once: true });
       state.waiting.push(waiter);
+      this.#waiting++;
     });
   }
 

@@ -36,6 +36,10 @@ describe("fair-share admission (one instance, pool of 10)", () => {
     const running = await Promise.all(Array.from({ length: 5 }, () => admission.enter(tmc("a"))));
     const queued = [outcome(admission.enter(tmc("a"))), outcome(admission.enter(tmc("a")))];
     assertRefused(await outcome(admission.enter(tmc("a"))), "TOO_MANY_CONCURRENT_REQUESTS");
+    assert.deepEqual(
+      { running: admission.state.running, waiting: admission.state.waiting },
+      { running: 5, waiting: 2 },
+    );
     const others = await Promise.all([admission.enter(tmc("b")), admission.enter(server("rs-1"))]);
     running[0]!();
     running[1]!();
@@ -44,6 +48,7 @@ describe("fair-share admission (one instance, pool of 10)", () => {
       granted.every((g) => typeof g === "function"),
       "the queued calls took the freed slots",
     );
+    assert.equal(admission.state.waiting, 0);
     for (const release of [...running, ...others, ...(granted as Release[])]) release();
     assert.equal(admission.state.running, 0);
     assert.equal(admission.state.parties, 0, "idle parties are forgotten");
@@ -81,8 +86,10 @@ describe("fair-share admission (one instance, pool of 10)", () => {
     const running = await admission.enter(tmc("a"));
     const gone = new AbortController();
     const abandoned = admission.enter(tmc("a"), gone.signal).catch((e: unknown) => e);
+    assert.equal(admission.state.waiting, 1);
     gone.abort(new Error("client went away"));
     assert.equal(((await abandoned) as Error).message, "client went away");
+    assert.equal(admission.state.waiting, 0, "it left the queue at once");
     running();
     const next = await admission.enter(tmc("a"));
     next();
