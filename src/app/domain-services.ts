@@ -56,6 +56,7 @@ export function createDomainServices(inputs: DomainInputs) {
   const rateLimit = createRateLimitArea(inputs.shared, config);
   // One per instance: the bearer RPCs (through the RPC core) and the token endpoints share it.
   const admission = new FairAdmission(config.admission, config.storage.databasePoolMax);
+  inputs.metrics.observeAdmission(() => admission.state);
   const keySets = remoteKeySetsOf(config);
   const tokens = tokenAreaOf(inputs, audit.auditLog, rateLimit, admission, keySets);
   const credentialChanges = credentialChangesAreaOf(inputs, tokens);

@@ -49,7 +49,6 @@ export async function createFaces(
   const { database, shared } = storage;
   const readiness = cachedReadiness(readinessOf(database, shared, http.readinessTimeoutMs), http.readinessIntervalMs);
   metrics.observeReadiness(() => readiness.checks());
-  metrics.observeAdmission(() => domain.admission.state);
   lifecycle.started("readiness checks", () => readiness.stop());
   const { health, adminHealth } = healthServices(config, async () => (await readiness.checks()).database === "up");
   const rpc = createRpcCore(
