@@ -10,12 +10,12 @@ import { disposeService, newTenant, ROOMY_RATE_LIMITS, startTokenService } from 
 import type { RunningService } from "../helpers/service.js";
 import { tokenFor } from "../air-credits/air-credit-kit.js";
 
-/** A pool of 4 at half per party: the TMC runs 2 calls at once and queues the rest, for up to 10 s. */
+/** A pool of 4 at half per party: the TMC runs 2 calls at once and queues the rest, for up to 15 s. */
 const ADMISSION = {
   DATABASE_POOL_MAX: "4",
   ADMISSION_PARTY_SHARE_PERCENT: "50",
   ADMISSION_QUEUE_PER_PARTY: "16",
-  ADMISSION_QUEUE_WAIT_MS: "10000",
+  ADMISSION_QUEUE_WAIT_MS: "15000",
   REQUEST_DEADLINE_MS: "30000",
   // A busy row is retried (holding the slot, not a connection) for up to 15 s before 409.
   DATABASE_LOCK_WAIT_MS: "15000",
@@ -76,9 +76,9 @@ describe(
         Number(new RegExp(`^admission_calls\\{state="${state}"\\} (\\d+)$`, "m").exec(text)?.[1]);
       return { running: gauge("running"), waiting: gauge("waiting") };
     };
-    /** Waits (up to 10 s) until /metrics shows `expected`. */
-    const admissionReaches = async (expected: { running: number; waiting: number }, why: string) => {
-      const deadline = Date.now() + 10_000;
+    /** Waits (up to `withinMs`) until /metrics shows `expected`. */
+    const admissionReaches = async (expected: { running: number; waiting: number }, why: string, withinMs = 10_000) => {
+      const deadline = Date.now() + withinMs;
       let seen = await admission();
       while (seen.running !== expected.running || seen.waiting !== expected.waiting) {
         assert.ok(Date.now() < deadline, `${why}: /metrics shows ${JSON.stringify(seen)}`);
@@ -107,7 +107,8 @@ describe(
         await admissionReaches({ running: RUNNING, waiting: ABANDONED }, "the later creates queue");
         hangUp.abort();
         assert.deepEqual(await Promise.all(abandoned), Array(ABANDONED).fill("AbortError"));
-        await admissionReaches({ running: RUNNING, waiting: 0 }, "the abandoned creates leave the queue");
+        // At once: well before their wait in the queue (15 s) would end it.
+        await admissionReaches({ running: RUNNING, waiting: 0 }, "the abandoned creates leave the queue", 2_000);
         for (const call of stalled) assert.ok(await pending(call), "the first creates still wait for the row");
         // The slots free up only now: an abandoned call still queued would take one and run.
         await sleep(300);
