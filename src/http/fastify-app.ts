@@ -1,6 +1,7 @@
 import crypto from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
+import { Code } from "@connectrpc/connect";
 import formBody from "@fastify/formbody";
 import type { Tracer } from "@opentelemetry/api";
 import Fastify, {
@@ -13,8 +14,9 @@ import Fastify, {
 import { DomainError, invalidArgument } from "../errors/domain-error.js";
 import { registerDialectNotFound } from "../gateway/dialect-not-found.js";
 import { errorContentTypeOf, refusalOf, renderError, sendError } from "../gateway/error-reply.js";
+import { STATUS_BY_CODE } from "../gateway/http-status.js";
 import { traceIdOf } from "../gateway/request-trace.js";
-import { AccessLog, recordRequest, type Outcome } from "./protocol/access-log.js";
+import { AccessLog, CANCELLED, recordRequest, type Outcome } from "./protocol/access-log.js";
 import { proxyTrustOf } from "./protocol/client-address.js";
 import { restRoutesOf } from "../gateway/http-rules.js";
 import { buildOpenApiDocument } from "../gateway/openapi.js";
@@ -114,7 +116,7 @@ export async function createRpcApp(
     clientErrorHandler: (error, socket) => answerParserError(error, socket, observers.logger, dialectOf),
   });
 
-  addRequestHooks(app, settings, observers.metrics, dialectOf);
+  addRequestHooks(app, settings, observers.metrics, dialectOf, requestLines);
   setErrorAnswers(app, dialectOf);
 
   // Every RPC path answers with an ErrorResponse, connect's own protocol refusals included (connect-handlers.ts).
@@ -161,9 +163,11 @@ function addRequestHooks(
   settings: HttpConfig,
   metrics: Metrics,
   dialectOf: (url: string | undefined) => ErrorDialect | undefined,
+  requestLines: OneLinePerRequest,
 ): void {
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    requestLines.watchForHangUp(request, reply, metrics);
     if (Buffer.byteLength(request.url) > settings.maxUrlBytes) {
       return sendError(
         reply,
@@ -214,7 +218,11 @@ class OneLinePerRequest extends LogController {
     request.log.debug({ req: request }, "incoming request");
   }
 
+  /** Requests whose line Fastify had written (requestCompleted), so a hang-up after it writes none. */
+  readonly #written = new WeakSet<FastifyRequest>();
+
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    this.#written.add(request);
     if (error)
       AccessLog.errored(
         reply.log,
@@ -228,6 +236,29 @@ class OneLinePerRequest extends LogController {
     else this.completed(request, reply);
   }
 
+  /**
+   * A request whose client leaves before its answer is written gets no `finish`, so Fastify writes
+   * no line and the onResponse hook counts nothing. Its line is written here, marked cancelled, as
+   * the lean gRPC path writes a cancelled call's. The status is 499 (nginx's "client closed
+   * request") when no status line was sent, else the one sent.
+   */
+  watchForHangUp(request: FastifyRequest, reply: FastifyReply, metrics: Metrics): void {
+    reply.raw.once("close", () => {
+      if (reply.raw.writableEnded || this.#written.has(request)) return;
+      const status = reply.raw.headersSent ? reply.statusCode : CLIENT_CLOSED_REQUEST;
+      const route = request.routeOptions.url ?? "unmatched";
+      recordRequest(metrics, { method: request.method, route, status }, reply.elapsedTime);
+      this.accessLog.completed(
+        request.id,
+        request,
+        { statusCode: status },
+        reply.elapsedTime,
+        traceIdOf(request),
+        CANCELLED,
+      );
+    });
+  }
+
   completed(request: FastifyRequest, reply: FastifyReply): void {
     this.accessLog.completed(
       request.id,
@@ -239,6 +270,9 @@ class OneLinePerRequest extends LogController {
     );
   }
 }
+
+/** A cancelled call's REST status (499, nginx's "client closed request"): the one table's. */
+const CLIENT_CLOSED_REQUEST = STATUS_BY_CODE[Code.Canceled];
 
 /** Why the request was refused (an answer of 400 or more). */
 function outcomeOf(request: FastifyRequest, reply: FastifyReply): Outcome {

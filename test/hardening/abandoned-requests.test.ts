@@ -126,6 +126,21 @@ describe(
       // The TMC is served again at once: nothing of the abandoned calls holds its share.
       assert.equal((await create()).status, 200);
       assert.equal(await apiUsers(), atStart + RUNNING + 1);
+      // Each abandoned request has its access-log line, marked cancelled with nginx's 499, and its count.
+      const lines = running
+        .logs()
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line) as { msg: string; cancelled?: boolean; res?: { statusCode: number } });
+      assert.deepEqual(
+        lines.filter((l) => l.msg === "request completed" && l.cancelled).map((l) => l.res?.statusCode),
+        Array(ABANDONED).fill(499),
+      );
+      const metrics = await (await fetch(`${running.baseUrl}/metrics`)).text();
+      assert.match(
+        metrics,
+        new RegExp(`^http_requests_total\\{method="POST",route="/v2/api-users",status="499"\\} ${ABANDONED}$`, "m"),
+      );
       // Nothing of it was logged as a failure of the service.
       const errors = running
         .logs()
