@@ -100,7 +100,6 @@ export class FairAdmission implements Admission {
   readonly #partyMax: number;
   readonly #unauthenticatedMax: number;
   #running = 0;
-  #waiting = 0;
 
   constructor(
     private readonly config: AdmissionConfig,
@@ -119,7 +118,9 @@ export class FairAdmission implements Admission {
 
   /** The adaptive limit now, how many calls run and wait, and for how many parties (metrics, tests). */
   get state(): AdmissionState {
-    return { limit: this.#limit.current, running: this.#running, waiting: this.#waiting, parties: this.#parties.size };
+    let waiting = 0;
+    for (const party of this.#parties.values()) waiting += party.waiting.length;
+    return { limit: this.#limit.current, running: this.#running, waiting, parties: this.#parties.size };
   }
 
   async enter(party: Party, signal?: AbortSignal): Promise<Release> {
@@ -185,7 +186,6 @@ export class FairAdmission implements Admission {
         const at = state.waiting.indexOf(waiter);
         if (at < 0) return;
         state.waiting.splice(at, 1);
-        this.#waiting--;
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
         this.#forgetIfIdle(key, state);
@@ -204,7 +204,6 @@ export class FairAdmission implements Admission {
         );
       const waiter: Waiter = {
         grant: () => {
-          this.#waiting--;
           clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);
           resolve();
@@ -213,7 +212,6 @@ export class FairAdmission implements Admission {
       const timer = setTimeout(onTimeout, this.config.queueWaitMs);
       signal?.addEventListener("abort", onAbort, { once: true });
       state.waiting.push(waiter);
-      this.#waiting++;
     });
   }
 
